@@ -1,0 +1,1 @@
+"""Workload generators: a workload request -> KernelGraph phases. Knows nothing of hardware."""

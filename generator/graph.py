@@ -1,0 +1,270 @@
+"""The kernel graph: the contract between workload generators and the solver.
+
+Kernels are described by their loops (einsum style): loop dimensions with sizes, and which
+dimensions index each operand. One tiling model and one sharding model then serve every
+kernel kind. Sizes are for one graph instance (e.g. one transformer layer, one micro-batch,
+before any splitting across chips); the solver decides how each kernel is split.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class KernelKind(str, Enum):
+    GEMM = "GEMM"
+    BATCHED_GEMM = "BATCHED_GEMM"  # batched/grouped GEMM (attention scores, GQA groups)
+    ELEMENTWISE = "ELEMENTWISE"
+    NORM = "NORM"  # reduction/normalisation (LayerNorm, RMSNorm)
+    SOFTMAX = "SOFTMAX"
+    ATTENTION = "ATTENTION"  # fused attention (FlashAttention style): scores stay on chip
+    EMBEDDING = "EMBEDDING"  # table lookup (gather)
+    KV_READ = "KV_READ"
+    KV_WRITE = "KV_WRITE"
+    ROUTER = "ROUTER"
+    COLLECTIVE = "COLLECTIVE"  # communication hint (e.g. all-to-all of embeddings)
+
+    @property
+    def uses_matrix_unit(self) -> bool:
+        return self in (KernelKind.GEMM, KernelKind.BATCHED_GEMM, KernelKind.ATTENTION)
+
+
+class OperandRole(str, Enum):
+    INPUT = "INPUT"
+    WEIGHT = "WEIGHT"
+    OUTPUT = "OUTPUT"
+    KV_CACHE = "KV_CACHE"
+
+
+class Pass(str, Enum):
+    FWD = "FWD"
+    BWD = "BWD"  # activation gradients
+    WGRAD = "WGRAD"  # weight gradients
+    RECOMPUTE = "RECOMPUTE"  # forward recomputed in backward
+    OPTIMIZER = "OPTIMIZER"
+
+
+class Communication(str, Enum):
+    """Communication a kernel implies by itself, independent of its sharding."""
+
+    NONE = "NONE"
+    ALL_REDUCE = "ALL_REDUCE"
+    ALL_REDUCE_PERIODIC = "ALL_REDUCE_PERIODIC"  # DP gradient all-reduce, once per step
+    ALL_TO_ALL = "ALL_TO_ALL"  # expert-parallel dispatch/combine, DLRM embeddings
+    ALL_GATHER = "ALL_GATHER"
+    REDUCE_SCATTER = "REDUCE_SCATTER"
+    POINT_TO_POINT = "POINT_TO_POINT"
+    BROADCAST = "BROADCAST"
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One tensor a kernel reads or writes. `dims` are loop-dimension names, outermost first."""
+
+    name: str
+    role: OperandRole
+    dims: tuple[str, ...]
+    bytes_per_element: float
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    kind: KernelKind
+    dims: tuple[tuple[str, int], ...]  # loop dims with sizes, in loop order
+    operands: tuple[Operand, ...]
+    flop: float  # FLOP for the whole kernel (one graph instance)
+    pass_: Pass = Pass.FWD
+    kernel_class: str = ""  # notebook class: Ma_Mw, Ma_Mqa, Va_Mw, KVCache, ...
+    # Loop dims that may be split across chips; empty = any dim of size > 1.
+    shardable_dims: tuple[str, ...] = ()
+    communication: Communication = Communication.NONE
+    communication_bytes: float = 0.0  # bytes of the implied collective (whole tensor)
+    # Communication group the implied collective runs over: "dp", "ep", "tp", "pp".
+    communication_group: str = ""
+    # Sharding pinned by the input ("" = searched, "none" = replicated).
+    pinned_sharding: str = ""
+    pinned_config: int = -1
+
+    @property
+    def dim_sizes(self) -> dict[str, int]:
+        return dict(self.dims)
+
+    def operand(self, name: str) -> Operand:
+        for op in self.operands:
+            if op.name == name:
+                return op
+        raise KeyError(f"kernel {self.name} has no operand {name}")
+
+    @property
+    def inputs(self) -> tuple[Operand, ...]:
+        return tuple(o for o in self.operands if o.role != OperandRole.OUTPUT)
+
+    @property
+    def outputs(self) -> tuple[Operand, ...]:
+        return tuple(o for o in self.operands if o.role == OperandRole.OUTPUT)
+
+    @property
+    def reduction_dims(self) -> tuple[str, ...]:
+        out = {d for o in self.outputs for d in o.dims}
+        return tuple(d for d, _ in self.dims if d not in out)
+
+    def operand_elements(self, op: Operand) -> int:
+        sizes = self.dim_sizes
+        return math.prod(sizes[d] for d in op.dims)
+
+    def operand_bytes(self, op: Operand) -> float:
+        return self.operand_elements(op) * op.bytes_per_element
+
+    def bytes_by_role(self, role: OperandRole) -> float:
+        return sum(self.operand_bytes(o) for o in self.operands if o.role == role)
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.bytes_by_role(OperandRole.WEIGHT)
+
+    @property
+    def kv_bytes(self) -> float:
+        return self.bytes_by_role(OperandRole.KV_CACHE)
+
+    @property
+    def activation_bytes(self) -> float:
+        return self.bytes_by_role(OperandRole.INPUT) + self.bytes_by_role(OperandRole.OUTPUT)
+
+    @property
+    def compulsory_bytes(self) -> float:
+        """Every operand moved once: the least DRAM traffic of any schedule."""
+        return sum(self.operand_bytes(o) for o in self.operands)
+
+    @property
+    def weight_params(self) -> int:
+        return sum(self.operand_elements(o) for o in self.operands if o.role == OperandRole.WEIGHT)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A tensor from `src`'s output operand to `dst`'s input operand.
+
+    `dim_map` maps the producer's output dims to the consumer operand's dims (same tensor,
+    possibly other names); dims of the consumer operand missing from the map are not shared
+    (a layout split along them needs an all-to-all).
+    """
+
+    src: str
+    dst: str
+    dst_operand: str
+    src_operand: str = ""  # "" = the producer's only output
+    dim_map: tuple[tuple[str, str], ...] = ()
+    tensor_bytes: float = 0.0  # whole tensor, one graph instance
+
+
+@dataclass(frozen=True)
+class KernelGraph:
+    name: str
+    kernels: tuple[Kernel, ...]
+    edges: tuple[Edge, ...] = ()
+
+    def kernel(self, name: str) -> Kernel:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+    @property
+    def flop(self) -> float:
+        return sum(k.flop for k in self.kernels)
+
+    def topological_order(self) -> tuple[str, ...]:
+        """Kahn's algorithm, ties broken by declaration order (deterministic)."""
+        index = {k.name: i for i, k in enumerate(self.kernels)}
+        indeg = {k.name: 0 for k in self.kernels}
+        succ: dict[str, list[str]] = {k.name: [] for k in self.kernels}
+        for e in self.edges:
+            indeg[e.dst] += 1
+            succ[e.src].append(e.dst)
+        ready = sorted((n for n, d in indeg.items() if d == 0), key=index.__getitem__)
+        order: list[str] = []
+        while ready:
+            n = ready.pop(0)
+            order.append(n)
+            for m in succ[n]:
+                indeg[m] -= 1
+                if indeg[m] == 0:
+                    ready.append(m)
+            ready.sort(key=index.__getitem__)
+        if len(order) != len(self.kernels):
+            raise ValueError(f"graph {self.name} has a cycle")
+        return tuple(order)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One graph and how many times it runs per step.
+
+    Training: `layer` (fwd+bwd of one layer for one micro-batch) x num_layers, plus `head`
+    (embeddings, LM head, loss). Inference: `prefill`/`decode` layer graphs; a whole request
+    has one prefill phase and `count` decode steps (each decode phase is one step at a
+    representative context length).
+    """
+
+    name: str
+    graph: KernelGraph
+    count: int = 1  # graph instances per step / per phase (e.g. layers)
+    steps: int = 1  # sequential repetitions of the phase (decode steps)
+    # Pipeline placement: "layer" graphs are split across pipeline stages; "head" graphs
+    # run on the first/last stage.
+    role: str = "layer"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    num_params: int
+    num_active_params: int
+    num_layers: int
+    hidden_size: int
+    num_heads: int = 0
+    num_kv_heads: int = 0
+    head_dim: int = 0
+    vocab_size: int = 0
+    num_experts: int = 0
+    experts_per_token: int = 0
+    # KV-cache bytes per token per layer (MLA: compressed latent + rope key).
+    kv_bytes_per_token_per_layer: float = 0.0
+    # Per-layer parameter count of the repeated block (for pipeline memory), and the rest.
+    params_per_layer: int = 0
+    params_outside_layers: int = 0
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a generator returns: graphs with counts, and the workload's bookkeeping."""
+
+    kind: str  # "training", "inference", "graph", "dlrm", "hpl", "fft", "gemm"
+    phases: tuple[Phase, ...]
+    model: ModelInfo | None = None
+    # Training
+    global_batch: int = 1
+    micro_batch: int = 1
+    seq_len: int = 0
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    zero_stage: int = 0
+    virtual_pipeline: int = 1
+    weight_bytes_per_param: float = 2.0
+    optimizer_bytes_per_param: float = 14.0  # gradients + optimizer state beyond weights
+    activation_bytes_per_element: float = 2.0
+    # Inference
+    phase: str = ""  # "prefill", "decode", "chunked_prefill", "request"
+    batch: int = 1
+    input_len: int = 0
+    output_len: int = 0
+    kv_cache_bytes: float = 0.0  # whole batch at the longest context
+    # Work per step independent of the mapping, for utilisation reports.
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def flop_per_step(self) -> float:
+        return sum(p.graph.flop * p.count * p.steps for p in self.phases)

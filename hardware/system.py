@@ -1,0 +1,134 @@
+"""The resolved machine, in SI units: what the solver sees of the hardware.
+
+Built once by `hardware.resolve` from the setup's `system` (and the library); frozen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Topology(str, Enum):
+    RING = "ring"
+    SWITCH = "switch"
+    FULLY_CONNECTED = "fully_connected"
+    TORUS = "torus"
+
+
+PARALLELISMS = ("TP", "PP", "DP", "EP", "CP")
+
+
+@dataclass(frozen=True)
+class CollectiveEfficiency:
+    bus_bw_util: float = 1.0  # achievable fraction of link bandwidth for large messages
+    latency_s: float = 0.0  # alpha per algorithm step
+    half_bw_bytes: float = 0.0  # message size reaching half the achievable bandwidth
+
+
+@dataclass(frozen=True)
+class NetworkLevel:
+    """One dimension of a hierarchical topology (innermost first)."""
+
+    name: str
+    kind: Topology
+    degree: int  # chips along this level; 0 = searched
+    link_bandwidth_Bps: float  # per chip, one direction
+    latency_s: float = 0.0
+    parallelism: tuple[str, ...] = ()  # assigned parallelisms; empty = searched
+    torus_dims: tuple[int, ...] = ()
+    efficiency: CollectiveEfficiency = field(default_factory=CollectiveEfficiency)
+
+
+@dataclass(frozen=True)
+class MemoryLevel:
+    name: str
+    capacity_bytes: float
+    bandwidth_Bps: float
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achievable fractions of peak; 1.0 everywhere is the pure roofline."""
+
+    gemm_util: float = 1.0
+    gemm_half_dim: float = 0.0
+    gemm_tile_m: int = 0
+    gemm_tile_n: int = 0
+    dram_util: float = 1.0
+    attention_util: float = 0.0  # 0 = gemm_util
+    vector_util: float = 1.0
+    kernel_overhead_s: float = 0.0
+    gpu_wave_model: bool = False
+    fixed_compute_util: float = 0.0  # execution.compute_util: overrides the GEMM model
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Chip:
+    name: str
+    cores: int
+    peak_flops: dict[str, float]  # per precision ("fp32", "bf16", "fp8", ...), FLOP/s dense
+    vector_flops: float  # FLOP/s for elementwise work
+    sram_bytes: float  # on-chip buffer the tiling may use
+    frequency_Hz: float
+    l2_bytes: float = 0.0
+    l2_bandwidth_Bps: float = 0.0
+    efficiency: Efficiency = field(default_factory=Efficiency)
+    tdp_W: float = 0.0
+    price_usd: float = 0.0
+
+    def peak(self, precision: str) -> float:
+        """Peak matrix FLOP/s at `precision`, falling back to the nearest wider type."""
+        for p in _FALLBACK.get(precision, (precision,)):
+            if self.peak_flops.get(p, 0.0) > 0:
+                return self.peak_flops[p]
+        return max(self.peak_flops.values())
+
+
+_FALLBACK = {
+    "fp8": ("fp8", "int8", "bf16", "fp16"),
+    "int8": ("int8", "fp8", "bf16", "fp16"),
+    "int4": ("int4", "int8", "fp8", "bf16"),
+    "bf16": ("bf16", "fp16"),
+    "fp16": ("fp16", "bf16"),
+    "tf32": ("tf32", "fp32"),
+    "fp32": ("fp32", "tf32"),
+    "fp64": ("fp64", "fp32"),
+}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """DFModel's cost/power units plus an energy model (all per the setup's `cost`)."""
+
+    accelerator_price: float = 0.0  # $
+    accelerator_power_W: float = 0.0
+    dram_unit_price: float = 0.0  # $ per GB/s
+    dram_unit_power: float = 0.0  # W per GB/s
+    link_unit_price: float = 0.0  # $ per GB/s
+    link_unit_power: tuple[float, ...] = ()  # W per GB/s, per level (x, y, z)
+    switch_unit_price: float = 0.0  # $ per GB/s per port
+    switch_unit_power: float = 0.0  # W per GB/s per port
+    energy_per_flop_J: float = 0.0
+    energy_per_dram_byte_J: float = 0.0
+    energy_per_link_byte_J: float = 0.0
+
+
+@dataclass(frozen=True)
+class System:
+    num_chips: int
+    chip: Chip
+    memory: tuple[MemoryLevel, ...]  # main memory first (HBM/DRAM), then outer levels
+    network: tuple[NetworkLevel, ...]  # innermost first
+    cost: CostModel = field(default_factory=CostModel)
+    scale_up_domain: int = 0
+    name: str = ""
+
+    @property
+    def dram(self) -> MemoryLevel:
+        return self.memory[0]
+
+    @property
+    def degrees_known(self) -> bool:
+        return all(level.degree > 0 for level in self.network)

@@ -1,0 +1,128 @@
+"""The command line: parse arguments, call one pipeline function, print. It never computes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from mapshard.errors import InfeasibleError, NoPlanError, SetupError
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_NO_PLAN = 0, 2, 3, 4
+
+EXAMPLES = {
+    "run": "mapshard run scenarios/llama31_8b_decode_h100 --out /tmp/result",
+    "generate": "mapshard generate scenarios/gpt3_175b_train_a100 --out /tmp/graph",
+    "explain": "mapshard explain scenarios/llama31_8b_decode_h100",
+    "bounds": "mapshard bounds scenarios/llama31_8b_decode_h100 --out /tmp/bounds",
+    "hardware": "mapshard hardware list; mapshard hardware show H100-SXM5-80GB",
+    "sweep": "mapshard sweep scenarios/sweep_llama70b/sweep.txt --workers 2 --out /tmp/sweep",
+    "validate": "mapshard validate tests/data/validation_dev_structured.csv --out /tmp/val",
+    "profile": "mapshard profile compare scenarios/llama31_8b_decode_h100 profile.csv",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line and exit code 2 (no abbreviations)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # type: ignore[override]
+        raise SetupError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def _sub(subparsers, name: str, help_text: str) -> argparse.ArgumentParser:
+    return subparsers.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=f"example: {EXAMPLES[name]}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="mapshard",
+        description="Optimal mapping and sharding of workloads onto accelerator systems.",
+        epilog="example: " + EXAMPLES["run"],
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = _sub(sub, "run", "Solve a scenario and write its result folder.")
+    p.add_argument("scenario", help="scenario folder holding setup.txt (or a setup file)")
+    p.add_argument("--out", help="result folder (default: SCENARIO/results)")
+    p.add_argument("--time-limit", type=float, help="solver time limit in seconds")
+    p.add_argument("--quiet", action="store_true", help="no progress or summary on the terminal")
+
+    p = _sub(sub, "generate", "Write a scenario's kernel graph and per-kernel breakdown.")
+    p.add_argument("scenario")
+    p.add_argument("--out", help="output folder (default: SCENARIO/results/graph)")
+
+    p = _sub(sub, "explain", "Why the plan is what it is: binding bound and runner-ups.")
+    p.add_argument("scenario")
+    p.add_argument("--time-limit", type=float)
+
+    p = _sub(sub, "bounds", "Data-movement frontier (DRAM traffic vs buffer) of the GEMMs.")
+    p.add_argument("scenario")
+    p.add_argument("--out", help="output folder (default: SCENARIO/results/bounds)")
+    p.add_argument("--kernel", help="only this kernel")
+
+    p = _sub(sub, "hardware", "List or show the hardware library.")
+    p.add_argument("action", choices=["list", "show"])
+    p.add_argument("name", nargs="?")
+
+    p = _sub(sub, "sweep", "Run a design-space sweep (local processes or a Dask cluster).")
+    p.add_argument("sweep_file")
+    p.add_argument("--workers", type=int, default=0, help="local worker processes (0 = cores)")
+    p.add_argument("--cluster", help="Dask scheduler address tcp://HOST:PORT")
+    p.add_argument("--out", help="results folder (default: beside the sweep file)")
+    p.add_argument("--quiet", action="store_true")
+
+    p = _sub(sub, "validate", "Predict published measurements and report the error.")
+    p.add_argument("cases", help="CSV in the structured validation format")
+    p.add_argument("--out", help="output folder (default: validation_results)")
+    p.add_argument("--check", action="store_true", help="exit 1 when error bounds are exceeded")
+
+    p = _sub(sub, "profile", "Compare a plan with a measured profile, or calibrate a chip.")
+    p.add_argument("action", choices=["compare", "calibrate"])
+    p.add_argument("scenario")
+    p.add_argument("profile", help="Nsight Compute CSV or Chrome/Perfetto trace JSON")
+    p.add_argument("--out")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = build_parser().parse_args(argv)
+        from mapshard import commands
+
+        return getattr(commands, f"cmd_{args.command}")(args)
+    except SetupError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except InfeasibleError as exc:
+        print(f"infeasible: {exc}", file=sys.stderr)
+        return EXIT_INFEASIBLE
+    except NoPlanError as exc:
+        print(f"no plan: {exc}", file=sys.stderr)
+        return EXIT_NO_PLAN
+    except KeyboardInterrupt:
+        print("interrupted: nothing was written", file=sys.stderr)
+        return 130
+
+
+def _resolve_out(scenario: str, out: str | None, sub: str = "") -> Path:
+    if out:
+        return Path(out)
+    base = Path(scenario)
+    base = base if base.is_dir() else base.parent
+    return base / "results" / sub if sub else base / "results"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

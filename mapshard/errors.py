@@ -1,0 +1,27 @@
+"""The three kinds of failure: bad input, infeasible design, no plan in time."""
+
+from __future__ import annotations
+
+
+class SetupError(Exception):
+    """Bad input. Carries every problem found, each a one-line message naming the file and
+    the line:column or field path, and what would be valid."""
+
+    def __init__(self, problems: list[str] | str):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class InfeasibleError(Exception):
+    """A valid design that cannot run the workload: names the binding resource, the demand,
+    the capacity and the smallest change that would make it feasible."""
+
+    def __init__(self, resource: str, reason: str, suggestion: str = ""):
+        self.resource = resource
+        self.reason = reason
+        self.suggestion = suggestion
+        super().__init__(reason + (f"; {suggestion}" if suggestion else ""))
+
+
+class NoPlanError(Exception):
+    """The solver stopped at its limit before finding any plan."""

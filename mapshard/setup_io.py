@@ -1,0 +1,98 @@
+"""Reading setup files: text-format protobuf with errors that name the file and line:col."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from google.protobuf import message as _message
+from google.protobuf import text_format
+
+from mapshard import setup_pb2
+from mapshard.errors import SetupError
+
+SETUP_NAME = "setup.txt"
+
+
+def setup_path(scenario: str | Path) -> Path:
+    """A scenario folder (holding setup.txt) or a setup file itself."""
+    path = Path(scenario)
+    if path.is_dir():
+        candidate = path / SETUP_NAME
+        if not candidate.is_file():
+            raise SetupError(
+                f"{path}: no {SETUP_NAME} in this folder; a scenario folder holds a "
+                f"{SETUP_NAME} (see scenarios/ for examples)"
+            )
+        return candidate
+    if not path.exists():
+        raise SetupError(f"{path}: no such file or folder; give a scenario folder or a setup.txt")
+    return path
+
+
+def read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SetupError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SetupError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save the file as UTF-8"
+        ) from None
+
+
+_LINE_COL = re.compile(r"^(\d+):(\d+) : (.*)$", re.S)
+
+
+def parse_text(text: str, message: _message.Message, path: Path) -> None:
+    """Parse text-format `text` into `message`; errors become `path:LINE:COL: message`."""
+    try:
+        text_format.Parse(text, message)
+    except text_format.ParseError as exc:
+        raw = str(exc)
+        match = _LINE_COL.match(raw)
+        if match:
+            line, col, msg = match.groups()
+            raise SetupError(f"{path}:{line}:{col}: {_explain(msg)}") from None
+        raise SetupError(f"{path}: {_explain(raw)}") from None
+
+
+def _explain(msg: str) -> str:
+    """Add what would be valid to protobuf's terse messages."""
+    msg = " ".join(msg.split())
+    m = re.search(r'Message type "mapshard\.(\w+)" has no field named "(\w+)"', msg)
+    if m:
+        from mapshard.fields import suggest_field
+
+        return f'unknown field "{m.group(2)}" in {m.group(1)}' + suggest_field(
+            m.group(1), m.group(2)
+        )
+    m = re.search(r'Enum type "mapshard\.(\w+)" has no value named (\w+)', msg)
+    if m:
+        enum = setup_pb2.DESCRIPTOR.enum_types_by_name.get(m.group(1))
+        valid = ", ".join(v.name for v in enum.values) if enum else ""
+        return f"unknown {m.group(1)} value {m.group(2)}; valid: {valid}"
+    return msg
+
+
+def load_setup(scenario: str | Path) -> tuple[setup_pb2.Setup, Path]:
+    """Parse a scenario's setup.txt. Returns the message and the file's path."""
+    path = setup_path(scenario)
+    text = read_text(path)
+    if not text.strip():
+        raise SetupError(
+            f"{path}: the file is empty; a setup needs at least `system` and a `workload` "
+            "or `dataflow_graph`"
+        )
+    setup = setup_pb2.Setup()
+    parse_text(text, setup, path)
+    return setup, path
+
+
+def load_message(path: Path, message: _message.Message) -> _message.Message:
+    text = read_text(path)
+    parse_text(text, message, path)
+    return message

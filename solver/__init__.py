@@ -1,0 +1,1 @@
+"""KernelGraph + System -> Plan: the MILP (Pyomo + HiGHS) and the outer parallelism search."""

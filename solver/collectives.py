@@ -1,0 +1,156 @@
+"""Collective times: one alpha-beta model for every topology kind, composed hierarchically.
+
+Sizes are the whole logical buffer `size_bytes` (for an all-reduce the vector each chip
+contributes; for an all-gather the gathered result; for a reduce-scatter the input; for an
+all-to-all the data each chip holds before the exchange, times the group size).
+`link_bandwidth_Bps` of a level is one chip's injection bandwidth in one direction.
+
+Per level with p chips, bandwidth b and per-step latency a (ring algorithm steps):
+  all-reduce      2(p-1)/p * S / b + 2(p-1) a      (ring; reduce-scatter + all-gather)
+  all-gather      (p-1)/p * S / b + (p-1) a
+  reduce-scatter  (p-1)/p * S / b + (p-1) a
+  all-to-all      switch/fully-connected: (p-1)/p * (S/p) / b + a
+                  ring (bidirectional, chunks travel ~p/4 hops): (p*p-1)/(4p) * (S/p) / b + (p-1) a
+  point-to-point  S / b + a
+  broadcast       (p-1)/p * S / b + (p-1) a        (scatter + all-gather pipeline)
+Switch and fully-connected levels take 1 step of latency (log2 p for switch trees is folded
+into the level's latency); a torus level is a ring per dimension, run one after another on
+S / (product of the dimensions done so far) for reduce-scatter phases.
+Achievable bus bandwidth falls with message size: b_eff = util * b * m / (m + m_half).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from hardware.system import NetworkLevel, Topology
+
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p", "broadcast")
+
+
+def effective_bandwidth(level: NetworkLevel, message_bytes: float) -> float:
+    eff = level.efficiency
+    bw = level.link_bandwidth_Bps * (eff.bus_bw_util or 1.0)
+    if eff.half_bw_bytes > 0 and message_bytes > 0:
+        bw *= message_bytes / (message_bytes + eff.half_bw_bytes)
+    return bw
+
+
+def _steps(level: NetworkLevel, p: int) -> int:
+    """Latency steps of a ring-like phase over p chips on this level."""
+    if p <= 1:
+        return 0
+    if level.kind in (Topology.SWITCH, Topology.FULLY_CONNECTED):
+        return 1
+    return p - 1
+
+
+def level_collective_time(kind: str, size_bytes: float, p: int, level: NetworkLevel) -> float:
+    """Time of one collective over p chips of one level (seconds)."""
+    if p <= 1 or size_bytes <= 0:
+        return 0.0
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective {kind}")
+    if level.kind == Topology.TORUS and level.torus_dims:
+        return _torus_time(kind, size_bytes, p, level)
+    alpha = level.latency_s + level.efficiency.latency_s
+    if kind == "p2p":
+        return size_bytes / effective_bandwidth(level, size_bytes) + alpha
+    bw = effective_bandwidth(level, size_bytes / p)
+    steps = _steps(level, p)
+    frac = (p - 1) / p
+    if kind == "all_reduce":
+        return 2 * frac * size_bytes / bw + 2 * steps * alpha
+    if kind in ("all_gather", "reduce_scatter", "broadcast"):
+        return frac * size_bytes / bw + steps * alpha
+    # all_to_all
+    per_chip = size_bytes / p
+    if level.kind == Topology.RING:
+        return (p * p - 1) / (4 * p) * per_chip / bw + steps * alpha
+    return frac * per_chip / bw + steps * alpha
+
+
+def _torus_time(kind: str, size_bytes: float, p: int, level: NetworkLevel) -> float:
+    """A torus is a ring per dimension; the group uses the innermost dimensions first."""
+    dims = _group_dims(level.torus_dims, p)
+    ring = NetworkLevel(
+        name=level.name,
+        kind=Topology.RING,
+        degree=0,
+        link_bandwidth_Bps=level.link_bandwidth_Bps,
+        latency_s=level.latency_s,
+        efficiency=level.efficiency,
+    )
+    return hierarchical_time(kind, size_bytes, [(ring, d) for d in dims])
+
+
+def _group_dims(torus_dims: Sequence[int], p: int) -> list[int]:
+    out: list[int] = []
+    remaining = p
+    for d in torus_dims:
+        if remaining <= 1:
+            break
+        take = math.gcd(d, remaining)
+        if take > 1:
+            out.append(take)
+            remaining //= take
+    if remaining > 1:
+        out.append(remaining)
+    return out
+
+
+def hierarchical_time(
+    kind: str, size_bytes: float, span: Sequence[tuple[NetworkLevel, int]]
+) -> float:
+    """A collective over a group spanning several levels, innermost first.
+
+    all-reduce = reduce-scatter inside, all-reduce across on the 1/p_inner shard, all-gather
+    inside; all-gather / reduce-scatter / all-to-all run level by level on the share that
+    level handles; p2p and broadcast use the outermost level that the group spans.
+    """
+    span = [(lv, p) for lv, p in span if p > 1]
+    if not span or size_bytes <= 0:
+        return 0.0
+    if len(span) == 1:
+        return level_collective_time(kind, size_bytes, span[0][1], span[0][0])
+    if kind in ("p2p", "broadcast"):
+        level, _ = span[-1]
+        p_total = math.prod(p for _, p in span)
+        return level_collective_time(kind, size_bytes, p_total, level)
+    inner_level, p_inner = span[0]
+    rest = span[1:]
+    shard = size_bytes / p_inner
+    if kind == "all_reduce":
+        return (
+            level_collective_time("reduce_scatter", size_bytes, p_inner, inner_level)
+            + hierarchical_time("all_reduce", shard, rest)
+            + level_collective_time("all_gather", size_bytes, p_inner, inner_level)
+        )
+    if kind == "reduce_scatter":
+        return level_collective_time(kind, size_bytes, p_inner, inner_level) + hierarchical_time(
+            kind, shard, rest
+        )
+    if kind == "all_gather":
+        return hierarchical_time(kind, shard, rest) + level_collective_time(
+            kind, size_bytes, p_inner, inner_level
+        )
+    # all_to_all: exchange inside, then across with the data each inner group holds
+    return level_collective_time(kind, size_bytes, p_inner, inner_level) + hierarchical_time(
+        kind, size_bytes, rest
+    )
+
+
+def bytes_sent_per_chip(kind: str, size_bytes: float, p: int) -> float:
+    """Bytes one chip injects into the network (for energy and reports)."""
+    if p <= 1:
+        return 0.0
+    frac = (p - 1) / p
+    return {
+        "all_reduce": 2 * frac * size_bytes,
+        "all_gather": frac * size_bytes,
+        "reduce_scatter": frac * size_bytes,
+        "broadcast": frac * size_bytes,
+        "all_to_all": frac * size_bytes / p,
+        "p2p": size_bytes,
+    }[kind]

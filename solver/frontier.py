@@ -1,0 +1,124 @@
+"""The data-movement frontier of a GEMM: least DRAM traffic for a given on-chip buffer.
+
+C[M,N] = A[M,K] B[K,N], buffer of S elements, C written once. Three tiling families, integer
+tiles, ceiling pass counts (DESIGN.md; equal to the Orojenesis attainable frontier):
+  output-stationary  Q = MN + MK*ceil(N/Tn) + KN*ceil(M/Tm),  Tm*Tn + Tm + Tn <= S
+  A-panel resident   Q = MK + MN + KN*ceil(M/Tm),             Tm*K + K + Tm   <= S
+  B-panel resident   Q = KN + MN + MK*ceil(N/Tn),             Tn*K + K + Tn   <= S
+Only tile sizes that are the smallest for their pass count matter (Tm = ceil(M/p)), so the
+candidates are the O(sqrt(M)) distinct ceilings, which keeps enumeration exact and fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TilePoint:
+    """One point of the frontier, in elements."""
+
+    buffer: int  # on-chip elements used
+    traffic: int  # DRAM elements moved (A + B + C)
+    a_traffic: int
+    b_traffic: int
+    c_traffic: int
+    family: str  # "output_stationary" | "a_resident" | "b_resident"
+    tile_m: int
+    tile_n: int
+
+    def describe(self) -> str:
+        return f"{self.family}:Tm={self.tile_m},Tn={self.tile_n}"
+
+
+def pass_tiles(size: int) -> np.ndarray:
+    """Smallest tile for every distinct pass count ceil(size/t), ascending."""
+    size = int(size)
+    root = math.isqrt(size) + 1
+    p = np.arange(1, root + 1, dtype=np.int64)
+    t = np.arange(1, root + 1, dtype=np.int64)
+    cand = np.concatenate([-(-size // p), t])
+    cand = cand[(cand >= 1) & (cand <= size)]
+    passes = -(-size // cand)
+    return np.unique(-(-size // passes))
+
+
+def _candidates(m: int, k: int, n: int) -> tuple[np.ndarray, ...]:
+    """All candidate tilings as arrays: buffer, a, b, c traffic, family code, Tm, Tn."""
+    tm, tn = pass_tiles(m), pass_tiles(n)
+    pm, pn = -(-m // tm), -(-n // tn)
+    TM, TN = (x.ravel() for x in np.meshgrid(tm, tn, indexing="ij"))
+    PM, PN = (x.ravel() for x in np.meshgrid(pm, pn, indexing="ij"))
+    os_buf = TM * TN + TM + TN
+    os_a, os_b = m * k * PN, k * n * PM
+    ar_buf, ar_a, ar_b = tm * k + k + tm, np.full_like(tm, m * k), k * n * pm
+    br_buf, br_a, br_b = tn * k + k + tn, m * k * pn, np.full_like(tn, k * n)
+    buf = np.concatenate([os_buf, ar_buf, br_buf])
+    a = np.concatenate([os_a, ar_a, br_a])
+    b = np.concatenate([os_b, ar_b, br_b])
+    fam = np.concatenate(
+        [np.zeros(len(os_buf), np.int64), np.ones(len(tm), np.int64), np.full(len(tn), 2)]
+    )
+    tile_m = np.concatenate([TM, tm, np.full_like(tn, m)])
+    tile_n = np.concatenate([TN, np.full_like(tm, n), tn])
+    return buf, a, b, fam, tile_m, tile_n
+
+
+_FAMILIES = ("output_stationary", "a_resident", "b_resident")
+
+
+def all_points(m: int, k: int, n: int) -> list[TilePoint]:
+    """Every candidate tiling (before Pareto filtering)."""
+    m, k, n = int(m), int(k), int(n)
+    buf, a, b, fam, tm, tn = _candidates(m, k, n)
+    return [
+        TilePoint(int(buf[i]), int(a[i] + b[i] + m * n), int(a[i]), int(b[i]), m * n,
+                  _FAMILIES[fam[i]], int(tm[i]), int(tn[i]))
+        for i in range(len(buf))
+    ]
+
+
+@functools.lru_cache(maxsize=4096)
+def gemm_frontier(m: int, k: int, n: int) -> tuple[TilePoint, ...]:
+    """Pareto frontier (buffer ascending, traffic strictly descending)."""
+    m, k, n = int(m), int(k), int(n)
+    buf, a, b, fam, tm, tn = _candidates(m, k, n)
+    traffic = a + b + m * n
+    order = np.lexsort((fam, traffic, buf))
+    best = np.minimum.accumulate(traffic[order])
+    keep = np.ones(len(order), dtype=bool)
+    keep[1:] = best[1:] < best[:-1]
+    out = []
+    for i in order[keep]:
+        out.append(
+            TilePoint(int(buf[i]), int(traffic[i]), int(a[i]), int(b[i]), m * n,
+                      _FAMILIES[fam[i]], int(tm[i]), int(tn[i]))
+        )
+    return tuple(out)
+
+
+def min_traffic(m: int, k: int, n: int, buffer_elements: float) -> int | None:
+    """Least traffic with at most `buffer_elements` on chip (None if nothing fits)."""
+    best = None
+    for p in gemm_frontier(m, k, n):
+        if p.buffer <= buffer_elements:
+            best = p.traffic
+    return best
+
+
+def menu(m: int, k: int, n: int, buffer_elements: float, size: int = 12) -> list[TilePoint]:
+    """A menu of frontier points that fit the buffer: the compulsory-traffic end, the
+    largest point that fits, and log-spaced points in between (always the best fitting one)."""
+    front = [p for p in gemm_frontier(m, k, n) if p.buffer <= buffer_elements]
+    if len(front) <= size:
+        return front
+    buffers = np.array([p.buffer for p in front], dtype=float)
+    targets = np.geomspace(buffers[0], buffers[-1], size)
+    chosen = {int(np.searchsorted(buffers, t, side="right") - 1) for t in targets}
+    chosen.add(len(front) - 1)
+    chosen.add(0)
+    return [front[i] for i in sorted(chosen)]

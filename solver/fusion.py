@@ -1,0 +1,252 @@
+"""Fusion search: configurations as contiguous segments of a topological order.
+
+DESIGN.md 7: a compact "kernel i goes to configuration k" model has weak LP bounds. Here a
+plan is a path over positions 0..n of the order with at most K segments (a shortest path,
+whose LP relaxation is integral), and the exact optimum is proven by bounds:
+  1. every segment gets a cheap separable lower bound (prefix sums, O(n^2));
+  2. segments on the current best path are priced exactly by a small MILP
+     (`milp.solve_configurations` on that segment alone; producers outside it take their
+     cheapest conversion, so the price is still a lower bound) until the best path is made
+     of priced segments only;
+  3. that path's true cost comes from one MILP over the fixed segmentation with every edge
+     exact (an upper bound); paths are then enumerated best-first by their bound (A* with
+     the backward shortest-path distance as heuristic) until the next bound is no better
+     than the incumbent: the incumbent is optimal over all segmentations.
+Kernel-by-kernel execution is the special case of one kernel per configuration: one MILP.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass, field
+
+from solver.menus import MappingProblem
+from solver.milp import MilpResult, solve_configurations
+from solver.options import SolverOptions
+
+Segment = tuple[int, int]  # [start, end) positions
+
+
+@dataclass
+class SearchStats:
+    milps: int = 0
+    segments_priced: int = 0
+    paths_checked: int = 0
+    num_vars: int = 0
+    num_binaries: int = 0
+    num_rows: int = 0
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, r: MilpResult) -> None:
+        self.milps += 1
+        self.build_s += r.build_s
+        self.solve_s += r.solve_s
+        self.num_vars = max(self.num_vars, r.num_vars)
+        self.num_binaries = max(self.num_binaries, r.num_binaries)
+        self.num_rows = max(self.num_rows, r.num_rows)
+
+
+@dataclass(frozen=True)
+class GraphSolution:
+    segments: tuple[tuple[int, ...], ...]
+    choice: tuple[int, ...]
+    objective_s: float
+    bound_s: float
+    status: str  # "optimal" | "time_limit" | "infeasible"
+    stats: SearchStats
+
+    @property
+    def gap(self) -> float:
+        if not math.isfinite(self.objective_s) or self.objective_s <= 0:
+            return 0.0
+        return max(0.0, (self.objective_s - self.bound_s) / self.objective_s)
+
+
+def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
+    stats = SearchStats()
+    n = len(problem.kernels)
+    if not problem.dataflow or n == 1:
+        segments = tuple((k,) for k in range(n))
+        r = solve_configurations(problem, segments, options)
+        stats.add(r)
+        return GraphSolution(segments, r.choice, r.objective_s, r.bound_s, r.status, stats)
+    return _segment_search(problem, options, stats)
+
+
+class _Bounds:
+    """Cheap separable lower bounds of every segment, O(n^2) with incremental sums."""
+
+    def __init__(self, problem: MappingProblem):
+        self.problem = problem
+        n = len(problem.kernels)
+        self.values: dict[Segment, float] = {}
+        comp = [min(o.compute_s for o in m.options) + m.overhead_s for m in problem.kernels]
+        net = [min(o.network_s for o in m.options) for m in problem.kernels]
+        buf = [min(o.buffer_bytes for o in m.options) for m in problem.kernels]
+        bw = problem.dram_bandwidth_Bps
+        weights, inputs, outputs, last_use = [], [], [], []
+        for k, menu in enumerate(problem.kernels):
+            fed = {e.dst_operand: e.src for e in problem.in_edges(k)}
+            names = {name for o in menu.options for name, _ in o.traffic}
+            w = 0.0
+            ins: list[tuple[int, float]] = []
+            for name in sorted(names):
+                least = min(o.traffic_of(name) for o in menu.options)
+                if name == menu.output_operand:
+                    continue
+                if name in fed:
+                    ins.append((fed[name], least))
+                else:
+                    w += least
+            weights.append(w)
+            inputs.append(ins)
+            outputs.append(min(o.traffic_of(menu.output_operand) for o in menu.options))
+            outs = [e.dst for e in problem.out_edges(k)]
+            last_use.append(max(outs) if outs else n)  # n: the output always leaves the chip
+        for i in range(n):
+            c = m = w = b = 0.0
+            out_pending: dict[int, float] = {}
+            for j in range(i + 1, n + 1):
+                k = j - 1
+                b += buf[k]
+                if b > problem.sram_bytes * (1 + 1e-9):
+                    break
+                c += comp[k]
+                w += net[k]
+                m += weights[k] + sum(t for src, t in inputs[k] if src < i)
+                if last_use[k] >= j:
+                    out_pending[k] = outputs[k]
+                for kk in [kk for kk in out_pending if last_use[kk] < j]:
+                    del out_pending[kk]
+                mem = (m + sum(out_pending.values())) / bw
+                self.values[(i, j)] = max(c, mem, w) if problem.overlap else c + mem + w
+
+
+def _segment_search(problem: MappingProblem, options: SolverOptions,
+                    stats: SearchStats) -> GraphSolution:
+    t_start = time.perf_counter()
+    n = len(problem.kernels)
+    K = max(1, min(problem.max_configs, n))
+    bounds = _Bounds(problem)
+    values = dict(bounds.values)
+    priced: set[Segment] = set()
+    pins = problem.pinned_configs or tuple([-1] * n)
+
+    def allowed(seg: Segment, c: int) -> bool:
+        return all(pins[k] in (-1, c) for k in range(*seg))
+
+    def price(seg: Segment) -> None:
+        r = solve_configurations(problem, [list(range(*seg))], options)
+        stats.add(r)
+        stats.segments_priced += 1
+        values[seg] = r.bound_s if r.status != "infeasible" else math.inf
+        priced.add(seg)
+
+    def backward() -> dict[tuple[int, int], float]:
+        """h[(pos, used)]: least bound to finish from pos having used `used` configs."""
+        h: dict[tuple[int, int], float] = {}
+        for used in range(K, -1, -1):
+            h[(n, used)] = 0.0
+        for pos in range(n - 1, -1, -1):
+            for used in range(K - 1, -1, -1):
+                best = math.inf
+                for j in range(pos + 1, n + 1):
+                    v = values.get((pos, j))
+                    if v is None:
+                        break
+                    if not allowed((pos, j), used):
+                        continue
+                    rest = h.get((j, used + 1), math.inf)
+                    if v + rest < best:
+                        best = v + rest
+                h[(pos, used)] = best
+            h[(pos, K)] = math.inf
+        return h
+
+    def best_path(h) -> list[Segment]:
+        path, pos, used = [], 0, 0
+        while pos < n:
+            target = h[(pos, used)]
+            for j in range(pos + 1, n + 1):
+                v = values.get((pos, j))
+                if v is None or not allowed((pos, j), used):
+                    continue
+                if math.isclose(v + h.get((j, used + 1), math.inf), target, rel_tol=1e-12,
+                                abs_tol=1e-18):
+                    path.append((pos, j))
+                    pos, used = j, used + 1
+                    break
+            else:
+                raise AssertionError("shortest path reconstruction failed")
+        return path
+
+    # Phase 1: price the segments of the best path until it is fully priced.
+    while True:
+        h = backward()
+        if not math.isfinite(h[(0, 0)]):
+            return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
+        path = best_path(h)
+        todo = [s for s in path if s not in priced]
+        if not todo:
+            break
+        for seg in todo:
+            price(seg)
+    lower = h[(0, 0)]
+
+    # Phase 2: best-first enumeration of segmentations by bound; exact cost of each.
+    incumbent: tuple[float, tuple, tuple] = (math.inf, (), ())
+    heap: list[tuple[float, float, int, int, tuple[Segment, ...]]] = [(lower, 0.0, 0, 0, ())]
+    final_bound = lower
+    status = "optimal"
+    while heap:
+        f, g, pos, used, path = heapq.heappop(heap)
+        if f >= incumbent[0] / (1 + options.gap) - 1e-15:
+            final_bound = min(incumbent[0], f)
+            break
+        if pos == n:
+            unpriced = [s for s in path if s not in priced]
+            if unpriced:
+                for seg in unpriced:
+                    price(seg)
+                g2 = sum(values[s] for s in path)
+                heapq.heappush(heap, (g2, g2, pos, used, path))
+                continue
+            stats.paths_checked += 1
+            segs = tuple(tuple(range(*s)) for s in path)
+            r = solve_configurations(problem, segs, options)
+            stats.add(r)
+            if r.objective_s < incumbent[0]:
+                incumbent = (r.objective_s, segs, r.choice)
+            if stats.paths_checked >= options.max_paths or _out_of_time(options, t_start):
+                final_bound = f
+                status = "time_limit"
+                stats.notes.append(f"stopped after {stats.paths_checked} segmentations")
+                break
+            continue
+        for j in range(pos + 1, n + 1):
+            seg = (pos, j)
+            v = values.get(seg)
+            if v is None:
+                break
+            if not allowed(seg, used) or used + 1 > K:
+                continue
+            rest = h.get((j, used + 1), math.inf)
+            if not math.isfinite(rest) or not math.isfinite(v):
+                continue
+            heapq.heappush(heap, (g + v + rest, g + v, j, used + 1, path + (seg,)))
+    else:
+        final_bound = incumbent[0]
+    if not math.isfinite(incumbent[0]):
+        return GraphSolution((), (), math.inf, final_bound, "infeasible", stats)
+    bound = min(max(final_bound, lower), incumbent[0])
+    if status == "optimal" and bound < incumbent[0] / (1 + options.gap) - 1e-12:
+        status = "time_limit"
+    return GraphSolution(incumbent[1], incumbent[2], incumbent[0], bound, status, stats)
+
+
+def _out_of_time(options: SolverOptions, t_start: float) -> bool:
+    return options.time_limit_s > 0 and time.perf_counter() - t_start > options.time_limit_s

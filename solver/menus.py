@@ -1,0 +1,368 @@
+"""Per-kernel option menus (sharding x tiling) and per-edge layout-conversion costs.
+
+Everything here is a constant for one outer choice (the tensor-parallel group and where it
+sits in the topology), so the MILP over these menus is linear. A MappingProblem is the
+whole input of the inner MILP and of the brute-force checker.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from generator.graph import Communication, Kernel, KernelGraph, KernelKind, OperandRole
+from hardware.system import Chip, NetworkLevel
+from solver import efficiency, frontier
+from solver.collectives import bytes_sent_per_chip, hierarchical_time
+
+Span = Sequence[tuple[NetworkLevel, int]]
+REPLICATED = "none"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One (sharding, tiling) choice of a kernel, with its per-chip costs."""
+
+    sharding: str
+    tile: str
+    compute_s: float
+    network_s: float  # the kernel's own collective(s)
+    network_bytes: float
+    buffer_bytes: float  # on-chip buffer of the tiling
+    out_tile_bytes: float  # stream buffer when the output feeds a fused consumer
+    traffic: tuple[tuple[str, float], ...]  # DRAM bytes per operand name, per chip
+    collective: str = ""
+    flop_per_chip: float = 0.0
+
+    def traffic_of(self, operand: str) -> float:
+        return dict(self.traffic).get(operand, 0.0)
+
+
+@dataclass(frozen=True)
+class KernelMenu:
+    name: str
+    options: tuple[Option, ...]
+    shardings: tuple[str, ...]  # distinct shardings, in option order
+    input_operands: tuple[str, ...]  # operands that can be fed by an edge
+    output_operand: str
+    overhead_s: float = 0.0
+
+    def sharding_index(self, option: int) -> int:
+        return self.shardings.index(self.options[option].sharding)
+
+
+@dataclass(frozen=True)
+class EdgeCost:
+    src: int  # kernel index (position in MappingProblem.kernels)
+    dst: int
+    dst_operand: str
+    # conversion seconds, [sharding index of src][sharding index of dst]
+    conv: tuple[tuple[float, ...], ...]
+
+
+@dataclass(frozen=True)
+class MappingProblem:
+    """The inner problem: kernels in a topological order, options, edges, chip limits."""
+
+    kernels: tuple[KernelMenu, ...]
+    edges: tuple[EdgeCost, ...]
+    sram_bytes: float
+    dram_bandwidth_Bps: float
+    overlap: bool
+    dataflow: bool
+    max_configs: int
+    pinned_configs: tuple[int, ...] = ()  # per kernel, -1 = free
+
+    def out_edges(self, k: int) -> list[EdgeCost]:
+        return [e for e in self.edges if e.src == k]
+
+    def in_edges(self, k: int) -> list[EdgeCost]:
+        return [e for e in self.edges if e.dst == k]
+
+
+# --------------------------------------------------------------------------------------
+# Building menus
+# --------------------------------------------------------------------------------------
+
+
+def sharding_choices(kernel: Kernel, tp: int) -> list[str]:
+    """Loop dims a kernel may split across the tensor-parallel group (plus replication)."""
+    if tp <= 1:
+        return [REPLICATED]
+    sizes = kernel.dim_sizes
+    allowed = kernel.shardable_dims or tuple(d for d, _ in kernel.dims)
+    choices = [REPLICATED]
+    out_dims = {d for o in kernel.outputs for d in o.dims}
+    for d in allowed:
+        if sizes.get(d, 0) >= tp:
+            choices.append(d)
+            if d not in out_dims and _rs_dim(kernel, tp):
+                choices.append(f"{d}+rs")
+    if kernel.pinned_sharding:
+        pinned = [c for c in choices if c == kernel.pinned_sharding]
+        return pinned or [REPLICATED]
+    return choices
+
+
+def _rs_dim(kernel: Kernel, tp: int) -> str:
+    """Output dim a reduce-scatter leaves the result split along (first large enough)."""
+    sizes = kernel.dim_sizes
+    for o in kernel.outputs:
+        for d in o.dims:
+            if sizes[d] >= tp:
+                return d
+    return ""
+
+
+def output_layout(kernel: Kernel, sharding: str, tp: int) -> str:
+    """The dim the kernel's output is split along under `sharding` ('' = replicated)."""
+    if sharding == REPLICATED or tp <= 1:
+        return ""
+    if sharding.endswith("+rs"):
+        return _rs_dim(kernel, tp)
+    out_dims = {d for o in kernel.outputs for d in o.dims}
+    return sharding if sharding in out_dims else ""
+
+
+def _shard_sizes(kernel: Kernel, sharding: str, tp: int) -> dict[str, int]:
+    sizes = dict(kernel.dim_sizes)
+    split = sharding.split("+")[0]
+    if split != REPLICATED and tp > 1:
+        sizes[split] = math.ceil(sizes[split] / tp)
+    return sizes
+
+
+def _gemm_roles(kernel: Kernel) -> tuple[str, str, str, list[str], list[str], list[str], list[str]]:
+    """Names of A, B, C and the batch/M/N/K dims of a two-input matrix kernel."""
+    ins = [o for o in kernel.operands if o.role != OperandRole.OUTPUT]
+    a, b = ins[0], ins[1]
+    c = kernel.outputs[0]
+    da, db, dc = set(a.dims), set(b.dims), set(c.dims)
+    batch = [d for d, _ in kernel.dims if d in da and d in db and d in dc]
+    m = [d for d, _ in kernel.dims if d in da and d in dc and d not in db]
+    n = [d for d, _ in kernel.dims if d in db and d in dc and d not in da]
+    k = [d for d, _ in kernel.dims if d not in dc]
+    return a.name, b.name, c.name, batch, m, n, k
+
+
+def _is_gemm(kernel: Kernel) -> bool:
+    return (
+        kernel.kind in (KernelKind.GEMM, KernelKind.BATCHED_GEMM)
+        and len(kernel.inputs) == 2
+        and len(kernel.outputs) == 1
+    )
+
+
+def _compulsory(kernel: Kernel, sizes: dict[str, int]) -> dict[str, float]:
+    traffic: dict[str, float] = {}
+    for op in kernel.operands:
+        elems = math.prod(sizes[d] for d in op.dims)
+        traffic[op.name] = elems * op.bytes_per_element
+    if kernel.kind == KernelKind.EMBEDDING:
+        # A lookup reads only the gathered rows, not the table.
+        out_bytes = sum(traffic[o.name] for o in kernel.outputs)
+        for op in kernel.operands:
+            if op.role == OperandRole.WEIGHT:
+                traffic[op.name] = min(traffic[op.name], out_bytes)
+    return traffic
+
+
+def _matrix_precision_peak(chip: Chip, precision: str) -> float:
+    return chip.peak(precision)
+
+
+def build_menu(
+    kernel: Kernel,
+    chip: Chip,
+    tp: int,
+    tp_span: Span,
+    group_spans: dict[str, Span],
+    sram_bytes: float,
+    math_precision: str,
+    dataflow: bool,
+    tiling_points: int = 10,
+) -> KernelMenu:
+    options: list[Option] = []
+    shardings = sharding_choices(kernel, tp)
+    full = kernel.dim_sizes
+    full_elems = math.prod(full.values())
+    out_bytes_full = sum(kernel.operand_bytes(o) for o in kernel.outputs)
+    for s in shardings:
+        sizes = _shard_sizes(kernel, s, tp)
+        frac = math.prod(sizes.values()) / full_elems if full_elems else 1.0
+        flop = kernel.flop * frac
+        compute = _compute_time(kernel, chip, sizes, flop, math_precision)
+        net_s, net_b, coll = _own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
+        for tile, buf, traffic, out_tile in _tilings(kernel, sizes, sram_bytes, dataflow,
+                                                      tiling_points):
+            options.append(
+                Option(s, tile, compute, net_s, net_b, buf, out_tile,
+                       tuple(sorted(traffic.items())), coll, flop)
+            )
+    inputs = tuple(o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT)
+    outputs = kernel.outputs
+    return KernelMenu(
+        name=kernel.name,
+        options=tuple(options),
+        shardings=tuple(dict.fromkeys(o.sharding for o in options)),
+        input_operands=inputs,
+        output_operand=outputs[0].name if outputs else "",
+        overhead_s=chip.efficiency.kernel_overhead_s,
+    )
+
+
+def _compute_time(kernel: Kernel, chip: Chip, sizes: dict[str, int], flop: float,
+                  precision: str) -> float:
+    if flop <= 0:
+        return 0.0
+    if _is_gemm(kernel):
+        _, _, _, batch, m, n, k = _gemm_roles(kernel)
+        bm = math.prod(sizes[d] for d in m)
+        bn = math.prod(sizes[d] for d in n)
+        bk = math.prod(sizes[d] for d in k)
+        bb = math.prod(sizes[d] for d in batch)
+        eff = efficiency.gemm_efficiency(chip, bm, bn, bk, bb)
+        return flop / (_matrix_precision_peak(chip, precision) * eff)
+    if kernel.kind == KernelKind.ATTENTION:
+        return flop / (_matrix_precision_peak(chip, precision) * efficiency.attention_efficiency(chip))
+    if kernel.kind.uses_matrix_unit:
+        return flop / (_matrix_precision_peak(chip, precision) * efficiency.gemm_efficiency(
+            chip, 1 << 14, 1 << 14, 1 << 14))
+    return flop / (chip.vector_flops * efficiency.vector_efficiency(chip))
+
+
+def _own_network(kernel: Kernel, sharding: str, tp: int, tp_span: Span,
+                 group_spans: dict[str, Span], out_bytes_full: float
+                 ) -> tuple[float, float, str]:
+    """Collectives the kernel needs by itself: a split reduction dim, and its implied
+    communication (all-to-all of expert dispatch, ...). Periodic DP gradient reductions are
+    charged once per step by the assembly, not here."""
+    time_s, sent, labels = 0.0, 0.0, []
+    split = sharding.split("+")[0]
+    if tp > 1 and split != REPLICATED and split in kernel.reduction_dims:
+        kind = "reduce_scatter" if sharding.endswith("+rs") else "all_reduce"
+        time_s += hierarchical_time(kind, out_bytes_full, tp_span)
+        sent += bytes_sent_per_chip(kind, out_bytes_full, tp)
+        labels.append(f"{kind} {out_bytes_full / 1e6:.3g} MB over tp")
+    comm = kernel.communication
+    if comm not in (Communication.NONE, Communication.ALL_REDUCE_PERIODIC):
+        span = group_spans.get(kernel.communication_group or "tp", ())
+        p = math.prod(q for _, q in span) if span else 1
+        if p > 1:
+            kind = {
+                Communication.ALL_REDUCE: "all_reduce",
+                Communication.ALL_TO_ALL: "all_to_all",
+                Communication.ALL_GATHER: "all_gather",
+                Communication.REDUCE_SCATTER: "reduce_scatter",
+                Communication.POINT_TO_POINT: "p2p",
+                Communication.BROADCAST: "broadcast",
+            }[comm]
+            size = kernel.communication_bytes
+            time_s += hierarchical_time(kind, size, span)
+            sent += bytes_sent_per_chip(kind, size, p)
+            labels.append(f"{kind} {size / 1e6:.3g} MB over {kernel.communication_group or 'tp'}")
+    return time_s, sent, "; ".join(labels)
+
+
+def _tilings(kernel: Kernel, sizes: dict[str, int], sram_bytes: float, dataflow: bool,
+             points: int) -> list[tuple[str, float, dict[str, float], float]]:
+    """(tile description, buffer bytes, traffic per operand, output tile bytes)."""
+    compulsory = _compulsory(kernel, sizes)
+    out_bytes = sum(compulsory[o.name] for o in kernel.outputs)
+    if not _is_gemm(kernel):
+        rows = sizes[kernel.dims[0][0]] if kernel.dims else 1
+        tile = out_bytes / max(rows, 1)
+        buf = 2 * sum(compulsory.values()) / max(rows, 1)
+        return [("stream", min(buf, sram_bytes), compulsory, min(2 * tile, sram_bytes))]
+    a, b, c, batch, m, n, k = _gemm_roles(kernel)
+    bm = math.prod(sizes[d] for d in m)
+    bn = math.prod(sizes[d] for d in n)
+    bk = math.prod(sizes[d] for d in k)
+    bb = math.prod(sizes[d] for d in batch)
+    ops = {o.name: o for o in kernel.operands}
+    elem = max(ops[a].bytes_per_element, ops[b].bytes_per_element, ops[c].bytes_per_element)
+    fit = sram_bytes / elem
+    pts = frontier.menu(bm, bk, bn, fit, size=points if dataflow else 1)
+    if not dataflow:
+        pts = pts[-1:]
+    out = []
+    for p in pts:
+        traffic = {
+            a: p.a_traffic * bb * ops[a].bytes_per_element,
+            b: p.b_traffic * bb * ops[b].bytes_per_element,
+            c: p.c_traffic * bb * ops[c].bytes_per_element,
+        }
+        out_tile = 2 * p.tile_m * p.tile_n * ops[c].bytes_per_element
+        out.append((p.describe(), p.buffer * elem, traffic, min(out_tile, sram_bytes)))
+    return out
+
+
+def layout_conversion(
+    src: Kernel, dst: Kernel, dst_operand: str, dim_map: dict[str, str], tensor_bytes: float,
+    s_src: str, s_dst: str, tp: int, tp_span: Span,
+) -> float:
+    """Seconds to turn the producer's output layout into the layout the consumer needs."""
+    if tp <= 1:
+        return 0.0
+    have = output_layout(src, s_src, tp)
+    if not have:
+        return 0.0  # replicated: every chip slices what it needs
+    have_dst = dim_map.get(have, have if not dim_map else "")
+    need_split = s_dst.split("+")[0]
+    operand_dims = dst.operand(dst_operand).dims
+    need = need_split if need_split != REPLICATED and need_split in operand_dims else ""
+    if need and need == have_dst:
+        return 0.0
+    kind = "all_gather" if not need else "all_to_all"
+    return hierarchical_time(kind, tensor_bytes, tp_span)
+
+
+def build_problem(
+    graph: KernelGraph,
+    chip: Chip,
+    dram_bandwidth_Bps: float,
+    tp: int,
+    tp_span: Span,
+    group_spans: dict[str, Span],
+    math_precision: str,
+    dataflow: bool,
+    overlap: bool,
+    max_configs: int,
+    tiling_points: int = 10,
+) -> MappingProblem:
+    order = graph.topological_order()
+    index = {name: i for i, name in enumerate(order)}
+    kernels = [graph.kernel(n) for n in order]
+    sram = chip.sram_bytes
+    menus = tuple(
+        build_menu(k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow,
+                   tiling_points)
+        for k in kernels
+    )
+    edges = []
+    for e in graph.edges:
+        u, v = index[e.src], index[e.dst]
+        src, dst = kernels[u], kernels[v]
+        tensor = e.tensor_bytes or sum(src.operand_bytes(o) for o in src.outputs)
+        dim_map = dict(e.dim_map)
+        conv = tuple(
+            tuple(
+                layout_conversion(src, dst, e.dst_operand, dim_map, tensor, a, b, tp, tp_span)
+                for b in menus[v].shardings
+            )
+            for a in menus[u].shardings
+        )
+        edges.append(EdgeCost(u, v, e.dst_operand, conv))
+    pinned = tuple(k.pinned_config for k in kernels)
+    eff_bw = dram_bandwidth_Bps * efficiency.dram_efficiency(chip)
+    return MappingProblem(
+        kernels=menus,
+        edges=tuple(edges),
+        sram_bytes=sram,
+        dram_bandwidth_Bps=eff_bw,
+        overlap=overlap,
+        dataflow=dataflow,
+        max_configs=max_configs if dataflow and max_configs > 0 else len(menus),
+        pinned_configs=pinned,
+    )

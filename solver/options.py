@@ -1,0 +1,25 @@
+"""Solver-side options, plain dataclasses (the setup's proto is converted in mapshard)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ExecutionOptions:
+    dataflow: bool = False  # True: fusion into configurations is searched
+    num_config: int = 0  # most configurations per graph (0 = number of kernels)
+    overlap: bool = True  # compute, memory and network overlap within a configuration
+    math_precision: str = "bf16"
+    pin_sharding: bool = False
+    pipeline_schedule: str = "1f1b"  # or "gpipe"
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    time_limit_s: float = 0.0  # 0 = none
+    gap: float = 1e-4
+    threads: int = 1
+    name: str = "highs"
+    node_limit: int = 0
+    max_paths: int = 200  # fusion search: segmentations priced before giving up the proof

@@ -1,0 +1,144 @@
+"""The Plan: what the solver returns and everything downstream (reports, sweeps) reads.
+
+Times are seconds, sizes bytes, per chip unless a name says otherwise. Frozen and plain:
+no Pyomo object survives past `solver.plan`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    phase: str
+    name: str
+    kind: str
+    kernel_class: str
+    pass_: str
+    dims: tuple[tuple[str, int], ...]
+    flop: float  # whole kernel, one graph instance (all chips together)
+    weight_bytes: float  # whole kernel
+    activation_bytes: float
+    kv_bytes: float
+    sharding: str  # split loop dim ("none" = replicated); "+rs" = reduce-scatter output
+    tile: str  # chosen tiling family and tile sizes
+    config: int  # configuration index within the phase
+    compute_s: float  # one instance, per chip
+    memory_s: float
+    network_s: float  # own collective + layout conversions of its inputs
+    dram_bytes: float  # DRAM traffic per chip, one instance
+    network_bytes: float  # bytes each chip sends, one instance
+    sram_bytes: float  # on-chip buffer used
+    bound: str  # "compute" | "memory" | "network"
+    collective: str = ""  # e.g. "all_reduce 12.6 MB over tp"
+    energy_J: float = 0.0  # one instance, all chips
+
+
+@dataclass(frozen=True)
+class ConfigPlan:
+    phase: str
+    index: int
+    kernels: tuple[str, ...]
+    compute_s: float
+    memory_s: float
+    network_s: float
+    latency_s: float  # max of the three (overlap) or their sum
+    sram_bytes: float
+    bound: str
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    name: str
+    role: str
+    count: int  # graph instances per step (layers)
+    steps: int  # sequential repetitions (decode steps)
+    latency_s: float  # one instance of the graph
+    lower_bound_s: float  # roofline bound of one instance
+    configs: tuple[ConfigPlan, ...]
+    kernels: tuple[KernelPlan, ...]
+
+
+@dataclass(frozen=True)
+class SolveStats:
+    status: str  # "optimal" | "time_limit" | "infeasible"
+    objective: float
+    bound: float
+    gap: float
+    solve_time_s: float
+    build_time_s: float = 0.0
+    num_vars: int = 0
+    num_binaries: int = 0
+    num_rows: int = 0
+    milps_solved: int = 0
+    choices_total: int = 0
+    choices_solved: int = 0
+    choices_pruned: int = 0
+    choices_infeasible: int = 0
+    solver: str = "highs"
+    fusion_search: str = ""
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """Per-chip DRAM footprint of the plan, bytes."""
+
+    weights: float = 0.0
+    gradients: float = 0.0
+    optimizer: float = 0.0
+    activations: float = 0.0
+    kv_cache: float = 0.0
+    capacity: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.kv_cache
+
+
+@dataclass(frozen=True)
+class ChoiceResult:
+    """One outer choice (parallel degrees and their placement) and what became of it."""
+
+    parallelism: dict[str, int]
+    placement: str
+    lower_bound_s: float
+    latency_s: float | None  # None when pruned or infeasible
+    status: str  # "solved" | "pruned" | "infeasible"
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    scenario: str
+    workload_kind: str
+    num_chips: int
+    parallelism: dict[str, int]  # tp, pp, dp, ep, cp
+    placement: dict[str, str]  # parallelism -> levels it spans, e.g. "nvswitch:8"
+    phases: tuple[PhasePlan, ...]
+    latency_s: float  # the objective (iteration time, or request latency)
+    stats: SolveStats
+    memory: MemoryUse
+    workload_flop: float  # per step (iteration / request / graph run)
+    peak_flops_per_chip: float
+    flops_utilization: float
+    system_cost: float
+    system_power_W: float
+    energy_J: float = 0.0
+    iteration_time_s: float | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    tokens_per_s: float | None = None
+    num_params: int = 0
+    num_active_params: int = 0
+    micro_batches: int = 1
+    pipeline_bubble_s: float = 0.0
+    dp_allreduce_s: float = 0.0
+    optimizer_s: float = 0.0
+    pp_transfer_s: float = 0.0
+    time_breakdown: dict[str, float] = field(default_factory=dict)
+    choices: tuple[ChoiceResult, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def kernels(self) -> list[KernelPlan]:
+        return [k for p in self.phases for k in p.kernels]

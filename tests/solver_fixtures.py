@@ -1,0 +1,87 @@
+"""Small random kernel graphs and machines for solver tests (shared by several tests)."""
+
+from __future__ import annotations
+
+import random
+
+from generator.graph import Edge, Kernel, KernelGraph, KernelKind, Operand, OperandRole
+from hardware.system import Chip, Efficiency, MemoryLevel, NetworkLevel, System, Topology
+
+
+def small_chip(sram_bytes: float = 2e5, peak: float = 1e12) -> Chip:
+    return Chip(
+        name="test-chip",
+        cores=4,
+        peak_flops={"bf16": peak},
+        vector_flops=peak / 8,
+        sram_bytes=sram_bytes,
+        frequency_Hz=1e9,
+        efficiency=Efficiency(),
+    )
+
+
+def small_system(num_chips: int = 2, sram_bytes: float = 2e5, link_Bps: float = 5e9,
+                 dram_Bps: float = 1e11) -> System:
+    return System(
+        num_chips=num_chips,
+        chip=small_chip(sram_bytes),
+        memory=(MemoryLevel("dram", 1e12, dram_Bps),),
+        network=(NetworkLevel("ring", Topology.RING, num_chips, link_Bps, 1e-6, ("TP",)),),
+    )
+
+
+def gemm(name: str, m: int, k: int, n: int, a_dims=("t", "h"), w: bool = True) -> Kernel:
+    """C[t, o] = A[t, h] x W[h, o] with dims named so layouts match across kernels."""
+    t, h = a_dims
+    o = f"{name}_o"
+    return Kernel(
+        name=name,
+        kind=KernelKind.GEMM,
+        dims=((t, m), (h, k), (o, n)),
+        operands=(
+            Operand("a", OperandRole.INPUT, (t, h), 2),
+            Operand("w", OperandRole.WEIGHT if w else OperandRole.INPUT, (h, o), 2),
+            Operand("c", OperandRole.OUTPUT, (t, o), 2),
+        ),
+        flop=2.0 * m * k * n,
+    )
+
+
+def elementwise(name: str, m: int, n: int, dims=("t", "h")) -> Kernel:
+    return Kernel(
+        name=name,
+        kind=KernelKind.ELEMENTWISE,
+        dims=((dims[0], m), (dims[1], n)),
+        operands=(
+            Operand("x", OperandRole.INPUT, dims, 2),
+            Operand("y", OperandRole.OUTPUT, dims, 2),
+        ),
+        flop=float(m * n),
+    )
+
+
+def random_chain(rng: random.Random, n_kernels: int) -> KernelGraph:
+    """A chain of GEMMs and elementwise kernels with consistent dim names, plus an
+    occasional skip edge (residual), so edges carry real layout choices."""
+    kernels: list[Kernel] = []
+    edges: list[Edge] = []
+    tokens = rng.choice([16, 32, 64])
+    width = rng.choice([16, 32, 48])
+    out_dim = "h"
+    for i in range(n_kernels):
+        name = f"k{i}"
+        if i == 0 or rng.random() < 0.6:
+            n = rng.choice([16, 32, 64])
+            k = gemm(name, tokens, width, n, a_dims=("t", out_dim))
+            kernels.append(k)
+            new_dim, width = f"{name}_o", n
+        else:
+            k = elementwise(name, tokens, width, dims=("t", out_dim))
+            kernels.append(k)
+            new_dim = out_dim
+        if i > 0:
+            prev = kernels[i - 1]
+            dst_op = k.inputs[0].name
+            edges.append(Edge(prev.name, name, dst_op, tensor_bytes=prev.operand_bytes(prev.outputs[0])))
+        out_dim = new_dim
+    return KernelGraph("random", tuple(kernels), tuple(edges))
