@@ -11,6 +11,8 @@ from generator.graph import Workload
 from hardware.system import System
 from mapshard import setup_pb2
 from mapshard.setup_io import load_setup
+from solver.options import ExecutionOptions, SolverOptions
+from solver.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -37,3 +39,45 @@ def load_scenario(scenario: str | Path) -> Scenario:
     system = resolve_system(setup, path)
     workload = build_workload(setup, path)
     return Scenario(setup=setup, path=path, system=system, workload=workload)
+
+
+_DTYPE_NAMES = {1: "fp32", 2: "tf32", 3: "bf16", 4: "fp16", 5: "fp8", 6: "int8", 7: "int4",
+                8: "fp64"}
+
+
+def execution_options(setup: setup_pb2.Setup) -> ExecutionOptions:
+    ex = setup.execution
+    precision = setup.workload.precision
+    math_type = precision.math or precision.activation
+    return ExecutionOptions(
+        dataflow=ex.execution_style == setup_pb2.DATAFLOW,
+        num_config=int(ex.num_config),
+        overlap=bool(ex.perfect_overlap) or not setup.HasField("execution"),
+        math_precision=_DTYPE_NAMES.get(math_type, "bf16"),
+        pin_sharding=ex.pin_sharding,
+        pipeline_schedule=(ex.pipeline_schedule or "1f1b").lower(),
+    )
+
+
+def solver_options(setup: setup_pb2.Setup, time_limit_s: float | None = None) -> SolverOptions:
+    """`solver` wins over DFModel's `gurobi` block; the command line wins over both.
+    DFModel's thread count is a Gurobi setting for a large server: HiGHS runs single-threaded
+    unless `solver.threads` asks otherwise (one setting per process; see DESIGN.md)."""
+    s, g = setup.solver, setup.gurobi
+    limit = s.time_limit_s or g.time or 0.0
+    if time_limit_s is not None:
+        limit = time_limit_s
+    return SolverOptions(
+        time_limit_s=float(limit),
+        gap=float(s.gap or g.gap or 1e-4),
+        threads=int(s.threads or 1),
+        name=s.name or "highs",
+        node_limit=int(s.node_limit),
+    )
+
+
+def solve(scenario: Scenario, time_limit_s: float | None = None) -> Plan:
+    from solver.planner import plan
+
+    return plan(scenario.workload, scenario.system, execution_options(scenario.setup),
+                solver_options(scenario.setup, time_limit_s), scenario.name)

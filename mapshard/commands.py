@@ -1,0 +1,130 @@
+"""One function per subcommand: call the pipeline, print, return the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mapshard.errors import SetupError
+
+
+def _out_dir(scenario: str, out: str | None, sub: str = "") -> Path:
+    if out:
+        return Path(out)
+    base = Path(scenario)
+    base = base if base.is_dir() else base.parent
+    return base / "results" / sub if sub else base / "results"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from mapshard import pipeline
+    from mapshard.plan_text import plan_setup_texts
+    from mapshard.progress import Progress
+    from mapshard.report.terminal import format_summary
+    from mapshard.report.write import write_results
+
+    scenario = pipeline.load_scenario(args.scenario)
+    with Progress(enabled=not args.quiet):
+        plan = pipeline.solve(scenario, args.time_limit)
+    out = _out_dir(args.scenario, args.out)
+    write_results(plan, out, plan_setup_texts(scenario, plan), scenario.system)
+    if not args.quiet:
+        print(format_summary(plan))
+        print(f"\nresults: {out}")
+    if plan.stats.status == "time_limit":
+        print(f"warning: stopped at the time limit; the plan is within "
+              f"{plan.stats.gap:.2%} of optimal", file=sys.stderr)
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from generator.export import write_generated
+    from mapshard import pipeline
+
+    scenario = pipeline.load_scenario(args.scenario)
+    out = _out_dir(args.scenario, args.out, "graph")
+    write_generated(scenario.workload, out)
+    model = scenario.workload.model
+    print(f"{scenario.name}: {sum(len(p.graph.kernels) for p in scenario.workload.phases)} "
+          f"kernels in {len(scenario.workload.phases)} phase(s)"
+          + (f", {model.num_params:,} parameters" if model else ""))
+    print(f"written: {out}")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from mapshard import pipeline
+    from mapshard.report.explain import format_explain
+
+    scenario = pipeline.load_scenario(args.scenario)
+    plan = pipeline.solve(scenario, args.time_limit)
+    print(format_explain(plan))
+    return 0
+
+
+def cmd_bounds(args: argparse.Namespace) -> int:
+    from mapshard import pipeline
+    from mapshard.report.bounds import write_bounds
+    from solver.menus import _gemm_roles, _is_gemm
+
+    scenario = pipeline.load_scenario(args.scenario)
+    gemms = []
+    for phase in scenario.workload.phases:
+        for k in phase.graph.kernels:
+            if not _is_gemm(k) or (args.kernel and k.name != args.kernel):
+                continue
+            _, _, _, _, m, n, kk = _gemm_roles(k)
+            sizes = k.dim_sizes
+            prod = 1
+            dims = []
+            for group in (m, kk, n):
+                prod = 1
+                for d in group:
+                    prod *= sizes[d]
+                dims.append(prod)
+            elem = max(o.bytes_per_element for o in k.operands)
+            gemms.append((f"{phase.name}/{k.name}", dims[0], dims[1], dims[2], elem))
+    if not gemms:
+        raise SetupError(f"{args.scenario}: no GEMM kernel"
+                         + (f" named {args.kernel}" if args.kernel else ""))
+    out = _out_dir(args.scenario, args.out, "bounds")
+    write_bounds(gemms, scenario.system.chip.sram_bytes, out)
+    print(f"written: {out}")
+    return 0
+
+
+def cmd_hardware(args: argparse.Namespace) -> int:
+    from hardware import library
+
+    if args.action == "list":
+        print(library.format_list())
+        return 0
+    if not args.name:
+        raise SetupError("mapshard hardware show: give a chip or system name "
+                         "(see `mapshard hardware list`)")
+    print(library.format_show(args.name))
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from mapshard.sweep.cli import run_sweep_command
+
+    return run_sweep_command(args)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from mapshard.validate_cases import run_validation_command
+
+    return run_validation_command(args)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from mapshard.profile import run_profile_command
+
+    return run_profile_command(args)
+
+
+def print_json(data: dict) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))

@@ -1,0 +1,40 @@
+"""plan.txt: a valid setup with the chosen mapping filled in (DFModel style), so a user can
+pin it, edit it and run it again."""
+
+from __future__ import annotations
+
+from google.protobuf import text_format
+
+from mapshard import setup_pb2
+from mapshard.pipeline import Scenario
+from solver.plan import Plan
+
+
+def plan_setup_texts(scenario: Scenario, plan: Plan) -> str:
+    setup = setup_pb2.Setup()
+    setup.CopyFrom(scenario.setup)
+    phase = max(plan.phases, key=lambda p: p.latency_s * p.count * p.steps)
+    chosen = {k.name: k for k in phase.kernels}
+    header = [
+        f"# MapShard plan for {plan.scenario}: phase '{phase.name}' "
+        f"({len(phase.configs)} configurations).",
+        "# Every kernel carries its chosen configuration, sharding and tile; with",
+        "# execution.pin_sharding the solver keeps the sharding and searches the rest.",
+    ]
+    if not setup.HasField("dataflow_graph"):
+        from generator.proto_graph import graph_to_proto
+
+        graph = next(p.graph for p in scenario.workload.phases if p.name == phase.name)
+        setup.ClearField("workload")
+        setup.dataflow_graph.CopyFrom(graph_to_proto(graph))
+        header.append(f"# Generated from the workload; the graph runs {phase.count} time(s).")
+        setup.dataflow_graph.repeat = phase.count
+    for kernel in setup.dataflow_graph.kernels:
+        k = chosen.get(kernel.name)
+        if k is None:
+            continue
+        kernel.config = k.config
+        kernel.sharding = k.sharding
+        kernel.tile = k.tile
+    setup.execution.pin_sharding = True
+    return "\n".join(header) + "\n" + text_format.MessageToString(setup)

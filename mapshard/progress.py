@@ -1,0 +1,38 @@
+"""A heartbeat on stderr while the solver runs longer than ~2 s (elapsed time and the MILPs
+solved so far); silent for quick solves, with --quiet, and when stderr is not a terminal."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+
+class Progress:
+    def __init__(self, enabled: bool = True, delay_s: float = 2.0):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.delay_s = delay_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            self._start = time.perf_counter()
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        if self._stop.wait(self.delay_s):
+            return
+        while not self._stop.wait(0.5):
+            elapsed = time.perf_counter() - self._start
+            sys.stderr.write(f"\rsolving... {elapsed:5.1f} s")
+            sys.stderr.flush()
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            sys.stderr.write("\r" + " " * 40 + "\r")
+            sys.stderr.flush()

@@ -1,0 +1,196 @@
+"""From per-graph latencies to a step: pipeline schedule, data-parallel reduction, optimizer,
+inference phases, and the per-chip memory footprint. Closed forms, checked by hand in tests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from generator.graph import Communication, OperandRole, Pass, Phase, Workload
+from solver.collectives import hierarchical_time
+from solver.parallel import Choice
+from solver.plan import MemoryUse
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    latency_s: float
+    iteration_time_s: float | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    tokens_per_s: float | None = None
+    micro_batches: int = 1
+    bubble_s: float = 0.0
+    dp_allreduce_s: float = 0.0
+    optimizer_s: float = 0.0
+    pp_transfer_s: float = 0.0
+    breakdown: tuple[tuple[str, float], ...] = ()
+
+
+def pipeline_time(stage_s: float, micro_batches: int, pp: int, interleave: int = 1) -> float:
+    """1F1B (and GPipe) iteration time: (m + (p-1)/v) * t_stage (Narayanan et al. 2021)."""
+    return (micro_batches + (pp - 1) / max(interleave, 1)) * stage_s
+
+
+def layer_phases(workload: Workload) -> list[Phase]:
+    return [p for p in workload.phases if p.role == "layer"]
+
+
+def head_phases(workload: Workload) -> list[Phase]:
+    return [p for p in workload.phases if p.role != "layer"]
+
+
+def boundary_bytes(workload: Workload, phase: Phase) -> float:
+    """Activation bytes crossing a pipeline-stage boundary for one graph instance."""
+    if workload.model and workload.model.hidden_size:
+        tokens = _tokens(phase)
+        return tokens * workload.model.hidden_size * workload.activation_bytes_per_element
+    first = phase.graph.kernels[0]
+    return sum(first.operand_bytes(o) for o in first.inputs if o.role == OperandRole.INPUT)
+
+
+def _tokens(phase: Phase) -> int:
+    for k in phase.graph.kernels:
+        sizes = k.dim_sizes
+        if "tokens" in sizes:
+            return sizes["tokens"]
+    return 1
+
+
+def gradient_bytes(workload: Workload) -> float:
+    """Bytes of the data-parallel gradient all-reduce per step (whole model)."""
+    total = 0.0
+    for p in workload.phases:
+        for k in p.graph.kernels:
+            if k.communication == Communication.ALL_REDUCE_PERIODIC:
+                total += k.communication_bytes * p.count
+    if total == 0 and workload.kind == "training":
+        total = param_count(workload) * workload.weight_bytes_per_param
+    return total
+
+
+def param_count(workload: Workload) -> float:
+    if workload.model and workload.model.num_params:
+        return float(workload.model.num_params)
+    total = 0.0
+    for p in workload.phases:
+        for k in p.graph.kernels:
+            if k.pass_ == Pass.FWD:
+                total += k.weight_params * p.count
+    return total
+
+
+def training_times(workload: Workload, choice: Choice, phase_latency: dict[str, float],
+                   dram_Bps: float) -> StepTimes:
+    tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
+    micro = max(workload.micro_batch, 1)
+    m = max(1, math.ceil(workload.global_batch / (micro * dp)))
+    stage = 0.0
+    for p in layer_phases(workload):
+        stage += math.ceil(p.count / pp) * phase_latency[p.name]
+    for p in head_phases(workload):
+        stage += p.count * phase_latency[p.name]
+    transfer = 0.0
+    if pp > 1:
+        bytes_ = max(boundary_bytes(workload, p) for p in layer_phases(workload)) / tp
+        transfer = 2 * hierarchical_time("p2p", bytes_, choice.span("PP"))
+    stage_total = stage + transfer
+    pipeline = pipeline_time(stage_total, m, pp, workload.virtual_pipeline)
+    bubble = pipeline - m * stage_total
+    grad = gradient_bytes(workload) / (tp * pp)
+    dp_time = hierarchical_time("all_reduce", grad, choice.span("DP")) if dp > 1 else 0.0
+    params_chip = param_count(workload) / (tp * pp)
+    shard = dp if workload.zero_stage >= 1 else 1
+    opt_bytes = 2 * params_chip * (workload.weight_bytes_per_param
+                                   + workload.optimizer_bytes_per_param / shard)
+    optimizer = opt_bytes / dram_Bps
+    total = pipeline + dp_time + optimizer
+    return StepTimes(
+        latency_s=total, iteration_time_s=total, micro_batches=m, bubble_s=bubble,
+        dp_allreduce_s=dp_time, optimizer_s=optimizer, pp_transfer_s=transfer * m,
+        breakdown=(("pipeline_compute", m * stage), ("pipeline_bubble", bubble),
+                   ("pp_transfer", transfer * m), ("dp_allreduce", dp_time),
+                   ("optimizer", optimizer)),
+    )
+
+
+def inference_times(workload: Workload, choice: Choice,
+                    phase_latency: dict[str, float]) -> StepTimes:
+    tp, pp = choice.degree("TP"), choice.degree("PP")
+    groups: dict[str, float] = {}
+    steps: dict[str, int] = {}
+    for p in workload.phases:
+        kind = "decode" if p.name.startswith("decode") else "prefill"
+        if p.name.startswith("chunk"):
+            kind = "prefill"
+        t = p.count * phase_latency[p.name]
+        if pp > 1 and p.role == "layer":
+            t += (pp - 1) * hierarchical_time(
+                "p2p", boundary_bytes(workload, p) / tp, choice.span("PP"))
+        groups[kind] = groups.get(kind, 0.0) + t
+        steps[kind] = max(steps.get(kind, 1), p.steps)
+    prefill = groups.get("prefill")
+    decode = groups.get("decode")
+    phase = workload.phase
+    tpot = decode
+    if phase == "request":
+        e2e = (prefill or 0.0) + steps.get("decode", 1) * (decode or 0.0)
+        ttft = prefill
+        tokens = workload.batch * max(workload.output_len, 1)
+        return StepTimes(latency_s=e2e, ttft_s=ttft, tpot_s=tpot, tokens_per_s=tokens / e2e,
+                         breakdown=(("prefill", prefill or 0.0),
+                                    ("decode", steps.get("decode", 1) * (decode or 0.0))))
+    if phase == "decode":
+        return StepTimes(latency_s=decode or 0.0, tpot_s=decode,
+                         tokens_per_s=workload.batch / (decode or math.inf),
+                         breakdown=(("decode", decode or 0.0),))
+    step = (prefill or 0.0) + (decode or 0.0)
+    tokens_per_step = workload.batch if phase == "prefill" else 0
+    return StepTimes(latency_s=step, ttft_s=step if phase == "prefill" else None,
+                     tokens_per_s=(tokens_per_step / step) if tokens_per_step else None,
+                     breakdown=(("step", step),))
+
+
+def graph_times(workload: Workload, phase_latency: dict[str, float]) -> StepTimes:
+    total = sum(p.count * p.steps * phase_latency[p.name] for p in workload.phases)
+    return StepTimes(latency_s=total, breakdown=tuple(
+        (p.name, p.count * p.steps * phase_latency[p.name]) for p in workload.phases))
+
+
+def memory_use(workload: Workload, choice: Choice, capacity: float) -> MemoryUse:
+    """Per-chip DRAM footprint: weights, gradients, optimizer state, activations, KV cache."""
+    tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
+    params = param_count(workload)
+    wbytes = workload.weight_bytes_per_param
+    if workload.kind != "training":
+        weights = params * wbytes / (tp * pp)
+        kv = workload.kv_cache_bytes / (tp * pp)
+        act = max((_peak_activation(p) for p in workload.phases), default=0.0) / tp
+        return MemoryUse(weights=weights, kv_cache=kv, activations=act, capacity=capacity)
+    z = workload.zero_stage
+    weights = params * wbytes / (tp * pp) / (dp if z >= 3 else 1)
+    grads = params * wbytes / (tp * pp) / (dp if z >= 2 else 1)
+    opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
+    optimizer = params * opt_extra / (tp * pp) / (dp if z >= 1 else 1)
+    m = max(1, math.ceil(workload.global_batch / (max(workload.micro_batch, 1) * dp)))
+    in_flight = min(pp, m)
+    act = 0.0
+    for p in layer_phases(workload):
+        per_layer = _saved_activation(workload, p)
+        act += math.ceil(p.count / pp) * per_layer * in_flight / tp
+    return MemoryUse(weights=weights, gradients=grads, optimizer=optimizer, activations=act,
+                     capacity=capacity)
+
+
+def _saved_activation(workload: Workload, phase: Phase) -> float:
+    """Activations one layer keeps for its backward pass, per micro-batch."""
+    if workload.recompute == "full":
+        return boundary_bytes(workload, phase)
+    return sum(k.bytes_by_role(OperandRole.OUTPUT) for k in phase.graph.kernels
+               if k.pass_ == Pass.FWD)
+
+
+def _peak_activation(phase: Phase) -> float:
+    return max((k.bytes_by_role(OperandRole.OUTPUT) + k.bytes_by_role(OperandRole.INPUT)
+                for k in phase.graph.kernels), default=0.0)

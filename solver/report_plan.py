@@ -1,0 +1,99 @@
+"""Turn solved graphs into the plain Plan records (per kernel, per configuration)."""
+
+from __future__ import annotations
+
+from generator.graph import Pass, Workload
+from hardware.system import System
+from solver.check import config_cost, kernel_memory_bytes
+from solver.fusion import GraphSolution
+from solver.menus import MappingProblem
+from solver.parallel import Choice
+from solver.plan import ConfigPlan, KernelPlan, PhasePlan
+
+
+def _bound(compute: float, memory: float, network: float) -> str:
+    best = max(compute, memory, network)
+    if best == compute:
+        return "compute"
+    return "memory" if best == memory else "network"
+
+
+def build_phase_plans(workload: Workload,
+                      solutions: dict[str, tuple[MappingProblem, GraphSolution]],
+                      system: System) -> tuple[PhasePlan, ...]:
+    out = []
+    for phase in workload.phases:
+        problem, sol = solutions[phase.name]
+        configs, kernels = [], []
+        for c, seg in enumerate(sol.segments):
+            cost = config_cost(problem, seg, sol.choice)
+            names = tuple(problem.kernels[k].name for k in seg)
+            configs.append(ConfigPlan(phase.name, c, names, cost.compute_s, cost.memory_s,
+                                      cost.network_s, cost.latency_s, cost.sram_bytes,
+                                      _bound(cost.compute_s, cost.memory_s, cost.network_s)))
+            members = set(seg)
+            for k in seg:
+                menu = problem.kernels[k]
+                o = sol.choice[k]
+                opt = menu.options[o]
+                kernel = phase.graph.kernel(menu.name)
+                dram = kernel_memory_bytes(problem, k, o, members)
+                conv = 0.0
+                for e in problem.in_edges(k):
+                    a = problem.kernels[e.src].sharding_index(sol.choice[e.src])
+                    b = menu.sharding_index(o)
+                    conv += e.conv[a][b]
+                compute = opt.compute_s + menu.overhead_s
+                memory = dram / problem.dram_bandwidth_Bps
+                network = opt.network_s + conv
+                kernels.append(KernelPlan(
+                    phase=phase.name, name=menu.name, kind=kernel.kind.value,
+                    kernel_class=kernel.kernel_class, pass_=kernel.pass_.value,
+                    dims=kernel.dims, flop=kernel.flop, weight_bytes=kernel.weight_bytes,
+                    activation_bytes=kernel.activation_bytes, kv_bytes=kernel.kv_bytes,
+                    sharding=opt.sharding, tile=opt.tile, config=c, compute_s=compute,
+                    memory_s=memory, network_s=network, dram_bytes=dram,
+                    network_bytes=opt.network_bytes, sram_bytes=opt.buffer_bytes,
+                    bound=_bound(compute, memory, network),
+                    collective=opt.collective + ("; layout conversion" if conv > 0 else ""),
+                    energy_J=_kernel_energy(system, opt.flop_per_chip, dram,
+                                            opt.network_bytes),
+                ))
+        lower = sum(max(min(o.compute_s for o in m.options), 0.0) for m in problem.kernels)
+        out.append(PhasePlan(phase.name, phase.role, phase.count, phase.steps,
+                             sol.objective_s, min(lower, sol.objective_s), tuple(configs),
+                             tuple(kernels)))
+    return tuple(out)
+
+
+def _kernel_energy(system: System, flop: float, dram_bytes: float, net_bytes: float) -> float:
+    c = system.cost
+    return (flop * c.energy_per_flop_J + dram_bytes * c.energy_per_dram_byte_J
+            + net_bytes * c.energy_per_link_byte_J)
+
+
+def workload_flop(workload: Workload, choice: Choice) -> float:
+    """Model FLOP per step: matrix-unit kernels, recomputation excluded (DFModel's
+    "Workload FLOP": 2*M*K*N per GEMM x outer x layers x global batch)."""
+    per_phase = {}
+    for p in workload.phases:
+        per_phase[p.name] = sum(k.flop for k in p.graph.kernels
+                                if k.kind.uses_matrix_unit and k.pass_ != Pass.RECOMPUTE)
+    if workload.kind == "training":
+        sequences = workload.global_batch / max(workload.micro_batch, 1)
+        return sum(per_phase[p.name] * p.count for p in workload.phases) * sequences
+    return sum(per_phase[p.name] * p.count * p.steps for p in workload.phases)
+
+
+def energy_of(phases: tuple[PhasePlan, ...], workload: Workload, system: System,
+              choice: Choice) -> float:
+    """Energy per step, all chips: per-kernel energy x instances x chips in the TP group
+    (the other groups repeat it)."""
+    per_chip = 0.0
+    repeat = {p.name: p.count * p.steps for p in workload.phases}
+    if workload.kind == "training":
+        mb = workload.global_batch / max(workload.micro_batch, 1) / choice.degree("DP")
+        repeat = {p.name: p.count * mb / choice.degree("PP") for p in workload.phases}
+    for ph in phases:
+        per_chip += sum(k.energy_J for k in ph.kernels) * repeat[ph.name]
+    return per_chip * system.num_chips

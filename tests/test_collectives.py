@@ -1,0 +1,88 @@
+"""Collective and pipeline formulas against values computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hardware.system import CollectiveEfficiency, NetworkLevel, Topology
+from solver.assemble import pipeline_time
+from solver.collectives import hierarchical_time, level_collective_time
+
+GB = 1e9
+
+
+def ring(bw=100 * GB, lat=0.0, p=8) -> NetworkLevel:
+    return NetworkLevel("ring", Topology.RING, p, bw, lat)
+
+
+def switch(bw=100 * GB, lat=0.0, p=8) -> NetworkLevel:
+    return NetworkLevel("sw", Topology.SWITCH, p, bw, lat)
+
+
+def test_ring_all_reduce_moves_2_p_minus_1_over_p_bytes():
+    # 1 GB over 8 chips at 100 GB/s: 2*7/8*1e9/1e11 = 17.5 ms
+    assert level_collective_time("all_reduce", 1e9, 8, ring()) == pytest.approx(0.0175)
+
+
+def test_ring_all_reduce_latency_term():
+    # 2(p-1) steps of 5 us on a ring of 4: 30 us on top of 2*3/4*1e6/1e11 = 15 us
+    t = level_collective_time("all_reduce", 1e6, 4, ring(lat=5e-6, p=4))
+    assert t == pytest.approx(15e-6 + 30e-6)
+
+
+def test_switch_latency_is_one_step_per_phase():
+    t = level_collective_time("all_gather", 1e6, 4, switch(lat=5e-6, p=4))
+    assert t == pytest.approx(0.75 * 1e6 / 1e11 + 5e-6)
+
+
+def test_all_gather_and_reduce_scatter_are_half_an_all_reduce():
+    ar = level_collective_time("all_reduce", 4e8, 8, switch())
+    ag = level_collective_time("all_gather", 4e8, 8, switch())
+    rs = level_collective_time("reduce_scatter", 4e8, 8, switch())
+    assert ag == pytest.approx(ar / 2) and rs == pytest.approx(ar / 2)
+
+
+def test_all_to_all_switch_and_ring():
+    # each of 8 chips holds 1 GB/8 and sends 7/8 of it: 7/64 * 1e9 / 1e11
+    assert level_collective_time("all_to_all", 1e9, 8, switch()) == pytest.approx(
+        7 / 64 * 1e-2)
+    # ring: (p^2-1)/(4p) * S/p / b = 63/32 * 1.25e8 / 1e11
+    assert level_collective_time("all_to_all", 1e9, 8, ring()) == pytest.approx(
+        63 / 32 * 1.25e8 / 1e11)
+
+
+def test_hierarchical_all_reduce_composes_levels():
+    inner, outer = switch(bw=400 * GB, p=8), switch(bw=50 * GB, p=4)
+    s = 8e9
+    expected = (7 / 8 * s / 400e9) * 2 + 2 * 3 / 4 * (s / 8) / 50e9
+    assert hierarchical_time("all_reduce", s, [(inner, 8), (outer, 4)]) == pytest.approx(expected)
+
+
+def test_torus_is_a_ring_per_dimension():
+    torus = NetworkLevel("torus", Topology.TORUS, 16, 100 * GB, 0.0, torus_dims=(4, 4))
+    s = 1.6e9
+    # RS on dim 1 (4 chips), AR on dim 2 with S/4, AG on dim 1
+    expected = 2 * (3 / 4 * s / 1e11) + 2 * 3 / 4 * (s / 4) / 1e11
+    assert level_collective_time("all_reduce", s, 16, torus) == pytest.approx(expected)
+
+
+def test_bus_bandwidth_efficiency_and_message_size_curve():
+    level = NetworkLevel("sw", Topology.SWITCH, 8, 100 * GB, 0.0,
+                         efficiency=CollectiveEfficiency(bus_bw_util=0.8, half_bw_bytes=1e6))
+    s = 8e6  # 1e6 per chip -> half of 80 GB/s
+    assert level_collective_time("all_reduce", s, 8, level) == pytest.approx(
+        2 * 7 / 8 * s / 40e9)
+
+
+def test_single_chip_group_costs_nothing():
+    assert hierarchical_time("all_reduce", 1e9, [(ring(), 1)]) == 0.0
+
+
+def test_pipeline_1f1b_bubble():
+    # m = 8 micro-batches, p = 4 stages, 10 ms per stage: (8 + 3) * 10 ms
+    assert pipeline_time(0.01, 8, 4) == pytest.approx(0.11)
+    # interleaving with v = 3 divides the bubble: (8 + 1) * 10 ms
+    assert pipeline_time(0.01, 8, 4, 3) == pytest.approx(0.09)
+    assert math.isclose(pipeline_time(0.01, 8, 1), 0.08)
