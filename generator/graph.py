@@ -148,14 +148,21 @@ class Edge:
     """A tensor from `src`'s output operand to `dst`'s input operand.
 
     `dim_map` maps the producer's output dims to the consumer operand's dims (same tensor,
-    possibly other names); dims of the consumer operand missing from the map are not shared
-    (a layout split along them needs an all-to-all).
+    possibly other names). Empty: dims with equal names are the same tensor axis. Non-empty:
+    it lists every shared axis (identities included); dims of the consumer operand missing
+    from it are not shared (a layout split along them needs an all-to-all). The generators
+    and the proto reader both derive it with `generator.builder.infer_dim_map`.
+
+    Several edges may feed one operand: each is a part of it (a concatenation, e.g. the
+    prefill and decode attention outputs of a chunked-prefill step), or a slice of the
+    producer's output; `tensor_bytes` is then the part actually moved.
     """
 
     src: str
     dst: str
     dst_operand: str
-    src_operand: str = ""  # "" = the producer's only output
+    # "" = the producer's first output (further outputs, e.g. weight gradients, are sinks)
+    src_operand: str = ""
     dim_map: tuple[tuple[str, str], ...] = ()
     tensor_bytes: float = 0.0  # whole tensor, one graph instance
 
@@ -220,6 +227,9 @@ class Phase:
 
 @dataclass(frozen=True)
 class ModelInfo:
+    """Model bookkeeping. Parameter counts are WEIGHT operand elements of the FWD kernels
+    (backward and recompute kernels re-read the same weights)."""
+
     name: str
     num_params: int
     num_active_params: int
@@ -236,6 +246,8 @@ class ModelInfo:
     # Per-layer parameter count of the repeated block (for pipeline memory), and the rest.
     params_per_layer: int = 0
     params_outside_layers: int = 0
+    architecture: str = ""  # llama, mixtral, qwen2, gemma2, gpt2, deepseek_v2, ...
+    attention: str = ""  # mha, gqa, mqa, mla
 
 
 @dataclass(frozen=True)
@@ -264,6 +276,14 @@ class Workload:
     kv_cache_bytes: float = 0.0  # whole batch at the longest context
     # Work per step independent of the mapping, for utilisation reports.
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Precision the matrix units run at (Precision.math, else the activation type).
+    compute_dtype: str = "BF16"
+    kv_bytes_per_element: float = 2.0
+    # Inference: tokens of the chunked-prefill step's prefill chunk, decode sequences in it,
+    # and the KV length the decode tokens attend to.
+    chunk_size: int = 0
+    decode_batch: int = 0
+    context_len: int = 0
 
     @property
     def flop_per_step(self) -> float:

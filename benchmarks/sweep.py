@@ -1,0 +1,140 @@
+"""Sweep throughput: a 1,000-point Llama-3.1-70B inference sweep in local worker processes.
+
+    python benchmarks/sweep.py [--points 1000] [--workers 2] [--keep DIR]
+
+Points: 10 library chips x TP in {1, 2, 4, 8} x batch in {1, 8, 32, 64, 128} x 5
+(input, output) length pairs, each a whole request (prefill + decode). TP is set by a
+single-level topology, `topology { kind: SWITCH degree: TP link_bw_GBps: 450
+parallelism: "TP" }` with num_chip left to the degree product; every chip gets the same
+450 GB/s links so the sweep compares compute and memory. Infeasible points (the model does
+not fit) are part of the workload and recorded as such. `--points N` keeps the first N
+points (whole chips first). Prints points/second, total time, counts by status and the
+median solve time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PREFERRED_CHIPS = (
+    "H100-SXM5-80GB",
+    "H200-SXM-141GB",
+    "B200",
+    "GB200",
+    "A100-SXM4-80GB",
+    "A100-SXM4-40GB",
+    "MI300X",
+    "Gaudi2",
+    "Gaudi3",
+    "TPUv5p",
+    "SN40L",
+    "TPUv4",
+)
+TP = (1, 2, 4, 8)
+BATCH = (1, 8, 32, 64, 128)
+LENGTHS = ((128, 128), (512, 256), (1024, 256), (2048, 512), (4096, 1024))
+
+
+def chips(n: int = 10) -> list[str]:
+    from hardware import library
+
+    known = set(library.chip_names())
+    picked = [c for c in PREFERRED_CHIPS if c in known][:n]
+    if len(picked) < n:
+        raise SystemExit(f"the hardware library has only {len(picked)} of the chips wanted")
+    return picked
+
+
+def sweep_text(chip_names: list[str]) -> str:
+    def values(items: list[str]) -> str:
+        return "[" + ", ".join(f'"{v}"' for v in items) + "]"
+
+    lengths = [f"input_len: {i} output_len: {o}" for i, o in LENGTHS]
+    return f"""# benchmarks/sweep.py: {len(chip_names)} chips x TP x batch x lengths
+inline {{
+  name: "bench_llama70b"
+  workload {{
+    llm_inference {{
+      model {{ hf_model: "Llama-3.1-70B" }}
+      phase: REQUEST
+      batch: 8
+      input_len: 1024
+      output_len: 256
+    }}
+  }}
+  system {{
+    chip: "H100-SXM5-80GB"
+    topology {{ kind: SWITCH degree: 8 link_bw_GBps: 450 parallelism: "TP" }}
+  }}
+  execution {{ execution_style: KERNEL_BY_KERNEL perfect_overlap: true }}
+  solver {{ time_limit_s: 60 }}
+}}
+axis {{ field: "system.chip" name: "chip" values: {values(chip_names)} }}
+axis {{ field: "system.topology.degree" name: "tp_degree" values: {values([str(t) for t in TP])} }}
+axis {{ field: "workload.llm_inference.batch" name: "batch"
+       values: {values([str(b) for b in BATCH])} }}
+axis {{ field: "workload.llm_inference" name: "lengths" values: {values(lengths)} }}
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--points", type=int, default=1000, help="points to run (<= 1000)")
+    parser.add_argument("--workers", type=int, default=2, help="local worker processes")
+    parser.add_argument("--keep", help="write the sweep here instead of a temp folder")
+    args = parser.parse_args(argv)
+
+    from mapshard.sweep import load_sweep, run_sweep
+    from mapshard.sweep.runner import make_batches
+
+    with tempfile.TemporaryDirectory(prefix="mapshard_sweep_bench_") as tmp:
+        folder = Path(args.keep or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        sweep_file = folder / "sweep.txt"
+        sweep_file.write_text(sweep_text(chips()), encoding="utf-8")
+        load0 = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        spec = load_sweep(sweep_file)
+        if args.points < spec.num_points:  # whole chips first: cut the first axis
+            per_chip = spec.num_points // len(spec.axes[0].values)
+            keep = max(1, -(-args.points // per_chip))
+            first = spec.axes[0]
+            spec = spec.__class__(
+                spec.path, spec.base, spec.base_path,
+                (first.__class__(first.index, first.field, first.name, first.values[:keep],
+                                 first.labels[:keep]), *spec.axes[1:]),
+                spec.combine, spec.filters, spec.objectives)
+        outcome = run_sweep(spec, out=folder / "out", workers=args.workers, quiet=True)
+        total_s = time.perf_counter() - t0
+        cpu_s = sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+                    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        rows = outcome.rows
+        solve = [float(r["solve_time_s"]) for r in rows if r["solve_time_s"]]
+        batches = len(make_batches(outcome.points, spec, args.workers))
+        print(f"sweep benchmark: {len(rows)} points, {args.workers} workers, {batches} batches")
+        print(f"  total            {total_s:8.1f} s (sweep {outcome.elapsed_s:.1f} s)")
+        print(f"  points/second    {len(rows) / total_s:8.2f}")
+        print(f"  CPU time         {cpu_s:8.1f} s (driver + workers; {cpu_s / len(rows):.3f} s "
+              f"per point; load average {load0:.1f} -> {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} cores)")
+        for status in ("optimal", "time_limit", "infeasible", "failed", "filtered"):
+            print(f"  {status:<16} {outcome.counts.get(status, 0):8d}")
+        if solve:
+            print(f"  median solve     {statistics.median(solve):8.3f} s "
+                  f"(p90 {statistics.quantiles(solve, n=10)[-1]:.3f} s, "
+                  f"sum {sum(solve):.1f} s over {len(solve)} points with a solve)")
+        failed = [r for r in rows if r["status"] == "failed"]
+        for r in failed[:3]:
+            print(f"  failed example: {r['reason'][:160]}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

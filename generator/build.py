@@ -1,0 +1,151 @@
+"""Setup -> Workload: the one entry point of the generators.
+
+(a) `dataflow_graph` given: the explicit graph (kind "graph", one phase "graph" x repeat);
+    with `execution.llm` it is a DFModel LLM training layer: phase "layer" x
+    num_layer / num_layer_in_graph (kind "training").
+(b) no graph, no workload, `execution.llm` set: DFModel's GPT layer graph generated from the
+    llm block (41 kernels), then as (a).
+(c) `workload`: the generator for its kind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from generator.dfmodel_gpt import dfmodel_gpt_from_llm
+from generator.graph import ModelInfo, OperandRole, Pass, Phase, Workload
+from generator.models import load_model
+from generator.precision import resolve_precision
+from generator.proto_graph import graph_from_proto
+from mapshard import setup_pb2
+from mapshard.errors import SetupError
+
+
+def build_workload(setup: setup_pb2.Setup, setup_path: Path) -> Workload:
+    setup_path = Path(setup_path)
+    has_graph = setup.HasField("dataflow_graph")
+    has_workload = setup.HasField("workload") and setup.workload.WhichOneof("kind") is not None
+    has_llm = setup.execution.HasField("llm")
+    word = setup.execution.word or 2.0
+    if has_graph and has_workload:
+        raise SetupError(f"{setup_path}: give either `dataflow_graph` or `workload`, not both")
+    if has_graph or (has_llm and not has_workload):
+        if has_graph:
+            dg = setup.dataflow_graph
+        else:
+            _check_llm(setup.execution.llm, setup_path)
+            dg = dfmodel_gpt_from_llm(setup.execution.llm, word)
+        return _graph_workload(setup, setup_path, dg, word)
+    if not has_workload:
+        if setup.HasField("workload"):
+            raise SetupError(
+                f"{setup_path}: workload has no kind; give one of llm_training, "
+                "llm_inference, dlrm, hpl, fft, gemm"
+            )
+        raise SetupError(
+            f"{setup_path}: nothing to map; give `workload {{ ... }}` (a "
+            "generator request) or `dataflow_graph {{ ... }}`"
+        )
+    return _generated(setup, setup_path)
+
+
+def _check_llm(llm: setup_pb2.Llm, path: Path) -> None:
+    bad = [
+        f"{path}: execution.llm.{f} must be > 0, got {getattr(llm, f)}"
+        for f in ("hidden_dim", "head_dim", "num_head", "seq_len")
+        if getattr(llm, f) <= 0
+    ]
+    if bad:
+        raise SetupError(bad)
+
+
+def _graph_workload(
+    setup: setup_pb2.Setup, path: Path, dg: setup_pb2.DataflowGraph, word: float
+) -> Workload:
+    ex = setup.execution
+    if not ex.HasField("llm"):
+        graph = graph_from_proto(
+            dg, path=path, name="graph", word=word, pin_sharding=ex.pin_sharding
+        )
+        if dg.HasField("repeat") and dg.repeat <= 0:
+            raise SetupError(f"{path}: dataflow_graph.repeat must be > 0, got {dg.repeat}")
+        count = dg.repeat if dg.HasField("repeat") else 1
+        return Workload(
+            kind="graph",
+            phases=(Phase("graph", graph, count=count),),
+            activation_bytes_per_element=word,
+            weight_bytes_per_param=word,
+        )
+    llm = ex.llm
+    per_graph = max(1, llm.num_layer_in_graph)
+    if llm.num_layer < 0 or llm.num_layer % per_graph:
+        raise SetupError(
+            f"{path}: execution.llm.num_layer ({llm.num_layer}) must be a "
+            f"multiple of num_layer_in_graph ({per_graph})"
+        )
+    graph = graph_from_proto(dg, path=path, name="layer", word=word, pin_sharding=ex.pin_sharding)
+    count = max(1, llm.num_layer // per_graph)
+    params = sum(k.weight_params for k in graph.kernels if k.pass_ == Pass.FWD)
+    has_weights = any(o.role == OperandRole.WEIGHT for k in graph.kernels for o in k.operands)
+    model = (
+        ModelInfo(
+            name=setup.name or "dfmodel_llm",
+            num_params=params * count,
+            num_active_params=params * count,
+            num_layers=llm.num_layer or count,
+            hidden_size=llm.hidden_dim,
+            num_heads=llm.num_head,
+            num_kv_heads=llm.num_head,
+            head_dim=llm.head_dim,
+            vocab_size=llm.vocab_size,
+            params_per_layer=params // per_graph,
+        )
+        if has_weights
+        else None
+    )
+    return Workload(
+        kind="training",
+        phases=(Phase("layer", graph, count=count),),
+        model=model,
+        global_batch=llm.global_batch_size or 1,
+        micro_batch=llm.micro_batch_size or 1,
+        seq_len=llm.seq_len,
+        weight_bytes_per_param=word,
+        activation_bytes_per_element=word,
+        notes=(
+            "DFModel LLM graph: one graph instance is one sequence of the micro-batch "
+            f"through {per_graph} layer(s)",
+        ),
+    )
+
+
+def _generated(setup: setup_pb2.Setup, path: Path) -> Workload:
+    wl = setup.workload
+    kind = wl.WhichOneof("kind")
+    if kind == "llm_training":
+        from generator.llm_training import training_workload
+
+        cfg = load_model(wl.llm_training.model, path, "workload.llm_training.model")
+        return training_workload(wl.llm_training, cfg, resolve_precision(wl.precision), path)
+    if kind == "llm_inference":
+        from generator.llm_inference import inference_workload
+
+        cfg = load_model(wl.llm_inference.model, path, "workload.llm_inference.model")
+        return inference_workload(wl.llm_inference, cfg, resolve_precision(wl.precision), path)
+    if kind == "dlrm":
+        from generator.dlrm import dlrm_workload
+
+        num_chip = max(1, setup.system.num_chip)
+        return dlrm_workload(wl.dlrm, resolve_precision(wl.precision), num_chip, path)
+    if kind == "hpl":
+        from generator.hpl import hpl_workload
+
+        return hpl_workload(wl.hpl, resolve_precision(wl.precision, "FP64"), path)
+    if kind == "fft":
+        from generator.fft import fft_workload
+
+        return fft_workload(wl.fft, resolve_precision(wl.precision, "FP32"), path)
+    assert kind == "gemm", kind
+    from generator.gemm import gemm_workload
+
+    return gemm_workload(wl.gemm, resolve_precision(wl.precision), path)

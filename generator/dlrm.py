@@ -1,0 +1,159 @@
+"""DLRM training step (Naumov et al. 2019): embedding tables with sum pooling, bottom MLP,
+pairwise feature interaction, top MLP, loss, and the backward pass.
+
+The graph covers the global batch (micro_batch_size samples per chip x system.num_chip
+chips, DFModel's convention). Tables are split across chips (model parallel, dim `tables`),
+MLPs across samples (data parallel, dim `batch`): the pooled embeddings go through an
+all-to-all (communication ALL_TO_ALL on the embedding kernel, group "ep" = the chips the
+tables are spread over), and their gradients come back through another (on the embedding
+update). MLP weight gradients are all-reduced once per step (ALL_REDUCE_PERIODIC).
+
+Dims: batch, tables, pooled (rows looked up per table per sample), rows, emb;
+bottom_i / top_i = width of the activation entering MLP layer i; interactions = emb +
+(tables + 1) tables / 2 (the dense vector and every distinct pair's dot product).
+ReLU and bias adds are folded into the GEMM epilogues.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from generator.builder import Arg, GraphBuilder, Tensor
+from generator.graph import Communication, KernelKind, ModelInfo, Pass, Phase, Workload
+from generator.ops import IN, OUT, W, binary, cross_entropy, linear
+from generator.precision import Precision
+from mapshard import setup_pb2
+from mapshard.errors import SetupError
+
+A2A = Communication.ALL_TO_ALL
+
+
+def dlrm_workload(req: setup_pb2.Dlrm, prec: Precision, num_chip: int, path: Path) -> Workload:
+    bad = [
+        f"{path}: workload.dlrm.{f} must be > 0, got {getattr(req, f)}"
+        for f in (
+            "mlp_dim",
+            "bottom_num_mlp",
+            "top_num_mlp",
+            "pooled_row",
+            "row",
+            "num_table",
+            "emb_dim",
+            "micro_batch_size",
+        )
+        if getattr(req, f) <= 0
+    ]
+    if req.dense_features < 0:
+        bad.append(f"{path}: workload.dlrm.dense_features must be >= 0 (0 = mlp_dim)")
+    if bad:
+        raise SetupError(bad)
+    w, a = prec.weight_bytes, prec.activation_bytes
+    batch = req.micro_batch_size * num_chip
+    T, E, D = req.num_table, req.emb_dim, req.mlp_dim
+    Bd, Td, Ed = ("batch", batch), ("tables", T), ("emb", E)
+    b = GraphBuilder("dlrm")
+
+    # embedding lookups with sum pooling, then the all-to-all to the batch-split MLPs
+    pooled = (Bd, Td, Ed)
+    ids = (Bd, Td, ("pooled", req.pooled_row))
+    table = (Td, ("rows", req.row), Ed)
+    lookup_flop = batch * T * req.pooled_row * E
+    a2a = batch * T * E * a
+
+    def emb_rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None
+        dyv = b.view(dy, pooled)
+
+        def update() -> None:
+            b.add_kernel(
+                "embedding_weight_update",
+                KernelKind.EMBEDDING,
+                [
+                    Arg("dy", IN, pooled, a, dyv),
+                    Arg("ids", IN, ids, 4.0),
+                    Arg("dtable", OUT, table, w),
+                ],
+                lookup_flop,
+                pass_=Pass.WGRAD,
+                kernel_class="Vw_Va",
+                shardable=["tables", "batch"],
+                communication=A2A,
+                communication_bytes=a2a,
+            )
+
+        b.defer(update)
+        return []
+
+    sparse = b.add_kernel(
+        "embedding",
+        KernelKind.EMBEDDING,
+        [Arg("ids", IN, ids, 4.0), Arg("table", W, table, w), Arg("out", OUT, pooled, a)],
+        lookup_flop,
+        kernel_class="Vw_Va",
+        shardable=["tables", "batch"],
+        communication=A2A,
+        communication_bytes=a2a,
+        rule=emb_rule,
+    )
+    assert sparse is not None
+
+    def mlp(prefix: str, x: Tensor, widths: list[int]) -> Tensor:
+        for i in range(len(widths) - 1):
+            xi, yo = (Bd, (f"{prefix}_{i}", widths[i])), (Bd, (f"{prefix}_{i + 1}", widths[i + 1]))
+            x = linear(
+                b,
+                f"{prefix}_mlp_{i + 1}",
+                x,
+                xi,
+                (xi[1], yo[1]),
+                yo,
+                wbpe=w,
+                abpe=a,
+                bias=True,
+                shardable=["batch", xi[1][0], yo[1][0]],
+            )
+        return x
+
+    dense_in = b.input((Bd, ("bottom_0", req.dense_features or D)), a, requires_grad=False)
+    bottom = mlp(
+        "bottom", dense_in, [req.dense_features or D] + [D] * (req.bottom_num_mlp - 1) + [E]
+    )
+    inter = E + T * (T + 1) // 2
+    z = binary(
+        b,
+        "interaction",
+        [("dense", bottom, (Bd, Ed)), ("sparse", sparse, pooled)],
+        (Bd, ("interactions", inter)),
+        batch * E * T * (T + 1),
+        abpe=a,
+        kind=KernelKind.BATCHED_GEMM,
+        cls="Ma_Ma",
+        shardable=["batch"],
+    )
+    top = mlp("top", z, [inter] + [D] * (req.top_num_mlp - 1) + [1])
+    cross_entropy(b, "loss", top, abpe=a)
+    b.backward([])
+    graph = b.graph()
+    params = sum(k.weight_params for k in graph.kernels if k.pass_ == Pass.FWD)
+    model = ModelInfo(
+        name="dlrm",
+        num_params=params,
+        num_active_params=params,
+        num_layers=req.bottom_num_mlp + req.top_num_mlp,
+        hidden_size=D,
+        params_outside_layers=T * req.row * E,
+    )
+    return Workload(
+        kind="dlrm",
+        phases=(Phase("dlrm", graph),),
+        model=model,
+        global_batch=batch,
+        micro_batch=req.micro_batch_size,
+        weight_bytes_per_param=w,
+        optimizer_bytes_per_param=prec.optimizer_bytes_per_param,
+        activation_bytes_per_element=a,
+        compute_dtype=prec.math,
+        notes=(
+            f"global batch {batch} = micro_batch_size {req.micro_batch_size} x {num_chip} chips",
+        ),
+    )

@@ -1,0 +1,163 @@
+"""Pieces shared by the LLM training and inference generators: layer graphs, head graphs
+(embedding, final norm, LM head), parameter counts and ModelInfo."""
+
+from __future__ import annotations
+
+from generator.builder import GraphBuilder
+from generator.graph import KernelGraph, KernelKind, ModelInfo, OperandRole, Pass, Phase
+from generator.llm_layer import Layer, LayerShape
+from generator.models import ModelConfig
+from generator.ops import cross_entropy, embedding, linear, norm
+from generator.precision import Precision
+
+
+def layer_graph(
+    name: str,
+    cfg: ModelConfig,
+    shape: LayerShape,
+    prec: Precision,
+    *,
+    moe: bool,
+    training: bool = False,
+    recompute: str = "none",
+) -> KernelGraph:
+    """One layer for one graph instance. Training adds recompute copies (full: every forward
+    kernel; selective: the attention core) and the backward pass (activation gradients,
+    then weight gradients with their data-parallel all-reduce)."""
+    b = GraphBuilder(name)
+    _, out = Layer(b, cfg, shape, prec).forward(moe)
+    if training:
+        if recompute == "full":
+            b.recompute(lambda k: True)
+        elif recompute == "selective":
+            b.recompute(lambda k: k.kind == KernelKind.ATTENTION)
+        b.backward([out])
+    return b.graph()
+
+
+def head_graph(
+    name: str,
+    cfg: ModelConfig,
+    prec: Precision,
+    *,
+    embed_tokens: int,
+    head_tokens: int,
+    cls: str = "Ma_Mw",
+    training: bool = False,
+) -> KernelGraph:
+    """Token (+ learned position) embedding of `embed_tokens`, and final norm + LM head over
+    `head_tokens`; training adds the loss and the backward pass."""
+    b = GraphBuilder(name)
+    w, a = prec.weight_bytes, prec.activation_bytes
+    H, V = ("hidden", cfg.hidden), ("vocab", cfg.vocab)
+    Te, Th = ("tokens", embed_tokens), ("tokens", head_tokens)
+    positions = (("positions", cfg.positions), H) if cfg.positions else None
+    emb = embedding(
+        b,
+        "embedding",
+        Te,
+        (V, H),
+        (Te, H),
+        wbpe=w,
+        abpe=a,
+        tied=cfg.tie_embeddings,
+        positions=positions,
+    )
+    y = b.input((Th, H), a)
+    yn = norm(b, "final_norm", y, kind=cfg.norm, wbpe=w, abpe=a)
+    logits = linear(
+        b,
+        "lm_head",
+        yn,
+        (Th, H),
+        (V, H),
+        (Th, V),
+        wbpe=w,
+        abpe=a,
+        cls=cls,
+        shardable=["tokens", "vocab", "hidden"],
+    )
+    if training:
+        cross_entropy(b, "loss", logits, abpe=a)
+        b.backward([emb])
+    return b.graph()
+
+
+def graph_params(graph: KernelGraph, cfg: ModelConfig) -> tuple[int, int]:
+    """(parameters, active parameters per token): WEIGHT elements of the FWD kernels; expert
+    weights (leading `experts` dim; the router's is (hidden, experts)) count k/E of their
+    elements as active."""
+    total = active = 0
+    for k in graph.kernels:
+        if k.pass_ != Pass.FWD:
+            continue
+        for op in k.operands:
+            if op.role != OperandRole.WEIGHT:
+                continue
+            n = k.operand_elements(op)
+            total += n
+            if op.dims[:1] == ("experts",) and cfg.experts:
+                active += n * cfg.experts_per_token // cfg.experts
+            else:
+                active += n
+    return total, active
+
+
+def model_info(
+    cfg: ModelConfig, layer_phases: list[Phase], head: Phase, prec: Precision
+) -> ModelInfo:
+    total = active = largest = 0
+    for ph in layer_phases:
+        t, act = graph_params(ph.graph, cfg)
+        total, active, largest = total + t * ph.count, active + act * ph.count, max(largest, t)
+    ht, ha = graph_params(head.graph, cfg)
+    return ModelInfo(
+        name=cfg.name,
+        num_params=total + ht,
+        num_active_params=active + ha,
+        num_layers=cfg.layers,
+        hidden_size=cfg.hidden,
+        num_heads=cfg.heads,
+        num_kv_heads=cfg.kv_heads,
+        head_dim=cfg.head_dim,
+        vocab_size=cfg.vocab,
+        num_experts=cfg.experts,
+        experts_per_token=cfg.experts_per_token,
+        kv_bytes_per_token_per_layer=cfg.kv_elements_per_token_per_layer() * prec.kv_bytes,
+        params_per_layer=largest,
+        params_outside_layers=ht,
+        architecture=cfg.architecture,
+        attention=cfg.attention,
+    )
+
+
+def layer_phases(
+    base: str,
+    cfg: ModelConfig,
+    shape: LayerShape,
+    prec: Precision,
+    *,
+    training: bool = False,
+    recompute: str = "none",
+    steps: int = 1,
+) -> list[Phase]:
+    """The layer phase(s): one graph x num_layers, or for MoE models with leading dense
+    layers `<base>_dense` x first_dense_layers and `<base>_moe` x the rest."""
+    kw = dict(training=training, recompute=recompute)
+    if cfg.is_moe and cfg.first_dense_layers:
+        return [
+            Phase(
+                f"{base}_dense",
+                layer_graph(f"{base}_dense", cfg, shape, prec, moe=False, **kw),
+                count=cfg.first_dense_layers,
+                steps=steps,
+            ),
+            Phase(
+                f"{base}_moe",
+                layer_graph(f"{base}_moe", cfg, shape, prec, moe=True, **kw),
+                count=cfg.moe_layers,
+                steps=steps,
+            ),
+        ]
+    graph = layer_graph(base, cfg, shape, prec, moe=cfg.is_moe, **kw)
+    return [Phase(base, graph, count=cfg.layers, steps=steps)]

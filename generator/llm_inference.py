@@ -1,0 +1,156 @@
+"""LLM inference (LlmInference): prefill, decode, chunked prefill, or a whole request.
+
+Phases (layer graphs have count = num_layers; heads have role "head"):
+- PREFILL: `prefill` (batch x input_len tokens, attention over the prompt, KV write of every
+  token) and `prefill_head` (embedding of every token; final norm + LM head only on the last
+  token of each sequence).
+- DECODE: one step: `decode` (batch x 1 token, attention over context_len cached tokens,
+  context_len 0 = input_len; KV write of the new token) and `decode_head`.
+- CHUNKED_PREFILL: one Sarathi-style scheduler step: the GEMMs run over chunk_size prefill
+  tokens + decode_batch decode tokens together; attention is two kernels, one for the prefill
+  chunk and one for the decode tokens (each at context_len). The chunk is the first chunk of
+  its prompt when input_len <= chunk_size (it attends to itself); when input_len is larger
+  it is the prompt's last chunk: it attends to all input_len tokens, the first
+  input_len - chunk_size of them read from the KV cache. The LM head runs on the decode
+  tokens and on the chunk's last token.
+- REQUEST: `prefill` + `prefill_head`, then `decode` + `decode_head` with steps =
+  output_len - 1 at the mean context input_len + output_len / 2. Decode step j attends to
+  input_len + j keys; attention cost is linear in the context, so steps x mean context
+  equals the exact sum (exact for even output_len; odd rounds the mean up by half a token).
+
+Attention FLOP is the non-causal 4 b s_q s_kv heads head_dim (Megatron convention).
+KV-cache bytes: 2 layers kv_heads head_dim context bytes batch (MLA: layers (kv_lora_rank +
+qk_rope_head_dim) context bytes batch); Workload.kv_cache_bytes is taken at the longest
+context any step attends to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from generator.graph import Phase, Workload
+from generator.llm_common import head_graph, layer_phases, model_info
+from generator.llm_layer import AttnSegment, LayerShape
+from generator.models import ModelConfig
+from generator.precision import Precision
+from mapshard import setup_pb2
+from mapshard.errors import SetupError
+
+PHASE = {
+    setup_pb2.REQUEST: "request",
+    setup_pb2.PREFILL: "prefill",
+    setup_pb2.DECODE: "decode",
+    setup_pb2.CHUNKED_PREFILL: "chunked_prefill",
+}
+
+
+def check_inference(req: setup_pb2.LlmInference, path: Path) -> None:
+    where = f"{path}: workload.llm_inference"
+    p = []
+    for field in ("batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch"):
+        if getattr(req, field) < 0:
+            p.append(f"{where}.{field} must be >= 0, got {getattr(req, field)}")
+    if req.phase in (setup_pb2.PREFILL, setup_pb2.REQUEST) and req.input_len <= 0:
+        p.append(f"{where}.input_len must be > 0 tokens for phase {PHASE[req.phase].upper()}")
+    if req.phase == setup_pb2.REQUEST and req.output_len <= 0:
+        p.append(f"{where}.output_len must be > 0 tokens for phase REQUEST")
+    if req.phase == setup_pb2.DECODE and req.context_len <= 0 and req.input_len <= 0:
+        p.append(f"{where}: phase DECODE needs context_len (or input_len) > 0 tokens")
+    if req.phase == setup_pb2.CHUNKED_PREFILL:
+        if req.chunk_size <= 0:
+            p.append(f"{where}.chunk_size must be > 0 tokens for phase CHUNKED_PREFILL")
+        if req.decode_batch > 0 and req.context_len <= 0 and req.input_len <= 0:
+            p.append(f"{where}: decode_batch > 0 needs context_len (or input_len) > 0")
+    if p:
+        raise SetupError(p)
+
+
+def _prefill_shape(batch: int, length: int) -> LayerShape:
+    seg = AttnSegment("attention", batch, length, length, cached=False, cls="Ma_Mqa")
+    return LayerShape(batch * length, (seg,), "Ma_Mw", kv_write=True)
+
+
+def _decode_shape(batch: int, context: int) -> LayerShape:
+    seg = AttnSegment("attention", batch, 1, context, cached=True, cls="Va_Mqa")
+    return LayerShape(batch, (seg,), "Va_Mw", kv_write=True, absorbed=True)
+
+
+def inference_workload(
+    req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, path: Path
+) -> Workload:
+    check_inference(req, path)
+    batch, ilen, olen = req.batch or 1, req.input_len, req.output_len
+    kind = PHASE[req.phase]
+    phases: list[Phase] = []
+    first: list[tuple[list[Phase], Phase]] = []  # the model's weights, counted once
+    kv_tokens = 0  # cached tokens (all sequences) at the longest context
+    extra: dict[str, int] = {}
+    notes: list[str] = []
+
+    def add(base: str, shape: LayerShape, embed: int, head: int, cls: str, steps: int = 1) -> None:
+        layers = layer_phases(base, cfg, shape, prec, steps=steps)
+        graph = head_graph(f"{base}_head", cfg, prec, embed_tokens=embed, head_tokens=head, cls=cls)
+        hd = Phase(f"{base}_head", graph, steps=steps, role="head")
+        phases.extend([*layers, hd])
+        first.append((layers, hd))
+
+    if kind in ("prefill", "request"):
+        add("prefill", _prefill_shape(batch, ilen), batch * ilen, batch, "Va_Mw")
+        kv_tokens = batch * ilen
+    if kind == "decode":
+        ctx = req.context_len or ilen
+        add("decode", _decode_shape(batch, ctx), batch, batch, "Va_Mw")
+        kv_tokens = batch * ctx
+        extra["context_len"] = ctx
+    if kind == "request" and olen > 1:
+        steps, mean_ctx = olen - 1, ilen + (olen + 1) // 2
+        add("decode", _decode_shape(batch, mean_ctx), batch, batch, "Va_Mw", steps=steps)
+        kv_tokens = batch * (ilen + olen - 1)
+        extra["context_len"] = mean_ctx
+        notes.append(
+            f"decode: {steps} steps at the mean context {mean_ctx} (input_len + "
+            "output_len / 2): steps x mean context = the exact attention sum"
+        )
+    if kind == "chunked_prefill":
+        chunk, dec = req.chunk_size, req.decode_batch
+        ctx = req.context_len or ilen
+        prefix = max(0, ilen - chunk)
+        segs = [
+            AttnSegment(
+                "attention_prefill", 1, chunk, prefix + chunk, cached=prefix > 0, cls="Ma_Mqa"
+            )
+        ]
+        if dec:
+            segs.append(AttnSegment("attention_decode", dec, 1, ctx, cached=True, cls="Va_Mqa"))
+        shape = LayerShape(chunk + dec, tuple(segs), "Ma_Mw", kv_write=True, absorbed=cfg.is_mla)
+        add("chunked_prefill", shape, chunk + dec, dec + 1, "Ma_Mw")
+        kv_tokens = prefix + chunk + dec * ctx
+        extra.update(chunk_size=chunk, decode_batch=dec, context_len=ctx)
+        where = (
+            "the first chunk (attends to itself)"
+            if not prefix
+            else f"the last chunk of a {ilen}-token prompt ({prefix} earlier tokens cached)"
+        )
+        notes.append(
+            f"chunked prefill: {chunk} prefill tokens, {where}, + {dec} decode tokens "
+            f"at context {ctx}"
+        )
+    kv_per_token = cfg.layers * cfg.kv_elements_per_token_per_layer() * prec.kv_bytes
+    return Workload(
+        kind="inference",
+        phases=tuple(phases),
+        model=model_info(cfg, *first[0], prec),
+        phase=kind,
+        batch=batch,
+        input_len=ilen,
+        output_len=olen,
+        seq_len=ilen,
+        kv_cache_bytes=kv_per_token * kv_tokens,
+        weight_bytes_per_param=prec.weight_bytes,
+        optimizer_bytes_per_param=0.0,
+        activation_bytes_per_element=prec.activation_bytes,
+        kv_bytes_per_element=prec.kv_bytes,
+        compute_dtype=prec.math,
+        notes=tuple(notes),
+        **extra,
+    )

@@ -1,0 +1,473 @@
+"""One transformer layer written as a forward pass, emitting einsum kernels.
+
+Dim names are semantic and shared across kernels, so the solver matches layouts by name:
+  tokens      batch x sequence of this graph instance (flattened)
+  hidden      model width
+  heads       query heads (MHA and MLA); GQA/MQA split them as kv_heads x group
+  kv_heads    key/value heads;  group: query heads per KV head
+  head_dim    per-head query/key width (MLA: qk_nope + qk_rope)
+  kv          2: key and value stacked (one K/V tensor, one KV-cache operand)
+  ffn         MLP width; gate_up: 2 (gate and up projections fused, SwiGLU/GeGLU)
+  experts, expert_tokens   MoE expert batch: tokens routed to each expert (capacity)
+  batch, q_seq, kv_seq     attention: sequences, query positions, key positions
+  vocab       vocabulary; positions: learned position table rows
+  MLA: q_lora, kv_lora (latent), rope, qk_nope, v_head_dim, kv_latent (kv_lora + rope:
+  what the KV cache holds), kv_up (qk_nope + v_head_dim per head), kv_dim (per-head K and V)
+
+Megatron tensor parallelism is a split of one dim: q/kv projections and attention on heads
+(kv_heads for GQA), o_proj reduces over heads (split -> all-reduce); MLP up on ffn, down
+reduces over ffn; MoE experts on experts (the dispatch from a tokens-split producer to an
+experts-split consumer is the all-to-all, also flagged on the dispatch/combine kernels).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from generator.builder import Arg, Dims, GraphBuilder, Tensor, dims_elements
+from generator.graph import Communication, KernelKind
+from generator.models import ModelConfig
+from generator.ops import (
+    GATED_FLOP,
+    IN,
+    KV,
+    OUT,
+    SOFTMAX_FLOP,
+    add,
+    attention,
+    binary,
+    kv_write,
+    linear,
+    norm,
+    unary,
+)
+from generator.precision import Precision
+
+A2A = Communication.ALL_TO_ALL
+
+
+@dataclass(frozen=True)
+class AttnSegment:
+    """One attention kernel: `batch` sequences of `q_seq` queries over `kv_seq` keys."""
+
+    name: str
+    batch: int
+    q_seq: int
+    kv_seq: int
+    cached: bool  # keys/values read from the KV cache (role KV_CACHE) instead of kv_proj
+    cls: str  # Ma_Mqa (prefill) or Va_Mqa (decode)
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    tokens: int  # rows of every GEMM
+    segments: tuple[AttnSegment, ...]
+    gemm_cls: str = "Ma_Mw"  # Va_Mw for decode
+    kv_write: bool = False  # inference: store the new tokens' K/V
+    absorbed: bool = False  # MLA inference: attention over the latent cache
+
+
+def expert_tokens(tokens: int, k: int, experts: int, capacity_factor: float) -> int:
+    """Tokens per expert: ceil(tokens*k/E*capacity_factor); capacity 0 = ceil(tokens*k/E)."""
+    if capacity_factor <= 0:
+        return -(-tokens * k // experts)
+    cf = Fraction(capacity_factor).limit_denominator(1_000_000)
+    return math.ceil(Fraction(tokens * k) * cf / experts)
+
+
+class Layer:
+    """Builds one layer into `b`; `forward()` returns (layer input, layer output)."""
+
+    def __init__(
+        self, b: GraphBuilder, cfg: ModelConfig, shape: LayerShape, prec: Precision
+    ) -> None:
+        self.b, self.cfg, self.shape = b, cfg, shape
+        self.a, self.w, self.kvb = prec.activation_bytes, prec.weight_bytes, prec.kv_bytes
+        self.T = ("tokens", shape.tokens)
+        self.H = ("hidden", cfg.hidden)
+
+    def lin(
+        self,
+        name: str,
+        x: Tensor | tuple[Tensor, ...],
+        x_dims: Dims,
+        weight: Dims,
+        out: Dims,
+        **kw: Any,
+    ) -> Tensor:
+        kw.setdefault("cls", self.shape.gemm_cls)
+        return linear(self.b, name, x, x_dims, weight, out, wbpe=self.w, abpe=self.a, **kw)
+
+    def norm(self, name: str, x: Tensor, weight: Dims | None = None) -> Tensor:
+        return norm(self.b, name, x, kind=self.cfg.norm, wbpe=self.w, abpe=self.a, weight=weight)
+
+    # -- the layer -------------------------------------------------------------------------
+    def forward(self, moe: bool) -> tuple[Tensor, Tensor]:
+        b, T, H = self.b, self.T, self.H
+        x = b.input((T, H), self.a)
+        h = self.norm("attn_norm", x)
+        attn = self.mla(h) if self.cfg.is_mla else self.attention(h)
+        assert attn.dims == (T, H), attn.dims
+        if self.cfg.post_norms:
+            attn = self.norm("post_attn_norm", attn)
+        h1 = add(b, "attn_residual", attn, x, abpe=self.a)
+        h = self.norm("mlp_norm", h1)
+        mlp = self.moe(h) if moe else self.mlp(h, "mlp", self.cfg.ffn, self.cfg.mlp_bias)
+        assert mlp.dims == (T, H), mlp.dims
+        if self.cfg.post_norms:
+            mlp = self.norm("post_mlp_norm", mlp)
+        out = add(b, "mlp_residual", mlp, h1, abpe=self.a)
+        return x, out
+
+    # -- attention -------------------------------------------------------------------------
+    def head_dims(self) -> tuple[Dims, Dims]:
+        """(query head dims, key/value head dims): heads for MHA, kv_heads x group else."""
+        c = self.cfg
+        if c.kv_heads == c.heads:
+            return (("heads", c.heads),), (("heads", c.heads),)
+        return (("kv_heads", c.kv_heads), ("group", c.heads // c.kv_heads)), (
+            ("kv_heads", c.kv_heads),
+        )
+
+    def _seg_view(self, t: Tensor, dims: Dims) -> Tensor:
+        if len(self.shape.segments) == 1 and dims_elements(dims) == t.elements:
+            return self.b.view(t, dims)
+        return self.b.part(t, dims)
+
+    def _concat(self, outs: list[Tensor], dims: Dims) -> Tensor | tuple[Tensor, ...]:
+        if len(outs) == 1:
+            return self.b.view(outs[0], dims)
+        return tuple(self.b.part(o, o.dims) for o in outs)
+
+    def attention(self, h: Tensor) -> Tensor:
+        b, c, T, H = self.b, self.cfg, self.T, self.H
+        qh, kh = self.head_dims()
+        D, KVd = ("head_dim", c.head_dim), ("kv", 2)
+        qn, kn = [d for d, _ in qh], [d for d, _ in kh]
+        q = self.lin(
+            "q_proj",
+            h,
+            (T, H),
+            (H, *qh, D),
+            (T, *qh, D),
+            bias=c.qkv_bias,
+            shardable=["tokens", *qn, "hidden"],
+        )
+        kv = self.lin(
+            "kv_proj",
+            h,
+            (T, H),
+            (H, KVd, *kh, D),
+            (T, KVd, *kh, D),
+            bias=c.qkv_bias,
+            shardable=["tokens", *kn, "hidden"],
+        )
+        assert q.dims == (T, *qh, D) and kv.dims == (T, KVd, *kh, D)
+        if self.shape.kv_write:
+            kv_write(
+                b, "kv_write", kv, kv.dims, abpe=self.a, kv_bpe=self.kvb, shardable=["tokens", *kn]
+            )
+        outs = []
+        for seg in self.shape.segments:
+            Bd, Q, K = ("batch", seg.batch), ("q_seq", seg.q_seq), ("kv_seq", seg.kv_seq)
+            qd, kvd = (Bd, Q, *qh, D), (Bd, K, KVd, *kh, D)
+            if seg.cached:
+                kv_in = ("kv_cache", None, kvd, KV, self.kvb)
+            else:
+                kv_in = ("kv", self._seg_view(kv, kvd), kvd, IN, self.a)
+            flop = 4 * seg.batch * seg.q_seq * seg.kv_seq * c.heads * c.head_dim
+            split = "kv_seq" if seg.q_seq == 1 else "q_seq"
+            outs.append(
+                attention(
+                    b,
+                    seg.name,
+                    [("q", self._seg_view(q, qd), qd, IN, self.a), kv_in],
+                    (Bd, Q, *qh, D),
+                    flop,
+                    abpe=self.a,
+                    cls=seg.cls,
+                    shardable=["batch", *qn, split],
+                )
+            )
+        o_in = (T, *qh, D)
+        return self.lin(
+            "o_proj",
+            self._concat(outs, o_in),
+            o_in,
+            (*qh, D, H),
+            (T, H),
+            bias=c.o_bias,
+            shardable=["tokens", "hidden", *qn],
+        )
+
+    def mla(self, h: Tensor) -> Tensor:
+        """DeepSeek-V2 multi-head latent attention. Training/prefill: keys and values are
+        decompressed (kv_b_proj). Inference with a KV cache (absorbed): W_UK is folded into
+        the query and W_UV applied after attention, so attention runs over the cached latent
+        (kv_lora_rank + qk_rope_head_dim per token)."""
+        b, c, T, H = self.b, self.cfg, self.T, self.H
+        Hh = ("heads", c.heads)
+        NOPE, R = ("qk_nope", c.qk_nope_head_dim), ("rope", c.qk_rope_head_dim)
+        D, V = ("head_dim", c.qk_nope_head_dim + c.qk_rope_head_dim), ("v_head_dim", c.v_head_dim)
+        LORA, LAT = ("kv_lora", c.kv_lora_rank), ("kv_latent", c.kv_lora_rank + R[1])
+        heads_shard = ["tokens", "heads", "hidden"]
+        if c.q_lora_rank:
+            QL = ("q_lora", c.q_lora_rank)
+            qa = self.norm(
+                "q_a_norm",
+                self.lin("q_a_proj", h, (T, H), (H, QL), (T, QL), shardable=["tokens", "hidden"]),
+            )
+            q = self.lin(
+                "q_b_proj",
+                qa,
+                (T, QL),
+                (QL, Hh, D),
+                (T, Hh, D),
+                shardable=["tokens", "heads", "q_lora"],
+            )
+        else:
+            q = self.lin("q_proj", h, (T, H), (H, Hh, D), (T, Hh, D), shardable=heads_shard)
+        ckv = self.lin("kv_a_proj", h, (T, H), (H, LAT), (T, LAT), shardable=["tokens", "hidden"])
+        ckv = self.norm("kv_a_norm", ckv, weight=(LORA,))
+        if self.shape.kv_write:
+            kv_write(
+                b, "kv_write", ckv, ckv.dims, abpe=self.a, kv_bpe=self.kvb, shardable=["tokens"]
+            )
+        outs = []
+        if not self.shape.absorbed:
+            KU, KD = ("kv_up", NOPE[1] + V[1]), ("kv_dim", D[1] + V[1])
+            kvu = self.lin(
+                "kv_b_proj",
+                b.part(ckv, (T, LORA)),
+                (T, LORA),
+                (LORA, Hh, KU),
+                (T, Hh, KU),
+                shardable=["tokens", "heads", "kv_lora"],
+            )
+            kvf = binary(
+                b,
+                "kv_expand",
+                [("in1", kvu, (T, Hh, KU)), ("in2", b.part(ckv, (T, R)), (T, R))],
+                (T, Hh, KD),
+                dims_elements((T, Hh, KD)),
+                abpe=self.a,
+                kind=KernelKind.ELEMENTWISE,
+                cls="Va_Va",
+                shardable=["tokens", "heads"],
+            )
+            for seg in self.shape.segments:
+                Bd, Q, K = ("batch", seg.batch), ("q_seq", seg.q_seq), ("kv_seq", seg.kv_seq)
+                qd, kvd = (Bd, Q, Hh, D), (Bd, K, Hh, KD)
+                flop = 2 * seg.batch * seg.q_seq * seg.kv_seq * c.heads * (D[1] + V[1])
+                outs.append(
+                    attention(
+                        b,
+                        seg.name,
+                        [
+                            ("q", self._seg_view(q, qd), qd, IN, self.a),
+                            ("kv", self._seg_view(kvf, kvd), kvd, IN, self.a),
+                        ],
+                        (Bd, Q, Hh, V),
+                        flop,
+                        abpe=self.a,
+                        cls=seg.cls,
+                        shardable=["batch", "heads", "q_seq"],
+                    )
+                )
+            o_in = (T, Hh, V)
+            o_src = self._concat(outs, o_in)
+        else:
+            ql = self.lin(
+                "q_absorb",
+                b.part(q, (T, Hh, NOPE)),
+                (T, Hh, NOPE),
+                (Hh, NOPE, LORA),
+                (T, Hh, LORA),
+                kind=KernelKind.BATCHED_GEMM,
+                shardable=["tokens", "heads"],
+            )
+            for seg in self.shape.segments:
+                Bd, Q, K = ("batch", seg.batch), ("q_seq", seg.q_seq), ("kv_seq", seg.kv_seq)
+                flop = 2 * seg.batch * seg.q_seq * seg.kv_seq * c.heads * (2 * LORA[1] + R[1])
+                outs.append(
+                    attention(
+                        b,
+                        seg.name,
+                        [
+                            (
+                                "q_latent",
+                                self._seg_view(ql, (Bd, Q, Hh, LORA)),
+                                (Bd, Q, Hh, LORA),
+                                IN,
+                                self.a,
+                            ),
+                            ("q_rope", b.part(q, (Bd, Q, Hh, R)), (Bd, Q, Hh, R), IN, self.a),
+                            ("kv_cache", None, (Bd, K, LAT), KV, self.kvb),
+                        ],
+                        (Bd, Q, Hh, LORA),
+                        flop,
+                        abpe=self.a,
+                        cls=seg.cls,
+                        shardable=["batch", "heads", "kv_seq" if seg.q_seq == 1 else "q_seq"],
+                    )
+                )
+            lat = (T, Hh, LORA)
+            ov = self.lin(
+                "v_absorb",
+                self._concat(outs, lat),
+                lat,
+                (Hh, LORA, V),
+                (T, Hh, V),
+                kind=KernelKind.BATCHED_GEMM,
+                shardable=["tokens", "heads"],
+            )
+            o_in, o_src = (T, Hh, V), ov
+        return self.lin(
+            "o_proj", o_src, o_in, (Hh, V, H), (T, H), shardable=["tokens", "hidden", "heads"]
+        )
+
+    # -- MLP and MoE -----------------------------------------------------------------------
+    def mlp(self, h: Tensor, prefix: str, width: int, bias: bool) -> Tensor:
+        T, H, F = self.T, self.H, ("ffn", width)
+        if self.cfg.gated:
+            GU = ("gate_up", 2)
+            up = self.lin(
+                f"{prefix}_gate_up",
+                h,
+                (T, H),
+                (H, GU, F),
+                (T, GU, F),
+                bias=bias,
+                shardable=["tokens", "ffn", "hidden"],
+            )
+            act = unary(
+                self.b,
+                f"{prefix}_act",
+                up,
+                (T, F),
+                abpe=self.a,
+                flop_per_element=GATED_FLOP,
+                shardable=["tokens", "ffn"],
+            )
+        else:
+            up = self.lin(
+                f"{prefix}_up",
+                h,
+                (T, H),
+                (H, F),
+                (T, F),
+                bias=bias,
+                shardable=["tokens", "ffn", "hidden"],
+            )
+            act = unary(self.b, f"{prefix}_act", up, abpe=self.a, shardable=["tokens", "ffn"])
+        assert act.dims == (T, F)
+        return self.lin(
+            f"{prefix}_down",
+            act,
+            (T, F),
+            (F, H),
+            (T, H),
+            bias=bias,
+            shardable=["tokens", "hidden", "ffn"],
+        )
+
+    def moe(self, h: Tensor) -> Tensor:
+        """Router (GEMM hidden -> experts), top-k, dispatch (all-to-all), experts as batched
+        GEMMs over (experts, expert_tokens), combine (all-to-all), plus shared experts.
+        Expert GEMM FLOP counts the routed token slots tokens*k (at most experts x capacity);
+        the gradient through the routing weights (tiny) is not modelled."""
+        b, c, T, H = self.b, self.cfg, self.T, self.H
+        E, k, tokens = ("experts", c.experts), c.experts_per_token, self.shape.tokens
+        C = ("expert_tokens", expert_tokens(tokens, k, c.experts, c.capacity_factor))
+        F = ("ffn", c.moe_ffn)
+        routed = min(tokens * k, E[1] * C[1])
+        logits = self.lin("router", h, (T, H), (H, E), (T, E), shardable=["tokens"])
+        route = b.add_kernel(
+            "topk",
+            KernelKind.ROUTER,
+            [Arg("in", IN, (T, E), self.a, logits), Arg("out", OUT, (T, E), self.a)],
+            SOFTMAX_FLOP * tokens * E[1],
+            kernel_class="Va_Va",
+            shardable=["tokens"],
+            requires_grad=False,
+        )
+        assert route is not None
+        a2a = tokens * k * H[1] * self.a
+        disp = binary(
+            b,
+            "dispatch",
+            [("in", h, (T, H)), ("route", route, (T, E))],
+            (E, C, H),
+            routed * H[1],
+            abpe=self.a,
+            kind=KernelKind.ROUTER,
+            cls="Va_Va",
+            shardable=["tokens", "experts"],
+            comm=A2A,
+            comm_bytes=a2a,
+        )
+        gemm = dict(
+            kind=KernelKind.BATCHED_GEMM, shardable=["experts", "expert_tokens", "ffn", "hidden"]
+        )
+        if c.gated:
+            GU = ("gate_up", 2)
+            up = self.lin(
+                "expert_gate_up",
+                disp,
+                (E, C, H),
+                (E, H, GU, F),
+                (E, C, GU, F),
+                flop=4 * routed * H[1] * F[1],
+                **gemm,
+            )
+            act = unary(
+                b,
+                "expert_act",
+                up,
+                (E, C, F),
+                abpe=self.a,
+                flop_per_element=GATED_FLOP,
+                shardable=["experts", "expert_tokens", "ffn"],
+            )
+        else:
+            up = self.lin(
+                "expert_up",
+                disp,
+                (E, C, H),
+                (E, H, F),
+                (E, C, F),
+                flop=2 * routed * H[1] * F[1],
+                **gemm,
+            )
+            act = unary(
+                b, "expert_act", up, abpe=self.a, shardable=["experts", "expert_tokens", "ffn"]
+            )
+        down = self.lin(
+            "expert_down",
+            act,
+            (E, C, F),
+            (E, F, H),
+            (E, C, H),
+            flop=2 * routed * H[1] * F[1],
+            **gemm,
+        )
+        out = binary(
+            b,
+            "combine",
+            [("in", down, (E, C, H)), ("route", route, (T, E))],
+            (T, H),
+            2 * routed * H[1],
+            abpe=self.a,
+            kind=KernelKind.ROUTER,
+            cls="Va_Va",
+            shardable=["tokens", "experts"],
+            comm=A2A,
+            comm_bytes=a2a,
+        )
+        if c.shared_experts:
+            shared = self.mlp(h, "shared", c.moe_ffn * c.shared_experts, False)
+            out = add(b, "moe_sum", out, shared, abpe=self.a)
+        return out

@@ -1,0 +1,95 @@
+"""LLM training (LlmTraining): one optimizer step as layer and head phases.
+
+Phase `layer` (count = num_layers): forward, recompute copies, activation gradients and
+weight gradients of one layer for one micro-batch (micro_batch sequences x seq_len tokens).
+Phase `head` (role "head", count 1): token/position embedding, final norm, LM head
+(tokens x hidden x vocab), cross-entropy loss, and their backward. The solver multiplies by
+the micro-batches per step (global_batch / (micro_batch x data-parallel degree)).
+
+GEMM FLOP per micro-batch, closed forms (b = micro_batch, s = seq_len, l = layers,
+h = hidden, V = vocab, T = b s, N_gemm = GEMM weight parameters incl. the LM head):
+  no recompute: 6 N_gemm T + 12 l h s^2 b  (attention non-causal, backward = 2x forward)
+  full recompute: Megatron (Narayanan et al. 2021, eq. 3) per micro-batch:
+      96 b s l h^2 (1 + s / (6 h) + V / (16 l h))
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from generator.graph import Phase, Workload
+from generator.llm_common import head_graph, layer_phases, model_info
+from generator.llm_layer import AttnSegment, LayerShape
+from generator.models import ModelConfig
+from generator.precision import Precision
+from mapshard import setup_pb2
+from mapshard.errors import SetupError
+
+RECOMPUTE = {
+    setup_pb2.RECOMPUTE_NONE: "none",
+    setup_pb2.RECOMPUTE_SELECTIVE: "selective",
+    setup_pb2.RECOMPUTE_FULL: "full",
+}
+
+
+def check_training(req: setup_pb2.LlmTraining, path: Path) -> None:
+    where = f"{path}: workload.llm_training"
+    p = []
+    if req.seq_len <= 0:
+        p.append(f"{where}.seq_len must be > 0 tokens, got {req.seq_len}")
+    if req.global_batch <= 0:
+        p.append(f"{where}.global_batch must be > 0 sequences, got {req.global_batch}")
+    if req.micro_batch < 0:
+        p.append(f"{where}.micro_batch must be >= 0 (0 = 1), got {req.micro_batch}")
+    elif req.global_batch > 0 and req.micro_batch > req.global_batch:
+        p.append(f"{where}.micro_batch {req.micro_batch} exceeds global_batch {req.global_batch}")
+    if not 0 <= req.zero_stage <= 3:
+        p.append(f"{where}.zero_stage must be 0, 1, 2 or 3, got {req.zero_stage}")
+    if req.virtual_pipeline < 0:
+        p.append(f"{where}.virtual_pipeline must be >= 0 (0 = 1), got {req.virtual_pipeline}")
+    if p:
+        raise SetupError(p)
+
+
+def training_workload(
+    req: setup_pb2.LlmTraining, cfg: ModelConfig, prec: Precision, path: Path
+) -> Workload:
+    check_training(req, path)
+    mb = req.micro_batch or 1
+    s = req.seq_len
+    recompute = RECOMPUTE[req.recompute]
+    shape = LayerShape(
+        tokens=mb * s,
+        segments=(AttnSegment("attention", mb, s, s, cached=False, cls="Ma_Mqa"),),
+        gemm_cls="Ma_Mw",
+    )
+    layers = layer_phases("layer", cfg, shape, prec, training=True, recompute=recompute)
+    head = Phase(
+        "head",
+        head_graph("head", cfg, prec, embed_tokens=mb * s, head_tokens=mb * s, training=True),
+        role="head",
+    )
+    notes = [
+        f"micro-batch of {mb} x {s} tokens per graph instance; the step runs "
+        f"global_batch / (micro_batch x DP) micro-batches per data-parallel rank"
+    ]
+    if req.sequence_parallel:
+        notes.append("sequence parallel: norms/residuals split on tokens across the TP group")
+    return Workload(
+        kind="training",
+        phases=(*layers, head),
+        model=model_info(cfg, layers, head, prec),
+        global_batch=req.global_batch,
+        micro_batch=mb,
+        seq_len=s,
+        recompute=recompute,
+        sequence_parallel=req.sequence_parallel,
+        zero_stage=req.zero_stage,
+        virtual_pipeline=req.virtual_pipeline or 1,
+        weight_bytes_per_param=prec.weight_bytes,
+        optimizer_bytes_per_param=prec.optimizer_bytes_per_param,
+        activation_bytes_per_element=prec.activation_bytes,
+        kv_bytes_per_element=prec.kv_bytes,
+        compute_dtype=prec.math,
+        notes=tuple(notes),
+    )

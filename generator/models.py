@@ -1,0 +1,371 @@
+"""Model dimensions: from an inline `ModelSpec`, or `hf_model` (a local config.json, a local
+model folder, a short name shipped in generator/models/, or a Hugging Face hub id).
+
+Hub ids are resolved with huggingface_hub: the local cache first (`local_files_only=True`),
+then the shipped copy of the same model name, then a download unless HF_HUB_OFFLINE is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mapshard import setup_pb2
+from mapshard.errors import SetupError
+
+MODELS_DIR = Path(__file__).parent / "models"
+SUPPORTED_TYPES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "gpt2", "deepseek_v2")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    architecture: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int  # dense MLP width
+    vocab: int
+    gated: bool = True  # SwiGLU / GeGLU (gate, up, down) vs GELU MLP (up, down)
+    norm: str = "rms"  # "rms" or "layer" (LayerNorm has a bias)
+    tie_embeddings: bool = False
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    positions: int = 0  # learned absolute position embeddings (GPT-2), 0 = none
+    post_norms: bool = False  # Gemma 2: norms after attention and MLP too
+    # Mixture of experts
+    experts: int = 0
+    experts_per_token: int = 0
+    moe_ffn: int = 0
+    shared_experts: int = 0
+    first_dense_layers: int = 0
+    capacity_factor: float = 0.0
+    # Multi-head latent attention (DeepSeek-V2)
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def attention(self) -> str:
+        if self.is_mla:
+            return "mla"
+        if self.kv_heads == self.heads:
+            return "mha"
+        return "mqa" if self.kv_heads == 1 else "gqa"
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.first_dense_layers if self.is_moe else 0
+
+    def kv_elements_per_token_per_layer(self) -> int:
+        """KV-cache elements one token adds to one layer (MLA: latent + rope key)."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * self.kv_heads * self.head_dim
+
+
+# ---------------------------------------------------------------------------------------
+# Inline ModelSpec
+# ---------------------------------------------------------------------------------------
+
+
+def from_spec(spec: setup_pb2.ModelSpec, where: str) -> ModelConfig:
+    """`where`: the field path prefix for messages (file: workload...model.inline)."""
+    arch = spec.architecture.lower().replace("-", "_")
+    problems = []
+    if arch and arch not in SUPPORTED_TYPES:
+        problems.append(
+            f"{where}.architecture {spec.architecture!r} is not supported; valid: "
+            f"{', '.join(SUPPORTED_TYPES)} (or empty for a generic decoder)"
+        )
+    for field in ("hidden_size", "num_layers", "num_heads", "vocab_size"):
+        if getattr(spec, field) <= 0:
+            problems.append(f"{where}.{field} must be > 0, got {getattr(spec, field)}")
+    if spec.intermediate_size <= 0 and spec.moe_intermediate_size <= 0:
+        problems.append(f"{where}.intermediate_size must be > 0, got {spec.intermediate_size}")
+    for field in (
+        "num_kv_heads",
+        "head_dim",
+        "num_experts",
+        "experts_per_token",
+        "first_dense_layers",
+        "num_shared_experts",
+        "q_lora_rank",
+        "kv_lora_rank",
+        "max_position_embeddings",
+    ):
+        if getattr(spec, field) < 0:
+            problems.append(f"{where}.{field} must be >= 0, got {getattr(spec, field)}")
+    if spec.capacity_factor < 0:
+        problems.append(f"{where}.capacity_factor must be >= 0, got {spec.capacity_factor}")
+    if problems:
+        raise SetupError(problems)
+    gpt2 = arch == "gpt2" or spec.gpt2_style_biases
+    gated = spec.ffn == setup_pb2.SWIGLU or (spec.ffn == setup_pb2.FFN_UNSET and arch != "gpt2")
+    layer_norm = spec.norm == setup_pb2.LAYERNORM or (spec.norm == setup_pb2.NORM_UNSET and gpt2)
+    positions = 0
+    if spec.learned_positions or (arch == "gpt2" and spec.max_position_embeddings > 0):
+        positions = spec.max_position_embeddings
+        if positions <= 0:
+            raise SetupError(f"{where}.max_position_embeddings must be > 0 with learned_positions")
+    ffn = spec.intermediate_size or spec.moe_intermediate_size
+    cfg = ModelConfig(
+        name=spec.name or arch or "model",
+        architecture=arch,
+        hidden=spec.hidden_size,
+        layers=spec.num_layers,
+        heads=spec.num_heads,
+        kv_heads=spec.num_kv_heads or spec.num_heads,
+        head_dim=spec.head_dim or (spec.hidden_size // spec.num_heads),
+        ffn=ffn,
+        vocab=spec.vocab_size,
+        gated=gated,
+        norm="layer" if layer_norm else "rms",
+        tie_embeddings=spec.tie_embeddings,
+        qkv_bias=spec.attention_bias or gpt2,
+        o_bias=gpt2,
+        mlp_bias=spec.mlp_bias or gpt2,
+        positions=positions,
+        post_norms=spec.post_norms or arch == "gemma2",
+        experts=spec.num_experts,
+        experts_per_token=spec.experts_per_token,
+        moe_ffn=spec.moe_intermediate_size or ffn,
+        shared_experts=spec.num_shared_experts,
+        first_dense_layers=spec.first_dense_layers,
+        capacity_factor=spec.capacity_factor,
+        q_lora_rank=spec.q_lora_rank,
+        kv_lora_rank=spec.kv_lora_rank,
+        qk_nope_head_dim=spec.qk_nope_head_dim,
+        qk_rope_head_dim=spec.qk_rope_head_dim,
+        v_head_dim=spec.v_head_dim,
+    )
+    return check_config(cfg, where)
+
+
+def check_config(cfg: ModelConfig, where: str) -> ModelConfig:
+    """Consistency of the dimensions; every problem reported at once."""
+    p = []
+    if cfg.heads % max(1, cfg.kv_heads):
+        p.append(
+            f"{where}: num_heads {cfg.heads} must be a multiple of num_kv_heads {cfg.kv_heads}"
+        )
+    if not cfg.is_mla and cfg.head_dim <= 0:
+        p.append(f"{where}: head_dim must be > 0 (hidden_size / num_heads is {cfg.head_dim})")
+    if cfg.is_moe:
+        if not 0 < cfg.experts_per_token <= cfg.experts:
+            p.append(
+                f"{where}: experts_per_token must be in 1..num_experts ({cfg.experts}), "
+                f"got {cfg.experts_per_token}"
+            )
+        if cfg.first_dense_layers >= cfg.layers:
+            p.append(
+                f"{where}: first_dense_layers {cfg.first_dense_layers} must be < "
+                f"num_layers {cfg.layers}"
+            )
+    elif cfg.experts_per_token or cfg.shared_experts:
+        p.append(f"{where}: experts_per_token / num_shared_experts need num_experts > 0")
+    if cfg.is_mla:
+        for field in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            if getattr(cfg, field) <= 0:
+                p.append(f"{where}: {field} must be > 0 for latent attention (kv_lora_rank > 0)")
+    if p:
+        raise SetupError(p)
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------
+# Hugging Face config.json
+# ---------------------------------------------------------------------------------------
+
+
+def _get(data: dict[str, Any], key: str, where: str, default: Any = None) -> Any:
+    value = data.get(key, default)
+    if value is None:
+        raise SetupError(
+            f"{where}: config.json has no {key!r}, which a {data.get('model_type')} model needs"
+        )
+    return value
+
+
+def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
+    """Read the config fields of the supported model families."""
+    mtype = str(data.get("model_type", "")).lower()
+    if mtype not in SUPPORTED_TYPES:
+        raise SetupError(
+            f"{where}: model_type {mtype or '(missing)'!r} is not supported; "
+            f"supported: {', '.join(SUPPORTED_TYPES)} (or describe the model "
+            "inline with `model {{ inline {{ ... }} }}`)"
+        )
+    g = lambda key, default=None: _get(data, key, where, default)  # noqa: E731
+    if mtype == "gpt2":
+        hidden, heads = int(g("n_embd")), int(g("n_head"))
+        cfg = ModelConfig(
+            name=name,
+            architecture=mtype,
+            hidden=hidden,
+            layers=int(g("n_layer")),
+            heads=heads,
+            kv_heads=heads,
+            head_dim=hidden // heads,
+            ffn=int(data.get("n_inner") or 4 * hidden),
+            vocab=int(g("vocab_size")),
+            gated=False,
+            norm="layer",
+            tie_embeddings=bool(g("tie_word_embeddings", True)),
+            qkv_bias=True,
+            o_bias=True,
+            mlp_bias=True,
+            positions=int(g("n_positions", data.get("n_ctx"))),
+        )
+        return check_config(cfg, where)
+    hidden, heads = int(g("hidden_size")), int(g("num_attention_heads"))
+    kv_heads = int(data.get("num_key_value_heads") or heads)
+    head_dim = int(data.get("head_dim") or hidden // heads)
+    common = dict(
+        name=name,
+        architecture=mtype,
+        hidden=hidden,
+        layers=int(g("num_hidden_layers")),
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        vocab=int(g("vocab_size")),
+        ffn=int(g("intermediate_size")),
+        gated=True,
+        norm="rms",
+        tie_embeddings=bool(data.get("tie_word_embeddings", mtype == "gemma2")),
+    )
+    if mtype in ("llama", "mistral"):
+        bias = bool(data.get("attention_bias", False))
+        cfg = ModelConfig(
+            **common, qkv_bias=bias, o_bias=bias, mlp_bias=bool(data.get("mlp_bias", False))
+        )
+    elif mtype == "mixtral":
+        cfg = ModelConfig(
+            **common,
+            experts=int(g("num_local_experts")),
+            experts_per_token=int(g("num_experts_per_tok")),
+            moe_ffn=int(g("intermediate_size")),
+        )
+    elif mtype == "qwen2":
+        cfg = ModelConfig(**common, qkv_bias=True)  # Qwen2 always has q/k/v biases
+    elif mtype == "gemma2":
+        cfg = ModelConfig(**common, post_norms=True)
+    else:  # deepseek_v2
+        experts = int(data.get("n_routed_experts") or 0)
+        if experts and int(data.get("moe_layer_freq", 1)) != 1:
+            raise SetupError(f"{where}: moe_layer_freq != 1 is not supported")
+        cfg = ModelConfig(
+            **common | {"head_dim": int(g("qk_nope_head_dim")) + int(g("qk_rope_head_dim"))},
+            experts=experts,
+            experts_per_token=int(data.get("num_experts_per_tok") or 0) if experts else 0,
+            moe_ffn=int(data.get("moe_intermediate_size") or 0),
+            shared_experts=int(data.get("n_shared_experts") or 0) if experts else 0,
+            first_dense_layers=int(data.get("first_k_dense_replace") or 0) if experts else 0,
+            q_lora_rank=int(data.get("q_lora_rank") or 0),
+            kv_lora_rank=int(g("kv_lora_rank")),
+            qk_nope_head_dim=int(g("qk_nope_head_dim")),
+            qk_rope_head_dim=int(g("qk_rope_head_dim")),
+            v_head_dim=int(g("v_head_dim")),
+        )
+    return check_config(cfg, where)
+
+
+def shipped_models() -> list[str]:
+    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "config.json").is_file())
+
+
+def _read_json(path: Path, where: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SetupError(f"{where}: cannot read {path} ({exc.strerror or exc})") from None
+    except json.JSONDecodeError as exc:
+        raise SetupError(
+            f"{where}: {path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})"
+        ) from None
+    if not isinstance(data, dict):
+        raise SetupError(f"{where}: {path} is not a JSON object")
+    return data
+
+
+def _hub_config(repo_id: str, where: str) -> Path | None:
+    """config.json of a hub repo: cache first, then a download unless HF_HUB_OFFLINE."""
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:  # pragma: no cover - a declared dependency
+        return None
+    try:
+        return Path(hf_hub_download(repo_id, "config.json", local_files_only=True))
+    except Exception:  # noqa: BLE001 - any miss (not cached, bad id) falls through
+        pass
+    shipped = MODELS_DIR / repo_id.rsplit("/", 1)[-1] / "config.json"
+    if shipped.is_file():
+        return shipped
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("", "0", "false", "no"):
+        return None
+    try:
+        return Path(hf_hub_download(repo_id, "config.json"))
+    except Exception:  # noqa: BLE001 - network errors, gated repos, unknown ids
+        return None
+
+
+def resolve_hf_model(ref: str, setup_path: Path, where: str) -> tuple[dict[str, Any], str]:
+    """(config dict, model name) for an `hf_model` reference."""
+    local = Path(ref).expanduser()
+    if not local.is_absolute():
+        local = setup_path.parent / local
+    if local.is_dir():
+        if not (local / "config.json").is_file():
+            raise SetupError(f"{where}: folder {local} has no config.json")
+        return _read_json(local / "config.json", where), local.name
+    if local.is_file():
+        return _read_json(local, where), local.parent.name or local.stem
+    shipped = MODELS_DIR / ref / "config.json"
+    if shipped.is_file():
+        return _read_json(shipped, where), ref
+    if "/" in ref and not ref.startswith((".", "/")):
+        path = _hub_config(ref, where)
+        if path is not None:
+            return _read_json(path, where), ref.rsplit("/", 1)[-1]
+        raise SetupError(
+            f"{where}: hub model {ref!r} is not in the local Hugging Face cache and could not "
+            "be downloaded (offline, gated or unknown id); download its config.json, put it "
+            f'in a folder and set hf_model to that folder (e.g. hf_model: "models/{ref}")'
+        )
+    raise SetupError(
+        f"{where}: hf_model {ref!r} is neither a file or folder (relative to "
+        f"{setup_path.parent}) nor a shipped model ({', '.join(shipped_models())})"
+        " nor a hub id (owner/name)"
+    )
+
+
+def load_model(model: setup_pb2.Model, setup_path: Path, where: str) -> ModelConfig:
+    """The model of a workload request; `where` is the field path of the Model message."""
+    source = model.WhichOneof("source")
+    if source == "inline":
+        return from_spec(model.inline, f"{setup_path}: {where}.inline")
+    if source == "hf_model":
+        w = f"{setup_path}: {where}.hf_model"
+        data, name = resolve_hf_model(model.hf_model, setup_path, w)
+        return from_hf_config(data, name, w)
+    raise SetupError(
+        f"{setup_path}: {where} is missing; give `inline {{ ... }}` or "
+        f'`hf_model: "Llama-3.1-8B"` (shipped: {", ".join(shipped_models())})'
+    )

@@ -1,0 +1,491 @@
+"""Differentiable kernel-emitting operations on a GraphBuilder (forward + backward rules).
+
+FLOP conventions (vector kernels are rough; matrix kernels exact):
+- GEMMs: 2 x product of the loop dims. Bias adds are folded into the GEMM epilogue and not
+  counted. Backward: the activation gradient (`<name>_bwd`) and the weight gradient
+  (`<name>_weight_update`) each cost the forward FLOP (Megatron: backward = 2x forward).
+- Attention (fused, flash style): 4 b s_q s_kv heads head_dim, non-causal (Megatron's
+  convention; a causal kernel skips about half). Backward: 2x forward, in a query-gradient
+  and a key/value-gradient kernel.
+- Per element: residual add 1, activation 4 (gated: 5), RMSNorm 4, LayerNorm 5, softmax /
+  cross-entropy 5; their backward kernels cost the same as the forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from generator.builder import Arg, Dims, GraphBuilder, Tensor, dims_elements
+from generator.graph import Communication, KernelKind, OperandRole, Pass
+
+IN, W, OUT, KV = OperandRole.INPUT, OperandRole.WEIGHT, OperandRole.OUTPUT, OperandRole.KV_CACHE
+ARP = Communication.ALL_REDUCE_PERIODIC
+
+ACT_FLOP = 4
+GATED_FLOP = 5
+NORM_FLOP = {"rms": 4, "layer": 5}
+SOFTMAX_FLOP = 5
+
+
+def _names(dims: Dims) -> list[str]:
+    return [d for d, _ in dims]
+
+
+def linear(
+    b: GraphBuilder,
+    name: str,
+    x: Tensor | tuple[Tensor, ...],
+    x_dims: Dims,
+    weight: Dims,
+    out: Dims,
+    *,
+    wbpe: float,
+    abpe: float,
+    bias: bool = False,
+    kind: KernelKind = KernelKind.GEMM,
+    cls: str = "Ma_Mw",
+    shardable: Sequence[str] | None = None,
+    flop: float | None = None,
+) -> Tensor:
+    """out = x . weight (+ bias): contraction over the dims x and weight share that out lacks.
+    `x` may be several parts (a concatenation; then no backward). `flop` overrides
+    2 x prod(loop dims) (MoE experts: routed tokens only)."""
+    bias_dims = tuple((d, s) for d, s in weight if d in dict(out))
+    args = [Arg("in", IN, x_dims, abpe, x), Arg("weight", W, weight, wbpe)]
+    if bias:
+        args.append(Arg("bias", W, bias_dims, wbpe))
+    args.append(Arg("out", OUT, out, abpe))
+    loop = dict(out) | dict(x_dims) | dict(weight)
+    if flop is None:
+        flop = 2 * dims_elements(tuple(loop.items()))
+    shard = list(shardable) if shardable is not None else list(loop)
+    grad_bytes = (dims_elements(weight) + (dims_elements(bias_dims) if bias else 0)) * wbpe
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None and isinstance(x, Tensor)
+        dy = b.view(dy, out)
+        pairs = []
+        if x.requires_grad:
+            dx = b.add_kernel(
+                f"{name}_bwd",
+                kind,
+                [
+                    Arg("dy", IN, out, abpe, dy),
+                    Arg("weight", W, weight, wbpe),
+                    Arg("dx", OUT, x_dims, abpe),
+                ],
+                flop,
+                pass_=Pass.BWD,
+                kernel_class=cls,
+                shardable=shard,
+            )
+            assert dx is not None
+            pairs.append((x, dx))
+        xs = b.saved(b.view(x, x_dims) if not x.part else x)
+
+        def wgrad() -> None:
+            outs = [Arg("dweight", OUT, weight, wbpe)]
+            if bias:
+                outs.append(Arg("dbias", OUT, bias_dims, wbpe))
+            b.add_kernel(
+                f"{name}_weight_update",
+                kind,
+                [Arg("in", IN, x_dims, abpe, xs), Arg("dy", IN, out, abpe, dy), *outs],
+                flop,
+                pass_=Pass.WGRAD,
+                kernel_class="Ma_Ma",
+                shardable=shard,
+                communication=ARP,
+                communication_bytes=grad_bytes,
+            )
+
+        b.defer(wgrad)
+        return pairs
+
+    t = b.add_kernel(name, kind, args, flop, kernel_class=cls, shardable=shard, rule=rule)
+    assert t is not None
+    return t
+
+
+def norm(
+    b: GraphBuilder,
+    name: str,
+    x: Tensor,
+    *,
+    kind: str,
+    wbpe: float,
+    abpe: float,
+    weight: Dims | None = None,
+    cls: str = "Va_Va",
+) -> Tensor:
+    """RMSNorm / LayerNorm over the last dim of x (or over `weight`'s dim, a part of it)."""
+    dims = x.dims
+    weight = weight or (dims[-1],)
+    params = [Arg("weight", W, weight, wbpe)]
+    if kind == "layer":
+        params.append(Arg("bias", W, weight, wbpe))
+    rows = dims_elements(dims) // dims_elements(dims[-1:])
+    flop = NORM_FLOP[kind] * rows * dims_elements(weight)
+    shard = [dims[0][0]]
+    grad_bytes = sum(dims_elements(p.dims) for p in params) * wbpe
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None
+        dy = b.view(dy, dims)
+        xs = b.saved(x)
+        dx = b.add_kernel(
+            f"{name}_bwd",
+            KernelKind.NORM,
+            [
+                Arg("dy", IN, dims, abpe, dy),
+                Arg("in", IN, dims, abpe, xs),
+                params[0],
+                Arg("dx", OUT, dims, abpe),
+            ],
+            flop,
+            pass_=Pass.BWD,
+            kernel_class=cls,
+            shardable=shard,
+        )
+        assert dx is not None
+
+        def wgrad() -> None:
+            outs = [Arg(f"d{p.name}", OUT, p.dims, wbpe) for p in params]
+            b.add_kernel(
+                f"{name}_weight_update",
+                KernelKind.NORM,
+                [Arg("dy", IN, dims, abpe, dy), Arg("in", IN, dims, abpe, xs), *outs],
+                2 * rows * dims_elements(weight),
+                pass_=Pass.WGRAD,
+                kernel_class=cls,
+                shardable=shard,
+                communication=ARP,
+                communication_bytes=grad_bytes,
+            )
+
+        b.defer(wgrad)
+        return [(x, dx)]
+
+    args = [Arg("in", IN, dims, abpe, x), *params, Arg("out", OUT, dims, abpe)]
+    t = b.add_kernel(
+        name, KernelKind.NORM, args, flop, kernel_class=cls, shardable=shard, rule=rule
+    )
+    assert t is not None
+    return t
+
+
+def unary(
+    b: GraphBuilder,
+    name: str,
+    x: Tensor,
+    out: Dims | None = None,
+    *,
+    abpe: float,
+    flop_per_element: float = ACT_FLOP,
+    kind: KernelKind = KernelKind.ELEMENTWISE,
+    cls: str = "Va_Va",
+    shardable: Sequence[str] | None = None,
+) -> Tensor:
+    """An elementwise function of x (out may drop a dim: the gated activation)."""
+    out = out or x.dims
+    flop = flop_per_element * dims_elements(out)
+    shard = list(shardable) if shardable is not None else _names(out)
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None
+        dx = b.add_kernel(
+            f"{name}_bwd",
+            kind,
+            [
+                Arg("dy", IN, out, abpe, b.view(dy, out)),
+                Arg("in", IN, x.dims, abpe, b.saved(x)),
+                Arg("dx", OUT, x.dims, abpe),
+            ],
+            flop,
+            pass_=Pass.BWD,
+            kernel_class=cls,
+            shardable=shard,
+        )
+        assert dx is not None
+        return [(x, dx)]
+
+    t = b.add_kernel(
+        name,
+        kind,
+        [Arg("in", IN, x.dims, abpe, x), Arg("out", OUT, out, abpe)],
+        flop,
+        kernel_class=cls,
+        shardable=shard,
+        rule=rule,
+    )
+    assert t is not None
+    return t
+
+
+def add(
+    b: GraphBuilder,
+    name: str,
+    a: Tensor,
+    c: Tensor,
+    *,
+    abpe: float,
+    shardable: Sequence[str] | None = None,
+) -> Tensor:
+    """Residual add; its backward passes the gradient to both inputs (no kernel)."""
+    dims = a.dims
+    shard = list(shardable) if shardable is not None else _names(dims)
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None
+        return [(a, b.view(dy, dims)), (c, b.view(dy, c.dims))]
+
+    t = b.add_kernel(
+        name,
+        KernelKind.ELEMENTWISE,
+        [Arg("in1", IN, dims, abpe, a), Arg("in2", IN, dims, abpe, c), Arg("out", OUT, dims, abpe)],
+        dims_elements(dims),
+        kernel_class="Va_Va",
+        shardable=shard,
+        rule=rule,
+    )
+    assert t is not None
+    return t
+
+
+def binary(
+    b: GraphBuilder,
+    name: str,
+    inputs: Sequence[tuple[str, Tensor, Dims]],
+    out: Dims,
+    flop: float,
+    *,
+    abpe: float,
+    kind: KernelKind,
+    cls: str,
+    shardable: Sequence[str],
+    comm: Communication = Communication.NONE,
+    comm_bytes: float = 0.0,
+) -> Tensor:
+    """A kernel of several activation inputs (batched activation x activation products,
+    concatenations). Backward: one kernel per input needing a gradient (`<name>_bwd` for the
+    first, `<name>_bwd<i>` for input i), each reading dy and the other inputs, each costing
+    the forward FLOP."""
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None
+        dy = b.view(dy, out)
+        pairs = []
+        for i, (_, t, dims) in enumerate(inputs):
+            if not t.requires_grad:
+                continue
+            others = [
+                Arg(n, IN, d, abpe, b.saved(s)) for j, (n, s, d) in enumerate(inputs) if j != i
+            ]
+            suffix = "_bwd" if i == 0 else f"_bwd{i + 1}"
+            dx = b.add_kernel(
+                name + suffix,
+                kind,
+                [Arg("dy", IN, out, abpe, dy), *others, Arg("dx", OUT, dims, abpe)],
+                flop,
+                pass_=Pass.BWD,
+                kernel_class=cls,
+                shardable=shardable,
+                communication=comm,
+                communication_bytes=comm_bytes,
+            )
+            assert dx is not None
+            pairs.append((t, dx))
+        return pairs
+
+    args = [Arg(n, IN, d, abpe, t) for n, t, d in inputs] + [Arg("out", OUT, out, abpe)]
+    t = b.add_kernel(
+        name,
+        kind,
+        args,
+        flop,
+        kernel_class=cls,
+        shardable=shardable,
+        rule=rule,
+        communication=comm,
+        communication_bytes=comm_bytes,
+    )
+    assert t is not None
+    return t
+
+
+def attention(
+    b: GraphBuilder,
+    name: str,
+    inputs: Sequence[tuple[str, Tensor | None, Dims, OperandRole, float]],
+    out: Dims,
+    flop: float,
+    *,
+    abpe: float,
+    cls: str,
+    shardable: Sequence[str],
+) -> Tensor:
+    """Fused attention: scores and probabilities stay on chip. Inputs are (name, tensor, dims,
+    role, bytes/element); KV_CACHE inputs are read from memory. Backward (training: query and
+    key/value inputs only): `<name>_bwd` -> d query, `<name>_kv_bwd` -> d key/value, each the
+    forward FLOP, each reading the inputs, the output and its gradient."""
+    args = [Arg(n, role, d, bpe, t) for n, t, d, role, bpe in inputs]
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None and len(inputs) == 2
+        dy = b.view(dy, out)
+        (qn, q, qd, _, _), (kn, kv, kd, _, _) = inputs
+        assert q is not None and kv is not None
+        reads = [
+            Arg(qn, IN, qd, abpe, b.saved(q)),
+            Arg(kn, IN, kd, abpe, b.saved(kv)),
+            Arg("out", IN, out, abpe, b.saved(fwd_out)),
+            Arg("dout", IN, out, abpe, dy),
+        ]
+        dq = b.add_kernel(
+            f"{name}_bwd",
+            KernelKind.ATTENTION,
+            [*reads, Arg("dq", OUT, qd, abpe)],
+            flop,
+            pass_=Pass.BWD,
+            kernel_class=cls,
+            shardable=shardable,
+        )
+        dkv = b.add_kernel(
+            f"{name}_kv_bwd",
+            KernelKind.ATTENTION,
+            [*reads, Arg("dkv", OUT, kd, abpe)],
+            flop,
+            pass_=Pass.BWD,
+            kernel_class=cls,
+            shardable=shardable,
+        )
+        assert dq is not None and dkv is not None
+        return [(q, dq), (kv, dkv)]
+
+    fwd_out = b.add_kernel(
+        name,
+        KernelKind.ATTENTION,
+        [*args, Arg("out", OUT, out, abpe)],
+        flop,
+        kernel_class=cls,
+        shardable=shardable,
+        rule=rule,
+    )
+    assert fwd_out is not None
+    return fwd_out
+
+
+def kv_write(
+    b: GraphBuilder,
+    name: str,
+    kv: Tensor,
+    dims: Dims,
+    *,
+    abpe: float,
+    kv_bpe: float,
+    shardable: Sequence[str],
+) -> None:
+    """Store the new tokens' keys/values (or MLA latents) into the KV cache."""
+    b.add_kernel(
+        name,
+        KernelKind.KV_WRITE,
+        [Arg("in", IN, dims, abpe, kv), Arg("cache", KV, dims, kv_bpe)],
+        dims_elements(dims),
+        kernel_class="Async_KVCache",
+        shardable=shardable,
+    )
+
+
+def embedding(
+    b: GraphBuilder,
+    name: str,
+    tokens: tuple[str, int],
+    table: Dims,
+    out: Dims,
+    *,
+    wbpe: float,
+    abpe: float,
+    tied: bool = False,
+    positions: Dims | None = None,
+    cls: str = "Vw_Va",
+) -> Tensor:
+    """Token (and learned position) embedding lookup: a gather of one row per token. A tied
+    table is read as an INPUT here (its parameters are counted once, at the LM head)."""
+    args = [Arg("ids", IN, (tokens,), 4.0), Arg("table", IN if tied else W, table, wbpe)]
+    if positions:
+        args.append(Arg("pos_table", W, positions, wbpe))
+    args.append(Arg("out", OUT, out, abpe))
+    flop = dims_elements(out) * (2 if positions else 1)
+    shard = [tokens[0], table[0][0]]
+    grad = (0 if tied else dims_elements(table)) + (dims_elements(positions) if positions else 0)
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None
+        dyv = b.view(dy, out)
+
+        def wgrad() -> None:
+            outs = [Arg("dtable", OUT, table, wbpe)]
+            if positions:
+                outs.append(Arg("dpos_table", OUT, positions, wbpe))
+            b.add_kernel(
+                f"{name}_weight_update",
+                KernelKind.EMBEDDING,
+                [Arg("dy", IN, out, abpe, dyv), Arg("ids", IN, (tokens,), 4.0), *outs],
+                dims_elements(out),
+                pass_=Pass.WGRAD,
+                kernel_class=cls,
+                shardable=shard,
+                communication=ARP,
+                communication_bytes=grad * wbpe,
+            )
+
+        b.defer(wgrad)
+        return []
+
+    t = b.add_kernel(
+        name, KernelKind.EMBEDDING, args, flop, kernel_class=cls, shardable=shard, rule=rule
+    )
+    assert t is not None
+    return t
+
+
+def cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: float) -> Tensor:
+    """Softmax cross-entropy over the vocabulary; the start of the backward pass."""
+    dims = logits.dims
+    tokens = dims[0]
+    flop = SOFTMAX_FLOP * dims_elements(dims)
+    shard = _names(dims)
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        dx = b.add_kernel(
+            f"{name}_bwd",
+            KernelKind.SOFTMAX,
+            [
+                Arg("logits", IN, dims, abpe, b.saved(logits)),
+                Arg("targets", IN, (tokens,), 4.0),
+                Arg("dlogits", OUT, dims, abpe),
+            ],
+            flop,
+            pass_=Pass.BWD,
+            kernel_class="Va_Va",
+            shardable=shard,
+        )
+        assert dx is not None
+        return [(logits, dx)]
+
+    t = b.add_kernel(
+        name,
+        KernelKind.SOFTMAX,
+        [
+            Arg("logits", IN, dims, abpe, logits),
+            Arg("targets", IN, (tokens,), 4.0),
+            Arg("loss", OUT, (tokens,), 4.0),
+        ],
+        flop,
+        kernel_class="Va_Va",
+        shardable=shard,
+        rule=rule,
+        seed=True,
+    )
+    assert t is not None
+    return t

@@ -1,0 +1,59 @@
+"""Bytes per element of weights, activations and KV cache from a `Precision` message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mapshard import setup_pb2
+
+DTYPE_BYTES: dict[str, float] = {
+    "FP64": 8.0,
+    "FP32": 4.0,
+    "TF32": 4.0,
+    "BF16": 2.0,
+    "FP16": 2.0,
+    "FP8": 1.0,
+    "INT8": 1.0,
+    "INT4": 0.5,
+}
+
+
+def dtype_name(value: int, default: str) -> str:
+    """The DType enum value's name; DTYPE_UNSET gives `default`."""
+    if value == setup_pb2.DTYPE_UNSET:
+        return default
+    return setup_pb2.DType.Name(value)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Resolved precision: names and bytes per element of each tensor class."""
+
+    weight: str = "BF16"
+    activation: str = "BF16"
+    kv_cache: str = "BF16"
+    math: str = "BF16"
+    optimizer_bytes_per_param: float = 14.0
+
+    @property
+    def weight_bytes(self) -> float:
+        return DTYPE_BYTES[self.weight]
+
+    @property
+    def activation_bytes(self) -> float:
+        return DTYPE_BYTES[self.activation]
+
+    @property
+    def kv_bytes(self) -> float:
+        return DTYPE_BYTES[self.kv_cache]
+
+
+def resolve_precision(p: setup_pb2.Precision, default: str = "BF16") -> Precision:
+    """Unset types default to `default` (BF16 for LLMs); math defaults to the activation type;
+    optimizer bytes 0 = 16 - weight bytes (mixed-precision Adam keeps 16 bytes per param)."""
+    weight = dtype_name(p.weight, default)
+    activation = dtype_name(p.activation, default)
+    kv = dtype_name(p.kv_cache, activation)
+    math_ = dtype_name(p.math, activation)
+    opt = p.optimizer_bytes_per_param or max(0.0, 16.0 - DTYPE_BYTES[weight])
+    return Precision(weight, activation, kv, math_, opt)

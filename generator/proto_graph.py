@@ -1,0 +1,443 @@
+"""DataflowGraph proto <-> KernelGraph.
+
+DFModel kernel variants map to einsum form (dim and operand names matter to the solver):
+- gemm_input1_weight: dims (outer, M, K, N); in (outer,K,N), weight (outer,M,K) WEIGHT,
+  out (outer,M,N); FLOP 2 outer M K N; GEMM (BATCHED_GEMM if outer > 1).
+- gemm_input1_input2: in1 (outer,M,K), in2 (outer,K,N), out (outer,M,N); FLOP 2 outer M K N.
+- elementwise_input1: dims (outer,M,N); in, out; FLOP outer M N; ELEMENTWISE (SOFTMAX or NORM
+  when the name says so).
+- elementwise_input1_input2: in1, in2, out.
+Bytes per element of an operand = its given tensor size / its element count when the size is
+> 0, else execution.word. An absent `outer` (0) reads as 1, as DFModel's own files omit it.
+
+Pass: FWD/BWD from fwd_bwd; names ending in `_weight_update` are WGRAD, `_recompute`
+RECOMPUTE, `_optimizer` OPTIMIZER (the einsum form carries no pass field, so generators name
+their kernels this way and the round trip keeps the pass).
+
+Connections: startIdx/endIdx are kernel ids. The consumer operand is `end_operand` if given,
+else the first unfilled INPUT operand whose bytes equal the producer's output bytes, else the
+first unfilled INPUT operand. Edge.dim_map comes from `generator.builder.infer_dim_map`;
+tensor_bytes = the producer's output bytes (or the consumer operand's, if smaller: a slice).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+from generator.builder import DEFAULT_GROUP, infer_dim_map
+from generator.graph import (
+    Communication,
+    Edge,
+    Kernel,
+    KernelGraph,
+    KernelKind,
+    Operand,
+    OperandRole,
+    Pass,
+)
+from mapshard import setup_pb2
+from mapshard.errors import SetupError
+
+VARIANTS = (
+    "gemm_input1_weight",
+    "gemm_input1_input2",
+    "elementwise_input1",
+    "elementwise_input1_input2",
+    "einsum",
+)
+TILING_DIM = {setup_pb2.M_TILING: "M", setup_pb2.K_TILING: "K", setup_pb2.N_TILING: "N"}
+ROLE = {
+    setup_pb2.INPUT: OperandRole.INPUT,
+    setup_pb2.WEIGHT: OperandRole.WEIGHT,
+    setup_pb2.OUTPUT: OperandRole.OUTPUT,
+    setup_pb2.KV_CACHE: OperandRole.KV_CACHE,
+}
+ROLE_PB = {v: k for k, v in ROLE.items()}
+COMM = {
+    setup_pb2.CommunicationType.Name(v): Communication(setup_pb2.CommunicationType.Name(v))
+    for v in setup_pb2.CommunicationType.values()
+    if v != setup_pb2.NO_COMMUNICATION
+}
+PASS_SUFFIX = {
+    "_weight_update": Pass.WGRAD,
+    "_recompute": Pass.RECOMPUTE,
+    "_optimizer": Pass.OPTIMIZER,
+}
+
+
+def pass_of(name: str, fwd_bwd: int) -> Pass:
+    for suffix, p in PASS_SUFFIX.items():
+        if name.endswith(suffix):
+            return p
+    return Pass.BWD if fwd_bwd == setup_pb2.BWD else Pass.FWD
+
+
+def _bpe(size: float, elements: int, word: float) -> float:
+    return size / elements if size > 0 else word
+
+
+def _dfmodel_kernel(
+    k: setup_pb2.Kernel, variant: str, word: float, where: str, problems: list[str]
+) -> Kernel | None:
+    v = getattr(k, variant)
+    outer = v.outer or 1
+    names = ("M", "K", "N") if variant.startswith("gemm") else ("M", "N")
+    bad = [f"{n}={getattr(v, n)}" for n in names if getattr(v, n) <= 0]
+    if v.outer < 0:
+        bad.insert(0, f"outer={v.outer}")
+    if bad:
+        problems.append(f"{where}.{variant}: dims must be > 0, got {', '.join(bad)}")
+        return None
+    size = {"outer": outer, **{n: getattr(v, n) for n in names}}
+    if variant.startswith("gemm"):
+        dims = (("outer", outer), ("M", v.M), ("K", v.K), ("N", v.N))
+        flop = 2.0 * outer * v.M * v.K * v.N
+        kind = KernelKind.BATCHED_GEMM if outer > 1 else KernelKind.GEMM
+        if variant == "gemm_input1_weight":
+            spec = [
+                ("in", OperandRole.INPUT, ("outer", "K", "N"), v.input_tensor_size),
+                ("weight", OperandRole.WEIGHT, ("outer", "M", "K"), v.weight_tensor_size),
+            ]
+        else:
+            spec = [
+                ("in1", OperandRole.INPUT, ("outer", "M", "K"), v.input_tensor_1_size),
+                ("in2", OperandRole.INPUT, ("outer", "K", "N"), v.input_tensor_2_size),
+            ]
+        spec.append(("out", OperandRole.OUTPUT, ("outer", "M", "N"), v.output_tensor_size))
+    else:
+        dims = (("outer", outer), ("M", v.M), ("N", v.N))
+        flop = float(outer * v.M * v.N)
+        low = k.name.lower()
+        kind = (
+            KernelKind.SOFTMAX
+            if "softmax" in low
+            else KernelKind.NORM
+            if "norm" in low
+            else KernelKind.ELEMENTWISE
+        )
+        od = ("outer", "M", "N")
+        if variant == "elementwise_input1":
+            spec = [("in", OperandRole.INPUT, od, v.input_tensor_size)]
+        else:
+            spec = [
+                ("in1", OperandRole.INPUT, od, v.input_tensor_1_size),
+                ("in2", OperandRole.INPUT, od, v.input_tensor_2_size),
+            ]
+        spec.append(("out", OperandRole.OUTPUT, od, v.output_tensor_size))
+    operands = tuple(
+        Operand(n, r, d, _bpe(s, math.prod(size[x] for x in d), word)) for n, r, d, s in spec
+    )
+    comm = setup_pb2.CommunicationType.Name(v.communication_type)
+    return Kernel(
+        name=k.name,
+        kind=kind,
+        dims=dims,
+        operands=operands,
+        flop=flop,
+        pass_=pass_of(k.name, k.fwd_bwd),
+        **_comm(comm, v.communication_size),
+    )
+
+
+def _comm(name: str, size: float) -> dict:
+    if name == "NO_COMMUNICATION":
+        return {}
+    c = COMM[name]
+    return dict(
+        communication=c,
+        communication_bytes=float(size),
+        communication_group=DEFAULT_GROUP.get(c, ""),
+    )
+
+
+def _einsum_kernel(
+    k: setup_pb2.Kernel, word: float, where: str, problems: list[str]
+) -> Kernel | None:
+    e = k.einsum
+    n0 = len(problems)
+    kind_name = e.kind.strip().upper()
+    if kind_name not in KernelKind.__members__:
+        problems.append(
+            f"{where}.einsum.kind {e.kind!r} is not a kernel kind; valid: "
+            f"{', '.join(KernelKind.__members__)}"
+        )
+    dims: dict[str, int] = {}
+    for j, d in enumerate(e.dims):
+        if not d.name or d.name in dims:
+            problems.append(f"{where}.einsum.dims[{j}].name {d.name!r} is empty or repeated")
+        if d.size <= 0:
+            problems.append(f"{where}.einsum.dims[{j}] ({d.name}) size must be > 0, got {d.size}")
+        dims[d.name] = d.size
+    operands = []
+    for j, o in enumerate(e.operands):
+        unknown = [d for d in o.dims if d not in dims]
+        if unknown or len(set(o.dims)) != len(o.dims):
+            problems.append(
+                f"{where}.einsum.operands[{j}] ({o.name}) dims {list(o.dims)} must "
+                f"be distinct loop dims of the kernel ({', '.join(dims)})"
+            )
+        if o.bytes_per_element < 0:
+            problems.append(f"{where}.einsum.operands[{j}].bytes_per_element must be >= 0")
+        operands.append(Operand(o.name, ROLE[o.role], tuple(o.dims), o.bytes_per_element or word))
+    if not any(o.role == OperandRole.OUTPUT for o in operands) and kind_name not in (
+        "KV_WRITE",
+        "COLLECTIVE",
+    ):
+        problems.append(f"{where}.einsum needs an OUTPUT operand")
+    if len({o.name for o in operands}) != len(operands):
+        problems.append(f"{where}.einsum: operand names must be distinct")
+    for d in e.shardable_dims:
+        if d not in dims:
+            problems.append(f"{where}.einsum.shardable_dims {d!r} is not a loop dim")
+    if len(problems) > n0:
+        return None
+    kind = KernelKind[kind_name]
+    flop = e.flop
+    if flop == 0:
+        outs = [d for o in operands if o.role == OperandRole.OUTPUT for d in o.dims]
+        flop = (
+            2.0 * math.prod(dims.values())
+            if kind.uses_matrix_unit
+            else float(math.prod(dims[d] for d in dict.fromkeys(outs)))
+        )
+    comm = setup_pb2.CommunicationType.Name(e.communication_type)
+    return Kernel(
+        name=k.name,
+        kind=kind,
+        dims=tuple(dims.items()),
+        operands=tuple(operands),
+        flop=float(flop),
+        pass_=pass_of(k.name, k.fwd_bwd),
+        kernel_class=e.kernel_class,
+        shardable_dims=tuple(e.shardable_dims),
+        **_comm(comm, e.communication_size),
+    )
+
+
+def _find_cycle(names: list[str], succ: dict[str, list[str]]) -> list[str]:
+    color: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        color[n] = 1
+        stack.append(n)
+        for m in succ[n]:
+            if color.get(m) == 1:
+                return stack[stack.index(m) :] + [m]
+            if m not in color:
+                found = visit(m)
+                if found:
+                    return found
+        color[n] = 2
+        stack.pop()
+        return None
+
+    for n in names:
+        if n not in color:
+            found = visit(n)
+            if found:
+                return found
+    return []
+
+
+def graph_from_proto(
+    dg: setup_pb2.DataflowGraph,
+    *,
+    path: Path | str,
+    name: str = "graph",
+    word: float = 2.0,
+    pin_sharding: bool = False,
+    field: str = "dataflow_graph",
+) -> KernelGraph:
+    """Read and validate an explicit graph; every problem is reported at once."""
+    problems: list[str] = []
+    pre = f"{path}: {field}"
+    kernels: list[Kernel] = []
+    by_id: dict[int, Kernel] = {}
+    broken: set[int] = set()  # ids of kernels already reported (their edges are not checked)
+    names: set[str] = set()
+    if not dg.kernels:
+        problems.append(f"{pre}.kernels is empty; a graph needs at least one kernel")
+    for i, k in enumerate(dg.kernels):
+        where = f"{pre}.kernels[{i}]"
+        if not k.name:
+            problems.append(f"{where}.name is empty; every kernel needs a unique name")
+        elif k.name in names:
+            problems.append(
+                f"{where}.name {k.name!r} is used by another kernel; names must be unique"
+            )
+        if k.id <= 0:
+            problems.append(f"{where}.id must be a positive integer, got {k.id}")
+        elif k.id in by_id:
+            problems.append(
+                f"{where}.id {k.id} ({k.name}) is used by {by_id[k.id].name!r}; ids must be unique"
+            )
+        variant = k.WhichOneof("kernel_variant")
+        if variant is None:
+            problems.append(
+                f"{where} ({k.name}) has no kernel body; give one of {', '.join(VARIANTS)}"
+            )
+            continue
+        if variant == "einsum":
+            kernel = _einsum_kernel(k, word, where, problems)
+        else:
+            kernel = _dfmodel_kernel(k, variant, word, where, problems)
+        if kernel is None:
+            broken.add(k.id)
+            continue
+        pin = k.sharding
+        tiling = getattr(k, variant).tiling if variant != "einsum" else 0
+        if not pin and pin_sharding and tiling in TILING_DIM:
+            pin = TILING_DIM[tiling]
+        if pin and pin != "none" and pin not in kernel.dim_sizes:
+            problems.append(
+                f"{where}.sharding {pin!r} is not a loop dim of {k.name} "
+                f'({", ".join(kernel.dim_sizes)}, or "none")'
+            )
+        config = k.config if k.HasField("config") else -1
+        if config < -1:
+            problems.append(f"{where}.config must be -1 (searched) or >= 0, got {config}")
+        kernel = replace(kernel, pinned_sharding=pin, pinned_config=config)
+        kernels.append(kernel)
+        names.add(k.name)
+        if k.id > 0 and k.id not in by_id:
+            by_id[k.id] = kernel
+    edges = _edges(dg, by_id, broken, pre, problems)
+    if problems:
+        raise SetupError(problems)
+    succ: dict[str, list[str]] = {k.name: [] for k in kernels}
+    for e in edges:
+        succ[e.src].append(e.dst)
+    cycle = _find_cycle([k.name for k in kernels], succ)
+    if cycle:
+        raise SetupError(
+            f"{pre}.connections form a cycle: {' -> '.join(cycle)}; a dataflow "
+            "graph must be acyclic"
+        )
+    return KernelGraph(name, tuple(kernels), tuple(edges))
+
+
+def _edges(
+    dg: setup_pb2.DataflowGraph,
+    by_id: dict[int, Kernel],
+    broken: set[int],
+    pre: str,
+    problems: list[str],
+) -> list[Edge]:
+    edges: list[Edge] = []
+    filled: dict[str, list[str]] = {}
+    for i, c in enumerate(dg.connections):
+        where = f"{pre}.connections[{i}]"
+        src, dst = by_id.get(c.startIdx), by_id.get(c.endIdx)
+        if c.startIdx in broken or c.endIdx in broken:
+            continue
+        for label, idx, kern in (("startIdx", c.startIdx, src), ("endIdx", c.endIdx, dst)):
+            if kern is None:
+                problems.append(
+                    f"{where}.{label} {idx} names no kernel; kernel ids are {_ids(by_id)}"
+                )
+        if src is None or dst is None:
+            continue
+        if c.startIdx == c.endIdx:
+            problems.append(f"{where} connects kernel {src.name!r} to itself")
+            continue
+        if not src.outputs:
+            problems.append(f"{where}: kernel {src.name!r} has no OUTPUT operand to send")
+            continue
+        out = src.outputs[0]
+        out_bytes = src.operand_bytes(out)
+        taken = filled.setdefault(dst.name, [])
+        inputs = [o for o in dst.operands if o.role == OperandRole.INPUT]
+        if c.end_operand:
+            op = next(
+                (
+                    o
+                    for o in dst.operands
+                    if o.name == c.end_operand and o.role != OperandRole.OUTPUT
+                ),
+                None,
+            )
+            if op is None:
+                valid = ", ".join(o.name for o in dst.inputs)
+                problems.append(
+                    f"{where}.end_operand {c.end_operand!r} is not an input of "
+                    f"{dst.name!r}; its inputs are {valid}"
+                )
+                continue
+        else:
+            free = [o for o in inputs if o.name not in taken]
+            same = [o for o in free if math.isclose(dst.operand_bytes(o), out_bytes, rel_tol=1e-9)]
+            op = (same or free or [None])[0]
+        if len(taken) + 1 > len(dst.inputs) or op is None:
+            problems.append(
+                f"{where}: kernel {dst.name!r} gets more incoming connections "
+                f"than it has inputs ({len(dst.inputs)}: "
+                f"{', '.join(o.name for o in dst.inputs)})"
+            )
+            continue
+        taken.append(op.name)
+        sizes = src.dim_sizes
+        dsizes = dst.dim_sizes
+        dim_map = infer_dim_map(
+            [(d, sizes[d]) for d in out.dims], [(d, dsizes[d]) for d in op.dims]
+        )
+        tensor_bytes = min(out_bytes, dst.operand_bytes(op))
+        edges.append(Edge(src.name, dst.name, op.name, "", dim_map, tensor_bytes))
+    return edges
+
+
+def _ids(by_id: dict[int, Kernel]) -> str:
+    ids = sorted(by_id)
+    if len(ids) > 8:
+        return f"{ids[0]}..{ids[-1]} ({len(ids)} kernels)"
+    return ", ".join(map(str, ids)) or "(none)"
+
+
+def graph_to_proto(graph: KernelGraph, repeat: int | None = None) -> setup_pb2.DataflowGraph:
+    """Write any KernelGraph as einsum kernels (ids 1..n in declaration order); reading it
+    back with `graph_from_proto` gives an identical KernelGraph."""
+    dg = setup_pb2.DataflowGraph()
+    ids = {}
+    for i, k in enumerate(graph.kernels, start=1):
+        ids[k.name] = i
+        bwd = k.pass_ in (Pass.BWD, Pass.WGRAD, Pass.OPTIMIZER)
+        pk = dg.kernels.add(
+            name=k.name,
+            id=i,
+            fwd_bwd=setup_pb2.BWD if bwd else setup_pb2.FWD,
+            type=setup_pb2.SYSTOLIC if k.kind.uses_matrix_unit else setup_pb2.SIMD,
+            sharding=k.pinned_sharding,
+        )
+        assert pass_of(k.name, pk.fwd_bwd) == k.pass_, f"{k.name}: name does not carry {k.pass_}"
+        assert k.flop != 0, f"{k.name}: FLOP 0 would read back as the derived default"
+        if k.pinned_config >= 0:
+            pk.config = k.pinned_config
+        e = pk.einsum
+        e.kind = k.kind.value
+        e.flop = k.flop
+        e.kernel_class = k.kernel_class
+        e.shardable_dims.extend(k.shardable_dims)
+        for d, size in k.dims:
+            e.dims.add(name=d, size=size)
+        for o in k.operands:
+            e.operands.add(
+                name=o.name,
+                role=ROLE_PB[o.role],
+                dims=list(o.dims),
+                bytes_per_element=o.bytes_per_element,
+            )
+        if k.communication != Communication.NONE:
+            assert k.communication_group == DEFAULT_GROUP.get(k.communication, ""), k.name
+            e.communication_type = setup_pb2.CommunicationType.Value(k.communication.value)
+            e.communication_size = k.communication_bytes
+    for j, edge in enumerate(graph.edges, start=1):
+        first = graph.kernel(edge.src).outputs[0].name
+        assert edge.src_operand in ("", first), f"{edge.src}: edges leave its first output"
+        dg.connections.add(
+            startIdx=ids[edge.src], endIdx=ids[edge.dst], id=j, end_operand=edge.dst_operand
+        )
+    if repeat is not None:
+        dg.repeat = repeat
+    return dg

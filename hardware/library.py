@@ -1,0 +1,490 @@
+"""The hardware library: chip specs (`hardware/chips/*.txt`, `ChipSpec`) and system presets
+(`hardware/systems/*.txt`, `SystemPreset`), plus a user's spreadsheet of chips.
+
+Presets are files, not dicts built at import: every number carries its source in a `#`
+comment, and `format_show` prints those comments next to the values. The files are found
+through `importlib.resources`, so the library works from an installed package, and parsed
+once per process.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from google.protobuf import message as _message
+
+from mapshard import setup_pb2
+from mapshard.errors import SetupError
+from mapshard.setup_io import parse_text
+
+# Precisions with an explicit `<p>_tflops` field in `Accelerator`, widest first.
+PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One parsed library file: the message, where it came from and its text (for comments)."""
+
+    message: _message.Message
+    path: str
+    text: str
+
+
+def normalize(name: str) -> str:
+    """Lookup key of a name: case, spaces, '-' and '_' do not matter ("tpu v4" == "TPUv4")."""
+    return re.sub(r"[\s_\-]+", "", name).lower()
+
+
+# ---------------------------------------------------------------------------------------
+# Loading (cached)
+# ---------------------------------------------------------------------------------------
+
+
+def _files(folder: str) -> list[tuple[str, str, str]]:
+    """(stem, display path, text) of every .txt under hardware/<folder>, sorted by name."""
+    root = resources.files(__package__ or "hardware").joinpath(folder)
+    out = []
+    for item in root.iterdir():
+        if item.name.endswith(".txt") and item.is_file():
+            out.append((item.name[: -len(".txt")], str(item), item.read_text(encoding="utf-8")))
+    return sorted(out)
+
+
+def _load(folder: str, factory: type) -> tuple[dict[str, _Entry], dict[str, str]]:
+    """Parse every file of a folder; return entries by canonical name and a lookup index
+    (normalized name or alias -> canonical name). Raises SetupError listing every problem."""
+    entries: dict[str, _Entry] = {}
+    index: dict[str, str] = {}
+    problems: list[str] = []
+    for stem, path, text in _files(folder):
+        msg = factory()
+        try:
+            parse_text(text, msg, Path(path))
+        except SetupError as exc:
+            problems.extend(exc.problems)
+            continue
+        if not msg.name:
+            problems.append(f'{path}: name is empty; set name: "{stem}"')
+            continue
+        if msg.name != stem:
+            problems.append(f'{path}: name "{msg.name}" differs from the file name; rename one')
+        aliases = list(getattr(msg, "aliases", []))
+        for key_name in [msg.name, *aliases]:
+            key = normalize(key_name)
+            if key in index and index[key] != msg.name:
+                problems.append(
+                    f'{path}: "{key_name}" is already a name or alias of "{index[key]}"'
+                )
+                continue
+            index[key] = msg.name
+        entries[msg.name] = _Entry(msg, path, text)
+    if problems:
+        raise SetupError(problems)
+    return entries, index
+
+
+@functools.cache
+def _chips() -> tuple[dict[str, _Entry], dict[str, str]]:
+    return _load("chips", setup_pb2.ChipSpec)
+
+
+@functools.cache
+def _presets() -> tuple[dict[str, _Entry], dict[str, str]]:
+    entries, index = _load("systems", setup_pb2.SystemPreset)
+    _, chip_index = _chips()
+    problems = [
+        f'{e.path}: chip "{e.message.chip}" is not in hardware/chips'
+        for e in entries.values()
+        if normalize(e.message.chip) not in chip_index
+    ]
+    if problems:
+        raise SetupError(problems)
+    return entries, index
+
+
+def chip_names() -> list[str]:
+    """Canonical names of every library chip, sorted."""
+    return sorted(_chips()[0])
+
+
+def preset_names() -> list[str]:
+    """Names of every system preset, sorted."""
+    return sorted(_presets()[0])
+
+
+def find_chip(name: str) -> setup_pb2.ChipSpec | None:
+    """The library chip called `name` (any case, or an alias), as a copy; None if unknown."""
+    entries, index = _chips()
+    canonical = index.get(normalize(name))
+    if canonical is None:
+        return None
+    spec = setup_pb2.ChipSpec()
+    spec.CopyFrom(entries[canonical].message)
+    return spec
+
+
+def get_chip(name: str) -> setup_pb2.ChipSpec:
+    """The library chip called `name`; SetupError naming the closest chips if unknown."""
+    spec = find_chip(name)
+    if spec is None:
+        raise SetupError(f'unknown chip "{name}"{_did_you_mean(closest_names(name))}')
+    return spec
+
+
+def find_preset(name: str) -> setup_pb2.SystemPreset | None:
+    """The system preset called `name` (any case), as a copy; None if unknown."""
+    entries, index = _presets()
+    canonical = index.get(normalize(name))
+    if canonical is None:
+        return None
+    preset = setup_pb2.SystemPreset()
+    preset.CopyFrom(entries[canonical].message)
+    return preset
+
+
+def get_preset(name: str) -> setup_pb2.SystemPreset:
+    """The system preset called `name`; SetupError naming the closest presets if unknown."""
+    preset = find_preset(name)
+    if preset is None:
+        near = closest_names(name, preset_names())
+        raise SetupError(f'unknown system preset "{name}"{_did_you_mean(near)}')
+    return preset
+
+
+def closest_names(name: str, names: Iterable[str] | None = None) -> list[str]:
+    """Up to 3 names nearest to `name`: library chips (and their aliases) by default.
+
+    Names that contain the query (so "A100" finds both A100s), else difflib's close
+    matches on the normalized spelling.
+    """
+    if names is None:
+        _, index = _chips()
+        keys = dict(index)
+    else:
+        keys = {normalize(n): n for n in names}
+    query = normalize(name)
+    contains = [k for k in keys if len(query) >= 2 and (query in k or (len(k) >= 3 and k in query))]
+    if contains:
+        contains.sort(key=lambda k: -difflib.SequenceMatcher(None, query, k).ratio())
+        found = [keys[k] for k in contains]
+    else:
+        found = [keys[k] for k in difflib.get_close_matches(query, list(keys), n=5, cutoff=0.5)]
+    return list(dict.fromkeys(found))[:3]
+
+
+def _did_you_mean(names: list[str]) -> str:
+    if not names:
+        return "; `mapshard hardware list` shows the library"
+    quoted = ", ".join(f'"{n}"' for n in names)
+    return f"; did you mean {quoted}? (`mapshard hardware list` shows the library)"
+
+
+# ---------------------------------------------------------------------------------------
+# Peak FLOP/s (shared with hardware.resolve)
+# ---------------------------------------------------------------------------------------
+
+
+def systolic_flops(acc: setup_pb2.Accelerator) -> float:
+    """DFModel's peak: core * systolic_width * systolic_height * 2 * freq (FLOP/s); 0 if any
+    of the four is missing."""
+    if min(acc.core, acc.systolic_width, acc.systolic_height) <= 0 or acc.freq <= 0:
+        return 0.0
+    return acc.core * acc.systolic_width * acc.systolic_height * 2.0 * acc.freq * 1e9
+
+
+def peak_flops(acc: setup_pb2.Accelerator) -> dict[str, float]:
+    """Dense peak FLOP/s per precision. Explicit `*_tflops` fields win; a chip described only
+    by its systolic array (DFModel style) gets that peak for bf16 and fp16."""
+    peaks = {
+        p: getattr(acc, f"{p}_tflops") * 1e12 for p in PRECISIONS if getattr(acc, f"{p}_tflops") > 0
+    }
+    if not peaks:
+        systolic = systolic_flops(acc)
+        if systolic > 0:
+            peaks = {"bf16": systolic, "fp16": systolic}
+    return peaks
+
+
+# ---------------------------------------------------------------------------------------
+# Listing and showing
+# ---------------------------------------------------------------------------------------
+
+
+def _fmt(value: float, digits: int = 1) -> str:
+    if value <= 0:
+        return "-"
+    if math.isinf(value):
+        return "inf"
+    return f"{value:,.{digits}f}"
+
+
+def format_list() -> str:
+    """A table of every library chip (bf16 peak, memory, bandwidth, SRAM, TDP) and preset."""
+    header = ("name", "bf16 TFLOP/s", "memory GiB", "mem TB/s", "SRAM MiB", "TDP W")
+    rows = [header]
+    for name in chip_names():
+        spec = _chips()[0][name].message
+        peaks = peak_flops(spec.accelerator)
+        bf16 = peaks.get("bf16", peaks.get("fp16", 0.0))
+        rows.append(
+            (
+                name,
+                _fmt(bf16 / 1e12),
+                _fmt(spec.memory.dram_cap / 2**30),
+                _fmt(spec.memory.dram_bw / 1e3, 2),
+                _fmt(spec.accelerator.sram_cap / 2**20),
+                _fmt(spec.tdp_W, 0),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        for r in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append("")
+    lines.append("bf16 column: fp16 where no bf16 is published; '-' = not published.")
+    lines.append("")
+    lines.append("system presets:")
+    for name in preset_names():
+        p = _presets()[0][name].message
+        lines.append(f"  {name:<14} {p.num_chip:>5} x {p.chip:<16} {p.description}")
+    return "\n".join(lines)
+
+
+_FIELD = re.compile(r"^(\w+)\s*:\s*(.*)$")
+_OPEN = re.compile(r"^(\w+)\s*:?\s*\{$")
+
+
+def _split_comment(line: str) -> tuple[str, str]:
+    """Split `code  # comment` at the first '#' outside a quoted string."""
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "#":
+            return line[:i].strip(), line[i + 1 :].strip()
+    return line.strip(), ""
+
+
+def _annotated_fields(text: str) -> list[tuple[str, str, str]]:
+    """(field path, value, source comment) for every field line of a library file, and
+    ("#", "", comment) for comment lines inside messages (notes such as derivations)."""
+    out: list[tuple[str, str, str]] = []
+    stack: list[str] = []
+    for raw in text.splitlines():
+        code, comment = _split_comment(raw)
+        opened = _OPEN.match(code)
+        if opened:
+            stack.append(opened.group(1))
+        elif code == "}":
+            if stack:
+                stack.pop()
+        elif (field := _FIELD.match(code)) is not None:
+            out.append((".".join([*stack, field.group(1)]), field.group(2), comment))
+        elif not code and comment and stack:
+            out.append(("#", "", comment))
+    return out
+
+
+def format_show(name: str) -> str:
+    """Every field of one chip (or preset) with the source written beside it in its file."""
+    chip = find_chip(name)
+    if chip is None and find_preset(name) is not None:
+        preset = find_preset(name)
+        assert preset is not None
+        entry = _presets()[0][preset.name]
+        title = f"{preset.name}: {preset.num_chip} x {preset.chip} - {preset.description}"
+    elif chip is not None:
+        entry = _chips()[0][chip.name]
+        title = f"{chip.name} ({chip.vendor})"
+    else:
+        near = closest_names(name) + closest_names(name, preset_names())
+        raise SetupError(f'unknown chip or preset "{name}"{_did_you_mean(near)}')
+    lines = [title, f"file: {entry.path}"]
+    if chip is not None:
+        peaks = peak_flops(chip.accelerator)
+        derived = ", ".join(f"{p} {v / 1e12:,.1f}" for p, v in peaks.items())
+        lines.append(f"peak dense TFLOP/s: {derived or 'none'}")
+    lines.append("")
+    fields = _annotated_fields(entry.text)
+    widths = [len(f"{p} = {v}") for p, v, _ in fields if p != "#"]
+    width = min(max(widths, default=0), 44)  # long strings (sources) do not widen the column
+    for path, value, comment in fields:
+        if path == "#":
+            lines.append(f"  # {comment}")
+        else:
+            item = f"{path} = {value}"
+            lines.append(f"  {item:<{width}}  [{comment}]" if comment else f"  {item}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# A user's spreadsheet of chips
+# ---------------------------------------------------------------------------------------
+
+# column -> (field path in ChipSpec, multiplier to the field's unit, integer field?)
+TABLE_COLUMNS: dict[str, tuple[str, float, bool]] = {
+    "bf16_tflops": ("accelerator.bf16_tflops", 1.0, False),
+    "fp8_tflops": ("accelerator.fp8_tflops", 1.0, False),
+    "fp16_tflops": ("accelerator.fp16_tflops", 1.0, False),
+    "fp32_tflops": ("accelerator.fp32_tflops", 1.0, False),
+    "int8_tflops": ("accelerator.int8_tflops", 1.0, False),
+    "tf32_tflops": ("accelerator.tf32_tflops", 1.0, False),
+    "fp64_tflops": ("accelerator.fp64_tflops", 1.0, False),
+    "vector_tflops": ("accelerator.vector_tflops", 1.0, False),
+    "memory_gb": ("memory.dram_cap", 1e9, False),
+    "memory_bw_GBps": ("memory.dram_bw", 1.0, False),
+    "sram_mb": ("accelerator.sram_cap", 1e6, False),
+    "cores": ("accelerator.core", 1.0, True),
+    "clock_ghz": ("accelerator.freq", 1.0, False),
+    "scale_up_bw_GBps": ("scale_up_bw_GBps", 1.0, False),
+    "scale_out_bw_GBps": ("scale_out_bw_GBps", 1.0, False),
+    "scale_up_domain": ("scale_up_domain", 1.0, True),
+    "tdp_w": ("tdp_W", 1.0, False),
+    "price_usd": ("price_usd", 1.0, False),
+}
+_TEXT_COLUMNS = ("name", "vendor")
+
+
+def load_chip_table(path: str | Path) -> dict[str, setup_pb2.ChipSpec]:
+    """Chips from a user's spreadsheet (.csv, or the first sheet of .xlsx/.xlsm), one per row.
+
+    The first non-empty row holds the column names (any case); an empty cell is "not given".
+    Columns:
+      name (required), vendor                text
+      bf16_tflops fp8_tflops fp16_tflops fp32_tflops int8_tflops
+      tf32_tflops fp64_tflops vector_tflops  dense peak, 1e12 FLOP/s
+      memory_gb                              DRAM/HBM capacity, GB = 1e9 bytes
+      memory_bw_GBps                         DRAM/HBM bandwidth, GB/s = 1e9 bytes/s
+      sram_mb                                on-chip SRAM, MB = 1e6 bytes
+      cores                                  cores / SMs (integer)
+      clock_ghz                              GHz
+      scale_up_bw_GBps scale_out_bw_GBps     per chip, one direction, GB/s
+      scale_up_domain                        chips per scale-up domain (integer)
+      tdp_w                                  W
+      price_usd                              $
+    Returns {name as written: ChipSpec}. Every problem (unknown column, a value that is not
+    a number >= 0, a missing or repeated name) is reported as `FILE:ROW: ...` in one
+    SetupError.
+    """
+    path = Path(path)
+    rows = _read_rows(path)
+    problems: list[str] = []
+    header_at = next((i for i, (_, cells) in enumerate(rows) if any(cells)), None)
+    if header_at is None:
+        raise SetupError(f"{path}: the table is empty; the first row names the columns")
+    header_row, header = rows[header_at]
+    known = {c.lower(): c for c in (*_TEXT_COLUMNS, *TABLE_COLUMNS)}
+    columns: list[str | None] = []
+    for cell in header:
+        key = cell.strip().lower()
+        if not key:
+            columns.append(None)
+        elif key in known:
+            columns.append(known[key])
+        else:
+            close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+            hint = f'; did you mean "{known[close[0]]}"?' if close else ""
+            problems.append(
+                f'{path}:{header_row}: unknown column "{cell.strip()}"{hint} '
+                f"valid columns: {', '.join(known.values())}"
+            )
+            columns.append(None)
+    if "name" not in columns:
+        problems.append(f"{path}:{header_row}: no `name` column; every row needs a chip name")
+        raise SetupError(problems)
+    chips: dict[str, setup_pb2.ChipSpec] = {}
+    first_row: dict[str, int] = {}
+    for row_no, cells in rows[header_at + 1 :]:
+        if not any(cells):
+            continue
+        values = {c: cells[i] for i, c in enumerate(columns) if c and i < len(cells)}
+        name = values.get("name", "")
+        if not name:
+            problems.append(f"{path}:{row_no}: column name is empty; every row needs a chip name")
+            continue
+        key = normalize(name)
+        if key in first_row:
+            problems.append(
+                f'{path}:{row_no}: chip "{name}" is already defined on row {first_row[key]}'
+            )
+            continue
+        first_row[key] = row_no
+        chips[name] = _row_to_spec(path, row_no, name, values, problems)
+    if problems:
+        raise SetupError(problems)
+    return chips
+
+
+def _row_to_spec(
+    path: Path, row_no: int, name: str, values: dict[str, str], problems: list[str]
+) -> setup_pb2.ChipSpec:
+    spec = setup_pb2.ChipSpec(name=name, vendor=values.get("vendor", ""))
+    spec.sources.append(f"{path.name} row {row_no}")
+    for column, (field_path, scale, integer) in TABLE_COLUMNS.items():
+        raw = values.get(column, "")
+        if not raw:
+            continue
+        try:
+            number = float(raw.replace(",", "").replace("_", ""))
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or number < 0 or (integer and number != int(number)):
+            kind = "a whole number" if integer else "a number"
+            problems.append(f"{path}:{row_no}: column {column} must be {kind} >= 0, got {raw!r}")
+            continue
+        target: _message.Message = spec
+        *parents, leaf = field_path.split(".")
+        for part in parents:
+            target = getattr(target, part)
+        setattr(target, leaf, int(number) if integer else number * scale)
+    return spec
+
+
+def _read_rows(path: Path) -> list[tuple[int, list[str]]]:
+    """(1-based row number, cells as stripped text) of a .csv or the first .xlsx sheet."""
+    if not path.is_file():
+        raise SetupError(f"{path}: no such file; give a .csv or .xlsx chip table")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        import csv
+
+        try:
+            with path.open(newline="", encoding="utf-8-sig") as f:
+                return [(i, [c.strip() for c in r]) for i, r in enumerate(csv.reader(f), 1)]
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise SetupError(f"{path}: cannot read as UTF-8 CSV ({exc})") from None
+    if suffix in (".xlsx", ".xlsm"):
+        import pandas as pd
+
+        try:
+            frame = pd.read_excel(path, sheet_name=0, header=None, dtype=object, engine="openpyxl")
+        except Exception as exc:  # openpyxl raises many types for a broken file
+            raise SetupError(f"{path}: cannot read as an .xlsx workbook ({exc})") from None
+        rows = []
+        for i, record in enumerate(frame.itertuples(index=False), 1):
+            cells = ["" if _blank(v) else _cell_text(v) for v in record]
+            rows.append((i, cells))
+        return rows
+    raise SetupError(f"{path}: unsupported chip table type {suffix!r}; use .csv or .xlsx")
+
+
+def _blank(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _cell_text(value: object) -> str:
+    if isinstance(value, float) and value == int(value):
+        return str(int(value)) if abs(value) < 1e15 else repr(value)
+    return str(value).strip()

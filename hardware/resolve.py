@@ -1,0 +1,265 @@
+"""Setup.system (+ the library) -> System, in SI units. The one place where setup-file units
+(GB/s, GHz, TFLOP/s, us, pJ) become bytes/s, Hz, FLOP/s, s and J.
+
+Merge order, later wins: the preset (chip, num_chip, topology) <- the library chip (or the
+`chip_table` row) <- fields given in the setup (only fields that are set, i.e. nonzero).
+Every semantic problem is collected and raised once as a SetupError whose messages name the
+setup file and the field path.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from hardware import library
+from hardware.checks import Problems, fraction, non_negative, positive
+from hardware.system import Chip, CostModel, Efficiency, MemoryLevel, System
+from hardware.topology import resolve_levels, resolve_num_chip
+from mapshard import setup_pb2
+from mapshard.errors import SetupError
+
+
+def resolve_system(setup: setup_pb2.Setup, setup_path: Path) -> System:
+    """The machine a setup describes, in SI units. Raises SetupError listing every problem."""
+    problems = Problems(str(setup_path))
+    sysmsg = setup.system
+    preset = _find_preset(sysmsg, problems)
+    spec, found = _merged_spec(sysmsg, preset, Path(setup_path), problems)
+    found = found and (preset is not None or not sysmsg.preset)
+    # An unknown chip leaves an empty spec: checking its numbers would only add noise.
+    spec_problems = problems if found else Problems(problems.where)
+    chip = _chip(spec, setup.execution, spec_problems)
+    num_chip = resolve_num_chip(sysmsg, preset, problems)
+    levels = resolve_levels(sysmsg, preset, spec, num_chip, problems, spec_problems)
+    memory = _memory(spec, spec_problems)
+    cost = _cost(setup, spec, len(levels), problems)
+    if problems:
+        raise SetupError(list(problems))
+    return System(
+        num_chips=num_chip,
+        chip=chip,
+        memory=memory,
+        network=levels,
+        cost=cost,
+        scale_up_domain=spec.scale_up_domain,
+        name=(preset.name if preset else "") or spec.name,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Chip: preset -> library / chip table -> setup overrides
+# ---------------------------------------------------------------------------------------
+
+
+def _find_preset(sysmsg: setup_pb2.System, problems: Problems) -> setup_pb2.SystemPreset | None:
+    if not sysmsg.preset:
+        return None
+    preset = library.find_preset(sysmsg.preset)
+    if preset is None:
+        near = library.closest_names(sysmsg.preset, library.preset_names())
+        problems.add(
+            f'system.preset "{sysmsg.preset}" is not a known preset (known: '
+            f"{', '.join(library.preset_names())}){_suggest(near)}"
+        )
+    return preset
+
+
+def _merged_spec(
+    sysmsg: setup_pb2.System,
+    preset: setup_pb2.SystemPreset | None,
+    setup_path: Path,
+    problems: Problems,
+) -> tuple[setup_pb2.ChipSpec, bool]:
+    """The library (or chip-table) entry with the setup's accelerator/memory fields on top,
+    and whether the named chip was found (True when none is named)."""
+    name = sysmsg.chip or (preset.chip if preset else "")
+    spec = setup_pb2.ChipSpec()
+    found = True
+    if name:
+        base = _lookup_chip(name, sysmsg.chip_table, setup_path, problems)
+        found = base is not None
+        if base is not None:
+            spec.CopyFrom(base)
+    elif sysmsg.chip_table:
+        problems.add("system.chip_table is set but system.chip is empty; name the chip to use")
+    override = sysmsg.accelerator
+    if override.efficiency.collective:
+        spec.accelerator.efficiency.ClearField("collective")
+    # proto3 MergeFrom copies only set (nonzero) scalars: exactly "fields given override".
+    spec.accelerator.MergeFrom(override)
+    spec.memory.MergeFrom(sysmsg.memory)
+    if sysmsg.memory_levels:
+        spec.ClearField("memory_levels")
+        spec.memory_levels.extend(sysmsg.memory_levels)
+    return spec, found
+
+
+def _lookup_chip(
+    name: str, chip_table: str, setup_path: Path, problems: Problems
+) -> setup_pb2.ChipSpec | None:
+    table: dict[str, setup_pb2.ChipSpec] = {}
+    if chip_table:
+        table_path = setup_path.parent / chip_table
+        try:
+            table = library.load_chip_table(table_path)
+        except SetupError as exc:
+            problems.extend(f"{problems.where}: system.chip_table: {p}" for p in exc.problems)
+            return None
+        by_key = {library.normalize(k): v for k, v in table.items()}
+        if library.normalize(name) in by_key:
+            return by_key[library.normalize(name)]
+    spec = library.find_chip(name)
+    if spec is None:
+        near = library.closest_names(name, table) if table else []
+        near += library.closest_names(name)
+        where = f" or {chip_table}" if chip_table else ""
+        problems.add(f'system.chip "{name}" is not in the hardware library{where}{_suggest(near)}')
+    return spec
+
+
+def _suggest(names: list[str]) -> str:
+    names = list(dict.fromkeys(names))[:3]
+    if not names:
+        return " (`mapshard hardware list` shows the library)"
+    return "; did you mean " + ", ".join(f'"{n}"' for n in names) + "?"
+
+
+def _chip(spec: setup_pb2.ChipSpec, execution: setup_pb2.Execution, problems: Problems) -> Chip:
+    acc = spec.accelerator
+    for fname in (
+        "core",
+        "systolic_width",
+        "systolic_height",
+        "sram_cap",
+        "freq",
+        "vector_tflops",
+        "l2_cap",
+        "l2_bw_GBps",
+        *(f"{p}_tflops" for p in library.PRECISIONS),
+    ):
+        non_negative(getattr(acc, fname), f"system.accelerator.{fname}", problems)
+    peaks = library.peak_flops(acc)
+    systolic = ("core", "systolic_width", "systolic_height", "freq")
+    if not peaks and any(getattr(acc, f) > 0 for f in systolic):
+        for f in systolic:  # a partial systolic description: name what is missing
+            if getattr(acc, f) == 0:
+                problems.add(
+                    f"system.accelerator.{f} must be > 0 to derive the peak from core x "
+                    "systolic_width x systolic_height x 2 x freq (or give bf16_tflops), got 0"
+                )
+    elif not peaks:
+        problems.add(
+            "system.accelerator has no peak FLOP/s; give a *_tflops field (e.g. bf16_tflops), "
+            "or core, systolic_width, systolic_height and freq (GHz), or a library chip in "
+            "system.chip"
+        )
+    if acc.sram_cap == 0:
+        problems.add("system.accelerator.sram_cap must be > 0 (bytes of on-chip SRAM), got 0")
+    if acc.vector_tflops > 0:
+        vector = acc.vector_tflops * 1e12
+    elif peaks and not any(getattr(acc, f"{p}_tflops") > 0 for p in library.PRECISIONS):
+        vector = max(peaks.values())  # systolic-only (DFModel): SIMD kernels run at full rate
+    else:
+        vector = _peak(peaks, "bf16") / 16
+    return Chip(
+        name=spec.name or "custom",
+        cores=acc.core,
+        peak_flops=peaks,
+        vector_flops=vector,
+        sram_bytes=acc.sram_cap,
+        frequency_Hz=acc.freq * 1e9,
+        l2_bytes=acc.l2_cap,
+        l2_bandwidth_Bps=acc.l2_bw_GBps * 1e9,
+        efficiency=_efficiency(acc.efficiency, execution.compute_util, problems),
+        tdp_W=spec.tdp_W,
+        price_usd=spec.price_usd,
+    )
+
+
+def _peak(peaks: dict[str, float], precision: str) -> float:
+    for p in (precision, "fp16", "bf16"):
+        if peaks.get(p, 0.0) > 0:
+            return peaks[p]
+    return max(peaks.values(), default=0.0)
+
+
+def _efficiency(e: setup_pb2.Efficiency, compute_util: float, problems: Problems) -> Efficiency:
+    base = "system.accelerator.efficiency"
+    for fname in ("gemm_util", "dram_util", "attention_util", "vector_util"):
+        fraction(getattr(e, fname), f"{base}.{fname}", problems)
+    for fname in ("gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "kernel_overhead_us"):
+        non_negative(getattr(e, fname), f"{base}.{fname}", problems)
+    fraction(compute_util, "execution.compute_util", problems)
+    return Efficiency(
+        gemm_util=e.gemm_util or 1.0,
+        gemm_half_dim=e.gemm_half_dim,
+        gemm_tile_m=e.gemm_tile_m,
+        gemm_tile_n=e.gemm_tile_n,
+        dram_util=e.dram_util or 1.0,
+        attention_util=e.attention_util,
+        vector_util=e.vector_util or 1.0,
+        kernel_overhead_s=e.kernel_overhead_us * 1e-6,
+        gpu_wave_model=e.gpu_wave_model,
+        fixed_compute_util=max(compute_util, 0.0),
+        source=e.source,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Memory
+# ---------------------------------------------------------------------------------------
+
+
+def _memory(spec: setup_pb2.ChipSpec, problems: Problems) -> tuple[MemoryLevel, ...]:
+    mem = spec.memory
+    positive(mem.dram_bw, "system.memory.dram_bw", problems, unit=" (GB/s)")
+    non_negative(mem.dram_cap, "system.memory.dram_cap", problems, note=" (0 = unbounded)")
+    levels = [
+        MemoryLevel(
+            name="dram",
+            capacity_bytes=mem.dram_cap if mem.dram_cap > 0 else math.inf,
+            bandwidth_Bps=mem.dram_bw * 1e9,
+        )
+    ]
+    for i, lv in enumerate(spec.memory_levels):
+        path = f"system.memory_levels[{i}]"
+        positive(lv.bandwidth_GBps, f"{path}.bandwidth_GBps", problems)
+        positive(lv.capacity_bytes, f"{path}.capacity_bytes", problems)
+        levels.append(
+            MemoryLevel(
+                name=lv.name or f"level{i + 1}",
+                capacity_bytes=lv.capacity_bytes,
+                bandwidth_Bps=lv.bandwidth_GBps * 1e9,
+            )
+        )
+    return tuple(levels)
+
+
+# ---------------------------------------------------------------------------------------
+# Cost
+# ---------------------------------------------------------------------------------------
+
+
+def _cost(
+    setup: setup_pb2.Setup, spec: setup_pb2.ChipSpec, num_levels: int, problems: Problems
+) -> CostModel:
+    """DFModel's units kept ($ and W per GB/s); energy pJ -> J. A chip's price and TDP fill
+    accelerator_price / accelerator_power when the setup leaves them 0."""
+    c = setup.cost
+    for f in setup_pb2.Cost.DESCRIPTOR.fields:
+        non_negative(getattr(c, f.name), f"cost.{f.name}", problems)
+    per_axis = (c.link_unit_power_x, c.link_unit_power_y, c.link_unit_power_z)
+    return CostModel(
+        accelerator_price=c.accelerator_price or spec.price_usd,
+        accelerator_power_W=c.accelerator_power or spec.tdp_W,
+        dram_unit_price=c.dram_unit_price,
+        dram_unit_power=c.dram_unit_power,
+        link_unit_price=c.link_unit_price,
+        link_unit_power=tuple(per_axis[i] if i < 3 else 0.0 for i in range(num_levels)),
+        switch_unit_price=c.switch_unit_price,
+        switch_unit_power=c.switch_unit_power,
+        energy_per_flop_J=c.energy_per_flop_pJ * 1e-12,
+        energy_per_dram_byte_J=c.energy_per_dram_byte_pJ * 1e-12,
+        energy_per_link_byte_J=c.energy_per_link_byte_pJ * 1e-12,
+    )

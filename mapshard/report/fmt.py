@@ -1,0 +1,94 @@
+"""Number formatting shared by every report, so the same quantity reads the same everywhere.
+
+Files meant for machines (CSV, JSON) keep full precision (`num`); text meant for people uses
+engineering units with three significant digits.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def finite(x: float | None) -> float | None:
+    """The value, or None when missing or not finite (JSON has no NaN/inf)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def num(x: float | int | None) -> str:
+    """Lossless, deterministic text for a CSV cell: ints as ints, floats as shortest repr."""
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return str(int(x))
+    if isinstance(x, int):
+        return str(x)
+    x = float(x)
+    if not math.isfinite(x):
+        return ""
+    if x == int(x) and abs(x) < 1e15:
+        return str(int(x))
+    return repr(x)
+
+
+def _scaled(x: float, units: tuple[tuple[float, str], ...], unit: str) -> str:
+    ax = abs(x)
+    for scale, prefix in units:
+        if ax >= scale * 0.9995:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    scale, prefix = units[-1]
+    return f"{x / scale:.3g} {prefix}{unit}"
+
+
+_SI = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_BIN = (
+    (2.0**50, "Pi"),
+    (2.0**40, "Ti"),
+    (2.0**30, "Gi"),
+    (2.0**20, "Mi"),
+    (2.0**10, "Ki"),
+    (1.0, ""),
+)
+
+
+def fmt_time(seconds: float | None) -> str:
+    """Seconds in s / ms / us / ns."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    if seconds == 0:
+        return "0 s"
+    if abs(seconds) >= 999.5:
+        return f"{seconds:.0f} s"
+    units = ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"))
+    for scale, name in units:
+        if abs(seconds) >= scale * 0.9995:
+            return f"{seconds / scale:.3g} {name}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def fmt_bytes(b: float | None) -> str:
+    """Bytes in binary units (GiB etc.), as capacities are quoted."""
+    if b is None or not math.isfinite(b):
+        return "-"
+    if b == 0:
+        return "0 B"
+    return _scaled(b, _BIN, "B")
+
+
+def fmt_si(x: float | None, unit: str = "") -> str:
+    """Decimal engineering notation: 1.23 TFLOP/s, 4.5 kW."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    if x == 0:
+        return f"0 {unit}".strip()
+    if abs(x) < 1:
+        return f"{x:.3g} {unit}".strip()
+    return _scaled(x, _SI, unit)
+
+
+def fmt_pct(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{100 * x:.1f}%"

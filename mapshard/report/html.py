@@ -1,0 +1,470 @@
+"""report.html: one self-contained page (inline CSS and SVG, no scripts, no external URLs)
+that a person opens to see what the plan is, where the time goes and how far it is from the
+hardware's limits."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from generator.graph import Kernel, Workload
+from hardware.system import System
+from mapshard.report import plots
+from mapshard.report.bounds import FRONTIER_MISSING, frontier_curves, gemm_shape
+from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
+from mapshard.report.summary import (
+    PARALLELISMS,
+    config_total_s,
+    kernel_time_s,
+    parallel_degrees,
+    phase_instances,
+    phase_total_s,
+    step_components,
+)
+from mapshard.report.tables import dims_text
+from solver.plan import KernelPlan, Plan
+
+MAX_FRONTIER_GEMMS = 4
+MAX_KERNEL_ROWS = 40
+MAX_CHOICE_ROWS = 200
+MAX_INLINE_MAPPING = 2_000_000  # bytes of Graphviz SVG worth inlining
+
+CSS = """
+body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:0;color:#222;
+background:#f6f7f9}
+main{max-width:1200px;margin:0 auto;padding:24px}
+h1{margin:0 0 4px;font-size:26px}h2{margin:32px 0 8px;font-size:19px;border-bottom:1px solid
+#ddd;padding-bottom:4px}.sub{color:#666;margin-bottom:16px}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(175px,1fr));gap:10px}
+.card{background:#fff;border:1px solid #e2e4e8;border-radius:8px;padding:10px 12px}
+.card .v{font-size:20px;font-weight:600}.card .l{font-size:12px;color:#666}
+.card .d{font-size:11px;color:#888}
+.fig{background:#fff;border:1px solid #e2e4e8;border-radius:8px;padding:8px;margin:10px 0;
+overflow-x:auto}.fig svg{max-width:100%;height:auto}.plot svg{width:100%}
+.graph{max-height:900px;overflow:auto}.graph svg{max-width:none}
+table{border-collapse:collapse;background:#fff;font-size:12.5px;margin:8px 0;width:100%}
+th,td{border:1px solid #e2e4e8;padding:3px 7px;text-align:right}
+th{background:#eef0f3}td.t,th.t{text-align:left}table.narrow{width:auto;min-width:45%}
+.note{color:#666;font-size:12.5px}.status{display:inline-block;padding:2px 8px;
+border-radius:10px;color:#fff;font-size:13px}.optimal{background:#2e7d32}
+.time_limit{background:#ef6c00}.infeasible{background:#c62828}
+.warn{background:#fff8e1;border:1px solid #ffe082;border-radius:6px;padding:6px 10px;
+margin-bottom:12px}
+"""
+
+
+def _e(x: object) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _per_s(tokens: float | None) -> str:
+    return f"{fmt_si(tokens)} tokens/s" if tokens is not None else "-"
+
+
+def _card(label: str, value: str, detail: str = "") -> str:
+    d = f'<div class="d">{_e(detail)}</div>' if detail else ""
+    body = f'<div class="l">{_e(label)}</div><div class="v">{_e(value)}</div>{d}'
+    return f'<div class="card">{body}</div>'
+
+
+def _table(
+    header: list[str], rows: list[list[str]], text_cols: int = 1, narrow: bool = False
+) -> str:
+    def cell(tag: str, i: int, v: str) -> str:
+        cls = ' class="t"' if i < text_cols else ""
+        return f"<{tag}{cls}>{_e(v)}</{tag}>"
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(header))
+    body = "".join(
+        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(r)) + "</tr>" for r in rows
+    )
+    cls = ' class="narrow"' if narrow else ""
+    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _fig(svg: str, caption: str = "", plot: bool = True) -> str:
+    """A figure box; matplotlib plots stretch to the page width, other SVGs keep theirs."""
+    cap = f'<div class="note">{_e(caption)}</div>' if caption else ""
+    cls = "fig plot" if plot else "fig graph"
+    return f'<div class="{cls}">{svg}{cap}</div>'
+
+
+def headline_cards(plan: Plan) -> str:
+    deg, st, m = parallel_degrees(plan), plan.stats, plan.memory
+    cards = []
+    if plan.ttft_s is not None or plan.tpot_s is not None:
+        cards += [
+            _card("request latency", fmt_time(plan.latency_s)),
+            _card("TTFT", fmt_time(plan.ttft_s), "time to first token"),
+            _card("TPOT", fmt_time(plan.tpot_s), "time per output token"),
+        ]
+    else:
+        cards.append(
+            _card(
+                "iteration time" if plan.iteration_time_s is not None else "latency",
+                fmt_time(plan.iteration_time_s or plan.latency_s),
+            )
+        )
+    if plan.tokens_per_s is not None:
+        cards.append(_card("throughput", _per_s(plan.tokens_per_s)))
+    cards += [
+        _card(
+            "parallelism",
+            " ".join(f"{p.upper()}{deg[p]}" for p in PARALLELISMS if deg[p] > 1) or "none",
+            f"{plan.num_chips} chips"
+            + (f", {plan.micro_batches} micro-batches" if plan.micro_batches > 1 else ""),
+        ),
+        _card(
+            "FLOPS utilization",
+            fmt_pct(plan.flops_utilization),
+            f"of {fmt_si(plan.peak_flops_per_chip, 'FLOP/s')} per chip",
+        ),
+        _card(
+            "memory per chip",
+            fmt_bytes(m.total),
+            f"{fmt_pct(m.total / m.capacity)} of {fmt_bytes(m.capacity)}" if m.capacity else "",
+        ),
+        _card("workload", fmt_si(plan.workload_flop, "FLOP"), "per step"),
+        _card("system cost", "$" + fmt_si(plan.system_cost)),
+        _card(
+            "system power",
+            fmt_si(plan.system_power_W, "W"),
+            f"energy {fmt_si(plan.energy_J, 'J')} per step",
+        ),
+        _card("solver", f"{st.status}", f"gap {fmt_pct(st.gap)}, {fmt_time(st.solve_time_s)}"),
+        _card(
+            "outer choices",
+            f"{st.choices_solved} solved",
+            f"{st.choices_pruned} pruned, {st.choices_infeasible} infeasible of {st.choices_total}",
+        ),
+    ]
+    return '<div class="cards">' + "".join(cards) + "</div>"
+
+
+def time_section(plan: Plan) -> str:
+    rows = []
+    for p in plan.phases:
+        rows.append(
+            [
+                p.name,
+                p.role,
+                f"{phase_instances(plan, p):g}",
+                fmt_time(p.latency_s),
+                fmt_time(p.lower_bound_s),
+                fmt_time(phase_total_s(plan, p)),
+                str(len(p.configs)),
+                str(len(p.kernels)),
+            ]
+        )
+    extra = [[k, fmt_time(v)] for k, v in step_components(plan)]
+    out = [
+        "<h2>Where the time goes</h2>",
+        _table(
+            [
+                "phase",
+                "role",
+                "instances / step",
+                "one instance",
+                "roofline bound",
+                "busy / step",
+                "configs",
+                "kernels",
+            ],
+            rows,
+            2,
+        ),
+    ]
+    if extra:
+        out.append(_table(["step time (as the solver splits it)", "time"], extra, narrow=True))
+    if plan.phases:
+        out.append(
+            _fig(
+                plots.time_by_config_svg(plan),
+                "Busy time per step: one instance's latency times the instances per "
+                "step (layers x steps x micro-batches), summed over pipeline stages.",
+            )
+        )
+        out.append(_fig(plots.time_by_class_svg(plan)))
+    return "".join(out)
+
+
+def roofline_section(plan: Plan, system: System | None) -> str:
+    if system is not None:
+        bw, src, vec = (
+            system.dram.bandwidth_Bps,
+            system.dram.name or "DRAM",
+            system.chip.vector_flops,
+        )
+    else:
+        bw, src, vec = plots.derived_bandwidth(plan), "best any kernel achieves", 0.0
+    pts = plots.roofline_points(plan)
+    if not pts:
+        return "<h2>Roofline</h2><p class='note'>No kernel has both FLOP and DRAM traffic.</p>"
+    skipped = len(plan.kernels()) - len(pts)
+    note = (
+        "Per-chip FLOP = kernel FLOP / chips it is split over; achieved FLOP/s uses the "
+        "kernel's own time (inside a configuration kernels overlap)."
+    )
+    if skipped:
+        note += f" {skipped} kernels without FLOP or DRAM traffic are not shown."
+    return "<h2>Roofline</h2>" + _fig(plots.roofline_svg(plan, bw, src, vec), note)
+
+
+def memory_section(plan: Plan) -> str:
+    return "<h2>Memory per chip</h2>" + _fig(plots.memory_svg(plan))
+
+
+def _kernel_of(workload: Workload | None, k: KernelPlan) -> Kernel | None:
+    if workload is None:
+        return None
+    for p in workload.phases:
+        if p.name == k.phase:
+            try:
+                return p.graph.kernel(k.name)
+            except KeyError:
+                return None
+    return None
+
+
+def frontier_section(plan: Plan, system: System | None, workload: Workload | None) -> str:
+    head = "<h2>Data-movement frontier of the heaviest GEMMs</h2>"
+    totals = sorted(
+        (
+            (kernel_time_s(k) * phase_instances(plan, p), i, k)
+            for p in plan.phases
+            for i, k in enumerate(p.kernels)
+        ),
+        key=lambda x: (-x[0], x[1]),
+    )
+    gemms: list[tuple[str, int, int, int, float]] = []
+    chosen: dict[str, tuple[float, float]] = {}
+    for _, _, k in totals:
+        shape = gemm_shape(k, plots.kernel_shards(plan, k), _kernel_of(workload, k))
+        if shape is None:
+            continue
+        name = f"{k.phase}/{k.name}"
+        gemms.append((name, *shape))
+        chosen[name] = (k.sram_bytes, k.dram_bytes)
+        if len(gemms) == MAX_FRONTIER_GEMMS:
+            break
+    if not gemms:
+        return head + "<p class='note'>No GEMM with a known M, K, N in this plan.</p>"
+    curves = frontier_curves(gemms, chosen)
+    if curves is None:
+        return head + f"<p class='note'>{_e(FRONTIER_MISSING)}.</p>"
+    sram = system.chip.sram_bytes if system else max(k.sram_bytes for k in plan.kernels())
+    caption = (
+        "Least DRAM traffic of each GEMM (per chip, after sharding) for a given on-chip "
+        "buffer, over all tilings and loop orders; the star is the plan's tiling."
+    )
+    return head + _fig(plots.frontier_svg(curves, sram), caption)
+
+
+def inference_section(plan: Plan) -> str:
+    if plan.ttft_s is None and plan.tpot_s is None:
+        return ""
+    rows = [
+        [
+            p.name,
+            f"{p.steps}",
+            fmt_time(p.latency_s * p.count * max(1, plan.micro_batches)),
+            fmt_time(phase_total_s(plan, p)),
+        ]
+        for p in plan.phases
+    ]
+    return (
+        "<h2>Request timing</h2>"
+        + f"<p>TTFT {_e(fmt_time(plan.ttft_s))}, TPOT {_e(fmt_time(plan.tpot_s))}, "
+        + f"throughput {_e(_per_s(plan.tokens_per_s))}, request latency "
+        + f"{_e(fmt_time(plan.latency_s))}.</p>"
+        + _table(["phase", "steps", "one step", "all steps"], rows, narrow=True)
+    )
+
+
+def tables_section(plan: Plan) -> str:
+    crow = []
+    for p in plan.phases:
+        for c in sorted(p.configs, key=lambda c: c.index):
+            crow.append(
+                [
+                    p.name,
+                    str(c.index),
+                    ", ".join(c.kernels),
+                    c.bound,
+                    fmt_time(c.compute_s),
+                    fmt_time(c.memory_s),
+                    fmt_time(c.network_s),
+                    fmt_time(c.latency_s),
+                    fmt_bytes(c.sram_bytes),
+                    fmt_time(config_total_s(plan, p, c)),
+                ]
+            )
+    ranked = sorted(
+        (
+            (kernel_time_s(k) * phase_instances(plan, p), i, k)
+            for p in plan.phases
+            for i, k in enumerate(p.kernels)
+        ),
+        key=lambda x: (-x[0], x[1]),
+    )
+    krow = [
+        [
+            f"{k.phase}/{k.name}",
+            k.kind,
+            k.kernel_class,
+            k.pass_,
+            dims_text(k.dims),
+            k.sharding,
+            k.tile,
+            str(k.config),
+            k.bound,
+            fmt_time(k.compute_s),
+            fmt_time(k.memory_s),
+            fmt_time(k.network_s),
+            fmt_bytes(k.dram_bytes),
+            fmt_time(t),
+        ]
+        for t, _, k in ranked[:MAX_KERNEL_ROWS]
+    ]
+    more = (
+        f"<p class='note'>{len(ranked) - MAX_KERNEL_ROWS} more kernels in kernels.csv.</p>"
+        if len(ranked) > MAX_KERNEL_ROWS
+        else ""
+    )
+    return (
+        "<h2>Configurations</h2>"
+        + _table(
+            [
+                "phase",
+                "config",
+                "kernels",
+                "bound",
+                "compute",
+                "memory",
+                "network",
+                "latency",
+                "SRAM",
+                "busy / step",
+            ],
+            crow,
+            3,
+        )
+        + "<h2>Kernels (by busy time per step)</h2>"
+        + _table(
+            [
+                "kernel",
+                "kind",
+                "class",
+                "pass",
+                "dims",
+                "sharding",
+                "tile",
+                "config",
+                "bound",
+                "compute",
+                "memory",
+                "network",
+                "DRAM / chip",
+                "busy / step",
+            ],
+            krow,
+            7,
+        )
+        + more
+    )
+
+
+def solver_section(plan: Plan) -> str:
+    st = plan.stats
+    stats = [
+        ["status", st.status],
+        ["objective", fmt_time(st.objective)],
+        ["bound", fmt_time(st.bound)],
+        ["gap", fmt_pct(st.gap)],
+        ["solve time", fmt_time(st.solve_time_s)],
+        ["build time", fmt_time(st.build_time_s)],
+        ["solver", st.solver],
+        ["fusion search", st.fusion_search or "-"],
+        ["variables / binaries / rows", f"{st.num_vars} / {st.num_binaries} / {st.num_rows}"],
+        ["MILPs solved", str(st.milps_solved)],
+        [
+            "outer choices",
+            f"{st.choices_total} total, {st.choices_solved} solved, "
+            f"{st.choices_pruned} pruned, {st.choices_infeasible} infeasible",
+        ],
+    ]
+    rows = [
+        [
+            " ".join(f"{k}={v}" for k, v in sorted(c.parallelism.items())),
+            c.placement,
+            c.status,
+            fmt_time(c.lower_bound_s),
+            fmt_time(c.latency_s),
+            c.reason,
+        ]
+        for c in plan.choices[:MAX_CHOICE_ROWS]
+    ]
+    more = (
+        f"<p class='note'>{len(plan.choices) - MAX_CHOICE_ROWS} more choices not shown.</p>"
+        if len(plan.choices) > MAX_CHOICE_ROWS
+        else ""
+    )
+    out = "<h2>Solver</h2>" + _table(["statistic", "value"], stats, 2, narrow=True)
+    if rows:
+        out += (
+            "<h3>Outer choices</h3>"
+            + _table(
+                ["parallelism", "placement", "status", "roofline bound", "latency", "reason"],
+                rows,
+                3,
+            )
+            + more
+        )
+    return out
+
+
+def report_html(
+    plan: Plan,
+    system: System | None = None,
+    workload: Workload | None = None,
+    mapping_svg: str | None = None,
+) -> str:
+    """The whole page as text (deterministic for a given plan)."""
+    badge = f'<span class="status {_e(plan.stats.status)}">{_e(plan.stats.status)}</span>'
+    parts: list[Any] = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>MapShard: {_e(plan.scenario)}</title>",
+        f"<style>{CSS}</style></head><body><main>",
+        f"<h1>MapShard plan: {_e(plan.scenario)}</h1>",
+        f'<div class="sub">{_e(plan.workload_kind)} on {plan.num_chips} chips {badge}</div>',
+    ]
+    if plan.warnings:
+        parts.append(
+            '<div class="warn"><b>Warnings</b><ul>'
+            + "".join(f"<li>{_e(w)}</li>" for w in plan.warnings)
+            + "</ul></div>"
+        )
+    parts += [
+        headline_cards(plan),
+        inference_section(plan),
+        time_section(plan),
+        roofline_section(plan, system),
+        memory_section(plan),
+        frontier_section(plan, system, workload),
+    ]
+    if mapping_svg and len(mapping_svg) <= MAX_INLINE_MAPPING:
+        svg = mapping_svg[mapping_svg.find("<svg") :]
+        caption = (
+            "Kernels clustered by configuration, at full size (scroll); the same "
+            "graph is in mapping.svg and mapping.dot."
+        )
+        parts.append("<h2>Mapping</h2>" + _fig(svg, caption, plot=False))
+    parts += [
+        tables_section(plan),
+        solver_section(plan),
+        "<p class='note'>Written by MapShard. All numbers are the model's predictions; "
+        "summary.json, kernels.csv and configs.csv hold them at full precision.</p>",
+        "</main></body></html>",
+    ]
+    return "\n".join(parts) + "\n"

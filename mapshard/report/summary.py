@@ -1,0 +1,165 @@
+"""summary.json: the plan's totals under the stable names of DESIGN.md's machine contract.
+
+Also the few derived quantities every report shares (how many times a phase's graph runs per
+step, its busy time), so the table, the trace and the HTML agree to the last digit.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mapshard.report.fmt import finite
+from solver.plan import ConfigPlan, KernelPlan, PhasePlan, Plan
+
+PARALLELISMS = ("tp", "pp", "dp", "ep", "cp")
+TIMING_KEYS = ("solve_time_s", "build_time_s")
+
+
+def phase_instances(plan: Plan, phase: PhasePlan) -> float:
+    """Graph instances of a phase per step: layers x sequential steps x micro-batches.
+
+    Each instance takes `phase.latency_s` on the chips that run it; instances on different
+    pipeline stages run on different chips, so this counts busy time, not wall time.
+    """
+    return float(phase.count * phase.steps * max(1, plan.micro_batches))
+
+
+def phase_total_s(plan: Plan, phase: PhasePlan) -> float:
+    """Busy time of a phase per step, summed over pipeline stages."""
+    return phase.latency_s * phase_instances(plan, phase)
+
+
+def config_total_s(plan: Plan, phase: PhasePlan, config: ConfigPlan) -> float:
+    return config.latency_s * phase_instances(plan, phase)
+
+
+def busy_total_s(plan: Plan) -> float:
+    return sum(phase_total_s(plan, p) for p in plan.phases)
+
+
+def parallel_degrees(plan: Plan) -> dict[str, int]:
+    """tp, pp, dp, ep, cp, each present (1 when the plan does not use it)."""
+    degrees = {k.lower(): int(v) for k, v in plan.parallelism.items()}
+    return {k: degrees.get(k, 1) for k in PARALLELISMS} | {
+        k: v for k, v in degrees.items() if k not in PARALLELISMS
+    }
+
+
+def step_components(plan: Plan) -> list[tuple[str, float]]:
+    """How the solver splits the step time: its time_breakdown when given, else the step
+    terms outside the graphs (bubble, DP all-reduce, optimizer, pipeline transfers)."""
+    if plan.time_breakdown:
+        return [(k.replace("_", " "), v) for k, v in sorted(plan.time_breakdown.items())]
+    terms = (("pipeline bubble", plan.pipeline_bubble_s), ("DP all-reduce", plan.dp_allreduce_s),
+             ("optimizer", plan.optimizer_s), ("pp transfer", plan.pp_transfer_s))  # fmt: skip
+    return [(k, v) for k, v in terms if v > 0]
+
+
+def kernel_time_s(kernel: KernelPlan) -> float:
+    """A kernel's own roofline time: the slowest of its three resources."""
+    return max(kernel.compute_s, kernel.memory_s, kernel.network_s)
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe and deterministic: non-finite floats become null, tuples lists."""
+    if isinstance(value, float):
+        return finite(value)
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _phases(plan: Plan) -> list[dict[str, Any]]:
+    busy = busy_total_s(plan)
+    return [
+        {
+            "name": p.name,
+            "role": p.role,
+            "count": p.count,
+            "steps": p.steps,
+            "instances": phase_instances(plan, p),
+            "latency_s": p.latency_s,
+            "lower_bound_s": p.lower_bound_s,
+            "total_s": phase_total_s(plan, p),
+            "share_of_busy": phase_total_s(plan, p) / busy if busy > 0 else None,
+            "num_configs": len(p.configs),
+            "num_kernels": len(p.kernels),
+        }
+        for p in plan.phases
+    ]
+
+
+def summary_dict(plan: Plan, include_timing: bool = True) -> dict[str, Any]:
+    """summary.json content. `include_timing=False` drops the wall-clock solver times, the
+    only values that differ between two runs of the same scenario."""
+    st = plan.stats
+    mem = plan.memory
+    out: dict[str, Any] = {
+        "status": st.status,
+        "gap": st.gap,
+        "solve_time_s": st.solve_time_s,
+        "build_time_s": st.build_time_s,
+        "latency_s": plan.latency_s,
+        "objective": st.objective,
+        "bound": st.bound,
+        "solver": st.solver,
+        "fusion_search": st.fusion_search,
+        "num_vars": st.num_vars,
+        "num_binaries": st.num_binaries,
+        "num_rows": st.num_rows,
+        "milps_solved": st.milps_solved,
+        "choices_total": st.choices_total,
+        "choices_solved": st.choices_solved,
+        "choices_pruned": st.choices_pruned,
+        "choices_infeasible": st.choices_infeasible,
+        "scenario": plan.scenario,
+        "workload_kind": plan.workload_kind,
+        "num_chips": plan.num_chips,
+        "parallelism": parallel_degrees(plan),
+        "placement": dict(sorted(plan.placement.items())),
+        "micro_batches": plan.micro_batches,
+        "system_cost": plan.system_cost,
+        "system_power_W": plan.system_power_W,
+        "energy_J": plan.energy_J,
+        "workload_flop": plan.workload_flop,
+        "peak_flops_per_chip": plan.peak_flops_per_chip,
+        "flops_utilization": plan.flops_utilization,
+        "memory_per_chip_bytes": mem.total,
+        "memory_capacity_bytes": mem.capacity,
+        "memory_breakdown_bytes": {
+            "weights": mem.weights,
+            "gradients": mem.gradients,
+            "optimizer": mem.optimizer,
+            "activations": mem.activations,
+            "kv_cache": mem.kv_cache,
+        },
+        "num_params": plan.num_params,
+        "num_active_params": plan.num_active_params,
+        "pipeline_bubble_s": plan.pipeline_bubble_s,
+        "dp_allreduce_s": plan.dp_allreduce_s,
+        "optimizer_s": plan.optimizer_s,
+        "pp_transfer_s": plan.pp_transfer_s,
+        "time_breakdown": dict(sorted(plan.time_breakdown.items())),
+        "busy_time_s": busy_total_s(plan),
+        "phases": _phases(plan),
+        "num_kernels": sum(len(p.kernels) for p in plan.phases),
+        "num_configs": sum(len(p.configs) for p in plan.phases),
+        "warnings": list(plan.warnings),
+    }
+    for key in ("iteration_time_s", "ttft_s", "tpot_s", "tokens_per_s"):
+        value = getattr(plan, key)
+        if value is not None:
+            out[key] = value
+    if not include_timing:
+        for key in TIMING_KEYS:
+            out.pop(key)
+    return _clean(dict(sorted(out.items())))
+
+
+def summary_json(plan: Plan, include_timing: bool = True) -> str:
+    """summary.json text: sorted keys, two-space indent, trailing newline."""
+    data = summary_dict(plan, include_timing)
+    return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"

@@ -1,0 +1,142 @@
+"""kernels.csv and configs.csv: one row per kernel / configuration, full precision.
+
+Rows keep the plan's order (phase, configuration, kernel order in the phase), which is the
+execution order, so a diff between two runs lines up.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from mapshard.report.fmt import num
+from mapshard.report.summary import busy_total_s, config_total_s, phase_instances
+from solver.plan import KernelPlan, PhasePlan, Plan
+
+KERNEL_COLUMNS = (
+    "phase",
+    "name",
+    "kind",
+    "class",
+    "pass",
+    "dims",
+    "flop",
+    "weight_bytes",
+    "activation_bytes",
+    "kv_bytes",
+    "sharding",
+    "tile",
+    "config",
+    "compute_s",
+    "memory_s",
+    "network_s",
+    "time_s",
+    "dram_bytes",
+    "network_bytes",
+    "sram_bytes",
+    "bound",
+    "collective",
+    "energy_J",
+    "count",
+    "steps",
+    "instances",
+)
+
+CONFIG_COLUMNS = (
+    "phase",
+    "config",
+    "num_kernels",
+    "kernels",
+    "compute_s",
+    "memory_s",
+    "network_s",
+    "latency_s",
+    "sram_bytes",
+    "bound",
+    "instances",
+    "total_s",
+    "share_of_busy",
+)
+
+
+def dims_text(dims: tuple[tuple[str, int], ...]) -> str:
+    """Loop dims as `m=4096 k=8192 n=1024` (loop order kept)."""
+    return " ".join(f"{d}={s}" for d, s in dims)
+
+
+def ordered_kernels(phase: PhasePlan) -> list[KernelPlan]:
+    """The phase's kernels by configuration, keeping their order inside each."""
+    index = {id(k): i for i, k in enumerate(phase.kernels)}
+    return sorted(phase.kernels, key=lambda k: (k.config, index[id(k)]))
+
+
+def _csv(header: tuple[str, ...], rows: list[list[str]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def kernels_csv(plan: Plan) -> str:
+    rows = []
+    for phase in plan.phases:
+        instances = phase_instances(plan, phase)
+        for k in ordered_kernels(phase):
+            rows.append(
+                [
+                    k.phase or phase.name,
+                    k.name,
+                    k.kind,
+                    k.kernel_class,
+                    k.pass_,
+                    dims_text(k.dims),
+                    num(k.flop),
+                    num(k.weight_bytes),
+                    num(k.activation_bytes),
+                    num(k.kv_bytes),
+                    k.sharding,
+                    k.tile,
+                    num(k.config),
+                    num(k.compute_s),
+                    num(k.memory_s),
+                    num(k.network_s),
+                    num(max(k.compute_s, k.memory_s, k.network_s)),
+                    num(k.dram_bytes),
+                    num(k.network_bytes),
+                    num(k.sram_bytes),
+                    k.bound,
+                    k.collective,
+                    num(k.energy_J),
+                    num(phase.count),
+                    num(phase.steps),
+                    num(instances),
+                ]
+            )
+    return _csv(KERNEL_COLUMNS, rows)
+
+
+def configs_csv(plan: Plan) -> str:
+    busy = busy_total_s(plan)
+    rows = []
+    for phase in plan.phases:
+        for c in sorted(phase.configs, key=lambda c: c.index):
+            total = config_total_s(plan, phase, c)
+            rows.append(
+                [
+                    phase.name,
+                    num(c.index),
+                    num(len(c.kernels)),
+                    ";".join(c.kernels),
+                    num(c.compute_s),
+                    num(c.memory_s),
+                    num(c.network_s),
+                    num(c.latency_s),
+                    num(c.sram_bytes),
+                    c.bound,
+                    num(phase_instances(plan, phase)),
+                    num(total),
+                    num(total / busy if busy > 0 else None),
+                ]
+            )
+    return _csv(CONFIG_COLUMNS, rows)

@@ -1,0 +1,149 @@
+"""What `mapshard run` prints: headline numbers, where the time goes, and DFModel's
+statistics lines verbatim (scripts written for DFModel grep for them)."""
+
+from __future__ import annotations
+
+import sys
+
+from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
+from mapshard.report.summary import (
+    PARALLELISMS,
+    busy_total_s,
+    config_total_s,
+    parallel_degrees,
+    phase_instances,
+    phase_total_s,
+    step_components,
+)
+from solver.plan import Plan
+
+MAX_CONFIG_ROWS = 12  # per phase
+
+
+def _t(seconds: float) -> str:
+    return fmt_time(seconds) if seconds else "-"
+
+
+def _bold(text: str, color: bool) -> str:
+    return f"\033[1m{text}\033[0m" if color else text
+
+
+def headline_lines(plan: Plan) -> list[str]:
+    """The numbers a reader wants first, one per line."""
+    st, deg = plan.stats, parallel_degrees(plan)
+    lines = [f"Scenario {plan.scenario} ({plan.workload_kind}, {plan.num_chips} chips)"]
+    gap = "-" if st.gap is None else fmt_pct(st.gap)
+    lines.append(
+        f"Solver: {st.status}, gap {gap}, {fmt_time(st.solve_time_s)}; outer choices "
+        f"{st.choices_solved} solved, {st.choices_pruned} pruned, "
+        f"{st.choices_infeasible} infeasible of {st.choices_total}"
+    )
+    if plan.ttft_s is not None or plan.tpot_s is not None:
+        lines.append(
+            f"Request latency {fmt_time(plan.latency_s)}: TTFT {fmt_time(plan.ttft_s)}"
+            f", TPOT {fmt_time(plan.tpot_s)}, "
+            f"{fmt_si(plan.tokens_per_s)} tokens/s"
+        )
+    elif plan.iteration_time_s is not None:
+        lines.append(f"Iteration time {fmt_time(plan.iteration_time_s)}")
+    else:
+        lines.append(f"Latency {fmt_time(plan.latency_s)}")
+    if plan.tokens_per_s is not None and plan.ttft_s is None and plan.tpot_s is None:
+        lines.append(f"Throughput {fmt_si(plan.tokens_per_s)} tokens/s")
+    placed = ", ".join(f"{k}: {v}" for k, v in sorted(plan.placement.items()))
+    lines.append(
+        "Parallelism "
+        + " ".join(f"{p.upper()} {deg[p]}" for p in PARALLELISMS)
+        + (f"  ({placed})" if placed else "")
+        + (f"; {plan.micro_batches} micro-batches" if plan.micro_batches > 1 else "")
+    )
+    lines.append(
+        f"FLOPS utilization {fmt_pct(plan.flops_utilization)} of "
+        f"{fmt_si(plan.peak_flops_per_chip, 'FLOP/s')} per chip; workload "
+        f"{fmt_si(plan.workload_flop, 'FLOP')} per step"
+    )
+    m = plan.memory
+    cap = f" of {fmt_bytes(m.capacity)} ({fmt_pct(m.total / m.capacity)})" if m.capacity else ""
+    parts = [
+        (n, v)
+        for n, v in (
+            ("weights", m.weights),
+            ("gradients", m.gradients),
+            ("optimizer", m.optimizer),
+            ("activations", m.activations),
+            ("KV", m.kv_cache),
+        )
+        if v > 0
+    ]
+    lines.append(
+        f"Memory per chip {fmt_bytes(m.total)}{cap}"
+        + (": " + ", ".join(f"{n} {fmt_bytes(v)}" for n, v in parts) if parts else "")
+    )
+    lines.append(
+        f"System cost ${fmt_si(plan.system_cost)}, power "
+        f"{fmt_si(plan.system_power_W, 'W')}, energy per step "
+        f"{fmt_si(plan.energy_J, 'J')}"
+    )
+    return lines
+
+
+def config_table(plan: Plan) -> list[str]:
+    """Phases and their configurations: time per step, binding resource, share."""
+    busy = busy_total_s(plan) or 1.0
+    head = (
+        f"{'phase / configuration':<24}{'kernels':>8}{'inst.':>7}{'one':>10}"
+        f"{'total':>10}  {'bound':<8}{'compute':>9}{'memory':>9}{'network':>9}"
+        f"{'% busy':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    for p in plan.phases:
+        n = phase_instances(plan, p)
+        total = phase_total_s(plan, p)
+        lines.append(
+            f"{p.name[:24]:<24}{len(p.kernels):>8}{n:>7g}{fmt_time(p.latency_s):>10}"
+            f"{fmt_time(total):>10}  {'':<8}{'':>27}{100 * total / busy:>7.1f}%"
+        )
+        configs = sorted(p.configs, key=lambda c: -c.latency_s)[:MAX_CONFIG_ROWS]
+        for c in sorted(configs, key=lambda c: c.index):
+            t = config_total_s(plan, p, c)
+            lines.append(
+                f"{'  config ' + str(c.index):<24}{len(c.kernels):>8}{'':>7}"
+                f"{fmt_time(c.latency_s):>10}{fmt_time(t):>10}  {c.bound:<8}"
+                f"{_t(c.compute_s * n):>9}{_t(c.memory_s * n):>9}"
+                f"{_t(c.network_s * n):>9}{100 * t / busy:>7.1f}%"
+            )
+        if len(p.configs) > MAX_CONFIG_ROWS:
+            lines.append(f"  ... {len(p.configs) - MAX_CONFIG_ROWS} shorter configurations")
+    parts = step_components(plan)
+    if parts:
+        lines.append("Step time: " + ", ".join(f"{k} {fmt_time(v)}" for k, v in parts))
+    return lines
+
+
+def dfmodel_lines(plan: Plan) -> list[str]:
+    """DFModel's statistics, printed as DFModel prints them (`print(label, value)`)."""
+    deg = parallel_degrees(plan)
+    return [
+        f"System Cost {float(plan.system_cost)!r}",
+        f"System Power {float(plan.system_power_W)!r}",
+        f"Workload FLOP {float(plan.workload_flop)!r}",
+        f"System FLOPS Utilization {float(plan.flops_utilization)!r}",
+        f"Optimizer Runtime (s) {float(plan.stats.solve_time_s)!r}",
+        f"TP {deg['tp']}",
+        f"PP {deg['pp']}",
+        f"DP {deg['dp']}",
+    ]
+
+
+def format_summary(plan: Plan, color: bool | None = None) -> str:
+    """The terminal summary; bold headings only when `color` (default: stdout is a TTY)."""
+    if color is None:
+        color = sys.stdout.isatty()
+    lines = [_bold("MapShard plan", color)]
+    lines += headline_lines(plan)
+    lines += ["", _bold("Where the time goes (per step)", color)]
+    lines += config_table(plan)
+    if plan.warnings:
+        lines += ["", _bold("Warnings", color)] + [f"- {w}" for w in plan.warnings]
+    lines += [""] + dfmodel_lines(plan)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,22 @@
+"""Design-space sweeps: many Setups from one base and a few axes, solved in local worker
+processes or on a Dask cluster, stored row by row in a resumable results.csv, summarised as
+Pareto fronts, best-point scenario folders and an HTML report.
+
+Pipeline: load_sweep (parse + check) -> expand_points (set fields, validate, pre-filter)
+-> run_sweep (batches by workload, results store, resume) -> write_outputs.
+"""
+
+from mapshard.sweep.points import Point, expand_points
+from mapshard.sweep.runner import SweepOutcome, run_sweep
+from mapshard.sweep.spec import AxisSpec, FilterSpec, SweepSpec, load_sweep
+
+__all__ = [
+    "AxisSpec",
+    "FilterSpec",
+    "Point",
+    "SweepOutcome",
+    "SweepSpec",
+    "expand_points",
+    "load_sweep",
+    "run_sweep",
+]

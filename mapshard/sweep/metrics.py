@@ -1,0 +1,103 @@
+"""The results table's columns and the metrics a sweep records, filters on and optimises.
+
+Column order is fixed: point_id, index, one column per axis, status, reason, then METRICS.
+Values are written as text: floats with repr() (exact round trip), empty where a metric does
+not apply (no plan, or e.g. ttft_s for a training step).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+STATUSES = ("optimal", "time_limit", "infeasible", "failed", "filtered")
+SOLVED = ("optimal", "time_limit")  # statuses that carry a plan's metrics
+LEAD_COLUMNS = ("point_id", "index")
+STATUS_COLUMNS = ("status", "reason")
+METRICS = (
+    "latency_s",
+    "ttft_s",
+    "tpot_s",
+    "tokens_per_s",
+    "iteration_time_s",
+    "tp",
+    "pp",
+    "dp",
+    "ep",
+    "system_cost",
+    "system_power_W",
+    "workload_flop",
+    "flops_utilization",
+    "memory_per_chip_bytes",
+    "num_chips",
+    "gap",
+    "solve_time_s",
+    "tokens_per_s_per_usd",
+)
+# Metrics known before solving (from the resolved System): filters on them skip the solve.
+PRE_SOLVE = ("system_cost", "system_power_W", "num_chips")
+# Objectives larger-is-better; every other metric is minimised.
+MAXIMISE = ("tokens_per_s", "tokens_per_s_per_usd", "flops_utilization")
+DEFAULT_OBJECTIVES = ("latency_s", "system_cost", "system_power_W", "tokens_per_s_per_usd")
+# Columns that differ between two runs of the same point (wall-clock time).
+TIMING_COLUMNS = ("solve_time_s",)
+
+
+def columns(axis_names: tuple[str, ...]) -> tuple[str, ...]:
+    return (*LEAD_COLUMNS, *axis_names, *STATUS_COLUMNS, *METRICS)
+
+
+def plan_metrics(plan: Any) -> dict[str, Any]:
+    """The headline metrics of a solver Plan, by the names of the summary.json contract."""
+    from mapshard.report.summary import summary_dict
+
+    s = summary_dict(plan)
+    par = s.get("parallelism") or {}
+    out: dict[str, Any] = {name: s.get(name) for name in METRICS}
+    for key in ("tp", "pp", "dp", "ep"):
+        out[key] = par.get(key, 1)
+    out["num_chips"] = s.get("num_chips", plan.num_chips)
+    tps, cost = out.get("tokens_per_s"), out.get("system_cost")
+    out["tokens_per_s_per_usd"] = (
+        tps / cost if isinstance(tps, (int, float)) and isinstance(cost, (int, float))
+        and cost > 0 else None
+    )
+    return out
+
+
+def format_value(value: Any) -> str:
+    """Text of one cell: repr for floats (exact), '' for None or non-finite."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    return str(value)
+
+
+def number(text: str | None) -> float | None:
+    """A cell as a float, None when empty or not a number."""
+    if text is None or text == "":
+        return None
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def violated(metric: str, value: float | None, low: float, high: float) -> str:
+    """Why `value` fails a filter (max `high`, min `low`; 0 = unset), or ''."""
+    if value is None:
+        return ""
+    if high and value > high:
+        return f"{metric} {value:.6g} > max {high:.6g}"
+    if low and value < low:
+        return f"{metric} {value:.6g} < min {low:.6g}"
+    return ""
+
+
+def better(objective: str, a: float, b: float) -> bool:
+    """Is a strictly better than b for this objective?"""
+    return a > b if objective in MAXIMISE else a < b

@@ -1,0 +1,161 @@
+"""Expanding a sweep into points: one Setup per combination of axis values, checked, keyed,
+and (for pre-solve filters) priced before anything is solved.
+
+A point's id is the first 16 hex digits of the SHA-256 of its Setup's canonical text
+(`text_format.MessageToString`, fields in schema order: deterministic), so the same setup
+gets the same id in every run and on every machine. Its workload key hashes the parts of the
+setup the workload generator reads (workload, dataflow_graph, execution, name) and the base
+folder (relative model paths), so points that differ only in hardware, cost or solver options
+share one generated workload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from google.protobuf import text_format
+
+from mapshard import setup_pb2
+from mapshard.errors import SetupError
+from mapshard.sweep import metrics
+from mapshard.sweep.fieldset import set_field
+from mapshard.sweep.spec import SweepSpec
+
+# Setup fields the workload generator never reads (hardware, prices, solver options).
+_NOT_WORKLOAD = ("system", "cost", "solver", "gurobi")
+
+
+@dataclass(frozen=True)
+class Point:
+    index: int
+    labels: tuple[str, ...]  # one per axis, as written in the results table
+    text: str  # canonical text of the point's Setup
+    point_id: str
+    workload_key: str
+    # A result known without solving (invalid setup -> failed, pre-solve filter ->
+    # filtered), or None when the point must be solved.
+    row: dict[str, str] | None = None
+
+    def cells(self, axis_names: tuple[str, ...]) -> dict[str, str]:
+        """The row's leading cells: point_id, index and the axis values."""
+        return {"point_id": self.point_id, "index": str(self.index),
+                **dict(zip(axis_names, self.labels))}
+
+
+def canonical_text(setup: setup_pb2.Setup) -> str:
+    return text_format.MessageToString(setup)
+
+
+def point_id_of(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def workload_key_of(setup: setup_pb2.Setup, base_path: Path) -> str:
+    part = setup_pb2.Setup()
+    part.CopyFrom(setup)
+    for name in _NOT_WORKLOAD:
+        part.ClearField(name)
+    digest = hashlib.sha256()
+    digest.update(str(Path(base_path).resolve().parent).encode("utf-8") + b"\0")
+    digest.update(canonical_text(part).encode("utf-8"))
+    return digest.hexdigest()[:16]
+
+
+def combinations(spec: SweepSpec) -> Iterator[tuple[int, ...]]:
+    """Value indices per axis, in point order (PRODUCT: the first axis varies slowest)."""
+    if not spec.axes:
+        yield ()
+        return
+    if spec.combine == "zip":
+        for k in range(len(spec.axes[0].values)):
+            yield tuple(k for _ in spec.axes)
+        return
+    yield from itertools.product(*(range(len(a.values)) for a in spec.axes))
+
+
+def expand_points(spec: SweepSpec) -> tuple[list[Point], int]:
+    """Every distinct point of the sweep, in order, and how many combinations repeated an
+    earlier point's setup (they are run once, under the first index)."""
+    points: list[Point] = []
+    seen: set[str] = set()
+    repeats = 0
+    for index, choice in enumerate(combinations(spec)):
+        setup = setup_pb2.Setup()
+        setup.CopyFrom(spec.base)
+        labels = tuple(a.labels[k] for a, k in zip(spec.axes, choice))
+        error = ""
+        for axis, k in zip(spec.axes, choice):
+            try:
+                set_field(setup, axis.field, axis.values[k])
+            except ValueError as exc:
+                error = f"axis[{axis.index}] {axis.name}={axis.labels[k]}: {exc}"
+                break
+        text = canonical_text(setup)
+        pid = point_id_of(text if not error else text + "\0" + "\0".join(labels))
+        if pid in seen:
+            repeats += 1
+            continue
+        seen.add(pid)
+        point = Point(index, labels, text, pid, workload_key_of(setup, spec.base_path))
+        cells = point.cells(spec.axis_names)
+        row = (_row(cells, "failed", error) if error
+               else check_point(setup, spec, cells))
+        points.append(point if row is None else _with_row(point, row))
+    return points, repeats
+
+
+def check_point(setup: setup_pb2.Setup, spec: SweepSpec,
+                cells: dict[str, str]) -> dict[str, str] | None:
+    """Validate and resolve a point's setup; apply pre-solve filters. Returns the point's
+    final row when it needs no solve (failed or filtered), else None."""
+    from hardware.resolve import resolve_system
+    from mapshard.validation import validate_setup
+
+    try:
+        validate_setup(setup, spec.base_path)
+        system = resolve_system(setup, spec.base_path)
+    except SetupError as exc:
+        return _row(cells, "failed", "; ".join(exc.problems))
+    pre = [f for f in spec.filters if f.pre_solve]
+    if not pre:
+        return None
+    known = pre_solve_metrics(system)
+    for f in pre:
+        why = metrics.violated(f.metric, known.get(f.metric), f.min, f.max)
+        if why:
+            return _row(cells, "filtered", why, known)
+    return None
+
+
+def pre_solve_metrics(system: object) -> dict[str, float]:
+    """Metrics of a resolved System (hardware.system.System). System Cost and Power need
+    every topology degree; with a searched degree they are known only after solving."""
+    from hardware.cost import system_cost, system_power
+
+    out: dict[str, float] = {"num_chips": float(system.num_chips)}  # type: ignore[attr-defined]
+    try:
+        out["system_cost"] = system_cost(system)  # type: ignore[arg-type]
+        out["system_power_W"] = system_power(system)  # type: ignore[arg-type]
+    except ValueError:
+        pass
+    return out
+
+
+def _row(cells: dict[str, str], status: str, reason: str,
+         values: dict[str, float] | None = None) -> dict[str, str]:
+    row = dict(cells)
+    row["status"] = status
+    row["reason"] = " ".join(reason.split())
+    for name in metrics.METRICS:
+        row[name] = metrics.format_value((values or {}).get(name))
+    if values and "num_chips" in values:
+        row["num_chips"] = str(int(values["num_chips"]))
+    return row
+
+
+def _with_row(point: Point, row: dict[str, str]) -> Point:
+    return Point(point.index, point.labels, point.text, point.point_id, point.workload_key, row)

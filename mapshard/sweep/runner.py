@@ -1,0 +1,254 @@
+"""The sweep driver: expand the points, skip those already in results.csv, run the rest in
+batches on a backend, store each row the moment it arrives, then write the outputs.
+
+Batches: points are grouped by workload key (same base, same workload-affecting values) and
+cut into chunks of at most `chunk` points, so a worker generates each graph once per chunk.
+A worker that dies takes its running point with it: the points it had finished are already
+stored (reported one by one), the ones it had not started are queued again, and each point
+that was running is re-run alone; if it kills its worker again it is recorded as `failed`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mapshard.sweep import metrics
+from mapshard.sweep.points import Point, expand_points
+from mapshard.sweep.progress import SweepProgress, summary_line
+from mapshard.sweep.spec import SweepSpec, load_sweep
+from mapshard.sweep.store import RESULTS_NAME, ResultsStore
+from mapshard.sweep.worker import Batch, Job
+
+MAX_CHUNK = 16
+
+
+@dataclass
+class SweepOutcome:
+    out: Path
+    spec: SweepSpec
+    points: list[Point]
+    rows: list[dict[str, str]]  # this sweep's rows, in point order
+    counts: dict[str, int]
+    ran: int  # points finished in this run
+    elapsed_s: float
+    repeats: int = 0
+    interrupted: bool = False
+    outputs: list[Path] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        return summary_line(len(self.points), self.counts, self.ran, self.elapsed_s,
+                            self.repeats)
+
+
+def default_out(sweep_path: Path) -> Path:
+    sweep_path = Path(sweep_path)
+    folder = sweep_path if sweep_path.is_dir() else sweep_path.parent
+    return folder / "results"
+
+
+def run_sweep(sweep: SweepSpec | str | Path, out: str | Path | None = None, workers: int = 0,
+              cluster: str | None = None, quiet: bool = False, chunk: int = MAX_CHUNK,
+              write_outputs: bool = True) -> SweepOutcome:
+    """Run (or resume) a sweep into `out`. `workers` local processes (0 = os.cpu_count()),
+    or the Dask scheduler at `cluster`. Raises SetupError for a bad sweep file; an
+    interrupt (Ctrl-C, SIGTERM) returns with `interrupted` set and every finished row kept."""
+    spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(sweep)
+    out = Path(out) if out is not None else default_out(spec.path)
+    t0 = time.perf_counter()
+    points, repeats = expand_points(spec)
+    store = ResultsStore(out / RESULTS_NAME, spec.columns)
+    stored = store.open()
+    driver = _Driver(spec, store, stored, points, quiet)
+    try:
+        with _sigterm_as_interrupt():
+            for p in points:
+                if p.row is not None:
+                    driver.record(p.row)
+            jobs = [p for p in points if p.row is None and p.point_id not in driver.written]
+            if jobs:
+                backend = _backend(workers, cluster)
+                driver.run(backend, make_batches(jobs, spec, backend.capacity, chunk))
+    except KeyboardInterrupt:
+        driver.interrupted = True
+    finally:
+        driver.progress.close()
+        store.close()
+    rows_by_id = {**stored, **driver.rows}
+    rows = [rows_by_id[p.point_id] for p in points if p.point_id in rows_by_id]
+    outcome = SweepOutcome(out, spec, points, rows, _counts(rows), driver.ran,
+                           time.perf_counter() - t0, repeats, driver.interrupted)
+    if write_outputs and not driver.interrupted:
+        from mapshard.sweep.outputs import write_outputs as _write
+
+        outcome.outputs = _write(outcome)
+    return outcome
+
+
+def make_batches(points: list[Point], spec: SweepSpec, capacity: int,
+                 chunk: int = MAX_CHUNK) -> list[Batch]:
+    """Group by workload key (in order of first appearance), then cut into chunks small
+    enough that every worker gets a few batches."""
+    groups: dict[str, list[Point]] = {}
+    for p in points:
+        groups.setdefault(p.workload_key, []).append(p)
+    size = max(1, min(chunk, math.ceil(len(points) / max(1, 2 * capacity))))
+    batches = []
+    for group in groups.values():
+        for start in range(0, len(group), size):
+            jobs = tuple(Job(p.point_id, p.cells(spec.axis_names), p.text, p.workload_key)
+                         for p in group[start:start + size])
+            batches.append(_batch(len(batches), jobs, spec))
+    return batches
+
+
+def _batch(batch_id: int, jobs: tuple[Job, ...], spec: SweepSpec) -> Batch:
+    return Batch(batch_id, str(spec.base_path), jobs, spec.filters)
+
+
+def _backend(workers: int, cluster: str | None) -> Any:
+    from mapshard.sweep.backends import DaskBackend, LocalBackend
+
+    if cluster:
+        return DaskBackend(cluster)
+    return LocalBackend(workers or os.cpu_count() or 1)
+
+
+class _Driver:
+    def __init__(self, spec: SweepSpec, store: ResultsStore, stored: dict[str, dict[str, str]],
+                 points: list[Point], quiet: bool):
+        self.spec = spec
+        self.store = store
+        ids = {p.point_id for p in points}
+        self.written: set[str] = {pid for pid in stored if pid in ids}
+        self.rows: dict[str, dict[str, str]] = {}
+        self.counts: dict[str, int] = _counts([stored[pid] for pid in self.written])
+        self.ran = 0
+        self.interrupted = False
+        self.progress = SweepProgress(len(points), len(self.written), enabled=not quiet)
+        self.quiet = quiet
+        self._next_id = 0
+        self._started: dict[int, set[str]] = {}
+
+    def record(self, row: dict[str, str]) -> None:
+        """Store a finished point's row (once)."""
+        pid = row["point_id"]
+        if pid in self.written:
+            return
+        self.store.append(row)
+        self.written.add(pid)
+        self.rows[pid] = row
+        self.ran += 1
+        self.counts[row["status"]] = self.counts.get(row["status"], 0) + 1
+        self.progress.update(len(self.written), self.counts)
+
+    def _handle(self, messages: list[Any]) -> None:
+        for msg in messages:
+            kind = msg[0]
+            if kind == "start":
+                self._started.setdefault(int(msg[1]), set()).add(str(msg[2]))
+            elif kind == "row":
+                self.record(dict(msg[2]))
+
+    def run(self, backend: Any, batches: list[Batch]) -> None:
+        self._next_id = len(batches)
+        pending: deque[tuple[Batch, bool]] = deque((b, False) for b in batches)
+        inflight: dict[Any, tuple[Batch, bool]] = {}
+        limit = max(2, 2 * backend.capacity)
+        try:
+            while pending or inflight:
+                while pending and len(inflight) < limit:
+                    batch, solo = pending.popleft()
+                    todo = tuple(j for j in batch.jobs if j.point_id not in self.written)
+                    if todo:
+                        batch = _batch(batch.batch_id, todo, self.spec)
+                        inflight[backend.submit(batch, solo=solo)] = (batch, solo)
+                self._handle(backend.reports(0))
+                for fut in backend.wait(list(inflight), timeout=0.25):
+                    batch, solo = inflight.pop(fut)
+                    self._finish(backend, fut, batch, solo, pending)
+                self.progress.update(len(self.written), self.counts, force=False)
+            self._handle(backend.reports(0))
+        except BaseException:
+            backend.close(kill=True)
+            raise
+        backend.close()
+
+    def _finish(self, backend: Any, fut: Any, batch: Batch, solo: bool,
+                pending: deque[tuple[Batch, bool]]) -> None:
+        try:
+            rows, exc = fut.result(), None
+        except Exception as e:  # a dead worker, or a bug outside solve_point
+            rows, exc = None, e
+        if exc is not None and backend.is_crash(exc):
+            time.sleep(0.1)  # let the dead worker's last reports arrive
+        self._handle(backend.reports(0))
+        backend.forget(fut)
+        if rows is not None:
+            for row in rows:
+                self.record(row)
+            return
+        assert exc is not None
+        left = [j for j in batch.jobs if j.point_id not in self.written]
+        if not backend.is_crash(exc):
+            for j in left:
+                self.record(_failed(j, f"{type(exc).__name__}: {exc}"))
+            return
+        if solo:
+            for j in left:
+                self.record(_failed(j, "the worker process died while solving this point "
+                                       f"(twice; {type(exc).__name__})"))
+            return
+        started = self._started.get(batch.batch_id, set())
+        running = [j for j in left if j.point_id in started]
+        rest = tuple(j for j in left if j.point_id not in started)
+        if rest:
+            pending.appendleft((self._new_batch(rest), False))
+        for j in running:  # run alone: a second crash names the point
+            pending.appendleft((self._new_batch((j,)), True))
+
+    def _new_batch(self, jobs: tuple[Job, ...]) -> Batch:
+        self._next_id += 1
+        return _batch(self._next_id, jobs, self.spec)
+
+
+def _failed(job: Job, reason: str) -> dict[str, str]:
+    row = dict(job.cells)
+    row.update({"status": "failed", "reason": reason})
+    row.update({m: "" for m in metrics.METRICS})
+    return row
+
+
+def _counts(rows: list[dict[str, str]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return counts
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the driver like Ctrl-C (rows kept, workers killed)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)

@@ -1,0 +1,121 @@
+"""results.csv: one row per finished point, appended by the driver the moment it finishes.
+
+Crash safety: the file is opened O_APPEND and each row is one complete line written with a
+single os.write, then fsync'ed; rows never contain a newline. On open, a trailing partial line
+(an interrupted write) is cut off and lines with the wrong number of cells are dropped, so
+the rows read back are exactly the points that finished; their point_ids are skipped on
+resume. Only the driver writes the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import io
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from mapshard.errors import SetupError
+
+RESULTS_NAME = "results.csv"
+
+
+def csv_line(cells: Iterable[str]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(
+        [c.replace("\r", " ").replace("\n", " ") for c in cells])
+    return buf.getvalue()
+
+
+class ResultsStore:
+    def __init__(self, path: Path, columns: tuple[str, ...]):
+        self.path = Path(path)
+        self.columns = columns
+        self._fd: int | None = None
+        self._lock: int | None = None
+
+    def open(self) -> dict[str, dict[str, str]]:
+        """Open for appending (creating the file with its header); returns the rows already
+        there, by point_id. Raises SetupError when the file belongs to another sweep or
+        another driver is writing it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._take_lock()
+        try:
+            rows = self._recover()
+        except BaseException:
+            self.close()
+            raise
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        return rows
+
+    def append(self, row: dict[str, str]) -> None:
+        assert self._fd is not None, "open() the store first"
+        data = csv_line(row.get(c, "") for c in self.columns).encode("utf-8")
+        written = os.write(self._fd, data)
+        assert written == len(data), "short write to results.csv"
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._lock is not None:
+            os.close(self._lock)  # releases the lock
+            self._lock = None
+
+    def _take_lock(self) -> None:
+        """One driver per results file (the kernel drops the lock when a driver dies)."""
+        lock = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock)
+            raise SetupError(f"{self.path}: another `mapshard sweep` is writing this file; wait "
+                             "for it to finish or give another --out") from None
+        self._lock = lock
+
+    def _recover(self) -> dict[str, dict[str, str]]:
+        header = csv_line(self.columns)
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        if b"\n" not in data:  # missing, empty or a partial header
+            write_atomic(self.path, header.encode("utf-8"))
+            return {}
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            os.truncate(self.path, end)  # an interrupted append
+        lines = data[:end].decode("utf-8", errors="replace").splitlines()
+        found = next(csv.reader([lines[0]]))
+        if tuple(found) != self.columns:
+            raise SetupError(
+                f"{self.path}: its columns ({', '.join(found)}) are not this sweep's "
+                f"({', '.join(self.columns)}); give another --out folder or remove the file"
+            )
+        rows: dict[str, dict[str, str]] = {}
+        for cells in csv.reader(lines[1:]):
+            if len(cells) != len(self.columns):
+                continue  # damaged line: the point runs again
+            row = dict(zip(self.columns, cells))
+            rows.setdefault(row["point_id"], row)
+        return rows
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write a file so readers see the old or the new content, never a mix."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """Every complete row of a results file (for reports and tests)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))

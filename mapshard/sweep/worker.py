@@ -1,0 +1,180 @@
+"""What runs in a worker process: a batch of points that share one workload.
+
+The workload is generated once per workload key and kept in a small per-process cache, so a
+batch (and later batches of the same key landing in the same process) pays graph generation,
+Pyomo import and HiGHS start-up once. Each point reports ("start", batch, point_id) before
+and ("row", batch, row) after it is solved, through a sink set up per process (a socket to
+the driver for local workers, a Dask event topic on a cluster), so the driver can store a
+row the moment its point finishes and knows which point a dead worker was running.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mapshard.sweep import metrics
+from mapshard.sweep.spec import FilterSpec
+
+_CACHE_SIZE = 8
+_WORKLOADS: OrderedDict[str, Any] = OrderedDict()  # key -> Workload or the exception
+_LOCK = threading.Lock()  # one solve at a time per process (HiGHS/Pyomo state is global)
+_SINK: Callable[[tuple[Any, ...]], None] | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    point_id: str
+    cells: dict[str, str]  # point_id, index, axis values
+    text: str  # the point's Setup, canonical text
+    workload_key: str
+
+
+@dataclass(frozen=True)
+class Batch:
+    batch_id: int
+    base_path: str  # setup file that relative paths are relative to
+    jobs: tuple[Job, ...]
+    filters: tuple[FilterSpec, ...]  # every filter is checked again on the solved plan
+    topic: str = ""  # Dask event topic for per-point reports ("" = the process sink)
+
+
+def run_batch(batch: Batch) -> list[dict[str, str]]:
+    """Solve every point of a batch; returns the rows (also reported one by one)."""
+    rows = []
+    for job in batch.jobs:
+        _report(batch, ("start", batch.batch_id, job.point_id))
+        row = solve_point(job, Path(batch.base_path), batch.filters)
+        _report(batch, ("row", batch.batch_id, row))
+        rows.append(row)
+    return rows
+
+
+def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> dict[str, str]:
+    """One point's results row. Never raises for a bad, infeasible or unsolvable point."""
+    from google.protobuf import text_format
+
+    from hardware.resolve import resolve_system
+    from mapshard import pipeline, setup_pb2
+    from mapshard.errors import InfeasibleError, NoPlanError, SetupError
+
+    t0 = time.perf_counter()
+    values: dict[str, Any] = {}
+    try:
+        setup = setup_pb2.Setup()
+        text_format.Parse(job.text, setup)
+        system = resolve_system(setup, base_path)
+        workload = _workload(job.workload_key, setup, base_path)
+        scenario = pipeline.Scenario(setup=setup, path=base_path, system=system,
+                                     workload=workload)
+        with _LOCK:
+            plan = pipeline.solve(scenario)
+    except SetupError as exc:
+        return _row(job, "failed", "; ".join(exc.problems), values)
+    except InfeasibleError as exc:
+        reason = f"{exc.resource}: {exc.reason}"
+        values["solve_time_s"] = time.perf_counter() - t0
+        return _row(job, "infeasible", reason + (f"; {exc.suggestion}" if exc.suggestion
+                                                 else ""), values)
+    except NoPlanError as exc:
+        values["solve_time_s"] = time.perf_counter() - t0
+        return _row(job, "time_limit", f"no plan within the time limit: {exc}", values)
+    except Exception as exc:  # a bug on one point must not stop the sweep: record it
+        return _row(job, "failed", f"{type(exc).__name__}: {exc}", values)
+    values = metrics.plan_metrics(plan)
+    status = plan.stats.status if plan.stats.status in metrics.SOLVED else "optimal"
+    for f in filters:
+        value = values.get(f.metric)
+        why = metrics.violated(f.metric, value if isinstance(value, (int, float)) else None,
+                               f.min, f.max)
+        if why:
+            return _row(job, "filtered", why, values)
+    return _row(job, status, "", values)
+
+
+def _workload(key: str, setup: Any, base_path: Path) -> Any:
+    """The generated workload of a key, built once per process (errors are cached too)."""
+    with _LOCK:
+        if key in _WORKLOADS:
+            _WORKLOADS.move_to_end(key)
+            cached = _WORKLOADS[key]
+        else:
+            from generator.build import build_workload
+
+            try:
+                cached = build_workload(setup, base_path)
+            except Exception as exc:  # re-raised for every point of this key
+                cached = exc
+            _WORKLOADS[key] = cached
+            while len(_WORKLOADS) > _CACHE_SIZE:
+                _WORKLOADS.popitem(last=False)
+    if isinstance(cached, Exception):
+        raise cached
+    return cached
+
+
+def _row(job: Job, status: str, reason: str, values: dict[str, Any]) -> dict[str, str]:
+    row = dict(job.cells)
+    row["status"] = status
+    row["reason"] = " ".join(reason.split())
+    for name in metrics.METRICS:
+        row[name] = metrics.format_value(values.get(name))
+    return row
+
+
+def _report(batch: Batch, message: tuple[Any, ...]) -> None:
+    if batch.topic:
+        from distributed import get_worker
+
+        get_worker().log_event(batch.topic, list(message))
+    elif _SINK is not None:
+        _SINK(message)
+
+
+# ---------------------------------------------------------------------------------------
+# Local worker processes
+# ---------------------------------------------------------------------------------------
+
+
+def init_local_worker(address: str, authkey: bytes, driver_pid: int) -> None:
+    """ProcessPoolExecutor initializer: Ctrl-C is the driver's business; reports go over a
+    private socket to the driver; the process exits when the driver is gone."""
+    from multiprocessing.connection import Client
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn = Client(address, family="AF_UNIX", authkey=authkey)
+
+    def send(message: tuple[Any, ...]) -> None:
+        try:
+            conn.send(message)
+        except OSError:  # the driver is gone
+            os._exit(1)
+
+    global _SINK
+    _SINK = send
+    threading.Thread(target=_watch_parent, args=(driver_pid,), daemon=True).start()
+    _warm_up()
+
+
+def _warm_up() -> None:
+    """Load the solver stack before the first point, so its solve time is the solve's."""
+    try:
+        import pyomo.environ  # noqa: F401
+
+        import solver.planner  # noqa: F401
+    except ImportError:  # reported by each point's solve
+        pass
+
+
+def _watch_parent(driver_pid: int) -> None:
+    while True:
+        if os.getppid() != driver_pid:
+            os._exit(1)
+        time.sleep(0.5)

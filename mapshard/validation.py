@@ -1,0 +1,511 @@
+"""Semantic validation of a parsed Setup: every problem at once, each with its field path.
+
+Protobuf only checks syntax and types. This pass finds the rest before any hardware is
+resolved or any graph is generated, so a user fixes every mistake in one round instead of
+one per run. Each problem is one line:
+`{file}: {field path} {what is wrong}, got {value}; {what is valid}`.
+Checks that need the hardware library or the model generator (unknown chips, degree
+products, graph cycles, model types) live in `hardware.resolve` and `generator.build`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from pathlib import Path
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from mapshard import setup_pb2
+from mapshard.errors import SetupError
+
+HUGE = 1e30  # beyond any physical size, rate or price: a typo in an exponent or unit
+PARALLELISMS = ("TP", "PP", "DP", "EP", "CP")
+WORDS = (0.5, 1.0, 2.0, 4.0, 8.0)  # bytes per element
+PIPELINE_SCHEDULES = ("", "1F1B", "GPIPE")
+EINSUM_KINDS = tuple(
+    "GEMM BATCHED_GEMM ELEMENTWISE NORM SOFTMAX ATTENTION EMBEDDING KV_READ KV_WRITE ROUTER "
+    "COLLECTIVE".split()
+)
+SOURCES = "give exactly one workload source: dataflow_graph, workload, or execution.llm"
+LIBRARY = "or name a library chip with system.chip (see `mapshard hardware list`)"
+# Integer fields whose negative values mean something (Kernel.config: -1 = searched).
+_LOWEST = {("Kernel", "config"): -1}
+_FLOATS = (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
+_INTS = (FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_SINT64)
+
+
+def validate_setup(setup: setup_pb2.Setup, path: Path) -> None:
+    """Raise SetupError listing every semantic problem of `setup` (read from `path`)."""
+    p = _Problems(path)
+    negatives = _check_numbers(setup, "", p)  # NaN, inf, huge, undefined enum numbers
+    _check_sources(setup, p)
+    if setup.HasField("system"):
+        _check_system(setup.system, p)
+    else:
+        p.add("system", "is missing", NOTHING, f"add system {{ chip num_chip ... }} {LIBRARY}")
+    if setup.HasField("dataflow_graph"):
+        _check_graph(setup.dataflow_graph, setup.execution.num_config, p)
+    if setup.HasField("workload"):
+        _check_workload(setup.workload, p)
+    _check_execution(setup.execution, p)
+    _check_solver(setup, p)
+    for field, value, valid in negatives:  # generic, so after the more specific messages
+        p.add(field, "is negative", value, valid)
+    if p.problems:
+        raise SetupError(p.problems)
+
+
+class _Problems:
+    """Collects one message per field path (the first, most specific one wins)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.problems: list[str] = []
+        self.seen: set[str] = set()
+
+    def add(self, field: str, wrong: str, got: object, valid: str) -> None:
+        if field not in self.seen:
+            self.seen.add(field)
+            self.problems.append(f"{self.path}: {field} {wrong}, got {_fmt(got)}; {valid}")
+
+    def positive(self, msg: Message, prefix: str, names: str, why: str = "") -> None:
+        """Each of the space-separated fields `names` of `msg` must be > 0 (ints: >= 1)."""
+        for name in names.split():
+            value = getattr(msg, name)
+            if not value > 0:
+                low = "> 0" if isinstance(value, float) else ">= 1"
+                self.add(f"{prefix}.{name}", f"must be {low}{why}", value, "give a positive size")
+
+    def fraction(self, field: str, value: float, low_closed: bool, zero_unset: bool) -> None:
+        """value in [0, 1) (low_closed) or (0, 1]; with zero_unset, 0 means the default."""
+        if zero_unset and value == 0:
+            return
+        if not (0 <= value < 1 if low_closed else 0 < value <= 1):
+            rng = "[0, 1)" if low_closed else "(0, 1]"
+            unset = " (0 = default)" if zero_unset else ""
+            self.add(field, f"is outside {rng}", value, f"give a fraction in {rng}{unset}")
+
+
+class _Said(str):
+    """A description in place of a value ("nothing", "both"): printed without quotes."""
+
+
+NOTHING, BOTH, NONE = _Said("nothing"), _Said("both"), _Said("none")
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, _Said):
+        return str(value)
+    if isinstance(value, str):  # quoted and escaped: a message stays one line
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return str(int(value)) if abs(value) < 1e16 else repr(value)
+    return str(value)
+
+
+def _check_numbers(msg: Message, prefix: str, p: _Problems) -> list[tuple[str, object, str]]:
+    """Report NaN, inf, > 1e30 and undefined enum numbers anywhere in the tree; return the
+    negative numbers as (field path, value, what is valid) to report after the specific
+    checks, which say more about a field than "is negative"."""
+    negatives: list[tuple[str, object, str]] = []
+    for field, value in msg.ListFields():
+        name = f"{prefix}.{field.name}" if prefix else field.name
+        items = enumerate(value) if field.is_repeated else [(None, value)]
+        for i, item in items:
+            fpath = name if i is None else f"{name}[{i}]"
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                negatives += _check_numbers(item, fpath, p)
+            elif field.type in _FLOATS:
+                if math.isnan(item) or math.isinf(item):
+                    p.add(fpath, "is not a finite number", item, "give a finite number")
+                elif abs(item) > HUGE:
+                    valid = f"give a value below {HUGE:g} (check the exponent and the unit)"
+                    p.add(fpath, "is absurdly large", item, valid)
+                elif item < 0:
+                    negatives.append((fpath, item, "give a value >= 0"))
+            elif field.type in _INTS:
+                low = _LOWEST.get((msg.DESCRIPTOR.name, field.name), 0)
+                if item < low:
+                    negatives.append((fpath, item, f"give a value >= {low}"))
+            elif field.type == FieldDescriptor.TYPE_ENUM:
+                enum = field.enum_type
+                if item not in enum.values_by_number:
+                    valid = "valid: " + ", ".join(v.name for v in enum.values)
+                    p.add(fpath, f"is not a defined {enum.name} value", item, valid)
+    return negatives
+
+
+def _check_sources(setup: setup_pb2.Setup, p: _Problems) -> None:
+    """Exactly one of dataflow_graph, workload, execution.llm (a DFModel graph may carry
+    execution.llm beside it as its batch description)."""
+    graph = setup.HasField("dataflow_graph")
+    workload = setup.HasField("workload")
+    llm = setup.execution.HasField("llm")
+    if graph and workload:
+        p.add("workload", "is given together with dataflow_graph", BOTH, SOURCES)
+    elif workload and llm:
+        p.add("execution.llm", "is given together with workload", BOTH, SOURCES)
+    elif not (graph or workload or llm):
+        p.add("workload", "is missing", NOTHING, SOURCES)
+
+
+# --------------------------------------------------------------------------------------
+# System
+# --------------------------------------------------------------------------------------
+
+
+def _check_system(s: setup_pb2.System, p: _Problems) -> None:
+    """Sizes the hardware library cannot fill in, fractions, parallelism assignments."""
+    library = bool(s.chip or s.preset)
+    if s.num_chip < 0:
+        p.add("system.num_chip", "is negative", s.num_chip, "give the number of chips (>= 1)")
+    if s.chip_table and not s.chip:
+        valid = "name the chip to look up in the table with system.chip"
+        p.add("system.chip_table", "is given without system.chip", s.chip_table, valid)
+    elif s.chip_table and not (p.path.parent / s.chip_table).is_file():
+        valid = f"give a .csv or .xlsx path relative to {p.path.name}"
+        p.add("system.chip_table", "names no file", s.chip_table, valid)
+    if not library:
+        _check_custom_chip(s, p)
+    eff = s.accelerator.efficiency
+    for name in ("gemm_util", "dram_util", "attention_util", "vector_util"):
+        p.fraction(f"system.accelerator.efficiency.{name}", getattr(eff, name), False, True)
+    for i, coll in enumerate(eff.collective):
+        field = f"system.accelerator.efficiency.collective[{i}].bus_bw_util"
+        p.fraction(field, coll.bus_bw_util, False, True)
+    for i, level in enumerate(s.memory_levels):
+        p.positive(level, f"system.memory_levels[{i}]", "bandwidth_GBps capacity_bytes")
+    _check_topology(s, library, p)
+
+
+def _check_custom_chip(s: setup_pb2.System, p: _Problems) -> None:
+    """Without system.chip or system.preset the setup must describe the chip itself."""
+    if not s.HasField("accelerator"):
+        valid = f"describe the chip: accelerator {{ core systolic_width ... freq }} {LIBRARY}"
+        p.add("system.accelerator", "is missing", NOTHING, valid)
+    else:
+        acc = s.accelerator
+        p.positive(acc, "system.accelerator", "sram_cap")
+        precisions = "fp64 fp32 tf32 bf16 fp16 fp8 int8 int4".split()
+        if not any(getattr(acc, f"{t}_tflops") > 0 for t in precisions):
+            why = " (or give a peak such as bf16_tflops)"
+            names = "core systolic_width systolic_height freq"
+            p.positive(acc, "system.accelerator", names, why)
+    if not s.HasField("memory"):
+        valid = f"give memory {{ dram_bw dram_cap }} {LIBRARY}"
+        p.add("system.memory", "is missing", NOTHING, valid)
+    else:
+        p.positive(s.memory, "system.memory", "dram_bw")  # dram_cap 0 = unbounded
+
+
+def _topology_levels(s: setup_pb2.System) -> list[tuple[int, str, float, list[tuple[str, str]]]]:
+    """Every level, DFModel variant or not: (degree, bandwidth path, bandwidth,
+    [(parallelism path, parallelism)]). A DFModel par_x may name several: "TP+EP"."""
+    levels = []
+    for i, lv in enumerate(s.topology):
+        lp = f"system.topology[{i}]"
+        pars = [(f"{lp}.parallelism[{j}]", v) for j, v in enumerate(lv.parallelism)]
+        levels.append((lv.degree, f"{lp}.link_bw_GBps", lv.link_bw_GBps, pars))
+    variant = s.WhichOneof("topology_variant")
+    if variant:
+        v = getattr(s, variant)
+        vp = f"system.{variant}"
+        for axis in [a for a in "xyz" if a in v.DESCRIPTOR.fields_by_name]:
+            par = getattr(v, f"par_{axis}")
+            pars = [(f"{vp}.par_{axis}", n) for n in re.split(r"[\s,+/]+", par) if n]
+            bw = getattr(v, f"link_bw_{axis}")
+            levels.append((getattr(v, axis), f"{vp}.link_bw_{axis}", bw, pars))
+    return levels
+
+
+def _check_topology(s: setup_pb2.System, library: bool, p: _Problems) -> None:
+    """One interconnect description; complete levels; each parallelism on one level."""
+    variant = s.WhichOneof("topology_variant")
+    if variant and len(s.topology):
+        valid = "describe the interconnect once: topology levels or one DFModel variant"
+        p.add(f"system.{variant}", "is given together with system.topology", variant, valid)
+    for i, lv in enumerate(s.topology):
+        lp = f"system.topology[{i}]"
+        if lv.kind == setup_pb2.TOPOLOGY_UNSET and not s.preset:
+            valid = "give RING, SWITCH, FULLY_CONNECTED or TORUS"
+            p.add(f"{lp}.kind", "is missing", _Said("TOPOLOGY_UNSET"), valid)
+        if len(lv.torus_dims) and lv.kind != setup_pb2.TORUS:
+            kind = setup_pb2.TopologyKind.DESCRIPTOR.values_by_number.get(lv.kind)
+            got = kind.name if kind else lv.kind
+            valid = "set kind: TORUS or drop torus_dims"
+            p.add(f"{lp}.torus_dims", "is given for a level that is not a TORUS", got, valid)
+        for j, dim in enumerate(lv.torus_dims):
+            if dim < 1:
+                p.add(f"{lp}.torus_dims[{j}]", "must be >= 1", dim, "give ring sizes >= 1")
+        if len(lv.torus_dims) and lv.degree > 0 and math.prod(lv.torus_dims) != lv.degree:
+            dims = " x ".join(map(str, lv.torus_dims))
+            valid = f"give ring sizes whose product is the degree {lv.degree}"
+            p.add(f"{lp}.torus_dims", "do not multiply to the level's degree", dims, valid)
+    owner: dict[str, str] = {}
+    for degree, bw_path, bw, pars in _topology_levels(s):
+        if not library and bw == 0 and degree != 1:
+            p.add(bw_path, "is missing", 0, f"give the link bandwidth in GB/s (> 0) {LIBRARY}")
+        for par_path, raw in pars:  # any case, as hardware.resolve reads them
+            par = raw.strip().upper()
+            if par not in PARALLELISMS:
+                close = difflib.get_close_matches(par, PARALLELISMS, n=1, cutoff=0.5)
+                hint = f'did you mean "{close[0]}"? ' if close else ""
+                valid = f"{hint}valid: {', '.join(PARALLELISMS)}"
+                p.add(par_path, "is not a parallelism", raw, valid)
+            elif par in owner:
+                valid = f"{par} is already on {owner[par]}; each parallelism goes on one level"
+                p.add(par_path, f"assigns {par} a second time", par, valid)
+            else:
+                owner[par] = par_path
+
+
+# --------------------------------------------------------------------------------------
+# Explicit dataflow graph
+# --------------------------------------------------------------------------------------
+
+
+def _check_graph(g: setup_pb2.DataflowGraph, num_config: int, p: _Problems) -> None:
+    """Kernels complete, ids and names unique; connections name existing kernels."""
+    if not len(g.kernels):
+        valid = "give at least one kernels { name id gemm_input1_weight {...} }"
+        p.add("dataflow_graph.kernels", "is empty", _Said("0 kernels"), valid)
+    if g.HasField("repeat") and g.repeat < 1:
+        p.add("dataflow_graph.repeat", "must be >= 1", g.repeat, "give the graph's repeat count")
+    ids: dict[int, str] = {}
+    names: dict[str, str] = {}
+    kernels: dict[int, setup_pb2.Kernel] = {}
+    for i, k in enumerate(g.kernels):
+        kp = f"dataflow_graph.kernels[{i}]"
+        if k.id < 1:
+            p.add(f"{kp}.id", "must be a positive integer", k.id, "give a unique id >= 1")
+        elif k.id in ids:
+            p.add(f"{kp}.id", f"repeats the id of {ids[k.id]}", k.id, "kernel ids must be unique")
+        else:
+            ids[k.id], kernels[k.id] = kp, k
+        if k.name and k.name in names:
+            valid = "kernel names must be unique"
+            p.add(f"{kp}.name", f"repeats the name of {names[k.name]}", k.name, valid)
+        names.setdefault(k.name, kp)
+        if k.config < -1:
+            valid = "give -1 (searched) or a configuration index >= 0"
+            p.add(f"{kp}.config", "is not a configuration", k.config, valid)
+        elif 0 < num_config <= k.config:
+            valid = f"give -1 (searched) or 0..{num_config - 1}"
+            p.add(f"{kp}.config", f"is beyond execution.num_config ({num_config})", k.config, valid)
+        _check_kernel(k, kp, p)
+    known = f"kernel ids: {_id_list(ids)}"
+    for j, c in enumerate(g.connections):
+        cp = f"dataflow_graph.connections[{j}]"
+        for end in ("startIdx", "endIdx"):
+            if getattr(c, end) not in ids:
+                p.add(f"{cp}.{end}", "names no kernel", getattr(c, end), known)
+        if c.startIdx == c.endIdx and c.startIdx in ids:
+            valid = "connect a producer to a different consumer"
+            p.add(f"{cp}.endIdx", "connects a kernel to itself (a cycle)", c.endIdx, valid)
+        consumer = kernels.get(c.endIdx)
+        if c.end_operand and consumer is not None and consumer.HasField("einsum"):
+            operands = [o.name for o in consumer.einsum.operands]
+            if c.end_operand not in operands:
+                wrong = f"is not an operand of kernel {c.endIdx}"
+                p.add(f"{cp}.end_operand", wrong, c.end_operand, f"valid: {', '.join(operands)}")
+
+
+def _id_list(ids: dict[int, str]) -> str:
+    if not ids:
+        return "none (no kernel has a valid id)"
+    order = sorted(ids)
+    if len(order) > 3 and order == list(range(order[0], order[-1] + 1)):
+        return f"{order[0]}..{order[-1]}"
+    return ", ".join(map(str, order[:12])) + (f", ... ({len(order)})" if len(order) > 12 else "")
+
+
+def _check_kernel(k: setup_pb2.Kernel, kp: str, p: _Problems) -> None:
+    variant = k.WhichOneof("kernel_variant")
+    if variant is None:
+        names = ", ".join(f.name for f in k.DESCRIPTOR.oneofs_by_name["kernel_variant"].fields)
+        p.add(kp, "has no kernel variant", NONE, f"give one of {names}")
+    elif variant.startswith("gemm"):
+        p.positive(getattr(k, variant), f"{kp}.{variant}", "M K N")
+    elif variant.startswith("elementwise"):
+        p.positive(getattr(k, variant), f"{kp}.{variant}", "M N")
+    else:
+        _check_einsum(k.einsum, f"{kp}.einsum", p)
+
+
+def _check_einsum(e: setup_pb2.EinsumKernel, ep: str, p: _Problems) -> None:
+    """Loop dims named once with sizes >= 1; operands index only those dims."""
+    kind = e.kind.strip().upper()  # any case, as generator.build reads it
+    if kind not in EINSUM_KINDS:
+        p.add(f"{ep}.kind", "is not a kernel kind", e.kind, f"valid: {', '.join(EINSUM_KINDS)}")
+    if not len(e.dims):
+        p.add(
+            f"{ep}.dims", "is empty", _Said("0 dims"), 'give loop dims: dims { name: "M" size: 64 }'
+        )
+    dims: set[str] = set()
+    for i, d in enumerate(e.dims):
+        if not d.name or d.name in dims:
+            p.add(f"{ep}.dims[{i}].name", "is empty or repeated", d.name, "give unique names")
+        dims.add(d.name)
+        if d.size < 1:
+            p.add(f"{ep}.dims[{i}].size", "must be >= 1", d.size, "give a positive loop size")
+    valid = "valid: " + (", ".join(sorted(dims)) or "none")
+    for i, o in enumerate(e.operands):
+        for j, d in enumerate(o.dims):
+            if d not in dims:
+                p.add(f"{ep}.operands[{i}].dims[{j}]", "is not a loop dim", d, valid)
+    writes = any(o.role == setup_pb2.OUTPUT for o in e.operands)
+    if len(e.operands) and not writes and kind not in ("KV_WRITE", "COLLECTIVE"):
+        p.add(f"{ep}.operands", "has no OUTPUT operand", NONE, "give one operand role: OUTPUT")
+    for i, d in enumerate(e.shardable_dims):
+        if d not in dims:
+            p.add(f"{ep}.shardable_dims[{i}]", "is not a loop dim", d, valid)
+
+
+# --------------------------------------------------------------------------------------
+# Workload generator requests
+# --------------------------------------------------------------------------------------
+
+
+def _check_workload(w: setup_pb2.Workload, p: _Problems) -> None:
+    kind = w.WhichOneof("kind")
+    if kind is None:
+        names = ", ".join(f.name for f in w.DESCRIPTOR.oneofs_by_name["kind"].fields)
+        p.add("workload", "names no workload kind", NONE, f"give one of {names}")
+        return
+    wp = f"workload.{kind}"
+    v = getattr(w, kind)
+    if kind == "llm_training":
+        _check_model(v, wp, p)
+        p.positive(v, wp, "global_batch seq_len")
+        _batches(v.global_batch, v.micro_batch, f"{wp}.global_batch", "micro_batch", p)
+        if not 0 <= v.zero_stage <= 3:
+            p.add(f"{wp}.zero_stage", "is not a ZeRO stage", v.zero_stage, "give 0, 1, 2 or 3")
+    elif kind == "llm_inference":
+        _check_model(v, wp, p)
+        _check_inference(v, wp, p)
+    elif kind == "dlrm":
+        names = "mlp_dim bottom_num_mlp top_num_mlp pooled_row row num_table emb_dim"
+        p.positive(v, wp, f"{names} micro_batch_size")
+    elif kind == "hpl":
+        p.positive(v, wp, "N B")
+        if 0 < v.N < v.B:
+            p.add(f"{wp}.N", f"is smaller than the block size B ({v.B})", v.N, "give N >= B")
+    elif kind == "fft":
+        if v.length < 2:  # any length >= 2: the generator factors it into mixed-radix passes
+            p.add(f"{wp}.length", "must be >= 2", v.length, "give the points per transform")
+    else:
+        p.positive(v, wp, "M K N")
+
+
+def _batches(global_b: int, micro_b: int, gpath: str, micro: str, p: _Problems) -> None:
+    """The global batch is a whole number of micro-batches (micro 0 = searched)."""
+    if global_b < 1 or micro_b < 1 or global_b % micro_b == 0:
+        return
+    wrong = "is smaller than" if global_b < micro_b else "is not divisible by"
+    p.add(gpath, f"{wrong} {micro} ({micro_b})", global_b, f"give a multiple of {micro_b}")
+
+
+def _check_inference(v: setup_pb2.LlmInference, wp: str, p: _Problems) -> None:
+    """Each phase needs its own lengths (batch 0 means 1)."""
+    if v.phase == setup_pb2.REQUEST:
+        p.positive(v, wp, "input_len output_len", " for phase REQUEST")
+    elif v.phase == setup_pb2.PREFILL:
+        p.positive(v, wp, "input_len", " for phase PREFILL")
+    elif v.phase == setup_pb2.DECODE and v.input_len < 1:
+        p.positive(v, wp, "context_len", " for phase DECODE (or give input_len)")
+    elif v.phase == setup_pb2.CHUNKED_PREFILL:
+        p.positive(v, wp, "chunk_size", " for phase CHUNKED_PREFILL")
+
+
+def _check_model(v: setup_pb2.LlmTraining | setup_pb2.LlmInference, wp: str, p: _Problems) -> None:
+    source = v.model.WhichOneof("source") if v.HasField("model") else None
+    if source is None:
+        valid = 'give model { hf_model: "config.json" } or model { inline { ... } }'
+        p.add(f"{wp}.model", "is missing", NOTHING, valid)
+    elif source == "hf_model":
+        _check_hf_model(v.model.hf_model, f"{wp}.model.hf_model", p)
+    else:
+        _check_model_spec(v.model.inline, f"{wp}.model.inline", p)
+
+
+def _check_hf_model(ref: str, field: str, p: _Problems) -> None:
+    """An empty reference, or a local path that does not exist. A hub id is left to the
+    generator (cache first); a path must not reach the hub, whose retries take ~20 s."""
+    valid = f"give a config.json path relative to {p.path.name}, a model folder or a hub id"
+    if not ref.strip():
+        p.add(field, "is empty", ref, valid)
+    elif ref.endswith(".json") or ref.startswith(("/", "./", "../", "~")):
+        if not (p.path.parent / Path(ref).expanduser()).exists():
+            p.add(field, "names a local path that does not exist", ref, valid)
+
+
+def _check_model_spec(m: setup_pb2.ModelSpec, mp: str, p: _Problems) -> None:
+    """Dimensions a generator cannot guess, and head/expert counts that do not fit."""
+    p.positive(m, mp, "hidden_size num_layers num_heads vocab_size")
+    if not m.moe_intermediate_size > 0:  # the MLP width of a model with only MoE layers
+        p.positive(m, mp, "intermediate_size")
+    heads = m.num_heads
+    if m.num_kv_heads > 0 and heads > 0 and heads % m.num_kv_heads:
+        valid = f"give a divisor of {heads} (0 = num_heads)"
+        p.add(f"{mp}.num_kv_heads", f"does not divide num_heads ({heads})", m.num_kv_heads, valid)
+    if m.head_dim == 0 and heads > 0 and m.hidden_size > 0 and m.hidden_size % heads:
+        wrong = f"is 0 but hidden_size ({m.hidden_size}) is not divisible by num_heads ({heads})"
+        p.add(f"{mp}.head_dim", wrong, 0, "give head_dim explicitly")
+    if m.experts_per_token > m.num_experts:
+        valid = (
+            f"give 1..{m.num_experts} routed experts per token"
+            if m.num_experts
+            else ("set num_experts for a mixture of experts, or drop experts_per_token")
+        )
+        wrong = f"exceeds num_experts ({m.num_experts})"
+        p.add(f"{mp}.experts_per_token", wrong, m.experts_per_token, valid)
+    elif m.num_experts > 0:
+        p.positive(m, mp, "experts_per_token", " for a mixture of experts")
+    if 0 < m.num_layers < m.first_dense_layers:
+        valid = f"give 0..{m.num_layers}"
+        wrong = f"exceeds num_layers ({m.num_layers})"
+        p.add(f"{mp}.first_dense_layers", wrong, m.first_dense_layers, valid)
+
+
+# --------------------------------------------------------------------------------------
+# Execution and solver options
+# --------------------------------------------------------------------------------------
+
+
+def _check_execution(e: setup_pb2.Execution, p: _Problems) -> None:
+    if e.num_config < 0:
+        valid = "give the most configurations (0 = one per kernel)"
+        p.add("execution.num_config", "is negative", e.num_config, valid)
+    p.fraction("execution.compute_util", e.compute_util, low_closed=False, zero_unset=True)
+    if e.word != 0 and e.word not in WORDS:
+        valid = "give bytes per element: 0.5, 1, 2, 4 or 8"
+        p.add("execution.word", "is not a word size", e.word, valid)
+    if e.pipeline_schedule.upper() not in PIPELINE_SCHEDULES:
+        valid = "give 1F1B or GPIPE (empty = 1F1B)"
+        p.add("execution.pipeline_schedule", "is not a schedule", e.pipeline_schedule, valid)
+    if e.HasField("llm"):
+        llm = e.llm
+        names = "hidden_dim head_dim num_head seq_len num_layer"
+        p.positive(llm, "execution.llm", f"{names} global_batch_size micro_batch_size")
+        gpath = "execution.llm.global_batch_size"
+        _batches(llm.global_batch_size, llm.micro_batch_size, gpath, "micro_batch_size", p)
+        if 0 < llm.num_layer < llm.num_layer_in_graph:
+            wrong = f"exceeds num_layer ({llm.num_layer})"
+            valid = f"give 1..{llm.num_layer}"
+            p.add("execution.llm.num_layer_in_graph", wrong, llm.num_layer_in_graph, valid)
+
+
+def _check_solver(setup: setup_pb2.Setup, p: _Problems) -> None:
+    s, g = setup.solver, setup.gurobi
+    for field, value in (("solver.time_limit_s", s.time_limit_s), ("gurobi.time", g.time)):
+        if value < 0:
+            p.add(field, "is negative", value, "give seconds (0 = no limit)")
+    for field, value in (("solver.threads", s.threads), ("gurobi.thread", g.thread)):
+        if value < 0:
+            p.add(field, "is negative", value, "give a thread count (0 = default)")
+    p.fraction("solver.gap", s.gap, low_closed=True, zero_unset=False)
+    p.fraction("gurobi.gap", g.gap, low_closed=True, zero_unset=False)

@@ -1,0 +1,232 @@
+"""Result folder: summary.json contract, CSV tables, terminal and explain text, atomic writes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import shutil
+from dataclasses import dataclass, replace
+
+import pytest
+
+from mapshard.errors import SetupError
+from mapshard.report import format_explain, format_summary, summary_dict, write_results
+from mapshard.report.summary import phase_total_s, summary_json
+from mapshard.report.tables import CONFIG_COLUMNS, KERNEL_COLUMNS, configs_csv, kernels_csv
+from mapshard.report.write import MARKER
+from solver.plan import KernelPlan
+
+try:
+    from tests.test_report_helpers import inference_plan, system, training_plan
+except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+    from test_report_helpers import inference_plan, system, training_plan
+
+CONTRACT = (
+    "status", "gap", "solve_time_s", "latency_s", "parallelism", "system_cost",
+    "system_power_W", "workload_flop", "flops_utilization", "memory_per_chip_bytes",
+    "num_params", "num_active_params",
+)  # fmt: skip
+
+
+def test_summary_has_the_contract_keys_with_plan_values():
+    plan = training_plan()
+    s = summary_dict(plan)
+    for key in CONTRACT:
+        assert key in s, key
+    assert s["status"] == "optimal"
+    assert s["latency_s"] == plan.latency_s
+    assert s["iteration_time_s"] == plan.iteration_time_s
+    assert "ttft_s" not in s and "tpot_s" not in s
+    assert s["parallelism"] == {"tp": 2, "pp": 2, "dp": 2, "ep": 1, "cp": 1}
+    assert s["memory_per_chip_bytes"] == plan.memory.total
+    assert sum(s["memory_breakdown_bytes"].values()) == pytest.approx(plan.memory.total)
+    assert s["choices_solved"] == 3 and s["choices_pruned"] == 2
+    assert list(s) == sorted(s)
+    assert sum(p["total_s"] for p in s["phases"]) == pytest.approx(s["busy_time_s"])
+
+
+def test_summary_inference_fields_and_timing_switch():
+    plan = inference_plan()
+    s = summary_dict(plan)
+    assert {"ttft_s", "tpot_s", "tokens_per_s"} <= s.keys()
+    assert "iteration_time_s" not in s
+    untimed = summary_dict(plan, include_timing=False)
+    assert "solve_time_s" not in untimed and "build_time_s" not in untimed
+    assert set(s) - set(untimed) == {"solve_time_s", "build_time_s"}
+
+
+def test_summary_json_is_strict_json_even_with_infinite_gap():
+    plan = training_plan()
+    plan = replace(plan, stats=replace(plan.stats, status="time_limit", gap=math.inf))
+    data = json.loads(summary_json(plan))
+    assert data["gap"] is None and data["status"] == "time_limit"
+
+
+def test_kernels_and_configs_csv_round_trip():
+    plan = training_plan()
+    rows = list(csv.DictReader(io.StringIO(kernels_csv(plan))))
+    assert tuple(rows[0]) == KERNEL_COLUMNS
+    assert len(rows) == len(plan.kernels())
+    qkv = next(r for r in rows if r["phase"] == "layer" and r["name"] == "qkv")
+    k = next(k for k in plan.kernels() if k.name == "qkv")
+    assert float(qkv["flop"]) == k.flop and float(qkv["compute_s"]) == k.compute_s
+    assert qkv["dims"] == "m=1024 k=2048 n=6144" and qkv["count"] == "8"
+    crow = list(csv.DictReader(io.StringIO(configs_csv(plan))))
+    assert tuple(crow[0]) == CONFIG_COLUMNS
+    assert len(crow) == sum(len(p.configs) for p in plan.phases)
+    for p in plan.phases:
+        total = sum(float(r["total_s"]) for r in crow if r["phase"] == p.name)
+        assert total == pytest.approx(phase_total_s(plan, p), rel=1e-12)
+    assert sum(float(r["share_of_busy"]) for r in crow) == pytest.approx(1.0)
+
+
+def test_format_summary_prints_dfmodel_statistics_verbatim():
+    plan = training_plan()
+    text = format_summary(plan, color=False)
+    lines = text.splitlines()
+    assert f"System Cost {plan.system_cost!r}" in lines
+    assert f"System Power {plan.system_power_W!r}" in lines
+    assert f"Workload FLOP {plan.workload_flop!r}" in lines
+    assert f"System FLOPS Utilization {plan.flops_utilization!r}" in lines
+    assert f"Optimizer Runtime (s) {plan.stats.solve_time_s!r}" in lines
+    assert {"TP 2", "PP 2", "DP 2"} <= set(lines)
+    assert "\033[" not in text
+    assert "Iteration time 5" in text or "Iteration time" in text
+    assert "config 3" in text and "% busy" in text
+    assert "\033[1m" in format_summary(plan, color=True)
+
+
+def test_format_summary_inference_headline():
+    text = format_summary(inference_plan(), color=False)
+    assert "TTFT" in text and "TPOT" in text and "tokens/s" in text
+
+
+@dataclass(frozen=True)
+class _KernelWithRunnerUp(KernelPlan):
+    runner_up: str = ""
+    runner_up_penalty_s: float | None = None
+
+
+def test_explain_names_binding_bound_and_runner_up():
+    plan = training_plan()
+    layer = plan.phases[0]
+    k0 = layer.kernels[0]
+    fields = {f: getattr(k0, f) for f in k0.__dataclass_fields__}
+    k0 = _KernelWithRunnerUp(**fields, runner_up="tile a_resident:Tm=64", runner_up_penalty_s=2e-6)
+    plan = replace(plan, phases=(replace(layer, kernels=(k0, *layer.kernels[1:])),
+                                 *plan.phases[1:]))  # fmt: skip
+    text = format_explain(plan)
+    assert "qkv: compute-bound" in text
+    assert "runner-up: tile a_resident:Tm=64 (+2 us)" in text
+    assert "proj: network-bound" in text
+    assert "infeasible tp=8 (tp:all): weights exceed HBM" in text
+    assert "runner-up: tp=4 (tp:nvlink+ib)" in text
+
+
+def _files(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_write_results_writes_every_file_deterministically(tmp_path):
+    plan = training_plan()
+    out = tmp_path / "res"
+    paths = write_results(plan, out, setup_text_with_plan="name: 'x'", system=system())
+    names = {p.name for p in paths}
+    expected = {"summary.json", "kernels.csv", "configs.csv", "trace.json", "mapping.dot",
+                "report.html", "plan.txt"}  # fmt: skip
+    assert expected <= names
+    assert ("mapping.svg" in names) == (shutil.which("dot") is not None)
+    assert (out / MARKER).is_file()
+    first = _files(out)
+    write_results(plan, out, setup_text_with_plan="name: 'x'", system=system())
+    assert _files(out) == first
+    assert json.loads((out / "summary.json").read_text())["status"] == "optimal"
+    assert (out / "plan.txt").read_text() == "name: 'x'\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".res.")]
+
+
+@pytest.fixture
+def no_plots(monkeypatch):
+    """The folder logic does not need the (slow) plots: stub the page and the SVG."""
+    monkeypatch.setattr("mapshard.report.write.report_html", lambda *a: "<html></html>\n")
+    monkeypatch.setattr("mapshard.report.write.render_svg", lambda *a: None)
+
+
+def test_write_results_replaces_only_its_own_folders(tmp_path, no_plots):
+    plan = inference_plan()
+    out = tmp_path / "res"
+    write_results(plan, out, setup_text_with_plan="a")
+    write_results(plan, out)  # replaces: plan.txt is gone
+    assert not (out / "plan.txt").exists()
+    (out / "notes.md").write_text("mine")
+    with pytest.raises(SetupError, match="notes.md"):
+        write_results(plan, out)
+    assert (out / "notes.md").read_text() == "mine"
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "data.csv").write_text("1")
+    with pytest.raises(SetupError, match=str(user)):
+        write_results(plan, user)
+    assert [p.name for p in user.iterdir()] == ["data.csv"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    write_results(plan, empty)
+    assert (empty / "summary.json").exists()
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
+
+
+def test_write_results_failure_leaves_previous_result(tmp_path, monkeypatch, no_plots):
+    plan = training_plan()
+    out = tmp_path / "res"
+    write_results(plan, out)
+    before = _files(out)
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr("mapshard.report.write.trace_json", boom)
+    with pytest.raises(RuntimeError):
+        write_results(plan, out)
+    assert _files(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["res"]
+
+
+def test_mapping_dot_clusters_by_configuration():
+    from mapshard.report.dot import mapping_dot
+
+    plan = training_plan()
+    dot = mapping_dot(plan)
+    assert dot.startswith("digraph mapping {")
+    assert dot.count("subgraph cluster_p0_c") == len(plan.phases[0].configs)
+    assert '"layer/qkv"' in dot and "style=dashed" in dot
+
+
+def test_an_infeasible_plan_without_phases_still_reports(no_plots):
+    from mapshard.report.write import result_files
+    from solver.plan import MemoryUse, SolveStats
+
+    plan = replace(
+        training_plan(),
+        phases=(),
+        latency_s=math.inf,
+        iteration_time_s=None,
+        memory=MemoryUse(),
+        stats=SolveStats("infeasible", math.nan, math.nan, math.inf, 0.1),
+    )
+    files = result_files(plan)
+    data = json.loads(files["summary.json"])
+    assert data["status"] == "infeasible" and data["latency_s"] is None
+    events = json.loads(files["trace.json"])["traceEvents"]
+    assert not [e for e in events if e.get("cat") in ("schedule", "config", "kernel")]
+    assert "Latency -" in format_summary(plan, color=False)
+    assert "Outer choice" in format_explain(plan)
+
+
+def test_report_html_handles_an_empty_plan():
+    from mapshard.report.html import report_html
+
+    plan = replace(training_plan(), phases=(), latency_s=math.inf, choices=())
+    page = report_html(plan)
+    assert "No GEMM with a known M, K, N" in page and "No kernel has both FLOP" in page

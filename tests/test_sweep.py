@@ -1,0 +1,236 @@
+"""Sweeps: parsing axes, combine modes and filters; setting fields; the results store; a
+small sweep in two local worker processes equals the same points solved one by one here.
+
+Helpers (`write_sweep`, `TINY_LLM`, `GEMM`, `comparable`) are shared by the other
+test_sweep_* files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mapshard import setup_pb2
+from mapshard.cli import main
+from mapshard.errors import SetupError
+from mapshard.sweep import expand_points, load_sweep, run_sweep
+from mapshard.sweep.fieldset import convert_value, parse_field_path, set_field
+from mapshard.sweep.metrics import TIMING_COLUMNS
+from mapshard.sweep.pareto import pareto_mask
+from mapshard.sweep.store import ResultsStore, csv_line, read_rows
+from mapshard.sweep.worker import Job, solve_point
+
+SMALL_CHIP = """
+    accelerator { core: 4 systolic_width: 16 systolic_height: 16 sram_cap: 1048576 freq: 1.0 }
+    memory { dram_bw: 100 dram_cap: 1e9 }"""
+GEMM = f"""inline {{
+  workload {{ gemm {{ M: 256 K: 256 N: 256 }} }}
+  system {{ num_chip: 1 {SMALL_CHIP} }}
+  cost {{ accelerator_price: 1000 accelerator_power: 50 dram_unit_price: 1 }}
+}}
+"""
+TINY_LLM = f"""inline {{
+  name: "tiny"
+  workload {{ llm_inference {{
+    model {{ inline {{ name: "tiny" architecture: "llama" hidden_size: 256 num_layers: 2
+      num_heads: 4 num_kv_heads: 2 intermediate_size: 512 vocab_size: 1024 ffn: SWIGLU
+      norm: RMSNORM }} }}
+    phase: REQUEST batch: 4 input_len: 64 output_len: 16 }} }}
+  system {{ num_chip: 2 {SMALL_CHIP}
+    topology {{ kind: SWITCH degree: 2 link_bw_GBps: 50 }} }}
+  cost {{ accelerator_price: 1000 accelerator_power: 50 dram_unit_price: 1 }}
+}}
+"""
+
+
+def write_sweep(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "sweep.txt"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def comparable(rows: list[dict[str, str]]) -> dict[str, dict[str, str]]:
+    """Rows by point_id without the wall-clock columns."""
+    return {r["point_id"]: {k: v for k, v in r.items() if k not in TIMING_COLUMNS}
+            for r in rows}
+
+
+# ---------------------------------------------------------------------------------------
+# (a) parsing: axes, combine, filters, invalid paths
+# ---------------------------------------------------------------------------------------
+
+
+def test_axes_values_and_ranges(tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, GEMM + """
+axis { field: "workload.gemm.M" values: ["128", "1e3"] name: "M" }
+axis { field: "system.memory.dram_bw" range { start: 50 stop: 400 factor: 2 } }
+axis { field: "workload.gemm.N" range { start: 64 stop: 256 step: 64 } }
+axis { field: "execution.execution_style" values: ["dataflow"] }
+""")
+    spec = load_sweep(path)
+    assert [a.values for a in spec.axes] == [
+        (128, 1000), (50.0, 100.0, 200.0, 400.0), (64, 128, 192, 256), (setup_pb2.DATAFLOW,)]
+    assert spec.axis_names[1] == "system.memory.dram_bw"
+    assert spec.num_points == 2 * 4 * 4
+    points, repeats = expand_points(spec)
+    assert len(points) == 32 and repeats == 0
+    assert points[0].labels == ("128", "50", "64", "DATAFLOW")
+    assert points[-1].labels == ("1000", "400", "256", "DATAFLOW")
+    assert len({p.point_id for p in points}) == 32
+    # same setup -> same id, in any run
+    assert [p.point_id for p in expand_points(load_sweep(path))[0]] == [
+        p.point_id for p in points]
+    # workload key: hardware axes share a workload, workload axes do not
+    by_key: dict[str, set[str]] = {}
+    for p in points:
+        by_key.setdefault(p.workload_key, set()).add(p.labels[1])
+    assert len(by_key) == 2 * 4 and all(len(v) == 4 for v in by_key.values())
+
+
+def test_zip_needs_equal_lengths(tmp_path: Path) -> None:
+    ok = write_sweep(tmp_path / "ok", GEMM + """combine: ZIP
+axis { field: "workload.gemm.M" values: ["128", "256"] }
+axis { field: "workload.gemm.N" values: ["64", "32"] }
+""")
+    spec = load_sweep(ok)
+    assert spec.num_points == 2
+    assert [p.labels for p in expand_points(spec)[0]] == [("128", "64"), ("256", "32")]
+    bad = write_sweep(tmp_path / "bad", GEMM + """combine: ZIP
+axis { field: "workload.gemm.M" values: ["128", "256"] }
+axis { field: "workload.gemm.N" values: ["64"] }
+""")
+    with pytest.raises(SetupError, match="ZIP needs axes of equal length"):
+        load_sweep(bad)
+
+
+def test_invalid_paths_are_rejected_with_the_nearest_valid_path(tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, GEMM + """
+axis { field: "workload.gemm.M" values: ["128"] }
+axis { field: "system.memory.dram_bww" values: ["1"] }
+axis { field: "sytem.chip" values: ["H100-SXM5-80GB"] }
+axis { field: "system.chip" values: ["H100-SXM5", "H10O-SXM5-80GB"] }
+axis { field: "workload.gemm.K" values: ["many"] }
+filter { metric: "system_cots" max: 5 }
+""")
+    with pytest.raises(SetupError) as err:
+        load_sweep(path)
+    problems = err.value.problems
+    assert len(problems) == 5, problems
+    assert all(p.startswith(f"{path}: ") for p in problems)
+    assert 'axis[1]: unknown field path "system.memory.dram_bww"; did you mean ' \
+        '"system.memory.dram_bw"?' in problems[0]
+    assert "axis[2]" in problems[1] and 'did you mean "system"' in problems[1]
+    assert "axis[3]" in problems[2] and '"H10O-SXM5-80GB" is not in the hardware library' \
+        in problems[2] and "H100-SXM5-80GB" in problems[2]
+    assert "axis[4]" in problems[3] and '"many" is not an integer' in problems[3]
+    assert 'filter[0]: metric "system_cots"' in problems[4] and '"system_cost"' in problems[4]
+    assert main(["sweep", str(path), "--quiet"]) == 2
+
+
+def test_field_setting_rules() -> None:
+    setup = setup_pb2.Setup()
+    setup.system.topology.add(kind=setup_pb2.SWITCH, degree=4, link_bw_GBps=100)
+    setup.system.topology.add(kind=setup_pb2.RING, degree=2, link_bw_GBps=25)
+    setup.workload.llm_inference.batch = 8
+    # a repeated message without an index: every element
+    fp = parse_field_path("system.topology.link_bw_GBps")
+    set_field(setup, fp, convert_value(fp, "400"))
+    assert [lv.link_bw_GBps for lv in setup.system.topology] == [400, 400]
+    fp = parse_field_path("system.topology[1].degree")
+    set_field(setup, fp, convert_value(fp, "8"))
+    assert [lv.degree for lv in setup.system.topology] == [4, 8]
+    # a repeated scalar leaf: comma-separated list
+    fp = parse_field_path("system.topology[0].parallelism")
+    set_field(setup, fp, convert_value(fp, "TP, PP"))
+    assert list(setup.system.topology[0].parallelism) == ["TP", "PP"]
+    # a message leaf sets the given fields together and keeps the others
+    fp = parse_field_path("workload.llm_inference")
+    set_field(setup, fp, convert_value(fp, "input_len: 512 output_len: 64"))
+    inf = setup.workload.llm_inference
+    assert (inf.batch, inf.input_len, inf.output_len) == (8, 512, 64)
+    # an empty repeated message gets one element; enums by name, any case
+    empty = setup_pb2.Setup()
+    fp = parse_field_path("system.topology.kind")
+    set_field(empty, fp, convert_value(fp, "torus"))
+    assert [lv.kind for lv in empty.system.topology] == [setup_pb2.TORUS]
+    with pytest.raises(ValueError, match="valid: TOPOLOGY_UNSET, RING"):
+        convert_value(fp, "mesh")
+    with pytest.raises(ValueError, match='"system" is not repeated'):
+        parse_field_path("system[0].chip")
+
+
+def test_invalid_points_fail_and_pre_solve_filters_skip(tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, GEMM + """
+axis { field: "system.memory.dram_bw" values: ["-5", "100", "400"] }
+filter { metric: "system_cost" max: 1200 }
+""")
+    points, _ = expand_points(load_sweep(path))
+    failed, ok, filtered = points
+    assert failed.row is not None and failed.row["status"] == "failed"
+    assert "system.memory.dram_bw" in failed.row["reason"]
+    assert ok.row is None  # to be solved
+    assert filtered.row is not None and filtered.row["status"] == "filtered"
+    assert filtered.row["reason"] == "system_cost 1400 > max 1200"
+    assert float(filtered.row["system_cost"]) == 1400.0
+
+
+def test_store_drops_a_partial_last_line_and_rejects_other_sweeps(tmp_path: Path) -> None:
+    cols = ("point_id", "index", "status")
+    path = tmp_path / "results.csv"
+    store = ResultsStore(path, cols)
+    assert store.open() == {}
+    store.append({"point_id": "a", "index": "0", "status": "optimal"})
+    store.append({"point_id": "b", "index": "1", "status": "failed"})
+    store.close()
+    with open(path, "ab") as f:
+        f.write(b"c,2,opt")  # a row cut by a kill
+    rows = ResultsStore(path, cols).open()
+    assert list(rows) == ["a", "b"]
+    assert path.read_text() == csv_line(cols) + "a,0,optimal\nb,1,failed\n"
+    with pytest.raises(SetupError, match="not this sweep's"):
+        ResultsStore(path, ("point_id", "index", "other")).open()
+
+
+def test_pareto_mask() -> None:
+    xs = [1.0, 2.0, 3.0, 2.0, 1.0]
+    ys = [5.0, 3.0, 1.0, 4.0, 5.0]
+    assert pareto_mask(xs, ys) == [True, True, True, False, True]
+    assert pareto_mask([1.0, 2.0], [1.0, 2.0], max_y=True) == [True, True]
+
+
+# ---------------------------------------------------------------------------------------
+# (b) two local workers give the rows of a serial run
+# ---------------------------------------------------------------------------------------
+
+
+def test_local_workers_equal_serial(tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, TINY_LLM + """
+axis { field: "workload.llm_inference.batch" values: ["1", "4", "16"] }
+axis { field: "system.memory.dram_bw" name: "dram" values: ["50", "200"] }
+""")
+    spec = load_sweep(path)
+    out = run_sweep(spec, out=tmp_path / "out", workers=2, quiet=True)
+    assert not out.interrupted and out.ran == 6 and out.counts == {"optimal": 6}
+    rows = read_rows(tmp_path / "out" / "results.csv")
+    assert len(rows) == 6
+    assert list(rows[0]) == list(spec.columns)
+    serial = [solve_point(Job(p.point_id, p.cells(spec.axis_names), p.text, p.workload_key),
+                          spec.base_path, spec.filters) for p in out.points]
+    assert comparable(rows) == comparable(serial)
+    for name in ("pareto_latency_vs_cost.svg", "pareto_latency_vs_cost.png",
+                 "pareto_tokens_per_usd.svg", "sweep_report.html",
+                 "best_latency_s/setup.txt", "best_latency_s/README.md",
+                 "best_tokens_per_s_per_usd/setup.txt"):
+        assert (tmp_path / "out" / name).is_file(), name
+    best = setup_pb2.Setup()
+    from google.protobuf import text_format
+
+    text_format.Parse((tmp_path / "out" / "best_latency_s" / "setup.txt").read_text(), best)
+    assert best.workload.llm_inference.batch == 1
+    assert "<svg" in (tmp_path / "out" / "sweep_report.html").read_text()
+    # a second run finds every point done
+    again = run_sweep(spec, out=tmp_path / "out", workers=2, quiet=True)
+    assert again.ran == 0 and len(again.rows) == 6
+    assert len(read_rows(tmp_path / "out" / "results.csv")) == 6

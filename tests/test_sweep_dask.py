@@ -1,0 +1,30 @@
+"""A sweep through a Dask distributed scheduler gives the rows of a local-process run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_sweep import TINY_LLM, comparable, write_sweep
+
+from mapshard.sweep import load_sweep, run_sweep
+
+distributed = pytest.importorskip("distributed")
+
+
+def test_dask_cluster_equals_local_processes(tmp_path: Path) -> None:
+    sweep = write_sweep(tmp_path, TINY_LLM + """
+axis { field: "workload.llm_inference.batch" values: ["1", "8"] }
+axis { field: "system.topology.link_bw_GBps" name: "link" values: ["25", "100"] }
+axis { field: "system.memory.dram_bw" name: "dram" values: ["-1", "100"] }
+""")
+    spec = load_sweep(sweep)
+    local = run_sweep(spec, out=tmp_path / "local", workers=2, quiet=True, write_outputs=False)
+    assert local.counts == {"optimal": 4, "failed": 4}
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        remote = run_sweep(spec, out=tmp_path / "dask", cluster=cluster.scheduler_address,
+                           quiet=True)
+    assert not remote.interrupted and remote.ran == 8
+    assert comparable(remote.rows) == comparable(local.rows)
+    assert (tmp_path / "dask" / "sweep_report.html").is_file()

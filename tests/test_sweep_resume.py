@@ -1,0 +1,91 @@
+"""Interrupted sweeps resume with no point lost and none duplicated: the driver killed with
+SIGKILL (a subprocess running `mapshard sweep`), and a worker process killed mid-sweep."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from test_sweep import TINY_LLM, comparable, write_sweep
+
+from mapshard.sweep import load_sweep, run_sweep
+from mapshard.sweep.store import read_rows
+
+AXES = """
+axis { field: "workload.llm_inference.batch" values: ["1", "2", "4", "8"] }
+axis { field: "system.memory.dram_bw" name: "dram" values: ["50", "100", "200", "400"] }
+"""
+TOTAL = 16
+
+
+def _lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def _wait_rows(path: Path, rows: int, timeout_s: float = 60.0) -> None:
+    end = time.monotonic() + timeout_s
+    while _lines(path) < rows + 1:  # + header
+        assert time.monotonic() < end, f"no {rows} rows in {path} after {timeout_s} s"
+        time.sleep(0.01)
+
+
+def _check_complete(results: Path, reference: dict[str, dict[str, str]]) -> None:
+    rows = read_rows(results)
+    ids = Counter(r["point_id"] for r in rows)
+    assert max(ids.values()) == 1, "a point was stored twice"
+    assert comparable(rows) == reference
+
+
+def test_driver_sigkill_then_resume(tmp_path: Path) -> None:
+    sweep = write_sweep(tmp_path, TINY_LLM + AXES)
+    ref = run_sweep(load_sweep(sweep), out=tmp_path / "ref", workers=2, quiet=True,
+                    write_outputs=False)
+    reference = comparable(ref.rows)
+    assert len(reference) == TOTAL
+
+    out = tmp_path / "out"
+    results = out / "results.csv"
+    cmd = [sys.executable, "-m", "mapshard.cli", "sweep", str(sweep), "--workers", "1",
+           "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _wait_rows(results, 3)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    done_before = _lines(results) - 1
+    assert 3 <= done_before < TOTAL, "the kill came too late to test a resume"
+
+    resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    _check_complete(results, reference)
+    assert _lines(results) - 1 == TOTAL
+
+
+def test_a_killed_worker_loses_no_point(tmp_path: Path) -> None:
+    sweep = write_sweep(tmp_path, TINY_LLM + AXES)
+    spec = load_sweep(sweep)
+    ref = run_sweep(spec, out=tmp_path / "ref", workers=1, quiet=True, write_outputs=False)
+    out = tmp_path / "out"
+    outcome: list[object] = []
+    driver = threading.Thread(target=lambda: outcome.append(
+        run_sweep(spec, out=out, workers=2, quiet=True, write_outputs=False)))
+    driver.start()
+    _wait_rows(out / "results.csv", 2)
+    victims = [p for p in multiprocessing.active_children() if p.pid]
+    assert victims, "no worker process to kill"
+    os.kill(victims[0].pid, signal.SIGKILL)
+    driver.join(timeout=120)
+    assert not driver.is_alive()
+    _check_complete(out / "results.csv", comparable(ref.rows))
