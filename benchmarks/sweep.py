@@ -21,6 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 PREFERRED_CHIPS = (
@@ -103,33 +104,35 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         spec = load_sweep(sweep_file)
         if args.points < spec.num_points:  # whole chips first: cut the first axis
-            per_chip = spec.num_points // len(spec.axes[0].values)
-            keep = max(1, -(-args.points // per_chip))
             first = spec.axes[0]
-            spec = spec.__class__(
-                spec.path, spec.base, spec.base_path,
-                (first.__class__(first.index, first.field, first.name, first.values[:keep],
-                                 first.labels[:keep]), *spec.axes[1:]),
-                spec.combine, spec.filters, spec.objectives)
+            keep = max(1, -(-args.points * len(first.values) // spec.num_points))
+            first = replace(first, values=first.values[:keep], labels=first.labels[:keep])
+            spec = replace(spec, axes=(first, *spec.axes[1:]))
         outcome = run_sweep(spec, out=folder / "out", workers=args.workers, quiet=True)
         total_s = time.perf_counter() - t0
-        cpu_s = sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
-                    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        cpu_s = sum(
+            resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+            for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        )
         rows = outcome.rows
         solve = [float(r["solve_time_s"]) for r in rows if r["solve_time_s"]]
         batches = len(make_batches(outcome.points, spec, args.workers))
         print(f"sweep benchmark: {len(rows)} points, {args.workers} workers, {batches} batches")
         print(f"  total            {total_s:8.1f} s (sweep {outcome.elapsed_s:.1f} s)")
         print(f"  points/second    {len(rows) / total_s:8.2f}")
-        print(f"  CPU time         {cpu_s:8.1f} s (driver + workers; {cpu_s / len(rows):.3f} s "
-              f"per point; load average {load0:.1f} -> {os.getloadavg()[0]:.1f} on "
-              f"{os.cpu_count()} cores)")
+        print(
+            f"  CPU time         {cpu_s:8.1f} s (driver + workers; {cpu_s / len(rows):.3f} s "
+            f"per point; load average {load0:.1f} -> {os.getloadavg()[0]:.1f} on "
+            f"{os.cpu_count()} cores)"
+        )
         for status in ("optimal", "time_limit", "infeasible", "failed", "filtered"):
             print(f"  {status:<16} {outcome.counts.get(status, 0):8d}")
         if solve:
-            print(f"  median solve     {statistics.median(solve):8.3f} s "
-                  f"(p90 {statistics.quantiles(solve, n=10)[-1]:.3f} s, "
-                  f"sum {sum(solve):.1f} s over {len(solve)} points with a solve)")
+            print(
+                f"  median solve     {statistics.median(solve):8.3f} s "
+                f"(p90 {statistics.quantiles(solve, n=10)[-1]:.3f} s, "
+                f"sum {sum(solve):.1f} s over {len(solve)} points with a solve)"
+            )
         failed = [r for r in rows if r["status"] == "failed"]
         for r in failed[:3]:
             print(f"  failed example: {r['reason'][:160]}", file=sys.stderr)

@@ -1,7 +1,25 @@
 """Achievable efficiency of kernels on a chip (fraction of peak), from the chip's model.
 
-The pure roofline is efficiency 1 everywhere; chips in the library carry measured
-parameters (gemm_util, roll-off for small dimensions, wave quantisation, DRAM fraction).
+The pure roofline is efficiency 1 everywhere. A chip file's `efficiency` block carries
+measured parameters, one set per chip (fitted in `mapshard.fidelity.fit`, each number
+citing its rows), and these functions turn them into a per-shape fraction:
+
+GEMM (per chip shard, C[m,n] += A[m,k] B[k,n], `batch` independent GEMMs):
+    eff = gemm_util * k / (k + gemm_half_dim) * occupancy(m, n, batch)
+  - gemm_util: the large-GEMM plateau (cuBLAS at 8-16k cubes), which folds in the clock the
+    chip sustains under full tensor load;
+  - k / (k + gemm_half_dim): the per-tile prologue/epilogue (loading the first K slices,
+    writing C) amortised over the main loop, which shortens with k;
+  - occupancy: output tiles of gemm_tile_m x gemm_tile_n (the library's thread-block tile;
+    a tile of half its area and the transposes are also candidates, as cuBLAS heuristics
+    pick among tile shapes) spread over `cores` streaming multiprocessors in waves. A
+    partial last wave and padding of m, n to whole tiles idle the machine:
+    occupancy = useful MACs / (waves x cores x tile MACs), best candidate tile.
+A fixed per-kernel latency (launch, pipeline fill and drain) is `kernel_overhead_s`, added
+by the solver's menus per kernel, not here.
+
+DRAM: `dram_util` x bandwidth (STREAM copy / peak). Attention: `attention_util` x matrix
+peak for the fused attention kernel (0 = gemm_util). Vector: `vector_util` x vector peak.
 """
 
 from __future__ import annotations
@@ -11,23 +29,47 @@ import math
 from hardware.system import Chip
 
 
+def tile_candidates(tile_m: int, tile_n: int) -> list[tuple[int, int]]:
+    """The library tile, its two halves, and their transposes."""
+    out = []
+    for tm, tn in ((tile_m, tile_n), (tile_n, tile_m)):
+        for fm, fn in ((1, 1), (2, 1), (1, 2)):
+            cand = (max(tm // fm, 16), max(tn // fn, 16))
+            if cand not in out:
+                out.append(cand)
+    return out
+
+
+def occupancy(m: int, n: int, batch: int, cores: int, tile_m: int, tile_n: int) -> float:
+    """Useful fraction of the tensor units over the waves of output tiles (best tile)."""
+    if cores <= 0 or tile_m <= 0 or tile_n <= 0:
+        return 1.0
+    best = 0.0
+    for tm, tn in tile_candidates(tile_m, tile_n):
+        tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
+        waves = math.ceil(tiles / cores)
+        best = max(best, (m * n * batch) / (waves * cores * tm * tn))
+    return best
+
+
+def k_rolloff(k: int, half: float) -> float:
+    """Main-loop share of a tile's time: k / (k + half)."""
+    return k / (k + half) if half > 0 and k > 0 else 1.0
+
+
 def gemm_efficiency(chip: Chip, m: int, n: int, k: int, batch: int = 1) -> float:
     """Fraction of matrix peak a GEMM of this (per-chip) shape reaches."""
     eff = chip.efficiency
     if eff.fixed_compute_util > 0:
         return eff.fixed_compute_util
-    util = eff.gemm_util or 1.0
-    if eff.gemm_half_dim > 0:
-        for d in (m, n, k):
-            util *= d / (d + eff.gemm_half_dim)
-    if eff.gemm_tile_m > 0 and eff.gemm_tile_n > 0 and chip.cores > 0:
-        tiles = math.ceil(m / eff.gemm_tile_m) * math.ceil(n / eff.gemm_tile_n) * batch
-        waves = math.ceil(tiles / chip.cores)
-        util *= tiles / (waves * chip.cores)
+    util = (eff.gemm_util or 1.0) * k_rolloff(k, eff.gemm_half_dim)
+    if eff.gemm_tile_m > 0 and eff.gemm_tile_n > 0:
+        util *= occupancy(m, n, max(batch, 1), chip.cores, eff.gemm_tile_m, eff.gemm_tile_n)
     return max(util, 1e-3)
 
 
 def attention_efficiency(chip: Chip) -> float:
+    """Fraction of matrix peak the fused attention kernel reaches."""
     eff = chip.efficiency
     if eff.fixed_compute_util > 0:
         return eff.fixed_compute_util

@@ -74,7 +74,16 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
         r = solve_configurations(problem, segments, options)
         stats.add(r)
         return GraphSolution(segments, r.choice, r.objective_s, r.bound_s, r.status, stats)
-    return _segment_search(problem, options, stats)
+    from solver.alternate import alternate
+
+    if _small(problem):
+        return _segment_search(problem, options, stats)
+    return alternate(problem, options, stats)
+
+
+def _small(problem: MappingProblem) -> bool:
+    """Small enough for the direct exact search (every sharding combination in play)."""
+    return len(problem.kernels) <= 10 or all(len(m.shardings) == 1 for m in problem.kernels)
 
 
 class _Bounds:
@@ -126,8 +135,11 @@ class _Bounds:
                 self.values[(i, j)] = max(c, mem, w) if problem.overlap else c + mem + w
 
 
-def _segment_search(problem: MappingProblem, options: SolverOptions,
-                    stats: SearchStats) -> GraphSolution:
+def _segment_search(problem: MappingProblem, options: SolverOptions, stats: SearchStats,
+                    incumbent_plan: GraphSolution | None = None,
+                    deadline: float = math.inf) -> GraphSolution:
+    """Exact search; with an incumbent it only looks for better plans, and at `deadline`
+    (perf_counter seconds) it stops with the best bound proven so far."""
     t_start = time.perf_counter()
     n = len(problem.kernels)
     K = max(1, min(problem.max_configs, n))
@@ -139,7 +151,15 @@ def _segment_search(problem: MappingProblem, options: SolverOptions,
     def allowed(seg: Segment, c: int) -> bool:
         return all(pins[k] in (-1, c) for k in range(*seg))
 
+    single = all(len(m.shardings) == 1 for m in problem.kernels)
+
     def price(seg: Segment) -> None:
+        if single:
+            fast = _price_fixed_sharding(problem, seg)
+            if fast is not None:
+                values[seg] = fast
+                priced.add(seg)
+                return
         r = solve_configurations(problem, [list(range(*seg))], options)
         stats.add(r)
         stats.segments_priced += 1
@@ -193,12 +213,16 @@ def _segment_search(problem: MappingProblem, options: SolverOptions,
         todo = [s for s in path if s not in priced]
         if not todo:
             break
+        if time.perf_counter() > deadline and incumbent_plan is not None:
+            return _with_bound(incumbent_plan, h[(0, 0)], stats)
         for seg in todo:
             price(seg)
     lower = h[(0, 0)]
 
     # Phase 2: best-first enumeration of segmentations by bound; exact cost of each.
     incumbent: tuple[float, tuple, tuple] = (math.inf, (), ())
+    if incumbent_plan is not None and math.isfinite(incumbent_plan.objective_s):
+        incumbent = (incumbent_plan.objective_s, incumbent_plan.segments, incumbent_plan.choice)
     heap: list[tuple[float, float, int, int, tuple[Segment, ...]]] = [(lower, 0.0, 0, 0, ())]
     final_bound = lower
     status = "optimal"
@@ -221,7 +245,8 @@ def _segment_search(problem: MappingProblem, options: SolverOptions,
             stats.add(r)
             if r.objective_s < incumbent[0]:
                 incumbent = (r.objective_s, segs, r.choice)
-            if stats.paths_checked >= options.max_paths or _out_of_time(options, t_start):
+            if (stats.paths_checked >= options.max_paths or _out_of_time(options, t_start)
+                    or time.perf_counter() > deadline):
                 final_bound = f
                 status = "time_limit"
                 stats.notes.append(f"stopped after {stats.paths_checked} segmentations")
@@ -246,6 +271,40 @@ def _segment_search(problem: MappingProblem, options: SolverOptions,
     if status == "optimal" and bound < incumbent[0] / (1 + options.gap) - 1e-12:
         status = "time_limit"
     return GraphSolution(incumbent[1], incumbent[2], incumbent[0], bound, status, stats)
+
+
+def _with_bound(plan: GraphSolution, bound: float, stats: SearchStats) -> GraphSolution:
+    bound = min(max(bound, plan.bound_s), plan.objective_s)
+    status = "optimal" if bound >= plan.objective_s * (1 - 1e-9) else "time_limit"
+    return GraphSolution(plan.segments, plan.choice, plan.objective_s, bound, status, stats)
+
+
+def _price_fixed_sharding(problem: MappingProblem, seg: Segment) -> float | None:
+    """Exact price of a segment when every kernel has one sharding: compute and network
+    are constants, so each kernel takes its least-traffic tiling; exact when those tilings
+    fit the SRAM together (else None: the multiple-choice knapsack needs the MILP)."""
+    from solver.check import kernel_memory_bytes
+
+    members = set(range(*seg))
+    comp = net = mem = sram = 0.0
+    for k in range(*seg):
+        menu = problem.kernels[k]
+        fused_out = any(e.dst in members for e in problem.out_edges(k))
+        best = min(range(len(menu.options)),
+                   key=lambda o: (kernel_memory_bytes(problem, k, o, members),
+                                  menu.options[o].buffer_bytes))
+        opt = menu.options[best]
+        comp += opt.compute_s + menu.overhead_s
+        net += opt.network_s
+        mem += kernel_memory_bytes(problem, k, best, members)
+        sram += opt.buffer_bytes + (opt.out_tile_bytes if fused_out else 0.0)
+    for e in problem.edges:
+        if e.dst in members:
+            net += e.conv[0][0]
+    if sram > problem.sram_bytes * (1 + 1e-9):
+        return None
+    mem /= problem.dram_bandwidth_Bps
+    return max(comp, mem, net) if problem.overlap else comp + mem + net
 
 
 def _out_of_time(options: SolverOptions, t_start: float) -> bool:

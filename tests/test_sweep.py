@@ -53,8 +53,7 @@ def write_sweep(folder: Path, text: str) -> Path:
 
 def comparable(rows: list[dict[str, str]]) -> dict[str, dict[str, str]]:
     """Rows by point_id without the wall-clock columns."""
-    return {r["point_id"]: {k: v for k, v in r.items() if k not in TIMING_COLUMNS}
-            for r in rows}
+    return {r["point_id"]: {k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in rows}
 
 
 # ---------------------------------------------------------------------------------------
@@ -63,15 +62,23 @@ def comparable(rows: list[dict[str, str]]) -> dict[str, dict[str, str]]:
 
 
 def test_axes_values_and_ranges(tmp_path: Path) -> None:
-    path = write_sweep(tmp_path, GEMM + """
+    path = write_sweep(
+        tmp_path,
+        GEMM
+        + """
 axis { field: "workload.gemm.M" values: ["128", "1e3"] name: "M" }
 axis { field: "system.memory.dram_bw" range { start: 50 stop: 400 factor: 2 } }
 axis { field: "workload.gemm.N" range { start: 64 stop: 256 step: 64 } }
 axis { field: "execution.execution_style" values: ["dataflow"] }
-""")
+""",
+    )
     spec = load_sweep(path)
     assert [a.values for a in spec.axes] == [
-        (128, 1000), (50.0, 100.0, 200.0, 400.0), (64, 128, 192, 256), (setup_pb2.DATAFLOW,)]
+        (128, 1000),
+        (50.0, 100.0, 200.0, 400.0),
+        (64, 128, 192, 256),
+        (setup_pb2.DATAFLOW,),
+    ]
     assert spec.axis_names[1] == "system.memory.dram_bw"
     assert spec.num_points == 2 * 4 * 4
     points, repeats = expand_points(spec)
@@ -80,8 +87,7 @@ axis { field: "execution.execution_style" values: ["dataflow"] }
     assert points[-1].labels == ("1000", "400", "256", "DATAFLOW")
     assert len({p.point_id for p in points}) == 32
     # same setup -> same id, in any run
-    assert [p.point_id for p in expand_points(load_sweep(path))[0]] == [
-        p.point_id for p in points]
+    assert [p.point_id for p in expand_points(load_sweep(path))[0]] == [p.point_id for p in points]
     # workload key: hardware axes share a workload, workload axes do not
     by_key: dict[str, set[str]] = {}
     for p in points:
@@ -90,40 +96,57 @@ axis { field: "execution.execution_style" values: ["dataflow"] }
 
 
 def test_zip_needs_equal_lengths(tmp_path: Path) -> None:
-    ok = write_sweep(tmp_path / "ok", GEMM + """combine: ZIP
+    ok = write_sweep(
+        tmp_path / "ok",
+        GEMM
+        + """combine: ZIP
 axis { field: "workload.gemm.M" values: ["128", "256"] }
 axis { field: "workload.gemm.N" values: ["64", "32"] }
-""")
+""",
+    )
     spec = load_sweep(ok)
     assert spec.num_points == 2
     assert [p.labels for p in expand_points(spec)[0]] == [("128", "64"), ("256", "32")]
-    bad = write_sweep(tmp_path / "bad", GEMM + """combine: ZIP
+    bad = write_sweep(
+        tmp_path / "bad",
+        GEMM
+        + """combine: ZIP
 axis { field: "workload.gemm.M" values: ["128", "256"] }
 axis { field: "workload.gemm.N" values: ["64"] }
-""")
+""",
+    )
     with pytest.raises(SetupError, match="ZIP needs axes of equal length"):
         load_sweep(bad)
 
 
 def test_invalid_paths_are_rejected_with_the_nearest_valid_path(tmp_path: Path) -> None:
-    path = write_sweep(tmp_path, GEMM + """
+    path = write_sweep(
+        tmp_path,
+        GEMM
+        + """
 axis { field: "workload.gemm.M" values: ["128"] }
 axis { field: "system.memory.dram_bww" values: ["1"] }
 axis { field: "sytem.chip" values: ["H100-SXM5-80GB"] }
 axis { field: "system.chip" values: ["H100-SXM5", "H10O-SXM5-80GB"] }
 axis { field: "workload.gemm.K" values: ["many"] }
 filter { metric: "system_cots" max: 5 }
-""")
+""",
+    )
     with pytest.raises(SetupError) as err:
         load_sweep(path)
     problems = err.value.problems
     assert len(problems) == 5, problems
     assert all(p.startswith(f"{path}: ") for p in problems)
-    assert 'axis[1]: unknown field path "system.memory.dram_bww"; did you mean ' \
+    assert (
+        'axis[1]: unknown field path "system.memory.dram_bww"; did you mean '
         '"system.memory.dram_bw"?' in problems[0]
+    )
     assert "axis[2]" in problems[1] and 'did you mean "system"' in problems[1]
-    assert "axis[3]" in problems[2] and '"H10O-SXM5-80GB" is not in the hardware library' \
-        in problems[2] and "H100-SXM5-80GB" in problems[2]
+    assert (
+        "axis[3]" in problems[2]
+        and '"H10O-SXM5-80GB" is not in the hardware library' in problems[2]
+        and "H100-SXM5-80GB" in problems[2]
+    )
     assert "axis[4]" in problems[3] and '"many" is not an integer' in problems[3]
     assert 'filter[0]: metric "system_cots"' in problems[4] and '"system_cost"' in problems[4]
     assert main(["sweep", str(path), "--quiet"]) == 2
@@ -162,10 +185,14 @@ def test_field_setting_rules() -> None:
 
 
 def test_invalid_points_fail_and_pre_solve_filters_skip(tmp_path: Path) -> None:
-    path = write_sweep(tmp_path, GEMM + """
+    path = write_sweep(
+        tmp_path,
+        GEMM
+        + """
 axis { field: "system.memory.dram_bw" values: ["-5", "100", "400"] }
 filter { metric: "system_cost" max: 1200 }
-""")
+""",
+    )
     points, _ = expand_points(load_sweep(path))
     failed, ok, filtered = points
     assert failed.row is not None and failed.row["status"] == "failed"
@@ -186,9 +213,13 @@ def test_store_drops_a_partial_last_line_and_rejects_other_sweeps(tmp_path: Path
     store.close()
     with open(path, "ab") as f:
         f.write(b"c,2,opt")  # a row cut by a kill
-    rows = ResultsStore(path, cols).open()
+    again = ResultsStore(path, cols)
+    rows = again.open()
     assert list(rows) == ["a", "b"]
     assert path.read_text() == csv_line(cols) + "a,0,optimal\nb,1,failed\n"
+    with pytest.raises(SetupError, match="another `mapshard sweep` is writing"):
+        ResultsStore(path, cols).open()  # one driver per results file
+    again.close()
     with pytest.raises(SetupError, match="not this sweep's"):
         ResultsStore(path, ("point_id", "index", "other")).open()
 
@@ -206,23 +237,38 @@ def test_pareto_mask() -> None:
 
 
 def test_local_workers_equal_serial(tmp_path: Path) -> None:
-    path = write_sweep(tmp_path, TINY_LLM + """
+    path = write_sweep(
+        tmp_path,
+        TINY_LLM
+        + """
 axis { field: "workload.llm_inference.batch" values: ["1", "4", "16"] }
 axis { field: "system.memory.dram_bw" name: "dram" values: ["50", "200"] }
-""")
+""",
+    )
     spec = load_sweep(path)
     out = run_sweep(spec, out=tmp_path / "out", workers=2, quiet=True)
     assert not out.interrupted and out.ran == 6 and out.counts == {"optimal": 6}
     rows = read_rows(tmp_path / "out" / "results.csv")
     assert len(rows) == 6
     assert list(rows[0]) == list(spec.columns)
-    serial = [solve_point(Job(p.point_id, p.cells(spec.axis_names), p.text, p.workload_key),
-                          spec.base_path, spec.filters) for p in out.points]
+    serial = [
+        solve_point(
+            Job(p.point_id, p.cells(spec.axis_names), p.text, p.workload_key),
+            spec.base_path,
+            spec.filters,
+        )
+        for p in out.points
+    ]
     assert comparable(rows) == comparable(serial)
-    for name in ("pareto_latency_vs_cost.svg", "pareto_latency_vs_cost.png",
-                 "pareto_tokens_per_usd.svg", "sweep_report.html",
-                 "best_latency_s/setup.txt", "best_latency_s/README.md",
-                 "best_tokens_per_s_per_usd/setup.txt"):
+    for name in (
+        "pareto_latency_vs_cost.svg",
+        "pareto_latency_vs_cost.png",
+        "pareto_tokens_per_usd.svg",
+        "sweep_report.html",
+        "best_latency_s/setup.txt",
+        "best_latency_s/README.md",
+        "best_tokens_per_s_per_usd/setup.txt",
+    ):
         assert (tmp_path / "out" / name).is_file(), name
     best = setup_pb2.Setup()
     from google.protobuf import text_format
@@ -234,3 +280,13 @@ axis { field: "system.memory.dram_bw" name: "dram" values: ["50", "200"] }
     again = run_sweep(spec, out=tmp_path / "out", workers=2, quiet=True)
     assert again.ran == 0 and len(again.rows) == 6
     assert len(read_rows(tmp_path / "out" / "results.csv")) == 6
+
+
+def test_example_sweep_expands_to_valid_points() -> None:
+    root = Path(__file__).resolve().parents[1]
+    spec = load_sweep(root / "scenarios" / "sweep_llama70b" / "sweep.txt")
+    points, _ = expand_points(spec)
+    assert len(points) == 48
+    statuses = [p.row["status"] if p.row else "to solve" for p in points]
+    assert statuses.count("failed") == 0, [p.row for p in points if p.row]
+    assert statuses.count("filtered") == 8

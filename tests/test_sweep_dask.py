@@ -13,18 +13,26 @@ distributed = pytest.importorskip("distributed")
 
 
 def test_dask_cluster_equals_local_processes(tmp_path: Path) -> None:
-    sweep = write_sweep(tmp_path, TINY_LLM + """
-axis { field: "workload.llm_inference.batch" values: ["1", "8"] }
+    sweep = write_sweep(
+        tmp_path,
+        TINY_LLM
+        + """
 axis { field: "system.topology.link_bw_GBps" name: "link" values: ["25", "100"] }
+axis { field: "system.memory.dram_cap" name: "dram_cap" values: ["1e9", "1e4"] }
 axis { field: "system.memory.dram_bw" name: "dram" values: ["-1", "100"] }
-""")
+""",
+    )
     spec = load_sweep(sweep)
     local = run_sweep(spec, out=tmp_path / "local", workers=2, quiet=True, write_outputs=False)
-    assert local.counts == {"optimal": 4, "failed": 4}
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
-        remote = run_sweep(spec, out=tmp_path / "dask", cluster=cluster.scheduler_address,
-                           quiet=True)
+    assert local.counts == {"optimal": 2, "infeasible": 2, "failed": 4}
+    infeasible = [r for r in local.rows if r["status"] == "infeasible"]
+    assert all(r["reason"].startswith("DRAM capacity: ") for r in infeasible)
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        remote = run_sweep(
+            spec, out=tmp_path / "dask", cluster=cluster.scheduler_address, quiet=True
+        )
     assert not remote.interrupted and remote.ran == 8
     assert comparable(remote.rows) == comparable(local.rows)
     assert (tmp_path / "dask" / "sweep_report.html").is_file()

@@ -48,15 +48,26 @@ def _check_complete(results: Path, reference: dict[str, dict[str, str]]) -> None
 
 def test_driver_sigkill_then_resume(tmp_path: Path) -> None:
     sweep = write_sweep(tmp_path, TINY_LLM + AXES)
-    ref = run_sweep(load_sweep(sweep), out=tmp_path / "ref", workers=2, quiet=True,
-                    write_outputs=False)
+    ref = run_sweep(
+        load_sweep(sweep), out=tmp_path / "ref", workers=2, quiet=True, write_outputs=False
+    )
     reference = comparable(ref.rows)
     assert len(reference) == TOTAL
 
     out = tmp_path / "out"
     results = out / "results.csv"
-    cmd = [sys.executable, "-m", "mapshard.cli", "sweep", str(sweep), "--workers", "1",
-           "--out", str(out), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mapshard.cli",
+        "sweep",
+        str(sweep),
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         _wait_rows(results, 3)
@@ -79,8 +90,11 @@ def test_a_killed_worker_loses_no_point(tmp_path: Path) -> None:
     ref = run_sweep(spec, out=tmp_path / "ref", workers=1, quiet=True, write_outputs=False)
     out = tmp_path / "out"
     outcome: list[object] = []
-    driver = threading.Thread(target=lambda: outcome.append(
-        run_sweep(spec, out=out, workers=2, quiet=True, write_outputs=False)))
+    driver = threading.Thread(
+        target=lambda: outcome.append(
+            run_sweep(spec, out=out, workers=2, quiet=True, write_outputs=False)
+        )
+    )
     driver.start()
     _wait_rows(out / "results.csv", 2)
     victims = [p for p in multiprocessing.active_children() if p.pid]

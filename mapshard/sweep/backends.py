@@ -23,6 +23,7 @@ import concurrent.futures as cf
 import multiprocessing
 import os
 import queue
+import socket
 import threading
 import uuid
 from concurrent.futures.process import BrokenProcessPool
@@ -66,6 +67,11 @@ class _Inbox:
 
     def close(self) -> None:
         self._closed = True
+        try:  # wake the accept() call so its thread ends
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(self.address)
+        except OSError:
+            pass
         try:
             self.listener.close()
         except OSError:
@@ -96,8 +102,11 @@ class LocalBackend:
 
     def _pool(self, n: int) -> cf.ProcessPoolExecutor:
         return cf.ProcessPoolExecutor(
-            max_workers=n, mp_context=self._ctx, initializer=init_local_worker,
-            initargs=(self.inbox.address, self.inbox.authkey, os.getpid()))
+            max_workers=n,
+            mp_context=self._ctx,
+            initializer=init_local_worker,
+            initargs=(self.inbox.address, self.inbox.authkey, os.getpid()),
+        )
 
     @property
     def capacity(self) -> int:
@@ -174,12 +183,15 @@ class DaskBackend:
             from distributed import Client
         except ImportError:
             raise SetupError(
-                "--cluster needs dask.distributed: pip install 'mapshard[cluster]'") from None
+                "--cluster needs dask.distributed: pip install 'mapshard[cluster]'"
+            ) from None
         try:
             self.client = Client(address, timeout="20s")
         except (OSError, TimeoutError) as exc:
-            raise SetupError(f"--cluster {address}: cannot reach the Dask scheduler "
-                             f"({exc}); start one with `dask scheduler`") from None
+            raise SetupError(
+                f"--cluster {address}: cannot reach the Dask scheduler "
+                f"({exc}); start one with `dask scheduler`"
+            ) from None
         self.topic = f"mapshard-sweep-{uuid.uuid4().hex}"
         self.messages: queue.Queue[Any] = queue.Queue()
         self.client.subscribe_topic(self.topic, self._on_event)

@@ -16,17 +16,27 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     from mapshard.sweep.runner import run_sweep
 
     if args.workers is not None and args.workers < 0:
-        raise SetupError(f"mapshard sweep: --workers must be >= 0 (0 = one per core), "
-                         f"got {args.workers}")
+        raise SetupError(
+            f"mapshard sweep: --workers must be >= 0 (0 = one per core), got {args.workers}"
+        )
     if args.cluster and args.workers:
-        raise SetupError("mapshard sweep: give --workers or --cluster, not both (a cluster's "
-                         "workers are started with the cluster)")
-    outcome = run_sweep(args.sweep_file, out=args.out, workers=args.workers or 0,
-                        cluster=args.cluster, quiet=args.quiet)
+        raise SetupError(
+            "mapshard sweep: give --workers or --cluster, not both (a cluster's "
+            "workers are started with the cluster)"
+        )
+    outcome = run_sweep(
+        args.sweep_file,
+        out=args.out,
+        workers=args.workers or 0,
+        cluster=args.cluster,
+        quiet=args.quiet,
+    )
     if outcome.interrupted:
-        print(f"interrupted: {len(outcome.rows)} of {len(outcome.points)} points are in "
-              f"{outcome.out / 'results.csv'}; run the same command again to resume",
-              file=sys.stderr)
+        print(
+            f"interrupted: {len(outcome.rows)} of {len(outcome.points)} points are in "
+            f"{outcome.out / 'results.csv'}; run the same command again to resume",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     if not args.quiet:
         print(outcome.summary, file=sys.stderr)

@@ -138,8 +138,7 @@ def set_field(setup: _message.Message, fp: FieldPath, value: Any) -> None:
     _set(setup, list(fp.parts), value, fp.text)
 
 
-def _set(msg: _message.Message, parts: list[tuple[str, int | None]], value: Any,
-         path: str) -> None:
+def _set(msg: _message.Message, parts: list[tuple[str, int | None]], value: Any, path: str) -> None:
     (name, index), rest = parts[0], parts[1:]
     fd = msg.DESCRIPTOR.fields_by_name[name]
     if fd.is_repeated:

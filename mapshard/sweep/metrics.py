@@ -38,6 +38,9 @@ METRICS = (
 PRE_SOLVE = ("system_cost", "system_power_W", "num_chips")
 # Objectives larger-is-better; every other metric is minimised.
 MAXIMISE = ("tokens_per_s", "tokens_per_s_per_usd", "flops_utilization")
+# A System Cost or Power of 0 means the library has no price / power for the chip: such
+# values are left out of Pareto fronts and best points.
+POSITIVE_ONLY = ("system_cost", "system_power_W")
 DEFAULT_OBJECTIVES = ("latency_s", "system_cost", "system_power_W", "tokens_per_s_per_usd")
 # Columns that differ between two runs of the same point (wall-clock time).
 TIMING_COLUMNS = ("solve_time_s",)
@@ -59,8 +62,9 @@ def plan_metrics(plan: Any) -> dict[str, Any]:
     out["num_chips"] = s.get("num_chips", plan.num_chips)
     tps, cost = out.get("tokens_per_s"), out.get("system_cost")
     out["tokens_per_s_per_usd"] = (
-        tps / cost if isinstance(tps, (int, float)) and isinstance(cost, (int, float))
-        and cost > 0 else None
+        tps / cost
+        if isinstance(tps, (int, float)) and isinstance(cost, (int, float)) and cost > 0
+        else None
     )
     return out
 
@@ -74,6 +78,15 @@ def format_value(value: Any) -> str:
     if isinstance(value, float):
         return repr(value) if math.isfinite(value) else ""
     return str(value)
+
+
+def known(metric: str, text: str | None) -> float | None:
+    """A cell as a float for fronts and best points: None when empty, or <= 0 for the
+    POSITIVE_ONLY metrics (no price or power data)."""
+    x = number(text)
+    if x is not None and metric in POSITIVE_ONLY and x <= 0:
+        return None
+    return x
 
 
 def number(text: str | None) -> float | None:

@@ -25,14 +25,13 @@ if TYPE_CHECKING:
 REPORT_NAME = "sweep_report.html"
 
 
-def best_rows(rows: list[dict[str, str]], objectives: tuple[str, ...]
-              ) -> dict[str, dict[str, str]]:
+def best_rows(rows: list[dict[str, str]], objectives: tuple[str, ...]) -> dict[str, dict[str, str]]:
     """The best solved row per objective (ties: the lowest point index)."""
     out: dict[str, dict[str, str]] = {}
     for obj in objectives:
         best: tuple[float, dict[str, str]] | None = None
         for r in rows:
-            value = metrics.number(r.get(obj))
+            value = metrics.known(obj, r.get(obj))
             if r["status"] not in metrics.SOLVED or value is None:
                 continue
             if best is None or metrics.better(obj, value, best[0]):
@@ -53,8 +52,10 @@ def write_outputs(outcome: SweepOutcome) -> list[Path]:
             continue
         svg = figure_svg(fig)
         svgs.append((plot.title, svg))
-        for path, data in ((out / f"{plot.name}.svg", svg.encode("utf-8")),
-                           (out / f"{plot.name}.png", figure_png(fig))):
+        for path, data in (
+            (out / f"{plot.name}.svg", svg.encode("utf-8")),
+            (out / f"{plot.name}.png", figure_png(fig)),
+        ):
             write_atomic(path, data)
             written.append(path)
     best = best_rows(rows, spec.objectives)
@@ -71,8 +72,7 @@ def _describe(row: dict[str, str], axis_names: tuple[str, ...]) -> str:
     return ", ".join(f"{a}={row.get(a, '')}" for a in axis_names) or "the base setup"
 
 
-def _best_folder(outcome: SweepOutcome, obj: str, row: dict[str, str],
-                 text: str) -> list[Path]:
+def _best_folder(outcome: SweepOutcome, obj: str, row: dict[str, str], text: str) -> list[Path]:
     from google.protobuf import text_format
 
     spec = outcome.spec
@@ -81,13 +81,17 @@ def _best_folder(outcome: SweepOutcome, obj: str, row: dict[str, str],
     text_format.Parse(text, setup)
     _relocate(setup, spec.base_path.parent, folder)
     what = _describe(row, spec.axis_names)
-    header = (f"# Best {obj} ({row[obj]}) of sweep {spec.path.name}: point {row['index']} "
-              f"({what}), status {row['status']}.\n")
+    header = (
+        f"# Best {obj} ({row[obj]}) of sweep {spec.path.name}: point {row['index']} "
+        f"({what}), status {row['status']}.\n"
+    )
     setup_txt = folder / "setup.txt"
     write_atomic(setup_txt, (header + text_format.MessageToString(setup)).encode("utf-8"))
     readme = folder / "README.md"
-    line = (f"Best `{obj}` = {row[obj]} in sweep `{spec.path}`: point {row['index']} ({what}); "
-            f"run it with `mapshard run {folder}`.\n")
+    line = (
+        f"Best `{obj}` = {row[obj]} in sweep `{spec.path}`: point {row['index']} ({what}); "
+        f"run it with `mapshard run {folder}`.\n"
+    )
     write_atomic(readme, line.encode("utf-8"))
     return [setup_txt, readme]
 
@@ -127,8 +131,11 @@ def _e(x: object) -> str:
 def _table(header: list[str], body: list[list[str]], text_cols: int = 1) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     rows = "".join(
-        "<tr>" + "".join(f'<td{" class=t" if i < text_cols else ""}>{_e(c)}</td>'
-                         for i, c in enumerate(r)) + "</tr>" for r in body)
+        "<tr>"
+        + "".join(f"<td{' class=t' if i < text_cols else ''}>{_e(c)}</td>" for i, c in enumerate(r))
+        + "</tr>"
+        for r in body
+    )
     return f"<table><tr>{head}</tr>{rows}</table>"
 
 
@@ -137,33 +144,58 @@ def _num(text: str) -> str:
     return "" if x is None else f"{x:.4g}"
 
 
-def report_html(outcome: SweepOutcome, best: dict[str, dict[str, str]],
-                svgs: list[tuple[str, str]]) -> str:
+def report_html(
+    outcome: SweepOutcome, best: dict[str, dict[str, str]], svgs: list[tuple[str, str]]
+) -> str:
     spec, rows = outcome.spec, outcome.rows
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Sweep "
-             f"{_e(spec.path.name)}</title><style>{_CSS}</style></head><body>",
-             f"<h1>Sweep <code>{_e(spec.path)}</code></h1>",
-             f"<p>{len(outcome.points)} points ({_e(spec.combine)} of "
-             f"{len(spec.axes)} axes: {_e(', '.join(spec.axis_names) or 'none')}); "
-             f"{_e(fmt_counts(outcome.counts) or 'no results')}. This run: {outcome.ran} points "
-             f"in {_e(fmt_duration(outcome.elapsed_s))}. Full table: "
-             f"<code>results.csv</code>.</p>"]
+    parts = [
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Sweep "
+        f"{_e(spec.path.name)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>Sweep <code>{_e(spec.path)}</code></h1>",
+        f"<p>{len(outcome.points)} points ({_e(spec.combine)} of "
+        f"{len(spec.axes)} axes: {_e(', '.join(spec.axis_names) or 'none')}); "
+        f"{_e(fmt_counts(outcome.counts) or 'no results')}. This run: {outcome.ran} points "
+        f"in {_e(fmt_duration(outcome.elapsed_s))}. Full table: "
+        f"<code>results.csv</code>.</p>",
+    ]
     counts = [[s, str(outcome.counts.get(s, 0))] for s in metrics.STATUSES]
     parts.append("<h2>Points by status</h2>" + _table(["status", "points"], counts))
     shown = ("latency_s", "system_cost", "system_power_W", "tokens_per_s_per_usd", "tp", "pp")
-    body = [[obj, _num(r[obj]), r["index"], _describe(r, spec.axis_names), r["status"],
-             *(_num(r.get(m, "")) for m in shown), f"best_{obj}/"] for obj, r in best.items()]
-    parts.append("<h2>Best points</h2>" + (_table(
-        ["objective", "value", "point", "axis values", "status", *shown, "scenario folder"],
-        body, text_cols=1) if body else "<p>No point was solved.</p>"))
+    body = [
+        [
+            obj,
+            _num(r[obj]),
+            r["index"],
+            _describe(r, spec.axis_names),
+            r["status"],
+            *(_num(r.get(m, "")) for m in shown),
+            f"best_{obj}/",
+        ]
+        for obj, r in best.items()
+    ]
+    parts.append(
+        "<h2>Best points</h2>"
+        + (
+            _table(
+                ["objective", "value", "point", "axis values", "status", *shown, "scenario folder"],
+                body,
+                text_cols=1,
+            )
+            if body
+            else "<p>No point was solved.</p>"
+        )
+    )
     if svgs:
         parts.append("<h2>Pareto fronts</h2><p>Grey: dominated points.</p>")
         parts += [f"<figure>{svg}<figcaption>{_e(t)}</figcaption></figure>" for t, svg in svgs]
-    reasons = Counter(r["reason"][:200] for r in rows
-                      if r["status"] in ("infeasible", "failed") and r["reason"])
+    reasons = Counter(
+        r["reason"][:200] for r in rows if r["status"] in ("infeasible", "failed") and r["reason"]
+    )
     if reasons:
         body = [[reason, str(n)] for reason, n in reasons.most_common(15)]
-        parts.append("<h2>Most common reasons (infeasible / failed)</h2>"
-                     + _table(["reason", "points"], body))
+        parts.append(
+            "<h2>Most common reasons (infeasible / failed)</h2>"
+            + _table(["reason", "points"], body)
+        )
     parts.append("</body></html>\n")
     return "\n".join(parts)

@@ -42,15 +42,19 @@ class FrontPlot:
 
 PLOTS = (
     FrontPlot("pareto_latency_vs_cost", "Latency vs System Cost", "system_cost", "latency_s"),
-    FrontPlot("pareto_latency_vs_power", "Latency vs System Power", "system_power_W",
-              "latency_s"),
-    FrontPlot("pareto_tokens_per_usd", "Throughput vs System Cost (tokens/s per $)",
-              "system_cost", "tokens_per_s"),
+    FrontPlot("pareto_latency_vs_power", "Latency vs System Power", "system_power_W", "latency_s"),
+    FrontPlot(
+        "pareto_tokens_per_usd",
+        "Throughput vs System Cost (tokens/s per $)",
+        "system_cost",
+        "tokens_per_s",
+    ),
 )
 
 
-def pareto_mask(xs: Sequence[float], ys: Sequence[float], max_x: bool = False,
-                max_y: bool = False) -> list[bool]:
+def pareto_mask(
+    xs: Sequence[float], ys: Sequence[float], max_x: bool = False, max_y: bool = False
+) -> list[bool]:
     """True for points no other point dominates (at least as good in both, better in one).
     Equal points are all on the front."""
     sx = -1.0 if max_x else 1.0
@@ -68,14 +72,15 @@ def pareto_mask(xs: Sequence[float], ys: Sequence[float], max_x: bool = False,
     return mask
 
 
-def plot_data(rows: list[dict[str, str]], plot: FrontPlot
-              ) -> tuple[list[dict[str, str]], list[float], list[float], list[bool]]:
+def plot_data(
+    rows: list[dict[str, str]], plot: FrontPlot
+) -> tuple[list[dict[str, str]], list[float], list[float], list[bool]]:
     """Solved rows with both metrics, their values and which are on the front."""
     keep, xs, ys = [], [], []
     for r in rows:
         if r["status"] not in metrics.SOLVED:
             continue
-        x, y = metrics.number(r.get(plot.x)), metrics.number(r.get(plot.y))
+        x, y = metrics.known(plot.x, r.get(plot.x)), metrics.known(plot.y, r.get(plot.y))
         if x is None or y is None:
             continue
         keep.append(r)
@@ -85,8 +90,9 @@ def plot_data(rows: list[dict[str, str]], plot: FrontPlot
     return keep, xs, ys, mask
 
 
-def front_figure(rows: list[dict[str, str]], plot: FrontPlot, axis_names: tuple[str, ...]
-                 ) -> Any | None:
+def front_figure(
+    rows: list[dict[str, str]], plot: FrontPlot, axis_names: tuple[str, ...]
+) -> Any | None:
     """A matplotlib Figure of one front, or None when no solved point has both metrics."""
     keep, xs, ys, mask = plot_data(rows, plot)
     if not keep:
@@ -99,18 +105,46 @@ def front_figure(rows: list[dict[str, str]], plot: FrontPlot, axis_names: tuple[
         ax = fig.add_subplot()
         dom = [i for i, m in enumerate(mask) if not m]
         front = sorted((i for i, m in enumerate(mask) if m), key=lambda i: (xs[i], ys[i]))
-        ax.scatter([xs[i] for i in dom], [ys[i] for i in dom], s=12, color="#b0b0b0",
-                   label=f"dominated ({len(dom)})", zorder=2)
-        ax.plot([xs[i] for i in front], [ys[i] for i in front], "-o", color="#4c72b0",
-                markersize=4, linewidth=1.2, label=f"Pareto front ({len(front)})", zorder=3)
+        ax.scatter(
+            [xs[i] for i in dom],
+            [ys[i] for i in dom],
+            s=12,
+            color="#b0b0b0",
+            label=f"dominated ({len(dom)})",
+            zorder=2,
+        )
+        ax.plot(
+            [xs[i] for i in front],
+            [ys[i] for i in front],
+            "-o",
+            color="#4c72b0",
+            markersize=4,
+            linewidth=1.2,
+            label=f"Pareto front ({len(front)})",
+            zorder=3,
+        )
         if len(front) <= 12:
             for i in front:
-                ax.annotate(_short(keep[i], axis_names), (xs[i], ys[i]), fontsize=6,
-                            xytext=(3, 3), textcoords="offset points", color="#333333")
+                ax.annotate(
+                    _short(keep[i], axis_names),
+                    (xs[i], ys[i]),
+                    fontsize=6,
+                    xytext=(3, 3),
+                    textcoords="offset points",
+                    color="#333333",
+                )
         if plot.y == "tokens_per_s":
             best = max(range(len(keep)), key=lambda i: (ys[i] / xs[i] if xs[i] > 0 else 0, -i))
-            ax.scatter([xs[best]], [ys[best]], s=60, facecolors="none", edgecolors="#c44e52",
-                       linewidths=1.5, label="best tokens/s per $", zorder=4)
+            ax.scatter(
+                [xs[best]],
+                [ys[best]],
+                s=60,
+                facecolors="none",
+                edgecolors="#c44e52",
+                linewidths=1.5,
+                label="best tokens/s per $",
+                zorder=4,
+            )
         for setter, values in ((ax.set_xscale, xs), (ax.set_yscale, ys)):
             positive = [v for v in values if v > 0]
             if positive and len(positive) == len(values) and max(positive) > 20 * min(positive):

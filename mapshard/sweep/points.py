@@ -42,8 +42,11 @@ class Point:
 
     def cells(self, axis_names: tuple[str, ...]) -> dict[str, str]:
         """The row's leading cells: point_id, index and the axis values."""
-        return {"point_id": self.point_id, "index": str(self.index),
-                **dict(zip(axis_names, self.labels))}
+        return {
+            "point_id": self.point_id,
+            "index": str(self.index),
+            **dict(zip(axis_names, self.labels)),
+        }
 
 
 def canonical_text(setup: setup_pb2.Setup) -> str:
@@ -102,14 +105,14 @@ def expand_points(spec: SweepSpec) -> tuple[list[Point], int]:
         seen.add(pid)
         point = Point(index, labels, text, pid, workload_key_of(setup, spec.base_path))
         cells = point.cells(spec.axis_names)
-        row = (_row(cells, "failed", error) if error
-               else check_point(setup, spec, cells))
+        row = _row(cells, "failed", error) if error else check_point(setup, spec, cells)
         points.append(point if row is None else _with_row(point, row))
     return points, repeats
 
 
-def check_point(setup: setup_pb2.Setup, spec: SweepSpec,
-                cells: dict[str, str]) -> dict[str, str] | None:
+def check_point(
+    setup: setup_pb2.Setup, spec: SweepSpec, cells: dict[str, str]
+) -> dict[str, str] | None:
     """Validate and resolve a point's setup; apply pre-solve filters. Returns the point's
     final row when it needs no solve (failed or filtered), else None."""
     from hardware.resolve import resolve_system
@@ -145,8 +148,9 @@ def pre_solve_metrics(system: object) -> dict[str, float]:
     return out
 
 
-def _row(cells: dict[str, str], status: str, reason: str,
-         values: dict[str, float] | None = None) -> dict[str, str]:
+def _row(
+    cells: dict[str, str], status: str, reason: str, values: dict[str, float] | None = None
+) -> dict[str, str]:
     row = dict(cells)
     row["status"] = status
     row["reason"] = " ".join(reason.split())

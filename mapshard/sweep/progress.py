@@ -28,8 +28,14 @@ def fmt_counts(counts: dict[str, int]) -> str:
 
 
 class SweepProgress:
-    def __init__(self, total: int, already: int, enabled: bool = True,
-                 stream: TextIO | None = None, min_interval_s: float = 0.2):
+    def __init__(
+        self,
+        total: int,
+        already: int,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+        min_interval_s: float = 0.2,
+    ):
         self.stream = stream or sys.stderr
         self.enabled = enabled and self.stream.isatty()
         self.total = total
@@ -39,6 +45,11 @@ class SweepProgress:
         self.min_interval_s = min_interval_s
         self._last = 0.0
         self._width = 0
+
+    def rebase(self, done: int) -> None:
+        """Count rate and ETA from here (points known without solving are not progress)."""
+        self.already = self.done = done
+        self.start = time.perf_counter()
 
     def update(self, done: int, counts: dict[str, int], force: bool = False) -> None:
         self.done = done
@@ -65,8 +76,10 @@ class SweepProgress:
         frac = self.done / self.total if self.total else 1.0
         bar_w = max(10, min(30, cols - 70))
         filled = int(round(frac * bar_w))
-        text = (f"[{'#' * filled}{'.' * (bar_w - filled)}] {self.done}/{self.total} "
-                f"{frac:4.0%}  {rate:.2f} pt/s  ETA {eta}  {fmt_counts(counts)}")
+        text = (
+            f"[{'#' * filled}{'.' * (bar_w - filled)}] {self.done}/{self.total} "
+            f"{frac:4.0%}  {rate:.2f} pt/s  ETA {eta}  {fmt_counts(counts)}"
+        )
         return text[: cols - 1]
 
     def close(self) -> None:
@@ -76,12 +89,15 @@ class SweepProgress:
             self._width = 0
 
 
-def summary_line(total: int, counts: dict[str, int], ran: int, elapsed_s: float,
-                 repeats: int = 0) -> str:
+def summary_line(
+    total: int, counts: dict[str, int], ran: int, elapsed_s: float, repeats: int = 0
+) -> str:
     rate = ran / elapsed_s if elapsed_s > 0 else 0.0
     earlier = total - ran
-    text = (f"sweep: {total} points ({fmt_counts(counts) or 'none'}); {ran} run in "
-            f"{fmt_duration(elapsed_s)}, {rate:.2f} points/s")
+    text = (
+        f"sweep: {total} points ({fmt_counts(counts) or 'none'}); {ran} run in "
+        f"{fmt_duration(elapsed_s)}, {rate:.2f} points/s"
+    )
     if earlier:
         text += f"; {earlier} from earlier runs"
     if repeats:

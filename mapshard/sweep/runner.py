@@ -46,8 +46,7 @@ class SweepOutcome:
 
     @property
     def summary(self) -> str:
-        return summary_line(len(self.points), self.counts, self.ran, self.elapsed_s,
-                            self.repeats)
+        return summary_line(len(self.points), self.counts, self.ran, self.elapsed_s, self.repeats)
 
 
 def default_out(sweep_path: Path) -> Path:
@@ -56,9 +55,15 @@ def default_out(sweep_path: Path) -> Path:
     return folder / "results"
 
 
-def run_sweep(sweep: SweepSpec | str | Path, out: str | Path | None = None, workers: int = 0,
-              cluster: str | None = None, quiet: bool = False, chunk: int = MAX_CHUNK,
-              write_outputs: bool = True) -> SweepOutcome:
+def run_sweep(
+    sweep: SweepSpec | str | Path,
+    out: str | Path | None = None,
+    workers: int = 0,
+    cluster: str | None = None,
+    quiet: bool = False,
+    chunk: int = MAX_CHUNK,
+    write_outputs: bool = True,
+) -> SweepOutcome:
     """Run (or resume) a sweep into `out`. `workers` local processes (0 = os.cpu_count()),
     or the Dask scheduler at `cluster`. Raises SetupError for a bad sweep file; an
     interrupt (Ctrl-C, SIGTERM) returns with `interrupted` set and every finished row kept."""
@@ -74,6 +79,7 @@ def run_sweep(sweep: SweepSpec | str | Path, out: str | Path | None = None, work
             for p in points:
                 if p.row is not None:
                     driver.record(p.row)
+            driver.progress.rebase(len(driver.written))
             jobs = [p for p in points if p.row is None and p.point_id not in driver.written]
             if jobs:
                 backend = _backend(workers, cluster)
@@ -85,8 +91,17 @@ def run_sweep(sweep: SweepSpec | str | Path, out: str | Path | None = None, work
         store.close()
     rows_by_id = {**stored, **driver.rows}
     rows = [rows_by_id[p.point_id] for p in points if p.point_id in rows_by_id]
-    outcome = SweepOutcome(out, spec, points, rows, _counts(rows), driver.ran,
-                           time.perf_counter() - t0, repeats, driver.interrupted)
+    outcome = SweepOutcome(
+        out,
+        spec,
+        points,
+        rows,
+        _counts(rows),
+        driver.ran,
+        time.perf_counter() - t0,
+        repeats,
+        driver.interrupted,
+    )
     if write_outputs and not driver.interrupted:
         from mapshard.sweep.outputs import write_outputs as _write
 
@@ -94,8 +109,9 @@ def run_sweep(sweep: SweepSpec | str | Path, out: str | Path | None = None, work
     return outcome
 
 
-def make_batches(points: list[Point], spec: SweepSpec, capacity: int,
-                 chunk: int = MAX_CHUNK) -> list[Batch]:
+def make_batches(
+    points: list[Point], spec: SweepSpec, capacity: int, chunk: int = MAX_CHUNK
+) -> list[Batch]:
     """Group by workload key (in order of first appearance), then cut into chunks small
     enough that every worker gets a few batches."""
     groups: dict[str, list[Point]] = {}
@@ -105,8 +121,10 @@ def make_batches(points: list[Point], spec: SweepSpec, capacity: int,
     batches = []
     for group in groups.values():
         for start in range(0, len(group), size):
-            jobs = tuple(Job(p.point_id, p.cells(spec.axis_names), p.text, p.workload_key)
-                         for p in group[start:start + size])
+            jobs = tuple(
+                Job(p.point_id, p.cells(spec.axis_names), p.text, p.workload_key)
+                for p in group[start : start + size]
+            )
             batches.append(_batch(len(batches), jobs, spec))
     return batches
 
@@ -124,8 +142,14 @@ def _backend(workers: int, cluster: str | None) -> Any:
 
 
 class _Driver:
-    def __init__(self, spec: SweepSpec, store: ResultsStore, stored: dict[str, dict[str, str]],
-                 points: list[Point], quiet: bool):
+    def __init__(
+        self,
+        spec: SweepSpec,
+        store: ResultsStore,
+        stored: dict[str, dict[str, str]],
+        points: list[Point],
+        quiet: bool,
+    ):
         self.spec = spec
         self.store = store
         ids = {p.point_id for p in points}
@@ -183,8 +207,9 @@ class _Driver:
             raise
         backend.close()
 
-    def _finish(self, backend: Any, fut: Any, batch: Batch, solo: bool,
-                pending: deque[tuple[Batch, bool]]) -> None:
+    def _finish(
+        self, backend: Any, fut: Any, batch: Batch, solo: bool, pending: deque[tuple[Batch, bool]]
+    ) -> None:
         try:
             rows, exc = fut.result(), None
         except Exception as e:  # a dead worker, or a bug outside solve_point
@@ -205,8 +230,13 @@ class _Driver:
             return
         if solo:
             for j in left:
-                self.record(_failed(j, "the worker process died while solving this point "
-                                       f"(twice; {type(exc).__name__})"))
+                self.record(
+                    _failed(
+                        j,
+                        "the worker process died while solving this point "
+                        f"(twice; {type(exc).__name__})",
+                    )
+                )
             return
         started = self._started.get(batch.batch_id, set())
         running = [j for j in left if j.point_id in started]

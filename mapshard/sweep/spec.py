@@ -26,6 +26,8 @@ from mapshard.sweep.fieldset import (
 
 MAX_POINTS = 1_000_000
 MAX_RANGE_VALUES = 100_000
+_THREADS = "HiGHS fixes its thread count per process; set it once in the base setup"
+UNSWEEPABLE = {"solver.threads": _THREADS, "gurobi.thread": _THREADS}
 
 
 @dataclass(frozen=True)
@@ -106,44 +108,51 @@ def check_sweep(sweep: setup_pb2.Sweep, path: Path) -> SweepSpec:
     objectives = tuple(sweep.objective) or metrics.DEFAULT_OBJECTIVES
     for i, obj in enumerate(sweep.objective):
         if obj not in metrics.METRICS or obj in ("tp", "pp", "dp", "ep", "solve_time_s"):
-            problems.append(f"{path}: objective[{i}] \"{obj}\" is not an objective"
-                            + _near(obj, metrics.METRICS))
+            problems.append(
+                f'{path}: objective[{i}] "{obj}" is not an objective' + _near(obj, metrics.METRICS)
+            )
     spec = SweepSpec(path, base, base_path, axes, combine, filters, objectives)
     if not problems and spec.num_points > MAX_POINTS:
-        problems.append(f"{path}: the axes give {spec.num_points:,} points, more than "
-                        f"{MAX_POINTS:,}; narrow the ranges or split the sweep")
+        problems.append(
+            f"{path}: the axes give {spec.num_points:,} points, more than "
+            f"{MAX_POINTS:,}; narrow the ranges or split the sweep"
+        )
     if problems:
         raise SetupError(problems)
     return spec
 
 
-def _base(sweep: setup_pb2.Sweep, path: Path,
-          problems: list[str]) -> tuple[setup_pb2.Setup, Path]:
+def _base(sweep: setup_pb2.Sweep, path: Path, problems: list[str]) -> tuple[setup_pb2.Setup, Path]:
     which = sweep.WhichOneof("base_setup")
     if which == "inline":
         base = setup_pb2.Setup()
         base.CopyFrom(sweep.inline)
         return base, path
     if which == "base":
-        target = (path.parent / sweep.base) if not Path(sweep.base).is_absolute() else Path(
-            sweep.base)
+        target = (
+            (path.parent / sweep.base) if not Path(sweep.base).is_absolute() else Path(sweep.base)
+        )
         try:
             return load_setup(target)
         except SetupError as exc:
-            problems.extend(f"{path}: base \"{sweep.base}\": {p}" for p in exc.problems)
+            problems.extend(f'{path}: base "{sweep.base}": {p}' for p in exc.problems)
             return setup_pb2.Setup(), path
-    problems.append(f"{path}: no base scenario; give base: \"FOLDER_OR_SETUP_TXT\" (relative to "
-                    "the sweep file) or inline { ... a Setup ... }")
+    problems.append(
+        f'{path}: no base scenario; give base: "FOLDER_OR_SETUP_TXT" (relative to '
+        "the sweep file) or inline { ... a Setup ... }"
+    )
     return setup_pb2.Setup(), path
 
 
-def _axis(i: int, ax: setup_pb2.Axis, path: Path, base: setup_pb2.Setup,
-          problems: list[str]) -> AxisSpec:
+def _axis(
+    i: int, ax: setup_pb2.Axis, path: Path, base: setup_pb2.Setup, problems: list[str]
+) -> AxisSpec:
     where = f"{path}: axis[{i}]"
     empty = AxisSpec(i, _dummy_path(), ax.name or ax.field or f"axis{i}", (), ())
     if not ax.field:
-        problems.append(f"{where}: field is empty; give a field path such as "
-                        '"workload.llm_inference.batch"')
+        problems.append(
+            f'{where}: field is empty; give a field path such as "workload.llm_inference.batch"'
+        )
         return empty
     try:
         fp = parse_field_path(ax.field)
@@ -153,14 +162,19 @@ def _axis(i: int, ax: setup_pb2.Axis, path: Path, base: setup_pb2.Setup,
     except ValueError as exc:
         problems.append(f"{where}: {exc}")
         return empty
+    if fp.text in UNSWEEPABLE:
+        problems.append(f"{where}: {fp.text} cannot be swept: {UNSWEEPABLE[fp.text]}")
+        return empty
     name = ax.name or fp.text
     has_range = ax.HasField("range")
     if ax.values and has_range:
         problems.append(f"{where} ({fp.text}): give values or a range, not both")
         return empty
     if not ax.values and not has_range:
-        problems.append(f"{where} ({fp.text}): no values; give values: [\"a\", \"b\"] or "
-                        "range { start stop step|factor }")
+        problems.append(
+            f'{where} ({fp.text}): no values; give values: ["a", "b"] or '
+            "range { start stop step|factor }"
+        )
         return empty
     values: list[Any] = []
     try:
@@ -202,8 +216,9 @@ def _range_values(r: setup_pb2.Range) -> list[float]:
     raise ValueError("range needs step (additive) or factor (multiplicative)")
 
 
-def _check_library_names(fp: FieldPath, values: list[Any], base: setup_pb2.Setup, where: str,
-                         problems: list[str]) -> None:
+def _check_library_names(
+    fp: FieldPath, values: list[Any], base: setup_pb2.Setup, where: str, problems: list[str]
+) -> None:
     """`system.chip` and `system.preset` take library names: check them now."""
     from hardware import library
 
@@ -215,8 +230,11 @@ def _check_library_names(fp: FieldPath, values: list[Any], base: setup_pb2.Setup
         return
     for v in values:
         if find(v) is None:
-            problems.append(f'{where} ({fp.text}): "{v}" is not in the hardware library'
-                            + _near(v, names) + " (`mapshard hardware list` shows it)")
+            problems.append(
+                f'{where} ({fp.text}): "{v}" is not in the hardware library'
+                + _near(v, names)
+                + " (`mapshard hardware list` shows it)"
+            )
 
 
 def _check_names(axes: tuple[AxisSpec, ...], path: Path, problems: list[str]) -> None:
@@ -224,11 +242,15 @@ def _check_names(axes: tuple[AxisSpec, ...], path: Path, problems: list[str]) ->
     seen: dict[str, int] = {}
     for a in axes:
         if a.name in fixed:
-            problems.append(f'{path}: axis[{a.index}]: column name "{a.name}" is taken by a '
-                            "results column; give the axis a name")
+            problems.append(
+                f'{path}: axis[{a.index}]: column name "{a.name}" is taken by a '
+                "results column; give the axis a name"
+            )
         elif a.name in seen:
-            problems.append(f'{path}: axis[{a.index}]: column name "{a.name}" repeats '
-                            f"axis[{seen[a.name]}]; give the axis a name")
+            problems.append(
+                f'{path}: axis[{a.index}]: column name "{a.name}" repeats '
+                f"axis[{seen[a.name]}]; give the axis a name"
+            )
         seen.setdefault(a.name, a.index)
 
 
@@ -236,8 +258,11 @@ def _filter(i: int, f: setup_pb2.Filter, path: Path, problems: list[str]) -> Fil
     where = f"{path}: filter[{i}]"
     usable = tuple(m for m in metrics.METRICS if m != "solve_time_s")
     if f.metric not in usable:
-        problems.append(f'{where}: metric "{f.metric}" is not a results metric'
-                        + _near(f.metric, usable) + f"; valid: {', '.join(usable)}")
+        problems.append(
+            f'{where}: metric "{f.metric}" is not a results metric'
+            + _near(f.metric, usable)
+            + f"; valid: {', '.join(usable)}"
+        )
     elif not f.max and not f.min:
         problems.append(f"{where} ({f.metric}): give max and/or min (0 = unset)")
     elif f.max and f.min and f.min > f.max:

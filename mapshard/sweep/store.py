@@ -24,7 +24,8 @@ RESULTS_NAME = "results.csv"
 def csv_line(cells: Iterable[str]) -> str:
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerow(
-        [c.replace("\r", " ").replace("\n", " ") for c in cells])
+        [c.replace("\r", " ").replace("\n", " ") for c in cells]
+    )
     return buf.getvalue()
 
 
@@ -71,8 +72,10 @@ class ResultsStore:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(lock)
-            raise SetupError(f"{self.path}: another `mapshard sweep` is writing this file; wait "
-                             "for it to finish or give another --out") from None
+            raise SetupError(
+                f"{self.path}: another `mapshard sweep` is writing this file; wait "
+                "for it to finish or give another --out"
+            ) from None
         self._lock = lock
 
     def _recover(self) -> dict[str, dict[str, str]]:

@@ -72,8 +72,7 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
         text_format.Parse(job.text, setup)
         system = resolve_system(setup, base_path)
         workload = _workload(job.workload_key, setup, base_path)
-        scenario = pipeline.Scenario(setup=setup, path=base_path, system=system,
-                                     workload=workload)
+        scenario = pipeline.Scenario(setup=setup, path=base_path, system=system, workload=workload)
         with _LOCK:
             plan = pipeline.solve(scenario)
     except SetupError as exc:
@@ -81,8 +80,9 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
     except InfeasibleError as exc:
         reason = f"{exc.resource}: {exc.reason}"
         values["solve_time_s"] = time.perf_counter() - t0
-        return _row(job, "infeasible", reason + (f"; {exc.suggestion}" if exc.suggestion
-                                                 else ""), values)
+        return _row(
+            job, "infeasible", reason + (f"; {exc.suggestion}" if exc.suggestion else ""), values
+        )
     except NoPlanError as exc:
         values["solve_time_s"] = time.perf_counter() - t0
         return _row(job, "time_limit", f"no plan within the time limit: {exc}", values)
@@ -92,8 +92,9 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
     status = plan.stats.status if plan.stats.status in metrics.SOLVED else "optimal"
     for f in filters:
         value = values.get(f.metric)
-        why = metrics.violated(f.metric, value if isinstance(value, (int, float)) else None,
-                               f.min, f.max)
+        why = metrics.violated(
+            f.metric, value if isinstance(value, (int, float)) else None, f.min, f.max
+        )
         if why:
             return _row(job, "filtered", why, values)
     return _row(job, status, "", values)

@@ -1,0 +1,166 @@
+"""Reading validation cases in the structured format (tests/data/validation/
+VALIDATION_SCHEMA.md): 47 columns, one measured point per row.
+
+Any CSV with the schema's header works, not only the dev file. Cells are kept as text and
+read through typed accessors, because an empty cell means "does not apply or not known"
+and must stay distinguishable from zero.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mapshard.errors import SetupError
+
+# The columns a tool needs; the schema has more (notes, source, verification, ...).
+REQUIRED = (
+    "id",
+    "kind",
+    "usable",
+    "chip",
+    "num_chips",
+    "chips_per_node",
+    "precision",
+    "metric",
+    "value",
+    "flop_convention",
+    "extra_params",
+)
+KINDS = (
+    "gemm",
+    "memory_copy",
+    "collective",
+    "attention_fwd",
+    "training_step",
+    "inference_prefill",
+    "inference_static_batch",
+    "inference_offline_throughput",
+    "inference_server",
+    "layer_prefill",
+    "layer_decode",
+    "hpl",
+)
+# Summary groups and their --check bounds (mean |error| in percent).
+GROUP_OF_KIND = {
+    "gemm": "gemm",
+    "memory_copy": "memory_copy",
+    "collective": "collective",
+    "training_step": "training",
+    "inference_prefill": "inference",
+    "inference_static_batch": "inference",
+    "layer_prefill": "inference",
+    "layer_decode": "inference",
+}
+BOUNDS_PCT = {
+    "gemm": 5.0,
+    "memory_copy": 5.0,
+    "collective": 5.0,
+    "training": 8.0,
+    "inference": 15.0,
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row: its cells as text, plus parsed `extra_params`."""
+
+    cells: dict[str, str]
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.cells.get("id", "")
+
+    @property
+    def kind(self) -> str:
+        return self.cells.get("kind", "")
+
+    @property
+    def metric(self) -> str:
+        return self.cells.get("metric", "")
+
+    @property
+    def usable(self) -> bool:
+        return self.text("usable") == "1"
+
+    @property
+    def group(self) -> str:
+        return GROUP_OF_KIND.get(self.kind, self.kind)
+
+    def text(self, name: str) -> str:
+        return (self.cells.get(name) or "").strip()
+
+    def has(self, name: str) -> bool:
+        return self.text(name) != ""
+
+    def int(self, name: str, default: int = 0) -> int:
+        """Integer cell; `default` when empty. Raises ValueError on a malformed cell."""
+        raw = self.text(name)
+        return int(float(raw)) if raw else default
+
+    def float(self, name: str, default: float = 0.0) -> float:
+        raw = self.text(name)
+        return float(raw) if raw else default
+
+    def extra_float(self, key: str, default: float = 0.0) -> float:
+        raw = self.extra.get(key, "")
+        try:
+            return float(raw) if raw else default
+        except ValueError:
+            return default
+
+    @property
+    def measured(self) -> float | None:
+        try:
+            return float(self.text("value"))
+        except ValueError:
+            return None
+
+
+def parse_extra(text: str) -> dict[str, str]:
+    """`key=value;key=value` -> dict (a bare key maps to "")."""
+    out: dict[str, str] = {}
+    for part in text.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        key, _, value = part.partition("=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def read_cases(path: str | Path) -> list[Case]:
+    """Every row of a cases CSV; SetupError naming the file when it is not in the format."""
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            rows = list(reader)
+    except OSError as exc:
+        raise SetupError(f"{path}: cannot read the cases file ({exc.strerror})") from exc
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise SetupError(f"{path}: not a CSV file ({exc})") from exc
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise SetupError(
+            f"{path}: missing column(s) {', '.join(missing)}; the file must use the "
+            "structured validation format (tests/data/validation/VALIDATION_SCHEMA.md)"
+        )
+    cases = []
+    seen: set[str] = set()
+    problems = []
+    for line, row in enumerate(rows, start=2):
+        cells = {k: (v or "") for k, v in row.items() if k is not None}
+        case = Case(cells, parse_extra(cells.get("extra_params", "")))
+        if not case.id:
+            problems.append(f"{path}: line {line}: id is empty")
+        elif case.id in seen:
+            problems.append(f"{path}: line {line}: id {case.id} appears twice")
+        seen.add(case.id)
+        cases.append(case)
+    if problems:
+        raise SetupError(problems)
+    return cases

@@ -1,0 +1,222 @@
+"""Predict one validation case's metric with MapShard's own model.
+
+- training / inference / layer rows: the solver (`solver.planner.plan`) on the row's
+  scenario with every parallel degree fixed; the plan's iteration time, TTFT, end-to-end
+  latency or layer-graph latency;
+- gemm rows: the solver on a one-GEMM workload (the GEMM menu, its efficiency and the
+  per-kernel overhead);
+- collective rows: `solver.collectives.hierarchical_time` over the row's levels;
+- memory_copy rows: DRAM bandwidth x the chip's achievable DRAM fraction.
+Times become FLOP-based metrics only through the row's `flop_convention`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hardware.system import NetworkLevel, Topology
+from mapshard.fidelity.cases import Case
+from mapshard.fidelity.flops import ConventionError, convention_flop
+from mapshard.fidelity.scenarios import (
+    LLM_KINDS,
+    Unmodelable,
+    chip_spec,
+    load_case_scenario,
+    node_size,
+    scale_efficiency,
+    scale_up_kind,
+)
+
+TIME_METRICS = ("kernel_time_s", "iteration_time_s", "ttft_s", "layer_time_s", "collective_time_s")
+NOT_PREDICTED = {
+    "attention_fwd": "fused-attention kernel rows are not predicted (the attention kernel's "
+    "efficiency has no calibrated model yet)",
+    "inference_offline_throughput": "continuous batching over a request set is not modelled",
+    "inference_server": "Poisson arrivals with latency SLOs are not modelled",
+    "hpl": "HPL rows are not predicted (no calibrated FP64 LU model)",
+}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    value: float
+    detail: str = ""  # e.g. the predicted time behind a throughput
+
+
+def predict(case: Case, where: Path) -> Prediction:
+    """The row's metric in its SI unit; raises Unmodelable with the reason."""
+    if case.kind in NOT_PREDICTED:
+        raise Unmodelable(NOT_PREDICTED[case.kind])
+    if case.kind == "memory_copy":
+        return _memory_copy(case, where)
+    if case.kind == "collective":
+        return _collective(case)
+    if case.kind == "gemm" or case.kind in LLM_KINDS:
+        return _solved(case, where)
+    raise Unmodelable(f"kind {case.kind!r} is not a kind of the schema")
+
+
+# ---------------------------------------------------------------------------------------
+# Kernels and memory
+# ---------------------------------------------------------------------------------------
+
+
+def _memory_copy(case: Case, where: Path) -> Prediction:
+    from hardware.resolve import resolve_system
+    from mapshard import setup_pb2
+    from solver.efficiency import dram_efficiency
+
+    if case.metric != "bandwidth_Bps":
+        raise Unmodelable(f"memory_copy metric {case.metric!r} is not bandwidth_Bps")
+    setup = setup_pb2.Setup()
+    setup.system.chip = chip_spec(case).name
+    setup.system.num_chip = 1
+    system = resolve_system(setup, where)
+    return Prediction(system.dram.bandwidth_Bps * dram_efficiency(system.chip))
+
+
+# ---------------------------------------------------------------------------------------
+# Collectives
+# ---------------------------------------------------------------------------------------
+
+_BUS_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+}
+
+
+def collective_span(case: Case) -> list[tuple[NetworkLevel, int]]:
+    """The row's chips as levels: one scale-up level, plus a scale-out level across nodes."""
+    spec = chip_spec(case)
+    n = case.int("num_chips")
+    if n < 2:
+        raise Unmodelable("a collective needs num_chips >= 2")
+    node = min(node_size(case, spec), n)
+    if n % node:
+        raise Unmodelable(f"num_chips {n} is not a multiple of chips_per_node {node}")
+    span = [
+        (
+            NetworkLevel(
+                "node",
+                scale_up_kind(case, spec),
+                node,
+                spec.scale_up_bw_GBps * 1e9,
+                spec.scale_up_latency_us * 1e-6,
+                efficiency=scale_efficiency(spec, True),
+            ),
+            node,
+        )
+    ]
+    if n > node:
+        bw = spec.scale_out_bw_GBps or spec.scale_up_bw_GBps
+        span.append(
+            (
+                NetworkLevel(
+                    "net",
+                    Topology.SWITCH,
+                    n // node,
+                    bw * 1e9,
+                    spec.scale_out_latency_us * 1e-6,
+                    efficiency=scale_efficiency(spec, False),
+                ),
+                n // node,
+            )
+        )
+    return span
+
+
+def collective_time(case: Case) -> float:
+    from solver.collectives import hierarchical_time
+
+    kind = case.text("collective")
+    if kind not in _BUS_FACTOR:
+        raise Unmodelable(
+            f"collective {kind!r} is not all_reduce/all_gather/reduce_scatter/all_to_all"
+        )
+    size = case.float("message_bytes")
+    if size <= 0:
+        raise Unmodelable("collective row without message_bytes")
+    n = case.int("num_chips")
+    total = size * n if kind == "all_to_all" else size  # solver: all-to-all size = p x share
+    return hierarchical_time(kind, total, collective_span(case))
+
+
+def _collective(case: Case) -> Prediction:
+    t = collective_time(case)
+    size = case.float("message_bytes")
+    n = case.int("num_chips")
+    if case.metric == "collective_time_s":
+        return Prediction(t)
+    if case.metric == "bus_bandwidth_Bps":
+        return Prediction(size / t * _BUS_FACTOR[case.text("collective")](n), f"t={t:.4g}s")
+    if case.metric == "algorithm_bandwidth_Bps":
+        return Prediction(size / t, f"t={t:.4g}s")
+    raise Unmodelable(f"collective metric {case.metric!r} is not modelled")
+
+
+# ---------------------------------------------------------------------------------------
+# Solved scenarios (gemm, training, inference, layers)
+# ---------------------------------------------------------------------------------------
+
+
+def _solved(case: Case, where: Path) -> Prediction:
+    from mapshard.pipeline import execution_options, solver_options
+    from solver.planner import plan
+
+    scenario = load_case_scenario(case, where)
+    p = plan(
+        scenario.workload,
+        scenario.system,
+        execution_options(scenario.setup),
+        solver_options(scenario.setup),
+        scenario.name,
+    )
+    kind = case.kind
+    if kind == "gemm":
+        t = p.latency_s
+    elif kind == "training_step":
+        t = p.iteration_time_s or p.latency_s
+    elif kind == "inference_prefill":
+        t = p.ttft_s or p.latency_s
+    elif kind == "inference_static_batch":
+        t = p.latency_s
+    else:  # layer rows: the layer graph(s) only, not the embedding / LM head
+        t = sum(ph.latency_s * ph.count * ph.steps for ph in p.phases if ph.role == "layer")
+    return Prediction(metric_from_time(case, t, p.peak_flops_per_chip), f"t={t:.4g}s")
+
+
+def _tokens(case: Case) -> float:
+    if case.kind == "training_step":
+        return case.float("global_batch") * case.float("seq_len")
+    counted = case.extra.get("tokens_counted", "output")
+    if counted not in ("output", ""):
+        raise Unmodelable(f"tokens_counted={counted} is not modelled (output tokens only)")
+    return case.float("batch", 1) * case.float("output_len", 1)
+
+
+def metric_from_time(case: Case, t: float, chip_peak: float) -> float:
+    """The row's metric from the predicted time of its unit of work."""
+    metric = case.metric
+    chips = max(1, case.int("num_chips", 1))
+    if metric in TIME_METRICS:
+        return t
+    try:
+        if metric == "throughput_flops":
+            return convention_flop(case) / (t * chips)
+        if metric in ("mfu", "hfu"):
+            peak = (
+                case.extra_float("peak_flops_in_mfu")
+                or case.extra_float("peak_flops_per_chip")
+                or chip_peak
+            )
+            return convention_flop(case, hardware=metric == "hfu") / (t * chips * peak)
+    except ConventionError as exc:
+        raise Unmodelable(str(exc)) from exc
+    if metric == "tokens_per_s":
+        return _tokens(case) / t
+    if metric == "tokens_per_s_per_chip":
+        return _tokens(case) / (t * chips)
+    raise Unmodelable(f"metric {metric!r} is not modelled for kind {case.kind}")

@@ -1,0 +1,311 @@
+"""One validation case -> a MapShard scenario (setup + resolved system with fixed degrees).
+
+The setup is an ordinary `Setup` message (what a user would write); the parallel degrees
+are then fixed by tagging the resolved topology levels, because one parallelism (e.g. a DP
+group of 32 = 8 in a node x 4 nodes) may span two levels, which a setup file cannot tag yet
+(`hardware/topology.py` allows a tag on one level only; the solver's `tagged_degrees`
+already multiplies degrees across levels).
+
+Placement follows Megatron-LM's rank order: TP innermost, then DP, then PP; each group takes
+what is left of the node (the scale-up domain, `chips_per_node`) before crossing to the
+scale-out network. Every in-node level gets the chip's scale-up link bandwidth and the
+chip file's collective efficiency for level 0, every cross-node level the scale-out ones
+(level 1): the chip file's level index means the chip's default topology (scale-up, then
+scale-out), whatever sub-levels a scenario splits it into.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from generator.models import MODELS_DIR
+from hardware import library
+from hardware.system import CollectiveEfficiency, System, Topology
+from mapshard import setup_pb2
+from mapshard.fidelity.cases import Case
+from mapshard.pipeline import Scenario
+
+DTYPES = {
+    "fp32": "FP32",
+    "tf32": "TF32",
+    "fp16": "FP16",
+    "bf16": "BF16",
+    "fp8": "FP8",
+    "fp64": "FP64",
+    "int8": "INT8",
+}
+RECOMPUTE = {
+    "": setup_pb2.RECOMPUTE_NONE,
+    "none": setup_pb2.RECOMPUTE_NONE,
+    "selective": setup_pb2.RECOMPUTE_SELECTIVE,
+    "full": setup_pb2.RECOMPUTE_FULL,
+}
+LLM_KINDS = (
+    "training_step",
+    "inference_prefill",
+    "inference_static_batch",
+    "layer_prefill",
+    "layer_decode",
+)
+
+
+class Unmodelable(Exception):
+    """The case cannot be modelled; the message is the reason written to validation.csv."""
+
+
+@dataclass(frozen=True)
+class LevelSpec:
+    """One topology level of a case: degree, the parallelism on it, in-node or not."""
+
+    name: str
+    degree: int
+    tag: str
+    scale_up: bool
+
+
+def chip_spec(case: Case) -> setup_pb2.ChipSpec:
+    spec = library.find_chip(case.text("chip"))
+    if spec is None:
+        raise Unmodelable(f'chip "{case.text("chip")}" is not in the hardware library')
+    return spec
+
+
+def node_size(case: Case, spec: setup_pb2.ChipSpec) -> int:
+    """Chips sharing the scale-up fabric (the row's chips_per_node, else the chip's domain)."""
+    return case.int("chips_per_node") or spec.scale_up_domain or case.int("num_chips", 1)
+
+
+def scale_up_kind(case: Case, spec: setup_pb2.ChipSpec) -> Topology:
+    """NVSwitch boards are switches; 4-GPU HGX A100 boards and AMD Infinity Fabric platforms
+    are fully connected (direct links between every pair of GPUs)."""
+    if spec.vendor == "AMD" or (spec.name.startswith("A100") and node_size(case, spec) <= 4):
+        return Topology.FULLY_CONNECTED
+    if spec.vendor == "Google":
+        return Topology.RING
+    return Topology.SWITCH
+
+
+def place_degrees(degrees: dict[str, int], num_chips: int, node: int) -> list[LevelSpec]:
+    """Levels innermost first: TP, DP, PP fill the node, the rest crosses nodes."""
+    if math.prod(degrees.values()) != num_chips:
+        shown = "x".join(f"{k.lower()}{v}" for k, v in degrees.items())
+        raise Unmodelable(f"parallel degrees {shown} do not multiply to num_chips {num_chips}")
+    left = min(node, num_chips)
+    inner: dict[str, int] = {}
+    for name in ("TP", "DP", "PP"):
+        take = math.gcd(degrees.get(name, 1), left)
+        inner[name] = take
+        left //= take
+    levels = [LevelSpec(f"node_{n.lower()}", d, n, True) for n, d in inner.items() if d > 1]
+    for name in ("TP", "DP", "PP"):
+        rest = degrees.get(name, 1) // inner[name]
+        if rest > 1:
+            levels.append(LevelSpec(f"net_{name.lower()}", rest, name, False))
+    return levels
+
+
+def case_levels(case: Case, spec: setup_pb2.ChipSpec) -> list[LevelSpec]:
+    degrees = {"TP": case.int("tp", 1), "DP": case.int("dp", 1), "PP": case.int("pp", 1)}
+    for name in ("cp", "ep"):
+        if case.int(name, 1) > 1:
+            raise Unmodelable(
+                f"{name.upper()}={case.int(name)} is not modelled by the scenario builder"
+            )
+    return place_degrees(degrees, case.int("num_chips", 1), node_size(case, spec))
+
+
+# ---------------------------------------------------------------------------------------
+# Setups
+# ---------------------------------------------------------------------------------------
+
+
+def _precision(case: Case, msg: setup_pb2.Precision) -> None:
+    """GEMM inputs in the row's precision; FP8 rows keep 16-bit activations between kernels
+    (the schema: "FP8 GEMMs, higher-precision elsewhere") and take weights/KV types from
+    extra_params when given."""
+    prec = case.text("precision") or "bf16"
+    if prec not in DTYPES:
+        raise Unmodelable(f"precision {prec!r} is not one of {', '.join(DTYPES)}")
+    math_t = DTYPES[prec]
+    act = "BF16" if prec == "fp8" else math_t
+    weight = DTYPES.get(case.extra.get("weights_dtype", ""), math_t)
+    kv = DTYPES.get(case.extra.get("kv_cache_dtype", ""), act)
+    msg.weight = setup_pb2.DType.Value(weight)
+    msg.activation = setup_pb2.DType.Value(act)
+    msg.kv_cache = setup_pb2.DType.Value(kv)
+    msg.math = setup_pb2.DType.Value(math_t)
+
+
+def _system(
+    case: Case, spec: setup_pb2.ChipSpec, setup: setup_pb2.Setup, levels: list[LevelSpec]
+) -> None:
+    setup.system.chip = spec.name
+    setup.system.num_chip = max(1, case.int("num_chips", 1))
+    kind = {
+        Topology.SWITCH: setup_pb2.SWITCH,
+        Topology.RING: setup_pb2.RING,
+        Topology.FULLY_CONNECTED: setup_pb2.FULLY_CONNECTED,
+    }[scale_up_kind(case, spec)]
+    for lv in levels:
+        t = setup.system.topology.add()
+        t.name = lv.name
+        t.degree = lv.degree
+        t.kind = kind if lv.scale_up else setup_pb2.SWITCH
+        bw = spec.scale_up_bw_GBps if lv.scale_up else spec.scale_out_bw_GBps
+        t.link_bw_GBps = bw or spec.scale_up_bw_GBps
+        lat = spec.scale_up_latency_us if lv.scale_up else spec.scale_out_latency_us
+        t.latency_us = lat
+
+
+def _shipped(name: str) -> str:
+    short = name.rsplit("/", 1)[-1]
+    return short if (MODELS_DIR / short / "config.json").is_file() else ""
+
+
+def _model(case: Case, msg: setup_pb2.Model) -> None:
+    """A shipped config when the row names one and its dims match the row (layer rows keep
+    one layer, so they are inline), else an inline ModelSpec from the columns."""
+    import json
+
+    for key in ("hf_config", "local_config"):
+        name = _shipped(case.extra.get(key, ""))
+        if not name:
+            continue
+        cfg = json.loads((MODELS_DIR / name / "config.json").read_text(encoding="utf-8"))
+        layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
+        hidden = cfg.get("hidden_size", cfg.get("n_embd"))
+        if layers == case.int("layers") and hidden == case.int("hidden"):
+            msg.hf_model = name
+            return
+    for col in ("hidden", "layers", "heads", "ffn_hidden"):
+        if case.int(col) <= 0:
+            raise Unmodelable(f"model column {col} is empty and no shipped config matches")
+    spec = msg.inline
+    swiglu = case.text("ffn_kind") == "swiglu"
+    spec.name = case.text("model") or case.id
+    spec.architecture = "llama" if swiglu else "gpt2"
+    spec.hidden_size = case.int("hidden")
+    spec.num_layers = case.int("layers")
+    spec.num_heads = case.int("heads")
+    spec.num_kv_heads = case.int("kv_heads") or case.int("heads")
+    spec.head_dim = case.int("head_dim") or case.int("hidden") // case.int("heads")
+    spec.intermediate_size = case.int("ffn_hidden")
+    spec.vocab_size = case.int("vocab") or 51200  # layer rows: the head is not predicted
+    spec.ffn = setup_pb2.SWIGLU if swiglu else setup_pb2.GELU
+    spec.norm = setup_pb2.RMSNORM if swiglu else setup_pb2.LAYERNORM
+    if not swiglu:
+        spec.max_position_embeddings = max(
+            case.int("seq_len"), case.int("input_len"), case.int("kv_len"), 2048
+        )
+    if case.int("experts") > 0:
+        spec.num_experts = case.int("experts")
+        spec.experts_per_token = case.int("experts_per_token")
+
+
+def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
+    """C[m,n] = A[m,k] B[k,n]. An FP8 GEMM reads 1-byte inputs and writes a 16-bit C (as
+    cuBLASLt's FP8 GEMMs do); the setup has one activation type for A and C, so the larger
+    input becomes the FP8 weight operand (the GEMM transposed when A is the larger) and the
+    smaller input is counted at 2 bytes."""
+    m, k, n = case.int("m"), case.int("k"), case.int("n")
+    if min(m, k, n) <= 0:
+        raise Unmodelable("gemm row without m, k and n")
+    if case.text("precision") == "fp8" and m > n:
+        m, n = n, m
+    g.M, g.K, g.N = m, k, n
+    g.weight_operand = case.text("precision") == "fp8"
+
+
+def _workload(case: Case, setup: setup_pb2.Setup) -> None:
+    kind = case.kind
+    if kind == "gemm":
+        _gemm(case, setup.workload.gemm)
+    elif kind == "training_step":
+        t = setup.workload.llm_training
+        _model(case, t.model)
+        t.global_batch = case.int("global_batch")
+        t.micro_batch = case.int("micro_batch", 1)
+        t.seq_len = case.int("seq_len")
+        rec = case.text("recompute")
+        if rec not in RECOMPUTE:
+            raise Unmodelable(f"recompute {rec!r} is not none/selective/full")
+        t.recompute = RECOMPUTE[rec]
+        t.sequence_parallel = case.int("sequence_parallel") == 1
+        t.virtual_pipeline = case.int("virtual_pipeline", 1)
+        t.zero_stage = 3 if case.int("fsdp") == 1 else 0
+    else:
+        i = setup.workload.llm_inference
+        _model(case, i.model)
+        i.batch = case.int("batch", 1)
+        i.input_len = case.int("input_len")
+        i.output_len = case.int("output_len")
+        if kind in ("inference_prefill", "layer_prefill"):
+            i.phase = setup_pb2.PREFILL
+        elif kind == "inference_static_batch":
+            i.phase = setup_pb2.REQUEST if i.output_len > 1 else setup_pb2.PREFILL
+        else:
+            i.phase = setup_pb2.DECODE
+            i.context_len = case.int("kv_len") or i.input_len
+            if i.context_len <= 0:
+                raise Unmodelable("layer_decode row without kv_len or input_len")
+    _precision(case, setup.workload.precision)
+
+
+def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
+    """The scenario a row describes, as a Setup, and the levels' parallelism tags."""
+    spec = chip_spec(case)
+    levels = [] if case.kind == "gemm" else case_levels(case, spec)
+    setup = setup_pb2.Setup()
+    setup.name = f"validate_{case.id}"
+    _workload(case, setup)
+    _system(case, spec, setup, levels)
+    setup.execution.execution_style = setup_pb2.KERNEL_BY_KERNEL
+    setup.execution.perfect_overlap = True
+    if "serialize_network" in setup_pb2.Execution.DESCRIPTOR.fields_by_name:
+        # GPU semantics once the setup format has them: a kernel's collective (NCCL on the
+        # same stream) runs after its compute instead of hiding under it
+        setup.execution.serialize_network = True
+    setup.solver.time_limit_s = 60
+    return setup, levels
+
+
+def scale_efficiency(spec: setup_pb2.ChipSpec, scale_up: bool) -> CollectiveEfficiency:
+    """The chip file's collective efficiency for its scale-up (level 0) or scale-out
+    (level 1) network."""
+    want = 0 if scale_up else 1
+    for entry in spec.accelerator.efficiency.collective:
+        if entry.level == want:
+            return CollectiveEfficiency(
+                bus_bw_util=entry.bus_bw_util or 1.0,
+                latency_s=entry.latency_us * 1e-6,
+                half_bw_bytes=entry.half_bw_bytes,
+            )
+    return CollectiveEfficiency()
+
+
+def tag_levels(system: System, levels: list[LevelSpec], spec: setup_pb2.ChipSpec) -> System:
+    """Fix the degrees: each level carries its parallelism and its scale's efficiency."""
+    assert len(system.network) == len(levels), (system.network, levels)
+    network = tuple(
+        replace(net, parallelism=(lv.tag,), efficiency=scale_efficiency(spec, lv.scale_up))
+        for net, lv in zip(system.network, levels)
+    )
+    return replace(system, network=network)
+
+
+def load_case_scenario(case: Case, where: Path) -> Scenario:
+    """Validate, resolve and generate the row's scenario (the pipeline's own stages)."""
+    from generator.build import build_workload
+    from hardware.resolve import resolve_system
+    from mapshard.fidelity.megatron import pin_megatron
+    from mapshard.validation import validate_setup
+
+    setup, levels = build_setup(case)
+    validate_setup(setup, where)
+    system = tag_levels(resolve_system(setup, where), levels, chip_spec(case))
+    workload = build_workload(setup, where)
+    if case.kind in LLM_KINDS:
+        workload, _ = pin_megatron(workload, case.int("tp", 1))
+    return Scenario(setup=setup, path=where, system=system, workload=workload)

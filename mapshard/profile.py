@@ -1,0 +1,186 @@
+"""`mapshard profile compare|calibrate SCENARIO PROFILE [--out FILE]`.
+
+compare: solve the scenario, read the measured profile (Nsight Compute CSV or a PyTorch
+  profiler Chrome trace), match the measured kernels to the plan's kernels (by class and
+  order, see mapshard.fidelity.profile_match) and report measured vs predicted time and
+  DRAM bytes per kernel: a table on stdout and a CSV (default profile_compare.csv).
+calibrate: fit the chip's gemm_util and kernel_overhead_us (compute-bound GEMM launches)
+  and dram_util (memory-bound launches) from the same matches, and write them as an
+  override text-proto fragment (default calibration.txt). How to use it is written at the
+  top of the file: copy its `accelerator { efficiency { ... } }` into the `system` block of
+  a setup (fields given there override the library chip), or merge it programmatically with
+  `merge_override`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+from pathlib import Path
+
+from google.protobuf import text_format
+
+from mapshard import setup_pb2
+from mapshard.errors import SetupError
+from mapshard.fidelity.profile_io import read_profile
+from mapshard.fidelity.profile_match import Calibration, Comparison, calibrate, compare
+
+CSV_COLUMNS = (
+    "phase",
+    "kernel",
+    "part",
+    "class",
+    "launches",
+    "measured_s",
+    "predicted_s",
+    "time_ratio",
+    "measured_dram_bytes",
+    "predicted_dram_bytes",
+    "bytes_ratio",
+    "tensor_pipe_pct",
+)
+
+
+def _fmt(x: float | None, spec: str = ".4g") -> str:
+    return "" if x is None else format(x, spec)
+
+
+def comparison_csv(cmp: Comparison) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for r in cmp.rows:
+        w.writerow(
+            [
+                r.phase,
+                r.kernel,
+                r.part,
+                r.cls,
+                r.matched,
+                _fmt(r.measured_s),
+                _fmt(r.predicted_s),
+                _fmt(r.time_ratio),
+                _fmt(r.measured_bytes),
+                _fmt(r.predicted_bytes),
+                _fmt(r.bytes_ratio),
+                _fmt(r.tensor_pct),
+            ]
+        )
+    for cls, (n, t) in sorted(cmp.unmatched.items()):
+        w.writerow(["(unmatched)", cls, "compute", cls, n, _fmt(t / n), "", "", "", "", "", ""])
+    return buf.getvalue()
+
+
+def format_comparison(cmp: Comparison, limit: int = 30) -> str:
+    head = (
+        f"{'phase/kernel':<36} {'class':<11} {'n':>5} {'meas us':>9} {'pred us':>9} "
+        f"{'ratio':>6} {'meas MB':>9} {'pred MB':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in cmp.rows[:limit]:
+        name = f"{r.phase}/{r.kernel}" + (" [coll]" if r.part == "collective" else "")
+        mb = "-" if r.measured_bytes is None else f"{r.measured_bytes / 1e6:.2f}"
+        lines.append(
+            f"{name[:36]:<36} {r.cls:<11} {r.matched:>5} {r.measured_s * 1e6:>9.1f} "
+            f"{r.predicted_s * 1e6:>9.1f} {r.time_ratio:>6.2f} {mb:>9} "
+            f"{r.predicted_bytes / 1e6:>9.2f}"
+        )
+    if len(cmp.rows) > limit:
+        lines.append(f"... {len(cmp.rows) - limit} more rows in the CSV")
+    meas = sum(r.measured_s * r.matched for r in cmp.rows)
+    pred = sum(r.predicted_s * r.matched for r in cmp.rows)
+    lines.append(
+        f"matched launches: measured {meas * 1e3:.3f} ms, predicted "
+        f"{pred * 1e3:.3f} ms (ratio {meas / pred if pred else float('nan'):.3f})"
+    )
+    for cls, (n, t) in sorted(cmp.unmatched.items()):
+        lines.append(
+            f"unmatched: {n} {cls} launches, {t * 1e3:.3f} ms (no plan kernel left of that class)"
+        )
+    return "\n".join(lines)
+
+
+def override_text(cal: Calibration, scenario: str, profile: str, chip: str) -> str:
+    """The override fragment, with how to merge it, and the evidence per number."""
+    eff = setup_pb2.Efficiency()
+    notes = []
+    if cal.gemm_util is not None:
+        eff.gemm_util = cal.gemm_util
+        eff.kernel_overhead_us = cal.kernel_overhead_us or 0.0
+        notes.append(
+            f"gemm_util, kernel_overhead_us: {cal.gemm_launches} compute-bound GEMM "
+            f"launches, mean |error| {100 * (cal.gemm_mean_abs_err or 0):.1f}%"
+        )
+    if cal.dram_util is not None:
+        eff.dram_util = cal.dram_util
+        notes.append(
+            f"dram_util: median achieved bandwidth of {cal.dram_launches} "
+            "memory-bound launches / DRAM peak"
+        )
+    eff.source = f"mapshard profile calibrate {profile} against {scenario}"
+    frag = setup_pb2.Setup()
+    frag.system.accelerator.efficiency.CopyFrom(eff)
+    header = [
+        f"# Efficiency of {chip} calibrated by `mapshard profile calibrate` from",
+        f"#   profile:  {profile}",
+        f"#   scenario: {scenario}",
+        *(f"# {n}" for n in notes or ["no GEMM or memory-bound launch matched: nothing fitted"]),
+        "# To use it: copy the `accelerator { efficiency { ... } }` block below into the",
+        "# `system { ... }` block of a setup.txt that names this chip; fields given there",
+        "# override the library chip's (unset fields keep the library values). Or in Python:",
+        "#   mapshard.profile.merge_override(setup, Path('calibration.txt')).",
+    ]
+    return "\n".join(header) + "\n" + text_format.MessageToString(frag)
+
+
+def merge_override(setup: setup_pb2.Setup, path: Path) -> setup_pb2.Setup:
+    """`setup` with the override fragment's fields merged on top (a copy)."""
+    from mapshard.setup_io import parse_text
+
+    frag = setup_pb2.Setup()
+    parse_text(Path(path).read_text(encoding="utf-8"), frag, Path(path))
+    merged = setup_pb2.Setup()
+    merged.CopyFrom(setup)
+    merged.MergeFrom(frag)
+    return merged
+
+
+def run_profile_command(args: argparse.Namespace) -> int:
+    """The CLI entry point (mapshard.commands.cmd_profile)."""
+    from mapshard import pipeline
+    from mapshard.sweep.store import write_atomic
+    from solver.efficiency import dram_efficiency
+
+    scenario = pipeline.load_scenario(args.scenario)
+    measured = read_profile(args.profile)
+    plan = pipeline.solve(scenario)
+    cmp = compare(plan, measured)
+    if not cmp.rows:
+        raise SetupError(
+            f"{args.profile}: none of the {len(measured)} measured kernels "
+            "matches a kernel of the plan (see profile_io.NAME_PATTERNS)"
+        )
+    if args.action == "compare":
+        print(format_comparison(cmp))
+        out = Path(args.out or "profile_compare.csv")
+        write_atomic(out, comparison_csv(cmp).encode("utf-8"))
+        print(f"written: {out}")
+        return 0
+    chip = scenario.system.chip
+    cal = calibrate(
+        cmp.rows,
+        chip.efficiency.gemm_util or 1.0,
+        chip.efficiency.kernel_overhead_s,
+        scenario.system.dram.bandwidth_Bps,
+    )
+    out = Path(args.out or "calibration.txt")
+    text = override_text(cal, str(args.scenario), str(args.profile), chip.name)
+    write_atomic(out, text.encode("utf-8"))
+    print(text, end="")
+    overhead_us = chip.efficiency.kernel_overhead_s * 1e6
+    print(
+        f"written: {out} (current: gemm_util {chip.efficiency.gemm_util:g}, dram_util "
+        f"{dram_efficiency(chip):g}, kernel_overhead_us {overhead_us:g})"
+    )
+    return 0

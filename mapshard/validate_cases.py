@@ -1,0 +1,86 @@
+"""`mapshard validate CASES.csv [--out DIR] [--check]`: predict every case of a CSV in the
+structured validation format and report the error.
+
+Stages, one function each: read the cases -> predict each usable one with MapShard's own
+model (mapshard.fidelity.predict) -> write validation.csv, validation_summary.csv and
+validation.svg -> print the summary -> with --check, exit 1 when a group's mean |error|
+exceeds its bound (gemm, memory_copy, collective 5 %; training 8 %; inference 15 %).
+Rows with usable=0 and rows that cannot be modelled are listed with their reason, never
+dropped, and do not count towards the means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from mapshard.errors import InfeasibleError, NoPlanError, SetupError
+from mapshard.fidelity.cases import Case, read_cases
+from mapshard.fidelity.report import Outcome, format_summary, summarize, write_outputs
+
+EXIT_OK, EXIT_BOUNDS = 0, 1
+
+
+def _skip_reason(case: Case) -> str:
+    notes = case.text("notes")
+    first = notes.split(". ")[0].strip().rstrip(".") if notes else "no reason given"
+    return f"skipped: usable=0 ({first})"
+
+
+def validate_case(case: Case, where: Path) -> Outcome:
+    """One case's outcome: a prediction, or the reason there is none."""
+    from mapshard.fidelity.predict import predict
+    from mapshard.fidelity.scenarios import Unmodelable
+
+    base = dict(
+        id=case.id, kind=case.kind, group=case.group, metric=case.metric, measured=case.measured
+    )
+    if not case.usable:
+        return Outcome(**base, predicted=None, reason=_skip_reason(case))
+    if case.measured is None:
+        return Outcome(**base, predicted=None, reason="no measured value")
+    try:
+        pred = predict(case, where)
+    except Unmodelable as exc:
+        return Outcome(**base, predicted=None, reason=f"not modelled: {exc}")
+    except SetupError as exc:
+        return Outcome(
+            **base, predicted=None, reason="scenario rejected: " + "; ".join(exc.problems)
+        )
+    except (InfeasibleError, NoPlanError) as exc:
+        return Outcome(**base, predicted=None, reason=f"no plan: {exc}")
+    except ValueError as exc:
+        return Outcome(**base, predicted=None, reason=f"malformed row: {exc}")
+    return Outcome(**base, predicted=pred.value, reason=pred.detail)
+
+
+def validate_cases(cases: Sequence[Case], where: Path) -> list[Outcome]:
+    return [validate_case(c, where) for c in cases]
+
+
+def run_validation_command(args: argparse.Namespace) -> int:
+    """The CLI entry point (mapshard.commands.cmd_validate)."""
+    path = Path(args.cases)
+    cases = read_cases(path)
+    outcomes = validate_cases(cases, path)
+    summary = summarize(outcomes)
+    out = Path(args.out or "validation_results")
+    write_outputs(out, outcomes, summary)
+    print(format_summary(summary))
+    skipped = [o for o in outcomes if o.predicted is None]
+    if skipped:
+        print("\nnot predicted:")
+        for o in skipped:
+            print(f"  {o.id}: {o.reason}")
+    print(f"\nwritten: {out / 'validation.csv'}, validation_summary.csv, validation.svg")
+    if args.check:
+        failed = [s for s in summary if s.within_bound is False]
+        for s in failed:
+            print(
+                f"check: {s.group} mean |error| {s.mean_abs_pct:.2f}% exceeds {s.bound_pct:g}%",
+                file=sys.stderr,
+            )
+        return EXIT_BOUNDS if failed else EXIT_OK
+    return EXIT_OK

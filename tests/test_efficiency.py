@@ -1,0 +1,110 @@
+"""The achievable-efficiency model (solver/efficiency.py) against hand computations."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from hardware.system import Chip, Efficiency
+from solver.efficiency import (
+    attention_efficiency,
+    dram_efficiency,
+    gemm_efficiency,
+    k_rolloff,
+    occupancy,
+    tile_candidates,
+    vector_efficiency,
+)
+
+
+def chip(**eff) -> Chip:
+    return Chip(
+        "t",
+        cores=108,
+        peak_flops={"bf16": 312e12},
+        vector_flops=19.5e12,
+        sram_bytes=1e7,
+        frequency_Hz=1.41e9,
+        efficiency=Efficiency(**eff),
+    )
+
+
+def test_roofline_chip_is_efficiency_one():
+    c = chip()
+    assert gemm_efficiency(c, 8192, 8192, 8192) == 1.0
+    assert attention_efficiency(c) == 1.0 and dram_efficiency(c) == 1.0
+    assert vector_efficiency(c) == 1.0
+
+
+def test_tile_candidates_are_the_tile_its_halves_and_transposes():
+    assert tile_candidates(128, 256) == [(128, 256), (64, 256), (128, 128), (256, 128), (256, 64)]
+
+
+def test_occupancy_counts_waves_and_padding_by_hand():
+    # 4096 x 4096 on 108 SMs: 128x256 -> 32*16 = 512 tiles = 4.74 waves -> 5 waves;
+    # the halves give 1024 tiles = 9.48 -> 10 waves: 4096^2 / (5 * 108 * 128 * 256) = 0.948
+    assert occupancy(4096, 4096, 1, 108, 128, 256) == pytest.approx(
+        4096 * 4096 / (5 * 108 * 128 * 256)
+    )
+    # one 64 x 64 output on 108 SMs: the smallest candidate tile (128x128 or 64x256 area) pads
+    # it: 4096 useful MACs of 108 * 16384
+    assert occupancy(64, 64, 1, 108, 128, 256) == pytest.approx(64 * 64 / (108 * 128 * 128))
+    # batch multiplies the tiles
+    assert occupancy(128, 256, 108, 108, 128, 256) == pytest.approx(1.0)
+
+
+def test_k_rolloff_halves_at_half_dim():
+    assert k_rolloff(272, 272) == pytest.approx(0.5)
+    assert k_rolloff(8192, 0) == 1.0
+
+
+def test_gemm_efficiency_is_the_product_of_the_three_terms():
+    c = chip(gemm_util=0.8, gemm_half_dim=256, gemm_tile_m=128, gemm_tile_n=256)
+    m, n, k = 4096, 4096, 1024
+    expected = 0.8 * k / (k + 256) * occupancy(m, n, 1, 108, 128, 256)
+    assert gemm_efficiency(c, m, n, k) == pytest.approx(expected)
+
+
+def test_fixed_compute_util_overrides_the_model():
+    c = chip(gemm_util=0.8, gemm_half_dim=256, fixed_compute_util=0.5)
+    assert gemm_efficiency(c, 64, 64, 64) == 0.5 and attention_efficiency(c) == 0.5
+
+
+def test_attention_defaults_to_gemm_util():
+    assert attention_efficiency(chip(gemm_util=0.7)) == 0.7
+    assert attention_efficiency(chip(gemm_util=0.7, attention_util=0.3)) == 0.3
+
+
+def test_efficiency_is_never_zero():
+    c = chip(gemm_util=0.8, gemm_half_dim=1e9, gemm_tile_m=128, gemm_tile_n=256)
+    assert gemm_efficiency(c, 1, 1, 1) == 1e-3
+
+
+def test_gemm_time_in_the_menu_uses_the_shape(tmp_path):
+    """The solver's GEMM compute time is FLOP / (peak x efficiency(shape))."""
+    from pathlib import Path
+
+    from mapshard import pipeline
+
+    setup = tmp_path / "setup.txt"
+    setup.write_text(
+        "workload { gemm { M: 4096 K: 4096 N: 4096 } }\n"
+        'system { chip: "A100-SXM4-80GB" num_chip: 1 }\n'
+        "execution { execution_style: KERNEL_BY_KERNEL perfect_overlap: true }\n"
+    )
+    sc = pipeline.load_scenario(Path(setup))
+    plan = pipeline.solve(sc)
+    (k,) = plan.kernels()
+    ch = sc.system.chip
+    flop = 2 * 4096**3
+    expected = flop / (ch.peak("bf16") * gemm_efficiency(ch, 4096, 4096, 4096))
+    assert k.compute_s == pytest.approx(expected + ch.efficiency.kernel_overhead_s)
+    assert plan.latency_s == pytest.approx(max(k.compute_s, k.memory_s))
+    assert math.isfinite(plan.latency_s)
+
+
+def test_replace_keeps_efficiency_frozen():
+    e = Efficiency(gemm_util=0.5)
+    assert replace(e, dram_util=0.9).gemm_util == 0.5

@@ -1,0 +1,326 @@
+"""`mapshard validate`: the dev measurements end to end, and the pieces by hand."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from mapshard.cli import main
+from mapshard.fidelity import flops
+from mapshard.fidelity.cases import BOUNDS_PCT, Case, parse_extra, read_cases
+from mapshard.fidelity.megatron import megatron_sharding
+from mapshard.fidelity.report import COLUMNS
+from mapshard.fidelity.scenarios import LevelSpec, place_degrees
+from mapshard.validate_cases import run_validation_command
+
+DATA = Path(__file__).parent / "data" / "validation"
+DEV = DATA / "validation_dev_structured.csv"
+
+
+@pytest.fixture(scope="module")
+def dev_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("val")
+    rc = run_validation_command(argparse.Namespace(cases=str(DEV), out=str(out), check=True))
+    with open(out / "validation.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    with open(out / "validation_summary.csv", newline="") as f:
+        summary = {r["group"]: r for r in csv.DictReader(f)}
+    return rc, out, rows, summary
+
+
+def test_one_row_per_case_with_the_contract_columns(dev_run):
+    _, out, rows, _ = dev_run
+    ids = [c.id for c in read_cases(DEV)]
+    assert [r["id"] for r in rows] == ids
+    with open(out / "validation.csv", newline="") as f:
+        assert tuple(next(csv.reader(f))) == COLUMNS
+    k15 = next(r for r in rows if r["id"] == "K15")
+    assert k15["predicted"] == "" and k15["reason"].startswith("skipped: usable=0")
+    for r in rows:
+        if r["id"] != "K15":
+            assert r["predicted"] != "", r
+            err = (float(r["predicted"]) - float(r["measured"])) / float(r["measured"]) * 100
+            assert float(r["error_pct"]) == pytest.approx(err, abs=1e-3)
+
+
+@pytest.mark.parametrize("group", ["memory_copy", "collective", "inference"])
+def test_dev_error_within_bound(dev_run, group):
+    _, _, _, summary = dev_run
+    assert float(summary[group]["mean_abs_error_pct"]) <= BOUNDS_PCT[group]
+    assert summary[group]["within_bound"] == "true"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "gemm mean |error| 5.2% > 5%: one parameter set per chip cannot follow the A100 sources' "
+        "spread (LLMCompass torch.matmul 278-287 TF, Azure cuBLASLt 254 TF, vidur 241 TF at like "
+        "shapes) nor H100 FP16 (K11 748 TF) vs FP8 (0.65-0.70 of peak) plateaus"
+    ),
+)
+def test_dev_gemm_error_within_bound(dev_run):
+    assert float(dev_run[3]["gemm"]["mean_abs_error_pct"]) <= BOUNDS_PCT["gemm"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "training mean |error| ~24% > 8%: the solver overlaps each kernel's TP collective with "
+        "its compute (Megatron serialises them) and the generator has fused attention without "
+        "dropout (Megatron-era runs: unfused softmax + dropout over b*h*s^2 scores)"
+    ),
+)
+def test_dev_training_error_within_bound(dev_run):
+    assert float(dev_run[3]["training"]["mean_abs_error_pct"]) <= BOUNDS_PCT["training"]
+
+
+def test_dev_summary_values_are_what_the_report_states(dev_run):
+    """The numbers quoted in the Fidelity report; a model change must update them."""
+    summary = dev_run[3]
+    expected = {
+        "gemm": 5.21,
+        "memory_copy": 0.05,
+        "collective": 2.25,
+        "training": 24.23,
+        "inference": 9.68,
+    }
+    for group, value in expected.items():
+        assert float(summary[group]["mean_abs_error_pct"]) == pytest.approx(value, abs=0.05)
+
+
+def test_check_exits_1_when_a_bound_is_exceeded(dev_run):
+    assert dev_run[0] == 1
+
+
+def test_outputs_are_deterministic_and_atomic(dev_run, tmp_path):
+    _, out, _, _ = dev_run
+    rc = main(["validate", str(DEV), "--out", str(tmp_path)])
+    assert rc == 0  # no --check: report only
+    for name in ("validation.csv", "validation_summary.csv", "validation.svg"):
+        assert (tmp_path / name).read_bytes() == (out / name).read_bytes()
+    svg = (tmp_path / "validation.svg").read_text()
+    assert svg.startswith("<svg") and "<metadata>" not in svg
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def _write(path: Path, rows: list[dict[str, str]]) -> Path:
+    header = next(csv.reader(open(DEV, newline="")))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in header})
+    return path
+
+
+def test_any_csv_in_the_format_and_unmodellable_rows_keep_a_reason(tmp_path):
+    dev = {c.id: c.cells for c in read_cases(DEV)}
+    rows = [
+        dev["K14"],
+        dev["C03"],
+        {**dev["K04"], "id": "X1", "chip": "NoSuchChip"},
+        {**dev["T11"], "id": "X2", "cp": "2", "num_chips": "16"},
+        {**dev["K04"], "id": "X3", "m": ""},
+        {**dev["K15"], "id": "X4", "usable": "1", "extra_params": "attn_pass=fwd"},
+        {**dev["K04"], "id": "X5", "flop_convention": "mystery"},
+    ]
+    cases = _write(tmp_path / "cases.csv", rows)
+    out = tmp_path / "out"
+    assert main(["validate", str(cases), "--out", str(out), "--check"]) == 0
+    got = {r["id"]: r for r in csv.DictReader(open(out / "validation.csv", newline=""))}
+    assert list(got) == ["K14", "C03", "X1", "X2", "X3", "X4", "X5"]
+    assert got["K14"]["predicted"] and got["C03"]["predicted"]
+    assert "not in the hardware library" in got["X1"]["reason"]
+    assert "CP=2" in got["X2"]["reason"]
+    assert "without m, k and n" in got["X3"]["reason"]
+    assert "not modelled" in got["X4"]["reason"]
+    assert "unknown flop_convention" in got["X5"]["reason"]
+    for r in ("X1", "X2", "X3", "X4", "X5"):
+        assert got[r]["predicted"] == ""
+
+
+def test_a_file_not_in_the_format_is_bad_input(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    assert main(["validate", str(bad), "--out", str(tmp_path / "o")]) == 2
+
+
+# ---------------------------------------------------------------------------------------
+# FLOP conventions by hand
+# ---------------------------------------------------------------------------------------
+
+
+def case(**cells) -> Case:
+    extra = parse_extra(cells.pop("extra_params", ""))
+    return Case({k: str(v) for k, v in cells.items()}, extra)
+
+
+def test_megatron_eq3_matches_the_curators_derived_flops():
+    t01 = next(c for c in read_cases(DEV) if c.id == "T01")
+    assert flops.convention_flop(t01) == pytest.approx(
+        t01.extra_float("derived_flops_per_iteration"), rel=1e-5
+    )
+
+
+def test_nemo_gpt3_and_llama_formulas():
+    B, s, l, h, V = 8, 2048, 2, 1024, 51200
+    gpt = case(
+        flop_convention="nemo_model_flops_2024",
+        global_batch=B,
+        seq_len=s,
+        layers=l,
+        hidden=h,
+        ffn_kind="gelu",
+    )
+    assert (
+        flops.convention_flop(gpt)
+        == (24 * B * s * h * h + 4 * B * s * s * h) * 3 * l + 6 * B * s * h * V
+    )
+    llama = case(
+        flop_convention="nemo_model_flops_2024",
+        global_batch=B,
+        seq_len=s,
+        layers=l,
+        hidden=h,
+        ffn_kind="swiglu",
+        heads=16,
+        kv_heads=4,
+        ffn_hidden=2816,
+        vocab=32000,
+    )
+    assert flops.convention_flop(llama) == pytest.approx(
+        B * s * l * h * h * (12 + 12 * 4 / 16 + 18 * 2816 / h + 12 * s / h + 6 * 32000 / (l * h))
+    )
+
+
+def test_llmfoundry_palm_flash_and_hpl():
+    lf = case(
+        flop_convention="llmfoundry_mfu",
+        global_batch=2,
+        seq_len=100,
+        layers=3,
+        hidden=10,
+        recompute="full",
+        extra_params="num_params_in_mfu=1000",
+    )
+    assert flops.convention_flop(lf) == 2 * (6 * 1000 * 100 + 12 * 3 * 10 * 100**2)
+    assert flops.convention_flop(lf, hardware=True) == 2 * (8 * 1000 * 100 + 16 * 3 * 10 * 100**2)
+    palm = case(
+        flop_convention="palm_6N_plus_12LHQT",
+        global_batch=2,
+        seq_len=8,
+        layers=2,
+        heads=4,
+        head_dim=16,
+    )
+    assert flops.convention_flop(palm) == 2 * 8 * (6 * 540.35e9 + 12 * 2 * 4 * 16 * 8)
+    fa = case(
+        flop_convention="flash_attn_benchmark",
+        batch=2,
+        seq_len=8192,
+        heads=16,
+        head_dim=128,
+        extra_params="causal=1;attn_pass=fwd_bwd",
+    )
+    assert flops.convention_flop(fa) == pytest.approx(3.5 * 4 * 2 * 8192**2 * 16 * 128 / 2)
+    hpl = case(flop_convention="hpl_standard", extra_params="hpl_n=1000")
+    assert flops.convention_flop(hpl) == pytest.approx(2 / 3 * 1e9 + 2e6)
+    with pytest.raises(flops.ConventionError):
+        flops.convention_flop(
+            case(
+                flop_convention="flash_attn_benchmark",
+                batch=2,
+                seq_len=8,
+                heads=1,
+                head_dim=8,
+                extra_params="attn_pass=unknown_fwd_or_fwd_bwd",
+            )
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# Scenario construction
+# ---------------------------------------------------------------------------------------
+
+
+def test_megatron_placement_tp_inside_then_dp_then_pp():
+    # T01: DP 32 over 4 nodes of 8 -> DP 8 on the NVSwitch, DP 4 across nodes
+    assert place_degrees({"TP": 1, "DP": 32, "PP": 1}, 32, 8) == [
+        LevelSpec("node_dp", 8, "DP", True),
+        LevelSpec("net_dp", 4, "DP", False),
+    ]
+    # T04: TP 8 fills the node, DP 32 across
+    assert place_degrees({"TP": 8, "DP": 32, "PP": 1}, 256, 8) == [
+        LevelSpec("node_tp", 8, "TP", True),
+        LevelSpec("net_dp", 32, "DP", False),
+    ]
+    assert place_degrees({"TP": 2, "DP": 2, "PP": 4}, 16, 8) == [
+        LevelSpec("node_tp", 2, "TP", True),
+        LevelSpec("node_dp", 2, "DP", True),
+        LevelSpec("node_pp", 2, "PP", True),
+        LevelSpec("net_pp", 2, "PP", False),
+    ]
+
+
+def test_t01_scenario_is_tagged_and_carries_scale_efficiencies():
+    from mapshard.fidelity.scenarios import load_case_scenario
+
+    t01 = next(c for c in read_cases(DEV) if c.id == "T01")
+    sc = load_case_scenario(t01, DEV)
+    node, net = sc.system.network
+    assert (node.degree, node.parallelism, node.link_bandwidth_Bps) == (8, ("DP",), 300e9)
+    assert (net.degree, net.parallelism, net.link_bandwidth_Bps) == (4, ("DP",), 25e9)
+    assert node.efficiency.bus_bw_util == 0.775 and net.efficiency.bus_bw_util == 1.0
+    assert sc.workload.recompute == "full" and sc.workload.global_batch == 512
+
+
+def test_megatron_sharding_rules():
+    from generator.graph import Kernel, KernelKind, Operand, OperandRole
+
+    def k(dims, out):
+        ops = (
+            Operand("x", OperandRole.INPUT, tuple(d for d, _ in dims), 2.0),
+            Operand("y", OperandRole.OUTPUT, out, 2.0),
+        )
+        return Kernel("k", KernelKind.GEMM, dims, ops, 1.0)
+
+    o_proj = k((("tokens", 8), ("hidden", 8), ("heads", 8)), ("tokens", "hidden"))
+    assert megatron_sharding(o_proj, False) == "heads"
+    assert megatron_sharding(o_proj, True) == "heads+rs"
+    norm = k((("tokens", 8), ("hidden", 8)), ("tokens", "hidden"))
+    assert megatron_sharding(norm, False) == "none"
+    assert megatron_sharding(norm, True) == "tokens"
+    up = k((("tokens", 8), ("ffn", 8), ("hidden", 8)), ("tokens", "ffn"))
+    assert megatron_sharding(up, True) == "ffn"
+
+
+def test_collective_prediction_by_hand():
+    """C03: 8 GiB all-reduce on 8 A100s: busbw = 300 GB/s x 0.775 x m / (m + half),
+    m = 8 GiB / 8 (the solver's per-chip chunk)."""
+    from mapshard.fidelity.predict import predict
+
+    c03 = next(c for c in read_cases(DEV) if c.id == "C03")
+    m = 2**33 / 8
+    assert predict(c03, DEV).value == pytest.approx(300e9 * 0.775 * m / (m + 3.59e6))
+
+
+def test_memory_copy_is_dram_bandwidth_times_dram_util():
+    from mapshard.fidelity.predict import predict
+
+    k14 = next(c for c in read_cases(DEV) if c.id == "K14")
+    assert predict(k14, DEV).value == pytest.approx(2039e9 * 0.79)
+
+
+def test_flop_metric_uses_the_rows_convention_not_mapshards_count():
+    from mapshard.fidelity.predict import metric_from_time
+
+    t01 = next(c for c in read_cases(DEV) if c.id == "T01")
+    t = 3.528
+    assert metric_from_time(t01, t, 312e12) == pytest.approx(
+        t01.extra_float("derived_flops_per_iteration") / (t * 32), rel=1e-5
+    )
+    assert math.isclose(metric_from_time(t01, 1.0, 1.0) * 1.0 * 32, flops.convention_flop(t01))
