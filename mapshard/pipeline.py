@@ -56,6 +56,7 @@ def execution_options(setup: setup_pb2.Setup) -> ExecutionOptions:
         math_precision=_DTYPE_NAMES.get(math_type, "bf16"),
         pin_sharding=ex.pin_sharding,
         pipeline_schedule=(ex.pipeline_schedule or "1f1b").lower(),
+        serialize_network=ex.serialize_network,
     )
 
 

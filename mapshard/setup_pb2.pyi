@@ -931,7 +931,7 @@ class Llm(_message.Message):
     def __init__(self, hidden_dim: _Optional[int] = ..., head_dim: _Optional[int] = ..., num_head: _Optional[int] = ..., seq_len: _Optional[int] = ..., num_layer: _Optional[int] = ..., global_batch_size: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_layer_in_graph: _Optional[int] = ..., vocab_size: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "pin_sharding", "pipeline_schedule")
+    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "pin_sharding", "pipeline_schedule", "serialize_network")
     EXECUTION_STYLE_FIELD_NUMBER: _ClassVar[int]
     NUM_CONFIG_FIELD_NUMBER: _ClassVar[int]
     PERFECT_OVERLAP_FIELD_NUMBER: _ClassVar[int]
@@ -940,6 +940,7 @@ class Execution(_message.Message):
     LLM_FIELD_NUMBER: _ClassVar[int]
     PIN_SHARDING_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    SERIALIZE_NETWORK_FIELD_NUMBER: _ClassVar[int]
     execution_style: ExecutionStyle
     num_config: int
     perfect_overlap: bool
@@ -948,7 +949,8 @@ class Execution(_message.Message):
     llm: Llm
     pin_sharding: bool
     pipeline_schedule: str
-    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ...) -> None: ...
+    serialize_network: bool
+    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ...) -> None: ...
 
 class Gurobi(_message.Message):
     __slots__ = ("thread", "gap", "time")

@@ -48,11 +48,12 @@ def config_cost(
 ) -> ConfigCost:
     """Cost of one configuration; `choice[k]` is the option index of kernel k (all kernels)."""
     group = set(members)
-    comp = mem_bytes = net = sram = 0.0
+    comp = mem_bytes = net = sram = ovh = 0.0
     for k in members:
         menu = problem.kernels[k]
         opt = menu.options[choice[k]]
         comp += opt.compute_s + menu.overhead_s
+        ovh += menu.overhead_s
         net += opt.network_s
         mem_bytes += kernel_memory_bytes(problem, k, choice[k], group)
         sram += opt.buffer_bytes
@@ -65,7 +66,10 @@ def config_cost(
             b = problem.kernels[e.dst].sharding_index(choice[e.dst])
             net += e.conv[a][b]
     mem = mem_bytes / problem.dram_bandwidth_Bps
-    latency = max(comp, mem, net) if problem.overlap else comp + mem + net
+    if problem.serialize_network:
+        latency = ovh + max(comp - ovh, mem) + net
+    else:
+        latency = max(comp, mem, net) if problem.overlap else comp + mem + net
     feasible = sram <= problem.sram_bytes * (1 + 1e-9) + 1e-6
     return ConfigCost(tuple(members), comp, mem, net, sram, latency, feasible)
 

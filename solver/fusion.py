@@ -132,7 +132,11 @@ class _Bounds:
                 for kk in [kk for kk in out_pending if last_use[kk] < j]:
                     del out_pending[kk]
                 mem = (m + sum(out_pending.values())) / bw
-                self.values[(i, j)] = max(c, mem, w) if problem.overlap else c + mem + w
+                if problem.serialize_network:
+                    o = sum(problem.kernels[q].overhead_s for q in range(i, j))
+                    self.values[(i, j)] = o + max(c - o, mem) + w
+                else:
+                    self.values[(i, j)] = max(c, mem, w) if problem.overlap else c + mem + w
 
 
 def _segment_search(problem: MappingProblem, options: SolverOptions, stats: SearchStats,
@@ -304,6 +308,9 @@ def _price_fixed_sharding(problem: MappingProblem, seg: Segment) -> float | None
     if sram > problem.sram_bytes * (1 + 1e-9):
         return None
     mem /= problem.dram_bandwidth_Bps
+    if problem.serialize_network:
+        ovh = sum(problem.kernels[k].overhead_s for k in range(*seg))
+        return ovh + max(comp - ovh, mem) + net
     return max(comp, mem, net) if problem.overlap else comp + mem + net
 
 

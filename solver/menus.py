@@ -73,6 +73,7 @@ class MappingProblem:
     dataflow: bool
     max_configs: int
     pinned_configs: tuple[int, ...] = ()  # per kernel, -1 = free
+    serialize_network: bool = False
 
     def out_edges(self, k: int) -> list[EdgeCost]:
         return [e for e in self.edges if e.src == k]
@@ -330,6 +331,7 @@ def build_problem(
     overlap: bool,
     max_configs: int,
     tiling_points: int = 10,
+    serialize_network: bool = False,
 ) -> MappingProblem:
     order = graph.topological_order()
     index = {name: i for i, name in enumerate(order)}
@@ -365,4 +367,5 @@ def build_problem(
         dataflow=dataflow,
         max_configs=max_configs if dataflow and max_configs > 0 else len(menus),
         pinned_configs=pinned,
+        serialize_network=serialize_network,
     )

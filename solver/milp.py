@@ -82,11 +82,13 @@ def solve_configurations(
     compute = {c: 0 for c in range(len(segments))}
     memory = {c: 0 for c in range(len(segments))}
     network = {c: 0 for c in range(len(segments))}
+    ovh = {c: 0.0 for c in range(len(segments))}
     sram = {c: 0 for c in range(len(segments))}
     for c, seg in enumerate(segments):
         group = set(seg)
         for k in seg:
             menu = problem.kernels[k]
+            ovh[c] += menu.overhead_s * US
             fused_out = any(e.dst in group for e in problem.out_edges(k))
             for o, opt in enumerate(menu.options):
                 mem_bytes = kernel_memory_bytes(problem, k, o, group)
@@ -131,7 +133,10 @@ def solve_configurations(
 
     configs = list(range(len(segments)))
     m.L = pyo.Var(configs, within=pyo.NonNegativeReals)
-    if problem.overlap:
+    if problem.serialize_network:
+        m.lat_compute = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= compute[c] + network[c])
+        m.lat_memory = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= ovh[c] + memory[c] + network[c])
+    elif problem.overlap:
         m.lat_compute = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= compute[c])
         m.lat_memory = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= memory[c])
         m.lat_network = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= network[c])

@@ -13,6 +13,9 @@ class ExecutionOptions:
     math_precision: str = "bf16"
     pin_sharding: bool = False
     pipeline_schedule: str = "1f1b"  # or "gpipe"
+    # GPU kernel-by-kernel semantics: a kernel's collective runs after its compute (one
+    # stream) and the launch overhead adds: L = overhead + max(compute, memory) + network.
+    serialize_network: bool = False
 
 
 @dataclass(frozen=True)

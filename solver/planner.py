@@ -145,7 +145,7 @@ def _problem(graph: KernelGraph, system: System, choice: Choice,
     return build_problem(
         graph, system.chip, system.dram.bandwidth_Bps, choice.degree("TP"), choice.span("TP"),
         spans, execution.math_precision, execution.dataflow, execution.overlap,
-        execution.num_config,
+        execution.num_config, serialize_network=execution.serialize_network,
     )
 
 

@@ -57,7 +57,7 @@ def test_dev_error_within_bound(dev_run, group):
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "gemm mean |error| 5.2% > 5%: one parameter set per chip cannot follow the A100 sources' "
+        "gemm mean |error| 5.5% > 5%: one parameter set per chip cannot follow the A100 sources' "
         "spread (LLMCompass torch.matmul 278-287 TF, Azure cuBLASLt 254 TF, vidur 241 TF at like "
         "shapes) nor H100 FP16 (K11 748 TF) vs FP8 (0.65-0.70 of peak) plateaus"
     ),
@@ -69,9 +69,9 @@ def test_dev_gemm_error_within_bound(dev_run):
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "training mean |error| ~24% > 8%: the solver overlaps each kernel's TP collective with "
-        "its compute (Megatron serialises them) and the generator has fused attention without "
-        "dropout (Megatron-era runs: unfused softmax + dropout over b*h*s^2 scores)"
+        "training mean |error| ~10.4% > 8%: the generator has fused attention without "
+        "dropout (Megatron-era runs: unfused softmax + dropout over b*h*s^2 scores), which "
+        "makes the short-hidden rows T01/T02 ~27% fast"
     ),
 )
 def test_dev_training_error_within_bound(dev_run):
@@ -82,11 +82,11 @@ def test_dev_summary_values_are_what_the_report_states(dev_run):
     """The numbers quoted in the Fidelity report; a model change must update them."""
     summary = dev_run[3]
     expected = {
-        "gemm": 5.21,
+        "gemm": 5.50,
         "memory_copy": 0.05,
         "collective": 2.25,
-        "training": 24.23,
-        "inference": 9.68,
+        "training": 10.40,
+        "inference": 8.72,
     }
     for group, value in expected.items():
         assert float(summary[group]["mean_abs_error_pct"]) == pytest.approx(value, abs=0.05)
