@@ -51,21 +51,29 @@ def run_synthetic(time_limit: float):
     system = replace(system, network=(replace(system.network[0], parallelism=("TP",)),))
     workload = Workload(kind="graph", phases=(Phase("graph", graph),))
     t0 = time.perf_counter()
-    result = plan(workload, system, ExecutionOptions(dataflow=True, num_config=8),
-                  SolverOptions(time_limit_s=time_limit, gap=0.01), "synthetic_200")
+    result = plan(
+        workload,
+        system,
+        ExecutionOptions(dataflow=True, num_config=8),
+        SolverOptions(time_limit_s=time_limit, gap=0.01),
+        "synthetic_200",
+    )
     return result, time.perf_counter() - t0
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--only", help="run one case")
     args = parser.parse_args()
-    header = (f"{'case':18} {'status':10} {'gap':>7} {'solve s':>8} {'target s':>8} "
-              f"{'ratio':>6} {'vars':>7} {'bins':>6} {'rows':>6} {'milps':>6} {'build s':>8} "
-              f"{'latency':>11}")
+    header = (
+        f"{'case':18} {'status':10} {'gap':>7} {'solve s':>8} {'target s':>8} "
+        f"{'ratio':>6} {'vars':>7} {'bins':>6} {'rows':>6} {'milps':>6} {'build s':>8} "
+        f"{'latency':>11}"
+    )
     print(header)
     print("-" * len(header))
     cases = list(SCENARIOS) + ["synthetic_200"]
@@ -83,9 +91,11 @@ def main() -> int:
             times.append(seconds)
         med = statistics.median(times)
         s = result.stats
-        print(f"{name:18} {s.status:10} {s.gap:7.2%} {med:8.2f} {target:8.1f} "
-              f"{med / target:6.2f} {s.num_vars:7d} {s.num_binaries:6d} {s.num_rows:6d} "
-              f"{s.milps_solved:6d} {s.build_time_s:8.2f} {result.latency_s:11.4g}")
+        print(
+            f"{name:18} {s.status:10} {s.gap:7.2%} {med:8.2f} {target:8.1f} "
+            f"{med / target:6.2f} {s.num_vars:7d} {s.num_binaries:6d} {s.num_rows:6d} "
+            f"{s.milps_solved:6d} {s.build_time_s:8.2f} {result.latency_s:11.4g}"
+        )
         sys.stdout.flush()
     return 0
 

@@ -34,8 +34,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(format_summary(plan))
         print(f"\nresults: {out}")
     if plan.stats.status == "time_limit":
-        print(f"warning: stopped at the time limit; the plan is within "
-              f"{plan.stats.gap:.2%} of optimal", file=sys.stderr)
+        print(
+            f"warning: stopped at the time limit; the plan is within "
+            f"{plan.stats.gap:.2%} of optimal",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -47,9 +50,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     out = _out_dir(args.scenario, args.out, "graph")
     write_generated(scenario.workload, out)
     model = scenario.workload.model
-    print(f"{scenario.name}: {sum(len(p.graph.kernels) for p in scenario.workload.phases)} "
-          f"kernels in {len(scenario.workload.phases)} phase(s)"
-          + (f", {model.num_params:,} parameters" if model else ""))
+    print(
+        f"{scenario.name}: {sum(len(p.graph.kernels) for p in scenario.workload.phases)} "
+        f"kernels in {len(scenario.workload.phases)} phase(s)"
+        + (f", {model.num_params:,} parameters" if model else "")
+    )
     print(f"written: {out}")
     return 0
 
@@ -87,8 +92,9 @@ def cmd_bounds(args: argparse.Namespace) -> int:
             elem = max(o.bytes_per_element for o in k.operands)
             gemms.append((f"{phase.name}/{k.name}", dims[0], dims[1], dims[2], elem))
     if not gemms:
-        raise SetupError(f"{args.scenario}: no GEMM kernel"
-                         + (f" named {args.kernel}" if args.kernel else ""))
+        raise SetupError(
+            f"{args.scenario}: no GEMM kernel" + (f" named {args.kernel}" if args.kernel else "")
+        )
     out = _out_dir(args.scenario, args.out, "bounds")
     write_bounds(gemms, scenario.system.chip.sram_bytes, out)
     print(f"written: {out}")
@@ -102,8 +108,9 @@ def cmd_hardware(args: argparse.Namespace) -> int:
         print(library.format_list())
         return 0
     if not args.name:
-        raise SetupError("mapshard hardware show: give a chip or system name "
-                         "(see `mapshard hardware list`)")
+        raise SetupError(
+            "mapshard hardware show: give a chip or system name (see `mapshard hardware list`)"
+        )
     print(library.format_show(args.name))
     return 0
 

@@ -21,7 +21,7 @@ def suggest_field(message_name: str, field_name: str) -> str:
     names = [f.name for f in desc.fields]
     close = difflib.get_close_matches(field_name, names, n=1, cutoff=0.6)
     hint = f'; did you mean "{close[0]}"?' if close else ""
-    return f"{hint} valid fields: {', '.join(names)}"
+    return f"{hint}; valid fields: {', '.join(names)}"
 
 
 def resolve_field_path(path: str, root: Descriptor | None = None) -> FieldDescriptor:

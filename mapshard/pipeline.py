@@ -41,8 +41,16 @@ def load_scenario(scenario: str | Path) -> Scenario:
     return Scenario(setup=setup, path=path, system=system, workload=workload)
 
 
-_DTYPE_NAMES = {1: "fp32", 2: "tf32", 3: "bf16", 4: "fp16", 5: "fp8", 6: "int8", 7: "int4",
-                8: "fp64"}
+_DTYPE_NAMES = {
+    1: "fp32",
+    2: "tf32",
+    3: "bf16",
+    4: "fp16",
+    5: "fp8",
+    6: "int8",
+    7: "int4",
+    8: "fp64",
+}
 
 
 def execution_options(setup: setup_pb2.Setup) -> ExecutionOptions:
@@ -80,5 +88,10 @@ def solver_options(setup: setup_pb2.Setup, time_limit_s: float | None = None) ->
 def solve(scenario: Scenario, time_limit_s: float | None = None) -> Plan:
     from solver.planner import plan
 
-    return plan(scenario.workload, scenario.system, execution_options(scenario.setup),
-                solver_options(scenario.setup, time_limit_s), scenario.name)
+    return plan(
+        scenario.workload,
+        scenario.system,
+        execution_options(scenario.setup),
+        solver_options(scenario.setup, time_limit_s),
+        scenario.name,
+    )

@@ -36,7 +36,7 @@ def read_text(path: Path) -> str:
     except OSError as exc:
         raise SetupError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise SetupError(

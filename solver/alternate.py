@@ -23,16 +23,16 @@ from solver.options import SolverOptions
 ROUNDS = 4
 
 
-def restrict(problem: MappingProblem, shardings: list[str]
-             ) -> tuple[MappingProblem, list[list[int]]]:
+def restrict(
+    problem: MappingProblem, shardings: list[str]
+) -> tuple[MappingProblem, list[list[int]]]:
     """The problem with kernel k limited to sharding `shardings[k]`; and, per kernel, the
     original index of each kept option."""
     kernels: list[KernelMenu] = []
     back: list[list[int]] = []
     for menu, s in zip(problem.kernels, shardings):
         keep = [o for o, opt in enumerate(menu.options) if opt.sharding == s]
-        kernels.append(replace(menu, options=tuple(menu.options[o] for o in keep),
-                               shardings=(s,)))
+        kernels.append(replace(menu, options=tuple(menu.options[o] for o in keep), shardings=(s,)))
         back.append(keep)
     edges = []
     for e in problem.edges:
@@ -46,8 +46,7 @@ def _shardings(problem: MappingProblem, choice: tuple[int, ...]) -> list[str]:
     return [m.options[o].sharding for m, o in zip(problem.kernels, choice)]
 
 
-def alternate(problem: MappingProblem, options: SolverOptions,
-              stats: SearchStats) -> GraphSolution:
+def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStats) -> GraphSolution:
     t0 = time.perf_counter()
     deadline = t0 + options.time_limit_s if options.time_limit_s > 0 else math.inf
     n = len(problem.kernels)
@@ -71,19 +70,23 @@ def alternate(problem: MappingProblem, options: SolverOptions,
         fixed = solve_configurations(problem, seg_sol.segments, options)
         stats.add(fixed)
         if fixed.objective_s < best.objective_s * (1 - 1e-12):
-            best = GraphSolution(seg_sol.segments, fixed.choice, fixed.objective_s, 0.0,
-                                 "time_limit", stats)
+            best = GraphSolution(
+                seg_sol.segments, fixed.choice, fixed.objective_s, 0.0, "time_limit", stats
+            )
         elif seg_sol.objective_s < best.objective_s * (1 - 1e-12):
             choice = tuple(back[k][o] for k, o in enumerate(seg_sol.choice))
-            best = GraphSolution(seg_sol.segments, choice, seg_sol.objective_s, 0.0,
-                                 "time_limit", stats)
+            best = GraphSolution(
+                seg_sol.segments, choice, seg_sol.objective_s, 0.0, "time_limit", stats
+            )
         sharding = _shardings(problem, fixed.choice)
     stats.notes.append(f"alternation: {len(tried)} sharding assignment(s)")
     # Prove: the exact search over all shardings, seeded with the incumbent.
     spent = time.perf_counter() - t0
     budget = min(deadline, time.perf_counter() + max(5.0, spent))
-    stats.notes.append(f"alternation {spent:.1f} s; proof search until the bound meets the "
-                       "incumbent or as long again")
+    stats.notes.append(
+        f"alternation {spent:.1f} s; proof search until the bound meets the "
+        "incumbent or as long again"
+    )
     proven = _segment_search(problem, options, stats, incumbent_plan=best, deadline=budget)
     if proven.objective_s < best.objective_s:
         return proven

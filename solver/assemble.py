@@ -81,8 +81,9 @@ def param_count(workload: Workload) -> float:
     return total
 
 
-def training_times(workload: Workload, choice: Choice, phase_latency: dict[str, float],
-                   dram_Bps: float) -> StepTimes:
+def training_times(
+    workload: Workload, choice: Choice, phase_latency: dict[str, float], dram_Bps: float
+) -> StepTimes:
     tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
     micro = max(workload.micro_batch, 1)
     m = max(1, math.ceil(workload.global_batch / (micro * dp)))
@@ -102,21 +103,34 @@ def training_times(workload: Workload, choice: Choice, phase_latency: dict[str, 
     dp_time = hierarchical_time("all_reduce", grad, choice.span("DP")) if dp > 1 else 0.0
     params_chip = param_count(workload) / (tp * pp)
     shard = dp if workload.zero_stage >= 1 else 1
-    opt_bytes = 2 * params_chip * (workload.weight_bytes_per_param
-                                   + workload.optimizer_bytes_per_param / shard)
+    opt_bytes = (
+        2
+        * params_chip
+        * (workload.weight_bytes_per_param + workload.optimizer_bytes_per_param / shard)
+    )
     optimizer = opt_bytes / dram_Bps
     total = pipeline + dp_time + optimizer
     return StepTimes(
-        latency_s=total, iteration_time_s=total, micro_batches=m, bubble_s=bubble,
-        dp_allreduce_s=dp_time, optimizer_s=optimizer, pp_transfer_s=transfer * m,
-        breakdown=(("pipeline_compute", m * stage), ("pipeline_bubble", bubble),
-                   ("pp_transfer", transfer * m), ("dp_allreduce", dp_time),
-                   ("optimizer", optimizer)),
+        latency_s=total,
+        iteration_time_s=total,
+        micro_batches=m,
+        bubble_s=bubble,
+        dp_allreduce_s=dp_time,
+        optimizer_s=optimizer,
+        pp_transfer_s=transfer * m,
+        breakdown=(
+            ("pipeline_compute", m * stage),
+            ("pipeline_bubble", bubble),
+            ("pp_transfer", transfer * m),
+            ("dp_allreduce", dp_time),
+            ("optimizer", optimizer),
+        ),
     )
 
 
-def inference_times(workload: Workload, choice: Choice,
-                    phase_latency: dict[str, float]) -> StepTimes:
+def inference_times(
+    workload: Workload, choice: Choice, phase_latency: dict[str, float]
+) -> StepTimes:
     tp, pp = choice.degree("TP"), choice.degree("PP")
     groups: dict[str, float] = {}
     steps: dict[str, int] = {}
@@ -127,7 +141,8 @@ def inference_times(workload: Workload, choice: Choice,
         t = p.count * phase_latency[p.name]
         if pp > 1 and p.role == "layer":
             t += (pp - 1) * hierarchical_time(
-                "p2p", boundary_bytes(workload, p) / tp, choice.span("PP"))
+                "p2p", boundary_bytes(workload, p) / tp, choice.span("PP")
+            )
         groups[kind] = groups.get(kind, 0.0) + t
         steps[kind] = max(steps.get(kind, 1), p.steps)
     prefill = groups.get("prefill")
@@ -138,24 +153,41 @@ def inference_times(workload: Workload, choice: Choice,
         e2e = (prefill or 0.0) + steps.get("decode", 1) * (decode or 0.0)
         ttft = prefill
         tokens = workload.batch * max(workload.output_len, 1)
-        return StepTimes(latency_s=e2e, ttft_s=ttft, tpot_s=tpot, tokens_per_s=tokens / e2e,
-                         breakdown=(("prefill", prefill or 0.0),
-                                    ("decode", steps.get("decode", 1) * (decode or 0.0))))
+        return StepTimes(
+            latency_s=e2e,
+            ttft_s=ttft,
+            tpot_s=tpot,
+            tokens_per_s=tokens / e2e,
+            breakdown=(
+                ("prefill", prefill or 0.0),
+                ("decode", steps.get("decode", 1) * (decode or 0.0)),
+            ),
+        )
     if phase == "decode":
-        return StepTimes(latency_s=decode or 0.0, tpot_s=decode,
-                         tokens_per_s=workload.batch / (decode or math.inf),
-                         breakdown=(("decode", decode or 0.0),))
+        return StepTimes(
+            latency_s=decode or 0.0,
+            tpot_s=decode,
+            tokens_per_s=workload.batch / (decode or math.inf),
+            breakdown=(("decode", decode or 0.0),),
+        )
     step = (prefill or 0.0) + (decode or 0.0)
     tokens_per_step = workload.batch if phase == "prefill" else 0
-    return StepTimes(latency_s=step, ttft_s=step if phase == "prefill" else None,
-                     tokens_per_s=(tokens_per_step / step) if tokens_per_step else None,
-                     breakdown=(("step", step),))
+    return StepTimes(
+        latency_s=step,
+        ttft_s=step if phase == "prefill" else None,
+        tokens_per_s=(tokens_per_step / step) if tokens_per_step else None,
+        breakdown=(("step", step),),
+    )
 
 
 def graph_times(workload: Workload, phase_latency: dict[str, float]) -> StepTimes:
     total = sum(p.count * p.steps * phase_latency[p.name] for p in workload.phases)
-    return StepTimes(latency_s=total, breakdown=tuple(
-        (p.name, p.count * p.steps * phase_latency[p.name]) for p in workload.phases))
+    return StepTimes(
+        latency_s=total,
+        breakdown=tuple(
+            (p.name, p.count * p.steps * phase_latency[p.name]) for p in workload.phases
+        ),
+    )
 
 
 def memory_use(workload: Workload, choice: Choice, capacity: float) -> MemoryUse:
@@ -179,18 +211,25 @@ def memory_use(workload: Workload, choice: Choice, capacity: float) -> MemoryUse
     for p in layer_phases(workload):
         per_layer = _saved_activation(workload, p)
         act += math.ceil(p.count / pp) * per_layer * in_flight / tp
-    return MemoryUse(weights=weights, gradients=grads, optimizer=optimizer, activations=act,
-                     capacity=capacity)
+    return MemoryUse(
+        weights=weights, gradients=grads, optimizer=optimizer, activations=act, capacity=capacity
+    )
 
 
 def _saved_activation(workload: Workload, phase: Phase) -> float:
     """Activations one layer keeps for its backward pass, per micro-batch."""
     if workload.recompute == "full":
         return boundary_bytes(workload, phase)
-    return sum(k.bytes_by_role(OperandRole.OUTPUT) for k in phase.graph.kernels
-               if k.pass_ == Pass.FWD)
+    return sum(
+        k.bytes_by_role(OperandRole.OUTPUT) for k in phase.graph.kernels if k.pass_ == Pass.FWD
+    )
 
 
 def _peak_activation(phase: Phase) -> float:
-    return max((k.bytes_by_role(OperandRole.OUTPUT) + k.bytes_by_role(OperandRole.INPUT)
-                for k in phase.graph.kernels), default=0.0)
+    return max(
+        (
+            k.bytes_by_role(OperandRole.OUTPUT) + k.bytes_by_role(OperandRole.INPUT)
+            for k in phase.graph.kernels
+        ),
+        default=0.0,
+    )

@@ -86,7 +86,7 @@ def plan_cost(
 
 def contiguous_segmentations(n: int, max_segments: int):
     """All ways to cut positions 0..n-1 into at most `max_segments` contiguous segments."""
-    for cuts in range(0, min(max_segments, n) ):
+    for cuts in range(0, min(max_segments, n)):
         for points in itertools.combinations(range(1, n), cuts):
             bounds = (0, *points, n)
             yield [list(range(bounds[i], bounds[i + 1])) for i in range(len(bounds) - 1)]

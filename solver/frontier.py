@@ -76,8 +76,16 @@ def all_points(m: int, k: int, n: int) -> list[TilePoint]:
     m, k, n = int(m), int(k), int(n)
     buf, a, b, fam, tm, tn = _candidates(m, k, n)
     return [
-        TilePoint(int(buf[i]), int(a[i] + b[i] + m * n), int(a[i]), int(b[i]), m * n,
-                  _FAMILIES[fam[i]], int(tm[i]), int(tn[i]))
+        TilePoint(
+            int(buf[i]),
+            int(a[i] + b[i] + m * n),
+            int(a[i]),
+            int(b[i]),
+            m * n,
+            _FAMILIES[fam[i]],
+            int(tm[i]),
+            int(tn[i]),
+        )
         for i in range(len(buf))
     ]
 
@@ -95,8 +103,16 @@ def gemm_frontier(m: int, k: int, n: int) -> tuple[TilePoint, ...]:
     out = []
     for i in order[keep]:
         out.append(
-            TilePoint(int(buf[i]), int(traffic[i]), int(a[i]), int(b[i]), m * n,
-                      _FAMILIES[fam[i]], int(tm[i]), int(tn[i]))
+            TilePoint(
+                int(buf[i]),
+                int(traffic[i]),
+                int(a[i]),
+                int(b[i]),
+                m * n,
+                _FAMILIES[fam[i]],
+                int(tm[i]),
+                int(tn[i]),
+            )
         )
     return tuple(out)
 

@@ -139,9 +139,13 @@ class _Bounds:
                     self.values[(i, j)] = max(c, mem, w) if problem.overlap else c + mem + w
 
 
-def _segment_search(problem: MappingProblem, options: SolverOptions, stats: SearchStats,
-                    incumbent_plan: GraphSolution | None = None,
-                    deadline: float = math.inf) -> GraphSolution:
+def _segment_search(
+    problem: MappingProblem,
+    options: SolverOptions,
+    stats: SearchStats,
+    incumbent_plan: GraphSolution | None = None,
+    deadline: float = math.inf,
+) -> GraphSolution:
     """Exact search; with an incumbent it only looks for better plans, and at `deadline`
     (perf_counter seconds) it stops with the best bound proven so far."""
     t_start = time.perf_counter()
@@ -199,8 +203,9 @@ def _segment_search(problem: MappingProblem, options: SolverOptions, stats: Sear
                 v = values.get((pos, j))
                 if v is None or not allowed((pos, j), used):
                     continue
-                if math.isclose(v + h.get((j, used + 1), math.inf), target, rel_tol=1e-12,
-                                abs_tol=1e-18):
+                if math.isclose(
+                    v + h.get((j, used + 1), math.inf), target, rel_tol=1e-12, abs_tol=1e-18
+                ):
                     path.append((pos, j))
                     pos, used = j, used + 1
                     break
@@ -249,8 +254,11 @@ def _segment_search(problem: MappingProblem, options: SolverOptions, stats: Sear
             stats.add(r)
             if r.objective_s < incumbent[0]:
                 incumbent = (r.objective_s, segs, r.choice)
-            if (stats.paths_checked >= options.max_paths or _out_of_time(options, t_start)
-                    or time.perf_counter() > deadline):
+            if (
+                stats.paths_checked >= options.max_paths
+                or _out_of_time(options, t_start)
+                or time.perf_counter() > deadline
+            ):
                 final_bound = f
                 status = "time_limit"
                 stats.notes.append(f"stopped after {stats.paths_checked} segmentations")
@@ -294,9 +302,13 @@ def _price_fixed_sharding(problem: MappingProblem, seg: Segment) -> float | None
     for k in range(*seg):
         menu = problem.kernels[k]
         fused_out = any(e.dst in members for e in problem.out_edges(k))
-        best = min(range(len(menu.options)),
-                   key=lambda o: (kernel_memory_bytes(problem, k, o, members),
-                                  menu.options[o].buffer_bytes))
+        best = min(
+            range(len(menu.options)),
+            key=lambda o: (
+                kernel_memory_bytes(problem, k, o, members),
+                menu.options[o].buffer_bytes,
+            ),
+        )
         opt = menu.options[best]
         comp += opt.compute_s + menu.overhead_s
         net += opt.network_s

@@ -195,11 +195,22 @@ def build_menu(
         flop = kernel.flop * frac
         compute = _compute_time(kernel, chip, sizes, flop, math_precision)
         net_s, net_b, coll = _own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
-        for tile, buf, traffic, out_tile in _tilings(kernel, sizes, sram_bytes, dataflow,
-                                                      tiling_points):
+        for tile, buf, traffic, out_tile in _tilings(
+            kernel, sizes, sram_bytes, dataflow, tiling_points
+        ):
             options.append(
-                Option(s, tile, compute, net_s, net_b, buf, out_tile,
-                       tuple(sorted(traffic.items())), coll, flop)
+                Option(
+                    s,
+                    tile,
+                    compute,
+                    net_s,
+                    net_b,
+                    buf,
+                    out_tile,
+                    tuple(sorted(traffic.items())),
+                    coll,
+                    flop,
+                )
             )
     inputs = tuple(o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT)
     outputs = kernel.outputs
@@ -213,8 +224,9 @@ def build_menu(
     )
 
 
-def _compute_time(kernel: Kernel, chip: Chip, sizes: dict[str, int], flop: float,
-                  precision: str) -> float:
+def _compute_time(
+    kernel: Kernel, chip: Chip, sizes: dict[str, int], flop: float, precision: str
+) -> float:
     if flop <= 0:
         return 0.0
     if _is_gemm(kernel):
@@ -226,16 +238,25 @@ def _compute_time(kernel: Kernel, chip: Chip, sizes: dict[str, int], flop: float
         eff = efficiency.gemm_efficiency(chip, bm, bn, bk, bb)
         return flop / (_matrix_precision_peak(chip, precision) * eff)
     if kernel.kind == KernelKind.ATTENTION:
-        return flop / (_matrix_precision_peak(chip, precision) * efficiency.attention_efficiency(chip))
+        return flop / (
+            _matrix_precision_peak(chip, precision) * efficiency.attention_efficiency(chip)
+        )
     if kernel.kind.uses_matrix_unit:
-        return flop / (_matrix_precision_peak(chip, precision) * efficiency.gemm_efficiency(
-            chip, 1 << 14, 1 << 14, 1 << 14))
+        return flop / (
+            _matrix_precision_peak(chip, precision)
+            * efficiency.gemm_efficiency(chip, 1 << 14, 1 << 14, 1 << 14)
+        )
     return flop / (chip.vector_flops * efficiency.vector_efficiency(chip))
 
 
-def _own_network(kernel: Kernel, sharding: str, tp: int, tp_span: Span,
-                 group_spans: dict[str, Span], out_bytes_full: float
-                 ) -> tuple[float, float, str]:
+def _own_network(
+    kernel: Kernel,
+    sharding: str,
+    tp: int,
+    tp_span: Span,
+    group_spans: dict[str, Span],
+    out_bytes_full: float,
+) -> tuple[float, float, str]:
     """Collectives the kernel needs by itself: a split reduction dim, and its implied
     communication (all-to-all of expert dispatch, ...). Periodic DP gradient reductions are
     charged once per step by the assembly, not here."""
@@ -266,8 +287,9 @@ def _own_network(kernel: Kernel, sharding: str, tp: int, tp_span: Span,
     return time_s, sent, "; ".join(labels)
 
 
-def _tilings(kernel: Kernel, sizes: dict[str, int], sram_bytes: float, dataflow: bool,
-             points: int) -> list[tuple[str, float, dict[str, float], float]]:
+def _tilings(
+    kernel: Kernel, sizes: dict[str, int], sram_bytes: float, dataflow: bool, points: int
+) -> list[tuple[str, float, dict[str, float], float]]:
     """(tile description, buffer bytes, traffic per operand, output tile bytes)."""
     compulsory = _compulsory(kernel, sizes)
     out_bytes = sum(compulsory[o.name] for o in kernel.outputs)
@@ -300,8 +322,15 @@ def _tilings(kernel: Kernel, sizes: dict[str, int], sram_bytes: float, dataflow:
 
 
 def layout_conversion(
-    src: Kernel, dst: Kernel, dst_operand: str, dim_map: dict[str, str], tensor_bytes: float,
-    s_src: str, s_dst: str, tp: int, tp_span: Span,
+    src: Kernel,
+    dst: Kernel,
+    dst_operand: str,
+    dim_map: dict[str, str],
+    tensor_bytes: float,
+    s_src: str,
+    s_dst: str,
+    tp: int,
+    tp_span: Span,
 ) -> float:
     """Seconds to turn the producer's output layout into the layout the consumer needs."""
     if tp <= 1:
@@ -338,8 +367,7 @@ def build_problem(
     kernels = [graph.kernel(n) for n in order]
     sram = chip.sram_bytes
     menus = tuple(
-        build_menu(k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow,
-                   tiling_points)
+        build_menu(k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow, tiling_points)
         for k in kernels
     )
     edges = []

@@ -70,14 +70,15 @@ def solve_configurations(
     x_index = [(k, o) for k in members for o in range(len(problem.kernels[k].options))]
     m.x = pyo.Var(x_index, within=pyo.Binary)
     m.one_hot = pyo.Constraint(
-        members, rule=lambda m, k: sum(m.x[k, o] for o in range(len(problem.kernels[k].options)))
-        == 1,
+        members,
+        rule=lambda m, k: sum(m.x[k, o] for o in range(len(problem.kernels[k].options))) == 1,
     )
 
     def X(k: int, s: int):
         menu = problem.kernels[k]
-        return sum(m.x[k, o] for o, opt in enumerate(menu.options)
-                   if opt.sharding == menu.shardings[s])
+        return sum(
+            m.x[k, o] for o, opt in enumerate(menu.options) if opt.sharding == menu.shardings[s]
+        )
 
     compute = {c: 0 for c in range(len(segments))}
     memory = {c: 0 for c in range(len(segments))}
@@ -122,10 +123,20 @@ def solve_configurations(
     edges_paired = sorted({ei for ei, _, _ in pair_index})
     src_rows = [(ei, a) for ei in edges_paired for a in range(len(problem.edges[ei].conv))]
     dst_rows = [(ei, b) for ei in edges_paired for b in range(len(problem.edges[ei].conv[0]))]
-    m.pair_src = pyo.Constraint(src_rows, rule=lambda m, ei, a: sum(
-        m.p[ei, a, b] for b in range(len(problem.edges[ei].conv[0]))) == X(problem.edges[ei].src, a))
-    m.pair_dst = pyo.Constraint(dst_rows, rule=lambda m, ei, b: sum(
-        m.p[ei, a, b] for a in range(len(problem.edges[ei].conv))) == X(problem.edges[ei].dst, b))
+    m.pair_src = pyo.Constraint(
+        src_rows,
+        rule=lambda m, ei, a: (
+            sum(m.p[ei, a, b] for b in range(len(problem.edges[ei].conv[0])))
+            == X(problem.edges[ei].src, a)
+        ),
+    )
+    m.pair_dst = pyo.Constraint(
+        dst_rows,
+        rule=lambda m, ei, b: (
+            sum(m.p[ei, a, b] for a in range(len(problem.edges[ei].conv)))
+            == X(problem.edges[ei].dst, b)
+        ),
+    )
     for ei, a, b in pair_index:
         e = problem.edges[ei]
         if e.conv[a][b] > 0:
@@ -135,18 +146,24 @@ def solve_configurations(
     m.L = pyo.Var(configs, within=pyo.NonNegativeReals)
     if problem.serialize_network:
         m.lat_compute = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= compute[c] + network[c])
-        m.lat_memory = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= ovh[c] + memory[c] + network[c])
+        m.lat_memory = pyo.Constraint(
+            configs, rule=lambda m, c: m.L[c] >= ovh[c] + memory[c] + network[c]
+        )
     elif problem.overlap:
         m.lat_compute = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= compute[c])
         m.lat_memory = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= memory[c])
         m.lat_network = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= network[c])
     else:
         m.lat_sum = pyo.Constraint(
-            configs, rule=lambda m, c: m.L[c] >= compute[c] + memory[c] + network[c])
+            configs, rule=lambda m, c: m.L[c] >= compute[c] + memory[c] + network[c]
+        )
     sram_cap = problem.sram_bytes / 2**20 * (1 + 1e-9)
     m.sram = pyo.Constraint(
-        configs, rule=lambda m, c: sram[c] <= sram_cap if not isinstance(sram[c], (int, float))
-        else pyo.Constraint.Skip)
+        configs,
+        rule=lambda m, c: (
+            sram[c] <= sram_cap if not isinstance(sram[c], (int, float)) else pyo.Constraint.Skip
+        ),
+    )
     m.obj = pyo.Objective(expr=sum(m.L[c] for c in configs), sense=pyo.minimize)
     build_s = time.perf_counter() - t0
 
@@ -159,8 +176,12 @@ def solve_configurations(
         kwargs["time_limit"] = options.time_limit_s
     t1 = time.perf_counter()
     res = solver.solve(
-        m, load_solutions=False, raise_exception_on_nonoptimal_result=False,
-        threads=options.threads, solver_options=solver_options, **kwargs,
+        m,
+        load_solutions=False,
+        raise_exception_on_nonoptimal_result=False,
+        threads=options.threads,
+        solver_options=solver_options,
+        **kwargs,
     )
     solve_s = time.perf_counter() - t1
     n_vars = len(x_index) + len(pair_index) + len(configs)
@@ -168,8 +189,9 @@ def solve_configurations(
     term = str(res.termination_condition)
     if res.incumbent_objective is None:
         status = "infeasible" if "infeasible" in term.lower() else "time_limit"
-        return MilpResult(status, math.inf, _bound(res), (), n_vars, len(x_index), n_rows,
-                          build_s, solve_s)
+        return MilpResult(
+            status, math.inf, _bound(res), (), n_vars, len(x_index), n_rows, build_s, solve_s
+        )
     res.solution_loader.load_vars()
     choice = [-1] * len(problem.kernels)
     for k in members:
@@ -177,9 +199,20 @@ def solve_configurations(
         choice[k] = max(range(len(vals)), key=lambda o: (vals[o], -o))
     objective = res.incumbent_objective / US
     bound = _bound(res)
-    status = "optimal" if "convergence" in term.lower() or "optimal" in term.lower() else "time_limit"
-    return MilpResult(status, objective, min(bound, objective), tuple(choice), n_vars,
-                      len(x_index), n_rows, build_s, solve_s)
+    status = (
+        "optimal" if "convergence" in term.lower() or "optimal" in term.lower() else "time_limit"
+    )
+    return MilpResult(
+        status,
+        objective,
+        min(bound, objective),
+        tuple(choice),
+        n_vars,
+        len(x_index),
+        n_rows,
+        build_s,
+        solve_s,
+    )
 
 
 def _bound(res) -> float:

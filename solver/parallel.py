@@ -78,8 +78,9 @@ def _factorizations(n: int, parts: int) -> list[tuple[int, ...]]:
     return out
 
 
-def place(levels: tuple[NetworkLevel, ...], order: tuple[str, ...],
-          degrees: dict[str, int]) -> tuple[tuple[str, Span], ...] | None:
+def place(
+    levels: tuple[NetworkLevel, ...], order: tuple[str, ...], degrees: dict[str, int]
+) -> tuple[tuple[str, Span], ...] | None:
     """Nest the groups innermost-first over the levels; None when a group would straddle a
     level boundary without dividing it."""
     remaining = [lv.degree for lv in levels]
@@ -163,5 +164,8 @@ def enumerate_choices(
 
 
 def spans_key(spans) -> tuple:
-    return tuple(sorted((name, tuple((lv.name, lv.degree, p) for lv, p in span))
-                        for name, span in spans if span))
+    return tuple(
+        sorted(
+            (name, tuple((lv.name, lv.degree, p) for lv, p in span)) for name, span in spans if span
+        )
+    )

@@ -18,9 +18,9 @@ def _bound(compute: float, memory: float, network: float) -> str:
     return "memory" if best == memory else "network"
 
 
-def build_phase_plans(workload: Workload,
-                      solutions: dict[str, tuple[MappingProblem, GraphSolution]],
-                      system: System) -> tuple[PhasePlan, ...]:
+def build_phase_plans(
+    workload: Workload, solutions: dict[str, tuple[MappingProblem, GraphSolution]], system: System
+) -> tuple[PhasePlan, ...]:
     out = []
     for phase in workload.phases:
         problem, sol = solutions[phase.name]
@@ -28,9 +28,19 @@ def build_phase_plans(workload: Workload,
         for c, seg in enumerate(sol.segments):
             cost = config_cost(problem, seg, sol.choice)
             names = tuple(problem.kernels[k].name for k in seg)
-            configs.append(ConfigPlan(phase.name, c, names, cost.compute_s, cost.memory_s,
-                                      cost.network_s, cost.latency_s, cost.sram_bytes,
-                                      _bound(cost.compute_s, cost.memory_s, cost.network_s)))
+            configs.append(
+                ConfigPlan(
+                    phase.name,
+                    c,
+                    names,
+                    cost.compute_s,
+                    cost.memory_s,
+                    cost.network_s,
+                    cost.latency_s,
+                    cost.sram_bytes,
+                    _bound(cost.compute_s, cost.memory_s, cost.network_s),
+                )
+            )
             members = set(seg)
             for k in seg:
                 menu = problem.kernels[k]
@@ -46,30 +56,55 @@ def build_phase_plans(workload: Workload,
                 compute = opt.compute_s + menu.overhead_s
                 memory = dram / problem.dram_bandwidth_Bps
                 network = opt.network_s + conv
-                kernels.append(KernelPlan(
-                    phase=phase.name, name=menu.name, kind=kernel.kind.value,
-                    kernel_class=kernel.kernel_class, pass_=kernel.pass_.value,
-                    dims=kernel.dims, flop=kernel.flop, weight_bytes=kernel.weight_bytes,
-                    activation_bytes=kernel.activation_bytes, kv_bytes=kernel.kv_bytes,
-                    sharding=opt.sharding, tile=opt.tile, config=c, compute_s=compute,
-                    memory_s=memory, network_s=network, dram_bytes=dram,
-                    network_bytes=opt.network_bytes, sram_bytes=opt.buffer_bytes,
-                    bound=_bound(compute, memory, network),
-                    collective=opt.collective + ("; layout conversion" if conv > 0 else ""),
-                    energy_J=_kernel_energy(system, opt.flop_per_chip, dram,
-                                            opt.network_bytes),
-                ))
+                kernels.append(
+                    KernelPlan(
+                        phase=phase.name,
+                        name=menu.name,
+                        kind=kernel.kind.value,
+                        kernel_class=kernel.kernel_class,
+                        pass_=kernel.pass_.value,
+                        dims=kernel.dims,
+                        flop=kernel.flop,
+                        weight_bytes=kernel.weight_bytes,
+                        activation_bytes=kernel.activation_bytes,
+                        kv_bytes=kernel.kv_bytes,
+                        sharding=opt.sharding,
+                        tile=opt.tile,
+                        config=c,
+                        compute_s=compute,
+                        memory_s=memory,
+                        network_s=network,
+                        dram_bytes=dram,
+                        network_bytes=opt.network_bytes,
+                        sram_bytes=opt.buffer_bytes,
+                        bound=_bound(compute, memory, network),
+                        collective=opt.collective + ("; layout conversion" if conv > 0 else ""),
+                        energy_J=_kernel_energy(system, opt.flop_per_chip, dram, opt.network_bytes),
+                    )
+                )
         lower = sum(max(min(o.compute_s for o in m.options), 0.0) for m in problem.kernels)
-        out.append(PhasePlan(phase.name, phase.role, phase.count, phase.steps,
-                             sol.objective_s, min(lower, sol.objective_s), tuple(configs),
-                             tuple(kernels)))
+        out.append(
+            PhasePlan(
+                phase.name,
+                phase.role,
+                phase.count,
+                phase.steps,
+                sol.objective_s,
+                min(lower, sol.objective_s),
+                tuple(configs),
+                tuple(kernels),
+            )
+        )
     return tuple(out)
 
 
 def _kernel_energy(system: System, flop: float, dram_bytes: float, net_bytes: float) -> float:
     c = system.cost
-    return (flop * c.energy_per_flop_J + dram_bytes * c.energy_per_dram_byte_J
-            + net_bytes * c.energy_per_link_byte_J)
+    return (
+        flop * c.energy_per_flop_J
+        + dram_bytes * c.energy_per_dram_byte_J
+        + net_bytes * c.energy_per_link_byte_J
+    )
 
 
 def workload_flop(workload: Workload, choice: Choice) -> float:
@@ -77,16 +112,18 @@ def workload_flop(workload: Workload, choice: Choice) -> float:
     "Workload FLOP": 2*M*K*N per GEMM x outer x layers x global batch)."""
     per_phase = {}
     for p in workload.phases:
-        per_phase[p.name] = sum(k.flop for k in p.graph.kernels
-                                if k.kind.uses_matrix_unit and k.pass_ != Pass.RECOMPUTE)
+        per_phase[p.name] = sum(
+            k.flop for k in p.graph.kernels if k.kind.uses_matrix_unit and k.pass_ != Pass.RECOMPUTE
+        )
     if workload.kind == "training":
         sequences = workload.global_batch / max(workload.micro_batch, 1)
         return sum(per_phase[p.name] * p.count for p in workload.phases) * sequences
     return sum(per_phase[p.name] * p.count * p.steps for p in workload.phases)
 
 
-def energy_of(phases: tuple[PhasePlan, ...], workload: Workload, system: System,
-              choice: Choice) -> float:
+def energy_of(
+    phases: tuple[PhasePlan, ...], workload: Workload, system: System, choice: Choice
+) -> float:
     """Energy per step, all chips: per-kernel energy x instances x chips in the TP group
     (the other groups repeat it)."""
     per_chip = 0.0

@@ -20,8 +20,9 @@ def small_chip(sram_bytes: float = 2e5, peak: float = 1e12) -> Chip:
     )
 
 
-def small_system(num_chips: int = 2, sram_bytes: float = 2e5, link_Bps: float = 5e9,
-                 dram_Bps: float = 1e11) -> System:
+def small_system(
+    num_chips: int = 2, sram_bytes: float = 2e5, link_Bps: float = 5e9, dram_Bps: float = 1e11
+) -> System:
     return System(
         num_chips=num_chips,
         chip=small_chip(sram_bytes),
@@ -82,6 +83,8 @@ def random_chain(rng: random.Random, n_kernels: int) -> KernelGraph:
         if i > 0:
             prev = kernels[i - 1]
             dst_op = k.inputs[0].name
-            edges.append(Edge(prev.name, name, dst_op, tensor_bytes=prev.operand_bytes(prev.outputs[0])))
+            edges.append(
+                Edge(prev.name, name, dst_op, tensor_bytes=prev.operand_bytes(prev.outputs[0]))
+            )
         out_dim = new_dim
     return KernelGraph("random", tuple(kernels), tuple(edges))

@@ -46,11 +46,11 @@ def test_all_gather_and_reduce_scatter_are_half_an_all_reduce():
 
 def test_all_to_all_switch_and_ring():
     # each of 8 chips holds 1 GB/8 and sends 7/8 of it: 7/64 * 1e9 / 1e11
-    assert level_collective_time("all_to_all", 1e9, 8, switch()) == pytest.approx(
-        7 / 64 * 1e-2)
+    assert level_collective_time("all_to_all", 1e9, 8, switch()) == pytest.approx(7 / 64 * 1e-2)
     # ring: (p^2-1)/(4p) * S/p / b = 63/32 * 1.25e8 / 1e11
     assert level_collective_time("all_to_all", 1e9, 8, ring()) == pytest.approx(
-        63 / 32 * 1.25e8 / 1e11)
+        63 / 32 * 1.25e8 / 1e11
+    )
 
 
 def test_hierarchical_all_reduce_composes_levels():
@@ -69,11 +69,16 @@ def test_torus_is_a_ring_per_dimension():
 
 
 def test_bus_bandwidth_efficiency_and_message_size_curve():
-    level = NetworkLevel("sw", Topology.SWITCH, 8, 100 * GB, 0.0,
-                         efficiency=CollectiveEfficiency(bus_bw_util=0.8, half_bw_bytes=1e6))
+    level = NetworkLevel(
+        "sw",
+        Topology.SWITCH,
+        8,
+        100 * GB,
+        0.0,
+        efficiency=CollectiveEfficiency(bus_bw_util=0.8, half_bw_bytes=1e6),
+    )
     s = 8e6  # 1e6 per chip -> half of 80 GB/s
-    assert level_collective_time("all_reduce", s, 8, level) == pytest.approx(
-        2 * 7 / 8 * s / 40e9)
+    assert level_collective_time("all_reduce", s, 8, level) == pytest.approx(2 * 7 / 8 * s / 40e9)
 
 
 def test_single_chip_group_costs_nothing():

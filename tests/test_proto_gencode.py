@@ -15,8 +15,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_generated_module_is_fresh(tmp_path: Path) -> None:
     pytest.importorskip("grpc_tools")
     subprocess.run(
-        [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}",
-         f"--python_out={tmp_path}", f"--pyi_out={tmp_path}", str(ROOT / "proto" / "setup.proto")],
+        [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{ROOT / 'proto'}",
+            f"--python_out={tmp_path}",
+            f"--pyi_out={tmp_path}",
+            str(ROOT / "proto" / "setup.proto"),
+        ],
         check=True,
     )
     for name in ("setup_pb2.py", "setup_pb2.pyi"):

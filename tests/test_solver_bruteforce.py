@@ -21,8 +21,9 @@ from solver.options import SolverOptions
 CASES = [(seed, dataflow) for seed in range(16) for dataflow in (False, True)]
 
 
-@pytest.mark.parametrize("seed,dataflow", CASES, ids=[f"seed{s}-{'df' if d else 'kbk'}"
-                                                      for s, d in CASES])
+@pytest.mark.parametrize(
+    "seed,dataflow", CASES, ids=[f"seed{s}-{'df' if d else 'kbk'}" for s, d in CASES]
+)
 def test_milp_equals_brute_force(seed: int, dataflow: bool) -> None:
     rng = random.Random(seed)
     graph = random_chain(rng, rng.randint(3, 5))
@@ -31,8 +32,16 @@ def test_milp_equals_brute_force(seed: int, dataflow: bool) -> None:
     )
     span = [(system.network[0], 2)]
     problem = build_problem(
-        graph, system.chip, system.dram.bandwidth_Bps, 2, span, {"tp": span}, "bf16",
-        dataflow=dataflow, overlap=rng.random() < 0.5, max_configs=rng.choice([2, 3]),
+        graph,
+        system.chip,
+        system.dram.bandwidth_Bps,
+        2,
+        span,
+        {"tp": span},
+        "bf16",
+        dataflow=dataflow,
+        overlap=rng.random() < 0.5,
+        max_configs=rng.choice([2, 3]),
         tiling_points=2,
     )
     solution = solve_graph(problem, SolverOptions(gap=0.0))
