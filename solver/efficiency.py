@@ -40,15 +40,27 @@ def tile_candidates(tile_m: int, tile_n: int) -> list[tuple[int, int]]:
     return out
 
 
-def occupancy(m: int, n: int, batch: int, cores: int, tile_m: int, tile_n: int) -> float:
-    """Useful fraction of the tensor units over the waves of output tiles (best tile)."""
+SPLIT_K_SLICE = 256  # smallest K slice a split-K GEMM hands one multiprocessor
+
+
+def occupancy(m: int, n: int, batch: int, cores: int, tile_m: int, tile_n: int,
+              k: int = 0) -> float:
+    """Useful fraction of the tensor units over the waves of output tiles (best tile).
+
+    Too few output tiles to fill the machine (skinny decode GEMMs) are split along K, as
+    cuBLAS's split-K kernels do, in slices of at least SPLIT_K_SLICE."""
     if cores <= 0 or tile_m <= 0 or tile_n <= 0:
         return 1.0
     best = 0.0
     for tm, tn in tile_candidates(tile_m, tile_n):
         tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
-        waves = math.ceil(tiles / cores)
-        best = max(best, (m * n * batch) / (waves * cores * tm * tn))
+        splits = {1}
+        if tiles < cores and k > 0:
+            splits.add(max(1, min(cores // tiles, k // SPLIT_K_SLICE)))
+        for split in splits:
+            # each split tile does 1/split of the K loop
+            waves = math.ceil(tiles * split / cores)
+            best = max(best, (m * n * batch * split) / (waves * cores * tm * tn))
     return best
 
 
@@ -64,7 +76,7 @@ def gemm_efficiency(chip: Chip, m: int, n: int, k: int, batch: int = 1) -> float
         return eff.fixed_compute_util
     util = (eff.gemm_util or 1.0) * k_rolloff(k, eff.gemm_half_dim)
     if eff.gemm_tile_m > 0 and eff.gemm_tile_n > 0:
-        util *= occupancy(m, n, max(batch, 1), chip.cores, eff.gemm_tile_m, eff.gemm_tile_n)
+        util *= occupancy(m, n, max(batch, 1), chip.cores, eff.gemm_tile_m, eff.gemm_tile_n, k)
     return max(util, 1e-3)
 
 

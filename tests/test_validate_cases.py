@@ -86,7 +86,7 @@ def test_dev_summary_values_are_what_the_report_states(dev_run):
         "memory_copy": 0.05,
         "collective": 2.25,
         "training": 10.40,
-        "inference": 8.72,
+        "inference": 7.66,
     }
     for group, value in expected.items():
         assert float(summary[group]["mean_abs_error_pct"]) == pytest.approx(value, abs=0.05)
