@@ -253,16 +253,17 @@ def memory_svg(plan: Plan) -> str:
                 label=f"{name} {fmt_bytes(value)}",
             )
             left += value
-        if m.capacity > 0:
+        capacity = m.capacity if math.isfinite(m.capacity) else 0.0
+        if capacity > 0:
             ax.axvline(
                 m.capacity / gib, color="crimson", lw=2, label=f"capacity {fmt_bytes(m.capacity)}"
             )
         ax.set_yticks([])
-        ax.set_xlim(0, max(m.capacity, m.total, 1.0) / gib * 1.05)
+        ax.set_xlim(0, max(capacity, m.total, 1.0) / gib * 1.05)
         ax.set_xlabel("GiB per chip")
         ax.set_title(
             f"Memory per chip: {fmt_bytes(m.total)}"
-            + (f" of {fmt_bytes(m.capacity)}" if m.capacity > 0 else "")
+            + (f" of {fmt_bytes(capacity)}" if capacity > 0 else "")
         )
         if ax.get_legend_handles_labels()[0]:
             fig.legend(loc="outside lower center", ncol=6, fontsize=8, frameon=False)
