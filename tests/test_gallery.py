@@ -20,7 +20,7 @@ GALLERY = sorted(p.parent.name for p in (ROOT / "scenarios").glob("*/setup.txt")
 def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Path) -> None:
     out = tmp_path / "result"
     code = main(["run", str(ROOT / "scenarios" / name), "--out", str(out), "--quiet",
-                 "--time-limit", "20"])
+                 "--time-limit", "5"])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     for f in ("kernels.csv", "configs.csv", "trace.json", "report.html", "plan.txt"):
