@@ -22,15 +22,17 @@ def layer_graph(
     recompute: str = "none",
 ) -> KernelGraph:
     """One layer for one graph instance. Training adds recompute copies (full: every forward
-    kernel; selective: the attention core) and the backward pass (activation gradients,
-    then weight gradients with their data-parallel all-reduce)."""
+    kernel; selective: the attention core, fused or unfused) and the backward pass
+    (activation gradients, then weight gradients with their data-parallel all-reduce)."""
     b = GraphBuilder(name)
-    _, out = Layer(b, cfg, shape, prec).forward(moe)
+    layer = Layer(b, cfg, shape, prec)
+    _, out = layer.forward(moe)
     if training:
+        core = set(layer.core)
         if recompute == "full":
             b.recompute(lambda k: True)
         elif recompute == "selective":
-            b.recompute(lambda k: k.kind == KernelKind.ATTENTION)
+            b.recompute(lambda k: k.kind == KernelKind.ATTENTION or k.name in core)
         b.backward([out])
     return b.graph()
 

@@ -19,6 +19,8 @@ Phases (layer graphs have count = num_layers; heads have role "head"):
   equals the exact sum (exact for even output_len; odd rounds the mean up by half a token).
 
 Attention FLOP is the non-causal 4 b s_q s_kv heads head_dim (Megatron convention).
+`attention: UNFUSED_ATTENTION` runs it as QK^T, softmax and AV kernels with the scores in
+DRAM (plain PyTorch); MLA attention is always fused.
 KV-cache bytes: 2 layers kv_heads head_dim context bytes batch (MLA: layers (kv_lora_rank +
 qk_rope_head_dim) context bytes batch); Workload.kv_cache_bytes is taken at the longest
 context any step attends to.
@@ -26,6 +28,7 @@ context any step attends to.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from generator.graph import Phase, Workload
@@ -87,7 +90,10 @@ def inference_workload(
     extra: dict[str, int] = {}
     notes: list[str] = []
 
+    unfused = req.attention == setup_pb2.UNFUSED_ATTENTION
+
     def add(base: str, shape: LayerShape, embed: int, head: int, cls: str, steps: int = 1) -> None:
+        shape = replace(shape, unfused_attention=unfused)
         layers = layer_phases(base, cfg, shape, prec, steps=steps)
         graph = head_graph(f"{base}_head", cfg, prec, embed_tokens=embed, head_tokens=head, cls=cls)
         hd = Phase(f"{base}_head", graph, steps=steps, role="head")
@@ -135,6 +141,8 @@ def inference_workload(
             f"chunked prefill: {chunk} prefill tokens, {where}, + {dec} decode tokens "
             f"at context {ctx}"
         )
+    if unfused and not cfg.is_mla:
+        notes.append("unfused attention: QK^T, softmax and AV through DRAM")
     kv_per_token = cfg.layers * cfg.kv_elements_per_token_per_layer() * prec.kv_bytes
     return Workload(
         kind="inference",

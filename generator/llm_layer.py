@@ -14,6 +14,10 @@ Dim names are semantic and shared across kernels, so the solver matches layouts 
   MLA: q_lora, kv_lora (latent), rope, qk_nope, v_head_dim, kv_latent (kv_lora + rope:
   what the KV cache holds), kv_up (qk_nope + v_head_dim per head), kv_dim (per-head K and V)
 
+Attention is one fused kernel (FlashAttention style) unless the shape asks for the unfused
+form (QK^T, softmax, dropout, AV as kernels of their own, the scores through DRAM), as
+Megatron-LM and plain PyTorch ran it; training dropout also masks the two residual branches.
+
 Megatron tensor parallelism is a split of one dim: q/kv projections and attention on heads
 (kv_heads for GQA), o_proj reduces over heads (split -> all-reduce); MLP up on ffn, down
 reduces over ffn; MoE experts on experts (the dispatch from a tokens-split producer to an
@@ -36,12 +40,16 @@ from generator.ops import (
     KV,
     OUT,
     SOFTMAX_FLOP,
+    AttnInput,
     add,
     attention,
     binary,
+    bmm,
+    dropout,
     kv_write,
     linear,
     norm,
+    softmax,
     unary,
 )
 from generator.precision import Precision
@@ -68,6 +76,8 @@ class LayerShape:
     gemm_cls: str = "Ma_Mw"  # Va_Mw for decode
     kv_write: bool = False  # inference: store the new tokens' K/V
     absorbed: bool = False  # MLA inference: attention over the latent cache
+    unfused_attention: bool = False  # QK^T, softmax, (dropout), AV as kernels of their own
+    dropout: bool = False  # training dropout on attention probabilities and layer outputs
 
 
 def expert_tokens(tokens: int, k: int, experts: int, capacity_factor: float) -> int:
@@ -88,6 +98,7 @@ class Layer:
         self.a, self.w, self.kvb = prec.activation_bytes, prec.weight_bytes, prec.kv_bytes
         self.T = ("tokens", shape.tokens)
         self.H = ("hidden", cfg.hidden)
+        self.core: list[str] = []  # the attention core's kernels (selective recompute)
 
     def lin(
         self,
@@ -113,13 +124,13 @@ class Layer:
         assert attn.dims == (T, H), attn.dims
         if self.cfg.post_norms:
             attn = self.norm("post_attn_norm", attn)
-        h1 = add(b, "attn_residual", attn, x, abpe=self.a)
+        h1 = add(b, "attn_residual", attn, x, abpe=self.a, dropout=self.shape.dropout)
         h = self.norm("mlp_norm", h1)
         mlp = self.moe(h) if moe else self.mlp(h, "mlp", self.cfg.ffn, self.cfg.mlp_bias)
         assert mlp.dims == (T, H), mlp.dims
         if self.cfg.post_norms:
             mlp = self.norm("post_mlp_norm", mlp)
-        out = add(b, "mlp_residual", mlp, h1, abpe=self.a)
+        out = add(b, "mlp_residual", mlp, h1, abpe=self.a, dropout=self.shape.dropout)
         return x, out
 
     # -- attention -------------------------------------------------------------------------
@@ -180,11 +191,15 @@ class Layer:
                 kv_in = ("kv", self._seg_view(kv, kvd), kvd, IN, self.a)
             flop = 4 * seg.batch * seg.q_seq * seg.kv_seq * c.heads * c.head_dim
             split = "kv_seq" if seg.q_seq == 1 else "q_seq"
+            q_in = ("q", self._seg_view(q, qd), qd, IN, self.a)
+            if self.shape.unfused_attention:
+                outs.append(self.unfused_attention(seg, q_in, kv_in, qh, kh, split))
+                continue
             outs.append(
                 attention(
                     b,
                     seg.name,
-                    [("q", self._seg_view(q, qd), qd, IN, self.a), kv_in],
+                    [q_in, kv_in],
                     (Bd, Q, *qh, D),
                     flop,
                     abpe=self.a,
@@ -192,6 +207,7 @@ class Layer:
                     shardable=["batch", *qn, split],
                 )
             )
+            self.core.append(seg.name)
         o_in = (T, *qh, D)
         return self.lin(
             "o_proj",
@@ -202,6 +218,44 @@ class Layer:
             bias=c.o_bias,
             shardable=["tokens", "hidden", *qn],
         )
+
+    def unfused_attention(
+        self, seg: AttnSegment, q_in: AttnInput, kv_in: AttnInput, qh: Dims, kh: Dims, split: str
+    ) -> Tensor:
+        """Attention as separate kernels, the scores S (batch, heads, q_seq, kv_seq) going
+        through memory: S = Q K^T (`<seg>_scores`), P = softmax(S) (`<seg>_softmax`),
+        dropout(P) in training (`<seg>_dropout`), O = P V (`<seg>_context`)."""
+        b, c = self.b, self.cfg
+        Bd, Q, K = ("batch", seg.batch), ("q_seq", seg.q_seq), ("kv_seq", seg.kv_seq)
+        D = ("head_dim", c.head_dim)
+        _, kt, _, krole, kbpe = kv_in  # keys and values stacked on the `kv` dim
+        kd = (Bd, K, *kh, D)
+        if kt is None:  # the KV cache: keys and values are read from memory
+            k_in, v_in = ("k_cache", None, kd, krole, kbpe), ("v_cache", None, kd, krole, kbpe)
+        else:
+            k_in = ("k", b.part(kt, kd), kd, krole, kbpe)
+            v_in = ("v", b.part(kt, kd), kd, krole, kbpe)
+        S = (Bd, *qh, Q, K)
+        shard = ["batch", *[d for d, _ in qh], split]
+        s_ = bmm(
+            b, f"{seg.name}_scores", [q_in, k_in], S, abpe=self.a, cls=seg.cls, shardable=shard
+        )
+        p = softmax(b, f"{seg.name}_softmax", s_, abpe=self.a, shardable=shard)
+        names = [f"{seg.name}_scores", f"{seg.name}_softmax"]
+        if self.shape.dropout:
+            p = dropout(b, f"{seg.name}_dropout", p, abpe=self.a, shardable=shard)
+            names.append(f"{seg.name}_dropout")
+        out = bmm(
+            b,
+            f"{seg.name}_context",
+            [("probs", p, S, IN, self.a), v_in],
+            (Bd, Q, *qh, D),
+            abpe=self.a,
+            cls=seg.cls,
+            shardable=shard,
+        )
+        self.core.extend([*names, f"{seg.name}_context"])
+        return out
 
     def mla(self, h: Tensor) -> Tensor:
         """DeepSeek-V2 multi-head latent attention. Training/prefill: keys and values are

@@ -43,6 +43,8 @@ def check_training(req: setup_pb2.LlmTraining, path: Path) -> None:
         p.append(f"{where}.micro_batch must be >= 0 (0 = 1), got {req.micro_batch}")
     elif req.global_batch > 0 and req.micro_batch > req.global_batch:
         p.append(f"{where}.micro_batch {req.micro_batch} exceeds global_batch {req.global_batch}")
+    if not 0 <= req.dropout < 1:
+        p.append(f"{where}.dropout must be a probability in [0, 1), got {req.dropout}")
     if not 0 <= req.zero_stage <= 3:
         p.append(f"{where}.zero_stage must be 0, 1, 2 or 3, got {req.zero_stage}")
     if req.virtual_pipeline < 0:
@@ -58,10 +60,13 @@ def training_workload(
     mb = req.micro_batch or 1
     s = req.seq_len
     recompute = RECOMPUTE[req.recompute]
+    unfused = req.attention == setup_pb2.UNFUSED_ATTENTION
     shape = LayerShape(
         tokens=mb * s,
         segments=(AttnSegment("attention", mb, s, s, cached=False, cls="Ma_Mqa"),),
         gemm_cls="Ma_Mw",
+        unfused_attention=unfused,
+        dropout=req.dropout > 0,
     )
     layers = layer_phases("layer", cfg, shape, prec, training=True, recompute=recompute)
     head = Phase(
@@ -75,6 +80,10 @@ def training_workload(
     ]
     if req.sequence_parallel:
         notes.append("sequence parallel: norms/residuals split on tokens across the TP group")
+    if unfused:
+        notes.append("unfused attention: QK^T, softmax, dropout and AV through DRAM")
+    if req.dropout > 0:
+        notes.append(f"dropout {req.dropout:g}: 1-byte keep masks written and read back")
     return Workload(
         kind="training",
         phases=(*layers, head),

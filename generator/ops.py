@@ -7,8 +7,14 @@ FLOP conventions (vector kernels are rough; matrix kernels exact):
 - Attention (fused, flash style): 4 b s_q s_kv heads head_dim, non-causal (Megatron's
   convention; a causal kernel skips about half). Backward: 2x forward, in a query-gradient
   and a key/value-gradient kernel.
+- Unfused attention (`bmm`, `softmax`, `dropout`): the two batched GEMMs count
+  2 b s_q s_kv heads head_dim each (the same total as the fused kernel); backward: one
+  batched GEMM per input, each the forward FLOP.
 - Per element: residual add 1, activation 4 (gated: 5), RMSNorm 4, LayerNorm 5, softmax /
-  cross-entropy 5; their backward kernels cost the same as the forward.
+  cross-entropy 5, dropout 2 (random draw, scale; backward 1); backward kernels cost the
+  same as the forward unless stated.
+- Dropout writes a 1-byte keep mask (PyTorch's bool mask) beside its output; its backward
+  reads the mask back.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ ACT_FLOP = 4
 GATED_FLOP = 5
 NORM_FLOP = {"rms": 4, "layer": 5}
 SOFTMAX_FLOP = 5
+DROPOUT_FLOP = 2
+MASK_BYTES = 1.0  # dropout keep mask, bytes per element
 
 
 def _names(dims: Dims) -> list[str]:
@@ -230,20 +238,44 @@ def add(
     *,
     abpe: float,
     shardable: Sequence[str] | None = None,
+    dropout: bool = False,
 ) -> Tensor:
-    """Residual add; its backward passes the gradient to both inputs (no kernel)."""
+    """Residual add; its backward passes the gradient to both inputs (no kernel). With
+    `dropout`, `a` is dropped out first (Megatron's fused bias-dropout-add): the kernel also
+    writes the keep mask, and `a`'s gradient is the masked one (`<name>_dropout_bwd`)."""
     dims = a.dims
     shard = list(shardable) if shardable is not None else _names(dims)
+    elements = dims_elements(dims)
 
     def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
         assert dy is not None
-        return [(a, b.view(dy, dims)), (c, b.view(dy, c.dims))]
+        dyv = b.view(dy, dims)
+        if not dropout:
+            return [(a, dyv), (c, b.view(dy, c.dims))]
+        da = b.add_kernel(
+            f"{name}_dropout_bwd",
+            KernelKind.ELEMENTWISE,
+            [
+                Arg("dy", IN, dims, abpe, dyv),
+                Arg("mask", IN, dims, MASK_BYTES),
+                Arg("dx", OUT, dims, abpe),
+            ],
+            elements,
+            pass_=Pass.BWD,
+            kernel_class="Va_Va",
+            shardable=shard,
+        )
+        assert da is not None
+        return [(a, da), (c, b.view(dy, c.dims))]
 
+    outs = [Arg("out", OUT, dims, abpe)]
+    if dropout:
+        outs.append(Arg("mask", OUT, dims, MASK_BYTES))
     t = b.add_kernel(
         name,
         KernelKind.ELEMENTWISE,
-        [Arg("in1", IN, dims, abpe, a), Arg("in2", IN, dims, abpe, c), Arg("out", OUT, dims, abpe)],
-        dims_elements(dims),
+        [Arg("in1", IN, dims, abpe, a), Arg("in2", IN, dims, abpe, c), *outs],
+        elements * (1 + (DROPOUT_FLOP if dropout else 0)),
         kernel_class="Va_Va",
         shardable=shard,
         rule=rule,
@@ -373,6 +405,147 @@ def attention(
     )
     assert fwd_out is not None
     return fwd_out
+
+
+AttnInput = tuple[str, Tensor | None, Dims, OperandRole, float]
+
+
+def bmm(
+    b: GraphBuilder,
+    name: str,
+    inputs: Sequence[AttnInput],
+    out: Dims,
+    *,
+    abpe: float,
+    cls: str,
+    shardable: Sequence[str],
+) -> Tensor:
+    """Batched product of two activations (unfused attention: scores = Q K^T, context =
+    P V): 2 x prod(loop dims) FLOP. Inputs are (name, tensor, dims, role, bytes/element); a
+    KV_CACHE input is read from memory. Backward: per input with a gradient, `<name>_bwd`
+    (first) / `<name>_bwd2` (second) = dy x the other input, each the forward FLOP."""
+    assert len(inputs) == 2
+    loop = dict(out)
+    for _, _, dims, _, _ in inputs:
+        loop |= dict(dims)
+    flop = 2 * dims_elements(tuple(loop.items()))
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None
+        dyv = b.view(dy, out)
+        pairs = []
+        for i, (_, t, dims, _, _) in enumerate(inputs):
+            if t is None or not t.requires_grad:
+                continue
+            on, ot, od, orole, obpe = inputs[1 - i]
+            other = Arg(on, orole, od, obpe, b.saved(ot) if ot is not None else None)
+            dx = b.add_kernel(
+                name + ("_bwd" if i == 0 else "_bwd2"),
+                KernelKind.BATCHED_GEMM,
+                [Arg("dy", IN, out, abpe, dyv), other, Arg("dx", OUT, dims, abpe)],
+                flop,
+                pass_=Pass.BWD,
+                kernel_class=cls,
+                shardable=shardable,
+            )
+            assert dx is not None
+            pairs.append((t, dx))
+        return pairs
+
+    args = [Arg(n, role, d, bpe, t) for n, t, d, role, bpe in inputs]
+    t = b.add_kernel(
+        name,
+        KernelKind.BATCHED_GEMM,
+        [*args, Arg("out", OUT, out, abpe)],
+        flop,
+        kernel_class=cls,
+        shardable=shardable,
+        rule=rule,
+    )
+    assert t is not None
+    return t
+
+
+def softmax(
+    b: GraphBuilder, name: str, x: Tensor, *, abpe: float, shardable: Sequence[str]
+) -> Tensor:
+    """Scale, mask and softmax over the last dim (Megatron's fused scale-mask-softmax): reads
+    the scores, writes the probabilities. Backward reads dy and the probabilities."""
+    dims = x.dims
+    flop = SOFTMAX_FLOP * dims_elements(dims)
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None
+        dx = b.add_kernel(
+            f"{name}_bwd",
+            KernelKind.SOFTMAX,
+            [
+                Arg("dy", IN, dims, abpe, b.view(dy, dims)),
+                Arg("probs", IN, dims, abpe, b.saved(y)),
+                Arg("dx", OUT, dims, abpe),
+            ],
+            flop,
+            pass_=Pass.BWD,
+            kernel_class="Va_Va",
+            shardable=shardable,
+        )
+        assert dx is not None
+        return [(x, dx)]
+
+    y = b.add_kernel(
+        name,
+        KernelKind.SOFTMAX,
+        [Arg("in", IN, dims, abpe, x), Arg("out", OUT, dims, abpe)],
+        flop,
+        kernel_class="Va_Va",
+        shardable=shardable,
+        rule=rule,
+    )
+    assert y is not None
+    return y
+
+
+def dropout(
+    b: GraphBuilder, name: str, x: Tensor, *, abpe: float, shardable: Sequence[str]
+) -> Tensor:
+    """Dropout: writes the kept values and the 1-byte keep mask; backward reads dy and the
+    mask."""
+    dims = x.dims
+    elements = dims_elements(dims)
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None
+        dx = b.add_kernel(
+            f"{name}_bwd",
+            KernelKind.ELEMENTWISE,
+            [
+                Arg("dy", IN, dims, abpe, b.view(dy, dims)),
+                Arg("mask", IN, dims, MASK_BYTES),
+                Arg("dx", OUT, dims, abpe),
+            ],
+            elements,
+            pass_=Pass.BWD,
+            kernel_class="Va_Va",
+            shardable=shardable,
+        )
+        assert dx is not None
+        return [(x, dx)]
+
+    t = b.add_kernel(
+        name,
+        KernelKind.ELEMENTWISE,
+        [
+            Arg("in", IN, dims, abpe, x),
+            Arg("out", OUT, dims, abpe),
+            Arg("mask", OUT, dims, MASK_BYTES),
+        ],
+        DROPOUT_FLOP * elements,
+        kernel_class="Va_Va",
+        shardable=shardable,
+        rule=rule,
+    )
+    assert t is not None
+    return t
 
 
 def kv_write(

@@ -191,8 +191,17 @@ def _efficiency(e: setup_pb2.Efficiency, compute_util: float, problems: Problems
     for fname in ("gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "kernel_overhead_us"):
         non_negative(getattr(e, fname), f"{base}.{fname}", problems)
     fraction(compute_util, "execution.compute_util", problems)
+    by_precision: dict[str, float] = {}
+    for entry in e.gemm_util_by_precision:  # the library's entries, then the setup's
+        path = f'{base}.gemm_util_by_precision["{entry.precision}"]'
+        if entry.precision not in library.PRECISIONS:
+            known = ", ".join(library.PRECISIONS)
+            problems.add(f"{path} names no precision; give one of {known}")
+        fraction(entry.util, f"{path}.util", problems)
+        by_precision[entry.precision] = entry.util  # a later entry overrides an earlier one
     return Efficiency(
         gemm_util=e.gemm_util or 1.0,
+        gemm_util_by_precision=tuple(sorted(by_precision.items())),
         gemm_half_dim=e.gemm_half_dim,
         gemm_tile_m=e.gemm_tile_m,
         gemm_tile_n=e.gemm_tile_n,

@@ -52,6 +52,8 @@ class Efficiency:
     """Achievable fractions of peak; 1.0 everywhere is the pure roofline."""
 
     gemm_util: float = 1.0
+    # plateau per math precision ("fp8", ...), replacing gemm_util at that precision
+    gemm_util_by_precision: tuple[tuple[str, float], ...] = ()
     gemm_half_dim: float = 0.0
     gemm_tile_m: int = 0
     gemm_tile_n: int = 0

@@ -292,9 +292,11 @@ def _check_degrees(levels: list[_Level], num_chip: int, path: str, problems: Pro
                 f"{num_chip}; make the product equal num_chip (or set a degree to 0 to search it)"
             )
     elif num_chip % known != 0:
+        fit = -(-num_chip // known) * known  # the next multiple of the product
         problems.add(
             f"{path}: the given degrees {shown} multiply to {known}, which does not divide "
-            f"system.num_chip {num_chip}"
+            f"system.num_chip {num_chip}; num_chip must be a multiple of {known} (e.g. "
+            f"{fit}), or give degrees whose product divides {num_chip}"
         )
 
 

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except InfeasibleError as exc:
-        print(f"infeasible: {exc}", file=sys.stderr)
+        print(f"infeasible: {exc.resource}: {exc}", file=sys.stderr)
         return EXIT_INFEASIBLE
     except NoPlanError as exc:
         print(f"no plan: {exc}", file=sys.stderr)

@@ -34,7 +34,10 @@ def resolve_field_path(path: str, root: Descriptor | None = None) -> FieldDescri
     walked: list[str] = []
     for part in path.split("."):
         if desc is None:
-            raise KeyError(f'"{".".join(walked)}" is a scalar and has no field "{part}"')
+            scalar = ".".join(walked)
+            raise KeyError(
+                f'"{scalar}" is a scalar and has no field "{part}"; end the path at "{scalar}"'
+            )
         field = desc.fields_by_name.get(part)
         if field is None:
             names = [f.name for f in desc.fields]
@@ -42,7 +45,10 @@ def resolve_field_path(path: str, root: Descriptor | None = None) -> FieldDescri
             prefix = ".".join(walked)
             near = f"{prefix}.{close[0]}" if prefix and close else (close[0] if close else "")
             hint = f'; did you mean "{near}"?' if near else ""
-            raise KeyError(f'unknown field path "{path}"{hint}')
+            owner = prefix or desc.name
+            raise KeyError(
+                f'unknown field path "{path}"{hint}; fields of {owner}: {", ".join(names)}'
+            )
         walked.append(part)
         desc = field.message_type
     assert field is not None

@@ -101,15 +101,24 @@ def format_comparison(cmp: Comparison, limit: int = 30) -> str:
     return "\n".join(lines)
 
 
-def override_text(cal: Calibration, scenario: str, profile: str, chip: str) -> str:
-    """The override fragment, with how to merge it, and the evidence per number."""
+def override_text(
+    cal: Calibration, scenario: str, profile: str, chip: str, precision: str = ""
+) -> str:
+    """The override fragment, with how to merge it, and the evidence per number. With
+    `precision` (the chip has a GEMM plateau of its own for the scenario's math precision)
+    the fitted plateau goes to gemm_util_by_precision[precision], the one the plan used."""
     eff = setup_pb2.Efficiency()
     notes = []
     if cal.gemm_util is not None:
-        eff.gemm_util = cal.gemm_util
+        name = "gemm_util"
+        if precision:
+            eff.gemm_util_by_precision.add(precision=precision, util=cal.gemm_util)
+            name = f"gemm_util_by_precision {precision}"
+        else:
+            eff.gemm_util = cal.gemm_util
         eff.kernel_overhead_us = cal.kernel_overhead_us or 0.0
         notes.append(
-            f"gemm_util, kernel_overhead_us: {cal.gemm_launches} compute-bound GEMM "
+            f"{name}, kernel_overhead_us: {cal.gemm_launches} compute-bound GEMM "
             f"launches, mean |error| {100 * (cal.gemm_mean_abs_err or 0):.1f}%"
         )
     if cal.dram_util is not None:
@@ -150,7 +159,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
     """The CLI entry point (mapshard.commands.cmd_profile)."""
     from mapshard import pipeline
     from mapshard.sweep.store import write_atomic
-    from solver.efficiency import dram_efficiency
+    from solver.efficiency import dram_efficiency, for_precision
 
     scenario = pipeline.load_scenario(args.scenario)
     measured = read_profile(args.profile)
@@ -167,7 +176,9 @@ def run_profile_command(args: argparse.Namespace) -> int:
         write_atomic(out, comparison_csv(cmp).encode("utf-8"))
         print(f"written: {out}")
         return 0
-    chip = scenario.system.chip
+    math = pipeline.execution_options(scenario.setup).math_precision
+    own = math in dict(scenario.system.chip.efficiency.gemm_util_by_precision)
+    chip = for_precision(scenario.system.chip, math)  # the plateau the plan used
     cal = calibrate(
         cmp.rows,
         chip.efficiency.gemm_util or 1.0,
@@ -175,7 +186,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
         scenario.system.dram.bandwidth_Bps,
     )
     out = Path(args.out or "calibration.txt")
-    text = override_text(cal, str(args.scenario), str(args.profile), chip.name)
+    text = override_text(cal, str(args.scenario), str(args.profile), chip.name, math if own else "")
     write_atomic(out, text.encode("utf-8"))
     print(text, end="")
     overhead_us = chip.efficiency.kernel_overhead_s * 1e6

@@ -75,6 +75,30 @@ def _explain(msg: str) -> str:
         enum = setup_pb2.DESCRIPTOR.enum_types_by_name.get(m.group(1))
         valid = ", ".join(v.name for v in enum.values) if enum else ""
         return f"unknown {m.group(1)} value {m.group(2)}; valid: {valid}"
+    m = re.search(
+        r'Field "(\w+)" is specified along with field "(\w+)", another member of oneof '
+        r'"(\w+)" for message type "mapshard\.(\w+)"',
+        msg,
+    )
+    if m:
+        first, second, oneof, owner = m.groups()
+        return (
+            f'"{first}" is given along with "{second}", but {owner}.{oneof} takes one of '
+            "them; keep one"
+        )
+    m = re.search(r'Message type "mapshard\.(\w+)" should not have multiple "(\w+)" fields', msg)
+    if m:
+        return (
+            f'"{m.group(2)}" is given more than once in {m.group(1)}, which takes one; keep '
+            "one (or merge them)"
+        )
+    m = re.search(r"Couldn't parse (float|integer): (.*)$", msg)
+    if m:
+        valid = "a number such as 1.5e9" if m.group(1) == "float" else "a whole number"
+        return f"{msg}; give {valid} (unquoted, no unit)"
+    m = re.search(r"Expected string but found: '(.*)'", msg)
+    if m:
+        return f'{msg}; a string field takes a quoted value, e.g. "{m.group(1)}"'
     return msg
 
 

@@ -66,6 +66,11 @@ class NormKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LAYERNORM: _ClassVar[NormKind]
     RMSNORM: _ClassVar[NormKind]
 
+class AttentionImpl(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FUSED_ATTENTION: _ClassVar[AttentionImpl]
+    UNFUSED_ATTENTION: _ClassVar[AttentionImpl]
+
 class Recompute(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     RECOMPUTE_NONE: _ClassVar[Recompute]
@@ -131,6 +136,8 @@ SWIGLU: FfnKind
 NORM_UNSET: NormKind
 LAYERNORM: NormKind
 RMSNORM: NormKind
+FUSED_ATTENTION: AttentionImpl
+UNFUSED_ATTENTION: AttentionImpl
 RECOMPUTE_NONE: Recompute
 RECOMPUTE_SELECTIVE: Recompute
 RECOMPUTE_FULL: Recompute
@@ -451,7 +458,7 @@ class Model(_message.Message):
     def __init__(self, inline: _Optional[_Union[ModelSpec, _Mapping]] = ..., hf_model: _Optional[str] = ...) -> None: ...
 
 class LlmTraining(_message.Message):
-    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline")
+    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GLOBAL_BATCH_FIELD_NUMBER: _ClassVar[int]
     MICRO_BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -460,6 +467,8 @@ class LlmTraining(_message.Message):
     SEQUENCE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     ZERO_STAGE_FIELD_NUMBER: _ClassVar[int]
     VIRTUAL_PIPELINE_FIELD_NUMBER: _ClassVar[int]
+    ATTENTION_FIELD_NUMBER: _ClassVar[int]
+    DROPOUT_FIELD_NUMBER: _ClassVar[int]
     model: Model
     global_batch: int
     micro_batch: int
@@ -468,10 +477,12 @@ class LlmTraining(_message.Message):
     sequence_parallel: bool
     zero_stage: int
     virtual_pipeline: int
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ...) -> None: ...
+    attention: AttentionImpl
+    dropout: float
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ...) -> None: ...
 
 class LlmInference(_message.Message):
-    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch")
+    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -480,6 +491,7 @@ class LlmInference(_message.Message):
     CONTEXT_LEN_FIELD_NUMBER: _ClassVar[int]
     CHUNK_SIZE_FIELD_NUMBER: _ClassVar[int]
     DECODE_BATCH_FIELD_NUMBER: _ClassVar[int]
+    ATTENTION_FIELD_NUMBER: _ClassVar[int]
     model: Model
     phase: InferencePhase
     batch: int
@@ -488,7 +500,8 @@ class LlmInference(_message.Message):
     context_len: int
     chunk_size: int
     decode_batch: int
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ...) -> None: ...
+    attention: AttentionImpl
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ...) -> None: ...
 
 class Dlrm(_message.Message):
     __slots__ = ("mlp_dim", "bottom_num_mlp", "top_num_mlp", "pooled_row", "row", "num_table", "emb_dim", "micro_batch_size", "dense_features")
@@ -629,7 +642,7 @@ class Accelerator(_message.Message):
     def __init__(self, core: _Optional[int] = ..., systolic_width: _Optional[int] = ..., systolic_height: _Optional[int] = ..., sram_cap: _Optional[float] = ..., freq: _Optional[float] = ..., fp64_tflops: _Optional[float] = ..., fp32_tflops: _Optional[float] = ..., tf32_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tflops: _Optional[float] = ..., int4_tflops: _Optional[float] = ..., vector_tflops: _Optional[float] = ..., l2_cap: _Optional[float] = ..., l2_bw_GBps: _Optional[float] = ..., efficiency: _Optional[_Union[Efficiency, _Mapping]] = ...) -> None: ...
 
 class Efficiency(_message.Message):
-    __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source")
+    __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source", "gemm_util_by_precision")
     GEMM_UTIL_FIELD_NUMBER: _ClassVar[int]
     GEMM_HALF_DIM_FIELD_NUMBER: _ClassVar[int]
     GEMM_TILE_M_FIELD_NUMBER: _ClassVar[int]
@@ -641,6 +654,7 @@ class Efficiency(_message.Message):
     COLLECTIVE_FIELD_NUMBER: _ClassVar[int]
     GPU_WAVE_MODEL_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    GEMM_UTIL_BY_PRECISION_FIELD_NUMBER: _ClassVar[int]
     gemm_util: float
     gemm_half_dim: float
     gemm_tile_m: int
@@ -652,7 +666,16 @@ class Efficiency(_message.Message):
     collective: _containers.RepeatedCompositeFieldContainer[CollectiveEfficiency]
     gpu_wave_model: bool
     source: str
-    def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ...) -> None: ...
+    gemm_util_by_precision: _containers.RepeatedCompositeFieldContainer[PrecisionUtil]
+    def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ..., gemm_util_by_precision: _Optional[_Iterable[_Union[PrecisionUtil, _Mapping]]] = ...) -> None: ...
+
+class PrecisionUtil(_message.Message):
+    __slots__ = ("precision", "util")
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    UTIL_FIELD_NUMBER: _ClassVar[int]
+    precision: str
+    util: float
+    def __init__(self, precision: _Optional[str] = ..., util: _Optional[float] = ...) -> None: ...
 
 class CollectiveEfficiency(_message.Message):
     __slots__ = ("level", "bus_bw_util", "latency_us", "half_bw_bytes")

@@ -217,11 +217,18 @@ def memory_use(workload: Workload, choice: Choice, capacity: float) -> MemoryUse
 
 
 def _saved_activation(workload: Workload, phase: Phase) -> float:
-    """Activations one layer keeps for its backward pass, per micro-batch."""
+    """Activations one layer keeps for its backward pass, per micro-batch: every forward
+    output except those of kernels recomputed in the backward pass (selective recompute
+    keeps nothing of the attention core; full recompute only the layer input)."""
     if workload.recompute == "full":
         return boundary_bytes(workload, phase)
+    recomputed = {
+        k.name.removesuffix("_recompute") for k in phase.graph.kernels if k.pass_ == Pass.RECOMPUTE
+    }
     return sum(
-        k.bytes_by_role(OperandRole.OUTPUT) for k in phase.graph.kernels if k.pass_ == Pass.FWD
+        k.bytes_by_role(OperandRole.OUTPUT)
+        for k in phase.graph.kernels
+        if k.pass_ == Pass.FWD and k.name not in recomputed
     )
 
 

@@ -7,7 +7,9 @@ citing its rows), and these functions turn them into a per-shape fraction:
 GEMM (per chip shard, C[m,n] += A[m,k] B[k,n], `batch` independent GEMMs):
     eff = gemm_util * k / (k + gemm_half_dim) * occupancy(m, n, batch)
   - gemm_util: the large-GEMM plateau (cuBLAS at 8-16k cubes), which folds in the clock the
-    chip sustains under full tensor load;
+    chip sustains under full tensor load; `gemm_util_by_precision` replaces it for a math
+    precision whose plateau differs (FP8 on Hopper: power-bound below the 16-bit one), picked
+    by `for_precision` before the solver builds its menus;
   - k / (k + gemm_half_dim): the per-tile prologue/epilogue (loading the first K slices,
     writing C) amortised over the main loop, which shortens with k;
   - occupancy: output tiles of gemm_tile_m x gemm_tile_n (the library's thread-block tile;
@@ -19,12 +21,15 @@ A fixed per-kernel latency (launch, pipeline fill and drain) is `kernel_overhead
 by the solver's menus per kernel, not here.
 
 DRAM: `dram_util` x bandwidth (STREAM copy / peak). Attention: `attention_util` x matrix
-peak for the fused attention kernel (0 = gemm_util). Vector: `vector_util` x vector peak.
+peak for the fused attention kernel (0 = gemm_util); unfused attention is batched GEMMs and
+vector kernels. Vector: `vector_util` x vector peak, on the generator's nominal FLOP per
+element (a fitted rate: softmax and normalisations do several times the nominal count).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from hardware.system import Chip
 
@@ -43,8 +48,9 @@ def tile_candidates(tile_m: int, tile_n: int) -> list[tuple[int, int]]:
 SPLIT_K_SLICE = 256  # smallest K slice a split-K GEMM hands one multiprocessor
 
 
-def occupancy(m: int, n: int, batch: int, cores: int, tile_m: int, tile_n: int,
-              k: int = 0) -> float:
+def occupancy(
+    m: int, n: int, batch: int, cores: int, tile_m: int, tile_n: int, k: int = 0
+) -> float:
     """Useful fraction of the tensor units over the waves of output tiles (best tile).
 
     Too few output tiles to fill the machine (skinny decode GEMMs) are split along K, as
@@ -67,6 +73,15 @@ def occupancy(m: int, n: int, batch: int, cores: int, tile_m: int, tile_n: int,
 def k_rolloff(k: int, half: float) -> float:
     """Main-loop share of a tile's time: k / (k + half)."""
     return k / (k + half) if half > 0 and k > 0 else 1.0
+
+
+def for_precision(chip: Chip, precision: str) -> Chip:
+    """The chip with the GEMM plateau of `precision` (its own when the chip file gives one,
+    else gemm_util)."""
+    util = dict(chip.efficiency.gemm_util_by_precision).get(precision, 0.0)
+    if util <= 0:
+        return chip
+    return replace(chip, efficiency=replace(chip.efficiency, gemm_util=util))
 
 
 def gemm_efficiency(chip: Chip, m: int, n: int, k: int, batch: int = 1) -> float:

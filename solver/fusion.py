@@ -22,6 +22,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from solver.menus import MappingProblem
 from solver.milp import MilpResult, solve_configurations
 from solver.options import SolverOptions
@@ -151,14 +153,11 @@ def _segment_search(
     t_start = time.perf_counter()
     n = len(problem.kernels)
     K = max(1, min(problem.max_configs, n))
-    bounds = _Bounds(problem)
-    values = dict(bounds.values)
+    values = np.full((n, n + 1), math.inf)  # values[i, j]: bound of segment [i, j)
+    for (i, j), v in _Bounds(problem).values.items():
+        values[i, j] = v
+    allowed = _allowed_mask(problem, n, K)
     priced: set[Segment] = set()
-    pins = problem.pinned_configs or tuple([-1] * n)
-
-    def allowed(seg: Segment, c: int) -> bool:
-        return all(pins[k] in (-1, c) for k in range(*seg))
-
     single = all(len(m.shardings) == 1 for m in problem.kernels)
 
     def price(seg: Segment) -> None:
@@ -174,59 +173,44 @@ def _segment_search(
         values[seg] = r.bound_s if r.status != "infeasible" else math.inf
         priced.add(seg)
 
-    def backward() -> dict[tuple[int, int], float]:
-        """h[(pos, used)]: least bound to finish from pos having used `used` configs."""
-        h: dict[tuple[int, int], float] = {}
-        for used in range(K, -1, -1):
-            h[(n, used)] = 0.0
+    def backward() -> np.ndarray:
+        """h[pos, used]: least bound to finish from pos having used `used` configs."""
+        h = np.full((n + 1, K + 1), math.inf)
+        h[n, :] = 0.0
         for pos in range(n - 1, -1, -1):
-            for used in range(K - 1, -1, -1):
-                best = math.inf
-                for j in range(pos + 1, n + 1):
-                    v = values.get((pos, j))
-                    if v is None:
-                        break
-                    if not allowed((pos, j), used):
-                        continue
-                    rest = h.get((j, used + 1), math.inf)
-                    if v + rest < best:
-                        best = v + rest
-                h[(pos, used)] = best
-            h[(pos, K)] = math.inf
+            cand = values[pos, pos + 1 :, None] + h[pos + 1 :, 1:]
+            if allowed is not None:
+                cand = np.where(allowed[pos, pos + 1 :, :], cand, math.inf)
+            h[pos, :K] = cand.min(axis=0)
         return h
 
-    def best_path(h) -> list[Segment]:
+    def best_path(h: np.ndarray) -> list[Segment]:
         path, pos, used = [], 0, 0
         while pos < n:
-            target = h[(pos, used)]
-            for j in range(pos + 1, n + 1):
-                v = values.get((pos, j))
-                if v is None or not allowed((pos, j), used):
-                    continue
-                if math.isclose(
-                    v + h.get((j, used + 1), math.inf), target, rel_tol=1e-12, abs_tol=1e-18
-                ):
-                    path.append((pos, j))
-                    pos, used = j, used + 1
-                    break
-            else:
-                raise AssertionError("shortest path reconstruction failed")
+            cand = values[pos, pos + 1 :] + h[pos + 1 :, used + 1]
+            if allowed is not None:
+                cand = np.where(allowed[pos, pos + 1 :, used], cand, math.inf)
+            j = pos + 1 + int(np.argmin(cand))
+            path.append((pos, j))
+            pos, used = j, used + 1
         return path
 
     # Phase 1: price the segments of the best path until it is fully priced.
     while True:
         h = backward()
-        if not math.isfinite(h[(0, 0)]):
+        if not math.isfinite(h[0, 0]):
             return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
         path = best_path(h)
         todo = [s for s in path if s not in priced]
         if not todo:
             break
-        if time.perf_counter() > deadline and incumbent_plan is not None:
-            return _with_bound(incumbent_plan, h[(0, 0)], stats)
+        if time.perf_counter() > deadline:
+            if incumbent_plan is not None:
+                return _with_bound(incumbent_plan, float(h[0, 0]), stats)
+            return GraphSolution((), (), math.inf, float(h[0, 0]), "time_limit", stats)
         for seg in todo:
             price(seg)
-    lower = h[(0, 0)]
+    lower = float(h[0, 0])
 
     # Phase 2: best-first enumeration of segmentations by bound; exact cost of each.
     incumbent: tuple[float, tuple, tuple] = (math.inf, (), ())
@@ -245,7 +229,7 @@ def _segment_search(
             if unpriced:
                 for seg in unpriced:
                     price(seg)
-                g2 = sum(values[s] for s in path)
+                g2 = float(sum(values[s] for s in path))
                 heapq.heappush(heap, (g2, g2, pos, used, path))
                 continue
             stats.paths_checked += 1
@@ -264,17 +248,16 @@ def _segment_search(
                 stats.notes.append(f"stopped after {stats.paths_checked} segmentations")
                 break
             continue
+        if used + 1 > K:
+            continue
         for j in range(pos + 1, n + 1):
-            seg = (pos, j)
-            v = values.get(seg)
-            if v is None:
-                break
-            if not allowed(seg, used) or used + 1 > K:
+            v = float(values[pos, j])
+            rest = float(h[j, used + 1])
+            if not math.isfinite(v) or not math.isfinite(rest):
                 continue
-            rest = h.get((j, used + 1), math.inf)
-            if not math.isfinite(rest) or not math.isfinite(v):
+            if allowed is not None and not allowed[pos, j, used]:
                 continue
-            heapq.heappush(heap, (g + v + rest, g + v, j, used + 1, path + (seg,)))
+            heapq.heappush(heap, (g + v + rest, g + v, j, used + 1, path + ((pos, j),)))
     else:
         final_bound = incumbent[0]
     if not math.isfinite(incumbent[0]):
@@ -285,6 +268,26 @@ def _segment_search(
     return GraphSolution(incumbent[1], incumbent[2], incumbent[0], bound, status, stats)
 
 
+def _allowed_mask(problem: MappingProblem, n: int, K: int) -> np.ndarray | None:
+    """allowed[i, j, c]: segment [i, j) may be configuration c under the kernels' pins
+    (None when nothing is pinned)."""
+    pins = problem.pinned_configs
+    if not pins or all(p < 0 for p in pins):
+        return None
+    allowed = np.zeros((n, n + 1, K), dtype=bool)
+    for i in range(n):
+        ok = np.ones(K, dtype=bool)
+        for j in range(i + 1, n + 1):
+            pin = pins[j - 1]
+            if pin >= 0:
+                keep = np.zeros(K, dtype=bool)
+                if pin < K:
+                    keep[pin] = True
+                ok &= keep
+            allowed[i, j] = ok
+    return allowed
+
+
 def _with_bound(plan: GraphSolution, bound: float, stats: SearchStats) -> GraphSolution:
     bound = min(max(bound, plan.bound_s), plan.objective_s)
     status = "optimal" if bound >= plan.objective_s * (1 - 1e-9) else "time_limit"
@@ -293,37 +296,64 @@ def _with_bound(plan: GraphSolution, bound: float, stats: SearchStats) -> GraphS
 
 def _price_fixed_sharding(problem: MappingProblem, seg: Segment) -> float | None:
     """Exact price of a segment when every kernel has one sharding: compute and network
-    are constants, so each kernel takes its least-traffic tiling; exact when those tilings
-    fit the SRAM together (else None: the multiple-choice knapsack needs the MILP)."""
+    are constants, and the least DRAM traffic whose tilings fit the SRAM together is a
+    multiple-choice knapsack, solved exactly over the Pareto front of (buffer, traffic).
+    None when that front grows past `PARETO_LIMIT` states (the MILP takes over)."""
     from solver.check import kernel_memory_bytes
 
     members = set(range(*seg))
-    comp = net = mem = sram = 0.0
+    cap = problem.sram_bytes * (1 + 1e-9)
+    comp = net = 0.0
+    front = np.zeros((1, 2))  # rows: (buffer bytes, traffic bytes)
     for k in range(*seg):
         menu = problem.kernels[k]
         fused_out = any(e.dst in members for e in problem.out_edges(k))
-        best = min(
-            range(len(menu.options)),
-            key=lambda o: (
-                kernel_memory_bytes(problem, k, o, members),
-                menu.options[o].buffer_bytes,
-            ),
+        comp += menu.options[0].compute_s + menu.overhead_s
+        net += min(o.network_s for o in menu.options)
+        if (
+            len({o.network_s for o in menu.options}) > 1
+            or len({o.compute_s for o in menu.options}) > 1
+        ):
+            return None  # tilings that change compute or network: not a pure knapsack
+        choices = _pareto(
+            np.array(
+                [
+                    (
+                        opt.buffer_bytes + (opt.out_tile_bytes if fused_out else 0.0),
+                        kernel_memory_bytes(problem, k, o, members),
+                    )
+                    for o, opt in enumerate(menu.options)
+                ]
+            )
         )
-        opt = menu.options[best]
-        comp += opt.compute_s + menu.overhead_s
-        net += opt.network_s
-        mem += kernel_memory_bytes(problem, k, best, members)
-        sram += opt.buffer_bytes + (opt.out_tile_bytes if fused_out else 0.0)
+        buf = (front[:, :1] + choices[None, :, 0]).ravel()
+        traffic = (front[:, 1:] + choices[None, :, 1]).ravel()
+        keep = buf <= cap
+        front = _pareto(np.stack([buf[keep], traffic[keep]], axis=1))
+        if not len(front):
+            return math.inf
+        if len(front) > PARETO_LIMIT:
+            return None
     for e in problem.edges:
         if e.dst in members:
             net += e.conv[0][0]
-    if sram > problem.sram_bytes * (1 + 1e-9):
-        return None
-    mem /= problem.dram_bandwidth_Bps
+    mem = front[-1][1] / problem.dram_bandwidth_Bps
     if problem.serialize_network:
         ovh = sum(problem.kernels[k].overhead_s for k in range(*seg))
         return ovh + max(comp - ovh, mem) + net
     return max(comp, mem, net) if problem.overlap else comp + mem + net
+
+
+PARETO_LIMIT = 4000
+
+
+def _pareto(points: np.ndarray) -> np.ndarray:
+    """Rows (buffer, traffic) not dominated, by increasing buffer (so the last row has the
+    least traffic)."""
+    order = np.lexsort((points[:, 1], points[:, 0]))
+    points = points[order]
+    best_before = np.minimum.accumulate(np.concatenate(([np.inf], points[:-1, 1])))
+    return points[points[:, 1] < best_before]
 
 
 def _out_of_time(options: SolverOptions, t_start: float) -> bool:

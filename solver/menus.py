@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from generator.graph import Communication, Kernel, KernelGraph, KernelKind, OperandRole
 from hardware.system import Chip, NetworkLevel
@@ -76,10 +77,19 @@ class MappingProblem:
     serialize_network: bool = False
 
     def out_edges(self, k: int) -> list[EdgeCost]:
-        return [e for e in self.edges if e.src == k]
+        return self._adjacency[0].get(k, [])
 
     def in_edges(self, k: int) -> list[EdgeCost]:
-        return [e for e in self.edges if e.dst == k]
+        return self._adjacency[1].get(k, [])
+
+    @cached_property
+    def _adjacency(self) -> tuple[dict[int, list[EdgeCost]], dict[int, list[EdgeCost]]]:
+        outs: dict[int, list[EdgeCost]] = {}
+        ins: dict[int, list[EdgeCost]] = {}
+        for e in self.edges:
+            outs.setdefault(e.src, []).append(e)
+            ins.setdefault(e.dst, []).append(e)
+        return outs, ins
 
 
 # --------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from solver import linear
 from solver.check import kernel_memory_bytes
 from solver.menus import MappingProblem
 from solver.options import SolverOptions
@@ -46,45 +47,76 @@ class MilpResult:
     solve_s: float
 
 
-def _highs():
-    import pyomo.environ  # noqa: F401  (registers the solvers)
-    from pyomo.contrib.solver.common.factory import SolverFactory
-
-    return SolverFactory("highs")
-
-
 def solve_configurations(
     problem: MappingProblem,
     segments: Sequence[Sequence[int]],
     options: SolverOptions,
     exact_edges: bool = True,
+    backend: str = "",
 ) -> MilpResult:
-    """Best options for fixed configurations `segments` (lists of kernel indices)."""
-    import pyomo.environ as pyo
+    """Best options for fixed configurations `segments` (lists of kernel indices).
 
+    `backend`: "highs" (HiGHS's own interface, fast) or "pyomo" (Pyomo with the solver
+    named in `options.name`); empty = HiGHS directly when that is the named solver."""
     t0 = time.perf_counter()
+    model, x_col, members = build_model(problem, segments, exact_edges)
+    build_s = time.perf_counter() - t0
+    if not backend:
+        backend = "highs" if options.name == "highs" else "pyomo"
+    res = linear.solve(
+        model,
+        gap=options.gap,
+        time_limit_s=options.time_limit_s,
+        node_limit=options.node_limit,
+        backend=backend,
+        solver_name=options.name,
+        threads=options.threads,
+    )
+    sizes = (model.num_cols, model.num_integer, len(model.rows), build_s, res.solve_s)
+    if not math.isfinite(res.objective):
+        return MilpResult(res.status, math.inf, res.bound / US, (), *sizes)
+    choice = [-1] * len(problem.kernels)
+    for k in members:
+        cols = x_col[k]
+        choice[k] = max(range(len(cols)), key=lambda o: (res.values[cols[o]], -o))
+    objective = res.objective / US
+    return MilpResult(res.status, objective, min(res.bound / US, objective), tuple(choice), *sizes)
+
+
+def build_model(
+    problem: MappingProblem, segments: Sequence[Sequence[int]], exact_edges: bool = True
+) -> tuple[linear.LinearModel, dict[int, list[int]], list[int]]:
+    """The MILP of the module docstring as arrays; returns it, the x column of every
+    (kernel, option) and the kernels in the model."""
+    model = linear.LinearModel()
     members = sorted({k for seg in segments for k in seg})
     in_model = set(members)
     config_of = {k: c for c, seg in enumerate(segments) for k in seg}
-    m = pyo.ConcreteModel(name="mapshard_configs")
-    x_index = [(k, o) for k in members for o in range(len(problem.kernels[k].options))]
-    m.x = pyo.Var(x_index, within=pyo.Binary)
-    m.one_hot = pyo.Constraint(
-        members,
-        rule=lambda m, k: sum(m.x[k, o] for o in range(len(problem.kernels[k].options))) == 1,
-    )
+    n_cfg = len(segments)
+    x_col: dict[int, list[int]] = {
+        k: [model.add_col(upper=1.0, integer=True) for _ in problem.kernels[k].options]
+        for k in members
+    }
+    for k in members:
+        model.add_row({j: 1.0 for j in x_col[k]}, 1.0, 1.0)
 
-    def X(k: int, s: int):
+    def shard_cols(k: int, s: int) -> list[int]:
         menu = problem.kernels[k]
-        return sum(
-            m.x[k, o] for o, opt in enumerate(menu.options) if opt.sharding == menu.shardings[s]
-        )
+        return [
+            x_col[k][o] for o, opt in enumerate(menu.options) if opt.sharding == menu.shardings[s]
+        ]
 
-    compute = {c: 0 for c in range(len(segments))}
-    memory = {c: 0 for c in range(len(segments))}
-    network = {c: 0 for c in range(len(segments))}
-    ovh = {c: 0.0 for c in range(len(segments))}
-    sram = {c: 0 for c in range(len(segments))}
+    # per configuration: linear expressions (column -> coefficient) in microseconds
+    compute: list[dict[int, float]] = [{} for _ in range(n_cfg)]
+    memory: list[dict[int, float]] = [{} for _ in range(n_cfg)]
+    network: list[dict[int, float]] = [{} for _ in range(n_cfg)]
+    sram: list[dict[int, float]] = [{} for _ in range(n_cfg)]
+    ovh = [0.0] * n_cfg
+
+    def add(expr: dict[int, float], col: int, coef: float) -> None:
+        if coef:
+            expr[col] = expr.get(col, 0.0) + coef
+
     for c, seg in enumerate(segments):
         group = set(seg)
         for k in seg:
@@ -92,131 +124,66 @@ def solve_configurations(
             ovh[c] += menu.overhead_s * US
             fused_out = any(e.dst in group for e in problem.out_edges(k))
             for o, opt in enumerate(menu.options):
+                col = x_col[k][o]
                 mem_bytes = kernel_memory_bytes(problem, k, o, group)
-                compute[c] += (opt.compute_s + menu.overhead_s) * US * m.x[k, o]
-                memory[c] += mem_bytes / problem.dram_bandwidth_Bps * US * m.x[k, o]
-                network[c] += opt.network_s * US * m.x[k, o]
+                add(compute[c], col, (opt.compute_s + menu.overhead_s) * US)
+                add(memory[c], col, mem_bytes / problem.dram_bandwidth_Bps * US)
+                add(network[c], col, opt.network_s * US)
                 buf = opt.buffer_bytes + (opt.out_tile_bytes if fused_out else 0.0)
-                sram[c] += buf / 2**20 * m.x[k, o]
+                add(sram[c], col, buf / 2**20)
 
-    pair_index = []
-    for ei, e in enumerate(problem.edges):
-        if e.dst not in in_model:
+    for e in problem.edges:
+        if e.dst not in in_model or not any(v > 0 for row in e.conv for v in row):
             continue
-        c = config_of[e.dst]
-        nz = any(v > 0 for row in e.conv for v in row)
-        if not nz:
-            continue
+        net = network[config_of[e.dst]]
         na, nb = len(e.conv), len(e.conv[0])
         if e.src not in in_model or not exact_edges:
             for b in range(nb):
-                network[c] += min(e.conv[a][b] for a in range(na)) * US * X(e.dst, b)
-        elif na == 1:
-            for b in range(nb):
-                network[c] += e.conv[0][b] * US * X(e.dst, b)
-        elif nb == 1:
+                cost = min(e.conv[a][b] for a in range(na)) * US
+                for col in shard_cols(e.dst, b):
+                    add(net, col, cost)
+        elif na == 1 or nb == 1:
             for a in range(na):
-                network[c] += e.conv[a][0] * US * X(e.src, a)
+                for b in range(nb):
+                    cols = shard_cols(e.dst, b) if na == 1 else shard_cols(e.src, a)
+                    for col in cols:
+                        add(net, col, e.conv[a][b] * US)
         else:
-            pair_index += [(ei, a, b) for a in range(na) for b in range(nb)]
-    m.p = pyo.Var(pair_index, bounds=(0, 1))
-    edges_paired = sorted({ei for ei, _, _ in pair_index})
-    src_rows = [(ei, a) for ei in edges_paired for a in range(len(problem.edges[ei].conv))]
-    dst_rows = [(ei, b) for ei in edges_paired for b in range(len(problem.edges[ei].conv[0]))]
-    m.pair_src = pyo.Constraint(
-        src_rows,
-        rule=lambda m, ei, a: (
-            sum(m.p[ei, a, b] for b in range(len(problem.edges[ei].conv[0])))
-            == X(problem.edges[ei].src, a)
-        ),
-    )
-    m.pair_dst = pyo.Constraint(
-        dst_rows,
-        rule=lambda m, ei, b: (
-            sum(m.p[ei, a, b] for a in range(len(problem.edges[ei].conv)))
-            == X(problem.edges[ei].dst, b)
-        ),
-    )
-    for ei, a, b in pair_index:
-        e = problem.edges[ei]
-        if e.conv[a][b] > 0:
-            network[config_of[e.dst]] += e.conv[a][b] * US * m.p[ei, a, b]
+            # p[a,b] = X[src,a] * X[dst,b], linearised by its two marginals
+            p = [[model.add_col(upper=1.0) for _ in range(nb)] for _ in range(na)]
+            for a in range(na):
+                row = {p[a][b]: 1.0 for b in range(nb)}
+                for col in shard_cols(e.src, a):
+                    row[col] = -1.0
+                model.add_row(row, 0.0, 0.0)
+            for b in range(nb):
+                row = {p[a][b]: 1.0 for a in range(na)}
+                for col in shard_cols(e.dst, b):
+                    row[col] = -1.0
+                model.add_row(row, 0.0, 0.0)
+            for a in range(na):
+                for b in range(nb):
+                    add(net, p[a][b], e.conv[a][b] * US)
 
-    configs = list(range(len(segments)))
-    m.L = pyo.Var(configs, within=pyo.NonNegativeReals)
-    if problem.serialize_network:
-        m.lat_compute = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= compute[c] + network[c])
-        m.lat_memory = pyo.Constraint(
-            configs, rule=lambda m, c: m.L[c] >= ovh[c] + memory[c] + network[c]
-        )
-    elif problem.overlap:
-        m.lat_compute = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= compute[c])
-        m.lat_memory = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= memory[c])
-        m.lat_network = pyo.Constraint(configs, rule=lambda m, c: m.L[c] >= network[c])
-    else:
-        m.lat_sum = pyo.Constraint(
-            configs, rule=lambda m, c: m.L[c] >= compute[c] + memory[c] + network[c]
-        )
-    sram_cap = problem.sram_bytes / 2**20 * (1 + 1e-9)
-    m.sram = pyo.Constraint(
-        configs,
-        rule=lambda m, c: (
-            sram[c] <= sram_cap if not isinstance(sram[c], (int, float)) else pyo.Constraint.Skip
-        ),
-    )
-    m.obj = pyo.Objective(expr=sum(m.L[c] for c in configs), sense=pyo.minimize)
-    build_s = time.perf_counter() - t0
+    latency = [model.add_col(cost=1.0) for _ in range(n_cfg)]
 
-    solver = _highs()
-    solver_options = {"random_seed": 0, "output_flag": False, "mip_rel_gap": options.gap}
-    if options.node_limit:
-        solver_options["mip_max_nodes"] = options.node_limit
-    kwargs = {}
-    if options.time_limit_s > 0:
-        kwargs["time_limit"] = options.time_limit_s
-    t1 = time.perf_counter()
-    res = solver.solve(
-        m,
-        load_solutions=False,
-        raise_exception_on_nonoptimal_result=False,
-        threads=options.threads,
-        solver_options=solver_options,
-        **kwargs,
-    )
-    solve_s = time.perf_counter() - t1
-    n_vars = len(x_index) + len(pair_index) + len(configs)
-    n_rows = sum(1 for _ in m.component_data_objects(pyo.Constraint, active=True))
-    term = str(res.termination_condition)
-    if res.incumbent_objective is None:
-        status = "infeasible" if "infeasible" in term.lower() else "time_limit"
-        return MilpResult(
-            status, math.inf, _bound(res), (), n_vars, len(x_index), n_rows, build_s, solve_s
-        )
-    res.solution_loader.load_vars()
-    choice = [-1] * len(problem.kernels)
-    for k in members:
-        vals = [pyo.value(m.x[k, o]) for o in range(len(problem.kernels[k].options))]
-        choice[k] = max(range(len(vals)), key=lambda o: (vals[o], -o))
-    objective = res.incumbent_objective / US
-    bound = _bound(res)
-    status = (
-        "optimal" if "convergence" in term.lower() or "optimal" in term.lower() else "time_limit"
-    )
-    return MilpResult(
-        status,
-        objective,
-        min(bound, objective),
-        tuple(choice),
-        n_vars,
-        len(x_index),
-        n_rows,
-        build_s,
-        solve_s,
-    )
+    def at_least(c: int, parts: list[dict[int, float]], constant: float = 0.0) -> None:
+        row: dict[int, float] = {latency[c]: 1.0}
+        for part in parts:
+            for col, coef in part.items():
+                row[col] = row.get(col, 0.0) - coef
+        model.add_row(row, constant, linear.INF)
 
-
-def _bound(res) -> float:
-    b = res.objective_bound
-    if b is None or (isinstance(b, float) and math.isinf(b)):
-        return 0.0
-    return max(0.0, float(b)) / US
+    for c in range(n_cfg):
+        if problem.serialize_network:
+            at_least(c, [compute[c], network[c]])
+            at_least(c, [memory[c], network[c]], ovh[c])
+        elif problem.overlap:
+            at_least(c, [compute[c]])
+            at_least(c, [memory[c]])
+            at_least(c, [network[c]])
+        else:
+            at_least(c, [compute[c], memory[c], network[c]])
+        if sram[c]:
+            model.add_row(sram[c], -linear.INF, problem.sram_bytes / 2**20 * (1 + 1e-9))
+    return model, x_col, members

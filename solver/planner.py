@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from generator.graph import KernelGraph, Workload
 from hardware.system import System
-from mapshard.errors import InfeasibleError, NoPlanError
-from solver import assemble
+from mapshard.errors import NoPlanError
+from solver import assemble, efficiency, infeasible
 from solver.fusion import GraphSolution, solve_graph
 from solver.menus import MappingProblem, build_problem
 from solver.options import ExecutionOptions, SolverOptions
@@ -39,23 +39,25 @@ def plan(
     scenario: str = "",
 ) -> Plan:
     t0 = time.perf_counter()
-    choices = _choices(workload, system)
+    limits = _limits(workload, system)
+    choices = enumerate_choices(
+        system, limits.max_tp, limits.max_pp, limits.max_dp, allow_dp=limits.allow_dp
+    )
     if not choices:
-        shape = ", ".join(f"{lv.name}:{lv.degree or '?'}" for lv in system.network)
-        raise InfeasibleError(
-            "chip count",
-            f"no parallel layout of {system.num_chips} chips fits the topology levels ({shape})",
-            "make the level degrees multiply to num_chip",
-        )
+        raise infeasible.no_layout(workload, system, limits)
     bounds = [(_lower_bound(workload, system, c, execution), i, c) for i, c in enumerate(choices)]
     bounds.sort(key=lambda t: (t[0], t[1]))
     cache: dict[tuple, tuple[MappingProblem, GraphSolution]] = {}
     best: _Solved | None = None
     results: list[ChoiceResult] = []
-    infeasible_reasons: list[tuple[float, str, str]] = []
+    infeasible_reasons: list[tuple[infeasible.Reason, str]] = []
     milps = 0
     stats_acc = {"vars": 0, "bins": 0, "rows": 0, "build": 0.0}
     statuses: list[str] = []
+    # proven lower bounds of the choices not pruned by the best plan, and how many of them
+    # stopped at the time limit before a first plan
+    open_bounds: list[float] = []
+    no_plan = 0
     for lb, _, choice in bounds:
         deg = {k.lower(): v for k, v in choice.degrees}
         if best is not None and lb >= best.times.latency_s * (1 - 1e-9):
@@ -63,23 +65,21 @@ def plan(
             continue
         memory = assemble.memory_use(workload, choice, system.dram.capacity_bytes)
         if memory.total > memory.capacity * (1 + 1e-9):
-            reason = (
-                f"needs {memory.total / 1e9:.1f} GB per chip "
-                f"(weights {memory.weights / 1e9:.1f}, gradients+optimizer "
-                f"{(memory.gradients + memory.optimizer) / 1e9:.1f}, activations "
-                f"{memory.activations / 1e9:.1f}, KV {memory.kv_cache / 1e9:.1f}), "
-                f"DRAM holds {memory.capacity / 1e9:.1f} GB"
-            )
-            infeasible_reasons.append((memory.total / memory.capacity, reason, choice.describe()))
-            results.append(ChoiceResult(deg, choice.describe(), lb, None, "infeasible", reason))
+            why = infeasible.dram_reason(memory)
+            infeasible_reasons.append((why, choice.describe()))
+            results.append(ChoiceResult(deg, choice.describe(), lb, None, "infeasible", why.text))
             continue
         solutions = {}
-        phase_latency = {}
-        failed = ""
+        phase_latency: dict[str, float] = {}
+        phase_bound: dict[str, float] = {}
+        failed: infeasible.Reason | None = None
         for phase in workload.phases:
             key = (id(phase.graph), choice.degree("TP"), spans_key(choice.spans))
             if key not in cache:
                 problem = _problem(phase.graph, system, choice, execution)
+                failed = infeasible.untileable(problem, phase.graph, phase.name)
+                if failed is not None:
+                    break
                 remaining = _remaining(options, t0)
                 sol = solve_graph(problem, remaining)
                 milps += sol.stats.milps
@@ -89,30 +89,56 @@ def plan(
                 stats_acc["build"] += sol.stats.build_s
                 cache[key] = (problem, sol)
             problem, sol = cache[key]
+            phase_bound[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
             if sol.status == "infeasible":
-                failed = _sram_reason(problem, phase.name)
+                # None: a mapping fits the SRAM, so the search stopped before finding it
+                failed = infeasible.sram_reason(problem, phase.name)
+                if failed is None:
+                    phase_latency[phase.name] = math.inf
+                    continue
                 break
             statuses.append(sol.status)
             solutions[phase.name] = (problem, sol)
             phase_latency[phase.name] = sol.objective_s
-        if failed:
-            infeasible_reasons.append((math.inf, failed, choice.describe()))
-            results.append(ChoiceResult(deg, choice.describe(), lb, None, "infeasible", failed))
+        if failed is not None:
+            infeasible_reasons.append((failed, choice.describe()))
+            results.append(
+                ChoiceResult(deg, choice.describe(), lb, None, "infeasible", failed.text)
+            )
             continue
-        times = _times(workload, choice, phase_latency, system)
-        results.append(ChoiceResult(deg, choice.describe(), lb, times.latency_s, "solved"))
-        if best is None or times.latency_s < best.times.latency_s:
-            best = _Solved(choice, times, solutions, memory)
+        if all(math.isfinite(v) for v in phase_latency.values()):
+            times = _times(workload, choice, phase_latency, system)
+            results.append(ChoiceResult(deg, choice.describe(), lb, times.latency_s, "solved"))
+            open_bounds.append(_bound_of(workload, choice, phase_bound, system))
+            if best is None or times.latency_s < best.times.latency_s:
+                best = _Solved(choice, times, solutions, memory)
+        else:  # stopped at the time limit without a plan: only its bounds are known
+            no_plan += 1
+            statuses.append("time_limit")
+            results.append(
+                ChoiceResult(deg, choice.describe(), lb, None, "pruned", "no plan in time")
+            )
+            open_bounds.append(max(lb, _bound_of(workload, choice, phase_bound, system)))
         if options.time_limit_s > 0 and time.perf_counter() - t0 > options.time_limit_s:
             statuses.append("time_limit")
             break
     if best is None:
-        _raise_infeasible(infeasible_reasons, workload, system)
+        if no_plan or not infeasible_reasons:
+            raise NoPlanError(
+                f"{no_plan} of {len(bounds)} parallel choices stopped at the time limit "
+                f"({options.time_limit_s:g} s) before a first plan; raise "
+                "solver.time_limit_s (or --time-limit)"
+            )
+        suggest = limits if workload.kind in ("training", "inference") else _any_tp(limits)
+        infeasible.raise_infeasible(infeasible_reasons, workload, system, suggest)
     assert best is not None
     solve_s = time.perf_counter() - t0
     status = "optimal" if all(s == "optimal" for s in statuses) else "time_limit"
-    # the bound: every pruned choice's bound >= best; for solved ones, the proven bounds
-    bound_latency = _proven_bound(workload, best, system)
+    # The proven bound: pruned choices have a roofline bound >= the best plan; every other
+    # choice contributes its proven bound, and a choice never reached (time limit) its
+    # roofline bound.
+    unexplored = [lb for lb, _, _ in bounds[len(results) :]]
+    bound_latency = min([_proven_bound(workload, best, system), *open_bounds, *unexplored])
     gap = max(0.0, (best.times.latency_s - bound_latency) / best.times.latency_s)
     if status == "time_limit" and len(results) < len(bounds):
         for lb, _, choice in bounds[len(results) :]:
@@ -142,15 +168,22 @@ def plan(
     return _build_plan(workload, system, execution, best, stats, results, scenario)
 
 
-def _choices(workload: Workload, system: System) -> list[Choice]:
+def _limits(workload: Workload, system: System) -> infeasible.Limits:
+    """The degrees searched: TP up to 64 and one pipeline stage per layer at most for LLMs
+    (DP only in training); distributed kernels (HPL, FFT, DLRM, GEMM, explicit graphs)
+    spread over one group of all chips."""
     layers = max((p.count for p in workload.phases if p.role == "layer"), default=1)
     if workload.kind == "training":
         max_dp = max(1, workload.global_batch // max(workload.micro_batch, 1))
-        return enumerate_choices(system, max_tp=64, max_pp=layers, max_dp=max_dp)
+        return infeasible.Limits(max_tp=64, max_pp=layers, max_dp=max_dp, allow_dp=True)
     if workload.kind == "inference":
-        return enumerate_choices(system, max_tp=64, max_pp=layers, max_dp=1, allow_dp=False)
-    # distributed kernels (HPL, FFT, DLRM, GEMM, explicit graphs): one group of all chips
-    return enumerate_choices(system, max_tp=system.num_chips, max_pp=1, max_dp=1, allow_dp=False)
+        return infeasible.Limits(max_tp=64, max_pp=layers, max_dp=1, allow_dp=False)
+    return infeasible.Limits(max_tp=system.num_chips, max_pp=1, max_dp=1, allow_dp=False)
+
+
+def _any_tp(limits: infeasible.Limits) -> infeasible.Limits:
+    """A distributed kernel can spread over any number of chips: for suggesting more."""
+    return replace(limits, max_tp=2**20)
 
 
 def _problem(
@@ -159,7 +192,7 @@ def _problem(
     spans = {name.lower(): span for name, span in choice.spans}
     return build_problem(
         graph,
-        system.chip,
+        efficiency.for_precision(system.chip, execution.math_precision),
         system.dram.bandwidth_Bps,
         choice.degree("TP"),
         choice.span("TP"),
@@ -208,34 +241,19 @@ def _lower_bound(
     return _times(workload, choice, lat, system).latency_s
 
 
+def _bound_of(
+    workload: Workload, choice: Choice, phase_bound: dict[str, float], system: System
+) -> float:
+    """A choice's step time assembled from its graphs' proven bounds (0 when a graph has
+    none: rates such as tokens/s divide by them)."""
+    if any(not v > 0 for v in phase_bound.values()):
+        return 0.0
+    return _times(workload, choice, phase_bound, system).latency_s
+
+
 def _proven_bound(workload: Workload, best: _Solved, system: System) -> float:
     lat = {name: sol.bound_s for name, (_, sol) in best.solutions.items()}
-    return min(_times(workload, best.choice, lat, system).latency_s, best.times.latency_s)
-
-
-def _sram_reason(problem: MappingProblem, phase: str) -> str:
-    worst = max(problem.kernels, key=lambda m: min(o.buffer_bytes for o in m.options))
-    need = min(o.buffer_bytes for o in worst.options)
-    return (
-        f"phase {phase}: kernel {worst.name} needs at least {need / 2**20:.2f} MiB of "
-        f"on-chip buffer, SRAM holds {problem.sram_bytes / 2**20:.2f} MiB"
-    )
-
-
-def _raise_infeasible(reasons, workload: Workload, system: System) -> None:
-    if not reasons:
-        raise NoPlanError("no parallel choice could be solved within the time limit")
-    ratio, reason, where = min(reasons, key=lambda r: r[0])
-    if "SRAM" in reason:
-        raise InfeasibleError("SRAM", reason, "use a chip with more on-chip SRAM")
-    need = math.ceil(ratio) if math.isfinite(ratio) else 0
-    suggestion = (
-        f"needs about {need}x the per-chip DRAM: ≥ {need}x more chips in TP·PP, "
-        "or more memory per chip"
-        if need > 1
-        else ""
-    )
-    raise InfeasibleError("DRAM capacity", f"best layout ({where}) {reason}", suggestion)
+    return min(_bound_of(workload, best.choice, lat, system), best.times.latency_s)
 
 
 def _build_plan(

@@ -124,13 +124,16 @@ def workload_flop(workload: Workload, choice: Choice) -> float:
 def energy_of(
     phases: tuple[PhasePlan, ...], workload: Workload, system: System, choice: Choice
 ) -> float:
-    """Energy per step, all chips: per-kernel energy x instances x chips in the TP group
-    (the other groups repeat it)."""
+    """Energy per step, all chips: per-kernel energy (per chip of its TP group) x instances
+    x chips. With pipeline parallelism each stage runs 1/PP of the layer instances (and one
+    stage the head), so the instances of a phase are spread over PP stages: the average chip
+    runs count x steps / PP of them (training: x micro-batches per DP rank)."""
     per_chip = 0.0
-    repeat = {p.name: p.count * p.steps for p in workload.phases}
+    pp = choice.degree("PP")
+    repeat = {p.name: p.count * p.steps / pp for p in workload.phases}
     if workload.kind == "training":
         mb = workload.global_batch / max(workload.micro_batch, 1) / choice.degree("DP")
-        repeat = {p.name: p.count * mb / choice.degree("PP") for p in workload.phases}
+        repeat = {p.name: p.count * mb / pp for p in workload.phases}
     for ph in phases:
         per_chip += sum(k.energy_J for k in ph.kernels) * repeat[ph.name]
     return per_chip * system.num_chips

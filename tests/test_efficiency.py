@@ -11,6 +11,7 @@ from hardware.system import Chip, Efficiency
 from solver.efficiency import (
     attention_efficiency,
     dram_efficiency,
+    for_precision,
     gemm_efficiency,
     k_rolloff,
     occupancy,
@@ -108,3 +109,58 @@ def test_gemm_time_in_the_menu_uses_the_shape(tmp_path):
 def test_replace_keeps_efficiency_frozen():
     e = Efficiency(gemm_util=0.5)
     assert replace(e, dram_util=0.9).gemm_util == 0.5
+
+
+def test_for_precision_picks_the_precisions_plateau():
+    c = chip(gemm_util=0.8, gemm_util_by_precision=(("fp8", 0.6),), gemm_half_dim=100)
+    assert for_precision(c, "fp8").efficiency.gemm_util == 0.6
+    assert for_precision(c, "bf16") is c
+    assert gemm_efficiency(for_precision(c, "fp8"), 1, 1, 100) == pytest.approx(0.6 * 0.5)
+
+
+def test_fp8_gemm_in_the_solver_runs_at_the_fp8_plateau(tmp_path):
+    """H100 FP8 8192^3: 16 waves of 128x256 tiles on 132 SMs (2048 tiles, occupancy
+    2048 / (16 x 132)); plateau 0.688, roll-off 8192 / (8192 + 112), 6 us launch."""
+    from mapshard import pipeline
+
+    setup = tmp_path / "setup.txt"
+    setup.write_text(
+        "workload { gemm { M: 8192 K: 8192 N: 8192 } precision { math: FP8 } }\n"
+        'system { chip: "H100-SXM5-80GB" num_chip: 1 }\n'
+        "execution { execution_style: KERNEL_BY_KERNEL perfect_overlap: true }\n"
+    )
+    plan = pipeline.solve(pipeline.load_scenario(setup))
+    (k,) = plan.kernels()
+    util = 0.688 * 8192 / (8192 + 112) * 2048 / (16 * 132)
+    assert k.compute_s == pytest.approx(2 * 8192**3 / (1978.9e12 * util) + 6e-6)
+
+
+def test_a_plateau_for_an_unknown_precision_is_bad_input(tmp_path):
+    from mapshard import pipeline
+    from mapshard.errors import SetupError
+
+    setup = tmp_path / "setup.txt"
+    setup.write_text(
+        "workload { gemm { M: 64 K: 64 N: 64 } }\n"
+        'system { chip: "H100-SXM5-80GB" num_chip: 1 accelerator { efficiency {\n'
+        '  gemm_util_by_precision { precision: "fp9" util: 0.5 }\n'
+        '  gemm_util_by_precision { precision: "fp8" util: 1.5 } } } }\n'
+    )
+    with pytest.raises(SetupError) as err:
+        pipeline.load_scenario(setup)
+    text = str(err.value)
+    assert 'gemm_util_by_precision["fp9"] names no precision' in text
+    assert 'gemm_util_by_precision["fp8"].util must be in (0, 1]' in text
+
+
+def test_a_setup_plateau_overrides_the_librarys(tmp_path):
+    from mapshard import pipeline
+
+    setup = tmp_path / "setup.txt"
+    setup.write_text(
+        "workload { gemm { M: 64 K: 64 N: 64 } }\n"
+        'system { chip: "H100-SXM5-80GB" num_chip: 1 accelerator { efficiency {\n'
+        '  gemm_util_by_precision { precision: "fp8" util: 0.5 } } } }\n'
+    )
+    eff = pipeline.load_scenario(setup).system.chip.efficiency
+    assert dict(eff.gemm_util_by_precision) == {"fp8": 0.5}

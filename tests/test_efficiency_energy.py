@@ -89,14 +89,40 @@ def test_inference_tp_energy_is_each_flop_once(tmp_path):
     assert plan.energy_J == pytest.approx((_model_flop(plan) + replicated) * 1e-12, rel=1e-6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "solver/report_plan.py energy_of: inference repeats each layer graph count x steps per "
-        "chip and multiplies by num_chips, so with PP > 1 every stage is charged for every "
-        "layer (PP x too much); training divides by PP, inference does not"
-    ),
-)
+def _tiny_prefill_flop() -> float:
+    """Every FLOP of the tiny model's prefill by hand (ops.py conventions): T = 64 tokens,
+    h = 512, f = 1024, 4 layers; RMSNorm 4/element, gated activation 5, residual add 1, KV
+    write 1 per element, attention 4 T^2 h (non-causal), GEMMs 2 m k n; head: embedding 1
+    per element of T x h, final norm and LM head on the last token (vocabulary 1000)."""
+    T, h, f, layers, V = 64, 512, 1024, 4, 1000
+    layer = (
+        4 * T * h  # attn_norm
+        + 2 * T * h * h  # q_proj
+        + 2 * T * h * 2 * h  # kv_proj (K and V)
+        + T * 2 * h  # kv_write
+        + 4 * T * T * h  # attention
+        + 2 * T * h * h  # o_proj
+        + T * h  # attn_residual
+        + 4 * T * h  # mlp_norm
+        + 2 * T * h * 2 * f  # mlp_gate_up
+        + 5 * T * f  # mlp_act (gated)
+        + 2 * T * f * h  # mlp_down
+        + T * h  # mlp_residual
+    )
+    head = T * h + 4 * h + 2 * h * V
+    return layers * layer + head
+
+
 def test_inference_pp_energy_is_each_flop_once(tmp_path):
+    """Two pipeline stages split the layers: every FLOP is charged once (1 pJ each)."""
     _, plan = solve(tmp_path, LLM.format(par="PP"))
-    assert plan.energy_J == pytest.approx(_model_flop(plan) * 1e-12, rel=1e-6)
+    assert plan.parallelism["pp"] == 2
+    assert plan.energy_J == pytest.approx(_tiny_prefill_flop() * 1e-12, rel=1e-9)
+
+
+def test_inference_single_chip_energy_is_the_hand_flop_count(tmp_path):
+    text = (
+        LLM.format(par="PP").replace("num_chip: 2", "num_chip: 1").replace("degree: 2", "degree: 1")
+    )
+    _, plan = solve(tmp_path, text)
+    assert plan.energy_J == pytest.approx(_tiny_prefill_flop() * 1e-12, rel=1e-9)

@@ -19,8 +19,9 @@ GALLERY = sorted(p.parent.name for p in (ROOT / "scenarios").glob("*/setup.txt")
 @pytest.mark.parametrize("name", GALLERY)
 def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Path) -> None:
     out = tmp_path / "result"
-    code = main(["run", str(ROOT / "scenarios" / name), "--out", str(out), "--quiet",
-                 "--time-limit", "5"])
+    code = main(
+        ["run", str(ROOT / "scenarios" / name), "--out", str(out), "--quiet", "--time-limit", "5"]
+    )
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     for f in ("kernels.csv", "configs.csv", "trace.json", "report.html", "plan.txt"):
@@ -36,7 +37,8 @@ def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Pa
         model = scenario.workload.model
         # the input embedding is a gather: only the looked-up rows are read
         weights = (model.num_params - model.vocab_size * model.hidden_size) * (
-            scenario.workload.weight_bytes_per_param)
+            scenario.workload.weight_bytes_per_param
+        )
         bound = weights / tp_pp / scenario.system.dram.bandwidth_Bps
         assert summary["tpot_s"] * summary["parallelism"]["pp"] >= bound * 0.999
 

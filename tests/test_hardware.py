@@ -225,9 +225,9 @@ def test_setup_fields_override_the_library_chip():
     assert chip.peak_flops["fp8"] == 1978.9e12  # kept from the library
     assert system.dram.bandwidth_Bps == 4000e9  # overridden
     assert system.dram.capacity_bytes == 80 * 2**30  # kept
-    assert chip.efficiency.dram_util == 0.9 and chip.efficiency.gemm_util == pytest.approx(
-        0.704, abs=0.01
-    )
+    # dram_util overridden; the 16-bit GEMM plateau and the FP8 one kept from the library
+    assert chip.efficiency.dram_util == 0.9 and chip.efficiency.gemm_util == 0.798
+    assert dict(chip.efficiency.gemm_util_by_precision) == {"fp8": 0.688}
     assert chip.efficiency.fixed_compute_util == 0.5
     assert chip.tdp_W == 700
 

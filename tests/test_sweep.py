@@ -185,22 +185,34 @@ def test_field_setting_rules() -> None:
 
 
 def test_invalid_points_fail_and_pre_solve_filters_skip(tmp_path: Path) -> None:
+    """A point invalid only beside some value of another axis is a failed row; a value
+    that fails every point it is in is the sweep file's mistake (tests/malformed_sweep)."""
+    level = "{kind: SWITCH degree: %d link_bw_GBps: 50}"
     path = write_sweep(
         tmp_path,
         GEMM
-        + """
-axis { field: "system.memory.dram_bw" values: ["-5", "100", "400"] }
-filter { metric: "system_cost" max: 1200 }
+        + f"""
+axis {{ field: "system.num_chip" values: ["1", "2"] }}
+axis {{ field: "system.topology" name: "level" values: ["{level % 1}", "{level % 2}"] }}
+filter {{ metric: "system_cost" max: 1200 }}
 """,
     )
     points, _ = expand_points(load_sweep(path))
-    failed, ok, filtered = points
-    assert failed.row is not None and failed.row["status"] == "failed"
-    assert "system.memory.dram_bw" in failed.row["reason"]
+    ok, failed_1, failed_2, filtered = points
     assert ok.row is None  # to be solved
+    for failed in (failed_1, failed_2):
+        assert failed.row is not None and failed.row["status"] == "failed"
+        assert "system.num_chip" in failed.row["reason"]
+    # price 1000 + DRAM 100 GB/s x $1 per chip: 2 x 1100
     assert filtered.row is not None and filtered.row["status"] == "filtered"
-    assert filtered.row["reason"] == "system_cost 1400 > max 1200"
-    assert float(filtered.row["system_cost"]) == 1400.0
+    assert filtered.row["reason"] == "system_cost 2200 > max 1200"
+    assert float(filtered.row["system_cost"]) == 2200.0
+    bad = write_sweep(
+        tmp_path / "bad",
+        GEMM + 'axis { field: "system.memory.dram_bw" values: ["-5", "100", "400"] }\n',
+    )
+    with pytest.raises(SetupError, match='value "-5" fails every point it is in'):
+        expand_points(load_sweep(bad))
 
 
 def test_store_drops_a_partial_last_line_and_rejects_other_sweeps(tmp_path: Path) -> None:

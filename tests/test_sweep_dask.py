@@ -17,9 +17,9 @@ def test_dask_cluster_equals_local_processes(tmp_path: Path) -> None:
         tmp_path,
         TINY_LLM
         + """
-axis { field: "system.topology.link_bw_GBps" name: "link" values: ["25", "100"] }
+axis { field: "system.num_chip" name: "chips" values: ["2", "4"] }
 axis { field: "system.memory.dram_cap" name: "dram_cap" values: ["1e9", "1e4"] }
-axis { field: "system.memory.dram_bw" name: "dram" values: ["-1", "100"] }
+axis { field: "system.topology.degree" name: "degree" values: ["4", "2"] }
 """,
     )
     spec = load_sweep(sweep)

@@ -6,8 +6,15 @@ can be re-derived:
 - dram_util: STREAM/BabelStream copy bandwidth / DRAM peak (memory_copy rows);
 - gemm_util, gemm_half_dim, kernel_overhead_us: least mean |relative error| of the GEMM
   model (`solver.efficiency`) against every compute-bound GEMM point of the chip: the gemm
-  rows and the same source's companion sizes in extra_params (also_<n>cube_flops,
-  also_down_proj_s); memory-bound points (time below 1.5x their DRAM time) are left out;
+  rows, the same source's companion sizes in extra_params (also_<n>cube_flops,
+  also_down_proj_s), and the separately timed GEMMs of layer rows (op_qkv_s, op_wo_s,
+  op_w1_s, op_w2_s, op_qk_s, op_av_s); memory-bound points (time below 1.5x their DRAM
+  time) are left out. Precisions named in `split` get a plateau of their own
+  (gemm_util_by_precision), the others share gemm_util;
+- vector_util: least mean |relative error| of the solver's vector-kernel time,
+  overhead + max(nominal FLOP / (vector peak x util), bytes / achievable DRAM bandwidth),
+  against the softmax, LayerNorm and GeLU ops a layer_prefill row timed one by one (the
+  nominal FLOP per element are the generator's, generator/ops.py);
 - collective bus_bw_util and half_bw_bytes per scale-up level: nccl-tests bus bandwidth at
   the largest size / link bandwidth (capped at 1: NVLS in-switch reduction exceeds the ring
   bound, see the chip files), and the half size from the 64 MiB point, where the solver's
@@ -22,7 +29,7 @@ from dataclasses import dataclass, replace
 
 from hardware.system import Chip, Efficiency
 from mapshard.fidelity.cases import Case
-from solver.efficiency import gemm_efficiency
+from solver.efficiency import for_precision, gemm_efficiency
 
 HALF_DIMS = tuple(range(0, 1025, 16))
 OVERHEADS_US = tuple(x / 2 for x in range(0, 21))  # launch + fill/drain: 0-10 us
@@ -31,7 +38,7 @@ UTILS = tuple(u / 1000 for u in range(400, 1001, 2))
 
 @dataclass(frozen=True)
 class GemmPoint:
-    """One measured GEMM: shape, precision, time, and where it comes from."""
+    """One measured GEMM (`batch` independent ones): shape, precision, time, source."""
 
     source: str  # row id (+ companion key)
     m: int
@@ -39,16 +46,49 @@ class GemmPoint:
     k: int
     precision: str
     time_s: float
+    batch: int = 1
 
     @property
     def flop(self) -> float:
-        return 2.0 * self.m * self.n * self.k
+        return 2.0 * self.m * self.n * self.k * self.batch
+
+
+def layer_op_points(c: Case) -> list[GemmPoint]:
+    """The GEMMs a layer row timed one by one (LLMCompass's op_<name>_s keys), on one chip's
+    tensor-parallel shard (t = tp): qkv = three [T, h] x [h, h/t] GEMMs (T = batch x
+    tokens), wo [T, h/t] x [h/t, h], w1 [T, h] x [h, f/t], w2 [T, f/t] x [f/t, h]; the
+    attention products are batched over batch x heads/t: qk [s, d] x [d, s], av [s, s] x
+    [s, d] (d = head_dim, s = input_len). Prefill rows only: a decode step's GEMMs take
+    tens of microseconds, which wall-clock timing fills with host launch overhead."""
+    if c.kind != "layer_prefill" or "op_qkv_s" not in c.extra:
+        return []
+    t = max(c.int("tp", 1), 1)
+    h, f, d = c.int("hidden"), c.int("ffn_hidden"), c.int("head_dim")
+    b, heads, prec = c.int("batch", 1), c.int("heads"), c.text("precision")
+    s = s_kv = c.int("input_len")
+    tokens = b * s
+    shapes = {  # key: (m, n, k, batch, calls)
+        "op_qkv_s": (tokens, h // t, h, 1, 3),
+        "op_wo_s": (tokens, h, h // t, 1, 1),
+        "op_w1_s": (tokens, f // t, h, 1, 1),
+        "op_w2_s": (tokens, h, f // t, 1, 1),
+        "op_qk_s": (s, s_kv, d, b * heads // t, 1),
+        "op_av_s": (s, d, s_kv, b * heads // t, 1),
+    }
+    out = []
+    for key, (m, n, k, batch, calls) in shapes.items():
+        if min(m, n, k, batch) > 0 and c.extra_float(key) > 0:
+            time_s = c.extra_float(key) / calls
+            out.append(GemmPoint(f"{c.id}:{key}", m, n, k, prec, time_s, batch))
+    return out
 
 
 def gemm_points(cases: list[Case], chip: str) -> list[GemmPoint]:
     """Every GEMM measurement of `chip`: rows plus their companion sizes."""
     out = []
     for c in cases:
+        if c.usable and c.text("chip") == chip:
+            out.extend(layer_op_points(c))
         if c.kind != "gemm" or not c.usable or c.text("chip") != chip:
             continue
         m, k, n, prec = c.int("m"), c.int("k"), c.int("n"), c.text("precision")
@@ -66,8 +106,10 @@ def gemm_points(cases: list[Case], chip: str) -> list[GemmPoint]:
 
 
 def model_time(chip: Chip, p: GemmPoint, overhead_s: float) -> float:
-    """Compute-side time of a GEMM point under the chip's efficiency model."""
-    return overhead_s + p.flop / (chip.peak(p.precision) * gemm_efficiency(chip, p.m, p.n, p.k))
+    """Compute-side time of a GEMM point under the chip's efficiency model (the plateau of
+    the point's precision)."""
+    eff = gemm_efficiency(for_precision(chip, p.precision), p.m, p.n, p.k, p.batch)
+    return overhead_s + p.flop / (chip.peak(p.precision) * eff)
 
 
 def memory_time(p: GemmPoint, dram_Bps: float) -> float:
@@ -75,7 +117,7 @@ def memory_time(p: GemmPoint, dram_Bps: float) -> float:
     inputs and write a 16-bit C, as cuBLASLt's FP8 GEMMs do)."""
     a = 1.0 if p.precision == "fp8" else 4.0 if p.precision in ("fp32", "tf32") else 2.0
     c = max(a, 2.0)
-    return ((p.m * p.k + p.k * p.n) * a + p.m * p.n * c) / dram_Bps
+    return ((p.m * p.k + p.k * p.n) * a + p.m * p.n * c) * p.batch / dram_Bps
 
 
 def compute_bound(points: list[GemmPoint], dram_Bps: float) -> list[GemmPoint]:
@@ -85,12 +127,13 @@ def compute_bound(points: list[GemmPoint], dram_Bps: float) -> list[GemmPoint]:
 
 @dataclass(frozen=True)
 class GemmFit:
-    gemm_util: float
+    gemm_util: float  # 0 when every point's precision has a plateau of its own
     gemm_half_dim: float
     kernel_overhead_us: float
     mean_abs_err: float
     max_abs_err: float
     points: tuple[GemmPoint, ...]
+    by_precision: tuple[tuple[str, float], ...] = ()  # the split precisions' plateaus
 
 
 def fit_gemm(
@@ -98,33 +141,103 @@ def fit_gemm(
     points: list[GemmPoint],
     fix_overhead_us: float | None = None,
     fix_half_dim: float | None = None,
+    split: tuple[str, ...] = (),
 ) -> GemmFit:
-    """Grid search of (gemm_util, gemm_half_dim, kernel_overhead_us) minimising the mean
-    absolute relative time error over `points` (the chip's tile sizes are kept). With fewer
-    than three points only gemm_util is determined: pass the other two (taken from a chip
-    of the same SM architecture)."""
+    """Grid search of (plateaus, gemm_half_dim, kernel_overhead_us) minimising the mean
+    absolute relative time error over `points` (the chip's tile sizes are kept). Each
+    precision in `split` gets its own plateau, the other points share gemm_util; for a given
+    roll-off and overhead each group's best plateau is independent of the others'. With
+    fewer than three points only the plateau is determined: pass the other two (taken from
+    a chip of the same SM architecture)."""
     assert points, "no GEMM points to fit"
     import numpy as np
 
     overheads = OVERHEADS_US if fix_overhead_us is None else (fix_overhead_us,)
     utils = np.array(UTILS)
     times = np.array([p.time_s for p in points])
-    best: tuple[float, float, float, float, float] | None = None
+    keys = [p.precision if p.precision in split else "" for p in points]
+    groups = {g: [i for i, k in enumerate(keys) if k == g] for g in dict.fromkeys(keys)}
+    best: tuple[float, float, float, dict[str, float], object] | None = None
     halves = HALF_DIMS if fix_half_dim is None else (fix_half_dim,)
+    plain = replace(chip.efficiency, gemm_util=1.0, gemm_util_by_precision=())
     for half in halves:
-        base = replace(
-            chip, efficiency=replace(chip.efficiency, gemm_util=1.0, gemm_half_dim=float(half))
-        )
+        base = replace(chip, efficiency=replace(plain, gemm_half_dim=float(half)))
         raw = np.array([model_time(base, p, 0.0) for p in points])
         for ovh in overheads:
             errs = np.abs((ovh * 1e-6 + raw[None, :] / utils[:, None]) / times[None, :] - 1)
-            means = errs.mean(axis=1)
-            i = int(np.argmin(means))
-            if best is None or means[i] < best[0] - 1e-12:
-                best = (float(means[i]), float(utils[i]), float(half), ovh, float(errs[i].max()))
+            chosen, total = {}, 0.0
+            err = np.zeros(len(points))
+            for g, idx in groups.items():
+                sums = errs[:, idx].sum(axis=1)
+                i = int(np.argmin(sums))
+                chosen[g], total = float(utils[i]), total + float(sums[i])
+                err[idx] = errs[i, idx]
+            if best is None or total / len(points) < best[0] - 1e-12:
+                best = (total / len(points), float(half), ovh, chosen, err)
     assert best is not None
-    mean, u, half, ovh, worst = best
-    return GemmFit(u, half, ovh, mean, worst, tuple(points))
+    mean, half, ovh, chosen, err = best
+    by_precision = tuple(sorted((g, u) for g, u in chosen.items() if g))
+    return GemmFit(
+        chosen.get("", 0.0), half, ovh, mean, float(err.max()), tuple(points), by_precision
+    )
+
+
+VECTOR_UTILS = tuple(u / 1000 for u in range(5, 1001))
+
+
+@dataclass(frozen=True)
+class VectorPoint:
+    """One measured elementwise/normalisation op: nominal FLOP, DRAM bytes, time."""
+
+    source: str
+    flop: float
+    bytes_: float
+    time_s: float
+
+
+def vector_points(cases: list[Case], chip: str) -> list[VectorPoint]:
+    """The vector ops layer_prefill rows of `chip` timed one by one (op_softmax_s over the
+    b x heads/t x s x s scores; op_ln0_s, op_ln1_s LayerNorms over T x h; op_gelu_s over
+    T x f/t; t = tp, T = b x s), each element read and written once at 2 bytes."""
+    from generator.ops import ACT_FLOP, NORM_FLOP, SOFTMAX_FLOP
+
+    out = []
+    for c in cases:
+        if c.kind != "layer_prefill" or not c.usable or c.text("chip") != chip:
+            continue
+        t = max(c.int("tp", 1), 1)
+        b, s, h, f = c.int("batch", 1), c.int("input_len"), c.int("hidden"), c.int("ffn_hidden")
+        ops = {
+            "op_softmax_s": (b * c.int("heads") // t * s * s, SOFTMAX_FLOP),
+            "op_ln0_s": (b * s * h, NORM_FLOP["layer"]),
+            "op_ln1_s": (b * s * h, NORM_FLOP["layer"]),
+            "op_gelu_s": (b * s * f // t, ACT_FLOP),
+        }
+        for key, (elements, per_element) in ops.items():
+            if elements > 0 and c.extra_float(key) > 0:
+                out.append(
+                    VectorPoint(
+                        f"{c.id}:{key}", per_element * elements, 4.0 * elements, c.extra_float(key)
+                    )
+                )
+    return out
+
+
+def fit_vector_util(
+    points: list[VectorPoint], vector_flops: float, dram_Bps: float, overhead_s: float
+) -> tuple[float, float]:
+    """(util, mean |relative error|): the vector_util that best reproduces `points` with the
+    solver's kernel time overhead + max(flop / (vector_flops x util), bytes / dram_Bps)."""
+    assert points, "no vector points to fit"
+    best = (math.inf, 1.0)
+    for u in VECTOR_UTILS:
+        err = sum(
+            abs((overhead_s + max(p.flop / (vector_flops * u), p.bytes_ / dram_Bps)) / p.time_s - 1)
+            for p in points
+        ) / len(points)
+        if err < best[0] - 1e-12:
+            best = (err, u)
+    return best[1], best[0]
 
 
 def fit_dram_util(cases: list[Case], chip: str, dram_Bps: float) -> tuple[float, list[str]]:

@@ -6,6 +6,9 @@ group of 32 = 8 in a node x 4 nodes) may span two levels, which a setup file can
 (`hardware/topology.py` allows a tag on one level only; the solver's `tagged_degrees`
 already multiplies degrees across levels).
 
+The attention implementation (fused or unfused) and dropout follow the row's software
+stack, read from its fields (`attention_impl`).
+
 Placement follows Megatron-LM's rank order: TP innermost, then DP, then PP; each group takes
 what is left of the node (the scale-up domain, `chips_per_node`) before crossing to the
 scale-out network. Every in-node level gets the chip's scale-up link bandwidth and the
@@ -49,6 +52,13 @@ LLM_KINDS = (
     "layer_prefill",
     "layer_decode",
 )
+
+
+# Megatron-LM's GPT default dropout (--attention-dropout, --hidden-dropout) in the
+# Megatron-era runs below.
+MEGATRON_DROPOUT = 0.1
+# extra_params keys of rows that timed the attention core op by op (LLMCompass layer rows).
+ATTENTION_OP_KEYS = ("op_qk_s", "op_softmax_s", "op_av_s")
 
 
 class Unmodelable(Exception):
@@ -204,6 +214,34 @@ def _model(case: Case, msg: setup_pb2.Model) -> None:
         spec.experts_per_token = case.int("experts_per_token")
 
 
+def attention_impl(case: Case) -> tuple[int, float]:
+    """(AttentionImpl, dropout probability) of the row's software stack, from its fields:
+    - extra_params `attention_impl=fused|unfused` (and `dropout=<p>`) when the row says;
+    - unfused when the row timed the attention core op by op (op_qk_s, op_softmax_s,
+      op_av_s: the QK^T, softmax and AV kernels were separate);
+    - unfused with Megatron-LM's dropout 0.1 for Megatron-LM training runs from before fused
+      attention kernels: rows counted with the megatron_sc21_eq3 convention (Narayanan et al.
+      2021) and rows carrying Calculon's flags (calculon_*: Korthikanti et al. 2022, whose
+      Calculon block is QK^T, softmax, dropout, AV as separate layers);
+    - fused without dropout otherwise (FlashAttention-era stacks: TensorRT-LLM's context
+      FMHA, NeMo, ...)."""
+    unfused = setup_pb2.UNFUSED_ATTENTION
+    dropout = case.extra_float("dropout")
+    given = case.extra.get("attention_impl", "")
+    if given:
+        if given not in ("fused", "unfused"):
+            raise Unmodelable(f"attention_impl={given} is not fused/unfused")
+        return (unfused if given == "unfused" else setup_pb2.FUSED_ATTENTION), dropout
+    if all(k in case.extra for k in ATTENTION_OP_KEYS):
+        return unfused, dropout
+    megatron = case.text("flop_convention") == "megatron_sc21_eq3" or any(
+        k.startswith("calculon_") for k in case.extra
+    )
+    if case.kind == "training_step" and megatron:
+        return unfused, dropout or MEGATRON_DROPOUT
+    return setup_pb2.FUSED_ATTENTION, dropout
+
+
 def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
     """C[m,n] = A[m,k] B[k,n]. An FP8 GEMM reads 1-byte inputs and writes a 16-bit C (as
     cuBLASLt's FP8 GEMMs do); the setup has one activation type for A and C, so the larger
@@ -235,12 +273,14 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.sequence_parallel = case.int("sequence_parallel") == 1
         t.virtual_pipeline = case.int("virtual_pipeline", 1)
         t.zero_stage = 3 if case.int("fsdp") == 1 else 0
+        t.attention, t.dropout = attention_impl(case)
     else:
         i = setup.workload.llm_inference
         _model(case, i.model)
         i.batch = case.int("batch", 1)
         i.input_len = case.int("input_len")
         i.output_len = case.int("output_len")
+        i.attention, _ = attention_impl(case)
         if kind in ("inference_prefill", "layer_prefill"):
             i.phase = setup_pb2.PREFILL
         elif kind == "inference_static_batch":

@@ -104,6 +104,7 @@ def write_results(
     out.parent.mkdir(parents=True, exist_ok=True)
     files = result_files(plan, setup_text_with_plan, system, workload)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    old = tmp.with_name(tmp.name.replace(".tmp-", ".old-", 1))
     try:
         for name, text in sorted(files.items()):
             (tmp / name).write_bytes(text.encode("utf-8"))
@@ -111,13 +112,17 @@ def write_results(
         os.chmod(tmp, 0o755)
         check_replaceable(out)
         if out.exists():
-            old = tmp.with_name(tmp.name.replace(".tmp-", ".old-", 1))
             os.rename(out, old)
             os.rename(tmp, out)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(tmp, out)
-    except BaseException:
+    except BaseException:  # Ctrl-C included: one whole result stays, no temp folder
+        if old.exists():
+            if out.exists():  # the new result is in place: finish removing the old one
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(old, out)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return sorted(out / name for name in files)

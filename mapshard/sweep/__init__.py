@@ -2,8 +2,10 @@
 processes or on a Dask cluster, stored row by row in a resumable results.csv, summarised as
 Pareto fronts, best-point scenario folders and an HTML report.
 
-Pipeline: load_sweep (parse + check) -> expand_points (set fields, validate, pre-filter)
--> run_sweep (batches by workload, results store, resume) -> write_outputs.
+Pipeline: load_sweep (parse + check) -> expand_points (set fields, validate, pre-filter;
+an axis value or a base problem that fails every point is bad input, raised before
+anything is solved) -> run_sweep (batches by workload, results store, resume) ->
+write_outputs.
 """
 
 from mapshard.sweep.points import Point, expand_points

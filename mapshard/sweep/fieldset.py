@@ -78,7 +78,10 @@ def parse_field_path(path: str, root: Descriptor | None = None) -> FieldPath:
     for raw in raw_parts:
         m = _PART.match(raw.strip())
         if not m:
-            raise ValueError(f'field path "{path}": "{raw}" is not a field name (or name[index])')
+            raise ValueError(
+                f'field path "{path}": "{raw}" is not a field name (or name[index]); give '
+                'dotted names such as "system.topology[0].degree"'
+            )
         parts.append((m.group(1), int(m.group(2)) if m.group(2) is not None else None))
     plain = ".".join(name for name, _ in parts)
     leaf = resolve_field_path(plain, root)  # KeyError with the nearest valid path
@@ -107,7 +110,10 @@ def convert_number(fp: FieldPath, value: float) -> Any:
     if fp.leaf.type in _INTS:
         rounded = round(value)
         if abs(value - rounded) > 1e-9 * max(1.0, abs(value)):
-            raise ValueError(f"{fp.text} is an integer field; the range gives {value:g}")
+            raise ValueError(
+                f"{fp.text} is an integer field; the range gives {value:g}; give a whole "
+                "start and step (or factor)"
+            )
         return int(rounded)
     if fp.leaf.type in _FLOATS:
         return float(f"{value:.12g}")  # 0.1 + 0.2 -> 0.3, not 0.30000000000000004
@@ -144,9 +150,11 @@ def _set(msg: _message.Message, parts: list[tuple[str, int | None]], value: Any,
     if fd.is_repeated:
         container = getattr(msg, name)
         if index is not None and index >= len(container):
+            valid = f"0..{len(container) - 1}" if len(container) else "none"
             raise ValueError(
                 f'{path}: "{name}" has {len(container)} element(s) in this setup; index '
-                f"{index} is out of range"
+                f"{index} is out of range (valid: {valid}; add elements to the base, or "
+                "drop the index to set every element)"
             )
         if rest:
             if index is not None:
@@ -226,17 +234,20 @@ def _scalar(fd: FieldDescriptor, text: str) -> Any:
         try:
             f = float(text.strip())
         except ValueError:
-            raise ValueError(f'"{text}" is not an integer') from None
+            raise ValueError(f'"{text}" is not an integer; give a whole number') from None
         if not math.isfinite(f) or f != int(f):
-            raise ValueError(f'"{text}" is not a whole number')
+            raise ValueError(f'"{text}" is not a whole number; give an integer')
         return int(f)
     if t in _FLOATS:
         try:
             f = float(text.strip())
         except ValueError:
-            raise ValueError(f'"{text}" is not a number') from None
+            raise ValueError(
+                f'"{text}" is not a number; give a plain number in the unit of '
+                f"{fd.name} (no unit suffix), e.g. 1.5e3"
+            ) from None
         if not math.isfinite(f):
-            raise ValueError(f'"{text}" is not a finite number')
+            raise ValueError(f'"{text}" is not a finite number; give a finite number')
         return f
     raise ValueError(f"fields of type {t} cannot be swept")
 

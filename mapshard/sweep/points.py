@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,20 +83,25 @@ def combinations(spec: SweepSpec) -> Iterator[tuple[int, ...]]:
 
 def expand_points(spec: SweepSpec) -> tuple[list[Point], int]:
     """Every distinct point of the sweep, in order, and how many combinations repeated an
-    earlier point's setup (they are run once, under the first index)."""
+    earlier point's setup (they are run once, under the first index).
+
+    A point whose setup is invalid gets a `failed` row. When the failure is the sweep
+    file's own (see `_Blame`), SetupError is raised instead, before anything is solved."""
     points: list[Point] = []
     seen: set[str] = set()
     repeats = 0
+    blame = _Blame(spec)
     for index, choice in enumerate(combinations(spec)):
         setup = setup_pb2.Setup()
         setup.CopyFrom(spec.base)
         labels = tuple(a.labels[k] for a, k in zip(spec.axes, choice))
-        error = ""
+        error, why, bad_axis = "", "", -1
         for axis, k in zip(spec.axes, choice):
             try:
                 set_field(setup, axis.field, axis.values[k])
             except ValueError as exc:
-                error = f"axis[{axis.index}] {axis.name}={axis.labels[k]}: {exc}"
+                why, bad_axis = str(exc), axis.index
+                error = f"axis[{axis.index}] {axis.name}={axis.labels[k]}: {why}"
                 break
         text = canonical_text(setup)
         pid = point_id_of(text if not error else text + "\0" + "\0".join(labels))
@@ -105,16 +111,23 @@ def expand_points(spec: SweepSpec) -> tuple[list[Point], int]:
         seen.add(pid)
         point = Point(index, labels, text, pid, workload_key_of(setup, spec.base_path))
         cells = point.cells(spec.axis_names)
-        row = _row(cells, "failed", error) if error else check_point(setup, spec, cells)
+        if error:
+            row = _row(cells, "failed", error)
+            blame.add(choice, [why], {bad_axis: why})
+        else:
+            row, problems = check_point(setup, spec, cells)
+            blame.add(choice, problems)
         points.append(point if row is None else _with_row(point, row))
+    blame.raise_if_any()
     return points, repeats
 
 
 def check_point(
     setup: setup_pb2.Setup, spec: SweepSpec, cells: dict[str, str]
-) -> dict[str, str] | None:
+) -> tuple[dict[str, str] | None, list[str]]:
     """Validate and resolve a point's setup; apply pre-solve filters. Returns the point's
-    final row when it needs no solve (failed or filtered), else None."""
+    final row when it needs no solve (failed or filtered), else None, and the problems
+    that failed it (each naming the base file and a field path)."""
     from hardware.resolve import resolve_system
     from mapshard.validation import validate_setup
 
@@ -122,16 +135,75 @@ def check_point(
         validate_setup(setup, spec.base_path)
         system = resolve_system(setup, spec.base_path)
     except SetupError as exc:
-        return _row(cells, "failed", "; ".join(exc.problems))
+        return _row(cells, "failed", "; ".join(exc.problems)), list(exc.problems)
     pre = [f for f in spec.filters if f.pre_solve]
-    if not pre:
-        return None
-    known = pre_solve_metrics(system)
+    known = pre_solve_metrics(system) if pre else {}
     for f in pre:
         why = metrics.violated(f.metric, known.get(f.metric), f.min, f.max)
         if why:
-            return _row(cells, "filtered", why, known)
-    return None
+            return _row(cells, "filtered", why, known), []
+    return None, []
+
+
+class _Blame:
+    """Which failed points are the sweep file's fault rather than an unlucky combination:
+    - an axis value every point of which fails on that axis's own field (a negative size,
+      a NaN, an index past the end of a list, a head count that divides nothing): the
+      value can never give a point, so the file is wrong;
+    - a problem that every point of the sweep shares (the base is invalid).
+    A value that fails only with some values of other axes stays a `failed` row."""
+
+    def __init__(self, spec: SweepSpec):
+        self.spec = spec
+        self.prefix = f"{spec.base_path}: "
+        self.paths = [_plain(a.field.text) for a in spec.axes]
+        self.points: dict[tuple[int, int], int] = {}  # (axis, value index) -> points
+        self.failed: dict[tuple[int, int], int] = {}  # ... -> points failed on that axis
+        self.first: dict[tuple[int, int], str] = {}  # ... -> the first such problem
+        self.common: list[str] | None = None  # problems every point so far shares
+
+    def add(
+        self, choice: tuple[int, ...], problems: list[str], named: dict[int, str] | None = None
+    ) -> None:
+        """One point's problems ([] when valid). `named`: problems already known to be an
+        axis's (by axis index); others are matched to an axis by the field path they name."""
+        plain = [p.removeprefix(self.prefix) for p in problems]
+        named = dict(named or {})
+        for text in plain:
+            field = _plain(text.split(" ", 1)[0].rstrip(":,;"))
+            for i, path in enumerate(self.paths):
+                if field == path or field.startswith(path + "."):
+                    named.setdefault(i, text)
+        for i, k in enumerate(choice):
+            key = (i, k)
+            self.points[key] = self.points.get(key, 0) + 1
+            if i in named:
+                self.failed[key] = self.failed.get(key, 0) + 1
+                self.first.setdefault(key, named[i])
+        self.common = plain if self.common is None else [p for p in self.common if p in plain]
+
+    def raise_if_any(self) -> None:
+        spec, lines, told = self.spec, [], set()
+        for key, n in self.points.items():
+            if self.failed.get(key) == n:
+                axis = spec.axes[key[0]]
+                text = self.first[key]
+                told.add(text)
+                lines.append(
+                    f'{spec.path}: axis[{axis.index}] ({axis.name}) value "{axis.labels[key[1]]}"'
+                    f" fails every point it is in: {text}"
+                )
+        where = "inline base" if spec.base_path == spec.path else f"base {spec.base_path}"
+        for text in self.common or []:
+            if text not in told:
+                lines.append(f"{spec.path}: every point fails on the {where}: {text}")
+        if lines:
+            raise SetupError(lines)
+
+
+def _plain(path: str) -> str:
+    """A field path without list indices: system.topology[0].degree -> system.topology.degree."""
+    return re.sub(r"\[\d+\]", "", path)
 
 
 def pre_solve_metrics(system: object) -> dict[str, float]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from mapshard import setup_pb2
 from mapshard.errors import SetupError
-from mapshard.setup_io import load_message, load_setup
+from mapshard.setup_io import SETUP_NAME, load_setup, parse_text, read_text
 from mapshard.sweep import metrics
 from mapshard.sweep.fieldset import (
     FieldPath,
@@ -24,9 +24,13 @@ from mapshard.sweep.fieldset import (
     parse_field_path,
 )
 
+SWEEP_NAME = "sweep.txt"
+EXAMPLE = "scenarios/sweep_llama70b/sweep.txt"
 MAX_POINTS = 1_000_000
 MAX_RANGE_VALUES = 100_000
 _THREADS = "HiGHS fixes its thread count per process; set it once in the base setup"
+# Results columns that describe a plan but are no goal to optimise.
+NOT_OBJECTIVES = ("tp", "pp", "dp", "ep", "solve_time_s")
 UNSWEEPABLE = {"solver.threads": _THREADS, "gurobi.thread": _THREADS}
 
 
@@ -81,12 +85,43 @@ def load_sweep(path: str | Path) -> SweepSpec:
     """Parse and check a sweep file. Raises SetupError listing every problem."""
     path = Path(path)
     if path.is_dir():
-        path = path / "sweep.txt"
+        folder, path = path, path / SWEEP_NAME
+        if not path.is_file():
+            held = (
+                f" (it holds a {SETUP_NAME}: a scenario runs with `mapshard run`)"
+                if (folder / SETUP_NAME).is_file()
+                else ""
+            )
+            raise SetupError(
+                f"{folder}: no {SWEEP_NAME} in this folder{held}; give a sweep file "
+                f"(a text-format Sweep: base, axis, ...; see {EXAMPLE})"
+            )
     if not path.is_file():
-        raise SetupError(f"{path}: no such sweep file; give a text-format Sweep (sweep.txt)")
+        raise SetupError(f"{path}: no such sweep file; give a text-format Sweep (see {EXAMPLE})")
+    text = read_text(path)
+    if not text.strip():
+        raise SetupError(
+            f'{path}: the file is empty; a sweep needs a base (base: "FOLDER" or '
+            "inline { ... }) and at least one axis { field values }"
+        )
     sweep = setup_pb2.Sweep()
-    load_message(path, sweep)
+    try:
+        parse_text(text, sweep, path)
+    except SetupError as exc:
+        raise SetupError([_setup_hint(p) for p in exc.problems]) from None
     return check_sweep(sweep, path)
+
+
+def _setup_hint(problem: str) -> str:
+    """A setup given where a sweep goes: say so (its fields are unknown to Sweep)."""
+    setup_fields = setup_pb2.Setup.DESCRIPTOR.fields_by_name
+    for name in setup_fields:
+        if f'unknown field "{name}" in Sweep' in problem:
+            return (
+                f"{problem}; this looks like a setup file: `mapshard run` solves it, and a "
+                f'sweep names it with base: "FOLDER_OR_SETUP_TXT"'
+            )
+    return problem
 
 
 def check_sweep(sweep: setup_pb2.Sweep, path: Path) -> SweepSpec:
@@ -106,10 +141,13 @@ def check_sweep(sweep: setup_pb2.Sweep, path: Path) -> SweepSpec:
             )
     filters = tuple(_filter(i, f, path, problems) for i, f in enumerate(sweep.filter))
     objectives = tuple(sweep.objective) or metrics.DEFAULT_OBJECTIVES
+    valid = tuple(m for m in metrics.METRICS if m not in NOT_OBJECTIVES)
     for i, obj in enumerate(sweep.objective):
-        if obj not in metrics.METRICS or obj in ("tp", "pp", "dp", "ep", "solve_time_s"):
+        if obj not in valid:
             problems.append(
-                f'{path}: objective[{i}] "{obj}" is not an objective' + _near(obj, metrics.METRICS)
+                f'{path}: objective[{i}] "{obj}" is not an objective'
+                + _near(obj, valid)
+                + f"; valid: {', '.join(valid)}"
             )
     spec = SweepSpec(path, base, base_path, axes, combine, filters, objectives)
     if not problems and spec.num_points > MAX_POINTS:
@@ -190,19 +228,32 @@ def _axis(
 
 
 def _range_values(r: setup_pb2.Range) -> list[float]:
+    for name in ("start", "stop", "step", "factor"):
+        if not math.isfinite(getattr(r, name)):
+            raise ValueError(f"range {name} is {getattr(r, name):g}; give a finite number")
     start, stop = r.start, r.stop
     if r.step:
         if (stop - start) * r.step < 0:
-            raise ValueError(f"range step {r.step:g} moves away from stop {stop:g}")
+            raise ValueError(
+                f"range step {r.step:g} moves away from stop {stop:g} (start {start:g}); "
+                "give a step with the sign of stop - start"
+            )
         n = math.floor((stop - start) / r.step + 1e-9) + 1
         if n > MAX_RANGE_VALUES:
-            raise ValueError(f"range gives {n:,} values (most {MAX_RANGE_VALUES:,})")
+            raise ValueError(
+                f"range gives {n:,} values (most {MAX_RANGE_VALUES:,}); use a larger step "
+                "or split the sweep"
+            )
         return [start + k * r.step for k in range(n)]
     if r.factor:
         if r.factor <= 0 or r.factor == 1 or start == 0:
             raise ValueError("range factor must be > 0 and != 1, with start != 0")
         if (abs(stop) - abs(start)) * (r.factor - 1) < 0 or start * stop < 0:
-            raise ValueError(f"range factor {r.factor:g} moves away from stop {stop:g}")
+            raise ValueError(
+                f"range factor {r.factor:g} moves away from stop {stop:g} (start "
+                f"{start:g}); give a factor > 1 to grow, < 1 to shrink, and start and stop "
+                "of one sign"
+            )
         out = [start]
         lo, hi = sorted((abs(start), abs(stop)))
         while len(out) <= MAX_RANGE_VALUES:
@@ -210,7 +261,10 @@ def _range_values(r: setup_pb2.Range) -> list[float]:
             if not lo * (1 - 1e-9) <= abs(nxt) <= hi * (1 + 1e-9):
                 return out
             out.append(nxt)
-        raise ValueError(f"range gives more than {MAX_RANGE_VALUES:,} values")
+        raise ValueError(
+            f"range gives more than {MAX_RANGE_VALUES:,} values; use a larger factor or "
+            "split the sweep"
+        )
     if start == stop:
         return [start]
     raise ValueError("range needs step (additive) or factor (multiplicative)")
@@ -257,11 +311,19 @@ def _check_names(axes: tuple[AxisSpec, ...], path: Path, problems: list[str]) ->
 def _filter(i: int, f: setup_pb2.Filter, path: Path, problems: list[str]) -> FilterSpec:
     where = f"{path}: filter[{i}]"
     usable = tuple(m for m in metrics.METRICS if m != "solve_time_s")
+    bounds = (("max", f.max), ("min", f.min))
     if f.metric not in usable:
         problems.append(
             f'{where}: metric "{f.metric}" is not a results metric'
             + _near(f.metric, usable)
             + f"; valid: {', '.join(usable)}"
+        )
+    elif any(not 0 <= v < math.inf for _, v in bounds):
+        problems.extend(
+            f"{where} ({f.metric}): {name} is {v:g}; every metric is >= 0, give a finite "
+            "bound > 0 (0 = unset)"
+            for name, v in bounds
+            if not 0 <= v < math.inf
         )
     elif not f.max and not f.min:
         problems.append(f"{where} ({f.metric}): give max and/or min (0 = unset)")

@@ -1,0 +1,253 @@
+"""Why a valid design cannot run its workload, and the smallest change that would let it.
+
+A design fails on one of three resources: DRAM capacity per chip (weights, optimizer state,
+activations, KV cache of the layout), SRAM per configuration (a kernel's smallest tile, or
+kernels that num_config forces to share a configuration), or the chip count (more chips
+than any layout of the workload can use). Each reason carries demand / capacity, so the
+planner reports the layout that misses by the least; the fix is computed from the same
+formulas the planner checks (assemble.memory_use, check.config_cost's SRAM sum), never
+from a rule of thumb.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from generator.graph import KernelGraph, Workload
+from hardware.system import System
+from mapshard.errors import InfeasibleError
+from solver import assemble
+from solver.menus import MappingProblem
+from solver.parallel import Choice
+from solver.plan import MemoryUse
+
+TAGS_HINT = "set the topology's parallelism tags to that layout, or leave them empty to search"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The largest degrees the planner searches for a workload (see planner._limits)."""
+
+    max_tp: int
+    max_pp: int
+    max_dp: int
+    allow_dp: bool
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One layout that does not fit: the resource, demand against capacity in words, and
+    demand / capacity (inf when the excess cannot be put in one number)."""
+
+    resource: str
+    text: str
+    ratio: float
+    suggestion: str = ""
+    memory_total: float = math.inf  # DRAM bytes per chip the layout needs
+
+
+def dram_reason(memory: MemoryUse) -> Reason:
+    text = (
+        f"needs {_gb(memory.total)} GB per chip (weights {_gb(memory.weights)}, "
+        f"gradients+optimizer {_gb(memory.gradients + memory.optimizer)}, activations "
+        f"{_gb(memory.activations)}, KV {_gb(memory.kv_cache)}), DRAM holds "
+        f"{_gb(memory.capacity)} GB"
+    )
+    return Reason("DRAM capacity", text, memory.total / memory.capacity, "", memory.total)
+
+
+def sram_reason(problem: MappingProblem, phase: str) -> Reason | None:
+    """A kernel whose smallest tile exceeds the SRAM, or kernels forced to share a
+    configuration (num_config) whose smallest joint footprint exceeds it; None when a
+    mapping provably fits (the search then stopped at its limit before finding one)."""
+    sram = problem.sram_bytes
+    alone = [min(o.buffer_bytes for o in m.options) for m in problem.kernels]
+    worst = max(range(len(alone)), key=lambda k: alone[k])
+    if alone[worst] > sram * (1 + 1e-9):
+        need = alone[worst]
+        text = (
+            f"phase {phase}: kernel {problem.kernels[worst].name} needs at least "
+            f"{_bytes(need)} of on-chip buffer even alone (its smallest tile), SRAM holds "
+            f"{_bytes(sram)}"
+        )
+        fix = f"SRAM must be ≥ {_bytes(need, up=True)} per chip (system.accelerator.sram_cap)"
+        return Reason("SRAM", text, need / sram, fix)
+    n, k_max = len(problem.kernels), max(1, problem.max_configs)
+    if any(p >= 0 for p in problem.pinned_configs):  # pinned configurations: no formula
+        text = f"phase {phase}: no mapping with the pinned configurations fits the SRAM"
+        return Reason("SRAM", text, math.inf, "unpin kernels or use a chip with more SRAM")
+    if not problem.dataflow:
+        return None  # every kernel fits alone, and alone is what kernel-by-kernel does
+    cost = _segment_sram(problem)
+    fewest = _fewest_segments(cost, n, sram)
+    if fewest <= k_max:
+        return None
+    need = _least_peak(cost, n, k_max)
+    text = (
+        f"phase {phase}: with num_config {k_max} the {n} kernels must share "
+        f"configurations, and the smallest sharing needs {_bytes(need)} of SRAM in one "
+        f"configuration, SRAM holds {_bytes(sram)}"
+    )
+    fix = f"num_config must be ≥ {int(fewest)} (kernels in order, each configuration fitting)"
+    if not _clamped(problem):
+        fix += f", or SRAM ≥ {_bytes(need, up=True)} per chip"
+    return Reason("SRAM", text, need / sram, fix)
+
+
+def untileable(problem: MappingProblem, graph: KernelGraph, phase: str) -> Reason | None:
+    """A kernel with no tiling at all that fits the SRAM (an empty menu). A GEMM's smallest
+    tile is output-stationary 1x1: Tm·Tn + Tm + Tn = 3 elements (DESIGN.md)."""
+    empty = [m.name for m in problem.kernels if not m.options]
+    if not empty:
+        return None
+    kernel = graph.kernel(empty[0])
+    need = 3 * max(o.bytes_per_element for o in kernel.operands)
+    sram = problem.sram_bytes
+    text = (
+        f"phase {phase}: kernel {kernel.name} has no tiling that fits {_bytes(sram)} of "
+        f"SRAM: its smallest tile (1x1 output, one element of each input) needs {_bytes(need)}"
+    )
+    fix = f"SRAM must be ≥ {_bytes(need, up=True)} per chip (system.accelerator.sram_cap)"
+    return Reason("SRAM", text, need / sram if sram > 0 else math.inf, fix)
+
+
+def no_layout(workload: Workload, system: System, limits: Limits) -> InfeasibleError:
+    """No (TP, PP, DP) layout uses exactly the machine's chips."""
+    n = system.num_chips
+    most = limits.max_tp * limits.max_pp * (limits.max_dp if limits.allow_dp else 1)
+    shape = ", ".join(f"{lv.name}:{lv.degree or '?'}" for lv in system.network)
+    if n > most:
+        dp = f" × DP {limits.max_dp}" if limits.allow_dp else ""
+        why = "one pipeline stage per layer" + ("" if limits.allow_dp else ", no DP")
+        return InfeasibleError(
+            "chip count",
+            f"{workload.kind} spreads over at most TP {limits.max_tp} × PP {limits.max_pp}"
+            f"{dp} ({why}) = {most} chips, the system has {n}",
+            f"num_chip must be ≤ {most}",
+        )
+    return InfeasibleError(
+        "chip count",
+        f"no TP×PP×DP layout of {n} chips can be placed on the topology levels ({shape}): "
+        "a group must take whole levels or divide the next one",
+        "make the level degrees multiply to num_chip with groups that divide them "
+        "(or leave degrees at 0 to search them)",
+    )
+
+
+def raise_infeasible(
+    reasons: list[tuple[Reason, str]], workload: Workload, system: System, limits: Limits
+) -> None:
+    """Raise for the layout that misses by the least; DRAM gets the smallest layout and the
+    smallest DRAM per chip that fit."""
+    best, where = min(reasons, key=lambda r: r[0].ratio)
+    if best.resource != "DRAM capacity":
+        raise InfeasibleError(best.resource, best.text, best.suggestion)
+    least = min(r.memory_total for r, _ in reasons if r.resource == "DRAM capacity")
+    fixes = []
+    layout = smallest_layout(workload, system.dram.capacity_bytes, limits)
+    if layout is not None:
+        tp, pp, dp = layout
+        chips = tp * pp * dp
+        shown = f"TP {tp} × PP {pp}" + (f" × DP {dp}" if dp > 1 else "")
+        more = f"num_chip ≥ {chips}" if chips > system.num_chips else TAGS_HINT
+        fixes.append(f"needs ≥ {tp * pp}-way TP×PP ({shown}; {more})")
+    fixes.append(f"≥ {_gb(least, up=True)} GB of DRAM per chip")
+    raise InfeasibleError(
+        "DRAM capacity", f"best layout ({where}) {best.text}", ", or ".join(fixes)
+    )
+
+
+def smallest_layout(
+    workload: Workload, capacity: float, limits: Limits
+) -> tuple[int, int, int] | None:
+    """The (tp, pp, dp) with the fewest chips whose memory_use fits `capacity`, among the
+    degrees the planner searches (small integers and powers of two); None when none fits."""
+    tps = _degrees(limits.max_tp)
+    pps = _degrees(limits.max_pp)
+    dps = _degrees(limits.max_dp) if limits.allow_dp else [1]
+    for tp, pp, dp in sorted(
+        itertools.product(tps, pps, dps), key=lambda d: (d[0] * d[1] * d[2], d[1], d[2])
+    ):
+        choice = Choice((("DP", dp), ("PP", pp), ("TP", tp)), (), ())
+        if assemble.memory_use(workload, choice, capacity).total <= capacity * (1 + 1e-9):
+            return tp, pp, dp
+    return None
+
+
+def _degrees(most: int) -> list[int]:
+    small = range(1, min(most, 8) + 1)
+    powers = (2**e for e in range(4, 31) if 2**e <= most)
+    return sorted({*small, *powers, most} if most <= 4096 else {*small, *powers})
+
+
+def _segment_sram(problem: MappingProblem) -> dict[tuple[int, int], float]:
+    """Least SRAM of every segment [i, j) of the order, as check.config_cost sums it: each
+    kernel's tile buffer, plus its output tile when a consumer is in the segment. O(n^2 + nE)."""
+    n = len(problem.kernels)
+    alone = [min(o.buffer_bytes for o in m.options) for m in problem.kernels]
+    fused = [min(o.buffer_bytes + o.out_tile_bytes for o in m.options) for m in problem.kernels]
+    producers = [sorted({e.src for e in problem.in_edges(k)}) for k in range(n)]
+    out: dict[tuple[int, int], float] = {}
+    for i in range(n):
+        total, fed = 0.0, set()
+        for j in range(i + 1, n + 1):
+            k = j - 1
+            total += alone[k]
+            for src in producers[k]:
+                if i <= src < k and src not in fed:
+                    fed.add(src)
+                    total += fused[src] - alone[src]
+            out[(i, j)] = total
+    return out
+
+
+def _fewest_segments(cost: dict[tuple[int, int], float], n: int, cap: float) -> float:
+    """Fewest contiguous segments each within `cap` (a shortest path over positions)."""
+    best = [0.0] + [math.inf] * n
+    for j in range(1, n + 1):
+        for i in range(j):
+            if cost[(i, j)] <= cap * (1 + 1e-9):
+                best[j] = min(best[j], best[i] + 1)
+    return best[n]
+
+
+def _least_peak(cost: dict[tuple[int, int], float], n: int, k_max: int) -> float:
+    """Least possible largest-segment SRAM over cuts into at most k_max segments: the
+    smallest segment cost that, as a cap, needs no more than k_max segments."""
+    caps = sorted(set(cost.values()))
+    lo, hi = 0, len(caps) - 1  # caps[-1] is the whole order in one segment: always enough
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _fewest_segments(cost, n, caps[mid]) <= k_max:
+            hi = mid
+        else:
+            lo = mid + 1
+    return caps[lo]
+
+
+def _clamped(problem: MappingProblem) -> bool:
+    """A menu entry capped at the SRAM size (a streamed kernel's buffer is min(need, SRAM)):
+    its true need is unknown here, so no SRAM size can be promised."""
+    sram = problem.sram_bytes
+    return any(
+        o.buffer_bytes >= sram * (1 - 1e-9) or o.out_tile_bytes >= sram * (1 - 1e-9)
+        for m in problem.kernels
+        for o in m.options
+    )
+
+
+def _gb(x: float, up: bool = False) -> str:
+    return f"{math.ceil(x / 1e8) / 10:.1f}" if up else f"{x / 1e9:.1f}"
+
+
+def _bytes(x: float, up: bool = False) -> str:
+    """Bytes in B, KiB or MiB; a requirement (`up`) is rounded up, so it suffices."""
+    for unit, size, digits in (("MiB", 2**20, 2), ("KiB", 2**10, 2), ("B", 1, 0)):
+        if x >= size or unit == "B":
+            value = x / size
+            if up:
+                value = math.ceil(value * 10**digits - 1e-9) / 10**digits
+            return f"{value:.{digits}f} {unit}"
+    raise AssertionError("unreachable")
