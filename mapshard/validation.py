@@ -408,4 +408,11 @@ def _check_solver(setup: setup_pb2.Setup, p: _Problems) -> None:
         if value < 0:
             p.add(field, "is negative", value, "give a thread count (0 = default)")
     p.fraction("solver.gap", s.gap, low_closed=True, zero_unset=False)
+    if s.name and s.name != "highs":
+        from solver.linear import available_solvers
+
+        names = available_solvers()
+        if s.name not in names:
+            valid = f"give one Pyomo can run here: {', '.join(names) or 'highs'}"
+            p.add("solver.name", "is not an available MILP solver", s.name, valid)
     p.fraction("gurobi.gap", g.gap, low_closed=True, zero_unset=False)
