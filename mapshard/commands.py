@@ -26,8 +26,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mapshard.report.write import write_results
 
     scenario = pipeline.load_scenario(args.scenario)
-    with Progress(enabled=not args.quiet):
-        plan = pipeline.solve(scenario, args.time_limit)
+    with Progress(enabled=not args.quiet) as progress:
+        plan = pipeline.solve(scenario, args.time_limit, progress.update)
     out = _out_dir(args.scenario, args.out)
     write_results(plan, out, plan_setup_texts(scenario, plan), scenario.system)
     if not args.quiet:

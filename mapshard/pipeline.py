@@ -85,7 +85,8 @@ def solver_options(setup: setup_pb2.Setup, time_limit_s: float | None = None) ->
     )
 
 
-def solve(scenario: Scenario, time_limit_s: float | None = None) -> Plan:
+def solve(scenario: Scenario, time_limit_s: float | None = None, progress=None) -> Plan:
+    """`progress`: called with a `solver.planner.SearchProgress` after each parallel choice."""
     from solver.planner import plan
 
     return plan(
@@ -94,4 +95,5 @@ def solve(scenario: Scenario, time_limit_s: float | None = None) -> Plan:
         execution_options(scenario.setup),
         solver_options(scenario.setup, time_limit_s),
         scenario.name,
+        progress,
     )

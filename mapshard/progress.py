@@ -1,5 +1,6 @@
-"""A heartbeat on stderr while the solver runs longer than ~2 s (elapsed time and the MILPs
-solved so far); silent for quick solves, with --quiet, and when stderr is not a terminal."""
+"""A heartbeat on stderr while the solver runs longer than ~2 s: elapsed time and, once the
+planner reports, the parallel choices settled, the best plan so far, the proven bound and
+the gap; silent for quick solves, with --quiet, and when stderr is not a terminal."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ class Progress:
         self.delay_s = delay_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._latest = ""
+
+    def update(self, state: object) -> None:
+        """Planner callback: keep the latest state's one-line description."""
+        self._latest = state.describe()  # type: ignore[attr-defined]
 
     def __enter__(self) -> Progress:
         if self.enabled:
@@ -27,12 +33,13 @@ class Progress:
             return
         while not self._stop.wait(0.5):
             elapsed = time.perf_counter() - self._start
-            sys.stderr.write(f"\rsolving... {elapsed:5.1f} s")
+            line = f"solving... {elapsed:5.1f} s" + (f"  {self._latest}" if self._latest else "")
+            sys.stderr.write("\r" + line[:110].ljust(110))
             sys.stderr.flush()
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-            sys.stderr.write("\r" + " " * 40 + "\r")
+            sys.stderr.write("\r" + " " * 110 + "\r")
             sys.stderr.flush()

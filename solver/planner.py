@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from generator.graph import KernelGraph, Workload
@@ -21,6 +22,24 @@ from solver.options import ExecutionOptions, SolverOptions
 from solver.parallel import Choice, enumerate_choices, spans_key
 from solver.plan import ChoiceResult, Plan, SolveStats
 from solver.report_plan import build_phase_plans, energy_of, workload_flop
+
+
+@dataclass(frozen=True)
+class SearchProgress:
+    """Where the outer search stands, after each parallel choice it settles."""
+
+    choices_done: int
+    choices_total: int
+    best_latency_s: float  # inf until a first plan
+    bound_s: float  # least latency any unsettled or solved choice could still reach
+
+    def describe(self) -> str:
+        text = f"choice {self.choices_done}/{self.choices_total}"
+        if math.isfinite(self.best_latency_s):
+            gap = max(0.0, 1 - self.bound_s / self.best_latency_s) if self.best_latency_s else 0
+            text += f", best {self.best_latency_s:.4g} s, bound {self.bound_s:.4g} s"
+            text += f" (gap {gap:.1%})"
+        return text
 
 
 @dataclass
@@ -37,6 +56,7 @@ def plan(
     execution: ExecutionOptions,
     options: SolverOptions,
     scenario: str = "",
+    progress: Callable[[SearchProgress], None] | None = None,
 ) -> Plan:
     t0 = time.perf_counter()
     limits = _limits(workload, system)
@@ -119,6 +139,16 @@ def plan(
                 ChoiceResult(deg, choice.describe(), lb, None, "pruned", "no plan in time")
             )
             open_bounds.append(max(lb, _bound_of(workload, choice, phase_bound, system)))
+        if progress is not None:
+            unsolved = [b for b, _, _ in bounds[len(results) :]]
+            progress(
+                SearchProgress(
+                    len(results),
+                    len(bounds),
+                    best.times.latency_s if best is not None else math.inf,
+                    min([*open_bounds, *unsolved], default=0.0),
+                )
+            )
         if options.time_limit_s > 0 and time.perf_counter() - t0 > options.time_limit_s:
             statuses.append("time_limit")
             break

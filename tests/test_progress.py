@@ -1,0 +1,25 @@
+"""The planner reports its progress after each parallel choice: the best plan so far never
+gets worse, the bound never exceeds it, and the last report is the returned plan."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from mapshard import pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_progress_reports_incumbent_and_bound() -> None:
+    scenario = pipeline.load_scenario(ROOT / "scenarios/llama31_70b_decode_8xh100")
+    seen = []
+    plan = pipeline.solve(scenario, 30.0, seen.append)
+    assert seen, "no progress reported"
+    assert [p.choices_done for p in seen] == sorted(p.choices_done for p in seen)
+    assert all(p.choices_total == seen[0].choices_total for p in seen)
+    best = [p.best_latency_s for p in seen]
+    assert all(b2 <= b1 for b1, b2 in zip(best, best[1:]))
+    assert all(p.bound_s <= p.best_latency_s * (1 + 1e-9) for p in seen)
+    assert math.isclose(seen[-1].best_latency_s, plan.stats.objective, rel_tol=1e-12)
+    assert "choice" in seen[-1].describe() and "gap" in seen[-1].describe()
