@@ -98,6 +98,15 @@ class _Bounds:
         comp = [min(o.compute_s for o in m.options) + m.overhead_s for m in problem.kernels]
         net = [min(o.network_s for o in m.options) for m in problem.kernels]
         buf = [min(o.buffer_bytes for o in m.options) for m in problem.kernels]
+        # a kernel whose output feeds a consumer in its segment also holds a stream buffer
+        buf_fused = [
+            min(o.buffer_bytes + o.out_tile_bytes for o in m.options) for m in problem.kernels
+        ]
+        fused_from: dict[int, list[int]] = {}  # first consumer -> producers it fuses
+        for k in range(n):
+            outs = [e.dst for e in problem.out_edges(k)]
+            if outs:
+                fused_from.setdefault(min(outs), []).append(k)
         bw = problem.dram_bandwidth_Bps
         weights, inputs, outputs, last_use = [], [], [], []
         for k, menu in enumerate(problem.kernels):
@@ -124,6 +133,7 @@ class _Bounds:
             for j in range(i + 1, n + 1):
                 k = j - 1
                 b += buf[k]
+                b += sum(buf_fused[q] - buf[q] for q in fused_from.get(k, ()) if q >= i)
                 if b > problem.sram_bytes * (1 + 1e-9):
                     break
                 c += comp[k]
