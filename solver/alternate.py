@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import replace
 
-from solver.fusion import GraphSolution, SearchStats, _segment_search, _with_bound
+from solver.fusion import GraphSolution, SearchStats, _segment_search, _until, _with_bound
 from solver.menus import EdgeCost, KernelMenu, MappingProblem
 from solver.milp import solve_configurations
 from solver.options import SolverOptions
@@ -67,7 +67,7 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
         seg_sol = _segment_search(sub, replace(options, max_paths=20), stats, deadline=deadline)
         if not math.isfinite(seg_sol.objective_s):
             break
-        fixed = solve_configurations(problem, seg_sol.segments, options)
+        fixed = solve_configurations(problem, seg_sol.segments, _until(options, deadline))
         stats.add(fixed)
         if fixed.objective_s < best.objective_s * (1 - 1e-12):
             best = GraphSolution(

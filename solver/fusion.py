@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -177,7 +177,7 @@ def _segment_search(
                 values[seg] = fast
                 priced.add(seg)
                 return
-        r = solve_configurations(problem, [list(range(*seg))], options)
+        r = solve_configurations(problem, [list(range(*seg))], _until(options, deadline))
         stats.add(r)
         stats.segments_priced += 1
         values[seg] = r.bound_s if r.status != "infeasible" else math.inf
@@ -226,13 +226,33 @@ def _segment_search(
     incumbent: tuple[float, tuple, tuple] = (math.inf, (), ())
     if incumbent_plan is not None and math.isfinite(incumbent_plan.objective_s):
         incumbent = (incumbent_plan.objective_s, incumbent_plan.segments, incumbent_plan.choice)
+    if not math.isfinite(incumbent[0]):
+        # the fully priced best path of phase 1 is a first plan
+        segs = tuple(tuple(range(*seg)) for seg in path)
+        r = solve_configurations(problem, segs, _until(options, deadline))
+        stats.add(r)
+        stats.paths_checked += 1
+        if math.isfinite(r.objective_s):
+            incumbent = (r.objective_s, segs, r.choice)
     heap: list[tuple[float, float, int, int, tuple[Segment, ...]]] = [(lower, 0.0, 0, 0, ())]
     final_bound = lower
     status = "optimal"
+    pops = 0
     while heap:
         f, g, pos, used, path = heapq.heappop(heap)
         if f >= incumbent[0] / (1 + options.gap) - 1e-15:
             final_bound = min(incumbent[0], f)
+            break
+        pops += 1
+        if pops % 256 == 0 and (
+            len(heap) > HEAP_LIMIT
+            or _out_of_time(options, t_start)
+            or time.perf_counter() > deadline
+        ):
+            # f is the least bound of every segmentation not yet looked at
+            final_bound = f
+            status = "time_limit"
+            stats.notes.append(f"stopped with {len(heap)} partial segmentations open")
             break
         if pos == n:
             unpriced = [s for s in path if s not in priced]
@@ -244,7 +264,7 @@ def _segment_search(
                 continue
             stats.paths_checked += 1
             segs = tuple(tuple(range(*s)) for s in path)
-            r = solve_configurations(problem, segs, options)
+            r = solve_configurations(problem, segs, _until(options, deadline))
             stats.add(r)
             if r.objective_s < incumbent[0]:
                 incumbent = (r.objective_s, segs, r.choice)
@@ -355,6 +375,7 @@ def _price_fixed_sharding(problem: MappingProblem, seg: Segment) -> float | None
 
 
 PARETO_LIMIT = 4000
+HEAP_LIMIT = 200_000  # partial segmentations kept by the best-first search (memory guard)
 
 
 def _pareto(points: np.ndarray) -> np.ndarray:
@@ -364,6 +385,16 @@ def _pareto(points: np.ndarray) -> np.ndarray:
     points = points[order]
     best_before = np.minimum.accumulate(np.concatenate(([np.inf], points[:-1, 1])))
     return points[points[:, 1] < best_before]
+
+
+def _until(options: SolverOptions, deadline: float) -> SolverOptions:
+    """`options` with the time limit cut to what is left before `deadline`."""
+    if not math.isfinite(deadline):
+        return options
+    left = max(0.05, deadline - time.perf_counter())
+    if options.time_limit_s > 0:
+        left = min(left, options.time_limit_s)
+    return replace(options, time_limit_s=left)
 
 
 def _out_of_time(options: SolverOptions, t_start: float) -> bool:
