@@ -68,12 +68,12 @@ def solve(
     threads: int = 1,
 ) -> LinearResult:
     if backend == "highs":
-        return _solve_highspy(model, gap, time_limit_s, node_limit)
+        return _solve_highspy(model, gap, time_limit_s, node_limit, threads)
     return _solve_pyomo(model, gap, time_limit_s, node_limit, solver_name, threads)
 
 
 def _solve_highspy(
-    model: LinearModel, gap: float, time_limit_s: float, node_limit: int
+    model: LinearModel, gap: float, time_limit_s: float, node_limit: int, threads: int = 1
 ) -> LinearResult:
     import highspy
     import numpy as np
@@ -83,7 +83,7 @@ def _solve_highspy(
     h.setOptionValue("output_flag", False)
     h.setOptionValue("random_seed", 0)
     h.setOptionValue("mip_rel_gap", gap)
-    h.setOptionValue("threads", 1)
+    h.setOptionValue("threads", max(1, threads))  # HiGHS keeps the first count per process
     if time_limit_s > 0:
         h.setOptionValue("time_limit", float(time_limit_s))
     if node_limit:
