@@ -33,25 +33,10 @@ from typing import Any
 
 from generator.builder import Arg, Dims, GraphBuilder, Tensor, dims_elements
 from generator.graph import Communication, KernelKind
+from generator.llm_mla import mla
 from generator.models import ModelConfig
-from generator.ops import (
-    GATED_FLOP,
-    IN,
-    KV,
-    OUT,
-    SOFTMAX_FLOP,
-    AttnInput,
-    add,
-    attention,
-    binary,
-    bmm,
-    dropout,
-    kv_write,
-    linear,
-    norm,
-    softmax,
-    unary,
-)
+from generator.ops import GATED_FLOP, IN, KV, OUT, SOFTMAX_FLOP, add, binary, linear, norm, unary
+from generator.ops_attention import AttnInput, attention, bmm, dropout, kv_write, softmax
 from generator.precision import Precision
 
 A2A = Communication.ALL_TO_ALL
@@ -120,7 +105,7 @@ class Layer:
         b, T, H = self.b, self.T, self.H
         x = b.input((T, H), self.a)
         h = self.norm("attn_norm", x)
-        attn = self.mla(h) if self.cfg.is_mla else self.attention(h)
+        attn = mla(self, h) if self.cfg.is_mla else self.attention(h)
         assert attn.dims == (T, H), attn.dims
         if self.cfg.post_norms:
             attn = self.norm("post_attn_norm", attn)
@@ -143,12 +128,12 @@ class Layer:
             ("kv_heads", c.kv_heads),
         )
 
-    def _seg_view(self, t: Tensor, dims: Dims) -> Tensor:
+    def seg_view(self, t: Tensor, dims: Dims) -> Tensor:
         if len(self.shape.segments) == 1 and dims_elements(dims) == t.elements:
             return self.b.view(t, dims)
         return self.b.part(t, dims)
 
-    def _concat(self, outs: list[Tensor], dims: Dims) -> Tensor | tuple[Tensor, ...]:
+    def concat(self, outs: list[Tensor], dims: Dims) -> Tensor | tuple[Tensor, ...]:
         if len(outs) == 1:
             return self.b.view(outs[0], dims)
         return tuple(self.b.part(o, o.dims) for o in outs)
@@ -188,10 +173,10 @@ class Layer:
             if seg.cached:
                 kv_in = ("kv_cache", None, kvd, KV, self.kvb)
             else:
-                kv_in = ("kv", self._seg_view(kv, kvd), kvd, IN, self.a)
+                kv_in = ("kv", self.seg_view(kv, kvd), kvd, IN, self.a)
             flop = 4 * seg.batch * seg.q_seq * seg.kv_seq * c.heads * c.head_dim
             split = "kv_seq" if seg.q_seq == 1 else "q_seq"
-            q_in = ("q", self._seg_view(q, qd), qd, IN, self.a)
+            q_in = ("q", self.seg_view(q, qd), qd, IN, self.a)
             if self.shape.unfused_attention:
                 outs.append(self.unfused_attention(seg, q_in, kv_in, qh, kh, split))
                 continue
@@ -211,7 +196,7 @@ class Layer:
         o_in = (T, *qh, D)
         return self.lin(
             "o_proj",
-            self._concat(outs, o_in),
+            self.concat(outs, o_in),
             o_in,
             (*qh, D, H),
             (T, H),
@@ -256,132 +241,6 @@ class Layer:
         )
         self.core.extend([*names, f"{seg.name}_context"])
         return out
-
-    def mla(self, h: Tensor) -> Tensor:
-        """DeepSeek-V2 multi-head latent attention. Training/prefill: keys and values are
-        decompressed (kv_b_proj). Inference with a KV cache (absorbed): W_UK is folded into
-        the query and W_UV applied after attention, so attention runs over the cached latent
-        (kv_lora_rank + qk_rope_head_dim per token)."""
-        b, c, T, H = self.b, self.cfg, self.T, self.H
-        Hh = ("heads", c.heads)
-        NOPE, R = ("qk_nope", c.qk_nope_head_dim), ("rope", c.qk_rope_head_dim)
-        D, V = ("head_dim", c.qk_nope_head_dim + c.qk_rope_head_dim), ("v_head_dim", c.v_head_dim)
-        LORA, LAT = ("kv_lora", c.kv_lora_rank), ("kv_latent", c.kv_lora_rank + R[1])
-        heads_shard = ["tokens", "heads", "hidden"]
-        if c.q_lora_rank:
-            QL = ("q_lora", c.q_lora_rank)
-            qa = self.norm(
-                "q_a_norm",
-                self.lin("q_a_proj", h, (T, H), (H, QL), (T, QL), shardable=["tokens", "hidden"]),
-            )
-            q = self.lin(
-                "q_b_proj",
-                qa,
-                (T, QL),
-                (QL, Hh, D),
-                (T, Hh, D),
-                shardable=["tokens", "heads", "q_lora"],
-            )
-        else:
-            q = self.lin("q_proj", h, (T, H), (H, Hh, D), (T, Hh, D), shardable=heads_shard)
-        ckv = self.lin("kv_a_proj", h, (T, H), (H, LAT), (T, LAT), shardable=["tokens", "hidden"])
-        ckv = self.norm("kv_a_norm", ckv, weight=(LORA,))
-        if self.shape.kv_write:
-            kv_write(
-                b, "kv_write", ckv, ckv.dims, abpe=self.a, kv_bpe=self.kvb, shardable=["tokens"]
-            )
-        outs = []
-        if not self.shape.absorbed:
-            KU, KD = ("kv_up", NOPE[1] + V[1]), ("kv_dim", D[1] + V[1])
-            kvu = self.lin(
-                "kv_b_proj",
-                b.part(ckv, (T, LORA)),
-                (T, LORA),
-                (LORA, Hh, KU),
-                (T, Hh, KU),
-                shardable=["tokens", "heads", "kv_lora"],
-            )
-            kvf = binary(
-                b,
-                "kv_expand",
-                [("in1", kvu, (T, Hh, KU)), ("in2", b.part(ckv, (T, R)), (T, R))],
-                (T, Hh, KD),
-                dims_elements((T, Hh, KD)),
-                abpe=self.a,
-                kind=KernelKind.ELEMENTWISE,
-                cls="Va_Va",
-                shardable=["tokens", "heads"],
-            )
-            for seg in self.shape.segments:
-                Bd, Q, K = ("batch", seg.batch), ("q_seq", seg.q_seq), ("kv_seq", seg.kv_seq)
-                qd, kvd = (Bd, Q, Hh, D), (Bd, K, Hh, KD)
-                flop = 2 * seg.batch * seg.q_seq * seg.kv_seq * c.heads * (D[1] + V[1])
-                outs.append(
-                    attention(
-                        b,
-                        seg.name,
-                        [
-                            ("q", self._seg_view(q, qd), qd, IN, self.a),
-                            ("kv", self._seg_view(kvf, kvd), kvd, IN, self.a),
-                        ],
-                        (Bd, Q, Hh, V),
-                        flop,
-                        abpe=self.a,
-                        cls=seg.cls,
-                        shardable=["batch", "heads", "q_seq"],
-                    )
-                )
-            o_in = (T, Hh, V)
-            o_src = self._concat(outs, o_in)
-        else:
-            ql = self.lin(
-                "q_absorb",
-                b.part(q, (T, Hh, NOPE)),
-                (T, Hh, NOPE),
-                (Hh, NOPE, LORA),
-                (T, Hh, LORA),
-                kind=KernelKind.BATCHED_GEMM,
-                shardable=["tokens", "heads"],
-            )
-            for seg in self.shape.segments:
-                Bd, Q, K = ("batch", seg.batch), ("q_seq", seg.q_seq), ("kv_seq", seg.kv_seq)
-                flop = 2 * seg.batch * seg.q_seq * seg.kv_seq * c.heads * (2 * LORA[1] + R[1])
-                outs.append(
-                    attention(
-                        b,
-                        seg.name,
-                        [
-                            (
-                                "q_latent",
-                                self._seg_view(ql, (Bd, Q, Hh, LORA)),
-                                (Bd, Q, Hh, LORA),
-                                IN,
-                                self.a,
-                            ),
-                            ("q_rope", b.part(q, (Bd, Q, Hh, R)), (Bd, Q, Hh, R), IN, self.a),
-                            ("kv_cache", None, (Bd, K, LAT), KV, self.kvb),
-                        ],
-                        (Bd, Q, Hh, LORA),
-                        flop,
-                        abpe=self.a,
-                        cls=seg.cls,
-                        shardable=["batch", "heads", "kv_seq" if seg.q_seq == 1 else "q_seq"],
-                    )
-                )
-            lat = (T, Hh, LORA)
-            ov = self.lin(
-                "v_absorb",
-                self._concat(outs, lat),
-                lat,
-                (Hh, LORA, V),
-                (T, Hh, V),
-                kind=KernelKind.BATCHED_GEMM,
-                shardable=["tokens", "heads"],
-            )
-            o_in, o_src = (T, Hh, V), ov
-        return self.lin(
-            "o_proj", o_src, o_in, (Hh, V, H), (T, H), shardable=["tokens", "hidden", "heads"]
-        )
 
     # -- MLP and MoE -----------------------------------------------------------------------
     def mlp(self, h: Tensor, prefix: str, width: int, bias: bool) -> Tensor:

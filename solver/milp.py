@@ -1,5 +1,6 @@
 """The inner MILP for fixed configurations: one-hot option menus, pairwise layout costs and
-per-configuration latency epigraphs. Pyomo builds it, HiGHS solves it.
+per-configuration latency epigraphs, written as arrays (solver.linear) and solved by HiGHS
+directly or through Pyomo.
 
 Variables
   x[k,o] in {0,1}         kernel k takes option o (sharding x tiling); sum_o x[k,o] = 1

@@ -88,3 +88,32 @@ def random_chain(rng: random.Random, n_kernels: int) -> KernelGraph:
             )
         out_dim = new_dim
     return KernelGraph("random", tuple(kernels), tuple(edges))
+
+
+def tp2_problem(
+    graph: KernelGraph,
+    system: System,
+    *,
+    dataflow: bool,
+    overlap: bool,
+    max_configs: int,
+    tiling_points: int,
+):
+    """The mapping problem of `graph` on `system` with 2-way tensor parallelism on its
+    first network level (the shape every solver test uses)."""
+    from solver.menus import build_problem
+
+    span = [(system.network[0], 2)]
+    return build_problem(
+        graph,
+        system.chip,
+        system.dram.bandwidth_Bps,
+        2,
+        span,
+        {"tp": span},
+        "bf16",
+        dataflow=dataflow,
+        overlap=overlap,
+        max_configs=max_configs,
+        tiling_points=tiling_points,
+    )

@@ -10,11 +10,10 @@ import random
 
 import numpy as np
 import pytest
-from solver_fixtures import random_chain, small_system
+from solver_fixtures import random_chain, small_system, tp2_problem
 
 from solver.alternate import restrict
 from solver.fusion import _pareto, _price_fixed_sharding
-from solver.menus import build_problem
 from solver.milp import solve_configurations
 from solver.options import SolverOptions
 
@@ -24,15 +23,9 @@ def test_knapsack_price_equals_milp(seed: int) -> None:
     rng = random.Random(seed)
     graph = random_chain(rng, 7)
     system = small_system(sram_bytes=rng.choice([4e3, 1e4, 3e4]), link_Bps=1e10)
-    span = [(system.network[0], 2)]
-    problem = build_problem(
+    problem = tp2_problem(
         graph,
-        system.chip,
-        system.dram.bandwidth_Bps,
-        2,
-        span,
-        {"tp": span},
-        "bf16",
+        system,
         dataflow=True,
         overlap=rng.random() < 0.5,
         max_configs=3,

@@ -11,11 +11,10 @@ import math
 import random
 
 import pytest
-from solver_fixtures import random_chain, small_system
+from solver_fixtures import random_chain, small_system, tp2_problem
 
 from solver.check import brute_force, plan_cost
 from solver.fusion import solve_graph
-from solver.menus import build_problem
 from solver.options import SolverOptions
 
 CASES = [(seed, dataflow) for seed in range(16) for dataflow in (False, True)]
@@ -30,15 +29,9 @@ def test_milp_equals_brute_force(seed: int, dataflow: bool) -> None:
     system = small_system(
         sram_bytes=rng.choice([3e3, 8e3, 3e4]), link_Bps=rng.choice([1e9, 1e10, 1e11])
     )
-    span = [(system.network[0], 2)]
-    problem = build_problem(
+    problem = tp2_problem(
         graph,
-        system.chip,
-        system.dram.bandwidth_Bps,
-        2,
-        span,
-        {"tp": span},
-        "bf16",
+        system,
         dataflow=dataflow,
         overlap=rng.random() < 0.5,
         max_configs=rng.choice([2, 3]),
@@ -63,15 +56,9 @@ def test_pyomo_backend_reaches_the_brute_force_optimum(seed: int) -> None:
     rng = random.Random(100 + seed)
     graph = random_chain(rng, 4)
     system = small_system(sram_bytes=3e4, link_Bps=1e10)
-    span = [(system.network[0], 2)]
-    problem = build_problem(
+    problem = tp2_problem(
         graph,
-        system.chip,
-        system.dram.bandwidth_Bps,
-        2,
-        span,
-        {"tp": span},
-        "bf16",
+        system,
         dataflow=False,
         overlap=True,
         max_configs=4,
