@@ -15,7 +15,14 @@ import math
 import time
 from dataclasses import replace
 
-from solver.fusion import GraphSolution, SearchStats, _segment_search, _until, _with_bound
+from solver.fusion import (
+    GraphSolution,
+    SearchStats,
+    _segment_search,
+    _until,
+    _with_bound,
+    root_bound,
+)
 from solver.menus import EdgeCost, KernelMenu, MappingProblem
 from solver.milp import solve_configurations
 from solver.options import SolverOptions
@@ -55,29 +62,38 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
     stats.add(r)
     if r.status == "infeasible":
         return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
-    best = GraphSolution(singles, r.choice, r.objective_s, 0.0, "time_limit", stats)
+    root = root_bound(problem)
+    best = GraphSolution(singles, r.choice, r.objective_s, root, "time_limit", stats)
     sharding = _shardings(problem, r.choice)
     tried: set[tuple[str, ...]] = set()
     for _ in range(ROUNDS):
         key = tuple(sharding)
         if key in tried or time.perf_counter() > deadline:
             break
+        if best.objective_s <= root * (1 + options.gap):
+            return _with_bound(best, root, stats, options.gap)
         tried.add(key)
         sub, back = restrict(problem, sharding)
         seg_sol = _segment_search(sub, replace(options, max_paths=20), stats, deadline=deadline)
         if not math.isfinite(seg_sol.objective_s):
             break
-        fixed = solve_configurations(problem, seg_sol.segments, _until(options, deadline))
+        choice = tuple(back[k][o] for k, o in enumerate(seg_sol.choice))
+        if seg_sol.objective_s < best.objective_s * (1 - 1e-12):
+            best = GraphSolution(
+                seg_sol.segments, choice, seg_sol.objective_s, root, "time_limit", stats
+            )
+        if best.objective_s <= root * (1 + options.gap):
+            return _with_bound(best, root, stats, options.gap)
+        fixed = solve_configurations(
+            problem, seg_sol.segments, _until(options, deadline), start_choice=choice
+        )
         stats.add(fixed)
         if fixed.objective_s < best.objective_s * (1 - 1e-12):
             best = GraphSolution(
-                seg_sol.segments, fixed.choice, fixed.objective_s, 0.0, "time_limit", stats
+                seg_sol.segments, fixed.choice, fixed.objective_s, root, "time_limit", stats
             )
-        elif seg_sol.objective_s < best.objective_s * (1 - 1e-12):
-            choice = tuple(back[k][o] for k, o in enumerate(seg_sol.choice))
-            best = GraphSolution(
-                seg_sol.segments, choice, seg_sol.objective_s, 0.0, "time_limit", stats
-            )
+        if not fixed.choice:
+            break
         sharding = _shardings(problem, fixed.choice)
     stats.notes.append(f"alternation: {len(tried)} sharding assignment(s)")
     # Prove: the exact search over all shardings, seeded with the incumbent.
@@ -90,4 +106,4 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
     proven = _segment_search(problem, options, stats, incumbent_plan=best, deadline=budget)
     if proven.objective_s < best.objective_s:
         return proven
-    return _with_bound(best, proven.bound_s, stats)
+    return _with_bound(best, proven.bound_s, stats, options.gap)

@@ -27,6 +27,8 @@ import numpy as np
 from solver.menus import MappingProblem
 from solver.milp import MilpResult, solve_configurations
 from solver.options import SolverOptions
+from solver.segment_bound import KnapsackBounds
+from solver.segment_price import fixed_sharding_prices
 
 Segment = tuple[int, int]  # [start, end) positions
 
@@ -169,6 +171,14 @@ def _segment_search(
     allowed = _allowed_mask(problem, n, K)
     priced: set[Segment] = set()
     single = all(len(m.shardings) == 1 for m in problem.kernels)
+    exact = fixed_sharding_prices(problem) if single else None
+    if exact is not None:
+        # every segment priced exactly: the shortest path below is the optimum
+        values = exact
+        priced = {(i, j) for i, j in zip(*np.nonzero(np.isfinite(exact)), strict=True)}
+
+    knapsack = KnapsackBounds(problem) if exact is None else None
+    tightened: set[int] = set()  # start positions whose knapsack bounds are in `values`
 
     def price(seg: Segment) -> None:
         if single:
@@ -180,19 +190,27 @@ def _segment_search(
         r = solve_configurations(problem, [list(range(*seg))], _until(options, deadline))
         stats.add(r)
         stats.segments_priced += 1
-        values[seg] = r.bound_s if r.status != "infeasible" else math.inf
+        # a MILP stopped at its gap may prove less than the knapsack bound already did
+        values[seg] = max(values[seg], r.bound_s) if r.status != "infeasible" else math.inf
         priced.add(seg)
 
+    def tighten(segs: list[Segment]) -> bool:
+        """Knapsack bounds for the start positions of `segs` (before any MILP); False when
+        they are all in already."""
+        starts = {i for i, _ in segs if i not in tightened}
+        if knapsack is None or not starts:
+            return False
+        for i in sorted(starts):
+            row = knapsack.row(i)
+            keep = [j for j in range(i + 1, n + 1) if (i, j) in priced]
+            kept = values[i, keep]
+            np.maximum(values[i], row, out=values[i])
+            values[i, keep] = kept
+            tightened.add(i)
+        return True
+
     def backward() -> np.ndarray:
-        """h[pos, used]: least bound to finish from pos having used `used` configs."""
-        h = np.full((n + 1, K + 1), math.inf)
-        h[n, :] = 0.0
-        for pos in range(n - 1, -1, -1):
-            cand = values[pos, pos + 1 :, None] + h[pos + 1 :, 1:]
-            if allowed is not None:
-                cand = np.where(allowed[pos, pos + 1 :, :], cand, math.inf)
-            h[pos, :K] = cand.min(axis=0)
-        return h
+        return _backward(values, allowed, K)
 
     def best_path(h: np.ndarray) -> list[Segment]:
         path, pos, used = [], 0, 0
@@ -210,14 +228,18 @@ def _segment_search(
         h = backward()
         if not math.isfinite(h[0, 0]):
             return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
+        if incumbent_plan is not None and h[0, 0] >= incumbent_plan.objective_s / (1 + options.gap):
+            return _with_bound(incumbent_plan, float(h[0, 0]), stats, options.gap)
         path = best_path(h)
         todo = [s for s in path if s not in priced]
         if not todo:
             break
         if time.perf_counter() > deadline:
             if incumbent_plan is not None:
-                return _with_bound(incumbent_plan, float(h[0, 0]), stats)
+                return _with_bound(incumbent_plan, float(h[0, 0]), stats, options.gap)
             return GraphSolution((), (), math.inf, float(h[0, 0]), "time_limit", stats)
+        if tighten(todo):
+            continue
         for seg in todo:
             price(seg)
     lower = float(h[0, 0])
@@ -257,8 +279,9 @@ def _segment_search(
         if pos == n:
             unpriced = [s for s in path if s not in priced]
             if unpriced:
-                for seg in unpriced:
-                    price(seg)
+                if not tighten(unpriced):
+                    for seg in unpriced:
+                        price(seg)
                 g2 = float(sum(values[s] for s in path))
                 heapq.heappush(heap, (g2, g2, pos, used, path))
                 continue
@@ -298,6 +321,30 @@ def _segment_search(
     return GraphSolution(incumbent[1], incumbent[2], incumbent[0], bound, status, stats)
 
 
+def _backward(values: np.ndarray, allowed: np.ndarray | None, K: int) -> np.ndarray:
+    """h[pos, used]: least bound to finish from pos having used `used` configs."""
+    n = values.shape[0]
+    h = np.full((n + 1, K + 1), math.inf)
+    h[n, :] = 0.0
+    for pos in range(n - 1, -1, -1):
+        cand = values[pos, pos + 1 :, None] + h[pos + 1 :, 1:]
+        if allowed is not None:
+            cand = np.where(allowed[pos, pos + 1 :, :], cand, math.inf)
+        h[pos, :K] = cand.min(axis=0)
+    return h
+
+
+def root_bound(problem: MappingProblem) -> float:
+    """The least sum of separable segment bounds over all segmentations: a lower bound of
+    the optimum that costs no MILP."""
+    n = len(problem.kernels)
+    K = max(1, min(problem.max_configs, n))
+    values = np.full((n, n + 1), math.inf)
+    for (i, j), v in _Bounds(problem).values.items():
+        values[i, j] = v
+    return float(_backward(values, _allowed_mask(problem, n, K), K)[0, 0])
+
+
 def _allowed_mask(problem: MappingProblem, n: int, K: int) -> np.ndarray | None:
     """allowed[i, j, c]: segment [i, j) may be configuration c under the kernels' pins
     (None when nothing is pinned)."""
@@ -318,9 +365,13 @@ def _allowed_mask(problem: MappingProblem, n: int, K: int) -> np.ndarray | None:
     return allowed
 
 
-def _with_bound(plan: GraphSolution, bound: float, stats: SearchStats) -> GraphSolution:
+def _with_bound(
+    plan: GraphSolution, bound: float, stats: SearchStats, gap: float = 0.0
+) -> GraphSolution:
+    """`plan` with the proven `bound`; optimal when the bound is within the relative `gap`."""
     bound = min(max(bound, plan.bound_s), plan.objective_s)
-    status = "optimal" if bound >= plan.objective_s * (1 - 1e-9) else "time_limit"
+    optimal = bound >= plan.objective_s / (1 + gap) * (1 - 1e-9)
+    status = "optimal" if optimal else "time_limit"
     return GraphSolution(plan.segments, plan.choice, plan.objective_s, bound, status, stats)
 
 

@@ -66,14 +66,22 @@ def solve(
     backend: str = "highs",
     solver_name: str = "highs",
     threads: int = 1,
+    start: dict[int, float] | None = None,
 ) -> LinearResult:
+    """`start`: values of some columns from a known plan, a warm start (HiGHS completes
+    the other columns; the Pyomo path ignores it)."""
     if backend == "highs":
-        return _solve_highspy(model, gap, time_limit_s, node_limit, threads)
+        return _solve_highspy(model, gap, time_limit_s, node_limit, threads, start)
     return _solve_pyomo(model, gap, time_limit_s, node_limit, solver_name, threads)
 
 
 def _solve_highspy(
-    model: LinearModel, gap: float, time_limit_s: float, node_limit: int, threads: int = 1
+    model: LinearModel,
+    gap: float,
+    time_limit_s: float,
+    node_limit: int,
+    threads: int = 1,
+    start: dict[int, float] | None = None,
 ) -> LinearResult:
     import highspy
     import numpy as np
@@ -113,6 +121,13 @@ def _solve_highspy(
             for i in model.integer
         ]
     h.passModel(lp)
+    if start:
+        cols = sorted(start)
+        h.setSolution(
+            len(cols),
+            np.asarray(cols, dtype=np.int32),
+            np.asarray([start[c] for c in cols], dtype=float),
+        )
     h.run()
     status = h.getModelStatus()
     info = h.getInfo()

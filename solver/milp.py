@@ -54,8 +54,11 @@ def solve_configurations(
     options: SolverOptions,
     exact_edges: bool = True,
     backend: str = "",
+    start_choice: Sequence[int] | None = None,
 ) -> MilpResult:
     """Best options for fixed configurations `segments` (lists of kernel indices).
+
+    `start_choice`: an option per kernel (all kernels) of a known plan, a warm start.
 
     `backend`: "highs" (HiGHS's own interface, fast) or "pyomo" (Pyomo with the solver
     named in `options.name`); empty = HiGHS directly when that is the named solver."""
@@ -72,6 +75,7 @@ def solve_configurations(
         backend=backend,
         solver_name=options.name,
         threads=options.threads,
+        start=_start_values(x_col, start_choice),
     )
     sizes = (model.num_cols, model.num_integer, len(model.rows), build_s, res.solve_s)
     if not math.isfinite(res.objective):
@@ -82,6 +86,14 @@ def solve_configurations(
         choice[k] = max(range(len(cols)), key=lambda o: (res.values[cols[o]], -o))
     objective = res.objective / US
     return MilpResult(res.status, objective, min(res.bound / US, objective), tuple(choice), *sizes)
+
+
+def _start_values(
+    x_col: dict[int, list[int]], choice: Sequence[int] | None
+) -> dict[int, float] | None:
+    if choice is None:
+        return None
+    return {col: float(o == choice[k]) for k, cols in x_col.items() for o, col in enumerate(cols)}
 
 
 def build_model(

@@ -62,8 +62,8 @@ def elementwise(name: str, m: int, n: int, dims=("t", "h")) -> Kernel:
 
 
 def random_chain(rng: random.Random, n_kernels: int) -> KernelGraph:
-    """A chain of GEMMs and elementwise kernels with consistent dim names, plus an
-    occasional skip edge (residual), so edges carry real layout choices."""
+    """A chain of GEMMs and elementwise kernels with consistent dim names, so edges carry
+    real layout choices."""
     kernels: list[Kernel] = []
     edges: list[Edge] = []
     tokens = rng.choice([16, 32, 64])
@@ -88,6 +88,55 @@ def random_chain(rng: random.Random, n_kernels: int) -> KernelGraph:
             )
         out_dim = new_dim
     return KernelGraph("random", tuple(kernels), tuple(edges))
+
+
+def residual_add(name: str, m: int, n: int, dims: tuple[str, str]) -> Kernel:
+    return Kernel(
+        name=name,
+        kind=KernelKind.ELEMENTWISE,
+        dims=((dims[0], m), (dims[1], n)),
+        operands=(
+            Operand("x", OperandRole.INPUT, dims, 2),
+            Operand("r", OperandRole.INPUT, dims, 2),
+            Operand("y", OperandRole.OUTPUT, dims, 2),
+        ),
+        flop=float(m * n),
+    )
+
+
+def random_dag(rng: random.Random, n_kernels: int) -> KernelGraph:
+    """Like `random_chain`, but some elementwise kernels are residual adds whose second
+    input comes from an earlier kernel of the same shape (a skip edge over several
+    kernels, as in transformer layers)."""
+    kernels: list[Kernel] = []
+    edges: list[Edge] = []
+    tokens = rng.choice([16, 32])
+    width = rng.choice([16, 32])
+    out_dim = "h"
+    shapes: list[tuple[str, int]] = []  # (output dim, width) per kernel
+    for i in range(n_kernels):
+        name = f"k{i}"
+        earlier = [q for q in range(i - 1) if shapes[q] == (out_dim, width)]
+        if i == 0 or rng.random() < 0.5:
+            n = rng.choice([16, 32])
+            k = gemm(name, tokens, width, n, a_dims=("t", out_dim))
+            new_dim, new_width = f"{name}_o", n
+        elif earlier and rng.random() < 0.7:
+            k = residual_add(name, tokens, width, ("t", out_dim))
+            src = kernels[rng.choice(earlier)]
+            edges.append(Edge(src.name, name, "r", tensor_bytes=src.operand_bytes(src.outputs[0])))
+            new_dim, new_width = out_dim, width
+        else:
+            k = elementwise(name, tokens, width, dims=("t", out_dim))
+            new_dim, new_width = out_dim, width
+        kernels.append(k)
+        if i > 0:
+            prev = kernels[i - 1]
+            tensor_bytes = prev.operand_bytes(prev.outputs[0])
+            edges.append(Edge(prev.name, name, k.inputs[0].name, tensor_bytes=tensor_bytes))
+        out_dim, width = new_dim, new_width
+        shapes.append((out_dim, width))
+    return KernelGraph("random_dag", tuple(kernels), tuple(edges))
 
 
 def tp2_problem(

@@ -1,0 +1,211 @@
+"""Lower bounds of a segment's latency that see the SRAM limit, for any sharding.
+
+A configuration's latency is max(C, M, N) (overlap), C + M + N (no overlap) or
+overhead + max(C - overhead, M) + N (serialised network): in every case at least a
+weighted sum w_C*C + w_M*M + w_N*N (+ a constant) for weights from a small fixed set.
+A weighted sum is separable over the kernels (a layout conversion counted at its cheapest
+producer sharding), so its least value with every kernel's buffers fitting the SRAM
+together is a multiple-choice knapsack. Buffers are rounded down to 1/GRID of the SRAM,
+which only enlarges the feasible set, so the knapsack's optimum, solved exactly by a
+dynamic program over the grid, is still a lower bound. Where the SRAM binds this is much
+tighter than per-kernel minima (the knapsack forces small tiles, hence more traffic).
+The segments from one start position share their prefix, so one sweep bounds them all.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from solver.menus import MappingProblem
+
+GRID = 512  # buffer units per SRAM
+
+
+class KnapsackBounds:
+    """Rows of bounds by start position, computed on first use."""
+
+    def __init__(self, problem: MappingProblem):
+        self.problem = problem
+        self.weights, self.constant_weight = _weights(problem)
+        self.unit = problem.sram_bytes / GRID
+        self.n = len(problem.kernels)
+        self.kernels = [_KernelValues(problem, k, self.weights, self.unit) for k in range(self.n)]
+        # (producer, consumer) -> weighted extra conversion [producer sharding a, weight,
+        # consumer sharding b] over the cheapest producer sharding
+        self.delta: dict[tuple[int, int], np.ndarray] = {}
+        for e in problem.edges:
+            conv = np.array(e.conv)
+            extra = conv - conv.min(axis=0, keepdims=True)
+            d = extra[:, None, :] * self.weights[None, :, 2:3]
+            key = (e.src, e.dst)
+            self.delta[key] = self.delta.get(key, 0.0) + d
+
+    def row(self, i: int) -> np.ndarray:
+        """bounds[j] (seconds) of segments [i, j) for j in 0..n (inf where no tiling fits
+        or j <= i)."""
+        n, W = self.n, len(self.weights)
+        out = np.full(n + 1, math.inf)
+        # least weighted value with at most b buffer units, by the sharding of `last`
+        f = np.zeros((1, W, GRID + 1))
+        last = -1
+        pending: list[int] = []
+        overhead = 0.0
+        for j in range(i + 1, n + 1):
+            k = j - 1
+            overhead += self.problem.kernels[k].overhead_s
+            pending.append(k)
+            still = []
+            for p in pending:
+                if self.kernels[p].settled(j):
+                    f, last = self._merge(f, last, p, i, j), p
+                else:
+                    still.append(p)
+            pending = still
+            g, g_last = f, last
+            for p in pending[:-1]:
+                g, g_last = self._merge(g, g_last, p, i, j), p
+            if pending:
+                best = self._merge(g, g_last, pending[-1], i, j, only_full=True)
+            else:
+                best = g[:, :, GRID].min(axis=0)
+            if not np.isfinite(best).any():
+                break  # buffers only grow with j: no longer segment from i fits either
+            out[j] = float((best + self.constant_weight * overhead).max())
+        return out
+
+    def _merge(
+        self, f: np.ndarray, last: int, k: int, i: int, j: int, only_full: bool = False
+    ) -> np.ndarray:
+        """f with kernel k added (new state: k's sharding). The conversion on edges from
+        `last` to k is exact in the sharding states; other edges are at their cheapest.
+        only_full: just the values at the full SRAM, least over k's shardings (W,)."""
+        kv = self.kernels[k]
+        delta = self.delta.get((last, k))
+        loose = f.min(axis=0) if delta is None else None
+        results = []
+        for b, (units, values) in enumerate(kv.choices(i, j)):
+            if delta is None:
+                h = loose
+            else:
+                h = (f + delta[:, :, b][:, :, None]).min(axis=0)
+            if only_full:
+                fits = units <= GRID
+                if fits.any():
+                    results.append((h[:, GRID - units[fits]] + values[:, fits]).min(axis=1))
+            else:
+                results.append(_merge(h, units, values))
+        if only_full:
+            if not results:
+                return np.full(len(self.weights), math.inf)
+            return np.min(results, axis=0)
+        return np.stack(results)
+
+
+def _weights(problem: MappingProblem) -> tuple[np.ndarray, float]:
+    """Weight vectors (w_C, w_M, w_N) with latency >= w . (C, M, N) + c * overhead, and c.
+    C counts kernel overheads, except under a serialised network where they are the
+    constant term."""
+    if problem.serialize_network:
+        lam = np.linspace(0.0, 1.0, 5)
+        return np.stack([lam, 1 - lam, np.ones_like(lam)], axis=1), 1.0
+    if not problem.overlap:
+        return np.ones((1, 3)), 0.0
+    steps = 4
+    grid = [
+        (a / steps, b / steps, (steps - a - b) / steps)
+        for a in range(steps + 1)
+        for b in range(steps + 1 - a)
+    ]
+    return np.array(grid), 0.0
+
+
+class _KernelValues:
+    """One kernel's options as (buffer units, weighted values), by its status in a segment."""
+
+    def __init__(self, problem: MappingProblem, k: int, weights: np.ndarray, unit: float):
+        menu = problem.kernels[k]
+        consumers = [e.dst for e in problem.out_edges(k)]
+        self.first_use = min(consumers) if consumers else math.inf
+        self.last_use = max(consumers) if consumers else math.inf
+        self.has_consumers = bool(consumers)
+        fed = {e.dst_operand: e.src for e in problem.in_edges(k)}
+        self.fed = fed
+        self.weights = weights
+        options = menu.options
+        add_overhead = 0.0 if problem.serialize_network else menu.overhead_s
+        self.compute = np.array([o.compute_s + add_overhead for o in options])
+        network = np.array([o.network_s for o in options])
+        sharding = np.array([menu.sharding_index(o) for o in range(len(options))])
+        for e in problem.in_edges(k):
+            cheapest = np.array(e.conv).min(axis=0)  # per consumer sharding
+            network = network + cheapest[sharding]
+        self.network = network
+        bw = problem.dram_bandwidth_Bps
+        self.own = (
+            np.array(
+                [
+                    sum(
+                        t
+                        for name, t in o.traffic
+                        if name not in fed and name != menu.output_operand
+                    )
+                    for o in options
+                ]
+            )
+            / bw
+        )
+        names = {name for o in options for name, _ in o.traffic}
+        self.inputs = {
+            name: np.array([o.traffic_of(name) for o in options]) / bw
+            for name in names
+            if name in fed and name != menu.output_operand
+        }
+        self.output = np.array([o.traffic_of(menu.output_operand) for o in options]) / bw
+        self.buffer = np.array([o.buffer_bytes for o in options])
+        self.out_tile = np.array([o.out_tile_bytes for o in options])
+        self.unit = unit
+        self.sharding = sharding
+        self.num_shardings = len(menu.shardings)
+        self._cache: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
+
+    def settled(self, j: int) -> bool:
+        return not self.has_consumers or self.last_use < j
+
+    def choices(self, i: int, j: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per sharding: (units per choice, values (weights x choices)), one choice per
+        distinct unit count (its least value for every weight)."""
+        fused_out = self.first_use < j
+        internal_out = self.has_consumers and self.last_use < j
+        outside = frozenset(name for name in self.inputs if self.fed[name] < i)
+        key = (fused_out, internal_out, outside)
+        if key not in self._cache:
+            memory = self.own.copy()
+            for name in outside:
+                memory = memory + self.inputs[name]
+            if not internal_out:
+                memory = memory + self.output
+            buffer = self.buffer + (self.out_tile if fused_out else 0.0)
+            units = np.floor(buffer / self.unit * (1 - 1e-12)).astype(np.int64)
+            values = self.weights @ np.stack([self.compute, memory, self.network])
+            per_sharding = []
+            for s in range(self.num_shardings):
+                mine = self.sharding == s
+                distinct = np.unique(units[mine])
+                best = np.stack(
+                    [values[:, mine & (units == u)].min(axis=1) for u in distinct], axis=1
+                )
+                per_sharding.append((distinct, best))
+            self._cache[key] = per_sharding
+        return self._cache[key]
+
+
+def _merge(f: np.ndarray, units: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """f'[w, b] = min over choices c with units[c] <= b of f[w, b - units[c]] + values[w, c]."""
+    out = np.full_like(f, math.inf)
+    for c, u in enumerate(units):
+        if u > GRID:
+            continue
+        np.minimum(out[:, u:], f[:, : GRID + 1 - u] + values[:, c : c + 1], out=out[:, u:])
+    return out

@@ -1,0 +1,164 @@
+"""Exact prices of every segment when each kernel has one sharding, in one sweep.
+
+With the sharding of every kernel fixed, a configuration's compute and network times are
+constants and its least DRAM traffic under the SRAM limit is a multiple-choice knapsack
+over the kernels' tilings, solved exactly on the Pareto front of (buffer, traffic). The
+fronts of segments [i, j), [i, j+1), ... share a prefix, so one front per start position
+is extended kernel by kernel: a kernel joins the running front once its status in the
+segment can no longer change (all its consumers are inside, or it has none), and kernels
+still waiting for a consumer are added only when the segment is priced. With every
+segment priced exactly, the shortest path over segments is the exact optimal
+segmentation for that sharding (no MILP, no best-first search).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from solver.menus import MappingProblem
+
+FRONT_LIMIT = 20_000  # Pareto states per front before giving up (the caller falls back)
+
+
+def fixed_sharding_prices(problem: MappingProblem) -> np.ndarray | None:
+    """prices[i, j]: exact latency (seconds) of segment [i, j) as one configuration, inf
+    where no tiling fits the SRAM. None when the problem is not a pure tiling knapsack
+    (a kernel has several shardings, or tilings that change compute or network time) or
+    a front grows past FRONT_LIMIT."""
+    for menu in problem.kernels:
+        if len(menu.shardings) != 1:
+            return None
+        if len({o.compute_s for o in menu.options}) > 1:
+            return None
+        if len({o.network_s for o in menu.options}) > 1:
+            return None
+    return _sweep(problem)
+
+
+def _sweep(problem: MappingProblem) -> np.ndarray | None:
+    n = len(problem.kernels)
+    cap = problem.sram_bytes * (1 + 1e-9)
+    kernels = [_KernelTraffic(problem, k) for k in range(n)]
+    conv_in = [sum(e.conv[0][0] for e in problem.in_edges(k)) for k in range(n)]
+    prices = np.full((n, n + 1), math.inf)
+    for i in range(n):
+        final = np.zeros((1, 2))  # Pareto rows (buffer bytes, traffic bytes)
+        pending: list[int] = []
+        comp = net = ovh = 0.0
+        for j in range(i + 1, n + 1):
+            k = j - 1
+            menu = problem.kernels[k]
+            comp += menu.options[0].compute_s + menu.overhead_s
+            ovh += menu.overhead_s
+            net += menu.options[0].network_s + conv_in[k]
+            pending.append(k)
+            still: list[int] = []
+            for p in pending:
+                if kernels[p].settled(j):
+                    final = _merge(final, kernels[p].choices(i, j), cap)
+                else:
+                    still.append(p)
+            pending = still
+            # buffers of waiting kernels only grow: rows that leave them no room are dead
+            room = cap - sum(float(kernels[p].choices(i, j)[0, 0]) for p in pending)
+            final = final[: int(np.searchsorted(final[:, 0], room, side="right"))]
+            if len(final) > FRONT_LIMIT:
+                return None
+            front = final
+            for p in pending[:-1]:
+                front = _merge(front, kernels[p].choices(i, j), cap)
+            least = (
+                _least_traffic(front, kernels[pending[-1]].choices(i, j), cap)
+                if pending
+                else (float(front[-1, 1]) if len(front) else math.inf)
+            )
+            if not math.isfinite(least):
+                break  # buffers only grow with j: no longer segment from i fits either
+            mem = least / problem.dram_bandwidth_Bps
+            if problem.serialize_network:
+                prices[i, j] = ovh + max(comp - ovh, mem) + net
+            elif problem.overlap:
+                prices[i, j] = max(comp, mem, net)
+            else:
+                prices[i, j] = comp + mem + net
+    return prices
+
+
+class _KernelTraffic:
+    """One kernel's options as (buffer, traffic) points, by its status in a segment."""
+
+    def __init__(self, problem: MappingProblem, k: int):
+        menu = problem.kernels[k]
+        consumers = [e.dst for e in problem.out_edges(k)]
+        self.first_use = min(consumers) if consumers else math.inf
+        self.last_use = max(consumers) if consumers else math.inf
+        self.has_consumers = bool(consumers)
+        fed = {e.dst_operand: e.src for e in problem.in_edges(k)}
+        self.fed = fed
+        names = sorted({name for o in menu.options for name, _ in o.traffic})
+        self.own = np.array(
+            [
+                sum(t for name, t in o.traffic if name not in fed and name != menu.output_operand)
+                for o in menu.options
+            ]
+        )
+        self.inputs = {
+            name: np.array([o.traffic_of(name) for o in menu.options])
+            for name in names
+            if name in fed and name != menu.output_operand
+        }
+        self.output = np.array([o.traffic_of(menu.output_operand) for o in menu.options])
+        self.buffer = np.array([o.buffer_bytes for o in menu.options])
+        self.out_tile = np.array([o.out_tile_bytes for o in menu.options])
+        self._cache: dict[tuple[bool, bool, frozenset[str]], np.ndarray] = {}
+
+    def settled(self, j: int) -> bool:
+        """Its status cannot change in any longer segment [i, j' >= j)."""
+        return not self.has_consumers or self.last_use < j
+
+    def choices(self, i: int, j: int) -> np.ndarray:
+        fused_out = self.first_use < j
+        internal_out = self.has_consumers and self.last_use < j
+        outside = frozenset(name for name in self.inputs if self.fed[name] < i)
+        key = (fused_out, internal_out, outside)
+        if key not in self._cache:
+            traffic = self.own.copy()
+            for name in outside:
+                traffic = traffic + self.inputs[name]
+            if not internal_out:
+                traffic = traffic + self.output
+            buffer = self.buffer + (self.out_tile if fused_out else 0.0)
+            self._cache[key] = _pareto(np.stack([buffer, traffic], axis=1))
+        return self._cache[key]
+
+
+def _merge(front: np.ndarray, choices: np.ndarray, cap: float) -> np.ndarray:
+    buf = (front[:, :1] + choices[None, :, 0]).ravel()
+    traffic = (front[:, 1:] + choices[None, :, 1]).ravel()
+    keep = buf <= cap
+    return _pareto(np.stack([buf[keep], traffic[keep]], axis=1))
+
+
+def _least_traffic(front: np.ndarray, choices: np.ndarray, cap: float) -> float:
+    """min over a front row and a choice whose buffers fit `cap` of their traffic sum."""
+    if not len(front):
+        return math.inf
+    # front rows by increasing buffer and decreasing traffic: the last that fits
+    idx = np.searchsorted(front[:, 0], cap - choices[:, 0], side="right") - 1
+    fits = idx >= 0
+    if not fits.any():
+        return math.inf
+    return float((front[idx[fits], 1] + choices[fits, 1]).min())
+
+
+def _pareto(points: np.ndarray) -> np.ndarray:
+    """Rows (buffer, traffic) not dominated, by increasing buffer (so the last row has the
+    least traffic)."""
+    if not len(points):
+        return points.reshape(0, 2)
+    order = np.argsort(points[:, 0], kind="stable")
+    points = points[order]
+    best_before = np.minimum.accumulate(np.concatenate(([np.inf], points[:-1, 1])))
+    return points[points[:, 1] < best_before]
