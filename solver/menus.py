@@ -304,7 +304,9 @@ def _tilings(
     compulsory = _compulsory(kernel, sizes)
     out_bytes = sum(compulsory[o.name] for o in kernel.outputs)
     if not _is_gemm(kernel):
-        rows = sizes[kernel.dims[0][0]] if kernel.dims else 1
+        # streamed row by row: a row spans the innermost dim (a norm's or softmax's
+        # reduction), every outer dim is a loop over rows
+        rows = math.prod(sizes[d] for d, _ in kernel.dims[:-1]) if kernel.dims else 1
         tile = out_bytes / max(rows, 1)
         buf = 2 * sum(compulsory.values()) / max(rows, 1)
         return [("stream", min(buf, sram_bytes), compulsory, min(2 * tile, sram_bytes))]
