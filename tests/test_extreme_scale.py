@@ -113,3 +113,5 @@ def test_dfmodel_gpt3_1t_on_1024_chips(monkeypatch: pytest.MonkeyPatch) -> None:
     assert plan.num_params >= 1e12
     assert plan.stats.status in ("optimal", "time_limit")
     assert 0 <= plan.stats.gap < 1
+    # DFModel's README prints "Workload FLOP 3.85072240461978e+19" for this setup
+    assert plan.workload_flop == pytest.approx(3.85072240461978e19, rel=1e-12)
