@@ -98,11 +98,15 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
     stats.notes.append(f"alternation: {len(tried)} sharding assignment(s)")
     # Prove: the exact search over all shardings, seeded with the incumbent.
     spent = time.perf_counter() - t0
-    budget = min(deadline, time.perf_counter() + max(5.0, spent))
-    stats.notes.append(
-        f"alternation {spent:.1f} s; proof search until the bound meets the "
-        "incumbent or as long again"
-    )
+    if math.isfinite(deadline):
+        budget = deadline  # the user's time limit is the budget
+        stats.notes.append(f"alternation {spent:.1f} s; proof search until the time limit")
+    else:
+        budget = time.perf_counter() + max(5.0, spent)
+        stats.notes.append(
+            f"alternation {spent:.1f} s; proof search until the bound meets the "
+            "incumbent or as long again"
+        )
     proven = _segment_search(problem, options, stats, incumbent_plan=best, deadline=budget)
     if proven.objective_s < best.objective_s:
         return proven
