@@ -171,7 +171,7 @@ def _segment_search(
     allowed = _allowed_mask(problem, n, K)
     priced: set[Segment] = set()
     single = all(len(m.shardings) == 1 for m in problem.kernels)
-    exact = fixed_sharding_prices(problem) if single else None
+    exact = fixed_sharding_prices(problem, deadline) if single else None
     if exact is not None:
         # every segment priced exactly: the shortest path below is the optimum
         values = exact

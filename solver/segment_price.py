@@ -14,6 +14,7 @@ segmentation for that sharding (no MILP, no best-first search).
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -22,11 +23,13 @@ from solver.menus import MappingProblem
 FRONT_LIMIT = 20_000  # Pareto states per front before giving up (the caller falls back)
 
 
-def fixed_sharding_prices(problem: MappingProblem) -> np.ndarray | None:
+def fixed_sharding_prices(
+    problem: MappingProblem, deadline: float = math.inf
+) -> np.ndarray | None:
     """prices[i, j]: exact latency (seconds) of segment [i, j) as one configuration, inf
     where no tiling fits the SRAM. None when the problem is not a pure tiling knapsack
-    (a kernel has several shardings, or tilings that change compute or network time) or
-    a front grows past FRONT_LIMIT."""
+    (a kernel has several shardings, or tilings that change compute or network time), a
+    front grows past FRONT_LIMIT or the sweep passes `deadline` (perf_counter seconds)."""
     for menu in problem.kernels:
         if len(menu.shardings) != 1:
             return None
@@ -34,16 +37,18 @@ def fixed_sharding_prices(problem: MappingProblem) -> np.ndarray | None:
             return None
         if len({o.network_s for o in menu.options}) > 1:
             return None
-    return _sweep(problem)
+    return _sweep(problem, deadline)
 
 
-def _sweep(problem: MappingProblem) -> np.ndarray | None:
+def _sweep(problem: MappingProblem, deadline: float) -> np.ndarray | None:
     n = len(problem.kernels)
     cap = problem.sram_bytes * (1 + 1e-9)
     kernels = [_KernelTraffic(problem, k) for k in range(n)]
     conv_in = [sum(e.conv[0][0] for e in problem.in_edges(k)) for k in range(n)]
     prices = np.full((n, n + 1), math.inf)
     for i in range(n):
+        if time.perf_counter() > deadline:
+            return None
         final = np.zeros((1, 2))  # Pareto rows (buffer bytes, traffic bytes)
         pending: list[int] = []
         comp = net = ovh = 0.0
