@@ -287,7 +287,10 @@ def _segment_search(
                 continue
             stats.paths_checked += 1
             segs = tuple(tuple(range(*s)) for s in path)
-            r = solve_configurations(problem, segs, _until(options, deadline))
+            # only a plan better than the incumbent matters: HiGHS prunes with it
+            r = solve_configurations(
+                problem, segs, _until(options, deadline), cutoff_s=incumbent[0] * (1 - 1e-9)
+            )
             stats.add(r)
             if r.objective_s < incumbent[0]:
                 incumbent = (r.objective_s, segs, r.choice)

@@ -67,11 +67,13 @@ def solve(
     solver_name: str = "highs",
     threads: int = 1,
     start: dict[int, float] | None = None,
+    cutoff: float = INF,
 ) -> LinearResult:
     """`start`: values of some columns from a known plan, a warm start (HiGHS completes
-    the other columns; the Pyomo path ignores it)."""
+    the other columns; the Pyomo path ignores it). `cutoff`: only solutions below it are
+    of interest (HiGHS prunes with it; none found reads as infeasible)."""
     if backend == "highs":
-        return _solve_highspy(model, gap, time_limit_s, node_limit, threads, start)
+        return _solve_highspy(model, gap, time_limit_s, node_limit, threads, start, cutoff)
     return _solve_pyomo(model, gap, time_limit_s, node_limit, solver_name, threads)
 
 
@@ -82,6 +84,7 @@ def _solve_highspy(
     node_limit: int,
     threads: int = 1,
     start: dict[int, float] | None = None,
+    cutoff: float = INF,
 ) -> LinearResult:
     import highspy
     import numpy as np
@@ -96,6 +99,8 @@ def _solve_highspy(
         h.setOptionValue("time_limit", float(time_limit_s))
     if node_limit:
         h.setOptionValue("mip_max_nodes", int(node_limit))
+    if math.isfinite(cutoff):
+        h.setOptionValue("objective_bound", float(cutoff))
     lp = highspy.HighsLp()
     n = model.num_cols
     lp.num_col_ = n

@@ -55,10 +55,12 @@ def solve_configurations(
     exact_edges: bool = True,
     backend: str = "",
     start_choice: Sequence[int] | None = None,
+    cutoff_s: float = math.inf,
 ) -> MilpResult:
     """Best options for fixed configurations `segments` (lists of kernel indices).
 
     `start_choice`: an option per kernel (all kernels) of a known plan, a warm start.
+    `cutoff_s`: only plans faster than this matter (none: status "infeasible").
 
     `backend`: "highs" (HiGHS's own interface, fast) or "pyomo" (Pyomo with the solver
     named in `options.name`); empty = HiGHS directly when that is the named solver."""
@@ -76,6 +78,7 @@ def solve_configurations(
         solver_name=options.name,
         threads=options.threads,
         start=_start_values(x_col, start_choice),
+        cutoff=cutoff_s * US,
     )
     sizes = (model.num_cols, model.num_integer, len(model.rows), build_s, res.solve_s)
     if not math.isfinite(res.objective):

@@ -23,9 +23,7 @@ from solver.menus import MappingProblem
 FRONT_LIMIT = 20_000  # Pareto states per front before giving up (the caller falls back)
 
 
-def fixed_sharding_prices(
-    problem: MappingProblem, deadline: float = math.inf
-) -> np.ndarray | None:
+def fixed_sharding_prices(problem: MappingProblem, deadline: float = math.inf) -> np.ndarray | None:
     """prices[i, j]: exact latency (seconds) of segment [i, j) as one configuration, inf
     where no tiling fits the SRAM. None when the problem is not a pure tiling knapsack
     (a kernel has several shardings, or tilings that change compute or network time), a
