@@ -71,7 +71,7 @@ def solve(
 ) -> LinearResult:
     """`start`: values of some columns from a known plan, a warm start (HiGHS completes
     the other columns; the Pyomo path ignores it). `cutoff`: only solutions below it are
-    of interest (HiGHS prunes with it; none found reads as infeasible)."""
+    of interest (HiGHS prunes nodes with it; the result may be no solution, or one above)."""
     if backend == "highs":
         return _solve_highspy(model, gap, time_limit_s, node_limit, threads, start, cutoff)
     return _solve_pyomo(model, gap, time_limit_s, node_limit, solver_name, threads)

@@ -60,7 +60,8 @@ def solve_configurations(
     """Best options for fixed configurations `segments` (lists of kernel indices).
 
     `start_choice`: an option per kernel (all kernels) of a known plan, a warm start.
-    `cutoff_s`: only plans faster than this matter (none: status "infeasible").
+    `cutoff_s`: only plans faster than this matter (HiGHS prunes with it, so the result
+    may be no plan, or a plan no faster than it).
 
     `backend`: "highs" (HiGHS's own interface, fast) or "pyomo" (Pyomo with the solver
     named in `options.name`); empty = HiGHS directly when that is the named solver."""

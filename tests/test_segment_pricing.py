@@ -138,3 +138,19 @@ def test_warm_start_keeps_the_optimum() -> None:
     for start in (cold.choice, worst):
         warm = solve_configurations(problem, segments, SolverOptions(gap=0.0), start_choice=start)
         assert math.isclose(warm.objective_s, cold.objective_s, rel_tol=1e-9)
+
+
+def test_cutoff_above_the_optimum_keeps_it() -> None:
+    """The path checks prune with the incumbent; a plan below it must still be found (a
+    cutoff below the optimum may give no plan, or one no better than the optimum)."""
+    problem, _ = _problem(4, 8, True)
+    segments = [list(range(0, 4)), list(range(4, 8))]
+    best = solve_configurations(problem, segments, SolverOptions(gap=0.0))
+    above = solve_configurations(
+        problem, segments, SolverOptions(gap=0.0), cutoff_s=best.objective_s * 1.01
+    )
+    below = solve_configurations(
+        problem, segments, SolverOptions(gap=0.0), cutoff_s=best.objective_s * 0.99
+    )
+    assert math.isclose(above.objective_s, best.objective_s, rel_tol=1e-9)
+    assert below.objective_s >= best.objective_s * (1 - 1e-9)
