@@ -29,7 +29,8 @@ class KnapsackBounds:
     def __init__(self, problem: MappingProblem):
         self.problem = problem
         self.weights, self.constant_weight = _weights(problem)
-        self.unit = problem.sram_bytes / GRID
+        # bytes per buffer unit (no SRAM: any buffer overflows the grid)
+        self.unit = problem.sram_bytes / GRID if problem.sram_bytes > 0 else 1e-30
         self.n = len(problem.kernels)
         self.kernels = [_KernelValues(problem, k, self.weights, self.unit) for k in range(self.n)]
         # (producer, consumer) -> weighted extra conversion [producer sharding a, weight,
