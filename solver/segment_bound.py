@@ -188,8 +188,8 @@ class _KernelValues:
             if not internal_out:
                 memory = memory + self.output
             buffer = self.buffer + (self.out_tile if fused_out else 0.0)
-            scaled = np.minimum(buffer / self.unit, GRID + 1)  # past the grid: never fits
-            units = np.floor(scaled * (1 - 1e-12)).astype(np.int64)
+            units = np.floor(buffer / self.unit * (1 - 1e-12))
+            units = np.minimum(units, GRID + 1).astype(np.int64)  # past the grid: never fits
             values = self.weights @ np.stack([self.compute, memory, self.network])
             per_sharding = []
             for s in range(self.num_shardings):

@@ -154,3 +154,14 @@ def test_cutoff_above_the_optimum_keeps_it() -> None:
     )
     assert math.isclose(above.objective_s, best.objective_s, rel_tol=1e-9)
     assert below.objective_s >= best.objective_s * (1 - 1e-9)
+
+
+def test_knapsack_bound_without_sram_matches_milp_infeasibility() -> None:
+    from dataclasses import replace
+
+    problem, _ = _problem(1, 5, True)
+    problem = replace(problem, sram_bytes=0.0)
+    row = KnapsackBounds(problem).row(0)
+    for j in range(1, 6):
+        milp = solve_configurations(problem, [list(range(0, j))], SolverOptions(gap=0.0))
+        assert milp.status == "infeasible" and row[j] == math.inf
