@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from solver.menus import MappingProblem
+from solver.segment_price import KernelTraffic
 
 GRID = 512  # buffer units per SRAM
 
@@ -127,12 +128,8 @@ class _KernelValues:
 
     def __init__(self, problem: MappingProblem, k: int, weights: np.ndarray, unit: float):
         menu = problem.kernels[k]
-        consumers = [e.dst for e in problem.out_edges(k)]
-        self.first_use = min(consumers) if consumers else math.inf
-        self.last_use = max(consumers) if consumers else math.inf
-        self.has_consumers = bool(consumers)
-        fed = {e.dst_operand: e.src for e in problem.in_edges(k)}
-        self.fed = fed
+        self.traffic = KernelTraffic(problem, k)
+        self.bandwidth_Bps = problem.dram_bandwidth_Bps
         self.weights = weights
         options = menu.options
         add_overhead = 0.0 if problem.serialize_network else menu.overhead_s
@@ -143,51 +140,21 @@ class _KernelValues:
             cheapest = np.array(e.conv).min(axis=0)  # per consumer sharding
             network = network + cheapest[sharding]
         self.network = network
-        bw = problem.dram_bandwidth_Bps
-        self.own = (
-            np.array(
-                [
-                    sum(
-                        t
-                        for name, t in o.traffic
-                        if name not in fed and name != menu.output_operand
-                    )
-                    for o in options
-                ]
-            )
-            / bw
-        )
-        names = {name for o in options for name, _ in o.traffic}
-        self.inputs = {
-            name: np.array([o.traffic_of(name) for o in options]) / bw
-            for name in names
-            if name in fed and name != menu.output_operand
-        }
-        self.output = np.array([o.traffic_of(menu.output_operand) for o in options]) / bw
-        self.buffer = np.array([o.buffer_bytes for o in options])
-        self.out_tile = np.array([o.out_tile_bytes for o in options])
         self.unit = unit
         self.sharding = sharding
         self.num_shardings = len(menu.shardings)
         self._cache: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
 
     def settled(self, j: int) -> bool:
-        return not self.has_consumers or self.last_use < j
+        return self.traffic.settled(j)
 
     def choices(self, i: int, j: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per sharding: (units per choice, values (weights x choices)), one choice per
         distinct unit count (its least value for every weight)."""
-        fused_out = self.first_use < j
-        internal_out = self.has_consumers and self.last_use < j
-        outside = frozenset(name for name in self.inputs if self.fed[name] < i)
-        key = (fused_out, internal_out, outside)
+        key = self.traffic.status(i, j)
         if key not in self._cache:
-            memory = self.own.copy()
-            for name in outside:
-                memory = memory + self.inputs[name]
-            if not internal_out:
-                memory = memory + self.output
-            buffer = self.buffer + (self.out_tile if fused_out else 0.0)
+            buffer, traffic = self.traffic.buffer_traffic(key)
+            memory = traffic / self.bandwidth_Bps
             units = np.floor(buffer / self.unit * (1 - 1e-12))
             units = np.minimum(units, GRID + 1).astype(np.int64)  # past the grid: never fits
             values = self.weights @ np.stack([self.compute, memory, self.network])

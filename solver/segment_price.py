@@ -41,7 +41,7 @@ def fixed_sharding_prices(problem: MappingProblem, deadline: float = math.inf) -
 def _sweep(problem: MappingProblem, deadline: float) -> np.ndarray | None:
     n = len(problem.kernels)
     cap = problem.sram_bytes * (1 + 1e-9)
-    kernels = [_KernelTraffic(problem, k) for k in range(n)]
+    kernels = [KernelTraffic(problem, k) for k in range(n)]
     conv_in = [sum(e.conv[0][0] for e in problem.in_edges(k)) for k in range(n)]
     prices = np.full((n, n + 1), math.inf)
     for i in range(n):
@@ -89,7 +89,7 @@ def _sweep(problem: MappingProblem, deadline: float) -> np.ndarray | None:
     return prices
 
 
-class _KernelTraffic:
+class KernelTraffic:
     """One kernel's options as (buffer, traffic) points, by its status in a segment."""
 
     def __init__(self, problem: MappingProblem, k: int):
@@ -121,19 +121,30 @@ class _KernelTraffic:
         """Its status cannot change in any longer segment [i, j' >= j)."""
         return not self.has_consumers or self.last_use < j
 
-    def choices(self, i: int, j: int) -> np.ndarray:
+    def status(self, i: int, j: int) -> tuple[bool, bool, frozenset[str]]:
+        """In segment [i, j): (output feeds a consumer inside, output stays inside, inputs
+        fed from before i)."""
         fused_out = self.first_use < j
         internal_out = self.has_consumers and self.last_use < j
         outside = frozenset(name for name in self.inputs if self.fed[name] < i)
-        key = (fused_out, internal_out, outside)
+        return fused_out, internal_out, outside
+
+    def buffer_traffic(
+        self, status: tuple[bool, bool, frozenset[str]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per option: on-chip buffer bytes and DRAM bytes in that status."""
+        fused_out, internal_out, outside = status
+        traffic = self.own.copy()
+        for name in outside:
+            traffic = traffic + self.inputs[name]
+        if not internal_out:
+            traffic = traffic + self.output
+        return self.buffer + (self.out_tile if fused_out else 0.0), traffic
+
+    def choices(self, i: int, j: int) -> np.ndarray:
+        key = self.status(i, j)
         if key not in self._cache:
-            traffic = self.own.copy()
-            for name in outside:
-                traffic = traffic + self.inputs[name]
-            if not internal_out:
-                traffic = traffic + self.output
-            buffer = self.buffer + (self.out_tile if fused_out else 0.0)
-            self._cache[key] = _pareto(np.stack([buffer, traffic], axis=1))
+            self._cache[key] = _pareto(np.stack(self.buffer_traffic(key), axis=1))
         return self._cache[key]
 
 
