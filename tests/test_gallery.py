@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from golden_headlines import GOLDEN, headlines
 from mapshard import pipeline
 from mapshard.cli import main
 
@@ -26,6 +27,7 @@ def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Pa
     summary = json.loads((out / "summary.json").read_text())
     for f in ("kernels.csv", "configs.csv", "trace.json", "report.html", "plan.txt"):
         assert (out / f).is_file()
+    _assert_matches_golden(name, headlines(summary))
     latency = summary["latency_s"]
     peak = summary.get("peak_flops_per_chip") or 0
     assert latency > 0
@@ -41,6 +43,18 @@ def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Pa
         )
         bound = weights / tp_pp / scenario.system.dram.bandwidth_Bps
         assert summary["tpot_s"] * summary["parallelism"]["pp"] >= bound * 0.999
+
+
+def _assert_matches_golden(name: str, got: dict) -> None:
+    """Headline figures equal those pinned in tests/data/golden (floats to 1e-6 relative:
+    a restructuring may reorder a floating-point sum, never move a number)."""
+    want = json.loads(GOLDEN.read_text())[name]
+    assert set(got) == set(want), name
+    for key, value in want.items():
+        if isinstance(value, float):
+            assert got[key] == pytest.approx(value, rel=1e-6), (name, key)
+        else:
+            assert got[key] == value, (name, key)
 
 
 def test_same_input_gives_byte_identical_results(tmp_path: Path) -> None:
