@@ -17,8 +17,8 @@ from generator.graph import ModelInfo, OperandRole, Pass, Phase, Workload
 from generator.models import load_model
 from generator.precision import resolve_precision
 from generator.proto_graph import graph_from_proto
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 
 def build_workload(setup: setup_pb2.Setup, setup_path: Path) -> Workload:

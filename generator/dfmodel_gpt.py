@@ -8,8 +8,8 @@ digits (its files hold 1342177300.0 for 160*2048*2048*2).
 
 from __future__ import annotations
 
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 # (start id, end id) of every connection, in DFModel's order; the first 21 are the forward.
 CONNECTIONS = (

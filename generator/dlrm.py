@@ -22,8 +22,8 @@ from generator.builder import Arg, GraphBuilder, Tensor
 from generator.graph import Communication, KernelKind, ModelInfo, Pass, Phase, Workload
 from generator.ops import IN, OUT, W, binary, cross_entropy, linear
 from generator.precision import Precision
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 A2A = Communication.ALL_TO_ALL
 

@@ -25,7 +25,7 @@ from google.protobuf import text_format
 
 from generator.graph import Phase, Workload
 from generator.proto_graph import graph_to_proto
-from mapshard import setup_pb2
+from schema import setup_pb2
 
 CSV_COLUMNS = (
     "phase",

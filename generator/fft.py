@@ -20,8 +20,8 @@ from generator.builder import Arg, GraphBuilder
 from generator.graph import Communication, KernelKind, Phase, Workload
 from generator.ops import IN, OUT
 from generator.precision import Precision
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 MAX_PASS_POINTS = 256
 

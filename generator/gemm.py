@@ -12,8 +12,8 @@ from generator.builder import Arg, GraphBuilder
 from generator.graph import KernelKind, ModelInfo, Phase, Workload
 from generator.ops import IN, OUT, W
 from generator.precision import Precision
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 
 def gemm_workload(req: setup_pb2.Gemm, prec: Precision, path: Path) -> Workload:

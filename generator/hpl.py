@@ -28,8 +28,8 @@ from generator.builder import Arg, GraphBuilder
 from generator.graph import Communication, KernelGraph, KernelKind, Phase, Workload
 from generator.ops import IN, OUT
 from generator.precision import Precision
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 
 def iteration_flop(m: int, nb: int) -> tuple[float, float, float]:

@@ -22,8 +22,8 @@ from generator.llm_common import head_graph, layer_phases, model_info
 from generator.llm_layer import AttnSegment, LayerShape
 from generator.models import ModelConfig
 from generator.precision import Precision
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 RECOMPUTE = {
     setup_pb2.RECOMPUTE_NONE: "none",

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 MODELS_DIR = Path(__file__).parent / "models"
 SUPPORTED_TYPES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "gpt2", "deepseek_v2")

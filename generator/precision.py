@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapshard import setup_pb2
+from schema import setup_pb2
 
 DTYPE_BYTES: dict[str, float] = {
     "FP64": 8.0,

@@ -37,8 +37,8 @@ from generator.graph import (
     OperandRole,
     Pass,
 )
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 VARIANTS = (
     "gemm_input1_weight",

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from google.protobuf import message as _message
 
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
-from mapshard.setup_io import parse_text
+from schema import setup_pb2
+from schema.errors import SetupError
+from schema.setup_io import parse_text
 
 # Precisions with an explicit `<p>_tflops` field in `Accelerator`, widest first.
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")

@@ -16,8 +16,8 @@ from hardware import library
 from hardware.checks import Problems, fraction, non_negative, positive
 from hardware.system import Chip, CostModel, Efficiency, MemoryLevel, System
 from hardware.topology import resolve_levels, resolve_num_chip
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 
 def resolve_system(setup: setup_pb2.Setup, setup_path: Path) -> System:

@@ -11,7 +11,7 @@ from google.protobuf import message as _message
 
 from hardware.checks import Problems, fraction, non_negative, positive
 from hardware.system import PARALLELISMS, CollectiveEfficiency, NetworkLevel, Topology
-from mapshard import setup_pb2
+from schema import setup_pb2
 
 _KIND = {
     setup_pb2.RING: Topology.RING,

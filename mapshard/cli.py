@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mapshard.errors import InfeasibleError, NoPlanError, SetupError
+from schema.errors import InfeasibleError, NoPlanError, SetupError
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_NO_PLAN = 0, 2, 3, 4
 

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from mapshard.errors import SetupError
+from schema.errors import SetupError
 
 
 def _out_dir(scenario: str, out: str | None, sub: str = "") -> Path:

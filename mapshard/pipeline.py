@@ -9,8 +9,9 @@ from pathlib import Path
 
 from generator.graph import Workload
 from hardware.system import System
-from mapshard import setup_pb2
-from mapshard.setup_io import load_setup
+from schema import setup_pb2
+from schema.setup_io import load_setup
+from solver.linear import available_solvers
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import Plan
 
@@ -32,10 +33,10 @@ class Scenario:
 def load_scenario(scenario: str | Path) -> Scenario:
     from generator.build import build_workload
     from hardware.resolve import resolve_system
-    from mapshard.validation import validate_setup
+    from schema.validation import validate_setup
 
     setup, path = load_setup(scenario)
-    validate_setup(setup, path)
+    validate_setup(setup, path, available_solvers)
     system = resolve_system(setup, path)
     workload = build_workload(setup, path)
     return Scenario(setup=setup, path=path, system=system, workload=workload)

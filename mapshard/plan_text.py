@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from google.protobuf import text_format
 
-from mapshard import setup_pb2
 from mapshard.pipeline import Scenario
+from schema import setup_pb2
 from solver.plan import Plan
 
 

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
 from mapshard.fidelity.profile_io import read_profile
 from mapshard.fidelity.profile_match import Calibration, Comparison, calibrate, compare
+from schema import setup_pb2
+from schema.errors import SetupError
 
 CSV_COLUMNS = (
     "phase",
@@ -145,7 +145,7 @@ def override_text(
 
 def merge_override(setup: setup_pb2.Setup, path: Path) -> setup_pb2.Setup:
     """`setup` with the override fragment's fields merged on top (a copy)."""
-    from mapshard.setup_io import parse_text
+    from schema.setup_io import parse_text
 
     frag = setup_pb2.Setup()
     parse_text(Path(path).read_text(encoding="utf-8"), frag, Path(path))

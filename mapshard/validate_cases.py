@@ -16,9 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mapshard.errors import InfeasibleError, NoPlanError, SetupError
 from mapshard.fidelity.cases import Case, read_cases
 from mapshard.fidelity.report import Outcome, format_summary, summarize, write_outputs
+from schema.errors import InfeasibleError, NoPlanError, SetupError
 
 EXIT_OK, EXIT_BOUNDS = 0, 1
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from generator.graph import KernelGraph, Workload
 from hardware.system import System
-from mapshard.errors import InfeasibleError
+from schema.errors import InfeasibleError
 from solver import assemble
 from solver.menus import MappingProblem
 from solver.parallel import Choice

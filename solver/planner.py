@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from generator.graph import KernelGraph, Workload
 from hardware.system import System
-from mapshard.errors import NoPlanError
+from schema.errors import NoPlanError
 from solver import assemble, efficiency, infeasible
 from solver.fusion import GraphSolution, solve_graph
 from solver.menus import MappingProblem, build_problem

@@ -137,7 +137,7 @@ def test_fp8_gemm_in_the_solver_runs_at_the_fp8_plateau(tmp_path):
 
 def test_a_plateau_for_an_unknown_precision_is_bad_input(tmp_path):
     from mapshard import pipeline
-    from mapshard.errors import SetupError
+    from schema.errors import SetupError
 
     setup = tmp_path / "setup.txt"
     setup.write_text(

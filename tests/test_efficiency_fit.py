@@ -10,9 +10,9 @@ import pytest
 
 from hardware import library
 from hardware.resolve import resolve_system
-from mapshard import setup_pb2
 from mapshard.fidelity import fit
 from mapshard.fidelity.cases import read_cases
+from schema import setup_pb2
 
 CASES = Path(__file__).parent / "data" / "validation" / "validation_dev_structured.csv"
 

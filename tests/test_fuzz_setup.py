@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
-from mapshard.setup_io import load_setup
-from mapshard.validation import validate_setup
+from schema import setup_pb2
+from schema.errors import SetupError
+from schema.setup_io import load_setup
+from schema.validation import validate_setup
 
 GRAPH = """\
 dataflow_graph {

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fuzz_setup import mutation
 
-from mapshard.errors import SetupError
 from mapshard.sweep import expand_points, load_sweep
+from schema.errors import SetupError
 
 SWEEP = """\
 inline {

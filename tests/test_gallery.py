@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from golden_headlines import GOLDEN, headlines
+
 from mapshard import pipeline
 from mapshard.cli import main
 

@@ -12,8 +12,8 @@ import pytest
 
 from generator.build import build_workload
 from generator.graph import KernelKind, OperandRole, Pass, Workload
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 from solver import assemble
 
 GEMM_KINDS = (KernelKind.GEMM, KernelKind.BATCHED_GEMM, KernelKind.ATTENTION)

@@ -15,8 +15,8 @@ import pytest
 from generator.build import build_workload
 from generator.graph import KernelKind, OperandRole, Pass, Workload
 from generator.llm_layer import expert_tokens
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 DATA = Path(__file__).parent / "data" / "models"
 GEMM_KINDS = (KernelKind.GEMM, KernelKind.BATCHED_GEMM, KernelKind.ATTENTION)

@@ -11,9 +11,9 @@ from generator.build import build_workload
 from generator.dfmodel_gpt import dfmodel_gpt_graph
 from generator.graph import KernelKind, OperandRole, Pass
 from generator.proto_graph import graph_from_proto, graph_to_proto
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
-from mapshard.setup_io import load_setup
+from schema import setup_pb2
+from schema.errors import SetupError
+from schema.setup_io import load_setup
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "scenarios" / "dfmodel_gpt3_1t_sn30"

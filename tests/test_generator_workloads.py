@@ -13,9 +13,9 @@ from google.protobuf import text_format
 from generator.build import build_workload
 from generator.export import write_generated
 from generator.graph import KernelKind, OperandRole, Pass
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
-from mapshard.setup_io import load_setup
+from schema import setup_pb2
+from schema.errors import SetupError
+from schema.setup_io import load_setup
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted(p for p in (ROOT / "scenarios").iterdir() if (p / "setup.txt").is_file())

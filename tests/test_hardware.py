@@ -15,8 +15,8 @@ from hardware import library
 from hardware.cost import cost_breakdown, system_cost, system_power
 from hardware.resolve import resolve_system
 from hardware.system import System, Topology
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 HARDWARE = Path(library.__file__).parent
 SETUP = Path("setup.txt")
@@ -202,7 +202,7 @@ def test_dfmodel_scenario_file_resolves():
     path = Path(__file__).parents[1] / "scenarios/dfmodel_gpt3_1t_sn30/setup.txt"
     if not path.is_file():
         pytest.skip("scenario not present")
-    from mapshard.setup_io import load_setup
+    from schema.setup_io import load_setup
 
     setup, setup_path = load_setup(path)
     system = resolve_system(setup, setup_path)

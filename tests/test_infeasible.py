@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
-from mapshard import setup_pb2
 from mapshard.cli import EXIT_INFEASIBLE, main
 from mapshard.sweep.points import canonical_text
 from mapshard.sweep.worker import Job, solve_point
+from schema import setup_pb2
 
 CHIP = """
   accelerator { bf16_tflops: 1000 sram_cap: 5e7 freq: 1.5 }

@@ -10,7 +10,6 @@ import pytest
 
 from mapshard import pipeline
 from mapshard.cli import main
-from mapshard.errors import SetupError
 from mapshard.fidelity.profile_io import (
     kernel_class,
     parse_number,
@@ -20,6 +19,7 @@ from mapshard.fidelity.profile_io import (
 )
 from mapshard.fidelity.profile_match import calibrate, compare
 from mapshard.profile import merge_override
+from schema.errors import SetupError
 
 DATA = Path(__file__).parent / "data" / "profiles"
 SCENARIO = DATA / "llama_2layer_prefill_h100"

@@ -28,11 +28,11 @@ def test_generated_module_is_fresh(tmp_path: Path) -> None:
     )
     for name in ("setup_pb2.py", "setup_pb2.pyi"):
         fresh = (tmp_path / name).read_text()
-        committed = (ROOT / "mapshard" / name).read_text()
-        assert fresh == committed, f"mapshard/{name} is stale: regenerate it (see README)"
+        committed = (ROOT / "schema" / name).read_text()
+        assert fresh == committed, f"schema/{name} is stale: regenerate it (see README)"
 
 
 def test_runtime_accepts_generated_code() -> None:
-    from mapshard import setup_pb2
+    from schema import setup_pb2
 
     assert setup_pb2.Setup.DESCRIPTOR.fields_by_name["dataflow_graph"]

@@ -11,11 +11,11 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from mapshard.errors import SetupError
 from mapshard.report import format_explain, format_summary, summary_dict, write_results
 from mapshard.report.summary import phase_total_s, summary_json
 from mapshard.report.tables import CONFIG_COLUMNS, KERNEL_COLUMNS, configs_csv, kernels_csv
 from mapshard.report.write import MARKER
+from schema.errors import SetupError
 from solver.plan import KernelPlan
 
 try:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
-from mapshard.setup_io import load_message, load_setup
+from schema import setup_pb2
+from schema.errors import SetupError
+from schema.setup_io import load_message, load_setup
 
 VALID = """\
 system {

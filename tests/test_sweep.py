@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from mapshard import setup_pb2
 from mapshard.cli import main
-from mapshard.errors import SetupError
 from mapshard.sweep import expand_points, load_sweep, run_sweep
 from mapshard.sweep.fieldset import convert_value, parse_field_path, set_field
 from mapshard.sweep.metrics import TIMING_COLUMNS
 from mapshard.sweep.pareto import pareto_mask
 from mapshard.sweep.store import ResultsStore, csv_line, read_rows
 from mapshard.sweep.worker import Job, solve_point
+from schema import setup_pb2
+from schema.errors import SetupError
 
 SMALL_CHIP = """
     accelerator { core: 4 systolic_width: 16 systolic_height: 16 sram_cap: 1048576 freq: 1.0 }

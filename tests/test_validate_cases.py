@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from mapshard import setup_pb2
 from mapshard.cli import main
 from mapshard.fidelity import flops
 from mapshard.fidelity.cases import BOUNDS_PCT, Case, parse_extra, read_cases
@@ -17,6 +16,7 @@ from mapshard.fidelity.megatron import megatron_sharding
 from mapshard.fidelity.report import COLUMNS
 from mapshard.fidelity.scenarios import LevelSpec, Unmodelable, attention_impl, place_degrees
 from mapshard.validate_cases import run_validation_command
+from schema import setup_pb2
 
 DATA = Path(__file__).parent / "data" / "validation"
 DEV = DATA / "validation_dev_structured.csv"

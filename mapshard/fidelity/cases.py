@@ -12,7 +12,7 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mapshard.errors import SetupError
+from schema.errors import SetupError
 
 # The columns a tool needs; the schema has more (notes, source, verification, ...).
 REQUIRED = (

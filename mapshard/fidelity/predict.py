@@ -64,7 +64,7 @@ def predict(case: Case, where: Path) -> Prediction:
 
 def _memory_copy(case: Case, where: Path) -> Prediction:
     from hardware.resolve import resolve_system
-    from mapshard import setup_pb2
+    from schema import setup_pb2
     from solver.efficiency import dram_efficiency
 
     if case.metric != "bandwidth_Bps":

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from mapshard.errors import SetupError
+from schema.errors import SetupError
 
 TIME_METRIC = "gpu__time_duration.sum"
 READ_BYTES = ("dram__bytes_read.sum",)

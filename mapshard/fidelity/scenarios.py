@@ -26,9 +26,9 @@ from pathlib import Path
 from generator.models import MODELS_DIR
 from hardware import library
 from hardware.system import CollectiveEfficiency, System, Topology
-from mapshard import setup_pb2
 from mapshard.fidelity.cases import Case
 from mapshard.pipeline import Scenario
+from schema import setup_pb2
 
 DTYPES = {
     "fp32": "FP32",
@@ -340,10 +340,11 @@ def load_case_scenario(case: Case, where: Path) -> Scenario:
     from generator.build import build_workload
     from hardware.resolve import resolve_system
     from mapshard.fidelity.megatron import pin_megatron
-    from mapshard.validation import validate_setup
+    from schema.validation import validate_setup
+    from solver.linear import available_solvers
 
     setup, levels = build_setup(case)
-    validate_setup(setup, where)
+    validate_setup(setup, where, available_solvers)
     system = tag_levels(resolve_system(setup, where), levels, chip_spec(case))
     workload = build_workload(setup, where)
     if case.kind in LLM_KINDS:

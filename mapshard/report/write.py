@@ -14,12 +14,12 @@ from pathlib import Path
 
 from generator.graph import Workload
 from hardware.system import System
-from mapshard.errors import SetupError
 from mapshard.report.dot import mapping_dot, render_svg
 from mapshard.report.html import report_html
 from mapshard.report.summary import summary_json
 from mapshard.report.tables import configs_csv, kernels_csv
 from mapshard.report.trace import trace_json
+from schema.errors import SetupError
 from solver.plan import Plan
 
 MARKER = ".mapshard-results"

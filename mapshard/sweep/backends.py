@@ -29,8 +29,8 @@ import uuid
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from mapshard.errors import SetupError
 from mapshard.sweep.worker import Batch, init_local_worker, run_batch
+from schema.errors import SetupError
 
 
 class _Inbox:

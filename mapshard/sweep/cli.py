@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mapshard.errors import SetupError
+from schema.errors import SetupError
 
 EXIT_OK, EXIT_INTERRUPTED = 0, 130
 

@@ -33,8 +33,8 @@ from google.protobuf import text_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message_factory import GetMessageClass
 
-from mapshard import setup_pb2
-from mapshard.fields import resolve_field_path
+from schema import setup_pb2
+from schema.fields import resolve_field_path
 
 _PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
 _INTS = (

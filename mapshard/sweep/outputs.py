@@ -13,11 +13,11 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mapshard import setup_pb2
 from mapshard.sweep import metrics
 from mapshard.sweep.pareto import PLOTS, figure_png, figure_svg, front_figure
 from mapshard.sweep.progress import fmt_counts, fmt_duration
 from mapshard.sweep.store import write_atomic
+from schema import setup_pb2
 
 if TYPE_CHECKING:
     from mapshard.sweep.runner import SweepOutcome

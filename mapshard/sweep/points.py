@@ -20,11 +20,11 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
 from mapshard.sweep import metrics
 from mapshard.sweep.fieldset import set_field
 from mapshard.sweep.spec import SweepSpec
+from schema import setup_pb2
+from schema.errors import SetupError
 
 # Setup fields the workload generator never reads (hardware, prices, solver options).
 _NOT_WORKLOAD = ("system", "cost", "solver", "gurobi")
@@ -129,10 +129,11 @@ def check_point(
     final row when it needs no solve (failed or filtered), else None, and the problems
     that failed it (each naming the base file and a field path)."""
     from hardware.resolve import resolve_system
-    from mapshard.validation import validate_setup
+    from schema.validation import validate_setup
+    from solver.linear import available_solvers
 
     try:
-        validate_setup(setup, spec.base_path)
+        validate_setup(setup, spec.base_path, available_solvers)
         system = resolve_system(setup, spec.base_path)
     except SetupError as exc:
         return _row(cells, "failed", "; ".join(exc.problems)), list(exc.problems)

@@ -12,9 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
-from mapshard.setup_io import SETUP_NAME, load_setup, parse_text, read_text
 from mapshard.sweep import metrics
 from mapshard.sweep.fieldset import (
     FieldPath,
@@ -23,6 +20,9 @@ from mapshard.sweep.fieldset import (
     label_of,
     parse_field_path,
 )
+from schema import setup_pb2
+from schema.errors import SetupError
+from schema.setup_io import SETUP_NAME, load_setup, parse_text, read_text
 
 SWEEP_NAME = "sweep.txt"
 EXAMPLE = "scenarios/sweep_llama70b/sweep.txt"

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from mapshard.errors import SetupError
+from schema.errors import SetupError
 
 RESULTS_NAME = "results.csv"
 

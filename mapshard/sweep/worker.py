@@ -62,8 +62,9 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
     from google.protobuf import text_format
 
     from hardware.resolve import resolve_system
-    from mapshard import pipeline, setup_pb2
-    from mapshard.errors import InfeasibleError, NoPlanError, SetupError
+    from mapshard import pipeline
+    from schema import setup_pb2
+    from schema.errors import InfeasibleError, NoPlanError, SetupError
 
     t0 = time.perf_counter()
     values: dict[str, Any] = {}

@@ -8,8 +8,8 @@ from pathlib import Path
 from google.protobuf import message as _message
 from google.protobuf import text_format
 
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 SETUP_NAME = "setup.txt"
 
@@ -65,7 +65,7 @@ def _explain(msg: str) -> str:
     msg = " ".join(msg.split())
     m = re.search(r'Message type "mapshard\.(\w+)" has no field named "(\w+)"', msg)
     if m:
-        from mapshard.fields import suggest_field
+        from schema.fields import suggest_field
 
         return f'unknown field "{m.group(2)}" in {m.group(1)}' + suggest_field(
             m.group(1), m.group(2)

@@ -6,7 +6,7 @@ import difflib
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from mapshard import setup_pb2
+from schema import setup_pb2
 
 
 def message_descriptor(name: str) -> Descriptor | None:

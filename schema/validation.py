@@ -14,13 +14,14 @@ import difflib
 import json
 import math
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from mapshard import setup_pb2
-from mapshard.errors import SetupError
+from schema import setup_pb2
+from schema.errors import SetupError
 
 HUGE = 1e30  # beyond any physical size, rate or price: a typo in an exponent or unit
 PARALLELISMS = ("TP", "PP", "DP", "EP", "CP")
@@ -38,10 +39,16 @@ _FLOATS = (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
 _INTS = (FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_SINT64)
 
 
-def validate_setup(setup: setup_pb2.Setup, path: Path) -> None:
-    from mapshard.validation_graph import check_graph
+def validate_setup(
+    setup: setup_pb2.Setup,
+    path: Path,
+    solver_names: Callable[[], Sequence[str]] = lambda: ("highs",),
+) -> None:
+    """Raise SetupError listing every semantic problem of `setup` (read from `path`).
+    `solver_names`: the MILP solvers that can run here (asked only when the setup names one
+    other than HiGHS; the schema knows no solver)."""
+    from schema.validation_graph import check_graph
 
-    """Raise SetupError listing every semantic problem of `setup` (read from `path`)."""
     p = _Problems(path)
     negatives = _check_numbers(setup, "", p)  # NaN, inf, huge, undefined enum numbers
     _check_sources(setup, p)
@@ -54,7 +61,7 @@ def validate_setup(setup: setup_pb2.Setup, path: Path) -> None:
     if setup.HasField("workload"):
         _check_workload(setup.workload, p)
     _check_execution(setup.execution, p)
-    _check_solver(setup, p)
+    _check_solver(setup, solver_names, p)
     for field, value, valid in negatives:  # generic, so after the more specific messages
         p.add(field, "is negative", value, valid)
     if p.problems:
@@ -399,7 +406,9 @@ def _check_execution(e: setup_pb2.Execution, p: _Problems) -> None:
             p.add("execution.llm.num_layer_in_graph", wrong, llm.num_layer_in_graph, valid)
 
 
-def _check_solver(setup: setup_pb2.Setup, p: _Problems) -> None:
+def _check_solver(
+    setup: setup_pb2.Setup, solver_names: Callable[[], Sequence[str]], p: _Problems
+) -> None:
     s, g = setup.solver, setup.gurobi
     for field, value in (("solver.time_limit_s", s.time_limit_s), ("gurobi.time", g.time)):
         if value < 0:
@@ -409,9 +418,7 @@ def _check_solver(setup: setup_pb2.Setup, p: _Problems) -> None:
             p.add(field, "is negative", value, "give a thread count (0 = default)")
     p.fraction("solver.gap", s.gap, low_closed=True, zero_unset=False)
     if s.name and s.name != "highs":
-        from solver.linear import available_solvers
-
-        names = available_solvers()
+        names = list(solver_names())
         if s.name not in names:
             valid = f"give one Pyomo can run here: {', '.join(names) or 'highs'}"
             p.add("solver.name", "is not an available MILP solver", s.name, valid)

@@ -1,10 +1,10 @@
 """Validation of an explicit dataflow graph (kernels, ids, connections, einsum kernels),
-split from mapshard.validation so each module keeps one owner."""
+split from schema.validation so each module keeps one owner."""
 
 from __future__ import annotations
 
-from mapshard import setup_pb2
-from mapshard.validation import EINSUM_KINDS, NONE, _Problems, _Said
+from schema import setup_pb2
+from schema.validation import EINSUM_KINDS, NONE, _Problems, _Said
 
 
 def check_graph(g: setup_pb2.DataflowGraph, num_config: int, p: _Problems) -> None:
