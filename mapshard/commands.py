@@ -72,25 +72,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_bounds(args: argparse.Namespace) -> int:
     from mapshard import pipeline
     from mapshard.report.bounds import write_bounds
-    from solver.menus import _gemm_roles, _is_gemm
+    from solver.menus import gemm_dims
 
     scenario = pipeline.load_scenario(args.scenario)
     gemms = []
     for phase in scenario.workload.phases:
         for k in phase.graph.kernels:
-            if not _is_gemm(k) or (args.kernel and k.name != args.kernel):
+            dims = gemm_dims(k)
+            if dims is None or (args.kernel and k.name != args.kernel):
                 continue
-            _, _, _, _, m, n, kk = _gemm_roles(k)
-            sizes = k.dim_sizes
-            prod = 1
-            dims = []
-            for group in (m, kk, n):
-                prod = 1
-                for d in group:
-                    prod *= sizes[d]
-                dims.append(prod)
-            elem = max(o.bytes_per_element for o in k.operands)
-            gemms.append((f"{phase.name}/{k.name}", dims[0], dims[1], dims[2], elem))
+            gemms.append((f"{phase.name}/{k.name}", *dims))
     if not gemms:
         raise SetupError(
             f"{args.scenario}: no GEMM kernel" + (f" named {args.kernel}" if args.kernel else "")

@@ -49,7 +49,7 @@ def validate_setup(
     other than HiGHS; the schema knows no solver)."""
     from schema.validation_graph import check_graph
 
-    p = _Problems(path)
+    p = Problems(path)
     negatives = _check_numbers(setup, "", p)  # NaN, inf, huge, undefined enum numbers
     _check_sources(setup, p)
     if setup.HasField("system"):
@@ -68,7 +68,7 @@ def validate_setup(
         raise SetupError(p.problems)
 
 
-class _Problems:
+class Problems:
     """Collects one message per field path (the first, most specific one wins)."""
 
     def __init__(self, path: Path):
@@ -99,15 +99,15 @@ class _Problems:
             self.add(field, f"is outside {rng}", value, f"give a fraction in {rng}{unset}")
 
 
-class _Said(str):
+class Said(str):
     """A description in place of a value ("nothing", "both"): printed without quotes."""
 
 
-NOTHING, BOTH, NONE = _Said("nothing"), _Said("both"), _Said("none")
+NOTHING, BOTH, NONE = Said("nothing"), Said("both"), Said("none")
 
 
 def _fmt(value: object) -> str:
-    if isinstance(value, _Said):
+    if isinstance(value, Said):
         return str(value)
     if isinstance(value, str):  # quoted and escaped: a message stays one line
         return json.dumps(value, ensure_ascii=False)
@@ -116,7 +116,7 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def _check_numbers(msg: Message, prefix: str, p: _Problems) -> list[tuple[str, object, str]]:
+def _check_numbers(msg: Message, prefix: str, p: Problems) -> list[tuple[str, object, str]]:
     """Report NaN, inf, > 1e30 and undefined enum numbers anywhere in the tree; return the
     negative numbers as (field path, value, what is valid) to report after the specific
     checks, which say more about a field than "is negative"."""
@@ -148,7 +148,7 @@ def _check_numbers(msg: Message, prefix: str, p: _Problems) -> list[tuple[str, o
     return negatives
 
 
-def _check_sources(setup: setup_pb2.Setup, p: _Problems) -> None:
+def _check_sources(setup: setup_pb2.Setup, p: Problems) -> None:
     """Exactly one of dataflow_graph, workload, execution.llm (a DFModel graph may carry
     execution.llm beside it as its batch description)."""
     graph = setup.HasField("dataflow_graph")
@@ -167,7 +167,7 @@ def _check_sources(setup: setup_pb2.Setup, p: _Problems) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def _check_system(s: setup_pb2.System, p: _Problems) -> None:
+def _check_system(s: setup_pb2.System, p: Problems) -> None:
     """Sizes the hardware library cannot fill in, fractions, parallelism assignments."""
     library = bool(s.chip or s.preset)
     if s.num_chip < 0:
@@ -191,7 +191,7 @@ def _check_system(s: setup_pb2.System, p: _Problems) -> None:
     _check_topology(s, library, p)
 
 
-def _check_custom_chip(s: setup_pb2.System, p: _Problems) -> None:
+def _check_custom_chip(s: setup_pb2.System, p: Problems) -> None:
     """Without system.chip or system.preset the setup must describe the chip itself."""
     if not s.HasField("accelerator"):
         valid = f"describe the chip: accelerator {{ core systolic_width ... freq }} {LIBRARY}"
@@ -231,7 +231,7 @@ def _topology_levels(s: setup_pb2.System) -> list[tuple[int, str, float, list[tu
     return levels
 
 
-def _check_topology(s: setup_pb2.System, library: bool, p: _Problems) -> None:
+def _check_topology(s: setup_pb2.System, library: bool, p: Problems) -> None:
     """One interconnect description; complete levels; each parallelism on one level."""
     variant = s.WhichOneof("topology_variant")
     if variant and len(s.topology):
@@ -241,7 +241,7 @@ def _check_topology(s: setup_pb2.System, library: bool, p: _Problems) -> None:
         lp = f"system.topology[{i}]"
         if lv.kind == setup_pb2.TOPOLOGY_UNSET and not s.preset:
             valid = "give RING, SWITCH, FULLY_CONNECTED or TORUS"
-            p.add(f"{lp}.kind", "is missing", _Said("TOPOLOGY_UNSET"), valid)
+            p.add(f"{lp}.kind", "is missing", Said("TOPOLOGY_UNSET"), valid)
         if len(lv.torus_dims) and lv.kind != setup_pb2.TORUS:
             kind = setup_pb2.TopologyKind.DESCRIPTOR.values_by_number.get(lv.kind)
             got = kind.name if kind else lv.kind
@@ -277,7 +277,7 @@ def _check_topology(s: setup_pb2.System, library: bool, p: _Problems) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def _check_workload(w: setup_pb2.Workload, p: _Problems) -> None:
+def _check_workload(w: setup_pb2.Workload, p: Problems) -> None:
     kind = w.WhichOneof("kind")
     if kind is None:
         names = ", ".join(f.name for f in w.DESCRIPTOR.oneofs_by_name["kind"].fields)
@@ -308,7 +308,7 @@ def _check_workload(w: setup_pb2.Workload, p: _Problems) -> None:
         p.positive(v, wp, "M K N")
 
 
-def _batches(global_b: int, micro_b: int, gpath: str, micro: str, p: _Problems) -> None:
+def _batches(global_b: int, micro_b: int, gpath: str, micro: str, p: Problems) -> None:
     """The global batch is a whole number of micro-batches (micro 0 = searched)."""
     if global_b < 1 or micro_b < 1 or global_b % micro_b == 0:
         return
@@ -316,7 +316,7 @@ def _batches(global_b: int, micro_b: int, gpath: str, micro: str, p: _Problems) 
     p.add(gpath, f"{wrong} {micro} ({micro_b})", global_b, f"give a multiple of {micro_b}")
 
 
-def _check_inference(v: setup_pb2.LlmInference, wp: str, p: _Problems) -> None:
+def _check_inference(v: setup_pb2.LlmInference, wp: str, p: Problems) -> None:
     """Each phase needs its own lengths (batch 0 means 1)."""
     if v.phase == setup_pb2.REQUEST:
         p.positive(v, wp, "input_len output_len", " for phase REQUEST")
@@ -328,7 +328,7 @@ def _check_inference(v: setup_pb2.LlmInference, wp: str, p: _Problems) -> None:
         p.positive(v, wp, "chunk_size", " for phase CHUNKED_PREFILL")
 
 
-def _check_model(v: setup_pb2.LlmTraining | setup_pb2.LlmInference, wp: str, p: _Problems) -> None:
+def _check_model(v: setup_pb2.LlmTraining | setup_pb2.LlmInference, wp: str, p: Problems) -> None:
     source = v.model.WhichOneof("source") if v.HasField("model") else None
     if source is None:
         valid = 'give model { hf_model: "config.json" } or model { inline { ... } }'
@@ -339,7 +339,7 @@ def _check_model(v: setup_pb2.LlmTraining | setup_pb2.LlmInference, wp: str, p: 
         _check_model_spec(v.model.inline, f"{wp}.model.inline", p)
 
 
-def _check_hf_model(ref: str, field: str, p: _Problems) -> None:
+def _check_hf_model(ref: str, field: str, p: Problems) -> None:
     """An empty reference, or a local path that does not exist. A hub id is left to the
     generator (cache first); a path must not reach the hub, whose retries take ~20 s."""
     valid = f"give a config.json path relative to {p.path.name}, a model folder or a hub id"
@@ -350,7 +350,7 @@ def _check_hf_model(ref: str, field: str, p: _Problems) -> None:
             p.add(field, "names a local path that does not exist", ref, valid)
 
 
-def _check_model_spec(m: setup_pb2.ModelSpec, mp: str, p: _Problems) -> None:
+def _check_model_spec(m: setup_pb2.ModelSpec, mp: str, p: Problems) -> None:
     """Dimensions a generator cannot guess, and head/expert counts that do not fit."""
     p.positive(m, mp, "hidden_size num_layers num_heads vocab_size")
     if not m.moe_intermediate_size > 0:  # the MLP width of a model with only MoE layers
@@ -383,7 +383,7 @@ def _check_model_spec(m: setup_pb2.ModelSpec, mp: str, p: _Problems) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def _check_execution(e: setup_pb2.Execution, p: _Problems) -> None:
+def _check_execution(e: setup_pb2.Execution, p: Problems) -> None:
     if e.num_config < 0:
         valid = "give the most configurations (0 = one per kernel)"
         p.add("execution.num_config", "is negative", e.num_config, valid)
@@ -407,7 +407,7 @@ def _check_execution(e: setup_pb2.Execution, p: _Problems) -> None:
 
 
 def _check_solver(
-    setup: setup_pb2.Setup, solver_names: Callable[[], Sequence[str]], p: _Problems
+    setup: setup_pb2.Setup, solver_names: Callable[[], Sequence[str]], p: Problems
 ) -> None:
     s, g = setup.solver, setup.gurobi
     for field, value in (("solver.time_limit_s", s.time_limit_s), ("gurobi.time", g.time)):

@@ -4,14 +4,14 @@ split from schema.validation so each module keeps one owner."""
 from __future__ import annotations
 
 from schema import setup_pb2
-from schema.validation import EINSUM_KINDS, NONE, _Problems, _Said
+from schema.validation import EINSUM_KINDS, NONE, Problems, Said
 
 
-def check_graph(g: setup_pb2.DataflowGraph, num_config: int, p: _Problems) -> None:
+def check_graph(g: setup_pb2.DataflowGraph, num_config: int, p: Problems) -> None:
     """Kernels complete, ids and names unique; connections name existing kernels."""
     if not len(g.kernels):
         valid = "give at least one kernels { name id gemm_input1_weight {...} }"
-        p.add("dataflow_graph.kernels", "is empty", _Said("0 kernels"), valid)
+        p.add("dataflow_graph.kernels", "is empty", Said("0 kernels"), valid)
     if g.HasField("repeat") and g.repeat < 1:
         p.add("dataflow_graph.repeat", "must be >= 1", g.repeat, "give the graph's repeat count")
     ids: dict[int, str] = {}
@@ -62,7 +62,7 @@ def _id_list(ids: dict[int, str]) -> str:
     return ", ".join(map(str, order[:12])) + (f", ... ({len(order)})" if len(order) > 12 else "")
 
 
-def _check_kernel(k: setup_pb2.Kernel, kp: str, p: _Problems) -> None:
+def _check_kernel(k: setup_pb2.Kernel, kp: str, p: Problems) -> None:
     variant = k.WhichOneof("kernel_variant")
     if variant is None:
         names = ", ".join(f.name for f in k.DESCRIPTOR.oneofs_by_name["kernel_variant"].fields)
@@ -75,14 +75,14 @@ def _check_kernel(k: setup_pb2.Kernel, kp: str, p: _Problems) -> None:
         _check_einsum(k.einsum, f"{kp}.einsum", p)
 
 
-def _check_einsum(e: setup_pb2.EinsumKernel, ep: str, p: _Problems) -> None:
+def _check_einsum(e: setup_pb2.EinsumKernel, ep: str, p: Problems) -> None:
     """Loop dims named once with sizes >= 1; operands index only those dims."""
     kind = e.kind.strip().upper()  # any case, as generator.build reads it
     if kind not in EINSUM_KINDS:
         p.add(f"{ep}.kind", "is not a kernel kind", e.kind, f"valid: {', '.join(EINSUM_KINDS)}")
     if not len(e.dims):
         p.add(
-            f"{ep}.dims", "is empty", _Said("0 dims"), 'give loop dims: dims { name: "M" size: 64 }'
+            f"{ep}.dims", "is empty", Said("0 dims"), 'give loop dims: dims { name: "M" size: 64 }'
         )
     dims: set[str] = set()
     for i, d in enumerate(e.dims):

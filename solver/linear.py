@@ -221,6 +221,16 @@ def pyomo_solver(name: str):
     return SolverFactory(name)
 
 
+def load_backends() -> None:
+    """Import the MILP stack now (Pyomo's solver registry, HiGHS), so that the first solve's
+    time is the solve's; a missing backend is reported by that solve."""
+    try:
+        import highspy  # noqa: F401
+        import pyomo.environ  # noqa: F401
+    except ImportError:
+        pass
+
+
 def available_solvers() -> list[str]:
     """MILP solvers Pyomo's solver interface can run here."""
     import pyomo.environ  # noqa: F401

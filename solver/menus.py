@@ -165,6 +165,22 @@ def _is_gemm(kernel: Kernel) -> bool:
     )
 
 
+def gemm_dims(kernel: Kernel) -> tuple[int, int, int, float] | None:
+    """(M, K, N, bytes per element) of a two-input matrix kernel as the data-movement
+    frontier sees it (batch dims excluded), or None for any other kernel."""
+    if not _is_gemm(kernel):
+        return None
+    _, _, _, _, m, n, k = _gemm_roles(kernel)
+    sizes = kernel.dim_sizes
+    elem = max(o.bytes_per_element for o in kernel.operands)
+    return (
+        math.prod(sizes[d] for d in m),
+        math.prod(sizes[d] for d in k),
+        math.prod(sizes[d] for d in n),
+        elem,
+    )
+
+
 def _compulsory(kernel: Kernel, sizes: dict[str, int]) -> dict[str, float]:
     traffic: dict[str, float] = {}
     for op in kernel.operands:

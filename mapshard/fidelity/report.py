@@ -196,7 +196,7 @@ def _unit(metric: str) -> str:
 def validation_svg(outcomes: Sequence[Outcome]) -> str:
     """Predicted vs measured, log-log, one panel per unit; marker and colour by group; the
     y = x line with dashed +-5 % and +-15 % lines."""
-    from mapshard.report.plots import _figure, to_svg
+    from mapshard.report.plots import figure, to_svg
 
     pts = [
         o
@@ -213,7 +213,7 @@ def validation_svg(outcomes: Sequence[Outcome]) -> str:
         key=lambda u: (order.index(u) if u in order else len(order), u),
     )
     units = units or ["(none predicted)"]
-    with _figure(3.4 * len(units), 3.6) as fig:
+    with figure(3.4 * len(units), 3.6) as fig:
         axes = fig.subplots(1, len(units), squeeze=False)[0]
         for ax, unit in zip(axes, units):
             mine = [o for o in pts if _unit(o.metric) == unit]

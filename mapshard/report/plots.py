@@ -33,7 +33,7 @@ MAX_BARS = 30
 
 
 @contextmanager
-def _figure(width: float, height: float) -> Iterator[Any]:
+def figure(width: float, height: float) -> Iterator[Any]:
     import matplotlib
     from matplotlib.figure import Figure
 
@@ -89,7 +89,7 @@ def time_by_config_svg(plan: Plan) -> str:
         rows.append((f"{len(rest)} others", sum(r[1] for r in rest), "other"))
     total = busy
     scale, unit = _time_unit(max((r[1] for r in rows), default=0.0))
-    with _figure(9, 1.2 + 0.26 * max(1, len(rows))) as fig:
+    with figure(9, 1.2 + 0.26 * max(1, len(rows))) as fig:
         ax = fig.add_subplot()
         y = range(len(rows))
         ax.barh(
@@ -120,7 +120,7 @@ def time_by_class_svg(plan: Plan) -> str:
             s[2] += k.network_s * n
     classes = sorted(sums, key=lambda c: (-max(sums[c]), c))[:MAX_BARS]
     scale, unit = _time_unit(max((max(v) for v in sums.values()), default=0.0))
-    with _figure(9, 1.3 + 0.42 * max(1, len(classes))) as fig:
+    with figure(9, 1.3 + 0.42 * max(1, len(classes))) as fig:
         ax = fig.add_subplot()
         h = 0.27
         for j, (res, color) in enumerate(BOUND_COLORS.items()):
@@ -167,7 +167,7 @@ def roofline_svg(
         for p in plan.phases
         for k in p.kernels
     }
-    with _figure(9, 5.2) as fig:
+    with figure(9, 5.2) as fig:
         ax = fig.add_subplot()
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -239,7 +239,7 @@ def memory_svg(plan: Plan) -> str:
         ("KV cache", m.kv_cache),
     ]
     gib = 2.0**30
-    with _figure(9, 2.1) as fig:
+    with figure(9, 2.1) as fig:
         ax = fig.add_subplot()
         left = 0.0
         for (name, value), color in zip(parts, MEMORY_COLORS):
@@ -274,7 +274,7 @@ def frontier_svg(curves: Sequence[dict[str, Any]], buffer_bytes_max: float) -> s
     """DRAM traffic and attainable operational intensity vs on-chip buffer, one line per
     GEMM; `curves` items: name, points [(buffer_bytes, dram_bytes, intensity)], and
     optionally chosen (buffer_bytes, dram_bytes)."""
-    with _figure(9, 4.3) as fig:
+    with figure(9, 4.3) as fig:
         ax1, ax2 = fig.subplots(1, 2)
         for i, c in enumerate(curves):
             color = f"C{i % 10}"

@@ -167,12 +167,10 @@ def init_local_worker(address: str, authkey: bytes, driver_pid: int) -> None:
 
 def _warm_up() -> None:
     """Load the solver stack before the first point, so its solve time is the solve's."""
-    try:
-        import pyomo.environ  # noqa: F401
+    import solver.planner  # noqa: F401
+    from solver.linear import load_backends
 
-        import solver.planner  # noqa: F401
-    except ImportError:  # reported by each point's solve
-        pass
+    load_backends()
 
 
 def _watch_parent(driver_pid: int) -> None:
