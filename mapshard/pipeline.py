@@ -88,7 +88,7 @@ def solver_options(setup: setup_pb2.Setup, time_limit_s: float | None = None) ->
 
 def solve(scenario: Scenario, time_limit_s: float | None = None, progress=None) -> Plan:
     """`progress`: called with a `solver.planner.SearchProgress` after each parallel choice."""
-    from solver.planner import plan
+    from solver.api import solve_workload as plan
 
     return plan(
         scenario.workload,

@@ -1,0 +1,8 @@
+"""The solver's public entry points: the application calls these and nothing else of the
+solver's insides (menus, MILPs and searches may move; these names stay)."""
+
+from __future__ import annotations
+
+from solver.planner import plan as solve_workload
+
+__all__ = ["solve_workload"]
