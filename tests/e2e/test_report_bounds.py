@@ -6,14 +6,10 @@ import csv
 import io
 
 import pytest
+from report_fixtures import kernel
 
 from generator.graph import Kernel, KernelKind, Operand, OperandRole
 from mapshard.report.bounds import BOUNDS_COLUMNS, frontier_function, gemm_shape, write_bounds
-
-try:
-    from tests.test_report_helpers import kernel
-except ImportError:
-    from test_report_helpers import kernel
 
 needs_frontier = pytest.mark.skipif(frontier_function() is None, reason="no solver.frontier")
 

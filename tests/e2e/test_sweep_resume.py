@@ -13,10 +13,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from test_sweep import TINY_LLM, comparable, write_sweep
 
 from mapshard.sweep import load_sweep, run_sweep
 from mapshard.sweep.store import read_rows
+
+pytestmark = pytest.mark.slow  # worker processes and signals: seconds each
 
 AXES = """
 axis { field: "workload.llm_inference.batch" values: ["1", "2", "4", "8"] }

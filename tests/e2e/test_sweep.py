@@ -248,6 +248,7 @@ def test_pareto_mask() -> None:
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_local_workers_equal_serial(tmp_path: Path) -> None:
     path = write_sweep(
         tmp_path,
@@ -295,7 +296,7 @@ axis { field: "system.memory.dram_bw" name: "dram" values: ["50", "200"] }
 
 
 def test_example_sweep_expands_to_valid_points() -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     spec = load_sweep(root / "scenarios" / "sweep_llama70b" / "sweep.txt")
     points, _ = expand_points(spec)
     assert len(points) == 48

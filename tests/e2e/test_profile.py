@@ -21,7 +21,7 @@ from mapshard.fidelity.profile_match import calibrate, compare
 from mapshard.profile import merge_override
 from schema.errors import SetupError
 
-DATA = Path(__file__).parent / "data" / "profiles"
+DATA = Path(__file__).parents[1] / "data" / "profiles"
 SCENARIO = DATA / "llama_2layer_prefill_h100"
 
 

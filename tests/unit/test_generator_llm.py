@@ -18,7 +18,7 @@ from generator.llm_layer import expert_tokens
 from schema import setup_pb2
 from schema.errors import SetupError
 
-DATA = Path(__file__).parent / "data" / "models"
+DATA = Path(__file__).parents[1] / "data" / "models"
 GEMM_KINDS = (KernelKind.GEMM, KernelKind.BATCHED_GEMM, KernelKind.ATTENTION)
 
 

@@ -1,5 +1,5 @@
-"""Hand-built Plans for the report tests: small, internally consistent (configuration times
-are the sums/maxima of their kernels), no solver needed."""
+"""Hand-built Plans and a System for the report, trace and time-limit tests: small,
+internally consistent (configuration times are the sums/maxima of their kernels), no solver."""
 
 from __future__ import annotations
 

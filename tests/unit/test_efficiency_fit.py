@@ -14,7 +14,7 @@ from mapshard.fidelity import fit
 from mapshard.fidelity.cases import read_cases
 from schema import setup_pb2
 
-CASES = Path(__file__).parent / "data" / "validation" / "validation_dev_structured.csv"
+CASES = Path(__file__).parents[1] / "data" / "validation" / "validation_dev_structured.csv"
 
 
 @pytest.fixture(scope="module")

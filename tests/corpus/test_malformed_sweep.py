@@ -18,7 +18,7 @@ import pytest
 
 from mapshard.cli import EXIT_BAD_INPUT, main
 
-CORPUS = Path(__file__).parent / "malformed_sweep"
+CORPUS = Path(__file__).parents[1] / "malformed_sweep"
 MANIFEST = CORPUS / "cases.csv"
 MIN_CASES = 40
 

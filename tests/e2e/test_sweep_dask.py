@@ -9,6 +9,8 @@ from test_sweep import TINY_LLM, comparable, write_sweep
 
 from mapshard.sweep import load_sweep, run_sweep
 
+pytestmark = pytest.mark.slow  # worker processes and signals: seconds each
+
 distributed = pytest.importorskip("distributed")
 
 

@@ -13,11 +13,13 @@ from golden_headlines import GOLDEN, headlines
 from mapshard import pipeline
 from mapshard.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GALLERY = sorted(p.parent.name for p in (ROOT / "scenarios").glob("*/setup.txt"))
+SLOW = {"gpt3_175b_train_a100", "dfmodel_gpt3_1t_sn30"}  # seconds of outer search each
+GALLERY_PARAMS = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in GALLERY]
 
 
-@pytest.mark.parametrize("name", GALLERY)
+@pytest.mark.parametrize("name", GALLERY_PARAMS)
 def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Path) -> None:
     out = tmp_path / "result"
     code = main(

@@ -9,15 +9,11 @@ import subprocess
 from dataclasses import replace
 
 import pytest
+from report_fixtures import inference_plan, system, training_plan
 
 from mapshard.report.bounds import frontier_function
 from mapshard.report.html import report_html
 from mapshard.report.write import write_results
-
-try:
-    from tests.test_report_helpers import inference_plan, system, training_plan
-except ImportError:
-    from test_report_helpers import inference_plan, system, training_plan
 
 SECTIONS = ("Where the time goes", "Roofline", "Memory per chip",
             "Data-movement frontier of the heaviest GEMMs", "Configurations", "Solver",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("schema", "hardware", "generator", "solver", "mapshard")
 # what each package may import from the project, besides itself
 ALLOWED = {

@@ -18,7 +18,7 @@ from mapshard.fidelity.scenarios import LevelSpec, Unmodelable, attention_impl, 
 from mapshard.validate_cases import run_validation_command
 from schema import setup_pb2
 
-DATA = Path(__file__).parent / "data" / "validation"
+DATA = Path(__file__).parents[1] / "data" / "validation"
 DEV = DATA / "validation_dev_structured.csv"
 
 

@@ -6,6 +6,7 @@ import json
 from collections import defaultdict
 
 import pytest
+from report_fixtures import inference_plan, training_plan
 
 from mapshard.report.summary import phase_total_s
 from mapshard.report.trace import (
@@ -16,11 +17,6 @@ from mapshard.report.trace import (
     trace_dict,
     trace_json,
 )
-
-try:
-    from tests.test_report_helpers import inference_plan, training_plan
-except ImportError:
-    from test_report_helpers import inference_plan, training_plan
 
 
 def _check_schema(trace: dict) -> None:

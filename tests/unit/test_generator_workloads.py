@@ -17,7 +17,7 @@ from schema import setup_pb2
 from schema.errors import SetupError
 from schema.setup_io import load_setup
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted(p for p in (ROOT / "scenarios").iterdir() if (p / "setup.txt").is_file())
 KINDS = {
     "gpt3_175b_train_a100": "training",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mapshard import pipeline
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_progress_reports_incumbent_and_bound() -> None:

@@ -199,7 +199,7 @@ def test_dfmodel_example_resolves():
 
 
 def test_dfmodel_scenario_file_resolves():
-    path = Path(__file__).parents[1] / "scenarios/dfmodel_gpt3_1t_sn30/setup.txt"
+    path = Path(__file__).parents[2] / "scenarios/dfmodel_gpt3_1t_sn30/setup.txt"
     if not path.is_file():
         pytest.skip("scenario not present")
     from schema.setup_io import load_setup

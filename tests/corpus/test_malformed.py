@@ -17,7 +17,7 @@ import pytest
 
 from mapshard.cli import EXIT_BAD_INPUT, main
 
-CORPUS = Path(__file__).parent / "malformed"
+CORPUS = Path(__file__).parents[1] / "malformed"
 MANIFEST = CORPUS / "cases.csv"
 MIN_CASES = 110
 

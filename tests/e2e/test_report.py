@@ -10,6 +10,7 @@ import shutil
 from dataclasses import dataclass, replace
 
 import pytest
+from report_fixtures import inference_plan, system, training_plan
 
 from mapshard.report import format_explain, format_summary, summary_dict, write_results
 from mapshard.report.summary import phase_total_s, summary_json
@@ -17,11 +18,6 @@ from mapshard.report.tables import CONFIG_COLUMNS, KERNEL_COLUMNS, configs_csv, 
 from mapshard.report.write import MARKER
 from schema.errors import SetupError
 from solver.plan import KernelPlan
-
-try:
-    from tests.test_report_helpers import inference_plan, system, training_plan
-except ImportError:  # tests/ is not a package: pytest puts it on sys.path
-    from test_report_helpers import inference_plan, system, training_plan
 
 CONTRACT = (
     "status", "gap", "solve_time_s", "latency_s", "parallelism", "system_cost",

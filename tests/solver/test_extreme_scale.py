@@ -19,7 +19,7 @@ from solver import planner
 from solver.check import kernel_memory_bytes, plan_cost
 from solver.menus import MappingProblem
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 US, MIB = 1e6, 2**20  # the MILP's units (solver/milp.py)
 SMALLEST, LARGEST = 1e-9, 1e15  # HiGHS: small_matrix_value, large_matrix_value
 

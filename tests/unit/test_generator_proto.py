@@ -15,7 +15,7 @@ from schema import setup_pb2
 from schema.errors import SetupError
 from schema.setup_io import load_setup
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "scenarios" / "dfmodel_gpt3_1t_sn30"
 
 
