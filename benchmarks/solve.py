@@ -30,8 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from generator.graph import Phase, Workload  # noqa: E402
 from mapshard import pipeline  # noqa: E402
-from solver.options import ExecutionOptions, SolverOptions  # noqa: E402
-from solver.planner import plan  # noqa: E402
+from schema import setup_pb2  # noqa: E402
 
 SCENARIOS = {
     "dfmodel_gpt3_1t": ("scenarios/dfmodel_gpt3_1t_sn30", 10.0),
@@ -43,22 +42,17 @@ SCENARIOS = {
 def run_scenario(path: str, time_limit: float):
     scenario = pipeline.load_scenario(ROOT / path)
     t0 = time.perf_counter()
-    result = pipeline.solve(scenario, time_limit)
+    result = pipeline.plan(scenario, time_limit)
     return result, time.perf_counter() - t0
 
 
 def run_small_sram(time_limit: float):
-    scenario = pipeline.load_scenario(ROOT / SCENARIOS["dfmodel_gpt3_1t"][0])
-    system = scenario.system
+    loaded = pipeline.load(ROOT / SCENARIOS["dfmodel_gpt3_1t"][0])
+    system = pipeline.resolve(loaded)
     system = replace(system, chip=replace(system.chip, sram_bytes=80 * 2**20))
+    scenario = pipeline.assemble(loaded, system)
     t0 = time.perf_counter()
-    result = plan(
-        scenario.workload,
-        system,
-        pipeline.execution_options(scenario.setup),
-        pipeline.solver_options(scenario.setup, time_limit),
-        "dfmodel_80mib",
-    )
+    result = pipeline.plan(scenario, time_limit)
     return result, time.perf_counter() - t0
 
 
@@ -69,14 +63,14 @@ def run_synthetic(time_limit: float):
     system = small_system(num_chips=2, sram_bytes=2e4)
     system = replace(system, network=(replace(system.network[0], parallelism=("TP",)),))
     workload = Workload(kind="graph", phases=(Phase("graph", graph),))
+    setup = setup_pb2.Setup(name="synthetic_200")  # what the options below come from
+    setup.execution.execution_style = setup_pb2.DATAFLOW
+    setup.execution.num_config = 8
+    setup.execution.perfect_overlap = True
+    setup.solver.gap = 0.01
+    scenario = pipeline.Scenario(setup, ROOT / "synthetic_200", system, workload)
     t0 = time.perf_counter()
-    result = plan(
-        workload,
-        system,
-        ExecutionOptions(dataflow=True, num_config=8),
-        SolverOptions(time_limit_s=time_limit, gap=0.01),
-        "synthetic_200",
-    )
+    result = pipeline.plan(scenario, time_limit)
     return result, time.perf_counter() - t0
 
 

@@ -21,7 +21,10 @@ from schema import setup_pb2
 from schema.errors import SetupError
 
 
-def build_workload(setup: setup_pb2.Setup, setup_path: Path) -> Workload:
+def build_workload(setup: setup_pb2.Setup, setup_path: Path, num_chips: int) -> Workload:
+    """`num_chips`: the resolved system's chip count (a preset or a topology may set it; the
+    setup's own `system.num_chip` may be 0 or absent), for generators whose graph covers
+    the whole machine (DLRM's global batch). The generator never reads `system`."""
     setup_path = Path(setup_path)
     has_graph = setup.HasField("dataflow_graph")
     has_workload = setup.HasField("workload") and setup.workload.WhichOneof("kind") is not None
@@ -46,7 +49,7 @@ def build_workload(setup: setup_pb2.Setup, setup_path: Path) -> Workload:
             f"{setup_path}: nothing to map; give `workload {{ ... }}` (a "
             "generator request) or `dataflow_graph {{ ... }}`"
         )
-    return _generated(setup, setup_path)
+    return _generated(setup, setup_path, num_chips)
 
 
 def _check_llm(llm: setup_pb2.Llm, path: Path) -> None:
@@ -119,7 +122,7 @@ def _graph_workload(
     )
 
 
-def _generated(setup: setup_pb2.Setup, path: Path) -> Workload:
+def _generated(setup: setup_pb2.Setup, path: Path, num_chips: int) -> Workload:
     wl = setup.workload
     kind = wl.WhichOneof("kind")
     if kind == "llm_training":
@@ -135,8 +138,7 @@ def _generated(setup: setup_pb2.Setup, path: Path) -> Workload:
     if kind == "dlrm":
         from generator.dlrm import dlrm_workload
 
-        num_chip = max(1, setup.system.num_chip)
-        return dlrm_workload(wl.dlrm, resolve_precision(wl.precision), num_chip, path)
+        return dlrm_workload(wl.dlrm, resolve_precision(wl.precision), max(1, num_chips), path)
     if kind == "hpl":
         from generator.hpl import hpl_workload
 

@@ -1,7 +1,7 @@
 """DLRM training step (Naumov et al. 2019): embedding tables with sum pooling, bottom MLP,
 pairwise feature interaction, top MLP, loss, and the backward pass.
 
-The graph covers the global batch (micro_batch_size samples per chip x system.num_chip
+The graph covers the global batch (micro_batch_size samples per chip x the resolved system's
 chips, DFModel's convention). Tables are split across chips (model parallel, dim `tables`),
 MLPs across samples (data parallel, dim `batch`): the pooled embeddings go through an
 all-to-all (communication ALL_TO_ALL on the embedding kernel, group "ep" = the chips the

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from schema.errors import InfeasibleError, NoPlanError, SetupError
 
@@ -61,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario")
     p.add_argument("--out", help="output folder (default: SCENARIO/results/graph)")
 
-    p = _sub(sub, "explain", "Why the plan is what it is: binding bound and runner-ups.")
+    p = _sub(sub, "explain", "Why the plan is what it is: binding bounds and the outer choices.")
     p.add_argument("scenario")
     p.add_argument("--time-limit", type=float)
 
@@ -114,14 +113,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: nothing was written", file=sys.stderr)
         return 130
-
-
-def _resolve_out(scenario: str, out: str | None, sub: str = "") -> Path:
-    if out:
-        return Path(out)
-    base = Path(scenario)
-    base = base if base.is_dir() else base.parent
-    return base / "results" / sub if sub else base / "results"
 
 
 if __name__ == "__main__":

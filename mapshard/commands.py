@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -20,16 +19,13 @@ def _out_dir(scenario: str, out: str | None, sub: str = "") -> Path:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from mapshard import pipeline
-    from mapshard.plan_text import plan_setup_texts
     from mapshard.progress import Progress
     from mapshard.report.terminal import format_summary
-    from mapshard.report.write import write_results
 
-    scenario = pipeline.load_scenario(args.scenario)
-    with Progress(enabled=not args.quiet) as progress:
-        plan = pipeline.solve(scenario, args.time_limit, progress.update)
     out = _out_dir(args.scenario, args.out)
-    write_results(plan, out, plan_setup_texts(scenario, plan), scenario.system)
+    with Progress(enabled=not args.quiet) as progress:
+        result = pipeline.run(args.scenario, out, args.time_limit, progress.update)
+    plan = result.plan
     if not args.quiet:
         print(format_summary(plan))
         print(f"\nresults: {out}")
@@ -64,24 +60,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from mapshard.report.explain import format_explain
 
     scenario = pipeline.load_scenario(args.scenario)
-    plan = pipeline.solve(scenario, args.time_limit)
-    print(format_explain(plan))
+    print(format_explain(pipeline.plan(scenario, args.time_limit)))
     return 0
 
 
 def cmd_bounds(args: argparse.Namespace) -> int:
     from mapshard import pipeline
-    from mapshard.report.bounds import write_bounds
-    from solver.menus import gemm_dims
+    from mapshard.report.bounds import workload_gemms, write_bounds
 
     scenario = pipeline.load_scenario(args.scenario)
-    gemms = []
-    for phase in scenario.workload.phases:
-        for k in phase.graph.kernels:
-            dims = gemm_dims(k)
-            if dims is None or (args.kernel and k.name != args.kernel):
-                continue
-            gemms.append((f"{phase.name}/{k.name}", *dims))
+    gemms = workload_gemms(scenario.workload, args.kernel)
     if not gemms:
         raise SetupError(
             f"{args.scenario}: no GEMM kernel" + (f" named {args.kernel}" if args.kernel else "")
@@ -122,7 +110,3 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from mapshard.profile import run_profile_command
 
     return run_profile_command(args)
-
-
-def print_json(data: dict) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True))

@@ -1,24 +1,42 @@
-"""The pipeline, one function per stage:
-parse -> validate -> resolve hardware -> generate graph -> plan (MILP) -> report.
+"""The spine: every way into MapShard (the CLI, sweeps, validation, benchmarks) runs
+load -> resolve -> generate -> solve -> check -> write through these functions, so the
+stages cannot drift apart again. Each stage takes and returns frozen artifacts:
+
+  load(path) / load_message(setup, path) -> Loaded     parsed and validated setup
+  resolve(loaded) -> System                            the machine, in SI units
+  generate(loaded, system) -> Workload                 the kernel graph(s) for that machine
+  solve(scenario, ...) -> Plan                         the MILP search (solver.api)
+  check(scenario, plan) -> Plan                        independent re-check (solver.verify)
+  write(scenario, plan, out) -> list[Path]             the result folder
+
+Composed entry points: `load_scenario` (load+resolve+generate), `plan` (solve+check),
+`run` (everything, for `mapshard run`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from generator.graph import Workload
 from hardware.system import System
 from schema import setup_pb2
-from schema.setup_io import load_setup
-from solver.linear import available_solvers
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import Plan
 
 
 @dataclass(frozen=True)
+class Loaded:
+    """A parsed and validated setup; `path` is the file relative paths are relative to."""
+
+    setup: setup_pb2.Setup
+    path: Path
+
+
+@dataclass(frozen=True)
 class Scenario:
-    """A parsed, validated and resolved scenario: everything the solver needs."""
+    """A resolved scenario: everything the solver needs."""
 
     setup: setup_pb2.Setup
     path: Path  # the setup file
@@ -30,17 +48,146 @@ class Scenario:
         return self.setup.name or self.path.parent.name
 
 
-def load_scenario(scenario: str | Path) -> Scenario:
-    from generator.build import build_workload
-    from hardware.resolve import resolve_system
-    from schema.validation import validate_setup
+@dataclass(frozen=True)
+class Result:
+    """What `run` produced: the scenario, its checked plan and the files written."""
+
+    scenario: Scenario
+    plan: Plan
+    out: Path
+    files: tuple[Path, ...]
+
+
+# ---------------------------------------------------------------------------------------
+# Stages
+# ---------------------------------------------------------------------------------------
+
+
+def load(scenario: str | Path) -> Loaded:
+    """Read a scenario folder (its setup.txt) or a setup file, and validate it."""
+    from schema.setup_io import load_setup
 
     setup, path = load_setup(scenario)
-    validate_setup(setup, path, available_solvers)
-    system = resolve_system(setup, path)
-    workload = build_workload(setup, path)
-    return Scenario(setup=setup, path=path, system=system, workload=workload)
+    return load_message(setup, path)
 
+
+def load_message(setup: setup_pb2.Setup, path: Path) -> Loaded:
+    """Validate a Setup built in code (a sweep point, a validation row) as if read from
+    `path`; raises SetupError listing every problem."""
+    from schema.validation import validate_setup
+    from solver.linear import available_solvers
+
+    validate_setup(setup, Path(path), available_solvers)
+    return Loaded(setup=setup, path=Path(path))
+
+
+def resolve(loaded: Loaded) -> System:
+    """The machine: preset <- library chip <- the setup's overrides."""
+    from hardware.resolve import resolve_system
+
+    return resolve_system(loaded.setup, loaded.path)
+
+
+def generate(loaded: Loaded, system: System) -> Workload:
+    """The workload for the resolved machine: generators whose graph spans the machine
+    (DLRM's global batch) get the resolved chip count, never the setup's raw field."""
+    from generator.build import build_workload
+
+    return build_workload(loaded.setup, loaded.path, system.num_chips)
+
+
+def solve(
+    scenario: Scenario,
+    time_limit_s: float | None = None,
+    progress: Callable[..., None] | None = None,
+) -> Plan:
+    """The MILP search. `progress` is called with the search's progress after each outer
+    choice. Use `plan` (solve + check) unless the plan is deliberately not checked."""
+    from solver.api import solve_workload
+
+    return solve_workload(
+        scenario.workload,
+        scenario.system,
+        execution_options(scenario.setup),
+        solver_options(scenario.setup, time_limit_s),
+        scenario.name,
+        progress,
+    )
+
+
+class PlanCheckError(AssertionError):
+    """The solver returned a plan its own numbers contradict: a MapShard bug, not bad input."""
+
+
+def check(scenario: Scenario, plan: Plan) -> Plan:
+    """Re-check the plan independently of the MILP before anything reads it; raises
+    PlanCheckError listing every violation."""
+    from solver.verify import verify_plan
+
+    problems = verify_plan(
+        plan, scenario.workload, scenario.system, execution_options(scenario.setup)
+    )
+    if problems:
+        raise PlanCheckError(
+            f"{scenario.name}: the plan fails its re-check: " + "; ".join(problems)
+        )
+    return plan
+
+
+def write(scenario: Scenario, plan: Plan, out: str | Path) -> list[Path]:
+    """The result folder, atomically; the workload gives mapping.dot the graph's real
+    edges and the report its data-movement frontier."""
+    from mapshard.plan_text import plan_setup_texts
+    from mapshard.report.write import write_results
+
+    text = plan_setup_texts(scenario, plan)
+    return write_results(plan, out, text, scenario.system, scenario.workload)
+
+
+# ---------------------------------------------------------------------------------------
+# Composed entry points
+# ---------------------------------------------------------------------------------------
+
+
+def load_scenario(scenario: str | Path) -> Scenario:
+    """load -> resolve -> generate."""
+    loaded = load(scenario)
+    return assemble(loaded, resolve(loaded))
+
+
+def assemble(loaded: Loaded, system: System, workload: Workload | None = None) -> Scenario:
+    """The Scenario of a loaded setup on `system`; the workload is generated for it unless
+    given (a sweep's cached workload, a validation row's pinned one)."""
+    if workload is None:
+        workload = generate(loaded, system)
+    return Scenario(setup=loaded.setup, path=loaded.path, system=system, workload=workload)
+
+
+def plan(
+    scenario: Scenario,
+    time_limit_s: float | None = None,
+    progress: Callable[..., None] | None = None,
+) -> Plan:
+    """solve -> check: the only way callers get a plan."""
+    return check(scenario, solve(scenario, time_limit_s, progress))
+
+
+def run(
+    scenario: str | Path,
+    out: str | Path,
+    time_limit_s: float | None = None,
+    progress: Callable[..., None] | None = None,
+) -> Result:
+    """`mapshard run`: load -> resolve -> generate -> solve -> check -> write."""
+    sc = load_scenario(scenario)
+    p = plan(sc, time_limit_s, progress)
+    files = write(sc, p, out)
+    return Result(scenario=sc, plan=p, out=Path(out), files=tuple(files))
+
+
+# ---------------------------------------------------------------------------------------
+# Setup -> solver options
+# ---------------------------------------------------------------------------------------
 
 _DTYPE_NAMES = {
     1: "fp32",
@@ -83,18 +230,4 @@ def solver_options(setup: setup_pb2.Setup, time_limit_s: float | None = None) ->
         threads=int(s.threads or 1),
         name=s.name or "highs",
         node_limit=int(s.node_limit),
-    )
-
-
-def solve(scenario: Scenario, time_limit_s: float | None = None, progress=None) -> Plan:
-    """`progress`: called with a `solver.planner.SearchProgress` after each parallel choice."""
-    from solver.api import solve_workload as plan
-
-    return plan(
-        scenario.workload,
-        scenario.system,
-        execution_options(scenario.setup),
-        solver_options(scenario.setup, time_limit_s),
-        scenario.name,
-        progress,
     )

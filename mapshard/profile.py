@@ -163,7 +163,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
 
     scenario = pipeline.load_scenario(args.scenario)
     measured = read_profile(args.profile)
-    plan = pipeline.solve(scenario)
+    plan = pipeline.plan(scenario)
     cmp = compare(plan, measured)
     if not cmp.rows:
         raise SetupError(

@@ -44,7 +44,7 @@ def _regenerate() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "r"
             code = main(
-                ["run", str(setup.parent), "--out", str(out), "--quiet", "--time-limit", "5"]
+                ["run", str(setup.parent), "--out", str(out), "--quiet", "--time-limit", "60"]
             )
             assert code == 0, setup
             golden[setup.parent.name] = headlines(json.loads((out / "summary.json").read_text()))

@@ -27,7 +27,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from hardware.system import Chip, Efficiency
+from hardware.system import Chip
 from mapshard.fidelity.cases import Case
 from solver.efficiency import for_precision, gemm_efficiency
 
@@ -304,7 +304,3 @@ def fit_collective(cases: list[Case], chip: str, link_Bps: float) -> CollectiveF
     return CollectiveFit(
         round(util, 3), float(f"{half:.3g}"), raw, tuple(sorted({c.id for c in rows}))
     )
-
-
-def chip_with(chip: Chip, efficiency: Efficiency) -> Chip:
-    return replace(chip, efficiency=efficiency)

@@ -1,6 +1,6 @@
 """Predict one validation case's metric with MapShard's own model.
 
-- training / inference / layer rows: the solver (`solver.planner.plan`) on the row's
+- training / inference / layer rows: the solver (through `mapshard.pipeline.plan`) on the row's
   scenario with every parallel degree fixed; the plan's iteration time, TTFT, end-to-end
   latency or layer-graph latency;
 - gemm rows: the solver on a one-GEMM workload (the GEMM menu, its efficiency and the
@@ -63,7 +63,7 @@ def predict(case: Case, where: Path) -> Prediction:
 
 
 def _memory_copy(case: Case, where: Path) -> Prediction:
-    from hardware.resolve import resolve_system
+    from mapshard import pipeline
     from schema import setup_pb2
     from solver.efficiency import dram_efficiency
 
@@ -72,7 +72,7 @@ def _memory_copy(case: Case, where: Path) -> Prediction:
     setup = setup_pb2.Setup()
     setup.system.chip = chip_spec(case).name
     setup.system.num_chip = 1
-    system = resolve_system(setup, where)
+    system = pipeline.resolve(pipeline.Loaded(setup, where))  # hardware only: no workload
     return Prediction(system.dram.bandwidth_Bps * dram_efficiency(system.chip))
 
 
@@ -163,17 +163,9 @@ def _collective(case: Case) -> Prediction:
 
 
 def _solved(case: Case, where: Path) -> Prediction:
-    from mapshard.pipeline import execution_options, solver_options
-    from solver.planner import plan
+    from mapshard import pipeline
 
-    scenario = load_case_scenario(case, where)
-    p = plan(
-        scenario.workload,
-        scenario.system,
-        execution_options(scenario.setup),
-        solver_options(scenario.setup),
-        scenario.name,
-    )
+    p = pipeline.plan(load_case_scenario(case, where))
     kind = case.kind
     if kind == "gemm":
         t = p.latency_s

@@ -336,17 +336,15 @@ def tag_levels(system: System, levels: list[LevelSpec], spec: setup_pb2.ChipSpec
 
 
 def load_case_scenario(case: Case, where: Path) -> Scenario:
-    """Validate, resolve and generate the row's scenario (the pipeline's own stages)."""
-    from generator.build import build_workload
-    from hardware.resolve import resolve_system
+    """The row's scenario through the pipeline's own stages, with the degrees fixed on the
+    resolved system and Megatron-LM's layout pinned on the generated workload."""
+    from mapshard import pipeline
     from mapshard.fidelity.megatron import pin_megatron
-    from schema.validation import validate_setup
-    from solver.linear import available_solvers
 
     setup, levels = build_setup(case)
-    validate_setup(setup, where, available_solvers)
-    system = tag_levels(resolve_system(setup, where), levels, chip_spec(case))
-    workload = build_workload(setup, where)
+    loaded = pipeline.load_message(setup, where)
+    system = tag_levels(pipeline.resolve(loaded), levels, chip_spec(case))
+    workload = pipeline.generate(loaded, system)
     if case.kind in LLM_KINDS:
         workload, _ = pin_megatron(workload, case.int("tp", 1))
-    return Scenario(setup=setup, path=where, system=system, workload=workload)
+    return pipeline.assemble(loaded, system, workload)

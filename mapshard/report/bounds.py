@@ -9,17 +9,14 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from generator.graph import Kernel, OperandRole
+from generator.graph import Kernel, OperandRole, Workload
 from mapshard.report.fmt import num
 from solver.plan import KernelPlan
 
-FRONTIER_MISSING = (
-    "solver.frontier is not available in this installation: the data-movement frontier is omitted"
-)
 BOUNDS_COLUMNS = (
     "kernel",
     "M",
@@ -36,25 +33,32 @@ BOUNDS_COLUMNS = (
 )
 
 
-def frontier_function() -> Callable[[int, int, int], Sequence[Any]] | None:
-    """solver.frontier.gemm_frontier, or None when the solver does not ship it."""
-    try:
-        from solver.frontier import gemm_frontier
-    except ImportError:
-        return None
-    return gemm_frontier
+def workload_gemms(
+    workload: Workload, kernel: str | None = None
+) -> list[tuple[str, int, int, int, float]]:
+    """(phase/kernel, M, K, N, bytes/element) of every GEMM of the workload (or only those
+    named `kernel`), for `mapshard bounds`."""
+    from solver.menus import gemm_dims
+
+    gemms = []
+    for phase in workload.phases:
+        for k in phase.graph.kernels:
+            dims = gemm_dims(k)
+            if dims is None or (kernel and k.name != kernel):
+                continue
+            gemms.append((f"{phase.name}/{k.name}", *dims))
+    return gemms
 
 
 def frontier_points(
     m: int, k: int, n: int, bytes_per_element: float
-) -> list[tuple[float, float, float, str, int, int]] | None:
+) -> list[tuple[float, float, float, str, int, int]]:
     """(buffer bytes, DRAM bytes, FLOP per DRAM byte, family, Tm, Tn), buffer ascending."""
-    front = frontier_function()
-    if front is None:
-        return None
+    from solver.frontier import gemm_frontier
+
     flop = 2.0 * m * k * n
     out = []
-    for p in front(int(m), int(k), int(n)):
+    for p in gemm_frontier(int(m), int(k), int(n)):
         traffic = p.traffic * bytes_per_element
         out.append(
             (p.buffer * bytes_per_element, traffic, flop / traffic, p.family, p.tile_m, p.tile_n)
@@ -116,18 +120,13 @@ def gemm_shape(
     return lower["m"], lower["k"], lower["n"], bpe
 
 
-def bounds_csv(
-    kernels: Sequence[tuple[str, int, int, int, float]], buffer_bytes_max: float
-) -> str | None:
-    """The frontier of every GEMM as CSV text; None when solver.frontier is missing."""
+def bounds_csv(kernels: Sequence[tuple[str, int, int, int, float]], buffer_bytes_max: float) -> str:
+    """The frontier of every GEMM as CSV text."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(BOUNDS_COLUMNS)
     for name, m, k, n, bpe in kernels:
-        pts = frontier_points(m, k, n, bpe)
-        if pts is None:
-            return None
-        for b, q, oi, fam, tm, tn in pts:
+        for b, q, oi, fam, tm, tn in frontier_points(m, k, n, bpe):
             writer.writerow(
                 [
                     name,
@@ -150,13 +149,11 @@ def bounds_csv(
 def frontier_curves(
     kernels: Sequence[tuple[str, int, int, int, float]],
     chosen: dict[str, tuple[float, float]] | None = None,
-) -> list[dict[str, Any]] | None:
-    """Plot input for plots.frontier_svg; None when solver.frontier is missing."""
+) -> list[dict[str, Any]]:
+    """Plot input for plots.frontier_svg."""
     curves = []
     for name, m, k, n, bpe in kernels:
         pts = frontier_points(m, k, n, bpe)
-        if pts is None:
-            return None
         curves.append(
             {
                 "name": f"{name} ({m}x{k}x{n})",
@@ -170,19 +167,13 @@ def frontier_curves(
 def write_bounds(
     kernels: list[tuple[str, int, int, int, float]], buffer_bytes_max: float, out_dir: Path | str
 ) -> list[Path]:
-    """Write bounds.csv and bounds.svg for GEMMs given as (name, M, K, N, bytes/element);
-    without solver.frontier, write only NOTE.txt saying so. Returns the files written."""
+    """Write bounds.csv and bounds.svg for GEMMs given as (name, M, K, N, bytes/element).
+    Returns the files written."""
     from mapshard.report.plots import frontier_svg
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    text = bounds_csv(kernels, buffer_bytes_max)
-    curves = frontier_curves(kernels)
-    if text is None or curves is None:
-        note = out / "NOTE.txt"
-        note.write_text(FRONTIER_MISSING + "\n")
-        return [note]
     csv_path, svg_path = out / "bounds.csv", out / "bounds.svg"
-    csv_path.write_text(text)
-    svg_path.write_text(frontier_svg(curves, buffer_bytes_max))
+    csv_path.write_text(bounds_csv(kernels, buffer_bytes_max))
+    svg_path.write_text(frontier_svg(frontier_curves(kernels), buffer_bytes_max))
     return [csv_path, svg_path]

@@ -1,7 +1,6 @@
 """`mapshard explain`: why each kernel costs what it costs. For every kernel the resource
-that binds and by how much it exceeds the next one; the runner-up option and its penalty
-when the solver records them (KernelPlan.runner_up / runner_up_penalty_s); and the outer
-choice that came second."""
+that binds and by how much it exceeds the next one, and the outer choice that came second.
+Only what the plan records is shown."""
 
 from __future__ import annotations
 
@@ -33,11 +32,6 @@ def kernel_line(k: KernelPlan) -> str:
     line = f"    {k.name}: {why}; sharding {k.sharding}, tile {k.tile or '-'}"
     if k.collective:
         line += f", {k.collective}"
-    runner = getattr(k, "runner_up", "") or ""
-    penalty = getattr(k, "runner_up_penalty_s", None)
-    if runner:
-        cost = f" (+{fmt_time(penalty)})" if penalty is not None else ""
-        line += f"\n      runner-up: {runner}{cost}"
     return line
 
 
@@ -84,7 +78,7 @@ def choice_lines(plan: Plan) -> list[str]:
 
 
 def format_explain(plan: Plan) -> str:
-    """Per phase and configuration, each kernel's binding resource and runner-up."""
+    """Per phase and configuration, each kernel's binding resource."""
     lines = [f"Why the plan for {plan.scenario} is what it is", ""]
     lines += choice_lines(plan)
     for p in plan.phases:

@@ -10,7 +10,7 @@ from typing import Any
 from generator.graph import Kernel, Workload
 from hardware.system import System
 from mapshard.report import plots
-from mapshard.report.bounds import FRONTIER_MISSING, frontier_curves, gemm_shape
+from mapshard.report.bounds import frontier_curves, gemm_shape
 from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report.summary import (
     PARALLELISMS,
@@ -250,8 +250,6 @@ def frontier_section(plan: Plan, system: System | None, workload: Workload | Non
     if not gemms:
         return head + "<p class='note'>No GEMM with a known M, K, N in this plan.</p>"
     curves = frontier_curves(gemms, chosen)
-    if curves is None:
-        return head + f"<p class='note'>{_e(FRONTIER_MISSING)}.</p>"
     sram = system.chip.sram_bytes if system else max(k.sram_bytes for k in plan.kernels())
     caption = (
         "Least DRAM traffic of each GEMM (per chip, after sharding) for a given on-chip "

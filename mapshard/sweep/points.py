@@ -128,13 +128,10 @@ def check_point(
     """Validate and resolve a point's setup; apply pre-solve filters. Returns the point's
     final row when it needs no solve (failed or filtered), else None, and the problems
     that failed it (each naming the base file and a field path)."""
-    from hardware.resolve import resolve_system
-    from schema.validation import validate_setup
-    from solver.linear import available_solvers
+    from mapshard import pipeline
 
     try:
-        validate_setup(setup, spec.base_path, available_solvers)
-        system = resolve_system(setup, spec.base_path)
+        system = pipeline.resolve(pipeline.load_message(setup, spec.base_path))
     except SetupError as exc:
         return _row(cells, "failed", "; ".join(exc.problems)), list(exc.problems)
     pre = [f for f in spec.filters if f.pre_solve]

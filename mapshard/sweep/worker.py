@@ -61,7 +61,6 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
     """One point's results row. Never raises for a bad, infeasible or unsolvable point."""
     from google.protobuf import text_format
 
-    from hardware.resolve import resolve_system
     from mapshard import pipeline
     from schema import setup_pb2
     from schema.errors import InfeasibleError, NoPlanError, SetupError
@@ -69,13 +68,13 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
     t0 = time.perf_counter()
     values: dict[str, Any] = {}
     try:
-        setup = setup_pb2.Setup()
-        text_format.Parse(job.text, setup)
-        system = resolve_system(setup, base_path)
-        workload = _workload(job.workload_key, setup, base_path)
-        scenario = pipeline.Scenario(setup=setup, path=base_path, system=system, workload=workload)
+        # validated when the sweep expanded its points (sweep.points.check_point)
+        loaded = pipeline.Loaded(text_format.Parse(job.text, setup_pb2.Setup()), base_path)
+        system = pipeline.resolve(loaded)
+        workload = _workload(job.workload_key, loaded, system)
+        scenario = pipeline.assemble(loaded, system, workload)
         with _LOCK:
-            plan = pipeline.solve(scenario)
+            plan = pipeline.plan(scenario)
     except SetupError as exc:
         return _row(job, "failed", "; ".join(exc.problems), values)
     except InfeasibleError as exc:
@@ -101,17 +100,20 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
     return _row(job, status, "", values)
 
 
-def _workload(key: str, setup: Any, base_path: Path) -> Any:
-    """The generated workload of a key, built once per process (errors are cached too)."""
+def _workload(key: str, loaded: Any, system: Any) -> Any:
+    """The generated workload of a key on this many chips, built once per process (errors
+    are cached too). The chip count is part of the key: a generator may size its graph by
+    the machine (DLRM's global batch), and the workload key leaves `system` out."""
+    from mapshard import pipeline
+
+    key = f"{key}/{system.num_chips}"
     with _LOCK:
         if key in _WORKLOADS:
             _WORKLOADS.move_to_end(key)
             cached = _WORKLOADS[key]
         else:
-            from generator.build import build_workload
-
             try:
-                cached = build_workload(setup, base_path)
+                cached = pipeline.generate(loaded, system)
             except Exception as exc:  # re-raised for every point of this key
                 cached = exc
             _WORKLOADS[key] = cached
@@ -167,7 +169,7 @@ def init_local_worker(address: str, authkey: bytes, driver_pid: int) -> None:
 
 def _warm_up() -> None:
     """Load the solver stack before the first point, so its solve time is the solve's."""
-    import solver.planner  # noqa: F401
+    import solver.api  # noqa: F401
     from solver.linear import load_backends
 
     load_backends()

@@ -27,7 +27,7 @@ SCENARIO = DATA / "llama_2layer_prefill_h100"
 
 @pytest.fixture(scope="module")
 def plan():
-    return pipeline.solve(pipeline.load_scenario(SCENARIO))
+    return pipeline.plan(pipeline.load_scenario(SCENARIO))
 
 
 def test_numbers_with_quotes_and_thousands_separators():
@@ -252,7 +252,7 @@ def test_a_profile_in_launch_order_matches_every_kernel_of_a_training_step(tmp_p
     from mapshard.fidelity.profile_match import launch_order, predicted_compute_s
 
     (tmp_path / "setup.txt").write_text(TRAIN)
-    plan = pipeline.solve(pipeline.load_scenario(tmp_path))
+    plan = pipeline.plan(pipeline.load_scenario(tmp_path))
     measured = []
     for _, k in launch_order(plan):
         cls = PLAN_CLASSES[k.kind]

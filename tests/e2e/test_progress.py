@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_progress_reports_incumbent_and_bound() -> None:
     scenario = pipeline.load_scenario(ROOT / "scenarios/llama31_70b_decode_8xh100")
     seen = []
-    plan = pipeline.solve(scenario, 30.0, seen.append)
+    plan = pipeline.plan(scenario, 30.0, seen.append)
     assert seen, "no progress reported"
     assert [p.choices_done for p in seen] == sorted(p.choices_done for p in seen)
     assert all(p.choices_total == seen[0].choices_total for p in seen)

@@ -9,12 +9,9 @@ import pytest
 from report_fixtures import kernel
 
 from generator.graph import Kernel, KernelKind, Operand, OperandRole
-from mapshard.report.bounds import BOUNDS_COLUMNS, frontier_function, gemm_shape, write_bounds
-
-needs_frontier = pytest.mark.skipif(frontier_function() is None, reason="no solver.frontier")
+from mapshard.report.bounds import BOUNDS_COLUMNS, gemm_shape, write_bounds
 
 
-@needs_frontier
 def test_write_bounds_csv_is_a_frontier(tmp_path):
     gemms = [("up", 64, 256, 128, 2.0), ("down", 64, 128, 256, 1.0)]
     paths = write_bounds(gemms, 32e3, tmp_path / "b")
@@ -32,13 +29,6 @@ def test_write_bounds_csv_is_a_frontier(tmp_path):
         fits = [r["fits_buffer"] == "1" for r in pts]
         assert fits == [b <= 32e3 for b in buf]
     assert "<svg" in paths[1].read_text()
-
-
-def test_write_bounds_without_frontier_writes_a_note(tmp_path, monkeypatch):
-    monkeypatch.setattr("mapshard.report.bounds.frontier_function", lambda: None)
-    paths = write_bounds([("g", 8, 8, 8, 2.0)], 1e3, tmp_path)
-    assert [p.name for p in paths] == ["NOTE.txt"]
-    assert "not available" in paths[0].read_text()
 
 
 def test_gemm_shape_from_names_and_from_graph_kernel():

@@ -11,7 +11,6 @@ from dataclasses import replace
 import pytest
 from report_fixtures import inference_plan, system, training_plan
 
-from mapshard.report.bounds import frontier_function
 from mapshard.report.html import report_html
 from mapshard.report.write import write_results
 
@@ -38,8 +37,7 @@ def test_page_is_self_contained(training_page):
 def test_page_has_every_section_and_plot(training_page):
     for title in SECTIONS:
         assert f"<h2>{title}</h2>" in training_page or f"<h3>{title}</h3>" in training_page
-    plots = 5 if frontier_function() else 4  # config, class, roofline, memory, frontier
-    assert training_page.count("<svg") == plots
+    assert training_page.count("<svg") == 5  # config, class, roofline, memory, frontier
     assert "Iteration time" in training_page or "iteration time" in training_page
     assert "weights exceed HBM" in training_page  # the outer-choice table
     assert "example warning" in training_page
@@ -51,13 +49,6 @@ def test_page_is_deterministic_and_escapes_names():
     assert page == report_html(plan)
     assert "<b>&x</b>" not in page and "&lt;b&gt;&amp;x&lt;/b&gt;" in page
     assert "TTFT" in page and "Request timing" in page
-
-
-def test_frontier_section_notes_a_missing_solver_module(monkeypatch):
-    monkeypatch.setattr("mapshard.report.bounds.frontier_function", lambda: None)
-    page = report_html(training_plan())
-    assert "solver.frontier is not available" in page
-    assert page.count("<svg") == 4
 
 
 def _chromium() -> str | None:
@@ -85,7 +76,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert not console, console
     html = dom.stdout
     assert "<h1>MapShard plan: train-test</h1>" in html
-    assert html.count("<svg") >= (5 if frontier_function() else 4)
+    assert html.count("<svg") >= 5
     assert "Roofline" in html and "Memory per chip" in html
     png = tmp_path / "page.png"
     shot = _run_chromium(exe, tmp_path / "profile", f"--screenshot={png}",

@@ -311,13 +311,11 @@ def test_i12_attention_core_kernels_by_hand():
     softmax = 10 us + 5 E / (19.5 TF x 0.077) (vector-bound: its 4E bytes take 2.0 ms at
     0.79 x 2.039 TB/s); QK^T = 10 us + 2 E 128 / (312 TF x 0.9 x 128/(128+192) x
     occupancy 1: 2048^2/(128 x 256) x 192 = 24576 tiles = 227.6 waves -> 228)."""
+    from mapshard import pipeline
     from mapshard.fidelity.scenarios import load_case_scenario
-    from mapshard.pipeline import execution_options, solver_options
-    from solver.planner import plan
 
     i12 = next(c for c in read_cases(DEV) if c.id == "I12")
-    sc = load_case_scenario(i12, DEV)
-    p = plan(sc.workload, sc.system, execution_options(sc.setup), solver_options(sc.setup))
+    p = pipeline.plan(load_case_scenario(i12, DEV))
     ks = {k.name: k for ph in p.phases if ph.role == "layer" for k in ph.kernels}
     E = 8 * 24 * 2048**2
     assert ks["attention_softmax"].compute_s == pytest.approx(10e-6 + 5 * E / (19.5e12 * 0.077))

@@ -67,7 +67,7 @@ def _solve(setup_dir: Path, time_limit_s: float, monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(planner, "solve_graph", recording)
     scenario = pipeline.load_scenario(setup_dir)
-    return scenario, pipeline.solve(scenario, time_limit_s), seen
+    return scenario, pipeline.plan(scenario, time_limit_s), seen
 
 
 def _check(scenario, plan, seen) -> None:

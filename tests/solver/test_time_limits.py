@@ -53,7 +53,7 @@ def scenario(tmp_path: Path) -> Path:
 def test_stopped_solve_keeps_the_best_plan_with_a_proven_gap(
     scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    plan = pipeline.solve(pipeline.load_scenario(scenario), time_limit_s=0.001)
+    plan = pipeline.plan(pipeline.load_scenario(scenario), 0.001)
     st = plan.stats
     assert st.status == "time_limit" and st.choices_solved == 1
     unexplored = [c for c in plan.choices if c.status == "pruned" and c.reason == "time limit"]

@@ -96,7 +96,7 @@ def test_gemm_time_in_the_menu_uses_the_shape(tmp_path):
         "execution { execution_style: KERNEL_BY_KERNEL perfect_overlap: true }\n"
     )
     sc = pipeline.load_scenario(Path(setup))
-    plan = pipeline.solve(sc)
+    plan = pipeline.plan(sc)
     (k,) = plan.kernels()
     ch = sc.system.chip
     flop = 2 * 4096**3
@@ -129,7 +129,7 @@ def test_fp8_gemm_in_the_solver_runs_at_the_fp8_plateau(tmp_path):
         'system { chip: "H100-SXM5-80GB" num_chip: 1 }\n'
         "execution { execution_style: KERNEL_BY_KERNEL perfect_overlap: true }\n"
     )
-    plan = pipeline.solve(pipeline.load_scenario(setup))
+    plan = pipeline.plan(pipeline.load_scenario(setup))
     (k,) = plan.kernels()
     util = 0.688 * 8192 / (8192 + 112) * 2048 / (16 * 132)
     assert k.compute_s == pytest.approx(2 * 8192**3 / (1978.9e12 * util) + 6e-6)

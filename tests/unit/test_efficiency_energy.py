@@ -17,7 +17,7 @@ COST = "cost { energy_per_flop_pJ: 0.5 energy_per_dram_byte_pJ: 7 energy_per_lin
 def solve(tmp_path: Path, text: str):
     (tmp_path / "setup.txt").write_text(text)
     sc = pipeline.load_scenario(tmp_path)
-    return sc, pipeline.solve(sc)
+    return sc, pipeline.plan(sc)
 
 
 def test_single_chip_gemm_energy_by_hand(tmp_path):

@@ -32,7 +32,7 @@ def tiny(**kw) -> Workload:
     t.global_batch, t.micro_batch, t.seq_len = 4, B, S
     for key, value in kw.items():
         setattr(t, key, value)
-    return build_workload(s, Path("setup.txt"))
+    return build_workload(s, Path("setup.txt"), 1)
 
 
 def unfused(**kw) -> Workload:
@@ -141,7 +141,7 @@ def test_unfused_decode_reads_keys_and_values_from_the_cache():
     i.model.hf_model = "Llama-3.1-8B"
     i.phase, i.batch, i.context_len = setup_pb2.DECODE, 4, 512
     i.attention = setup_pb2.UNFUSED_ATTENTION
-    g = build_workload(s, Path("setup.txt")).phases[0].graph
+    g = build_workload(s, Path("setup.txt"), 1).phases[0].graph
     scores, ctx = g.kernel("attention_scores"), g.kernel("attention_context")
     assert scores.operand("k_cache").role == ctx.operand("v_cache").role == OperandRole.KV_CACHE
     # keys and values of 8 KV heads x 128 dims x 512 tokens x 4 sequences, 2 bytes each

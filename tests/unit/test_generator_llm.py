@@ -29,7 +29,7 @@ def inference(model: str, path: Path = Path("setup.txt"), precision=None, **kw) 
         setattr(s.workload.llm_inference, key, value)
     if precision:
         s.workload.precision.CopyFrom(precision)
-    return build_workload(s, path)
+    return build_workload(s, path, 1)
 
 
 def training(model: str, **kw) -> Workload:
@@ -37,7 +37,7 @@ def training(model: str, **kw) -> Workload:
     s.workload.llm_training.model.hf_model = model
     for key, value in kw.items():
         setattr(s.workload.llm_training, key, value)
-    return build_workload(s, Path("setup.txt"))
+    return build_workload(s, Path("setup.txt"), 1)
 
 
 def params_from_graphs(w: Workload, sparse_fraction: float = 1.0) -> int:
@@ -126,7 +126,7 @@ def test_inline_spec_matches_config():
     m.num_kv_heads, m.intermediate_size, m.vocab_size = 8, 14336, 128256
     s.workload.llm_inference.phase = setup_pb2.DECODE
     s.workload.llm_inference.context_len = 128
-    assert build_workload(s, Path("x")).model.num_params == 8_030_261_248
+    assert build_workload(s, Path("x"), 1).model.num_params == 8_030_261_248
     g = s.workload.llm_inference.model.inline
     g.Clear()
     g.architecture, g.hidden_size, g.num_layers, g.num_heads = "gpt2", 12288, 96, 96
@@ -136,7 +136,7 @@ def test_inline_spec_matches_config():
         True,
         2048,
     )
-    assert build_workload(s, Path("x")).model.num_params == 174_615_846_912
+    assert build_workload(s, Path("x"), 1).model.num_params == 174_615_846_912
 
 
 def test_training_params_and_megatron_flops():
@@ -258,7 +258,7 @@ def test_chunked_prefill_token_accounting():
         3,
         10,
     )
-    w = build_workload(s, Path("x"))
+    w = build_workload(s, Path("x"), 1)
     layer, head = w.phases
     g = layer.graph
     assert layer.count == 2 and head.role == "head"
@@ -344,7 +344,7 @@ def test_model_source_errors(tmp_path):
     s.workload.llm_training.seq_len = 8
     s.workload.llm_training.global_batch = 1
     with pytest.raises(SetupError) as err:
-        build_workload(s, Path("cfg/setup.txt"))
+        build_workload(s, Path("cfg/setup.txt"), 1)
     assert any(
         "workload.llm_training.model.inline.hidden_size must be > 0" in p
         for p in err.value.problems

@@ -38,7 +38,7 @@ def test_generated_gpt_graph_equals_dfmodel_example():
 
 def test_dfmodel_example_workload():
     setup, path = load_setup(EXAMPLE)
-    w = build_workload(setup, path)
+    w = build_workload(setup, path, 1)
     assert w.kind == "training" and len(w.phases) == 1
     layer = w.phases[0]
     assert (layer.name, layer.count) == ("layer", 128)
@@ -75,8 +75,8 @@ def test_llm_block_alone_generates_the_same_graph():
     setup, path = load_setup(EXAMPLE)
     setup.ClearField("dataflow_graph")
     assert (
-        build_workload(setup, path).phases[0].graph
-        == build_workload(*load_setup(EXAMPLE)).phases[0].graph
+        build_workload(setup, path, 1).phases[0].graph
+        == build_workload(*load_setup(EXAMPLE), 1).phases[0].graph
     )
 
 
@@ -120,16 +120,16 @@ def test_round_trip_is_identical(case):
         setup, path = load_setup(EXAMPLE)
     else:
         setup, path = _setup(text=CASES[case]), Path("setup.txt")
-    w = build_workload(setup, path)
+    w = build_workload(setup, path, 1)
     for phase in w.phases:
         assert _round_trip(phase.graph) == phase.graph, phase.name
 
 
 def test_graph_file_with_repeat():
-    g = build_workload(_setup(text=CASES["gemm"]), Path("x")).phases[0].graph
+    g = build_workload(_setup(text=CASES["gemm"]), Path("x"), 1).phases[0].graph
     s = setup_pb2.Setup()
     s.dataflow_graph.CopyFrom(graph_to_proto(g, repeat=7))
-    w = build_workload(s, Path("x"))
+    w = build_workload(s, Path("x"), 1)
     assert w.kind == "graph" and w.phases[0].count == 7 and w.phases[0].graph.kernels == g.kernels
 
 

@@ -29,14 +29,14 @@ KINDS = {
 }
 
 
-def build(text: str):
-    return build_workload(text_format.Parse(text, setup_pb2.Setup()), Path("setup.txt"))
+def build(text: str, num_chips: int = 1):
+    return build_workload(text_format.Parse(text, setup_pb2.Setup()), Path("setup.txt"), num_chips)
 
 
 @pytest.mark.parametrize("folder", SCENARIOS, ids=[p.name for p in SCENARIOS])
 def test_every_scenario_builds(folder):
     setup, path = load_setup(folder)
-    w = build_workload(setup, path)
+    w = build_workload(setup, path, 1)
     assert w.kind == KINDS.get(folder.name, "inference")
     assert w.flop_per_step > 0 and w.phases
     for phase in w.phases:
@@ -107,9 +107,10 @@ def test_gemm():
 
 def test_dlrm():
     w = build(
-        "system { num_chip: 4 } workload { dlrm { mlp_dim: 64 bottom_num_mlp: 2 "
+        "workload { dlrm { mlp_dim: 64 bottom_num_mlp: 2 "
         "top_num_mlp: 3 pooled_row: 5 row: 1000 num_table: 3 emb_dim: 16 "
-        "micro_batch_size: 8 dense_features: 13 } }"
+        "micro_batch_size: 8 dense_features: 13 } }",
+        num_chips=4,
     )
     g = w.phases[0].graph
     B, T, E, D = 32, 3, 16, 64
@@ -139,7 +140,7 @@ def test_setup_errors():
 
 def test_write_generated(tmp_path):
     setup, path = load_setup(ROOT / "scenarios" / "llama31_8b_decode_h100")
-    w = build_workload(setup, path)
+    w = build_workload(setup, path, 1)
     files = write_generated(w, tmp_path / "out", setup)
     names = sorted(p.name for p in files)
     assert names == ["graph_decode.txt", "graph_decode_head.txt", "kernels.csv", "summary.json"]
@@ -158,7 +159,7 @@ def test_write_generated(tmp_path):
     att = next(r for r in rows if r["name"] == "attention")
     assert att["class"] == "Va_Mqa" and att["count"] == "32" and "kv_seq=1024" in att["dims"]
     again, p2 = load_setup(tmp_path / "out" / "graph_decode.txt")
-    w2 = build_workload(again, p2)
+    w2 = build_workload(again, p2, 1)
     assert w2.phases[0].graph.kernels == w.phases[0].graph.kernels
     assert w2.phases[0].count == 32 and again.system.chip == "H100-SXM5-80GB"
     write_generated(build("workload { gemm { M: 8 K: 8 N: 8 } }"), tmp_path / "g")
