@@ -10,6 +10,7 @@ from pathlib import Path
 from generator.graph import Workload
 from hardware.system import System
 from schema import setup_pb2
+from schema.dfmodel import native_solver, normalise
 from schema.setup_io import load_setup
 from solver.linear import available_solvers
 from solver.options import ExecutionOptions, SolverOptions
@@ -37,7 +38,7 @@ def load_scenario(scenario: str | Path) -> Scenario:
 
     setup, path = load_setup(scenario)
     validate_setup(setup, path, available_solvers)
-    system = resolve_system(setup, path)
+    system = resolve_system(normalise(setup), path)
     workload = build_workload(setup, path)
     return Scenario(setup=setup, path=path, system=system, workload=workload)
 
@@ -73,13 +74,13 @@ def solver_options(setup: setup_pb2.Setup, time_limit_s: float | None = None) ->
     """`solver` wins over DFModel's `gurobi` block; the command line wins over both.
     DFModel's thread count is a Gurobi setting for a large server: HiGHS runs single-threaded
     unless `solver.threads` asks otherwise (one setting per process; see DESIGN.md)."""
-    s, g = setup.solver, setup.gurobi
-    limit = s.time_limit_s or g.time or 0.0
+    s = native_solver(setup)  # DFModel's `gurobi` filled in (schema.dfmodel)
+    limit = s.time_limit_s
     if time_limit_s is not None:
         limit = time_limit_s
     return SolverOptions(
         time_limit_s=float(limit),
-        gap=float(s.gap or g.gap or 1e-4),
+        gap=float(s.gap or 1e-4),
         threads=int(s.threads or 1),
         name=s.name or "highs",
         node_limit=int(s.node_limit),
