@@ -17,11 +17,16 @@ from hardware.checks import Problems, fraction, non_negative, positive
 from hardware.system import Chip, CostModel, Efficiency, MemoryLevel, System
 from hardware.topology import resolve_levels, resolve_num_chip
 from schema import setup_pb2
+from schema.dfmodel import COMPUTE_UTIL, NormalisedSetup, normalise
 from schema.errors import SetupError
 
 
-def resolve_system(setup: setup_pb2.Setup, setup_path: Path) -> System:
-    """The machine a setup describes, in SI units. Raises SetupError listing every problem."""
+def resolve_system(setup: setup_pb2.Setup | NormalisedSetup, setup_path: Path) -> System:
+    """The machine a setup describes, in SI units. Raises SetupError listing every problem.
+    Reads only native fields: a setup not yet through the DFModel seam goes through it here
+    (schema.dfmodel.normalise), and messages name the fields the user wrote."""
+    native = normalise(setup)
+    setup = native.setup
     problems = Problems(str(setup_path))
     sysmsg = setup.system
     preset = _find_preset(sysmsg, problems)
@@ -29,9 +34,9 @@ def resolve_system(setup: setup_pb2.Setup, setup_path: Path) -> System:
     found = found and (preset is not None or not sysmsg.preset)
     # An unknown chip leaves an empty spec: checking its numbers would only add noise.
     spec_problems = problems if found else Problems(problems.where)
-    chip = _chip(spec, setup.execution, spec_problems)
-    num_chip = resolve_num_chip(sysmsg, preset, problems)
-    levels = resolve_levels(sysmsg, preset, spec, num_chip, problems, spec_problems)
+    chip = _chip(spec, native.origin(COMPUTE_UTIL), spec_problems)
+    num_chip = resolve_num_chip(sysmsg, preset, problems, native)
+    levels = resolve_levels(sysmsg, preset, spec, num_chip, problems, spec_problems, native)
     memory = _memory(spec, spec_problems)
     cost = _cost(setup, spec, len(levels), problems)
     if problems:
@@ -125,7 +130,8 @@ def _suggest(names: list[str]) -> str:
     return "; did you mean " + ", ".join(f'"{n}"' for n in names) + "?"
 
 
-def _chip(spec: setup_pb2.ChipSpec, execution: setup_pb2.Execution, problems: Problems) -> Chip:
+def _chip(spec: setup_pb2.ChipSpec, util_field: str, problems: Problems) -> Chip:
+    """`util_field`: where the user gave efficiency.compute_util (for messages)."""
     acc = spec.accelerator
     for fname in (
         "core",
@@ -171,7 +177,7 @@ def _chip(spec: setup_pb2.ChipSpec, execution: setup_pb2.Execution, problems: Pr
         frequency_Hz=acc.freq * 1e9,
         l2_bytes=acc.l2_cap,
         l2_bandwidth_Bps=acc.l2_bw_GBps * 1e9,
-        efficiency=_efficiency(acc.efficiency, execution.compute_util, problems),
+        efficiency=_efficiency(acc.efficiency, util_field, problems),
         tdp_W=spec.tdp_W,
         price_usd=spec.price_usd,
     )
@@ -184,13 +190,13 @@ def _peak(peaks: dict[str, float], precision: str) -> float:
     return max(peaks.values(), default=0.0)
 
 
-def _efficiency(e: setup_pb2.Efficiency, compute_util: float, problems: Problems) -> Efficiency:
+def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) -> Efficiency:
     base = "system.accelerator.efficiency"
     for fname in ("gemm_util", "dram_util", "attention_util", "vector_util"):
         fraction(getattr(e, fname), f"{base}.{fname}", problems)
     for fname in ("gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "kernel_overhead_us"):
         non_negative(getattr(e, fname), f"{base}.{fname}", problems)
-    fraction(compute_util, "execution.compute_util", problems)
+    fraction(e.compute_util, util_field, problems)
     by_precision: dict[str, float] = {}
     for entry in e.gemm_util_by_precision:  # the library's entries, then the setup's
         path = f'{base}.gemm_util_by_precision["{entry.precision}"]'
@@ -210,7 +216,7 @@ def _efficiency(e: setup_pb2.Efficiency, compute_util: float, problems: Problems
         vector_util=e.vector_util or 1.0,
         kernel_overhead_s=e.kernel_overhead_us * 1e-6,
         gpu_wave_model=e.gpu_wave_model,
-        fixed_compute_util=max(compute_util, 0.0),
+        fixed_compute_util=max(e.compute_util, 0.0),
         source=e.source,
     )
 

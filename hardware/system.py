@@ -62,7 +62,7 @@ class Efficiency:
     vector_util: float = 1.0
     kernel_overhead_s: float = 0.0
     gpu_wave_model: bool = False
-    fixed_compute_util: float = 0.0  # execution.compute_util: overrides the GEMM model
+    fixed_compute_util: float = 0.0  # efficiency.compute_util: overrides the GEMM model
     source: str = ""
 
 

@@ -1,37 +1,24 @@
-"""Topology levels of a setup: explicit levels, a DFModel variant, a preset's levels or the
-chip's default (scale-up domain, then scale-out), checked and converted to NetworkLevels."""
+"""Topology levels of a setup: explicit levels, a preset's levels or the chip's default
+(scale-up domain, then scale-out), checked and converted to NetworkLevels. DFModel's
+topologies arrive as explicit levels (schema.dfmodel); messages name the user's fields
+through the seam's origin map."""
 
 from __future__ import annotations
 
 import math
-import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from google.protobuf import message as _message
 
 from hardware.checks import Problems, fraction, non_negative, positive
 from hardware.system import PARALLELISMS, CollectiveEfficiency, NetworkLevel, Topology
 from schema import setup_pb2
+from schema.dfmodel import NormalisedSetup
 
 _KIND = {
     setup_pb2.RING: Topology.RING,
     setup_pb2.SWITCH: Topology.SWITCH,
     setup_pb2.FULLY_CONNECTED: Topology.FULLY_CONNECTED,
     setup_pb2.TORUS: Topology.TORUS,
-}
-# DFModel topology variants: one basic topology per dimension, x innermost.
-_VARIANTS = {
-    "r": (Topology.RING,),
-    "sw": (Topology.SWITCH,),
-    "fc": (Topology.FULLY_CONNECTED,),
-    "r_r": (Topology.RING, Topology.RING),
-    "r_fc": (Topology.RING, Topology.FULLY_CONNECTED),
-    "r_sw": (Topology.RING, Topology.SWITCH),
-    "sw_sw": (Topology.SWITCH, Topology.SWITCH),
-    "fc_fc": (Topology.FULLY_CONNECTED, Topology.FULLY_CONNECTED),
-    "r_r_r": (Topology.RING, Topology.RING, Topology.RING),
-    "r_sw_sw": (Topology.RING, Topology.SWITCH, Topology.SWITCH),
-    "sw_sw_sw": (Topology.SWITCH, Topology.SWITCH, Topology.SWITCH),
 }
 
 
@@ -46,8 +33,8 @@ class _Level:
     latency_us: float
     parallelism: list[str]
     torus_dims: tuple[int, ...]
-    path: str  # e.g. "system.topology[1]" or "system.r_r"
-    degree_field: str  # e.g. "system.r_r.x"
+    path: str  # e.g. "system.topology[1]", or the DFModel field the user wrote (origins)
+    degree_field: str  # e.g. "system.topology[1].degree"
     bw_field: str
     par_field: str
     from_preset: bool = False
@@ -55,9 +42,13 @@ class _Level:
 
 
 def resolve_num_chip(
-    sysmsg: setup_pb2.System, preset: setup_pb2.SystemPreset | None, problems: Problems
+    sysmsg: setup_pb2.System,
+    preset: setup_pb2.SystemPreset | None,
+    problems: Problems,
+    native: NormalisedSetup | None = None,
 ) -> int:
-    """system.num_chip, else the preset's, else the product of fully given degrees, else 1."""
+    """system.num_chip, else the preset's, else the product of fully given degrees, else 1.
+    `native`: the DFModel seam's result (a variant's degree 0 is searched, not 1)."""
     if sysmsg.num_chip < 0:
         problems.add(f"system.num_chip must be > 0, got {sysmsg.num_chip}")
         return 1
@@ -66,10 +57,8 @@ def resolve_num_chip(
     if preset is not None and preset.num_chip > 0:
         return preset.num_chip
     degrees = [lv.degree or math.prod(lv.torus_dims) for lv in sysmsg.topology]
-    variant = sysmsg.WhichOneof("topology_variant")
-    if variant:
-        v = getattr(sysmsg, variant)
-        degrees = [getattr(v, a) for a in "xyz"[: len(_VARIANTS[variant])]]
+    if native is not None and native.chip_count_degrees is not None:
+        degrees = list(native.chip_count_degrees)
     if degrees and all(d > 0 for d in degrees):
         return math.prod(degrees)
     if degrees:
@@ -87,23 +76,27 @@ def resolve_levels(
     num_chip: int,
     problems: Problems,
     spec_problems: Problems,
+    native: NormalisedSetup | None = None,
 ) -> tuple[NetworkLevel, ...]:
     """The topology levels (innermost first): the setup's, else the preset's, else the
-    chip's default. `spec_problems` collects problems that only matter if the chip is known."""
-    variant = sysmsg.WhichOneof("topology_variant")
-    if sysmsg.topology and variant:
-        problems.add(f"system.topology and system.{variant} are exclusive; give one of them")
+    chip's default. `spec_problems` collects problems that only matter if the chip is known.
+    `native`: what the DFModel seam made of the setup (origins of the fields, whether the
+    levels replace a preset's, conflicts it found)."""
+    native = native or NormalisedSetup(setup_pb2.Setup())
+    for conflict in native.conflicts:
+        problems.add(conflict)
     if sysmsg.topology:
         given = list(sysmsg.topology)
-        base = list(preset.topology) if preset is not None and not variant else []
+        replaces = native.topology_replaces_preset
+        base = list(preset.topology) if preset is not None and not replaces else []
         merged = [_merge_level(base, given, i) for i in range(max(len(base), len(given)))]
-        levels = [_from_level(lv, f"system.topology[{i}]", i) for i, lv in enumerate(merged)]
+        levels = [
+            _from_level(lv, f"system.topology[{i}]", i, native.origin)
+            for i, lv in enumerate(merged)
+        ]
         for i, lv in enumerate(levels):  # a preset's degree 0 still scales with num_chip
             lv.from_preset = i < len(base) and (i >= len(given) or given[i].degree == 0)
-        path = "system.topology"
-    elif variant:
-        levels = _from_variant(variant, getattr(sysmsg, variant))
-        path = f"system.{variant}"
+        path = native.origin("system.topology")
     elif preset is not None and preset.topology:
         ppath = f'system.preset "{preset.name}" topology'
         levels = [_from_level(lv, f"{ppath}[{i}]", i) for i, lv in enumerate(preset.topology)]
@@ -164,7 +157,13 @@ def _merge_level(
     return level
 
 
-def _from_level(lv: setup_pb2.TopologyLevel, path: str, index: int) -> _Level:
+def _from_level(
+    lv: setup_pb2.TopologyLevel,
+    path: str,
+    index: int,
+    origin: Callable[[str], str] = lambda p: p,
+) -> _Level:
+    """`origin` maps a field path to the one the user wrote (a DFModel variant's)."""
     return _Level(
         name=lv.name or f"level{index}",
         kind=_KIND.get(lv.kind),
@@ -173,34 +172,11 @@ def _from_level(lv: setup_pb2.TopologyLevel, path: str, index: int) -> _Level:
         latency_us=lv.latency_us,
         parallelism=[p for p in lv.parallelism],
         torus_dims=tuple(lv.torus_dims),
-        path=path,
-        degree_field=f"{path}.degree",
-        bw_field=f"{path}.link_bw_GBps",
-        par_field=f"{path}.parallelism",
+        path=origin(path),
+        degree_field=origin(f"{path}.degree"),
+        bw_field=origin(f"{path}.link_bw_GBps"),
+        par_field=origin(f"{path}.parallelism"),
     )
-
-
-def _from_variant(variant: str, msg: _message.Message) -> list[_Level]:
-    """DFModel variant fields (x/y/z, link_bw_*, par_*) as levels, x innermost."""
-    levels = []
-    for axis, kind in zip("xyz", _VARIANTS[variant]):
-        par = getattr(msg, f"par_{axis}")
-        levels.append(
-            _Level(
-                name=axis,
-                kind=kind,
-                degree=getattr(msg, axis),
-                link_bw_GBps=getattr(msg, f"link_bw_{axis}"),
-                latency_us=0.0,
-                parallelism=[p for p in re.split(r"[\s,+/]+", par) if p],
-                torus_dims=(),
-                path=f"system.{variant}",
-                degree_field=f"system.{variant}.{axis}",
-                bw_field=f"system.{variant}.link_bw_{axis}",
-                par_field=f"system.{variant}.par_{axis}",
-            )
-        )
-    return levels
 
 
 def _check_level(lv: _Level, problems: Problems) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from generator.graph import Workload
 from hardware.system import System
 from schema import setup_pb2
+from schema.dfmodel import native_solver, normalise
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import Plan
 
@@ -82,10 +83,11 @@ def load_message(setup: setup_pb2.Setup, path: Path) -> Loaded:
 
 
 def resolve(loaded: Loaded) -> System:
-    """The machine: preset <- library chip <- the setup's overrides."""
+    """The machine: preset <- library chip <- the setup's overrides, after the DFModel seam
+    has turned DFModel's fields into native ones (errors still name the user's fields)."""
     from hardware.resolve import resolve_system
 
-    return resolve_system(loaded.setup, loaded.path)
+    return resolve_system(normalise(loaded.setup), loaded.path)
 
 
 def generate(loaded: Loaded, system: System) -> Workload:
@@ -220,13 +222,13 @@ def solver_options(setup: setup_pb2.Setup, time_limit_s: float | None = None) ->
     """`solver` wins over DFModel's `gurobi` block; the command line wins over both.
     DFModel's thread count is a Gurobi setting for a large server: HiGHS runs single-threaded
     unless `solver.threads` asks otherwise (one setting per process; see DESIGN.md)."""
-    s, g = setup.solver, setup.gurobi
-    limit = s.time_limit_s or g.time or 0.0
+    s = native_solver(setup)  # DFModel's `gurobi` filled in (schema.dfmodel)
+    limit = s.time_limit_s
     if time_limit_s is not None:
         limit = time_limit_s
     return SolverOptions(
         time_limit_s=float(limit),
-        gap=float(s.gap or g.gap or 1e-4),
+        gap=float(s.gap or 1e-4),
         threads=int(s.threads or 1),
         name=s.name or "highs",
         node_limit=int(s.node_limit),
