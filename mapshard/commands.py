@@ -72,7 +72,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_bounds(args: argparse.Namespace) -> int:
     from mapshard import pipeline
     from mapshard.report.bounds import write_bounds
-    from solver.menus import gemm_dims
+    from solver.cost.menus import gemm_dims
 
     scenario = pipeline.load_scenario(args.scenario)
     gemms = []

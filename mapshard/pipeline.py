@@ -11,7 +11,7 @@ from generator.graph import Workload
 from hardware.system import System
 from schema import setup_pb2
 from schema.setup_io import load_setup
-from solver.linear import available_solvers
+from solver.milp.linear import available_solvers
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import Plan
 
@@ -87,7 +87,8 @@ def solver_options(setup: setup_pb2.Setup, time_limit_s: float | None = None) ->
 
 
 def solve(scenario: Scenario, time_limit_s: float | None = None, progress=None) -> Plan:
-    """`progress`: called with a `solver.planner.SearchProgress` after each parallel choice."""
+    """`progress`: called with a `solver.search.planner.SearchProgress` after each parallel
+    choice."""
     from solver.api import solve_workload as plan
 
     return plan(

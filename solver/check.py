@@ -12,7 +12,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solver.menus import MappingProblem
+from solver.cost.latency import config_latency
+from solver.cost.menus import MappingProblem
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,7 @@ def config_cost(
             b = problem.kernels[e.dst].sharding_index(choice[e.dst])
             net += e.conv[a][b]
     mem = mem_bytes / problem.dram_bandwidth_Bps
-    if problem.serialize_network:
-        latency = ovh + max(comp - ovh, mem) + net
-    else:
-        latency = max(comp, mem, net) if problem.overlap else comp + mem + net
+    latency = config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
     feasible = sram <= problem.sram_bytes * (1 + 1e-9) + 1e-6
     return ConfigCost(tuple(members), comp, mem, net, sram, latency, feasible)
 

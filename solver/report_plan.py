@@ -5,10 +5,10 @@ from __future__ import annotations
 from generator.graph import Pass, Workload
 from hardware.system import System
 from solver.check import config_cost, kernel_memory_bytes
-from solver.fusion import GraphSolution
-from solver.menus import MappingProblem
-from solver.parallel import Choice
+from solver.cost.menus import MappingProblem
+from solver.fusion.segment_search import GraphSolution
 from solver.plan import ConfigPlan, KernelPlan, PhasePlan
+from solver.search.parallel import Choice
 
 
 def _bound(compute: float, memory: float, network: float) -> str:

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from mapshard import pipeline
-from solver import planner
 from solver.check import kernel_memory_bytes, plan_cost
-from solver.menus import MappingProblem
+from solver.cost.menus import MappingProblem
+from solver.search import planner
 
 ROOT = Path(__file__).resolve().parents[1]
-US, MIB = 1e6, 2**20  # the MILP's units (solver/milp.py)
+US, MIB = 1e6, 2**20  # the MILP's units (solver/milp/model.py)
 SMALLEST, LARGEST = 1e-9, 1e15  # HiGHS: small_matrix_value, large_matrix_value
 
 TINY_GEMM = """

@@ -15,7 +15,7 @@ try:
 except ImportError:
     from test_report_helpers import kernel
 
-needs_frontier = pytest.mark.skipif(frontier_function() is None, reason="no solver.frontier")
+needs_frontier = pytest.mark.skipif(frontier_function() is None, reason="no solver.cost.frontier")
 
 
 @needs_frontier

@@ -60,7 +60,7 @@ def test_page_is_deterministic_and_escapes_names():
 def test_frontier_section_notes_a_missing_solver_module(monkeypatch):
     monkeypatch.setattr("mapshard.report.bounds.frontier_function", lambda: None)
     page = report_html(training_plan())
-    assert "solver.frontier is not available" in page
+    assert "solver.cost.frontier is not available" in page
     assert page.count("<svg") == 4
 
 

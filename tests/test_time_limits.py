@@ -25,8 +25,8 @@ import pytest
 from mapshard import pipeline
 from mapshard.cli import EXIT_NO_PLAN, main
 from mapshard.report import write_results
-from solver import planner
-from solver.fusion import GraphSolution, SearchStats
+from solver.fusion.segment_search import GraphSolution, SearchStats
+from solver.search import planner
 
 try:
     from tests.test_report_helpers import training_plan

@@ -1,11 +1,11 @@
 """Predict one validation case's metric with MapShard's own model.
 
-- training / inference / layer rows: the solver (`solver.planner.plan`) on the row's
+- training / inference / layer rows: the solver (`solver.search.planner.plan`) on the row's
   scenario with every parallel degree fixed; the plan's iteration time, TTFT, end-to-end
   latency or layer-graph latency;
 - gemm rows: the solver on a one-GEMM workload (the GEMM menu, its efficiency and the
   per-kernel overhead);
-- collective rows: `solver.collectives.hierarchical_time` over the row's levels;
+- collective rows: `solver.cost.collectives.hierarchical_time` over the row's levels;
 - memory_copy rows: DRAM bandwidth x the chip's achievable DRAM fraction.
 Times become FLOP-based metrics only through the row's `flop_convention`.
 """
@@ -65,7 +65,7 @@ def predict(case: Case, where: Path) -> Prediction:
 def _memory_copy(case: Case, where: Path) -> Prediction:
     from hardware.resolve import resolve_system
     from schema import setup_pb2
-    from solver.efficiency import dram_efficiency
+    from solver.cost.efficiency import dram_efficiency
 
     if case.metric != "bandwidth_Bps":
         raise Unmodelable(f"memory_copy metric {case.metric!r} is not bandwidth_Bps")
@@ -129,7 +129,7 @@ def collective_span(case: Case) -> list[tuple[NetworkLevel, int]]:
 
 
 def collective_time(case: Case) -> float:
-    from solver.collectives import hierarchical_time
+    from solver.cost.collectives import hierarchical_time
 
     kind = case.text("collective")
     if kind not in _BUS_FACTOR:
@@ -164,7 +164,7 @@ def _collective(case: Case) -> Prediction:
 
 def _solved(case: Case, where: Path) -> Prediction:
     from mapshard.pipeline import execution_options, solver_options
-    from solver.planner import plan
+    from solver.search.planner import plan
 
     scenario = load_case_scenario(case, where)
     p = plan(

@@ -341,7 +341,7 @@ def load_case_scenario(case: Case, where: Path) -> Scenario:
     from hardware.resolve import resolve_system
     from mapshard.fidelity.megatron import pin_megatron
     from schema.validation import validate_setup
-    from solver.linear import available_solvers
+    from solver.milp.linear import available_solvers
 
     setup, levels = build_setup(case)
     validate_setup(setup, where, available_solvers)

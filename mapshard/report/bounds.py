@@ -1,5 +1,5 @@
 """Data-movement bounds of GEMMs: least DRAM traffic and attainable operational intensity
-as a function of the on-chip buffer (solver.frontier's exact frontier), as CSV and a plot.
+as a function of the on-chip buffer (solver.cost.frontier's exact frontier), as CSV and a plot.
 
 Shows how far a kernel is from compute-bound and what a bigger buffer would buy.
 """
@@ -18,7 +18,8 @@ from mapshard.report.fmt import num
 from solver.plan import KernelPlan
 
 FRONTIER_MISSING = (
-    "solver.frontier is not available in this installation: the data-movement frontier is omitted"
+    "solver.cost.frontier is not available in this installation: "
+    "the data-movement frontier is omitted"
 )
 BOUNDS_COLUMNS = (
     "kernel",
@@ -37,9 +38,9 @@ BOUNDS_COLUMNS = (
 
 
 def frontier_function() -> Callable[[int, int, int], Sequence[Any]] | None:
-    """solver.frontier.gemm_frontier, or None when the solver does not ship it."""
+    """solver.cost.frontier.gemm_frontier, or None when the solver does not ship it."""
     try:
-        from solver.frontier import gemm_frontier
+        from solver.cost.frontier import gemm_frontier
     except ImportError:
         return None
     return gemm_frontier
@@ -119,7 +120,7 @@ def gemm_shape(
 def bounds_csv(
     kernels: Sequence[tuple[str, int, int, int, float]], buffer_bytes_max: float
 ) -> str | None:
-    """The frontier of every GEMM as CSV text; None when solver.frontier is missing."""
+    """The frontier of every GEMM as CSV text; None when solver.cost.frontier is missing."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(BOUNDS_COLUMNS)
@@ -151,7 +152,7 @@ def frontier_curves(
     kernels: Sequence[tuple[str, int, int, int, float]],
     chosen: dict[str, tuple[float, float]] | None = None,
 ) -> list[dict[str, Any]] | None:
-    """Plot input for plots.frontier_svg; None when solver.frontier is missing."""
+    """Plot input for plots.frontier_svg; None when solver.cost.frontier is missing."""
     curves = []
     for name, m, k, n, bpe in kernels:
         pts = frontier_points(m, k, n, bpe)
@@ -171,7 +172,7 @@ def write_bounds(
     kernels: list[tuple[str, int, int, int, float]], buffer_bytes_max: float, out_dir: Path | str
 ) -> list[Path]:
     """Write bounds.csv and bounds.svg for GEMMs given as (name, M, K, N, bytes/element);
-    without solver.frontier, write only NOTE.txt saying so. Returns the files written."""
+    without solver.cost.frontier, write only NOTE.txt saying so. Returns the files written."""
     from mapshard.report.plots import frontier_svg
 
     out = Path(out_dir)

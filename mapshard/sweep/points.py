@@ -130,7 +130,7 @@ def check_point(
     that failed it (each naming the base file and a field path)."""
     from hardware.resolve import resolve_system
     from schema.validation import validate_setup
-    from solver.linear import available_solvers
+    from solver.milp.linear import available_solvers
 
     try:
         validate_setup(setup, spec.base_path, available_solvers)

@@ -167,8 +167,8 @@ def init_local_worker(address: str, authkey: bytes, driver_pid: int) -> None:
 
 def _warm_up() -> None:
     """Load the solver stack before the first point, so its solve time is the solve's."""
-    import solver.planner  # noqa: F401
-    from solver.linear import load_backends
+    import solver.search.planner  # noqa: F401
+    from solver.milp.linear import load_backends
 
     load_backends()
 

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from solver.menus import MappingProblem
-from solver.milp import MilpResult, solve_configurations
+from solver.cost.latency import config_latency
+from solver.cost.menus import MappingProblem
+from solver.fusion.segment_bound import KnapsackBounds
+from solver.fusion.segment_price import fixed_sharding_prices
+from solver.milp.model import MilpResult, solve_configurations
 from solver.options import SolverOptions
-from solver.segment_bound import KnapsackBounds
-from solver.segment_price import fixed_sharding_prices
 
 Segment = tuple[int, int]  # [start, end) positions
 
@@ -78,10 +79,10 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
         r = solve_configurations(problem, segments, options)
         stats.add(r)
         return GraphSolution(segments, r.choice, r.objective_s, r.bound_s, r.status, stats)
-    from solver.alternate import alternate
+    from solver.fusion.alternate import alternate
 
     if _small(problem):
-        return _segment_search(problem, options, stats)
+        return segment_search(problem, options, stats)
     return alternate(problem, options, stats)
 
 
@@ -130,7 +131,7 @@ class _Bounds:
             outs = [e.dst for e in problem.out_edges(k)]
             last_use.append(max(outs) if outs else n)  # n: the output always leaves the chip
         for i in range(n):
-            c = m = w = b = 0.0
+            c = m = w = b = o = 0.0
             out_pending: dict[int, float] = {}
             for j in range(i + 1, n + 1):
                 k = j - 1
@@ -139,6 +140,7 @@ class _Bounds:
                 if b > problem.sram_bytes * (1 + 1e-9):
                     break
                 c += comp[k]
+                o += problem.kernels[k].overhead_s
                 w += net[k]
                 m += weights[k] + sum(t for src, t in inputs[k] if src < i)
                 if last_use[k] >= j:
@@ -146,18 +148,16 @@ class _Bounds:
                 for kk in [kk for kk in out_pending if last_use[kk] < j]:
                     del out_pending[kk]
                 mem = (m + sum(out_pending.values())) / bw
-                if problem.serialize_network:
-                    o = sum(problem.kernels[q].overhead_s for q in range(i, j))
-                    self.values[(i, j)] = o + max(c - o, mem) + w
-                else:
-                    self.values[(i, j)] = max(c, mem, w) if problem.overlap else c + mem + w
+                self.values[(i, j)] = config_latency(
+                    c, mem, w, o, problem.overlap, problem.serialize_network
+                )
 
 
-def _segment_search(
+def segment_search(
     problem: MappingProblem,
     options: SolverOptions,
     stats: SearchStats,
-    incumbent_plan: GraphSolution | None = None,
+    incumbent_solution: GraphSolution | None = None,
     deadline: float = math.inf,
 ) -> GraphSolution:
     """Exact search; with an incumbent it only looks for better plans, and at `deadline`
@@ -187,7 +187,7 @@ def _segment_search(
                 values[seg] = fast
                 priced.add(seg)
                 return
-        r = solve_configurations(problem, [list(range(*seg))], _until(options, deadline))
+        r = solve_configurations(problem, [list(range(*seg))], until_deadline(options, deadline))
         stats.add(r)
         stats.segments_priced += 1
         # a MILP stopped at its gap may prove less than the knapsack bound already did
@@ -228,15 +228,17 @@ def _segment_search(
         h = backward()
         if not math.isfinite(h[0, 0]):
             return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
-        if incumbent_plan is not None and h[0, 0] >= incumbent_plan.objective_s / (1 + options.gap):
-            return _with_bound(incumbent_plan, float(h[0, 0]), stats, options.gap)
+        if incumbent_solution is not None and h[0, 0] >= incumbent_solution.objective_s / (
+            1 + options.gap
+        ):
+            return with_bound(incumbent_solution, float(h[0, 0]), stats, options.gap)
         path = best_path(h)
         todo = [s for s in path if s not in priced]
         if not todo:
             break
         if time.perf_counter() > deadline:
-            if incumbent_plan is not None:
-                return _with_bound(incumbent_plan, float(h[0, 0]), stats, options.gap)
+            if incumbent_solution is not None:
+                return with_bound(incumbent_solution, float(h[0, 0]), stats, options.gap)
             return GraphSolution((), (), math.inf, float(h[0, 0]), "time_limit", stats)
         if tighten(todo):
             continue
@@ -246,12 +248,16 @@ def _segment_search(
 
     # Phase 2: best-first enumeration of segmentations by bound; exact cost of each.
     incumbent: tuple[float, tuple, tuple] = (math.inf, (), ())
-    if incumbent_plan is not None and math.isfinite(incumbent_plan.objective_s):
-        incumbent = (incumbent_plan.objective_s, incumbent_plan.segments, incumbent_plan.choice)
+    if incumbent_solution is not None and math.isfinite(incumbent_solution.objective_s):
+        incumbent = (
+            incumbent_solution.objective_s,
+            incumbent_solution.segments,
+            incumbent_solution.choice,
+        )
     if not math.isfinite(incumbent[0]):
         # the fully priced best path of phase 1 is a first plan
         segs = tuple(tuple(range(*seg)) for seg in path)
-        r = solve_configurations(problem, segs, _until(options, deadline))
+        r = solve_configurations(problem, segs, until_deadline(options, deadline))
         stats.add(r)
         stats.paths_checked += 1
         if math.isfinite(r.objective_s):
@@ -289,7 +295,7 @@ def _segment_search(
             segs = tuple(tuple(range(*s)) for s in path)
             # only a plan better than the incumbent matters: HiGHS prunes with it
             r = solve_configurations(
-                problem, segs, _until(options, deadline), cutoff_s=incumbent[0] * (1 - 1e-9)
+                problem, segs, until_deadline(options, deadline), cutoff_s=incumbent[0] * (1 - 1e-9)
             )
             stats.add(r)
             if r.objective_s < incumbent[0]:
@@ -368,7 +374,7 @@ def _allowed_mask(problem: MappingProblem, n: int, K: int) -> np.ndarray | None:
     return allowed
 
 
-def _with_bound(
+def with_bound(
     plan: GraphSolution, bound: float, stats: SearchStats, gap: float = 0.0
 ) -> GraphSolution:
     """`plan` with the proven `bound`; optimal when the bound is within the relative `gap`."""
@@ -422,10 +428,8 @@ def _price_fixed_sharding(problem: MappingProblem, seg: Segment) -> float | None
         if e.dst in members:
             net += e.conv[0][0]
     mem = front[-1][1] / problem.dram_bandwidth_Bps
-    if problem.serialize_network:
-        ovh = sum(problem.kernels[k].overhead_s for k in range(*seg))
-        return ovh + max(comp - ovh, mem) + net
-    return max(comp, mem, net) if problem.overlap else comp + mem + net
+    ovh = sum(problem.kernels[k].overhead_s for k in range(*seg))
+    return config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
 
 
 PARETO_LIMIT = 4000
@@ -441,7 +445,7 @@ def _pareto(points: np.ndarray) -> np.ndarray:
     return points[points[:, 1] < best_before]
 
 
-def _until(options: SolverOptions, deadline: float) -> SolverOptions:
+def until_deadline(options: SolverOptions, deadline: float) -> SolverOptions:
     """`options` with the time limit cut to what is left before `deadline`."""
     if not math.isfinite(deadline):
         return options

@@ -15,13 +15,14 @@ from dataclasses import dataclass, replace
 from generator.graph import KernelGraph, Workload
 from hardware.system import System
 from schema.errors import NoPlanError
-from solver import assemble, efficiency, infeasible
-from solver.fusion import GraphSolution, solve_graph
-from solver.menus import MappingProblem, build_problem
+from solver.cost import efficiency
+from solver.cost.menus import MappingProblem, build_problem
+from solver.fusion.segment_search import GraphSolution, solve_graph
 from solver.options import ExecutionOptions, SolverOptions
-from solver.parallel import Choice, enumerate_choices, spans_key
 from solver.plan import ChoiceResult, Plan, SolveStats
 from solver.report_plan import build_phase_plans, energy_of, workload_flop
+from solver.search import assemble, infeasible
+from solver.search.parallel import Choice, enumerate_choices, spans_key
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ import time
 
 import numpy as np
 
-from solver.menus import MappingProblem
+from solver.cost.latency import config_latency
+from solver.cost.menus import MappingProblem
 
 FRONT_LIMIT = 20_000  # Pareto states per front before giving up (the caller falls back)
 
@@ -80,12 +81,9 @@ def _sweep(problem: MappingProblem, deadline: float) -> np.ndarray | None:
             if not math.isfinite(least):
                 break  # buffers only grow with j: no longer segment from i fits either
             mem = least / problem.dram_bandwidth_Bps
-            if problem.serialize_network:
-                prices[i, j] = ovh + max(comp - ovh, mem) + net
-            elif problem.overlap:
-                prices[i, j] = max(comp, mem, net)
-            else:
-                prices[i, j] = comp + mem + net
+            prices[i, j] = config_latency(
+                comp, mem, net, ovh, problem.overlap, problem.serialize_network
+            )
     return prices
 
 

@@ -1,5 +1,5 @@
 """The inner MILP for fixed configurations: one-hot option menus, pairwise layout costs and
-per-configuration latency epigraphs, written as arrays (solver.linear) and solved by HiGHS
+per-configuration latency epigraphs, written as arrays (solver.milp.linear) and solved by HiGHS
 directly or through Pyomo.
 
 Variables
@@ -27,9 +27,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solver import linear
 from solver.check import kernel_memory_bytes
-from solver.menus import MappingProblem
+from solver.cost.latency import COMPUTE, MEMORY, NETWORK, epigraph_rows
+from solver.cost.menus import MappingProblem
+from solver.milp import linear
 from solver.options import SolverOptions
 
 US = 1e6  # seconds -> microseconds
@@ -191,16 +192,11 @@ def build_model(
                 row[col] = row.get(col, 0.0) - coef
         model.add_row(row, constant, linear.INF)
 
+    rule = epigraph_rows(problem.overlap, problem.serialize_network)
     for c in range(n_cfg):
-        if problem.serialize_network:
-            at_least(c, [compute[c], network[c]])
-            at_least(c, [memory[c], network[c]], ovh[c])
-        elif problem.overlap:
-            at_least(c, [compute[c]])
-            at_least(c, [memory[c]])
-            at_least(c, [network[c]])
-        else:
-            at_least(c, [compute[c], memory[c], network[c]])
+        parts = {COMPUTE: compute[c], MEMORY: memory[c], NETWORK: network[c]}
+        for names, with_overhead in rule:
+            at_least(c, [parts[n] for n in names], ovh[c] if with_overhead else 0.0)
         if sram[c]:
             model.add_row(sram[c], -linear.INF, problem.sram_bytes / 2**20 * (1 + 1e-9))
     return model, x_col, members
