@@ -27,7 +27,7 @@ import numpy as np
 from solver.cost.latency import config_latency
 from solver.cost.menus import MappingProblem
 from solver.fusion.segment_bound import KnapsackBounds
-from solver.fusion.segment_price import fixed_sharding_prices
+from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, segment_price
 from solver.milp.model import MilpResult, solve_configurations
 from solver.options import SolverOptions
 
@@ -160,94 +160,16 @@ def segment_search(
     incumbent_solution: GraphSolution | None = None,
     deadline: float = math.inf,
 ) -> GraphSolution:
-    """Exact search; with an incumbent it only looks for better plans, and at `deadline`
-    (perf_counter seconds) it stops with the best bound proven so far."""
-    t_start = time.perf_counter()
-    n = len(problem.kernels)
-    K = max(1, min(problem.max_configs, n))
-    values = np.full((n, n + 1), math.inf)  # values[i, j]: bound of segment [i, j)
-    for (i, j), v in _Bounds(problem).values.items():
-        values[i, j] = v
-    allowed = _allowed_mask(problem, n, K)
-    priced: set[Segment] = set()
-    single = all(len(m.shardings) == 1 for m in problem.kernels)
-    exact = fixed_sharding_prices(problem, deadline) if single else None
-    if exact is not None:
-        # every segment priced exactly: the shortest path below is the optimum
-        values = exact
-        priced = {(i, j) for i, j in zip(*np.nonzero(np.isfinite(exact)), strict=True)}
-
-    knapsack = KnapsackBounds(problem) if exact is None else None
-    tightened: set[int] = set()  # start positions whose knapsack bounds are in `values`
-
-    def price(seg: Segment) -> None:
-        if single:
-            fast = _price_fixed_sharding(problem, seg)
-            if fast is not None:
-                values[seg] = fast
-                priced.add(seg)
-                return
-        r = solve_configurations(problem, [list(range(*seg))], until_deadline(options, deadline))
-        stats.add(r)
-        stats.segments_priced += 1
-        # a MILP stopped at its gap may prove less than the knapsack bound already did
-        values[seg] = max(values[seg], r.bound_s) if r.status != "infeasible" else math.inf
-        priced.add(seg)
-
-    def tighten(segs: list[Segment]) -> bool:
-        """Knapsack bounds for the start positions of `segs` (before any MILP); False when
-        they are all in already."""
-        starts = {i for i, _ in segs if i not in tightened}
-        if knapsack is None or not starts:
-            return False
-        for i in sorted(starts):
-            row = knapsack.row(i)
-            keep = [j for j in range(i + 1, n + 1) if (i, j) in priced]
-            kept = values[i, keep]
-            np.maximum(values[i], row, out=values[i])
-            values[i, keep] = kept
-            tightened.add(i)
-        return True
-
-    def backward() -> np.ndarray:
-        return _backward(values, allowed, K)
-
-    def best_path(h: np.ndarray) -> list[Segment]:
-        path, pos, used = [], 0, 0
-        while pos < n:
-            cand = values[pos, pos + 1 :] + h[pos + 1 :, used + 1]
-            if allowed is not None:
-                cand = np.where(allowed[pos, pos + 1 :, used], cand, math.inf)
-            j = pos + 1 + int(np.argmin(cand))
-            path.append((pos, j))
-            pos, used = j, used + 1
-        return path
-
+    """Exact search; with an incumbent it only looks for better solutions, and at
+    `deadline` (perf_counter seconds) it stops with the best bound proven so far."""
+    search = _ExactSearch(problem, options, stats, deadline)
     # Phase 1: price the segments of the best path until it is fully priced.
-    while True:
-        h = backward()
-        if not math.isfinite(h[0, 0]):
-            return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
-        if incumbent_solution is not None and h[0, 0] >= incumbent_solution.objective_s / (
-            1 + options.gap
-        ):
-            return with_bound(incumbent_solution, float(h[0, 0]), stats, options.gap)
-        path = best_path(h)
-        todo = [s for s in path if s not in priced]
-        if not todo:
-            break
-        if time.perf_counter() > deadline:
-            if incumbent_solution is not None:
-                return with_bound(incumbent_solution, float(h[0, 0]), stats, options.gap)
-            return GraphSolution((), (), math.inf, float(h[0, 0]), "time_limit", stats)
-        if tighten(todo):
-            continue
-        for seg in todo:
-            price(seg)
+    early, h, path = search.price_best_path(incumbent_solution)
+    if early is not None:
+        return early
     lower = float(h[0, 0])
-
     # Phase 2: best-first enumeration of segmentations by bound; exact cost of each.
-    incumbent: tuple[float, tuple, tuple] = (math.inf, (), ())
+    incumbent: _Incumbent = (math.inf, (), ())
     if incumbent_solution is not None and math.isfinite(incumbent_solution.objective_s):
         incumbent = (
             incumbent_solution.objective_s,
@@ -255,79 +177,185 @@ def segment_search(
             incumbent_solution.choice,
         )
     if not math.isfinite(incumbent[0]):
-        # the fully priced best path of phase 1 is a first plan
-        segs = tuple(tuple(range(*seg)) for seg in path)
-        r = solve_configurations(problem, segs, until_deadline(options, deadline))
-        stats.add(r)
-        stats.paths_checked += 1
-        if math.isfinite(r.objective_s):
-            incumbent = (r.objective_s, segs, r.choice)
-    heap: list[tuple[float, float, int, int, tuple[Segment, ...]]] = [(lower, 0.0, 0, 0, ())]
-    final_bound = lower
-    status = "optimal"
-    pops = 0
-    while heap:
-        f, g, pos, used, path = heapq.heappop(heap)
-        if f >= incumbent[0] / (1 + options.gap) - 1e-15:
-            final_bound = min(incumbent[0], f)
-            break
-        pops += 1
-        if pops % 256 == 0 and (
-            len(heap) > HEAP_LIMIT
-            or _out_of_time(options, t_start)
-            or time.perf_counter() > deadline
-        ):
-            # f is the least bound of every segmentation not yet looked at
-            final_bound = f
-            status = "time_limit"
-            stats.notes.append(f"stopped with {len(heap)} partial segmentations open")
-            break
-        if pos == n:
-            unpriced = [s for s in path if s not in priced]
-            if unpriced:
-                if not tighten(unpriced):
-                    for seg in unpriced:
-                        price(seg)
-                g2 = float(sum(values[s] for s in path))
-                heapq.heappush(heap, (g2, g2, pos, used, path))
-                continue
-            stats.paths_checked += 1
-            segs = tuple(tuple(range(*s)) for s in path)
-            # only a plan better than the incumbent matters: HiGHS prunes with it
-            r = solve_configurations(
-                problem, segs, until_deadline(options, deadline), cutoff_s=incumbent[0] * (1 - 1e-9)
-            )
-            stats.add(r)
-            if r.objective_s < incumbent[0]:
-                incumbent = (r.objective_s, segs, r.choice)
-            if (
-                stats.paths_checked >= options.max_paths
-                or _out_of_time(options, t_start)
-                or time.perf_counter() > deadline
-            ):
-                final_bound = f
-                status = "time_limit"
-                stats.notes.append(f"stopped after {stats.paths_checked} segmentations")
-                break
-            continue
-        if used + 1 > K:
-            continue
-        for j in range(pos + 1, n + 1):
-            v = float(values[pos, j])
-            rest = float(h[j, used + 1])
-            if not math.isfinite(v) or not math.isfinite(rest):
-                continue
-            if allowed is not None and not allowed[pos, j, used]:
-                continue
-            heapq.heappush(heap, (g + v + rest, g + v, j, used + 1, path + ((pos, j),)))
-    else:
-        final_bound = incumbent[0]
+        # the fully priced best path of phase 1 is a first solution
+        incumbent = search.check_path(path, incumbent, cutoff=False)
+    incumbent, final_bound, status = search.best_first(h, lower, incumbent)
     if not math.isfinite(incumbent[0]):
         return GraphSolution((), (), math.inf, final_bound, "infeasible", stats)
     bound = min(max(final_bound, lower), incumbent[0])
     if status == "optimal" and bound < incumbent[0] / (1 + options.gap) - 1e-12:
         status = "time_limit"
     return GraphSolution(incumbent[1], incumbent[2], incumbent[0], bound, status, stats)
+
+
+_Incumbent = tuple[float, tuple, tuple]  # (latency, segments, choice)
+
+
+class _ExactSearch:
+    """The state of one exact segment search: `values[i, j]` is the best proven lower
+    bound of segment [i, j) (its exact price once in `priced`)."""
+
+    def __init__(
+        self, problem: MappingProblem, options: SolverOptions, stats: SearchStats, deadline: float
+    ):
+        self.problem, self.options, self.stats, self.deadline = problem, options, stats, deadline
+        self.t_start = time.perf_counter()
+        n = self.n = len(problem.kernels)
+        self.K = max(1, min(problem.max_configs, n))
+        self.values = np.full((n, n + 1), math.inf)
+        for (i, j), v in _Bounds(problem).values.items():
+            self.values[i, j] = v
+        self.allowed = _allowed_mask(problem, n, self.K)
+        self.priced: set[Segment] = set()
+        single = all(len(m.shardings) == 1 for m in problem.kernels)
+        self.pricer = KnapsackPricer(problem) if single else None
+        exact = fixed_sharding_prices(problem, deadline) if single else None
+        if exact is not None:
+            # every segment priced exactly: the shortest path below is the optimum
+            self.values = exact
+            self.priced = {(i, j) for i, j in zip(*np.nonzero(np.isfinite(exact)), strict=True)}
+        self.knapsack = KnapsackBounds(problem) if exact is None else None
+        self.tightened: set[int] = set()  # start positions with knapsack bounds in `values`
+
+    def price(self, seg: Segment) -> None:
+        """The exact price of `seg` (knapsack when every kernel has one sharding, else the
+        MILP's proven bound)."""
+        if self.pricer is not None:
+            fast = segment_price(self.pricer, seg)
+            if fast is not None:
+                self.values[seg] = fast
+                self.priced.add(seg)
+                return
+        options = until_deadline(self.options, self.deadline)
+        r = solve_configurations(self.problem, [list(range(*seg))], options)
+        self.stats.add(r)
+        self.stats.segments_priced += 1
+        # a MILP stopped at its gap may prove less than the knapsack bound already did
+        v = max(self.values[seg], r.bound_s) if r.status != "infeasible" else math.inf
+        self.values[seg] = v
+        self.priced.add(seg)
+
+    def tighten(self, segs: list[Segment]) -> bool:
+        """Knapsack bounds for the start positions of `segs` (before any MILP); False when
+        they are all in already."""
+        starts = {i for i, _ in segs if i not in self.tightened}
+        if self.knapsack is None or not starts:
+            return False
+        values = self.values
+        for i in sorted(starts):
+            row = self.knapsack.row(i)
+            keep = [j for j in range(i + 1, self.n + 1) if (i, j) in self.priced]
+            kept = values[i, keep]
+            np.maximum(values[i], row, out=values[i])
+            values[i, keep] = kept
+            self.tightened.add(i)
+        return True
+
+    def best_path(self, h: np.ndarray) -> list[Segment]:
+        path, pos, used = [], 0, 0
+        while pos < self.n:
+            cand = self.values[pos, pos + 1 :] + h[pos + 1 :, used + 1]
+            if self.allowed is not None:
+                cand = np.where(self.allowed[pos, pos + 1 :, used], cand, math.inf)
+            j = pos + 1 + int(np.argmin(cand))
+            path.append((pos, j))
+            pos, used = j, used + 1
+        return path
+
+    def price_best_path(
+        self, incumbent: GraphSolution | None
+    ) -> tuple[GraphSolution | None, np.ndarray, list[Segment]]:
+        """Phase 1: tighten and price the segments of the best path until it is fully
+        priced; returns (a final solution when the search ends here, h, that path)."""
+        gap, stats = self.options.gap, self.stats
+        while True:
+            h = _backward(self.values, self.allowed, self.K)
+            lower = float(h[0, 0])
+            if not math.isfinite(h[0, 0]):
+                return GraphSolution((), (), math.inf, math.inf, "infeasible", stats), h, []
+            if incumbent is not None and h[0, 0] >= incumbent.objective_s / (1 + gap):
+                return with_bound(incumbent, lower, stats, gap), h, []
+            path = self.best_path(h)
+            todo = [s for s in path if s not in self.priced]
+            if not todo:
+                return None, h, path
+            if time.perf_counter() > self.deadline:
+                if incumbent is not None:
+                    return with_bound(incumbent, lower, stats, gap), h, path
+                return GraphSolution((), (), math.inf, lower, "time_limit", stats), h, path
+            if self.tighten(todo):
+                continue
+            for seg in todo:
+                self.price(seg)
+
+    def out_of_time(self) -> bool:
+        return _out_of_time(self.options, self.t_start) or time.perf_counter() > self.deadline
+
+    def check_path(
+        self, path: tuple[Segment, ...] | list[Segment], incumbent: _Incumbent, cutoff: bool
+    ) -> _Incumbent:
+        """The exact cost of segmentation `path` (one MILP); the better of it and
+        `incumbent`. With `cutoff`, HiGHS prunes with the incumbent."""
+        self.stats.paths_checked += 1
+        segs = tuple(tuple(range(*s)) for s in path)
+        options = until_deadline(self.options, self.deadline)
+        if cutoff:
+            # only a solution better than the incumbent matters: HiGHS prunes with it
+            r = solve_configurations(
+                self.problem, segs, options, cutoff_s=incumbent[0] * (1 - 1e-9)
+            )
+            self.stats.add(r)
+            return (r.objective_s, segs, r.choice) if r.objective_s < incumbent[0] else incumbent
+        r = solve_configurations(self.problem, segs, options)
+        self.stats.add(r)
+        return (r.objective_s, segs, r.choice) if math.isfinite(r.objective_s) else incumbent
+
+    def best_first(
+        self, h: np.ndarray, lower: float, incumbent: _Incumbent
+    ) -> tuple[_Incumbent, float, str]:
+        """Phase 2: segmentations best-first by bound (A*, h the heuristic), each complete
+        one priced exactly, until the least open bound meets the incumbent; returns the
+        incumbent, the final bound and the status."""
+        heap: list[tuple[float, float, int, int, tuple[Segment, ...]]] = [(lower, 0.0, 0, 0, ())]
+        gap, stats, pops = self.options.gap, self.stats, 0
+        while heap:
+            f, g, pos, used, path = heapq.heappop(heap)
+            if f >= incumbent[0] / (1 + gap) - 1e-15:
+                return incumbent, min(incumbent[0], f), "optimal"
+            pops += 1
+            if pops % 256 == 0 and (len(heap) > HEAP_LIMIT or self.out_of_time()):
+                # f is the least bound of every segmentation not yet looked at
+                stats.notes.append(f"stopped with {len(heap)} partial segmentations open")
+                return incumbent, f, "time_limit"
+            if pos < self.n:
+                self.expand(heap, h, g, pos, used, path)
+                continue
+            unpriced = [s for s in path if s not in self.priced]
+            if unpriced:
+                if not self.tighten(unpriced):
+                    for seg in unpriced:
+                        self.price(seg)
+                g2 = float(sum(self.values[s] for s in path))
+                heapq.heappush(heap, (g2, g2, pos, used, path))
+                continue
+            incumbent = self.check_path(path, incumbent, cutoff=True)
+            if stats.paths_checked >= self.options.max_paths or self.out_of_time():
+                stats.notes.append(f"stopped after {stats.paths_checked} segmentations")
+                return incumbent, f, "time_limit"
+        return incumbent, incumbent[0], "optimal"
+
+    def expand(self, heap: list, h: np.ndarray, g: float, pos: int, used: int, path: tuple) -> None:
+        """Push every next segment [pos, j) of a partial segmentation."""
+        if used + 1 > self.K:
+            return
+        for j in range(pos + 1, self.n + 1):
+            v = float(self.values[pos, j])
+            rest = float(h[j, used + 1])
+            if not math.isfinite(v) or not math.isfinite(rest):
+                continue
+            if self.allowed is not None and not self.allowed[pos, j, used]:
+                continue
+            heapq.heappush(heap, (g + v + rest, g + v, j, used + 1, path + ((pos, j),)))
 
 
 def _backward(values: np.ndarray, allowed: np.ndarray | None, K: int) -> np.ndarray:
@@ -384,65 +412,7 @@ def with_bound(
     return GraphSolution(plan.segments, plan.choice, plan.objective_s, bound, status, stats)
 
 
-def _price_fixed_sharding(problem: MappingProblem, seg: Segment) -> float | None:
-    """Exact price of a segment when every kernel has one sharding: compute and network
-    are constants, and the least DRAM traffic whose tilings fit the SRAM together is a
-    multiple-choice knapsack, solved exactly over the Pareto front of (buffer, traffic).
-    None when that front grows past `PARETO_LIMIT` states (the MILP takes over)."""
-    from solver.check import kernel_memory_bytes
-
-    members = set(range(*seg))
-    cap = problem.sram_bytes * (1 + 1e-9)
-    comp = net = 0.0
-    front = np.zeros((1, 2))  # rows: (buffer bytes, traffic bytes)
-    for k in range(*seg):
-        menu = problem.kernels[k]
-        fused_out = any(e.dst in members for e in problem.out_edges(k))
-        comp += menu.options[0].compute_s + menu.overhead_s
-        net += min(o.network_s for o in menu.options)
-        if (
-            len({o.network_s for o in menu.options}) > 1
-            or len({o.compute_s for o in menu.options}) > 1
-        ):
-            return None  # tilings that change compute or network: not a pure knapsack
-        choices = _pareto(
-            np.array(
-                [
-                    (
-                        opt.buffer_bytes + (opt.out_tile_bytes if fused_out else 0.0),
-                        kernel_memory_bytes(problem, k, o, members),
-                    )
-                    for o, opt in enumerate(menu.options)
-                ]
-            )
-        )
-        buf = (front[:, :1] + choices[None, :, 0]).ravel()
-        traffic = (front[:, 1:] + choices[None, :, 1]).ravel()
-        keep = buf <= cap
-        front = _pareto(np.stack([buf[keep], traffic[keep]], axis=1))
-        if not len(front):
-            return math.inf
-        if len(front) > PARETO_LIMIT:
-            return None
-    for e in problem.edges:
-        if e.dst in members:
-            net += e.conv[0][0]
-    mem = front[-1][1] / problem.dram_bandwidth_Bps
-    ovh = sum(problem.kernels[k].overhead_s for k in range(*seg))
-    return config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
-
-
-PARETO_LIMIT = 4000
 HEAP_LIMIT = 200_000  # partial segmentations kept by the best-first search (memory guard)
-
-
-def _pareto(points: np.ndarray) -> np.ndarray:
-    """Rows (buffer, traffic) not dominated, by increasing buffer (so the last row has the
-    least traffic)."""
-    order = np.lexsort((points[:, 1], points[:, 0]))
-    points = points[order]
-    best_before = np.minimum.accumulate(np.concatenate(([np.inf], points[:-1, 1])))
-    return points[points[:, 1] < best_before]
 
 
 def until_deadline(options: SolverOptions, deadline: float) -> SolverOptions:
