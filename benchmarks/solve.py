@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from generator.graph import Phase, Workload  # noqa: E402
 from mapshard import pipeline  # noqa: E402
+from solver.api import solve_workload as plan  # noqa: E402
 from solver.options import ExecutionOptions, SolverOptions  # noqa: E402
-from solver.search.planner import plan  # noqa: E402
 
 SCENARIOS = {
     "dfmodel_gpt3_1t": ("scenarios/dfmodel_gpt3_1t_sn30", 10.0),

@@ -313,7 +313,7 @@ def test_i12_attention_core_kernels_by_hand():
     occupancy 1: 2048^2/(128 x 256) x 192 = 24576 tiles = 227.6 waves -> 228)."""
     from mapshard.fidelity.scenarios import load_case_scenario
     from mapshard.pipeline import execution_options, solver_options
-    from solver.search.planner import plan
+    from solver.api import solve_workload as plan
 
     i12 = next(c for c in read_cases(DEV) if c.id == "I12")
     sc = load_case_scenario(i12, DEV)

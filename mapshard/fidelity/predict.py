@@ -1,6 +1,6 @@
 """Predict one validation case's metric with MapShard's own model.
 
-- training / inference / layer rows: the solver (`solver.search.planner.plan`) on the row's
+- training / inference / layer rows: the solver (`solver.api.solve_workload`) on the row's
   scenario with every parallel degree fixed; the plan's iteration time, TTFT, end-to-end
   latency or layer-graph latency;
 - gemm rows: the solver on a one-GEMM workload (the GEMM menu, its efficiency and the
@@ -164,7 +164,7 @@ def _collective(case: Case) -> Prediction:
 
 def _solved(case: Case, where: Path) -> Prediction:
     from mapshard.pipeline import execution_options, solver_options
-    from solver.search.planner import plan
+    from solver.api import solve_workload as plan
 
     scenario = load_case_scenario(case, where)
     p = plan(
