@@ -10,6 +10,7 @@ from pathlib import Path
 from generator.graph import Workload
 from hardware.system import System
 from schema import setup_pb2
+from schema.dtypes import precision_name
 from schema.setup_io import load_setup
 from solver.milp.linear import available_solvers
 from solver.options import ExecutionOptions, SolverOptions
@@ -42,18 +43,6 @@ def load_scenario(scenario: str | Path) -> Scenario:
     return Scenario(setup=setup, path=path, system=system, workload=workload)
 
 
-_DTYPE_NAMES = {
-    1: "fp32",
-    2: "tf32",
-    3: "bf16",
-    4: "fp16",
-    5: "fp8",
-    6: "int8",
-    7: "int4",
-    8: "fp64",
-}
-
-
 def execution_options(setup: setup_pb2.Setup) -> ExecutionOptions:
     ex = setup.execution
     precision = setup.workload.precision
@@ -62,7 +51,7 @@ def execution_options(setup: setup_pb2.Setup) -> ExecutionOptions:
         dataflow=ex.execution_style == setup_pb2.DATAFLOW,
         num_config=int(ex.num_config),
         overlap=bool(ex.perfect_overlap) or not setup.HasField("execution"),
-        math_precision=_DTYPE_NAMES.get(math_type, "bf16"),
+        math_precision=precision_name(math_type, "bf16"),
         pin_sharding=ex.pin_sharding,
         pipeline_schedule=(ex.pipeline_schedule or "1f1b").lower(),
         serialize_network=ex.serialize_network,
