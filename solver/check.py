@@ -72,11 +72,11 @@ def config_cost(
     return ConfigCost(tuple(members), comp, mem, net, sram, latency, feasible)
 
 
-def plan_cost(
-    problem: MappingProblem, segments: Sequence[Sequence[int]], choice: Sequence[int]
+def mapping_cost(
+    problem: MappingProblem, configs: Sequence[Sequence[int]], choice: Sequence[int]
 ) -> tuple[float, list[ConfigCost]]:
     """Total latency (sum over configurations) and the per-configuration costs."""
-    costs = [config_cost(problem, seg, choice) for seg in segments]
+    costs = [config_cost(problem, members, choice) for members in configs]
     if not all(c.feasible for c in costs):
         return math.inf, costs
     return sum(c.latency_s for c in costs), costs
@@ -103,7 +103,7 @@ def brute_force(problem: MappingProblem) -> tuple[float, list[list[int]], tuple[
         for segs in segmentations:
             if not _pins_ok(problem, segs):
                 continue
-            total, _ = plan_cost(problem, segs, choice)
+            total, _ = mapping_cost(problem, segs, choice)
             if total < best[0] - 1e-15:
                 best = (total, segs, choice)
     return best

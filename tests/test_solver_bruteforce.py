@@ -13,7 +13,7 @@ import random
 import pytest
 from solver_fixtures import random_chain, small_system, tp2_problem
 
-from solver.check import brute_force, plan_cost
+from solver.check import brute_force, mapping_cost
 from solver.fusion.segment_search import solve_graph
 from solver.options import SolverOptions
 
@@ -42,7 +42,7 @@ def test_milp_equals_brute_force(seed: int, dataflow: bool) -> None:
     assert solution.status == "optimal"
     assert math.isclose(solution.objective_s, best, rel_tol=1e-6)
     # the plan re-check outside Pyomo reproduces the objective
-    recheck, costs = plan_cost(problem, solution.segments, solution.choice)
+    recheck, costs = mapping_cost(problem, solution.configs, solution.choice)
     assert math.isclose(recheck, solution.objective_s, rel_tol=1e-6)
     assert all(c.feasible for c in costs)
 

@@ -80,17 +80,17 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
         choice = tuple(back[k][o] for k, o in enumerate(seg_sol.choice))
         if seg_sol.objective_s < best.objective_s * (1 - 1e-12):
             best = GraphSolution(
-                seg_sol.segments, choice, seg_sol.objective_s, root, "time_limit", stats
+                seg_sol.configs, choice, seg_sol.objective_s, root, "time_limit", stats
             )
         if best.objective_s <= root * (1 + options.gap):
             return with_bound(best, root, stats, options.gap)
         fixed = solve_configurations(
-            problem, seg_sol.segments, until_deadline(options, deadline), start_choice=choice
+            problem, seg_sol.configs, until_deadline(options, deadline), start_choice=choice
         )
         stats.add(fixed)
         if fixed.objective_s < best.objective_s * (1 - 1e-12):
             best = GraphSolution(
-                seg_sol.segments, fixed.choice, fixed.objective_s, root, "time_limit", stats
+                seg_sol.configs, fixed.choice, fixed.objective_s, root, "time_limit", stats
             )
         if not fixed.choice:
             break

@@ -1,7 +1,7 @@
 """Fusion search: configurations as contiguous segments of a topological order.
 
 DESIGN.md 7: a compact "kernel i goes to configuration k" model has weak LP bounds. Here a
-plan is a path over positions 0..n of the order with at most K segments (a shortest path,
+segmentation is a path over positions 0..n of the order with at most K segments (a shortest path,
 whose LP relaxation is integral), and the exact optimum is proven by bounds:
   1. every segment gets a cheap separable lower bound (prefix sums, O(n^2));
   2. segments on the current best path are priced exactly by a small MILP
@@ -57,7 +57,10 @@ class SearchStats:
 
 @dataclass(frozen=True)
 class GraphSolution:
-    segments: tuple[tuple[int, ...], ...]
+    """One graph's mapping: its configurations (kernel indices, in order), the option of
+    every kernel, the latency found and the proven lower bound."""
+
+    configs: tuple[tuple[int, ...], ...]
     choice: tuple[int, ...]
     objective_s: float
     bound_s: float
@@ -173,7 +176,7 @@ def segment_search(
     if incumbent_solution is not None and math.isfinite(incumbent_solution.objective_s):
         incumbent = (
             incumbent_solution.objective_s,
-            incumbent_solution.segments,
+            incumbent_solution.configs,
             incumbent_solution.choice,
         )
     if not math.isfinite(incumbent[0]):
@@ -403,13 +406,16 @@ def _allowed_mask(problem: MappingProblem, n: int, K: int) -> np.ndarray | None:
 
 
 def with_bound(
-    plan: GraphSolution, bound: float, stats: SearchStats, gap: float = 0.0
+    solution: GraphSolution, bound: float, stats: SearchStats, gap: float = 0.0
 ) -> GraphSolution:
-    """`plan` with the proven `bound`; optimal when the bound is within the relative `gap`."""
-    bound = min(max(bound, plan.bound_s), plan.objective_s)
-    optimal = bound >= plan.objective_s / (1 + gap) * (1 - 1e-9)
+    """`solution` with the proven `bound`; optimal when the bound is within the relative
+    `gap`."""
+    bound = min(max(bound, solution.bound_s), solution.objective_s)
+    optimal = bound >= solution.objective_s / (1 + gap) * (1 - 1e-9)
     status = "optimal" if optimal else "time_limit"
-    return GraphSolution(plan.segments, plan.choice, plan.objective_s, bound, status, stats)
+    return GraphSolution(
+        solution.configs, solution.choice, solution.objective_s, bound, status, stats
+    )
 
 
 HEAP_LIMIT = 200_000  # partial segmentations kept by the best-first search (memory guard)

@@ -74,7 +74,7 @@ def solve(
     start: dict[int, float] | None = None,
     cutoff: float = INF,
 ) -> LinearResult:
-    """`start`: values of some columns from a known plan, a warm start (HiGHS completes
+    """`start`: values of some columns from a known solution, a warm start (HiGHS completes
     the other columns; the Pyomo path ignores it). `cutoff`: only solutions below it are
     of interest (HiGHS prunes nodes with it; the result may be no solution, or one above)."""
     if backend == "highs":

@@ -70,7 +70,7 @@ class MilpResult:
 
 def solve_configurations(
     problem: MappingProblem,
-    segments: Sequence[Sequence[int]],
+    configs: Sequence[Sequence[int]],
     options: SolverOptions,
     exact_edges: bool = True,
     backend: str = "",
@@ -78,17 +78,17 @@ def solve_configurations(
     cutoff_s: float = math.inf,
     selection: ConstraintSelection | None = None,
 ) -> MilpResult:
-    """Best options for fixed configurations `segments` (lists of kernel indices).
+    """Best options for fixed configurations `configs` (lists of kernel indices).
 
-    `start_choice`: an option per kernel (all kernels) of a known plan, a warm start.
-    `cutoff_s`: only plans faster than this matter (HiGHS prunes with it, so the result
-    may be no plan, or a plan no faster than it).
+    `start_choice`: an option per kernel (all kernels) of a known solution, a warm start.
+    `cutoff_s`: only solutions faster than this matter (HiGHS prunes with it, so the
+    result may be no solution, or one no faster than it).
 
     `backend`: "highs" (HiGHS's own interface, fast) or "pyomo" (Pyomo with the solver
     named in `options.name`); empty = HiGHS directly when that is the named solver.
     `selection`: the constraint families in the model (all by default)."""
     t0 = time.perf_counter()
-    model, x_col, members = build_model(problem, segments, exact_edges, selection)
+    model, x_col, members = build_model(problem, configs, exact_edges, selection)
     build_s = time.perf_counter() - t0
     if not backend:
         backend = "highs" if options.name == "highs" else "pyomo"
@@ -129,7 +129,7 @@ class _Model:
     of its compute, memory, network and SRAM and its constant overhead."""
 
     problem: MappingProblem
-    segments: Sequence[Sequence[int]]
+    configs: Sequence[Sequence[int]]
     selection: ConstraintSelection
     lp: linear.LinearModel = field(default_factory=linear.LinearModel)
     x_col: dict[int, list[int]] = field(default_factory=dict)
@@ -157,14 +157,14 @@ def _add(expr: dict[int, float], col: int, coef: float) -> None:
 
 def build_model(
     problem: MappingProblem,
-    segments: Sequence[Sequence[int]],
+    configs: Sequence[Sequence[int]],
     exact_edges: bool = True,
     selection: ConstraintSelection | None = None,
 ) -> tuple[linear.LinearModel, dict[int, list[int]], list[int]]:
     """The MILP of the module docstring as arrays; returns it, the x column of every
     (kernel, option) and the kernels in the model."""
-    m = _Model(problem, segments, selection or ConstraintSelection())
-    m.members = sorted({k for seg in segments for k in seg})
+    m = _Model(problem, configs, selection or ConstraintSelection())
+    m.members = sorted({k for config in configs for k in config})
     m.x_col = {
         k: [m.lp.add_col(upper=1.0, integer=True) for _ in problem.kernels[k].options]
         for k in m.members
@@ -172,8 +172,8 @@ def build_model(
     add_one_hot(m)
     _resource_terms(m)
     add_layout_links(m, exact_edges)
-    latency = [m.lp.add_col(cost=1.0) for _ in segments]
-    for c in range(len(segments)):
+    latency = [m.lp.add_col(cost=1.0) for _ in configs]
+    for c in range(len(configs)):
         add_latency_epigraph(m, c, latency[c])
         add_sram_capacity(m, c)
     return m.lp, m.x_col, m.members
@@ -190,13 +190,13 @@ def add_one_hot(m: _Model) -> None:
 def _resource_terms(m: _Model) -> None:
     """Per configuration: compute, memory and network time of the chosen options (us),
     their SRAM (MiB, stream buffers of outputs fused inside included) and overheads."""
-    problem, n_cfg = m.problem, len(m.segments)
+    problem, n_cfg = m.problem, len(m.configs)
     m.compute, m.memory = [{} for _ in range(n_cfg)], [{} for _ in range(n_cfg)]
     m.network, m.sram = [{} for _ in range(n_cfg)], [{} for _ in range(n_cfg)]
     m.overhead = [0.0] * n_cfg
-    for c, seg in enumerate(m.segments):
-        group = set(seg)
-        for k in seg:
+    for c, members in enumerate(m.configs):
+        group = set(members)
+        for k in members:
             menu = problem.kernels[k]
             m.overhead[c] += menu.overhead_s * US
             fused_out = any(e.dst in group for e in problem.out_edges(k))
@@ -218,7 +218,7 @@ def add_layout_links(m: _Model, exact_edges: bool) -> None:
     producer outside the model (or not `exact_edges`): its cheapest sharding."""
     problem = m.problem
     in_model = set(m.members)
-    config_of = {k: c for c, seg in enumerate(m.segments) for k in seg}
+    config_of = {k: c for c, members in enumerate(m.configs) for k in members}
     for index, e in enumerate(problem.edges):
         if e.dst not in in_model or not any(v > 0 for row in e.conv for v in row):
             continue
