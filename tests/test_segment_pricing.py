@@ -120,7 +120,8 @@ def test_pareto_keeps_exactly_the_undominated_points() -> None:
 def test_alternation_reaches_the_exact_search_optimum(seed: int, dag: bool) -> None:
     """Graphs past the direct search's size go through the sharding/segmentation
     alternation and its proof; both must give the exact optimum."""
-    from solver.fusion.segment_search import SearchStats, segment_search, solve_graph
+    from solver.fusion.segment_search import SearchStats, segment_search
+    from solver.fusion.solve import solve_graph
 
     problem, _ = _problem(seed, 12, dag)
     options = SolverOptions(gap=0.0)

@@ -14,7 +14,7 @@ import pytest
 from solver_fixtures import random_chain, small_system, tp2_problem
 
 from solver.check import brute_force, mapping_cost
-from solver.fusion.segment_search import solve_graph
+from solver.fusion.solve import solve_graph
 from solver.options import SolverOptions
 
 CASES = [(seed, dataflow) for seed in range(16) for dataflow in (False, True)]

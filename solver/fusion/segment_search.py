@@ -12,7 +12,8 @@ whose LP relaxation is integral), and the exact optimum is proven by bounds:
      exact (an upper bound); paths are then enumerated best-first by their bound (A* with
      the backward shortest-path distance as heuristic) until the next bound is no better
      than the incumbent: the incumbent is optimal over all segmentations.
-Kernel-by-kernel execution is the special case of one kernel per configuration: one MILP.
+Kernel-by-kernel execution is the special case of one kernel per configuration: one MILP
+(solver.fusion.solve.solve_graph picks the search).
 """
 
 from __future__ import annotations
@@ -72,26 +73,6 @@ class GraphSolution:
         if not math.isfinite(self.objective_s) or self.objective_s <= 0:
             return 0.0
         return max(0.0, (self.objective_s - self.bound_s) / self.objective_s)
-
-
-def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
-    stats = SearchStats()
-    n = len(problem.kernels)
-    if not problem.dataflow or n == 1:
-        segments = tuple((k,) for k in range(n))
-        r = solve_configurations(problem, segments, options)
-        stats.add(r)
-        return GraphSolution(segments, r.choice, r.objective_s, r.bound_s, r.status, stats)
-    from solver.fusion.alternate import alternate
-
-    if _small(problem):
-        return segment_search(problem, options, stats)
-    return alternate(problem, options, stats)
-
-
-def _small(problem: MappingProblem) -> bool:
-    """Small enough for the direct exact search (every sharding combination in play)."""
-    return len(problem.kernels) <= 10 or all(len(m.shardings) == 1 for m in problem.kernels)
 
 
 class _Bounds:

@@ -17,7 +17,8 @@ from hardware.system import System
 from schema.errors import NoPlanError
 from solver.cost import efficiency
 from solver.cost.menus import MappingProblem, build_problem
-from solver.fusion.segment_search import GraphSolution, solve_graph
+from solver.fusion.segment_search import GraphSolution
+from solver.fusion.solve import solve_graph
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, Plan, SolveStats
 from solver.report_plan import build_phase_plans, energy_of, workload_flop
