@@ -148,7 +148,14 @@ class _OuterSearch:
             self.open_bounds.append(max(lb, _bound_of(workload, choice, phase_bound, system)))
         return True
 
-    def solve_phases(self, choice: Choice):
+    def solve_phases(
+        self, choice: Choice
+    ) -> tuple[
+        dict[str, tuple[MappingProblem, GraphSolution]],
+        dict[str, float],
+        dict[str, float],
+        infeasible.Reason | None,
+    ]:
         """Every phase's graph solved under `choice` (cached by graph and TP layout):
         (solutions, latency and proven bound per phase, the reason it failed or None)."""
         solutions: dict[str, tuple[MappingProblem, GraphSolution]] = {}
