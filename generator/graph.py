@@ -134,11 +134,6 @@ class Kernel:
         return self.bytes_by_role(OperandRole.INPUT) + self.bytes_by_role(OperandRole.OUTPUT)
 
     @property
-    def compulsory_bytes(self) -> float:
-        """Every operand moved once: the least DRAM traffic of any schedule."""
-        return sum(self.operand_bytes(o) for o in self.operands)
-
-    @property
     def weight_params(self) -> int:
         return sum(self.operand_elements(o) for o in self.operands if o.role == OperandRole.WEIGHT)
 

@@ -5,24 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from schema import setup_pb2
+from schema.dtypes import BYTES_PER_ELEMENT, enum_name, precision_name
 
-DTYPE_BYTES: dict[str, float] = {
-    "FP64": 8.0,
-    "FP32": 4.0,
-    "TF32": 4.0,
-    "BF16": 2.0,
-    "FP16": 2.0,
-    "FP8": 1.0,
-    "INT8": 1.0,
-    "INT4": 0.5,
-}
+# bytes per element by the DType enum's name ("BF16"), from schema.dtypes
+DTYPE_BYTES: dict[str, float] = {enum_name(n): b for n, b in BYTES_PER_ELEMENT.items()}
 
 
 def dtype_name(value: int, default: str) -> str:
-    """The DType enum value's name; DTYPE_UNSET gives `default`."""
-    if value == setup_pb2.DTYPE_UNSET:
-        return default
-    return setup_pb2.DType.Name(value)
+    """The DType enum value's name ("BF16"); DTYPE_UNSET gives `default`."""
+    name = precision_name(value, "")
+    return enum_name(name) if name else default
 
 
 @dataclass(frozen=True)

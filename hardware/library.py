@@ -20,12 +20,12 @@ from pathlib import Path
 
 from google.protobuf import message as _message
 
-from schema import setup_pb2
+from schema import dtypes, setup_pb2
 from schema.errors import SetupError
 from schema.setup_io import parse_text
 
 # Precisions with an explicit `<p>_tflops` field in `Accelerator`, widest first.
-PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
+PRECISIONS = dtypes.PRECISIONS  # the one precision vocabulary (schema.dtypes)
 
 
 @dataclass(frozen=True)

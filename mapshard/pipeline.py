@@ -23,6 +23,7 @@ from generator.graph import Workload
 from hardware.system import System
 from schema import setup_pb2
 from schema.dfmodel import native_solver, normalise
+from schema.dtypes import precision_name
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import Plan
 
@@ -76,7 +77,7 @@ def load_message(setup: setup_pb2.Setup, path: Path) -> Loaded:
     """Validate a Setup built in code (a sweep point, a validation row) as if read from
     `path`; raises SetupError listing every problem."""
     from schema.validation import validate_setup
-    from solver.linear import available_solvers
+    from solver.milp.linear import available_solvers
 
     validate_setup(setup, Path(path), available_solvers)
     return Loaded(setup=setup, path=Path(path))
@@ -191,17 +192,6 @@ def run(
 # Setup -> solver options
 # ---------------------------------------------------------------------------------------
 
-_DTYPE_NAMES = {
-    1: "fp32",
-    2: "tf32",
-    3: "bf16",
-    4: "fp16",
-    5: "fp8",
-    6: "int8",
-    7: "int4",
-    8: "fp64",
-}
-
 
 def execution_options(setup: setup_pb2.Setup) -> ExecutionOptions:
     ex = setup.execution
@@ -211,7 +201,7 @@ def execution_options(setup: setup_pb2.Setup) -> ExecutionOptions:
         dataflow=ex.execution_style == setup_pb2.DATAFLOW,
         num_config=int(ex.num_config),
         overlap=bool(ex.perfect_overlap) or not setup.HasField("execution"),
-        math_precision=_DTYPE_NAMES.get(math_type, "bf16"),
+        math_precision=precision_name(math_type, "bf16"),
         pin_sharding=ex.pin_sharding,
         pipeline_schedule=(ex.pipeline_schedule or "1f1b").lower(),
         serialize_network=ex.serialize_network,

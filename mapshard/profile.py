@@ -159,7 +159,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
     """The CLI entry point (mapshard.commands.cmd_profile)."""
     from mapshard import pipeline
     from mapshard.sweep.store import write_atomic
-    from solver.efficiency import dram_efficiency, for_precision
+    from solver.cost.efficiency import dram_efficiency, for_precision
 
     scenario = pipeline.load_scenario(args.scenario)
     measured = read_profile(args.profile)

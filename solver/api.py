@@ -3,6 +3,6 @@ solver's insides (menus, MILPs and searches may move; these names stay)."""
 
 from __future__ import annotations
 
-from solver.planner import plan as solve_workload
+from solver.search.planner import search_workload as solve_workload
 
 __all__ = ["solve_workload"]

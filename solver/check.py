@@ -12,7 +12,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solver.menus import MappingProblem
+from solver.cost.latency import config_latency
+from solver.cost.menus import MappingProblem
 
 
 @dataclass(frozen=True)
@@ -66,19 +67,16 @@ def config_cost(
             b = problem.kernels[e.dst].sharding_index(choice[e.dst])
             net += e.conv[a][b]
     mem = mem_bytes / problem.dram_bandwidth_Bps
-    if problem.serialize_network:
-        latency = ovh + max(comp - ovh, mem) + net
-    else:
-        latency = max(comp, mem, net) if problem.overlap else comp + mem + net
+    latency = config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
     feasible = sram <= problem.sram_bytes * (1 + 1e-9) + 1e-6
     return ConfigCost(tuple(members), comp, mem, net, sram, latency, feasible)
 
 
-def plan_cost(
-    problem: MappingProblem, segments: Sequence[Sequence[int]], choice: Sequence[int]
+def mapping_cost(
+    problem: MappingProblem, configs: Sequence[Sequence[int]], choice: Sequence[int]
 ) -> tuple[float, list[ConfigCost]]:
     """Total latency (sum over configurations) and the per-configuration costs."""
-    costs = [config_cost(problem, seg, choice) for seg in segments]
+    costs = [config_cost(problem, members, choice) for members in configs]
     if not all(c.feasible for c in costs):
         return math.inf, costs
     return sum(c.latency_s for c in costs), costs
@@ -105,7 +103,7 @@ def brute_force(problem: MappingProblem) -> tuple[float, list[list[int]], tuple[
         for segs in segmentations:
             if not _pins_ok(problem, segs):
                 continue
-            total, _ = plan_cost(problem, segs, choice)
+            total, _ = mapping_cost(problem, segs, choice)
             if total < best[0] - 1e-15:
                 best = (total, segs, choice)
     return best

@@ -5,13 +5,14 @@ from __future__ import annotations
 from generator.graph import Pass, Workload
 from hardware.system import System
 from solver.check import config_cost, kernel_memory_bytes
-from solver.fusion import GraphSolution
-from solver.menus import MappingProblem
-from solver.parallel import Choice
+from solver.cost.menus import MappingProblem
+from solver.fusion.segment_search import GraphSolution
 from solver.plan import ConfigPlan, KernelPlan, PhasePlan
+from solver.search.parallel import Choice
 
 
-def _bound(compute: float, memory: float, network: float) -> str:
+def _bound_by(compute: float, memory: float, network: float) -> str:
+    """The binding resource: the largest of the three times."""
     best = max(compute, memory, network)
     if best == compute:
         return "compute"
@@ -25,7 +26,7 @@ def build_phase_plans(
     for phase in workload.phases:
         problem, sol = solutions[phase.name]
         configs, kernels = [], []
-        for c, seg in enumerate(sol.segments):
+        for c, seg in enumerate(sol.configs):
             cost = config_cost(problem, seg, sol.choice)
             names = tuple(problem.kernels[k].name for k in seg)
             configs.append(
@@ -38,7 +39,7 @@ def build_phase_plans(
                     cost.network_s,
                     cost.latency_s,
                     cost.sram_bytes,
-                    _bound(cost.compute_s, cost.memory_s, cost.network_s),
+                    _bound_by(cost.compute_s, cost.memory_s, cost.network_s),
                 )
             )
             members = set(seg)
@@ -77,7 +78,7 @@ def build_phase_plans(
                         dram_bytes=dram,
                         network_bytes=opt.network_bytes,
                         sram_bytes=opt.buffer_bytes,
-                        bound=_bound(compute, memory, network),
+                        bound=_bound_by(compute, memory, network),
                         collective=opt.collective + ("; layout conversion" if conv > 0 else ""),
                         energy_J=_kernel_energy(system, opt.flop_per_chip, dram, opt.network_bytes),
                     )

@@ -150,7 +150,7 @@ def tp2_problem(
 ):
     """The mapping problem of `graph` on `system` with 2-way tensor parallelism on its
     first network level (the shape every solver test uses)."""
-    from solver.menus import build_problem
+    from solver.cost.menus import build_problem
 
     span = [(system.network[0], 2)]
     return build_problem(

@@ -5,7 +5,7 @@ validation cases (tests/test_efficiency_fit.py checks they agree), so every fitt
 can be re-derived:
 - dram_util: STREAM/BabelStream copy bandwidth / DRAM peak (memory_copy rows);
 - gemm_util, gemm_half_dim, kernel_overhead_us: least mean |relative error| of the GEMM
-  model (`solver.efficiency`) against every compute-bound GEMM point of the chip: the gemm
+  model (`solver.cost.efficiency`) against every compute-bound GEMM point of the chip: the gemm
   rows, the same source's companion sizes in extra_params (also_<n>cube_flops,
   also_down_proj_s), and the separately timed GEMMs of layer rows (op_qkv_s, op_wo_s,
   op_w1_s, op_w2_s, op_qk_s, op_av_s); memory-bound points (time below 1.5x their DRAM
@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 from hardware.system import Chip
 from mapshard.fidelity.cases import Case
-from solver.efficiency import for_precision, gemm_efficiency
+from solver.cost.efficiency import for_precision, gemm_efficiency
 
 HALF_DIMS = tuple(range(0, 1025, 16))
 OVERHEADS_US = tuple(x / 2 for x in range(0, 21))  # launch + fill/drain: 0-10 us

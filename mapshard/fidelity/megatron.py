@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from generator.graph import Kernel, KernelGraph, Phase, Workload
-from solver.menus import sharding_choices
+from solver.cost.menus import sharding_choices
 
 SPLIT_DIMS = ("kv_heads", "heads", "ffn", "experts", "vocab")
 

@@ -5,7 +5,7 @@
   latency or layer-graph latency;
 - gemm rows: the solver on a one-GEMM workload (the GEMM menu, its efficiency and the
   per-kernel overhead);
-- collective rows: `solver.collectives.hierarchical_time` over the row's levels;
+- collective rows: `solver.cost.collectives.hierarchical_time` over the row's levels;
 - memory_copy rows: DRAM bandwidth x the chip's achievable DRAM fraction.
 Times become FLOP-based metrics only through the row's `flop_convention`.
 """
@@ -65,7 +65,7 @@ def predict(case: Case, where: Path) -> Prediction:
 def _memory_copy(case: Case, where: Path) -> Prediction:
     from mapshard import pipeline
     from schema import setup_pb2
-    from solver.efficiency import dram_efficiency
+    from solver.cost.efficiency import dram_efficiency
 
     if case.metric != "bandwidth_Bps":
         raise Unmodelable(f"memory_copy metric {case.metric!r} is not bandwidth_Bps")
@@ -129,7 +129,7 @@ def collective_span(case: Case) -> list[tuple[NetworkLevel, int]]:
 
 
 def collective_time(case: Case) -> float:
-    from solver.collectives import hierarchical_time
+    from solver.cost.collectives import hierarchical_time
 
     kind = case.text("collective")
     if kind not in _BUS_FACTOR:

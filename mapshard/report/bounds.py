@@ -1,5 +1,5 @@
 """Data-movement bounds of GEMMs: least DRAM traffic and attainable operational intensity
-as a function of the on-chip buffer (solver.frontier's exact frontier), as CSV and a plot.
+as a function of the on-chip buffer (solver.cost.frontier's exact frontier), as CSV and a plot.
 
 Shows how far a kernel is from compute-bound and what a bigger buffer would buy.
 """
@@ -38,7 +38,7 @@ def workload_gemms(
 ) -> list[tuple[str, int, int, int, float]]:
     """(phase/kernel, M, K, N, bytes/element) of every GEMM of the workload (or only those
     named `kernel`), for `mapshard bounds`."""
-    from solver.menus import gemm_dims
+    from solver.cost.menus import gemm_dims
 
     gemms = []
     for phase in workload.phases:
@@ -54,7 +54,7 @@ def frontier_points(
     m: int, k: int, n: int, bytes_per_element: float
 ) -> list[tuple[float, float, float, str, int, int]]:
     """(buffer bytes, DRAM bytes, FLOP per DRAM byte, family, Tm, Tn), buffer ascending."""
-    from solver.frontier import gemm_frontier
+    from solver.cost.frontier import gemm_frontier
 
     flop = 2.0 * m * k * n
     out = []

@@ -238,7 +238,12 @@ def _range_values(r: setup_pb2.Range) -> list[float]:
                 f"range step {r.step:g} moves away from stop {stop:g} (start {start:g}); "
                 "give a step with the sign of stop - start"
             )
-        n = math.floor((stop - start) / r.step + 1e-9) + 1
+        steps = (stop - start) / r.step + 1e-9
+        if not math.isfinite(steps):
+            raise ValueError(
+                f"range step {r.step:g} is too small for {start:g}..{stop:g}; use a larger step"
+            )
+        n = math.floor(steps) + 1
         if n > MAX_RANGE_VALUES:
             raise ValueError(
                 f"range gives {n:,} values (most {MAX_RANGE_VALUES:,}); use a larger step "

@@ -170,7 +170,7 @@ def init_local_worker(address: str, authkey: bytes, driver_pid: int) -> None:
 def _warm_up() -> None:
     """Load the solver stack before the first point, so its solve time is the solve's."""
     import solver.api  # noqa: F401
-    from solver.linear import load_backends
+    from solver.milp.linear import load_backends
 
     load_backends()
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from mapshard import pipeline
-from solver import planner
-from solver.check import kernel_memory_bytes, plan_cost
-from solver.menus import MappingProblem
+from solver.check import kernel_memory_bytes, mapping_cost
+from solver.cost.menus import MappingProblem
+from solver.search import planner
 
 ROOT = Path(__file__).resolve().parents[2]
 US, MIB = 1e6, 2**20  # the MILP's units (solver/milp.py)
@@ -78,7 +78,7 @@ def _check(scenario, plan, seen) -> None:
         assert max(coefficients) <= LARGEST, max(coefficients)
         if not math.isfinite(solution.objective_s):
             continue
-        recheck, costs = plan_cost(problem, solution.segments, solution.choice)
+        recheck, costs = mapping_cost(problem, solution.configs, solution.choice)
         assert all(c.feasible for c in costs), "a configuration exceeds the SRAM"
         assert recheck == pytest.approx(solution.objective_s, rel=1e-6)
     peak = max(scenario.system.chip.peak_flops.values())

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from solver_fixtures import random_chain, random_dag, small_system, tp2_problem
 
-from solver.alternate import restrict
-from solver.fusion import _Bounds, _pareto, _price_fixed_sharding
-from solver.milp import solve_configurations
+from solver.fusion.alternate import restrict
+from solver.fusion.segment_bound import KnapsackBounds
+from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, pareto, segment_price
+from solver.fusion.segment_search import _Bounds
+from solver.milp.model import solve_configurations
 from solver.options import SolverOptions
-from solver.segment_bound import KnapsackBounds
-from solver.segment_price import fixed_sharding_prices
 
 
 def _problem(seed: int, n: int, dag: bool):
@@ -93,7 +93,7 @@ def test_knapsack_price_equals_milp(seed: int) -> None:
     n = len(fixed.kernels)
     compared = 0
     for i, j in itertools.combinations(range(n + 1), 2):
-        price = _price_fixed_sharding(fixed, (i, j))
+        price = segment_price(KnapsackPricer(fixed), (i, j))
         milp = solve_configurations(fixed, [list(range(i, j))], SolverOptions(gap=0.0))
         assert price is not None
         if milp.status == "infeasible":
@@ -107,7 +107,7 @@ def test_knapsack_price_equals_milp(seed: int) -> None:
 def test_pareto_keeps_exactly_the_undominated_points() -> None:
     rng = random.Random(7)
     points = np.array([(rng.randint(0, 9), rng.randint(0, 9)) for _ in range(60)], dtype=float)
-    kept = {tuple(p) for p in _pareto(points)}
+    kept = {tuple(p) for p in pareto(points)}
     unique = {tuple(p) for p in points}
     expected = {
         p for p in unique if not any(q != p and q[0] <= p[0] and q[1] <= p[1] for q in unique)
@@ -120,11 +120,12 @@ def test_pareto_keeps_exactly_the_undominated_points() -> None:
 def test_alternation_reaches_the_exact_search_optimum(seed: int, dag: bool) -> None:
     """Graphs past the direct search's size go through the sharding/segmentation
     alternation and its proof; both must give the exact optimum."""
-    from solver.fusion import SearchStats, _segment_search, solve_graph
+    from solver.fusion.segment_search import SearchStats, segment_search
+    from solver.fusion.solve import solve_graph
 
     problem, _ = _problem(seed, 12, dag)
     options = SolverOptions(gap=0.0)
-    exact = _segment_search(problem, options, SearchStats())
+    exact = segment_search(problem, options, SearchStats())
     solved = solve_graph(problem, options)
     assert exact.status == solved.status == "optimal"
     assert math.isclose(solved.objective_s, exact.objective_s, rel_tol=1e-6)

@@ -13,8 +13,8 @@ import random
 import pytest
 from solver_fixtures import random_chain, small_system, tp2_problem
 
-from solver.check import brute_force, plan_cost
-from solver.fusion import solve_graph
+from solver.check import brute_force, mapping_cost
+from solver.fusion.solve import solve_graph
 from solver.options import SolverOptions
 
 CASES = [(seed, dataflow) for seed in range(16) for dataflow in (False, True)]
@@ -42,7 +42,7 @@ def test_milp_equals_brute_force(seed: int, dataflow: bool) -> None:
     assert solution.status == "optimal"
     assert math.isclose(solution.objective_s, best, rel_tol=1e-6)
     # the plan re-check outside Pyomo reproduces the objective
-    recheck, costs = plan_cost(problem, solution.segments, solution.choice)
+    recheck, costs = mapping_cost(problem, solution.configs, solution.choice)
     assert math.isclose(recheck, solution.objective_s, rel_tol=1e-6)
     assert all(c.feasible for c in costs)
 
@@ -51,7 +51,7 @@ def test_milp_equals_brute_force(seed: int, dataflow: bool) -> None:
 def test_pyomo_backend_reaches_the_brute_force_optimum(seed: int) -> None:
     """The same arrays solved through Pyomo (any solver `solver.name` names) give the
     enumerated optimum, like the direct HiGHS path."""
-    from solver.milp import solve_configurations
+    from solver.milp.model import solve_configurations
 
     rng = random.Random(100 + seed)
     graph = random_chain(rng, 4)

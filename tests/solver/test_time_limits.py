@@ -25,8 +25,8 @@ from report_fixtures import training_plan
 from mapshard import pipeline
 from mapshard.cli import EXIT_NO_PLAN, main
 from mapshard.report import write_results
-from solver import planner
-from solver.fusion import GraphSolution, SearchStats
+from solver.fusion.segment_search import GraphSolution, SearchStats
+from solver.search import planner
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_LLM_4_CHIPS = """

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from hardware.system import CollectiveEfficiency, NetworkLevel, Topology
-from solver.assemble import pipeline_time
-from solver.collectives import hierarchical_time, level_collective_time
+from solver.cost.collectives import hierarchical_time, level_collective_time
+from solver.search.assemble import pipeline_time
 
 GB = 1e9
 

@@ -1,4 +1,4 @@
-"""The achievable-efficiency model (solver/efficiency.py) against hand computations."""
+"""The achievable-efficiency model (solver/cost/efficiency.py) against hand computations."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from hardware.system import Chip, Efficiency
-from solver.efficiency import (
+from solver.cost.efficiency import (
     attention_efficiency,
     dram_efficiency,
     for_precision,

@@ -14,8 +14,8 @@ from functools import cached_property
 
 from generator.graph import Communication, Kernel, KernelGraph, KernelKind, OperandRole
 from hardware.system import Chip, NetworkLevel
-from solver import efficiency, frontier
-from solver.collectives import bytes_sent_per_chip, hierarchical_time
+from solver.cost import efficiency, frontier
+from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
 
 Span = Sequence[tuple[NetworkLevel, int]]
 REPLICATED = "none"

@@ -8,9 +8,9 @@ import math
 from dataclasses import dataclass
 
 from generator.graph import Communication, OperandRole, Pass, Phase, Workload
-from solver.collectives import hierarchical_time
-from solver.parallel import Choice
+from solver.cost.collectives import hierarchical_time
 from solver.plan import MemoryUse
+from solver.search.parallel import Choice
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ class LinearModel:
     col_upper: list[float] = field(default_factory=list)
     integer: list[bool] = field(default_factory=list)
     rows: list[tuple[dict[int, float], float, float]] = field(default_factory=list)
+    row_names: list[str] = field(default_factory=list)  # one per row ("" when unnamed)
 
     def add_col(self, cost: float = 0.0, lower: float = 0.0, upper: float = INF, integer=False):
         self.cost.append(cost)
@@ -34,11 +35,15 @@ class LinearModel:
         self.integer.append(integer)
         return len(self.cost) - 1
 
-    def add_row(self, terms: dict[int, float], lower: float = -INF, upper: float = INF) -> None:
+    def add_row(
+        self, terms: dict[int, float], lower: float = -INF, upper: float = INF, name: str = ""
+    ) -> None:
+        """A row (dropped when it has no nonzero term); `name` labels it for inspection."""
         terms = {j: v for j, v in terms.items() if v != 0.0}
         if not terms:
             return
         self.rows.append((terms, lower, upper))
+        self.row_names.append(name)
 
     @property
     def num_cols(self) -> int:
@@ -69,7 +74,7 @@ def solve(
     start: dict[int, float] | None = None,
     cutoff: float = INF,
 ) -> LinearResult:
-    """`start`: values of some columns from a known plan, a warm start (HiGHS completes
+    """`start`: values of some columns from a known solution, a warm start (HiGHS completes
     the other columns; the Pyomo path ignores it). `cutoff`: only solutions below it are
     of interest (HiGHS prunes nodes with it; the result may be no solution, or one above)."""
     if backend == "highs":

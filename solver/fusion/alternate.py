@@ -15,16 +15,16 @@ import math
 import time
 from dataclasses import replace
 
-from solver.fusion import (
+from solver.cost.menus import EdgeCost, KernelMenu, MappingProblem
+from solver.fusion.segment_search import (
     GraphSolution,
     SearchStats,
-    _segment_search,
-    _until,
-    _with_bound,
     root_bound,
+    segment_search,
+    until_deadline,
+    with_bound,
 )
-from solver.menus import EdgeCost, KernelMenu, MappingProblem
-from solver.milp import solve_configurations
+from solver.milp.model import solve_configurations
 from solver.options import SolverOptions
 
 ROUNDS = 4
@@ -71,26 +71,26 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
         if key in tried or time.perf_counter() > deadline:
             break
         if best.objective_s <= root * (1 + options.gap):
-            return _with_bound(best, root, stats, options.gap)
+            return with_bound(best, root, stats, options.gap)
         tried.add(key)
         sub, back = restrict(problem, sharding)
-        seg_sol = _segment_search(sub, replace(options, max_paths=20), stats, deadline=deadline)
+        seg_sol = segment_search(sub, replace(options, max_paths=20), stats, deadline=deadline)
         if not math.isfinite(seg_sol.objective_s):
             break
         choice = tuple(back[k][o] for k, o in enumerate(seg_sol.choice))
         if seg_sol.objective_s < best.objective_s * (1 - 1e-12):
             best = GraphSolution(
-                seg_sol.segments, choice, seg_sol.objective_s, root, "time_limit", stats
+                seg_sol.configs, choice, seg_sol.objective_s, root, "time_limit", stats
             )
         if best.objective_s <= root * (1 + options.gap):
-            return _with_bound(best, root, stats, options.gap)
+            return with_bound(best, root, stats, options.gap)
         fixed = solve_configurations(
-            problem, seg_sol.segments, _until(options, deadline), start_choice=choice
+            problem, seg_sol.configs, until_deadline(options, deadline), start_choice=choice
         )
         stats.add(fixed)
         if fixed.objective_s < best.objective_s * (1 - 1e-12):
             best = GraphSolution(
-                seg_sol.segments, fixed.choice, fixed.objective_s, root, "time_limit", stats
+                seg_sol.configs, fixed.choice, fixed.objective_s, root, "time_limit", stats
             )
         if not fixed.choice:
             break
@@ -107,7 +107,7 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
             f"alternation {spent:.1f} s; proof search until the bound meets the "
             "incumbent or as long again"
         )
-    proven = _segment_search(problem, options, stats, incumbent_plan=best, deadline=budget)
+    proven = segment_search(problem, options, stats, incumbent_solution=best, deadline=budget)
     if proven.objective_s < best.objective_s:
         return proven
-    return _with_bound(best, proven.bound_s, stats, options.gap)
+    return with_bound(best, proven.bound_s, stats, options.gap)

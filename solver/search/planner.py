@@ -1,4 +1,4 @@
-"""solver.plan: KernelGraph phases + System -> Plan.
+"""The outer search: KernelGraph phases + System -> Plan.
 
 Outer loop over parallel choices ordered by a roofline lower bound (DESIGN.md 1): a choice
 is solved only while its bound is below the best plan found, so the result is optimal over
@@ -10,18 +10,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from generator.graph import KernelGraph, Workload
 from hardware.system import System
 from schema.errors import NoPlanError
-from solver import assemble, efficiency, infeasible
-from solver.fusion import GraphSolution, solve_graph
-from solver.menus import MappingProblem, build_problem
+from solver.cost import efficiency
+from solver.cost.menus import MappingProblem, build_problem
+from solver.fusion.segment_search import GraphSolution
+from solver.fusion.solve import solve_graph
 from solver.options import ExecutionOptions, SolverOptions
-from solver.parallel import Choice, enumerate_choices, spans_key
 from solver.plan import ChoiceResult, Plan, SolveStats
 from solver.report_plan import build_phase_plans, energy_of, workload_flop
+from solver.search import assemble, infeasible
+from solver.search.parallel import Choice, enumerate_choices, spans_key
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class _Solved:
     memory: object
 
 
-def plan(
+def search_workload(
     workload: Workload,
     system: System,
     execution: ExecutionOptions,
@@ -58,7 +60,8 @@ def plan(
     scenario: str = "",
     progress: Callable[[SearchProgress], None] | None = None,
 ) -> Plan:
-    t0 = time.perf_counter()
+    """The best plan over every parallel choice (solver.api.solve_workload)."""
+    search = _OuterSearch(workload, system, execution, options, time.perf_counter())
     limits = _limits(workload, system)
     choices = enumerate_choices(
         system, limits.max_tp, limits.max_pp, limits.max_dp, allow_dp=limits.allow_dp
@@ -67,48 +70,108 @@ def plan(
         raise infeasible.no_layout(workload, system, limits)
     bounds = [(_lower_bound(workload, system, c, execution), i, c) for i, c in enumerate(choices)]
     bounds.sort(key=lambda t: (t[0], t[1]))
-    cache: dict[tuple, tuple[MappingProblem, GraphSolution]] = {}
+    search.bounds = bounds
+    for lb, _, choice in bounds:
+        if not search.settle(lb, choice):
+            continue
+        if progress is not None:
+            progress(search.progress())
+        if options.time_limit_s > 0 and time.perf_counter() - search.t0 > options.time_limit_s:
+            search.statuses.append("time_limit")
+            break
+    if search.best is None:
+        search.raise_no_plan(limits)
+    stats = search.solve_stats()
+    return _build_plan(workload, system, execution, search.best, stats, search.results, scenario)
+
+
+@dataclass
+class _OuterSearch:
+    """What the outer search has found so far over the parallel choices (`bounds`: the
+    choices with their roofline bounds, in the order they are settled)."""
+
+    workload: Workload
+    system: System
+    execution: ExecutionOptions
+    options: SolverOptions
+    t0: float
+    bounds: list[tuple[float, int, Choice]] = field(default_factory=list)
+    cache: dict[tuple, tuple[MappingProblem, GraphSolution]] = field(default_factory=dict)
     best: _Solved | None = None
-    results: list[ChoiceResult] = []
-    infeasible_reasons: list[tuple[infeasible.Reason, str]] = []
-    milps = 0
-    stats_acc = {"vars": 0, "bins": 0, "rows": 0, "build": 0.0}
-    statuses: list[str] = []
+    results: list[ChoiceResult] = field(default_factory=list)
+    infeasible_reasons: list[tuple[infeasible.Reason, str]] = field(default_factory=list)
+    milps: int = 0
+    num_vars: int = 0
+    num_binaries: int = 0
+    num_rows: int = 0
+    build_s: float = 0.0
+    statuses: list[str] = field(default_factory=list)
     # proven lower bounds of the choices not pruned by the best plan, and how many of them
     # stopped at the time limit before a first plan
-    open_bounds: list[float] = []
-    no_plan = 0
-    for lb, _, choice in bounds:
+    open_bounds: list[float] = field(default_factory=list)
+    no_plan: int = 0
+
+    def settle(self, lb: float, choice: Choice) -> bool:
+        """Prune, reject or solve one choice; True when it was solved (or ran out of time)."""
+        workload, system = self.workload, self.system
         deg = {k.lower(): v for k, v in choice.degrees}
-        if best is not None and lb >= best.times.latency_s * (1 - 1e-9):
-            results.append(ChoiceResult(deg, choice.describe(), lb, None, "pruned"))
-            continue
+        if self.best is not None and lb >= self.best.times.latency_s * (1 - 1e-9):
+            self.results.append(ChoiceResult(deg, choice.describe(), lb, None, "pruned"))
+            return False
         memory = assemble.memory_use(workload, choice, system.dram.capacity_bytes)
         if memory.total > memory.capacity * (1 + 1e-9):
             why = infeasible.dram_reason(memory)
-            infeasible_reasons.append((why, choice.describe()))
-            results.append(ChoiceResult(deg, choice.describe(), lb, None, "infeasible", why.text))
-            continue
-        solutions = {}
+            self.infeasible_reasons.append((why, choice.describe()))
+            self.results.append(
+                ChoiceResult(deg, choice.describe(), lb, None, "infeasible", why.text)
+            )
+            return False
+        solutions, phase_latency, phase_bound, failed = self.solve_phases(choice)
+        if failed is not None:
+            self.infeasible_reasons.append((failed, choice.describe()))
+            self.results.append(
+                ChoiceResult(deg, choice.describe(), lb, None, "infeasible", failed.text)
+            )
+            return False
+        if all(math.isfinite(v) for v in phase_latency.values()):
+            times = _times(workload, choice, phase_latency, system)
+            self.results.append(ChoiceResult(deg, choice.describe(), lb, times.latency_s, "solved"))
+            self.open_bounds.append(_bound_of(workload, choice, phase_bound, system))
+            if self.best is None or times.latency_s < self.best.times.latency_s:
+                self.best = _Solved(choice, times, solutions, memory)
+        else:  # stopped at the time limit without a plan: only its bounds are known
+            self.no_plan += 1
+            self.statuses.append("time_limit")
+            self.results.append(
+                ChoiceResult(deg, choice.describe(), lb, None, "pruned", "no plan in time")
+            )
+            self.open_bounds.append(max(lb, _bound_of(workload, choice, phase_bound, system)))
+        return True
+
+    def solve_phases(
+        self, choice: Choice
+    ) -> tuple[
+        dict[str, tuple[MappingProblem, GraphSolution]],
+        dict[str, float],
+        dict[str, float],
+        infeasible.Reason | None,
+    ]:
+        """Every phase's graph solved under `choice` (cached by graph and TP layout):
+        (solutions, latency and proven bound per phase, the reason it failed or None)."""
+        solutions: dict[str, tuple[MappingProblem, GraphSolution]] = {}
         phase_latency: dict[str, float] = {}
         phase_bound: dict[str, float] = {}
-        failed: infeasible.Reason | None = None
-        for phase in workload.phases:
+        for phase in self.workload.phases:
             key = (id(phase.graph), choice.degree("TP"), spans_key(choice.spans))
-            if key not in cache:
-                problem = _problem(phase.graph, system, choice, execution)
+            if key not in self.cache:
+                problem = _problem(phase.graph, self.system, choice, self.execution)
                 failed = infeasible.untileable(problem, phase.graph, phase.name)
                 if failed is not None:
-                    break
-                remaining = _remaining(options, t0)
-                sol = solve_graph(problem, remaining)
-                milps += sol.stats.milps
-                stats_acc["vars"] = max(stats_acc["vars"], sol.stats.num_vars)
-                stats_acc["bins"] = max(stats_acc["bins"], sol.stats.num_binaries)
-                stats_acc["rows"] = max(stats_acc["rows"], sol.stats.num_rows)
-                stats_acc["build"] += sol.stats.build_s
-                cache[key] = (problem, sol)
-            problem, sol = cache[key]
+                    return solutions, phase_latency, phase_bound, failed
+                sol = solve_graph(problem, _remaining(self.options, self.t0))
+                self.count(sol)
+                self.cache[key] = (problem, sol)
+            problem, sol = self.cache[key]
             phase_bound[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
             if sol.status == "infeasible":
                 # None: a mapping fits the SRAM, so the search stopped before finding it
@@ -116,86 +179,79 @@ def plan(
                 if failed is None:
                     phase_latency[phase.name] = math.inf
                     continue
-                break
-            statuses.append(sol.status)
+                return solutions, phase_latency, phase_bound, failed
+            self.statuses.append(sol.status)
             solutions[phase.name] = (problem, sol)
             phase_latency[phase.name] = sol.objective_s
-        if failed is not None:
-            infeasible_reasons.append((failed, choice.describe()))
-            results.append(
-                ChoiceResult(deg, choice.describe(), lb, None, "infeasible", failed.text)
-            )
-            continue
-        if all(math.isfinite(v) for v in phase_latency.values()):
-            times = _times(workload, choice, phase_latency, system)
-            results.append(ChoiceResult(deg, choice.describe(), lb, times.latency_s, "solved"))
-            open_bounds.append(_bound_of(workload, choice, phase_bound, system))
-            if best is None or times.latency_s < best.times.latency_s:
-                best = _Solved(choice, times, solutions, memory)
-        else:  # stopped at the time limit without a plan: only its bounds are known
-            no_plan += 1
-            statuses.append("time_limit")
-            results.append(
-                ChoiceResult(deg, choice.describe(), lb, None, "pruned", "no plan in time")
-            )
-            open_bounds.append(max(lb, _bound_of(workload, choice, phase_bound, system)))
-        if progress is not None:
-            unsolved = [b for b, _, _ in bounds[len(results) :]]
-            progress(
-                SearchProgress(
-                    len(results),
-                    len(bounds),
-                    best.times.latency_s if best is not None else math.inf,
-                    min([*open_bounds, *unsolved], default=0.0),
-                )
-            )
-        if options.time_limit_s > 0 and time.perf_counter() - t0 > options.time_limit_s:
-            statuses.append("time_limit")
-            break
-    if best is None:
-        if no_plan or not infeasible_reasons:
+        return solutions, phase_latency, phase_bound, None
+
+    def count(self, sol: GraphSolution) -> None:
+        self.milps += sol.stats.milps
+        self.num_vars = max(self.num_vars, sol.stats.num_vars)
+        self.num_binaries = max(self.num_binaries, sol.stats.num_binaries)
+        self.num_rows = max(self.num_rows, sol.stats.num_rows)
+        self.build_s += sol.stats.build_s
+
+    def progress(self) -> SearchProgress:
+        unsolved = [b for b, _, _ in self.bounds[len(self.results) :]]
+        return SearchProgress(
+            len(self.results),
+            len(self.bounds),
+            self.best.times.latency_s if self.best is not None else math.inf,
+            min([*self.open_bounds, *unsolved], default=0.0),
+        )
+
+    def raise_no_plan(self, limits: infeasible.Limits) -> None:
+        workload = self.workload
+        if self.no_plan or not self.infeasible_reasons:
             raise NoPlanError(
-                f"{no_plan} of {len(bounds)} parallel choices stopped at the time limit "
-                f"({options.time_limit_s:g} s) before a first plan; raise "
+                f"{self.no_plan} of {len(self.bounds)} parallel choices stopped at the time "
+                f"limit ({self.options.time_limit_s:g} s) before a first plan; raise "
                 "solver.time_limit_s (or --time-limit)"
             )
         suggest = limits if workload.kind in ("training", "inference") else _any_tp(limits)
-        infeasible.raise_infeasible(infeasible_reasons, workload, system, suggest)
-    assert best is not None
-    solve_s = time.perf_counter() - t0
-    status = "optimal" if all(s == "optimal" for s in statuses) else "time_limit"
-    # The proven bound: pruned choices have a roofline bound >= the best plan; every other
-    # choice contributes its proven bound, and a choice never reached (time limit) its
-    # roofline bound.
-    unexplored = [lb for lb, _, _ in bounds[len(results) :]]
-    bound_latency = min([_proven_bound(workload, best, system), *open_bounds, *unexplored])
-    gap = max(0.0, (best.times.latency_s - bound_latency) / best.times.latency_s)
-    if status == "time_limit" and len(results) < len(bounds):
-        for lb, _, choice in bounds[len(results) :]:
-            deg = {k.lower(): v for k, v in choice.degrees}
-            results.append(ChoiceResult(deg, choice.describe(), lb, None, "pruned", "time limit"))
-    stats = SolveStats(
-        status=status,
-        objective=best.times.latency_s,
-        bound=bound_latency,
-        gap=gap,
-        solve_time_s=solve_s,
-        build_time_s=stats_acc["build"],
-        num_vars=stats_acc["vars"],
-        num_binaries=stats_acc["bins"],
-        num_rows=stats_acc["rows"],
-        milps_solved=milps,
-        choices_total=len(bounds),
-        choices_solved=sum(r.status == "solved" for r in results),
-        choices_pruned=sum(r.status == "pruned" for r in results),
-        choices_infeasible=sum(r.status == "infeasible" for r in results),
-        fusion_search=(
-            "segments of a topological order (lazy shortest path + exact pricing)"
-            if execution.dataflow
-            else "kernel-by-kernel"
-        ),
-    )
-    return _build_plan(workload, system, execution, best, stats, results, scenario)
+        infeasible.raise_infeasible(self.infeasible_reasons, workload, self.system, suggest)
+
+    def solve_stats(self) -> SolveStats:
+        """The search's statistics; choices never reached are listed as pruned."""
+        best, bounds, results = self.best, self.bounds, self.results
+        assert best is not None
+        solve_s = time.perf_counter() - self.t0
+        status = "optimal" if all(s == "optimal" for s in self.statuses) else "time_limit"
+        # The proven bound: pruned choices have a roofline bound >= the best plan; every
+        # other choice contributes its proven bound, and a choice never reached (time
+        # limit) its roofline bound.
+        unexplored = [lb for lb, _, _ in bounds[len(results) :]]
+        proven = _proven_bound(self.workload, best, self.system)
+        bound_latency = min([proven, *self.open_bounds, *unexplored])
+        gap = max(0.0, (best.times.latency_s - bound_latency) / best.times.latency_s)
+        if status == "time_limit" and len(results) < len(bounds):
+            for lb, _, choice in bounds[len(results) :]:
+                deg = {k.lower(): v for k, v in choice.degrees}
+                results.append(
+                    ChoiceResult(deg, choice.describe(), lb, None, "pruned", "time limit")
+                )
+        return SolveStats(
+            status=status,
+            objective=best.times.latency_s,
+            bound=bound_latency,
+            gap=gap,
+            solve_time_s=solve_s,
+            build_time_s=self.build_s,
+            num_vars=self.num_vars,
+            num_binaries=self.num_binaries,
+            num_rows=self.num_rows,
+            milps_solved=self.milps,
+            choices_total=len(bounds),
+            choices_solved=sum(r.status == "solved" for r in results),
+            choices_pruned=sum(r.status == "pruned" for r in results),
+            choices_infeasible=sum(r.status == "infeasible" for r in results),
+            fusion_search=(
+                "segments of a topological order (lazy shortest path + exact pricing)"
+                if self.execution.dataflow
+                else "kernel-by-kernel"
+            ),
+        )
 
 
 def _limits(workload: Workload, system: System) -> infeasible.Limits:

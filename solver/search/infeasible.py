@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from generator.graph import KernelGraph, Workload
 from hardware.system import System
 from schema.errors import InfeasibleError
-from solver import assemble
-from solver.menus import MappingProblem
-from solver.parallel import Choice
+from solver.cost.menus import MappingProblem
 from solver.plan import MemoryUse
+from solver.search import assemble
+from solver.search.parallel import Choice
 
 TAGS_HINT = "set the topology's parallelism tags to that layout, or leave them empty to search"
 

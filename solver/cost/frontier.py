@@ -71,25 +71,6 @@ def _candidates(m: int, k: int, n: int) -> tuple[np.ndarray, ...]:
 _FAMILIES = ("output_stationary", "a_resident", "b_resident")
 
 
-def all_points(m: int, k: int, n: int) -> list[TilePoint]:
-    """Every candidate tiling (before Pareto filtering)."""
-    m, k, n = int(m), int(k), int(n)
-    buf, a, b, fam, tm, tn = _candidates(m, k, n)
-    return [
-        TilePoint(
-            int(buf[i]),
-            int(a[i] + b[i] + m * n),
-            int(a[i]),
-            int(b[i]),
-            m * n,
-            _FAMILIES[fam[i]],
-            int(tm[i]),
-            int(tn[i]),
-        )
-        for i in range(len(buf))
-    ]
-
-
 @functools.lru_cache(maxsize=4096)
 def gemm_frontier(m: int, k: int, n: int) -> tuple[TilePoint, ...]:
     """Pareto frontier (buffer ascending, traffic strictly descending)."""
@@ -115,15 +96,6 @@ def gemm_frontier(m: int, k: int, n: int) -> tuple[TilePoint, ...]:
             )
         )
     return tuple(out)
-
-
-def min_traffic(m: int, k: int, n: int, buffer_elements: float) -> int | None:
-    """Least traffic with at most `buffer_elements` on chip (None if nothing fits)."""
-    best = None
-    for p in gemm_frontier(m, k, n):
-        if p.buffer <= buffer_elements:
-            best = p.traffic
-    return best
 
 
 def menu(m: int, k: int, n: int, buffer_elements: float, size: int = 12) -> list[TilePoint]:

@@ -18,9 +18,23 @@ import time
 
 import numpy as np
 
-from solver.menus import MappingProblem
+from solver.cost.latency import config_latency
+from solver.cost.menus import MappingProblem
 
 FRONT_LIMIT = 20_000  # Pareto states per front before giving up (the caller falls back)
+
+
+def pure_knapsack(problem: MappingProblem) -> bool:
+    """Every kernel has one sharding and its tilings change neither compute nor network
+    time: a segment's price is then a multiple-choice knapsack over the tilings."""
+    for menu in problem.kernels:
+        if len(menu.shardings) != 1:
+            return False
+        if len({o.compute_s for o in menu.options}) > 1:
+            return False
+        if len({o.network_s for o in menu.options}) > 1:
+            return False
+    return True
 
 
 def fixed_sharding_prices(problem: MappingProblem, deadline: float = math.inf) -> np.ndarray | None:
@@ -28,65 +42,95 @@ def fixed_sharding_prices(problem: MappingProblem, deadline: float = math.inf) -
     where no tiling fits the SRAM. None when the problem is not a pure tiling knapsack
     (a kernel has several shardings, or tilings that change compute or network time), a
     front grows past FRONT_LIMIT or the sweep passes `deadline` (perf_counter seconds)."""
-    for menu in problem.kernels:
-        if len(menu.shardings) != 1:
-            return None
-        if len({o.compute_s for o in menu.options}) > 1:
-            return None
-        if len({o.network_s for o in menu.options}) > 1:
-            return None
-    return _sweep(problem, deadline)
-
-
-def _sweep(problem: MappingProblem, deadline: float) -> np.ndarray | None:
+    if not pure_knapsack(problem):
+        return None
+    pricer = KnapsackPricer(problem)
     n = len(problem.kernels)
-    cap = problem.sram_bytes * (1 + 1e-9)
-    kernels = [KernelTraffic(problem, k) for k in range(n)]
-    conv_in = [sum(e.conv[0][0] for e in problem.in_edges(k)) for k in range(n)]
     prices = np.full((n, n + 1), math.inf)
     for i in range(n):
         if time.perf_counter() > deadline:
             return None
+        if not pricer.row(i, n, prices[i]):
+            return None
+    return prices
+
+
+def segment_price(pricer: KnapsackPricer, seg: tuple[int, int]) -> float | None:
+    """Exact price of the one segment `seg` = [i, j) (the same sweep, stopped at j); None
+    when the problem is not a pure knapsack or a front grows past FRONT_LIMIT."""
+    if not pricer.pure:
+        return None
+    i, j = seg
+    out = np.full(len(pricer.problem.kernels) + 1, math.inf)
+    if not pricer.row(i, j, out):
+        return None
+    return float(out[j])
+
+
+class KnapsackPricer:
+    """The exact knapsack prices of segments from one start position, one sweep per row.
+    Kernels' (buffer, traffic) points are built on first use."""
+
+    def __init__(self, problem: MappingProblem):
+        self.problem = problem
+        self.pure = pure_knapsack(problem)
+        self.cap = problem.sram_bytes * (1 + 1e-9)
+        self._kernels: dict[int, KernelTraffic] = {}
+        self._conv_in: dict[int, float] = {}
+
+    def kernel(self, k: int) -> KernelTraffic:
+        if k not in self._kernels:
+            self._kernels[k] = KernelTraffic(self.problem, k)
+            self._conv_in[k] = sum(e.conv[0][0] for e in self.problem.in_edges(k))
+        return self._kernels[k]
+
+    def row(self, i: int, stop: int, out: np.ndarray) -> bool:
+        """out[j] = price of [i, j) for j in i+1..stop (left inf where nothing fits);
+        False when a front grows past FRONT_LIMIT."""
+        problem = self.problem
         final = np.zeros((1, 2))  # Pareto rows (buffer bytes, traffic bytes)
         pending: list[int] = []
         comp = net = ovh = 0.0
-        for j in range(i + 1, n + 1):
+        for j in range(i + 1, stop + 1):
             k = j - 1
             menu = problem.kernels[k]
+            self.kernel(k)
             comp += menu.options[0].compute_s + menu.overhead_s
             ovh += menu.overhead_s
-            net += menu.options[0].network_s + conv_in[k]
-            pending.append(k)
-            still: list[int] = []
-            for p in pending:
-                if kernels[p].settled(j):
-                    final = _merge(final, kernels[p].choices(i, j), cap)
-                else:
-                    still.append(p)
-            pending = still
-            # buffers of waiting kernels only grow: rows that leave them no room are dead
-            room = cap - sum(float(kernels[p].choices(i, j)[0, 0]) for p in pending)
-            final = final[: int(np.searchsorted(final[:, 0], room, side="right"))]
+            net += menu.options[0].network_s + self._conv_in[k]
+            final, pending = self._settle(final, pending + [k], i, j)
             if len(final) > FRONT_LIMIT:
-                return None
-            front = final
-            for p in pending[:-1]:
-                front = _merge(front, kernels[p].choices(i, j), cap)
-            least = (
-                _least_traffic(front, kernels[pending[-1]].choices(i, j), cap)
-                if pending
-                else (float(front[-1, 1]) if len(front) else math.inf)
-            )
+                return False
+            least = self._least(final, pending, i, j)
             if not math.isfinite(least):
                 break  # buffers only grow with j: no longer segment from i fits either
             mem = least / problem.dram_bandwidth_Bps
-            if problem.serialize_network:
-                prices[i, j] = ovh + max(comp - ovh, mem) + net
-            elif problem.overlap:
-                prices[i, j] = max(comp, mem, net)
+            out[j] = config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
+        return True
+
+    def _settle(
+        self, final: np.ndarray, pending: list[int], i: int, j: int
+    ) -> tuple[np.ndarray, list[int]]:
+        """Merge the kernels whose status is settled at j into the running front; drop
+        the rows that leave the still pending kernels no room."""
+        still: list[int] = []
+        for p in pending:
+            if self._kernels[p].settled(j):
+                final = _merge(final, self._kernels[p].choices(i, j), self.cap)
             else:
-                prices[i, j] = comp + mem + net
-    return prices
+                still.append(p)
+        # buffers of waiting kernels only grow: rows that leave them no room are dead
+        room = self.cap - sum(float(self._kernels[p].choices(i, j)[0, 0]) for p in still)
+        return final[: int(np.searchsorted(final[:, 0], room, side="right"))], still
+
+    def _least(self, final: np.ndarray, pending: list[int], i: int, j: int) -> float:
+        """Least traffic of [i, j): the running front with the pending kernels added."""
+        front = final
+        for p in pending[:-1]:
+            front = _merge(front, self._kernels[p].choices(i, j), self.cap)
+        if pending:
+            return _least_traffic(front, self._kernels[pending[-1]].choices(i, j), self.cap)
+        return float(front[-1, 1]) if len(front) else math.inf
 
 
 class KernelTraffic:
@@ -144,7 +188,7 @@ class KernelTraffic:
     def choices(self, i: int, j: int) -> np.ndarray:
         key = self.status(i, j)
         if key not in self._cache:
-            self._cache[key] = _pareto(np.stack(self.buffer_traffic(key), axis=1))
+            self._cache[key] = pareto(np.stack(self.buffer_traffic(key), axis=1))
         return self._cache[key]
 
 
@@ -152,7 +196,7 @@ def _merge(front: np.ndarray, choices: np.ndarray, cap: float) -> np.ndarray:
     buf = (front[:, :1] + choices[None, :, 0]).ravel()
     traffic = (front[:, 1:] + choices[None, :, 1]).ravel()
     keep = buf <= cap
-    return _pareto(np.stack([buf[keep], traffic[keep]], axis=1))
+    return pareto(np.stack([buf[keep], traffic[keep]], axis=1))
 
 
 def _least_traffic(front: np.ndarray, choices: np.ndarray, cap: float) -> float:
@@ -167,12 +211,12 @@ def _least_traffic(front: np.ndarray, choices: np.ndarray, cap: float) -> float:
     return float((front[idx[fits], 1] + choices[fits, 1]).min())
 
 
-def _pareto(points: np.ndarray) -> np.ndarray:
+def pareto(points: np.ndarray) -> np.ndarray:
     """Rows (buffer, traffic) not dominated, by increasing buffer (so the last row has the
     least traffic)."""
     if not len(points):
         return points.reshape(0, 2)
-    order = np.argsort(points[:, 0], kind="stable")
+    order = np.lexsort((points[:, 1], points[:, 0]))
     points = points[order]
     best_before = np.minimum.accumulate(np.concatenate(([np.inf], points[:-1, 1])))
     return points[points[:, 1] < best_before]

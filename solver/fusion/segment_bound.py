@@ -18,8 +18,9 @@ import math
 
 import numpy as np
 
-from solver.menus import MappingProblem
-from solver.segment_price import KernelTraffic
+from solver.cost.latency import bound_weights
+from solver.cost.menus import MappingProblem
+from solver.fusion.segment_price import KernelTraffic
 
 GRID = 512  # buffer units per SRAM
 
@@ -29,7 +30,9 @@ class KnapsackBounds:
 
     def __init__(self, problem: MappingProblem):
         self.problem = problem
-        self.weights, self.constant_weight = _weights(problem)
+        self.weights, self.constant_weight = bound_weights(
+            problem.overlap, problem.serialize_network
+        )
         # bytes per buffer unit (no SRAM: any buffer overflows the grid)
         self.unit = problem.sram_bytes / GRID if problem.sram_bytes > 0 else 1e-30
         self.n = len(problem.kernels)
@@ -103,24 +106,6 @@ class KnapsackBounds:
                 return np.full(len(self.weights), math.inf)
             return np.min(results, axis=0)
         return np.stack(results)
-
-
-def _weights(problem: MappingProblem) -> tuple[np.ndarray, float]:
-    """Weight vectors (w_C, w_M, w_N) with latency >= w . (C, M, N) + c * overhead, and c.
-    C counts kernel overheads, except under a serialised network where they are the
-    constant term."""
-    if problem.serialize_network:
-        lam = np.linspace(0.0, 1.0, 5)
-        return np.stack([lam, 1 - lam, np.ones_like(lam)], axis=1), 1.0
-    if not problem.overlap:
-        return np.ones((1, 3)), 0.0
-    steps = 4
-    grid = [
-        (a / steps, b / steps, (steps - a - b) / steps)
-        for a in range(steps + 1)
-        for b in range(steps + 1 - a)
-    ]
-    return np.array(grid), 0.0
 
 
 class _KernelValues:

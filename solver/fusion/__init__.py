@@ -1,0 +1,1 @@
+"""Fusion search: configurations as contiguous segments of a topological order."""

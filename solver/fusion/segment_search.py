@@ -1,0 +1,416 @@
+"""Fusion search: configurations as contiguous segments of a topological order.
+
+DESIGN.md 7: a compact "kernel i goes to configuration k" model has weak LP bounds. Here a
+segmentation is a path over positions 0..n of the order with at most K segments (a shortest path,
+whose LP relaxation is integral), and the exact optimum is proven by bounds:
+  1. every segment gets a cheap separable lower bound (prefix sums, O(n^2));
+  2. segments on the current best path are priced exactly by a small MILP
+     (`milp.solve_configurations` on that segment alone; producers outside it take their
+     cheapest conversion, so the price is still a lower bound) until the best path is made
+     of priced segments only;
+  3. that path's true cost comes from one MILP over the fixed segmentation with every edge
+     exact (an upper bound); paths are then enumerated best-first by their bound (A* with
+     the backward shortest-path distance as heuristic) until the next bound is no better
+     than the incumbent: the incumbent is optimal over all segmentations.
+Kernel-by-kernel execution is the special case of one kernel per configuration: one MILP
+(solver.fusion.solve.solve_graph picks the search).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from solver.cost.latency import config_latency
+from solver.cost.menus import MappingProblem
+from solver.fusion.segment_bound import KnapsackBounds
+from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, segment_price
+from solver.milp.model import MilpResult, solve_configurations
+from solver.options import SolverOptions
+
+Segment = tuple[int, int]  # [start, end) positions
+
+
+@dataclass
+class SearchStats:
+    milps: int = 0
+    segments_priced: int = 0
+    paths_checked: int = 0
+    num_vars: int = 0
+    num_binaries: int = 0
+    num_rows: int = 0
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, r: MilpResult) -> None:
+        self.milps += 1
+        self.build_s += r.build_s
+        self.solve_s += r.solve_s
+        self.num_vars = max(self.num_vars, r.num_vars)
+        self.num_binaries = max(self.num_binaries, r.num_binaries)
+        self.num_rows = max(self.num_rows, r.num_rows)
+
+
+@dataclass(frozen=True)
+class GraphSolution:
+    """One graph's mapping: its configurations (kernel indices, in order), the option of
+    every kernel, the latency found and the proven lower bound."""
+
+    configs: tuple[tuple[int, ...], ...]
+    choice: tuple[int, ...]
+    objective_s: float
+    bound_s: float
+    status: str  # "optimal" | "time_limit" | "infeasible"
+    stats: SearchStats
+
+    @property
+    def gap(self) -> float:
+        if not math.isfinite(self.objective_s) or self.objective_s <= 0:
+            return 0.0
+        return max(0.0, (self.objective_s - self.bound_s) / self.objective_s)
+
+
+class _Bounds:
+    """Cheap separable lower bounds of every segment, O(n^2) with incremental sums."""
+
+    def __init__(self, problem: MappingProblem):
+        self.problem = problem
+        n = len(problem.kernels)
+        self.values: dict[Segment, float] = {}
+        comp = [min(o.compute_s for o in m.options) + m.overhead_s for m in problem.kernels]
+        net = [min(o.network_s for o in m.options) for m in problem.kernels]
+        buf = [min(o.buffer_bytes for o in m.options) for m in problem.kernels]
+        # a kernel whose output feeds a consumer in its segment also holds a stream buffer
+        buf_fused = [
+            min(o.buffer_bytes + o.out_tile_bytes for o in m.options) for m in problem.kernels
+        ]
+        fused_from: dict[int, list[int]] = {}  # first consumer -> producers it fuses
+        for k in range(n):
+            outs = [e.dst for e in problem.out_edges(k)]
+            if outs:
+                fused_from.setdefault(min(outs), []).append(k)
+        bw = problem.dram_bandwidth_Bps
+        weights, inputs, outputs, last_use = [], [], [], []
+        for k, menu in enumerate(problem.kernels):
+            fed = {e.dst_operand: e.src for e in problem.in_edges(k)}
+            names = {name for o in menu.options for name, _ in o.traffic}
+            w = 0.0
+            ins: list[tuple[int, float]] = []
+            for name in sorted(names):
+                least = min(o.traffic_of(name) for o in menu.options)
+                if name == menu.output_operand:
+                    continue
+                if name in fed:
+                    ins.append((fed[name], least))
+                else:
+                    w += least
+            weights.append(w)
+            inputs.append(ins)
+            outputs.append(min(o.traffic_of(menu.output_operand) for o in menu.options))
+            outs = [e.dst for e in problem.out_edges(k)]
+            last_use.append(max(outs) if outs else n)  # n: the output always leaves the chip
+        for i in range(n):
+            c = m = w = b = o = 0.0
+            out_pending: dict[int, float] = {}
+            for j in range(i + 1, n + 1):
+                k = j - 1
+                b += buf[k]
+                b += sum(buf_fused[q] - buf[q] for q in fused_from.get(k, ()) if q >= i)
+                if b > problem.sram_bytes * (1 + 1e-9):
+                    break
+                c += comp[k]
+                o += problem.kernels[k].overhead_s
+                w += net[k]
+                m += weights[k] + sum(t for src, t in inputs[k] if src < i)
+                if last_use[k] >= j:
+                    out_pending[k] = outputs[k]
+                for kk in [kk for kk in out_pending if last_use[kk] < j]:
+                    del out_pending[kk]
+                mem = (m + sum(out_pending.values())) / bw
+                self.values[(i, j)] = config_latency(
+                    c, mem, w, o, problem.overlap, problem.serialize_network
+                )
+
+
+def segment_search(
+    problem: MappingProblem,
+    options: SolverOptions,
+    stats: SearchStats,
+    incumbent_solution: GraphSolution | None = None,
+    deadline: float = math.inf,
+) -> GraphSolution:
+    """Exact search; with an incumbent it only looks for better solutions, and at
+    `deadline` (perf_counter seconds) it stops with the best bound proven so far."""
+    search = _ExactSearch(problem, options, stats, deadline)
+    # Phase 1: price the segments of the best path until it is fully priced.
+    early, h, path = search.price_best_path(incumbent_solution)
+    if early is not None:
+        return early
+    lower = float(h[0, 0])
+    # Phase 2: best-first enumeration of segmentations by bound; exact cost of each.
+    incumbent: _Incumbent = (math.inf, (), ())
+    if incumbent_solution is not None and math.isfinite(incumbent_solution.objective_s):
+        incumbent = (
+            incumbent_solution.objective_s,
+            incumbent_solution.configs,
+            incumbent_solution.choice,
+        )
+    if not math.isfinite(incumbent[0]):
+        # the fully priced best path of phase 1 is a first solution
+        incumbent = search.check_path(path, incumbent, cutoff=False)
+    incumbent, final_bound, status = search.best_first(h, lower, incumbent)
+    if not math.isfinite(incumbent[0]):
+        return GraphSolution((), (), math.inf, final_bound, "infeasible", stats)
+    bound = min(max(final_bound, lower), incumbent[0])
+    if status == "optimal" and bound < incumbent[0] / (1 + options.gap) - 1e-12:
+        status = "time_limit"
+    return GraphSolution(incumbent[1], incumbent[2], incumbent[0], bound, status, stats)
+
+
+_Incumbent = tuple[float, tuple, tuple]  # (latency, segments, choice)
+
+
+class _ExactSearch:
+    """The state of one exact segment search: `values[i, j]` is the best proven lower
+    bound of segment [i, j) (its exact price once in `priced`)."""
+
+    def __init__(
+        self, problem: MappingProblem, options: SolverOptions, stats: SearchStats, deadline: float
+    ):
+        self.problem, self.options, self.stats, self.deadline = problem, options, stats, deadline
+        self.t_start = time.perf_counter()
+        n = self.n = len(problem.kernels)
+        self.K = max(1, min(problem.max_configs, n))
+        self.values = np.full((n, n + 1), math.inf)
+        for (i, j), v in _Bounds(problem).values.items():
+            self.values[i, j] = v
+        self.allowed = _allowed_mask(problem, n, self.K)
+        self.priced: set[Segment] = set()
+        single = all(len(m.shardings) == 1 for m in problem.kernels)
+        self.pricer = KnapsackPricer(problem) if single else None
+        exact = fixed_sharding_prices(problem, deadline) if single else None
+        if exact is not None:
+            # every segment priced exactly: the shortest path below is the optimum
+            self.values = exact
+            self.priced = {(i, j) for i, j in zip(*np.nonzero(np.isfinite(exact)), strict=True)}
+        self.knapsack = KnapsackBounds(problem) if exact is None else None
+        self.tightened: set[int] = set()  # start positions with knapsack bounds in `values`
+
+    def price(self, seg: Segment) -> None:
+        """The exact price of `seg` (knapsack when every kernel has one sharding, else the
+        MILP's proven bound)."""
+        if self.pricer is not None:
+            fast = segment_price(self.pricer, seg)
+            if fast is not None:
+                self.values[seg] = fast
+                self.priced.add(seg)
+                return
+        options = until_deadline(self.options, self.deadline)
+        r = solve_configurations(self.problem, [list(range(*seg))], options)
+        self.stats.add(r)
+        self.stats.segments_priced += 1
+        # a MILP stopped at its gap may prove less than the knapsack bound already did
+        v = max(self.values[seg], r.bound_s) if r.status != "infeasible" else math.inf
+        self.values[seg] = v
+        self.priced.add(seg)
+
+    def tighten(self, segs: list[Segment]) -> bool:
+        """Knapsack bounds for the start positions of `segs` (before any MILP); False when
+        they are all in already."""
+        starts = {i for i, _ in segs if i not in self.tightened}
+        if self.knapsack is None or not starts:
+            return False
+        values = self.values
+        for i in sorted(starts):
+            row = self.knapsack.row(i)
+            keep = [j for j in range(i + 1, self.n + 1) if (i, j) in self.priced]
+            kept = values[i, keep]
+            np.maximum(values[i], row, out=values[i])
+            values[i, keep] = kept
+            self.tightened.add(i)
+        return True
+
+    def best_path(self, h: np.ndarray) -> list[Segment]:
+        path, pos, used = [], 0, 0
+        while pos < self.n:
+            cand = self.values[pos, pos + 1 :] + h[pos + 1 :, used + 1]
+            if self.allowed is not None:
+                cand = np.where(self.allowed[pos, pos + 1 :, used], cand, math.inf)
+            j = pos + 1 + int(np.argmin(cand))
+            path.append((pos, j))
+            pos, used = j, used + 1
+        return path
+
+    def price_best_path(
+        self, incumbent: GraphSolution | None
+    ) -> tuple[GraphSolution | None, np.ndarray, list[Segment]]:
+        """Phase 1: tighten and price the segments of the best path until it is fully
+        priced; returns (a final solution when the search ends here, h, that path)."""
+        gap, stats = self.options.gap, self.stats
+        while True:
+            h = _backward(self.values, self.allowed, self.K)
+            lower = float(h[0, 0])
+            if not math.isfinite(h[0, 0]):
+                return GraphSolution((), (), math.inf, math.inf, "infeasible", stats), h, []
+            if incumbent is not None and h[0, 0] >= incumbent.objective_s / (1 + gap):
+                return with_bound(incumbent, lower, stats, gap), h, []
+            path = self.best_path(h)
+            todo = [s for s in path if s not in self.priced]
+            if not todo:
+                return None, h, path
+            if time.perf_counter() > self.deadline:
+                if incumbent is not None:
+                    return with_bound(incumbent, lower, stats, gap), h, path
+                return GraphSolution((), (), math.inf, lower, "time_limit", stats), h, path
+            if self.tighten(todo):
+                continue
+            for seg in todo:
+                self.price(seg)
+
+    def out_of_time(self) -> bool:
+        return _out_of_time(self.options, self.t_start) or time.perf_counter() > self.deadline
+
+    def check_path(
+        self, path: tuple[Segment, ...] | list[Segment], incumbent: _Incumbent, cutoff: bool
+    ) -> _Incumbent:
+        """The exact cost of segmentation `path` (one MILP); the better of it and
+        `incumbent`. With `cutoff`, HiGHS prunes with the incumbent."""
+        self.stats.paths_checked += 1
+        segs = tuple(tuple(range(*s)) for s in path)
+        options = until_deadline(self.options, self.deadline)
+        if cutoff:
+            # only a solution better than the incumbent matters: HiGHS prunes with it
+            r = solve_configurations(
+                self.problem, segs, options, cutoff_s=incumbent[0] * (1 - 1e-9)
+            )
+            self.stats.add(r)
+            return (r.objective_s, segs, r.choice) if r.objective_s < incumbent[0] else incumbent
+        r = solve_configurations(self.problem, segs, options)
+        self.stats.add(r)
+        return (r.objective_s, segs, r.choice) if math.isfinite(r.objective_s) else incumbent
+
+    def best_first(
+        self, h: np.ndarray, lower: float, incumbent: _Incumbent
+    ) -> tuple[_Incumbent, float, str]:
+        """Phase 2: segmentations best-first by bound (A*, h the heuristic), each complete
+        one priced exactly, until the least open bound meets the incumbent; returns the
+        incumbent, the final bound and the status."""
+        heap: list[tuple[float, float, int, int, tuple[Segment, ...]]] = [(lower, 0.0, 0, 0, ())]
+        gap, stats, pops = self.options.gap, self.stats, 0
+        while heap:
+            f, g, pos, used, path = heapq.heappop(heap)
+            if f >= incumbent[0] / (1 + gap) - 1e-15:
+                return incumbent, min(incumbent[0], f), "optimal"
+            pops += 1
+            if pops % 256 == 0 and (len(heap) > HEAP_LIMIT or self.out_of_time()):
+                # f is the least bound of every segmentation not yet looked at
+                stats.notes.append(f"stopped with {len(heap)} partial segmentations open")
+                return incumbent, f, "time_limit"
+            if pos < self.n:
+                self.expand(heap, h, g, pos, used, path)
+                continue
+            unpriced = [s for s in path if s not in self.priced]
+            if unpriced:
+                if not self.tighten(unpriced):
+                    for seg in unpriced:
+                        self.price(seg)
+                g2 = float(sum(self.values[s] for s in path))
+                heapq.heappush(heap, (g2, g2, pos, used, path))
+                continue
+            incumbent = self.check_path(path, incumbent, cutoff=True)
+            if stats.paths_checked >= self.options.max_paths or self.out_of_time():
+                stats.notes.append(f"stopped after {stats.paths_checked} segmentations")
+                return incumbent, f, "time_limit"
+        return incumbent, incumbent[0], "optimal"
+
+    def expand(self, heap: list, h: np.ndarray, g: float, pos: int, used: int, path: tuple) -> None:
+        """Push every next segment [pos, j) of a partial segmentation."""
+        if used + 1 > self.K:
+            return
+        for j in range(pos + 1, self.n + 1):
+            v = float(self.values[pos, j])
+            rest = float(h[j, used + 1])
+            if not math.isfinite(v) or not math.isfinite(rest):
+                continue
+            if self.allowed is not None and not self.allowed[pos, j, used]:
+                continue
+            heapq.heappush(heap, (g + v + rest, g + v, j, used + 1, path + ((pos, j),)))
+
+
+def _backward(values: np.ndarray, allowed: np.ndarray | None, K: int) -> np.ndarray:
+    """h[pos, used]: least bound to finish from pos having used `used` configs."""
+    n = values.shape[0]
+    h = np.full((n + 1, K + 1), math.inf)
+    h[n, :] = 0.0
+    for pos in range(n - 1, -1, -1):
+        cand = values[pos, pos + 1 :, None] + h[pos + 1 :, 1:]
+        if allowed is not None:
+            cand = np.where(allowed[pos, pos + 1 :, :], cand, math.inf)
+        h[pos, :K] = cand.min(axis=0)
+    return h
+
+
+def root_bound(problem: MappingProblem) -> float:
+    """The least sum of separable segment bounds over all segmentations: a lower bound of
+    the optimum that costs no MILP."""
+    n = len(problem.kernels)
+    K = max(1, min(problem.max_configs, n))
+    values = np.full((n, n + 1), math.inf)
+    for (i, j), v in _Bounds(problem).values.items():
+        values[i, j] = v
+    return float(_backward(values, _allowed_mask(problem, n, K), K)[0, 0])
+
+
+def _allowed_mask(problem: MappingProblem, n: int, K: int) -> np.ndarray | None:
+    """allowed[i, j, c]: segment [i, j) may be configuration c under the kernels' pins
+    (None when nothing is pinned)."""
+    pins = problem.pinned_configs
+    if not pins or all(p < 0 for p in pins):
+        return None
+    allowed = np.zeros((n, n + 1, K), dtype=bool)
+    for i in range(n):
+        ok = np.ones(K, dtype=bool)
+        for j in range(i + 1, n + 1):
+            pin = pins[j - 1]
+            if pin >= 0:
+                keep = np.zeros(K, dtype=bool)
+                if pin < K:
+                    keep[pin] = True
+                ok &= keep
+            allowed[i, j] = ok
+    return allowed
+
+
+def with_bound(
+    solution: GraphSolution, bound: float, stats: SearchStats, gap: float = 0.0
+) -> GraphSolution:
+    """`solution` with the proven `bound`; optimal when the bound is within the relative
+    `gap`."""
+    bound = min(max(bound, solution.bound_s), solution.objective_s)
+    optimal = bound >= solution.objective_s / (1 + gap) * (1 - 1e-9)
+    status = "optimal" if optimal else "time_limit"
+    return GraphSolution(
+        solution.configs, solution.choice, solution.objective_s, bound, status, stats
+    )
+
+
+HEAP_LIMIT = 200_000  # partial segmentations kept by the best-first search (memory guard)
+
+
+def until_deadline(options: SolverOptions, deadline: float) -> SolverOptions:
+    """`options` with the time limit cut to what is left before `deadline`."""
+    if not math.isfinite(deadline):
+        return options
+    left = max(0.05, deadline - time.perf_counter())
+    if options.time_limit_s > 0:
+        left = min(left, options.time_limit_s)
+    return replace(options, time_limit_s=left)
+
+
+def _out_of_time(options: SolverOptions, t_start: float) -> bool:
+    return options.time_limit_s > 0 and time.perf_counter() - t_start > options.time_limit_s

@@ -1,0 +1,288 @@
+"""The inner MILP for fixed configurations: one-hot option menus, pairwise layout costs and
+per-configuration latency epigraphs, written as arrays (solver.milp.linear) and solved by HiGHS
+directly or through Pyomo.
+
+Variables
+  x[k,o] in {0,1}         kernel k takes option o (sharding x tiling); sum_o x[k,o] = 1
+  X[k,s] = sum_{o in s} x  the sharding part (an expression)
+  p[e,a,b] in [0,1]        edge e joins producer sharding a and consumer sharding b:
+                           sum_b p[e,a,b] = X[src,a], sum_a p[e,a,b] = X[dst,b]
+                           (the local-polytope linearisation of X[src,a] * X[dst,b]; exact
+                           at integral x and much tighter than three-inequality big-M)
+  L[c] >= 0                latency of configuration c
+Constraint families (times in microseconds, DESIGN.md 6: scaled to avoid tiny coefficients),
+one function each, rows named `family[index=...]` (LinearModel.row_names); a
+`ConstraintSelection` switches a family off for experiments:
+  add_one_hot:           sum_o x[k,o] = 1                                   one_hot[kernel=k]
+  add_layout_links:      sum_b p[e,a,b] = X[src,a], sum_a p[e,a,b] = X[dst,b]
+                                              layout_link[edge=e,src=a] / [edge=e,dst=b]
+  add_latency_epigraph:  L[c] >= each row of solver.cost.latency.epigraph_rows
+                         (overlap: L >= compute, L >= memory, L >= network)
+                                              latency_epigraph[config=c,rule=r]
+  add_sram_capacity:     sum_{k in c} buffer[k,o] x[k,o] + stream buffers of fused outputs
+                         <= SRAM                                        sram_capacity[config=c]
+Objective: min sum_c L[c].
+A configuration whose producers lie outside the model (a segment priced alone) takes, for
+each incoming edge, the cheapest conversion over the unknown producer sharding: a valid
+lower bound, used by the fusion search.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from solver.check import kernel_memory_bytes
+from solver.cost.latency import COMPUTE, MEMORY, NETWORK, epigraph_rows
+from solver.cost.menus import MappingProblem
+from solver.milp import linear
+from solver.options import SolverOptions
+
+US = 1e6  # seconds -> microseconds
+MIB = 2**20  # SRAM rows in MiB
+
+
+@dataclass(frozen=True)
+class ConstraintSelection:
+    """Which constraint families the model has (all by default; switching one off relaxes
+    the model, for experiments: its optimum can only fall)."""
+
+    one_hot: bool = True
+    layout_links: bool = True
+    latency_epigraph: bool = True
+    sram_capacity: bool = True
+
+
+@dataclass(frozen=True)
+class MilpResult:
+    status: str  # "optimal" | "time_limit" | "infeasible"
+    objective_s: float
+    bound_s: float
+    choice: tuple[int, ...]  # option per kernel of the model (-1 for kernels not in it)
+    num_vars: int
+    num_binaries: int
+    num_rows: int
+    build_s: float
+    solve_s: float
+
+
+def solve_configurations(
+    problem: MappingProblem,
+    configs: Sequence[Sequence[int]],
+    options: SolverOptions,
+    exact_edges: bool = True,
+    backend: str = "",
+    start_choice: Sequence[int] | None = None,
+    cutoff_s: float = math.inf,
+    selection: ConstraintSelection | None = None,
+) -> MilpResult:
+    """Best options for fixed configurations `configs` (lists of kernel indices).
+
+    `start_choice`: an option per kernel (all kernels) of a known solution, a warm start.
+    `cutoff_s`: only solutions faster than this matter (HiGHS prunes with it, so the
+    result may be no solution, or one no faster than it).
+
+    `backend`: "highs" (HiGHS's own interface, fast) or "pyomo" (Pyomo with the solver
+    named in `options.name`); empty = HiGHS directly when that is the named solver.
+    `selection`: the constraint families in the model (all by default)."""
+    t0 = time.perf_counter()
+    model, x_col, members = build_model(problem, configs, exact_edges, selection)
+    build_s = time.perf_counter() - t0
+    if not backend:
+        backend = "highs" if options.name == "highs" else "pyomo"
+    res = linear.solve(
+        model,
+        gap=options.gap,
+        time_limit_s=options.time_limit_s,
+        node_limit=options.node_limit,
+        backend=backend,
+        solver_name=options.name,
+        threads=options.threads,
+        start=_start_values(x_col, start_choice),
+        cutoff=cutoff_s * US,
+    )
+    sizes = (model.num_cols, model.num_integer, len(model.rows), build_s, res.solve_s)
+    if not math.isfinite(res.objective):
+        return MilpResult(res.status, math.inf, res.bound / US, (), *sizes)
+    choice = [-1] * len(problem.kernels)
+    for k in members:
+        cols = x_col[k]
+        choice[k] = max(range(len(cols)), key=lambda o: (res.values[cols[o]], -o))
+    objective = res.objective / US
+    return MilpResult(res.status, objective, min(res.bound / US, objective), tuple(choice), *sizes)
+
+
+def _start_values(
+    x_col: dict[int, list[int]], choice: Sequence[int] | None
+) -> dict[int, float] | None:
+    if choice is None:
+        return None
+    return {col: float(o == choice[k]) for k, cols in x_col.items() for o, col in enumerate(cols)}
+
+
+@dataclass
+class _Model:
+    """The model under construction: arrays, the x column of every (kernel, option), and
+    per configuration the linear expressions (column -> coefficient, microseconds or MiB)
+    of its compute, memory, network and SRAM and its constant overhead."""
+
+    problem: MappingProblem
+    configs: Sequence[Sequence[int]]
+    selection: ConstraintSelection
+    lp: linear.LinearModel = field(default_factory=linear.LinearModel)
+    x_col: dict[int, list[int]] = field(default_factory=dict)
+    members: list[int] = field(default_factory=list)
+    compute: list[dict[int, float]] = field(default_factory=list)
+    memory: list[dict[int, float]] = field(default_factory=list)
+    network: list[dict[int, float]] = field(default_factory=list)
+    sram: list[dict[int, float]] = field(default_factory=list)
+    overhead: list[float] = field(default_factory=list)
+
+    def shard_cols(self, k: int, s: int) -> list[int]:
+        """The x columns of kernel k's options with sharding s (X[k,s] is their sum)."""
+        menu = self.problem.kernels[k]
+        return [
+            self.x_col[k][o]
+            for o, opt in enumerate(menu.options)
+            if opt.sharding == menu.shardings[s]
+        ]
+
+
+def _add(expr: dict[int, float], col: int, coef: float) -> None:
+    if coef:
+        expr[col] = expr.get(col, 0.0) + coef
+
+
+def build_model(
+    problem: MappingProblem,
+    configs: Sequence[Sequence[int]],
+    exact_edges: bool = True,
+    selection: ConstraintSelection | None = None,
+) -> tuple[linear.LinearModel, dict[int, list[int]], list[int]]:
+    """The MILP of the module docstring as arrays; returns it, the x column of every
+    (kernel, option) and the kernels in the model."""
+    m = _Model(problem, configs, selection or ConstraintSelection())
+    m.members = sorted({k for config in configs for k in config})
+    m.x_col = {
+        k: [m.lp.add_col(upper=1.0, integer=True) for _ in problem.kernels[k].options]
+        for k in m.members
+    }
+    add_one_hot(m)
+    _resource_terms(m)
+    add_layout_links(m, exact_edges)
+    latency = [m.lp.add_col(cost=1.0) for _ in configs]
+    for c in range(len(configs)):
+        add_latency_epigraph(m, c, latency[c])
+        add_sram_capacity(m, c)
+    return m.lp, m.x_col, m.members
+
+
+def add_one_hot(m: _Model) -> None:
+    """Every kernel takes exactly one option: sum_o x[k,o] = 1."""
+    if not m.selection.one_hot:
+        return
+    for k in m.members:
+        m.lp.add_row({j: 1.0 for j in m.x_col[k]}, 1.0, 1.0, name=f"one_hot[kernel={k}]")
+
+
+def _resource_terms(m: _Model) -> None:
+    """Per configuration: compute, memory and network time of the chosen options (us),
+    their SRAM (MiB, stream buffers of outputs fused inside included) and overheads."""
+    problem, n_cfg = m.problem, len(m.configs)
+    m.compute, m.memory = [{} for _ in range(n_cfg)], [{} for _ in range(n_cfg)]
+    m.network, m.sram = [{} for _ in range(n_cfg)], [{} for _ in range(n_cfg)]
+    m.overhead = [0.0] * n_cfg
+    for c, members in enumerate(m.configs):
+        group = set(members)
+        for k in members:
+            menu = problem.kernels[k]
+            m.overhead[c] += menu.overhead_s * US
+            fused_out = any(e.dst in group for e in problem.out_edges(k))
+            for o, opt in enumerate(menu.options):
+                col = m.x_col[k][o]
+                mem_bytes = kernel_memory_bytes(problem, k, o, group)
+                _add(m.compute[c], col, (opt.compute_s + menu.overhead_s) * US)
+                _add(m.memory[c], col, mem_bytes / problem.dram_bandwidth_Bps * US)
+                _add(m.network[c], col, opt.network_s * US)
+                buf = opt.buffer_bytes + (opt.out_tile_bytes if fused_out else 0.0)
+                _add(m.sram[c], col, buf / MIB)
+
+
+def add_layout_links(m: _Model, exact_edges: bool) -> None:
+    """Layout-conversion time of every edge into the model, added to its consumer's
+    network time. Both ends in the model with several shardings each: p[e,a,b] with
+    sum_b p[e,a,b] = X[src,a] and sum_a p[e,a,b] = X[dst,b] (the local-polytope
+    linearisation of X[src,a] * X[dst,b]); one end with one sharding: linear in the other;
+    producer outside the model (or not `exact_edges`): its cheapest sharding."""
+    problem = m.problem
+    in_model = set(m.members)
+    config_of = {k: c for c, members in enumerate(m.configs) for k in members}
+    for index, e in enumerate(problem.edges):
+        if e.dst not in in_model or not any(v > 0 for row in e.conv for v in row):
+            continue
+        net = m.network[config_of[e.dst]]
+        na, nb = len(e.conv), len(e.conv[0])
+        if e.src not in in_model or not exact_edges:
+            for b in range(nb):
+                cost = min(e.conv[a][b] for a in range(na)) * US
+                for col in m.shard_cols(e.dst, b):
+                    _add(net, col, cost)
+        elif na == 1 or nb == 1:
+            for a in range(na):
+                for b in range(nb):
+                    cols = m.shard_cols(e.dst, b) if na == 1 else m.shard_cols(e.src, a)
+                    for col in cols:
+                        _add(net, col, e.conv[a][b] * US)
+        else:
+            p = [[m.lp.add_col(upper=1.0) for _ in range(nb)] for _ in range(na)]
+            if m.selection.layout_links:
+                _link_marginals(m, index, p)
+            for a in range(na):
+                for b in range(nb):
+                    _add(net, p[a][b], e.conv[a][b] * US)
+
+
+def _link_marginals(m: _Model, index: int, p: list[list[int]]) -> None:
+    """The rows of add_layout_links for edge `index`: p's row sums are the producer's
+    sharding, its column sums the consumer's."""
+    e = m.problem.edges[index]
+    na, nb = len(p), len(p[0])
+    for a in range(na):
+        row = {p[a][b]: 1.0 for b in range(nb)}
+        for col in m.shard_cols(e.src, a):
+            row[col] = -1.0
+        m.lp.add_row(row, 0.0, 0.0, name=f"layout_link[edge={index},src={a}]")
+    for b in range(nb):
+        row = {p[a][b]: 1.0 for a in range(na)}
+        for col in m.shard_cols(e.dst, b):
+            row[col] = -1.0
+        m.lp.add_row(row, 0.0, 0.0, name=f"layout_link[edge={index},dst={b}]")
+
+
+def add_latency_epigraph(m: _Model, c: int, latency_col: int) -> None:
+    """L[c] >= every linear piece of the configuration-latency rule
+    (solver.cost.latency.epigraph_rows): with overlap L >= compute, L >= memory,
+    L >= network; without, L >= compute + memory + network; serialised network,
+    L >= compute + network and L >= overhead + memory + network."""
+    if not m.selection.latency_epigraph:
+        return
+    parts = {COMPUTE: m.compute[c], MEMORY: m.memory[c], NETWORK: m.network[c]}
+    rule = epigraph_rows(m.problem.overlap, m.problem.serialize_network)
+    for r, (names, with_overhead) in enumerate(rule):
+        row: dict[int, float] = {latency_col: 1.0}
+        for name in names:
+            for col, coef in parts[name].items():
+                row[col] = row.get(col, 0.0) - coef
+        constant = m.overhead[c] if with_overhead else 0.0
+        m.lp.add_row(row, constant, linear.INF, name=f"latency_epigraph[config={c},rule={r}]")
+
+
+def add_sram_capacity(m: _Model, c: int) -> None:
+    """The buffers of configuration c fit the SRAM:
+    sum_{k in c, o} (buffer[k,o] + stream buffer if k's output is fused) x[k,o] <= SRAM."""
+    if not m.selection.sram_capacity or not m.sram[c]:
+        return
+    capacity = m.problem.sram_bytes / MIB * (1 + 1e-9)
+    m.lp.add_row(m.sram[c], -linear.INF, capacity, name=f"sram_capacity[config={c}]")

@@ -1,0 +1,1 @@
+"""The outer search over parallel choices, step-time assembly and infeasibility reasons."""
