@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 
 from schema.errors import InfeasibleError, NoPlanError, SetupError
 
@@ -93,8 +95,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that the same clean-up runs (no half-written or
+    hidden temporary result is left behind)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
+    try:
+        return _main(argv)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
         from mapshard import commands
@@ -110,9 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     except NoPlanError as exc:
         print(f"no plan: {exc}", file=sys.stderr)
         return EXIT_NO_PLAN
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("interrupted: nothing was written", file=sys.stderr)
-        return 130
+        return 143 if isinstance(exc, Terminated) else 130
 
 
 if __name__ == "__main__":

@@ -181,8 +181,12 @@ def run(
     time_limit_s: float | None = None,
     progress: Callable[..., None] | None = None,
 ) -> Result:
-    """`mapshard run`: load -> resolve -> generate -> solve -> check -> write."""
+    """`mapshard run`: load -> resolve -> generate -> solve -> check -> write. The result
+    folder is checked before the solve, so a bad --out costs no solver time."""
+    from mapshard.report.write import check_writable
+
     sc = load_scenario(scenario)
+    check_writable(out)
     p = plan(sc, time_limit_s, progress)
     files = write(sc, p, out)
     return Result(scenario=sc, plan=p, out=Path(out), files=tuple(files))

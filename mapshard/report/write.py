@@ -2,11 +2,13 @@
 renamed into place, so a reader never sees half a result and a failed run leaves the old one.
 
 A folder is only ever replaced when it holds nothing but a previous MapShard result (its
-marker file lists the files MapShard wrote); anything else there is the user's, and we stop.
+marker file lists the files MapShard wrote with a hash of each); anything else there, or a
+result file edited since (the README invites editing plan.txt), is the user's, and we stop.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -25,19 +27,38 @@ from solver.plan import Plan
 MARKER = ".mapshard-results"
 
 
-def _marker_text(names: list[str]) -> str:
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _marker_text(files: dict[str, bytes]) -> str:
     return "MapShard result folder; MapShard may replace it. Files:\n" + "".join(
-        f"{n}\n" for n in sorted(names)
+        f"{name} {_digest(files[name])}\n" for name in sorted(files)
     )
 
 
-def _marked_files(folder: Path) -> set[str] | None:
-    """Names listed in the folder's marker, or None when there is no marker."""
+def _marked_files(folder: Path) -> dict[str, str] | None:
+    """Name -> content hash ('' when the marker predates hashes) of the files the folder's
+    marker lists, or None when there is no marker."""
     marker = folder / MARKER
     if not marker.is_file():
         return None
     lines = marker.read_text(errors="replace").splitlines()[1:]
-    return {line.strip() for line in lines if line.strip()}
+    marked = {}
+    for line in lines:
+        name, _, digest = line.strip().partition(" ")
+        if name:
+            marked[name] = digest
+    return marked
+
+
+def _edited(folder: Path, marked: dict[str, str]) -> list[str]:
+    """Result files whose content differs from what MapShard wrote."""
+    return sorted(
+        name
+        for name, digest in marked.items()
+        if digest and (folder / name).is_file() and _digest((folder / name).read_bytes()) != digest
+    )
 
 
 def check_replaceable(out_dir: Path) -> None:
@@ -52,7 +73,7 @@ def check_replaceable(out_dir: Path) -> None:
     if not entries:
         return
     marked = _marked_files(out_dir)
-    foreign = sorted(entries - {MARKER} - (marked or set()))
+    foreign = sorted(entries - {MARKER} - set(marked or {}))
     if marked is None or foreign:
         shown = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
         raise SetupError(
@@ -60,6 +81,33 @@ def check_replaceable(out_dir: Path) -> None:
             f"({shown}); it will not overwrite them: choose another --out or "
             "remove the folder"
         )
+    edited = _edited(out_dir, marked)
+    if edited:
+        raise SetupError(
+            f"{out_dir}: {', '.join(edited)} changed since MapShard wrote it; it will not "
+            "overwrite your edit: copy it elsewhere (a plan.txt edit runs as its own "
+            "scenario), or choose another --out"
+        )
+
+
+def check_writable(out_dir: Path | str) -> None:
+    """Before a long solve: the result folder could be written (its parent can be made and
+    takes a temporary folder, and the folder itself is replaceable). Raises SetupError."""
+    out = Path(out_dir).absolute()
+    check_replaceable(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tempfile.mkdtemp(prefix=f".{out.name}.probe-", dir=out.parent))
+    except OSError as exc:
+        raise SetupError(_os_problem(out, exc)) from None
+
+
+def _os_problem(out: Path, exc: OSError) -> str:
+    where = exc.filename or out
+    return (
+        f"{out}: cannot write the results ({where}: {exc.strerror or exc}); "
+        "give a writable --out folder"
+    )
 
 
 def result_files(
@@ -100,15 +148,26 @@ def write_results(
     Raises SetupError when out_dir holds anything MapShard did not write.
     """
     out = Path(out_dir).absolute()
+    files = {
+        name: text.encode("utf-8")
+        for name, text in result_files(plan, setup_text_with_plan, system, workload).items()
+    }
+    try:
+        _replace_atomically(out, files)
+    except OSError as exc:
+        raise SetupError(_os_problem(out, exc)) from None
+    return sorted(out / name for name in files)
+
+
+def _replace_atomically(out: Path, files: dict[str, bytes]) -> None:
     check_replaceable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    files = result_files(plan, setup_text_with_plan, system, workload)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     old = tmp.with_name(tmp.name.replace(".tmp-", ".old-", 1))
     try:
-        for name, text in sorted(files.items()):
-            (tmp / name).write_bytes(text.encode("utf-8"))
-        (tmp / MARKER).write_bytes(_marker_text(list(files)).encode("utf-8"))
+        for name, data in sorted(files.items()):
+            (tmp / name).write_bytes(data)
+        (tmp / MARKER).write_bytes(_marker_text(files).encode("utf-8"))
         os.chmod(tmp, 0o755)
         check_replaceable(out)
         if out.exists():
@@ -125,4 +184,3 @@ def write_results(
                 os.rename(old, out)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return sorted(out / name for name in files)
