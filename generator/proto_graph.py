@@ -8,7 +8,7 @@ DFModel kernel variants map to einsum form (dim and operand names matter to the 
   when the name says so).
 - elementwise_input1_input2: in1, in2, out.
 Bytes per element of an operand = its given tensor size / its element count when the size is
-> 0, else execution.word. An absent `outer` (0) reads as 1, as DFModel's own files omit it.
+> 0, else execution.word. An absent `outer` reads as 1, as DFModel's own files omit it.
 
 Pass: FWD/BWD from fwd_bwd; names ending in `_weight_update` are WGRAD, `_recompute`
 RECOMPUTE, `_optimizer` OPTIMIZER (the einsum form carries no pass field, so generators name
@@ -82,10 +82,10 @@ def _dfmodel_kernel(
     k: setup_pb2.Kernel, variant: str, word: float, where: str, problems: list[str]
 ) -> Kernel | None:
     v = getattr(k, variant)
-    outer = v.outer or 1
+    outer = v.outer if v.HasField("outer") else 1  # DFModel's files leave it out
     names = ("M", "K", "N") if variant.startswith("gemm") else ("M", "N")
     bad = [f"{n}={getattr(v, n)}" for n in names if getattr(v, n) <= 0]
-    if v.outer < 0:
+    if outer <= 0:
         bad.insert(0, f"outer={v.outer}")
     if bad:
         problems.append(f"{where}.{variant}: dims must be > 0, got {', '.join(bad)}")
@@ -217,28 +217,26 @@ def _einsum_kernel(
 
 
 def _find_cycle(names: list[str], succ: dict[str, list[str]]) -> list[str]:
-    color: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(n: str) -> list[str] | None:
-        color[n] = 1
-        stack.append(n)
-        for m in succ[n]:
-            if color.get(m) == 1:
-                return stack[stack.index(m) :] + [m]
-            if m not in color:
-                found = visit(m)
-                if found:
-                    return found
-        color[n] = 2
-        stack.pop()
-        return None
-
-    for n in names:
-        if n not in color:
-            found = visit(n)
-            if found:
-                return found
+    """One cycle (its kernels, first repeated at the end) or []; an iterative depth-first
+    search, so a dependency chain of any length fits in the stack."""
+    color: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    for root in names:
+        if root in color:
+            continue
+        path = [root]
+        todo = [iter(succ[root])]
+        color[root] = 1
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                color[path.pop()] = 2
+                todo.pop()
+            elif color.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            elif nxt not in color:
+                color[nxt] = 1
+                path.append(nxt)
+                todo.append(iter(succ[nxt]))
     return []
 
 

@@ -41,6 +41,9 @@ class _Level:
     efficiency: CollectiveEfficiency = field(default_factory=CollectiveEfficiency)
 
 
+MAX_LEVELS = 4  # scale-up, scale-out, and two more: no system has more levels
+
+
 def resolve_num_chip(
     sysmsg: setup_pb2.System,
     preset: setup_pb2.SystemPreset | None,
@@ -125,6 +128,13 @@ def resolve_levels(
     for entry in spec.accelerator.efficiency.collective:
         if 0 <= entry.level < len(levels):
             levels[entry.level].efficiency = _collective(entry, problems)
+        elif not 0 <= entry.level < MAX_LEVELS:
+            # a chip's entries may name a level this (smaller) system lacks; an index no
+            # system has is a typo
+            problems.add(
+                f"system.accelerator.efficiency.collective[level={entry.level}] names no "
+                f"topology level; give 0 (innermost) .. {MAX_LEVELS - 1}"
+            )
     return tuple(
         NetworkLevel(
             name=lv.name,

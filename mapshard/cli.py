@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import threading
@@ -34,6 +35,17 @@ class _Parser(argparse.ArgumentParser):
         raise SetupError(f"{self.prog}: {message} (see `{self.prog} --help`)")
 
 
+def _seconds(text: str) -> float:
+    """A time limit: a finite number of seconds >= 0 (0 = none)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return value
+
+
 def _sub(subparsers, name: str, help_text: str) -> argparse.ArgumentParser:
     return subparsers.add_parser(
         name,
@@ -55,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _sub(sub, "run", "Solve a scenario and write its result folder.")
     p.add_argument("scenario", help="scenario folder holding setup.txt (or a setup file)")
     p.add_argument("--out", help="result folder (default: SCENARIO/results)")
-    p.add_argument("--time-limit", type=float, help="solver time limit in seconds")
+    p.add_argument("--time-limit", type=_seconds, help="solver time limit in seconds")
     p.add_argument("--quiet", action="store_true", help="no progress or summary on the terminal")
 
     p = _sub(sub, "generate", "Write a scenario's kernel graph and per-kernel breakdown.")
@@ -64,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _sub(sub, "explain", "Why the plan is what it is: binding bounds and the outer choices.")
     p.add_argument("scenario")
-    p.add_argument("--time-limit", type=float)
+    p.add_argument("--time-limit", type=_seconds)
 
     p = _sub(sub, "bounds", "Data-movement frontier (DRAM traffic vs buffer) of the GEMMs.")
     p.add_argument("scenario")

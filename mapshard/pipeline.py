@@ -95,8 +95,11 @@ def generate(loaded: Loaded, system: System) -> Workload:
     """The workload for the resolved machine: generators whose graph spans the machine
     (DLRM's global batch) get the resolved chip count, never the setup's raw field."""
     from generator.build import build_workload
+    from mapshard.compat import check_degrees
 
-    return build_workload(loaded.setup, loaded.path, system.num_chips)
+    workload = build_workload(loaded.setup, loaded.path, system.num_chips)
+    check_degrees(loaded.path, system, workload)
+    return workload
 
 
 def solve(

@@ -36,7 +36,7 @@ def build(text: str, num_chips: int = 1):
 @pytest.mark.parametrize("folder", SCENARIOS, ids=[p.name for p in SCENARIOS])
 def test_every_scenario_builds(folder):
     setup, path = load_setup(folder)
-    w = build_workload(setup, path, 1)
+    w = build_workload(setup, path, setup.system.num_chip or 1)
     assert w.kind == KINDS.get(folder.name, "inference")
     assert w.flop_per_step > 0 and w.phases
     for phase in w.phases:
