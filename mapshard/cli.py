@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _sub(sub, "generate", "Write a scenario's kernel graph and per-kernel breakdown.")
     p.add_argument("scenario")
-    p.add_argument("--out", help="output folder (default: SCENARIO/results/graph)")
+    p.add_argument("--out", help="output folder (default: SCENARIO/graph)")
 
     p = _sub(sub, "explain", "Why the plan is what it is: binding bounds and the outer choices.")
     p.add_argument("scenario")
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _sub(sub, "bounds", "Data-movement frontier (DRAM traffic vs buffer) of the GEMMs.")
     p.add_argument("scenario")
-    p.add_argument("--out", help="output folder (default: SCENARIO/results/bounds)")
+    p.add_argument("--out", help="output folder (default: SCENARIO/bounds)")
     p.add_argument("--kernel", help="only this kernel")
 
     p = _sub(sub, "hardware", "List or show the hardware library.")

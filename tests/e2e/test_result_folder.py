@@ -79,3 +79,20 @@ def test_sigterm_mid_solve_leaves_nothing(tmp_path: Path) -> None:
     assert child.returncode == 143, stderr
     assert stderr == "interrupted: nothing was written\n"
     assert list(tmp_path.iterdir()) == [], "something was written (or a temporary folder left)"
+
+
+def test_generate_and_bounds_beside_results_never_over_user_files(tmp_path: Path, capsys) -> None:
+    """Their default folders are siblings of results/ (a run after them still works), and
+    a user's file of the same name is never overwritten."""
+    scenario = tmp_path / "sc"
+    scenario.mkdir()
+    (scenario / "setup.txt").write_text((SCENARIO / "setup.txt").read_text())
+    assert main(["generate", str(scenario)]) == 0
+    assert main(["bounds", str(scenario)]) == 0
+    assert main(["run", str(scenario), "--quiet"]) == 0
+    assert {p.name for p in scenario.iterdir()} == {"setup.txt", "graph", "bounds", "results"}
+    (scenario / "graph" / "kernels.csv").write_text("my own table\n")
+    capsys.readouterr()
+    assert main(["generate", str(scenario)]) == EXIT_BAD_INPUT
+    assert "kernels.csv changed since MapShard wrote it" in capsys.readouterr().err
+    assert (scenario / "graph" / "kernels.csv").read_text() == "my own table\n"
