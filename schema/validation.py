@@ -25,6 +25,7 @@ from schema.errors import SetupError
 
 MAX_CHIPS = 1 << 20  # a million chips: beyond every built or planned system
 MAX_THREADS = 256  # HiGHS aborts the process on absurd thread counts
+TINY = 1e-12  # below any physical rate, size, price or fraction in the fields' units
 HUGE = 1e30  # beyond any physical size, rate or price: a typo in an exponent or unit
 PARALLELISMS = ("TP", "PP", "DP", "EP", "CP")
 WORDS = (0.5, 1.0, 2.0, 4.0, 8.0)  # bytes per element
@@ -119,7 +120,7 @@ def _fmt(value: object) -> str:
 
 
 def _check_numbers(msg: Message, prefix: str, p: Problems) -> list[tuple[str, object, str]]:
-    """Report NaN, inf, > 1e30 and undefined enum numbers anywhere in the tree; return the
+    """Report NaN, inf, > 1e30, nonzero < 1e-12 and undefined enum numbers anywhere in the tree; return the
     negative numbers as (field path, value, what is valid) to report after the specific
     checks, which say more about a field than "is negative"."""
     negatives: list[tuple[str, object, str]] = []
@@ -136,6 +137,9 @@ def _check_numbers(msg: Message, prefix: str, p: Problems) -> list[tuple[str, ob
                 elif abs(item) > HUGE:
                     valid = f"give a value below {HUGE:g} (check the exponent and the unit)"
                     p.add(fpath, "is absurdly large", item, valid)
+                elif 0 < abs(item) < TINY:
+                    valid = f"give 0 or a value above {TINY:g} (check the exponent and the unit)"
+                    p.add(fpath, "is absurdly small", item, valid)
                 elif item < 0:
                     negatives.append((fpath, item, "give a value >= 0"))
             elif field.type in _INTS:
