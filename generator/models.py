@@ -2,7 +2,8 @@
 model folder, a short name shipped in generator/models/, or a Hugging Face hub id).
 
 Hub ids are resolved with huggingface_hub: the local cache first (`local_files_only=True`),
-then the shipped copy of the same model name, then a download unless HF_HUB_OFFLINE is set.
+then the shipped copy of the same model name, then a download unless HF_HUB_OFFLINE is set
+or the hub's host cannot be reached (checked with one connect, so offline fails at once).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -366,6 +368,20 @@ def _read_json(path: Path, where: str) -> dict[str, Any]:
     return data
 
 
+def _hub_reachable(timeout_s: float = 2.0) -> bool:
+    """Whether the hub's host answers at all (one TCP connect, no request)."""
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s).close()
+    except OSError:
+        return False
+    return True
+
+
 def _hub_config(repo_id: str, where: str) -> Path | None:
     """config.json of a hub repo: cache first, then a download unless HF_HUB_OFFLINE."""
     try:
@@ -381,6 +397,8 @@ def _hub_config(repo_id: str, where: str) -> Path | None:
         return shipped
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("", "0", "false", "no"):
         return None
+    if not _hub_reachable():
+        return None  # offline: huggingface_hub would retry for ~23 s before failing
     try:
         return Path(hf_hub_download(repo_id, "config.json"))
     except Exception:  # noqa: BLE001 - network errors, gated repos, unknown ids

@@ -120,9 +120,9 @@ def _fmt(value: object) -> str:
 
 
 def _check_numbers(msg: Message, prefix: str, p: Problems) -> list[tuple[str, object, str]]:
-    """Report NaN, inf, > 1e30, nonzero < 1e-12 and undefined enum numbers anywhere in the tree; return the
-    negative numbers as (field path, value, what is valid) to report after the specific
-    checks, which say more about a field than "is negative"."""
+    """Report NaN, inf, > 1e30, nonzero < 1e-12 and undefined enum numbers anywhere in the
+    tree; return the negative numbers as (field path, value, what is valid) to report after
+    the specific checks, which say more about a field than "is negative"."""
     negatives: list[tuple[str, object, str]] = []
     for field, value in msg.ListFields():
         name = f"{prefix}.{field.name}" if prefix else field.name

@@ -100,3 +100,21 @@ def test_good_tiny_config_runs(tmp_path: Path, capsys) -> None:
     (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA))
     code, _ = _run(tmp_path, "config.json")
     assert code == 0, capsys.readouterr().err
+
+
+def test_unreachable_hub_is_not_retried(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Offline, a hub id missing from the cache fails with its message at once: no download
+    is attempted (huggingface_hub would retry for ~23 s)."""
+    import huggingface_hub
+
+    from generator import models
+
+    def download(repo_id, filename, local_files_only=False, **kw):
+        assert local_files_only, "a download was attempted while the hub is unreachable"
+        raise FileNotFoundError(filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(models, "_hub_reachable", lambda timeout_s=2.0: False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    code, where = _run(tmp_path, "some-org/not-cached-model")
+    _assert_one_error(capsys, code, where, "could not be downloaded")
