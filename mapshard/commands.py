@@ -32,9 +32,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(format_summary(plan))
         print(f"\nresults: {out}")
     if plan.stats.status == "time_limit":
+        why = (
+            "on the fusion search's path cap (solver max_paths)"
+            if plan.stats.stop_reason == "path_cap"
+            else "at the time limit"
+        )
         print(
-            f"warning: stopped at the time limit; the plan is within "
-            f"{plan.stats.gap:.2%} of optimal",
+            f"warning: stopped {why}; the plan is within {plan.stats.gap:.2%} of optimal",
+            file=sys.stderr,
+        )
+    if plan.stats.search_space != "all":
+        print(
+            f"warning: the fusion search covered {plan.stats.search_space} only; "
+            "status and gap hold within that space",
             file=sys.stderr,
         )
     return 0

@@ -28,6 +28,12 @@ def _bold(text: str, color: bool) -> str:
     return f"\033[1m{text}\033[0m" if color else text
 
 
+STOP_TEXT = {
+    "time_limit": "at the time limit",
+    "path_cap": "on the fusion search's cap of priced segmentations (solver max_paths)",
+}
+
+
 def headline_lines(plan: Plan) -> list[str]:
     """The numbers a reader wants first, one per line."""
     st, deg = plan.stats, parallel_degrees(plan)
@@ -38,6 +44,10 @@ def headline_lines(plan: Plan) -> list[str]:
         f"{st.choices_solved} solved, {st.choices_pruned} pruned, "
         f"{st.choices_infeasible} infeasible of {st.choices_total}"
     )
+    if st.status == "time_limit":
+        lines.append(f"Search stopped: {STOP_TEXT.get(st.stop_reason, st.stop_reason)}")
+    if st.search_space != "all":
+        lines.append(f"Fusion search restricted to {st.search_space}: optimal only within it")
     if plan.ttft_s is not None or plan.tpot_s is not None:
         lines.append(
             f"Request latency {fmt_time(plan.latency_s)}: TTFT {fmt_time(plan.ttft_s)}"

@@ -63,7 +63,12 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
     if r.status == "infeasible":
         return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
     root = root_bound(problem)
-    best = GraphSolution(singles, r.choice, r.objective_s, root, "time_limit", stats)
+    # one configuration per kernel is a plan only within num_config; otherwise its
+    # shardings seed the alternation but it is never returned
+    if n <= problem.max_configs:
+        best = GraphSolution(singles, r.choice, r.objective_s, root, "time_limit", stats)
+    else:
+        best = GraphSolution((), (), math.inf, root, "time_limit", stats)
     sharding = _shardings(problem, r.choice)
     tried: set[tuple[str, ...]] = set()
     for _ in range(ROUNDS):
@@ -107,7 +112,11 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
             f"alternation {spent:.1f} s; proof search until the bound meets the "
             "incumbent or as long again"
         )
-    proven = segment_search(problem, options, stats, incumbent_solution=best, deadline=budget)
+    seed = best if math.isfinite(best.objective_s) else None
+    proven = segment_search(problem, options, stats, incumbent_solution=seed, deadline=budget)
     if proven.objective_s < best.objective_s:
         return proven
+    if seed is None:  # no plan within num_config and the SRAM is known
+        stats.stop = stats.stop or "time_limit"
+        return GraphSolution((), (), math.inf, proven.bound_s, "time_limit", stats)
     return with_bound(best, proven.bound_s, stats, options.gap)

@@ -78,6 +78,7 @@ def search_workload(
             progress(search.progress())
         if options.time_limit_s > 0 and time.perf_counter() - search.t0 > options.time_limit_s:
             search.statuses.append("time_limit")
+            search.stops.append("time_limit")
             break
     if search.best is None:
         search.raise_no_plan(limits)
@@ -110,6 +111,10 @@ class _OuterSearch:
     # stopped at the time limit before a first plan
     open_bounds: list[float] = field(default_factory=list)
     no_plan: int = 0
+    # why graph searches stopped short of a proof ("time_limit", "path_cap"), and the
+    # restricted fusion spaces searched (empty: every legal configuration assignment)
+    stops: list[str] = field(default_factory=list)
+    spaces: list[str] = field(default_factory=list)
 
     def settle(self, lb: float, choice: Choice) -> bool:
         """Prune, reject or solve one choice; True when it was solved (or ran out of time)."""
@@ -170,6 +175,10 @@ class _OuterSearch:
                     return solutions, phase_latency, phase_bound, failed
                 sol = solve_graph(problem, _remaining(self.options, self.t0))
                 self.count(sol)
+                if sol.stats.stop:
+                    self.stops.append(sol.stats.stop)
+                if sol.stats.space and sol.stats.space not in self.spaces:
+                    self.spaces.append(sol.stats.space)
                 self.cache[key] = (problem, sol)
             problem, sol = self.cache[key]
             phase_bound[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
@@ -246,12 +255,30 @@ class _OuterSearch:
             choices_solved=sum(r.status == "solved" for r in results),
             choices_pruned=sum(r.status == "pruned" for r in results),
             choices_infeasible=sum(r.status == "infeasible" for r in results),
-            fusion_search=(
-                "segments of a topological order (lazy shortest path + exact pricing)"
-                if self.execution.dataflow
-                else "kernel-by-kernel"
-            ),
+            fusion_search=self.fusion_search(),
+            stop_reason=self.stop_reason(status),
+            search_space="; ".join(self.spaces) if self.spaces else "all",
         )
+
+    def stop_reason(self, status: str) -> str:
+        """ "proof" when optimal; else what stopped a search first: the time limit wins
+        over the path cap (`SolverOptions.max_paths`)."""
+        if status == "optimal":
+            return "proof"
+        if "time_limit" in self.stops or not self.stops:
+            return "time_limit"
+        return self.stops[0]
+
+    def fusion_search(self) -> str:
+        if not self.execution.dataflow:
+            return "kernel-by-kernel"
+        text = (
+            "every configuration assignment with Config[u] <= Config[v] (paths in the "
+            "lattice of ideals; lazy shortest path + exact pricing)"
+        )
+        if self.spaces:
+            text += "; restricted, optimal only within: " + "; ".join(self.spaces)
+        return text
 
 
 def _limits(workload: Workload, system: System) -> infeasible.Limits:
