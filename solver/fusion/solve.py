@@ -38,10 +38,7 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
     if _small(problem):
         ideals = enumerate_ideals(problem, IDEAL_LIMIT)
         if ideals is not None:
-            deadline = time.perf_counter() + options.time_limit_s
-            if options.time_limit_s <= 0:
-                deadline = math.inf
-            sol = IdealSearch(problem, ideals, options, stats, deadline).solve()
+            sol = IdealSearch(problem, ideals, options, stats, _deadline(options)).solve()
             if sol is not None:
                 return sol
             stats.notes.append("ideal lattice too large: best over several orders")
@@ -54,8 +51,15 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
 
 def _one_order(problem: MappingProblem, options: SolverOptions, stats: SearchStats):
     if _small(problem):
-        return segment_search(problem, options, stats)
+        return segment_search(problem, options, stats, deadline=_deadline(options))
     return alternate(problem, options, stats)
+
+
+def _deadline(options: SolverOptions) -> float:
+    """perf_counter seconds at which the search stops (inf without a time limit)."""
+    if options.time_limit_s <= 0:
+        return math.inf
+    return time.perf_counter() + options.time_limit_s
 
 
 def _small(problem: MappingProblem) -> bool:
