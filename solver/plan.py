@@ -30,7 +30,7 @@ class KernelPlan:
     dram_bytes: float  # DRAM traffic per chip, one instance
     network_bytes: float  # bytes each chip sends, one instance
     sram_bytes: float  # on-chip buffer used
-    bound: str  # "compute" | "memory" | "network"
+    bound: str  # "compute" | "memory" | "network" | "overhead" (fixed per-kernel time)
     collective: str = ""  # e.g. "all_reduce 12.6 MB over tp"
     energy_J: float = 0.0  # one instance, all chips
 

@@ -11,8 +11,12 @@ from solver.plan import ConfigPlan, KernelPlan, PhasePlan
 from solver.search.parallel import Choice
 
 
-def _bound_by(compute: float, memory: float, network: float) -> str:
-    """The binding resource: the largest of the three times."""
+def _bound_by(compute: float, memory: float, network: float, overhead: float = 0.0) -> str:
+    """The binding resource: the largest of the three times; "overhead" when the fixed
+    per-kernel launch/setup time (part of `compute`) outweighs the work itself, so a norm
+    held at the 6 us floor is not called compute-bound."""
+    if overhead > 0 and overhead >= max(compute - overhead, memory, network):
+        return "overhead"
     best = max(compute, memory, network)
     if best == compute:
         return "compute"
@@ -39,7 +43,12 @@ def build_phase_plans(
                     cost.network_s,
                     cost.latency_s,
                     cost.sram_bytes,
-                    _bound_by(cost.compute_s, cost.memory_s, cost.network_s),
+                    _bound_by(
+                        cost.compute_s,
+                        cost.memory_s,
+                        cost.network_s,
+                        sum(problem.kernels[k].overhead_s for k in seg),
+                    ),
                 )
             )
             members = set(seg)
@@ -78,7 +87,7 @@ def build_phase_plans(
                         dram_bytes=dram,
                         network_bytes=opt.network_bytes,
                         sram_bytes=opt.buffer_bytes,
-                        bound=_bound_by(compute, memory, network),
+                        bound=_bound_by(compute, memory, network, menu.overhead_s),
                         collective=opt.collective + ("; layout conversion" if conv > 0 else ""),
                         energy_J=_kernel_energy(system, opt.flop_per_chip, dram, opt.network_bytes),
                     )
