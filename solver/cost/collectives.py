@@ -106,8 +106,9 @@ def hierarchical_time(
     """A collective over a group spanning several levels, innermost first.
 
     all-reduce = reduce-scatter inside, all-reduce across on the 1/p_inner shard, all-gather
-    inside; all-gather / reduce-scatter / all-to-all run level by level on the share that
-    level handles; p2p and broadcast use the outermost level that the group spans.
+    inside; all-gather / reduce-scatter run level by level on the share that level handles;
+    an all-to-all moves, at every level l, (p_l - 1)/p_l of the data each chip holds; p2p and
+    broadcast use the outermost level that the group spans.
     """
     span = [(lv, p) for lv, p in span if p > 1]
     if not span or size_bytes <= 0:
@@ -135,10 +136,11 @@ def hierarchical_time(
         return hierarchical_time(kind, shard, rest) + level_collective_time(
             kind, size_bytes, p_inner, inner_level
         )
-    # all_to_all: exchange inside, then across with the data each inner group holds
-    return level_collective_time(kind, size_bytes, p_inner, inner_level) + hierarchical_time(
-        kind, size_bytes, rest
-    )
+    # all_to_all: level by level, each chip exchanging all it holds with its peers of that
+    # level (two-level textbook: (p_l - 1)/p_l of the per-chip data D at level l); the level
+    # call takes p_l x D, since its size convention is the group's p x per-chip share.
+    per_chip = size_bytes / math.prod(p for _, p in span)
+    return sum(level_collective_time(kind, per_chip * p, p, lv) for lv, p in span)
 
 
 def bytes_sent_per_chip(kind: str, size_bytes: float, p: int) -> float:
