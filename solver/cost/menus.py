@@ -275,6 +275,22 @@ def _compute_time(
     return flop / (chip.vector_flops * efficiency.vector_efficiency(chip))
 
 
+def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
+    """The highest FLOP/s any option of `kernel` reaches (`_compute_time` never runs it
+    faster): the matrix peak at the workload's math precision times the GEMM plateau (the
+    roll-off and occupancy factors are at most 1) or the fused-attention efficiency, the
+    vector rate for the rest. `chip` is the chip after `efficiency.for_precision`."""
+    if kernel.flop <= 0:
+        return math.inf
+    if _is_gemm(kernel) or kernel.kind.uses_matrix_unit:
+        eff = chip.efficiency
+        util = eff.fixed_compute_util or (eff.gemm_util or 1.0)
+        if kernel.kind == KernelKind.ATTENTION and not _is_gemm(kernel):
+            util = efficiency.attention_efficiency(chip)
+        return _matrix_precision_peak(chip, precision) * max(util, 1e-3)
+    return chip.vector_flops * efficiency.vector_efficiency(chip)
+
+
 def _own_network(
     kernel: Kernel,
     sharding: str,
