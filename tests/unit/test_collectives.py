@@ -127,3 +127,33 @@ def test_hierarchical_all_to_all_one_level_is_flat():
     assert level_collective_time("all_to_all", 5e8, 16, level) == pytest.approx(
         15 / 16 * 5e8 / 16 / 50e9 + 2e-6
     )
+
+
+def _curved(lat=10e-6, p=8) -> NetworkLevel:
+    curve = ((1e6, 0.2), (1e8, 0.8))
+    eff = CollectiveEfficiency(latency_s=lat, bus_bw_curve=curve)
+    return NetworkLevel("sw", Topology.SWITCH, p, 100 * GB, 0.0, efficiency=eff)
+
+
+def test_alpha_beta_with_calibrated_bandwidth_by_message_size():
+    level = _curved()
+    # at a curve point: 2 steps x 10 us + 2 x 7/8 x 1e8 / (0.8 x 100 GB/s)
+    t = level_collective_time("all_reduce", 1e8, 8, level)
+    assert t == pytest.approx(20e-6 + 1.75e8 / 80e9)
+    # between points, linear in log size: 1e7 is halfway -> 0.5
+    t = level_collective_time("all_gather", 1e7, 8, level)
+    assert t == pytest.approx(10e-6 + 7 / 8 * 1e7 / 50e9)
+    # below the first point the first fraction holds: an 8 B all-reduce is the latency
+    t = level_collective_time("all_reduce", 8, 8, level)
+    assert t == pytest.approx(20e-6 + 14 / 20e9)
+    # beyond the last, the last fraction: 1e10 at 80 GB/s
+    assert level_collective_time("reduce_scatter", 1e10, 8, level) == pytest.approx(
+        10e-6 + 7 / 8 * 1e10 / 80e9
+    )
+
+
+def test_curve_size_of_an_all_to_all_is_one_chips_send_buffer():
+    level = _curved(lat=0.0)
+    # 8 chips x 1e6 each: the curve sees 1e6 (fraction 0.2); each chip sends 7/8 of 1e6
+    t = level_collective_time("all_to_all", 8e6, 8, level)
+    assert t == pytest.approx(7 / 8 * 1e6 / 20e9)
