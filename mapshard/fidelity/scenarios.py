@@ -25,8 +25,8 @@ from pathlib import Path
 
 from generator.models import MODELS_DIR
 from hardware import library
-from hardware.topology import collective_efficiency
 from hardware.system import CollectiveEfficiency, System, Topology
+from hardware.topology import collective_efficiency
 from mapshard.fidelity.cases import Case
 from mapshard.pipeline import Scenario
 from schema import setup_pb2
