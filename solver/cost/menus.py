@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
-from generator.graph import Communication, Kernel, KernelGraph, KernelKind, OperandRole
+from generator.graph import Communication, Kernel, KernelGraph, KernelKind, OperandRole, Pass
 from hardware.system import Chip, NetworkLevel
 from solver.cost import efficiency, frontier
 from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
@@ -365,6 +365,37 @@ def _tilings(
     return out
 
 
+def _per_step_gradient_reduction(
+    kernel: Kernel, menu: KernelMenu, tp: int, tp_span: Span, micro_batches: int
+) -> KernelMenu:
+    """A weight-gradient kernel split over TP on a reduction dim (tokens: the sequence-
+    parallel LayerNorm gradient) produces partial gradients that accumulate locally over the
+    step's micro-batches and are all-reduced once per step (Megatron-LM reduces them after
+    the last micro-batch; reduce-scattered, for a "+rs" sharding): each of the
+    `micro_batches` instances pays 1/micro_batches of the collective that `_own_network`
+    charged it in full."""
+    if kernel.pass_ != Pass.WGRAD or tp <= 1 or micro_batches <= 1:
+        return menu
+    out_bytes_full = sum(kernel.operand_bytes(o) for o in kernel.outputs)
+    keep = 1.0 / micro_batches
+    options = []
+    for o in menu.options:
+        split = o.sharding.split("+")[0]
+        if split != REPLICATED and split in kernel.reduction_dims:
+            # the same collective `_own_network` charged: reduce-scatter or all-reduce
+            kind = "reduce_scatter" if o.sharding.endswith("+rs") else "all_reduce"
+            full_t = hierarchical_time(kind, out_bytes_full, tp_span)
+            full_b = bytes_sent_per_chip(kind, out_bytes_full, tp)
+            o = replace(
+                o,
+                network_s=max(o.network_s - full_t * (1 - keep), 0.0),
+                network_bytes=max(o.network_bytes - full_b * (1 - keep), 0.0),
+                collective=f"{o.collective} (once per step of {micro_batches} micro-batches)",
+            )
+        options.append(o)
+    return replace(menu, options=tuple(options))
+
+
 def layout_conversion(
     src: Kernel,
     dst: Kernel,
@@ -405,13 +436,25 @@ def build_problem(
     max_configs: int,
     tiling_points: int = 10,
     serialize_network: bool = False,
+    micro_batches: int = 1,
 ) -> MappingProblem:
+    """`micro_batches`: graph instances per step that accumulate weight gradients (training:
+    global batch / (micro-batch x DP)); a weight gradient's TP reduction runs once per step,
+    so each instance carries 1/micro_batches of it."""
     order = graph.topological_order()
     index = {name: i for i, name in enumerate(order)}
     kernels = [graph.kernel(n) for n in order]
     sram = chip.sram_bytes
     menus = tuple(
-        build_menu(k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow, tiling_points)
+        _per_step_gradient_reduction(
+            k,
+            build_menu(
+                k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow, tiling_points
+            ),
+            tp,
+            tp_span,
+            micro_batches,
+        )
         for k in kernels
     )
     edges = []

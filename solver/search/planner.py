@@ -164,7 +164,13 @@ class _OuterSearch:
         for phase in self.workload.phases:
             key = (id(phase.graph), choice.degree("TP"), spans_key(choice.spans))
             if key not in self.cache:
-                problem = _problem(phase.graph, self.system, choice, self.execution)
+                problem = _problem(
+                    phase.graph,
+                    self.system,
+                    choice,
+                    self.execution,
+                    _micro_batches(self.workload, choice),
+                )
                 failed = infeasible.untileable(problem, phase.graph, phase.name)
                 if failed is not None:
                     return solutions, phase_latency, phase_bound, failed
@@ -272,8 +278,21 @@ def _any_tp(limits: infeasible.Limits) -> infeasible.Limits:
     return replace(limits, max_tp=2**20)
 
 
+def _micro_batches(workload: Workload, choice: Choice) -> int:
+    """Graph instances per step that accumulate weight gradients (assemble.training_times'
+    count): global batch / (micro-batch x DP) in training, else 1."""
+    if workload.kind != "training":
+        return 1
+    micro = max(workload.micro_batch, 1)
+    return max(1, math.ceil(workload.global_batch / (micro * choice.degree("DP"))))
+
+
 def _problem(
-    graph: KernelGraph, system: System, choice: Choice, execution: ExecutionOptions
+    graph: KernelGraph,
+    system: System,
+    choice: Choice,
+    execution: ExecutionOptions,
+    micro_batches: int = 1,
 ) -> MappingProblem:
     spans = {name.lower(): span for name, span in choice.spans}
     return build_problem(
@@ -288,6 +307,7 @@ def _problem(
         execution.overlap,
         execution.num_config,
         serialize_network=execution.serialize_network,
+        micro_batches=micro_batches,
     )
 
 
