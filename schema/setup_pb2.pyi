@@ -344,16 +344,18 @@ class OperandSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., role: _Optional[_Union[OperandRole, str]] = ..., dims: _Optional[_Iterable[str]] = ..., bytes_per_element: _Optional[float] = ...) -> None: ...
 
 class Connection(_message.Message):
-    __slots__ = ("startIdx", "endIdx", "id", "end_operand")
+    __slots__ = ("startIdx", "endIdx", "id", "end_operand", "next_instance")
     STARTIDX_FIELD_NUMBER: _ClassVar[int]
     ENDIDX_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     END_OPERAND_FIELD_NUMBER: _ClassVar[int]
+    NEXT_INSTANCE_FIELD_NUMBER: _ClassVar[int]
     startIdx: int
     endIdx: int
     id: int
     end_operand: str
-    def __init__(self, startIdx: _Optional[int] = ..., endIdx: _Optional[int] = ..., id: _Optional[int] = ..., end_operand: _Optional[str] = ...) -> None: ...
+    next_instance: bool
+    def __init__(self, startIdx: _Optional[int] = ..., endIdx: _Optional[int] = ..., id: _Optional[int] = ..., end_operand: _Optional[str] = ..., next_instance: _Optional[bool] = ...) -> None: ...
 
 class Workload(_message.Message):
     __slots__ = ("llm_training", "llm_inference", "dlrm", "hpl", "fft", "gemm", "precision")

@@ -50,7 +50,7 @@ def build_phase_plans(
                 kernel = phase.graph.kernel(menu.name)
                 dram = kernel_memory_bytes(problem, k, o, members)
                 conv = 0.0
-                for e in problem.in_edges(k):
+                for e in problem.conv_in_edges(k):
                     a = problem.kernels[e.src].sharding_index(sol.choice[e.src])
                     b = menu.sharding_index(o)
                     conv += e.conv[a][b]

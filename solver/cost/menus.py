@@ -60,6 +60,10 @@ class EdgeCost:
     dst_operand: str
     # conversion seconds, [sharding index of src][sharding index of dst]
     conv: tuple[tuple[float, ...], ...]
+    # across the boundary of two instances of a repeated graph (src's output is the next
+    # instance's input read by dst): charged like any edge at dst, but no order and no
+    # fusion between src and dst (in_edges / out_edges leave it out; conv_in_edges has it)
+    wrap: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,19 +81,32 @@ class MappingProblem:
     serialize_network: bool = False
 
     def out_edges(self, k: int) -> list[EdgeCost]:
+        """Edges along which k's output flows within one instance (fusion, order)."""
         return self._adjacency[0].get(k, [])
 
     def in_edges(self, k: int) -> list[EdgeCost]:
+        """Edges feeding k within one instance (fusion, order)."""
         return self._adjacency[1].get(k, [])
 
+    def conv_in_edges(self, k: int) -> list[EdgeCost]:
+        """Every edge whose layout conversion k's configuration pays: in_edges plus the
+        boundary (wrap) edges into k."""
+        return self._adjacency[2].get(k, [])
+
     @cached_property
-    def _adjacency(self) -> tuple[dict[int, list[EdgeCost]], dict[int, list[EdgeCost]]]:
+    def _adjacency(
+        self,
+    ) -> tuple[dict[int, list[EdgeCost]], dict[int, list[EdgeCost]], dict[int, list[EdgeCost]]]:
         outs: dict[int, list[EdgeCost]] = {}
         ins: dict[int, list[EdgeCost]] = {}
+        conv_ins: dict[int, list[EdgeCost]] = {}
         for e in self.edges:
+            conv_ins.setdefault(e.dst, []).append(e)
+            if e.wrap:
+                continue
             outs.setdefault(e.src, []).append(e)
             ins.setdefault(e.dst, []).append(e)
-        return outs, ins
+        return outs, ins, conv_ins
 
 
 # --------------------------------------------------------------------------------------
@@ -458,7 +475,8 @@ def build_problem(
         for k in kernels
     )
     edges = []
-    for e in graph.edges:
+    wraps = [(e, True) for e in graph.boundary]
+    for e, wrap in [(e, False) for e in graph.edges] + wraps:
         u, v = index[e.src], index[e.dst]
         src, dst = kernels[u], kernels[v]
         tensor = e.tensor_bytes or sum(src.operand_bytes(o) for o in src.outputs)
@@ -470,7 +488,9 @@ def build_problem(
             )
             for a in menus[u].shardings
         )
-        edges.append(EdgeCost(u, v, e.dst_operand, conv))
+        if wrap and not any(c > 0 for row in conv for c in row):
+            continue
+        edges.append(EdgeCost(u, v, e.dst_operand, conv, wrap))
     pinned = tuple(k.pinned_config for k in kernels)
     eff_bw = dram_bandwidth_Bps * efficiency.dram_efficiency(chip)
     return MappingProblem(

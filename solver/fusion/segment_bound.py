@@ -121,7 +121,7 @@ class _KernelValues:
         self.compute = np.array([o.compute_s + add_overhead for o in options])
         network = np.array([o.network_s for o in options])
         sharding = np.array([menu.sharding_index(o) for o in range(len(options))])
-        for e in problem.in_edges(k):
+        for e in problem.conv_in_edges(k):
             cheapest = np.array(e.conv).min(axis=0)  # per consumer sharding
             network = network + cheapest[sharding]
         self.network = network

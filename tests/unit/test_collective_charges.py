@@ -66,3 +66,95 @@ def test_sequence_parallel_norm_gradient_is_all_reduced_once_per_step():
     for a, b in zip(per_mb.options, per_step.options):
         if a.sharding.split("+")[0] != "t":
             assert a.network_s == b.network_s
+
+
+def test_layer_graph_carries_its_output_into_the_next_instance():
+    from pathlib import Path
+
+    from google.protobuf import text_format
+
+    from generator.build import build_workload
+    from schema import setup_pb2
+
+    text = (
+        'workload { llm_training { model { hf_model: "GPT-3-175B-gpt2style" } '
+        "global_batch: 4 seq_len: 128 recompute: RECOMPUTE_FULL } }"
+    )
+    w = build_workload(text_format.Parse(text, setup_pb2.Setup()), Path("setup.txt"), 1)
+    layer = next(p for p in w.phases if p.role == "layer").graph
+    pairs = {(e.src, e.dst, e.dst_operand) for e in layer.boundary}
+    # forward: the last residual add feeds the next layer's first norm; backward: the input
+    # gradient (sum of the norm's and the residual's) feeds the previous layer's first reader
+    # of its output gradient
+    assert ("mlp_residual", "attn_norm", "in") in pairs
+    assert len(pairs) == 2
+    (bwd,) = [e for e in layer.boundary if e.src != "mlp_residual"]
+    assert layer.kernel(bwd.src).pass_ == Pass.BWD and layer.kernel(bwd.dst).pass_ == Pass.BWD
+    assert bwd.tensor_bytes == 128 * 12288 * 2  # tokens x hidden, 2-byte activations
+
+
+def _chain_with_boundary() -> KernelGraph:
+    from solver_fixtures import gemm
+
+    from generator.graph import Edge
+
+    up = gemm("up", 256, 128, 128, a_dims=("t", "h"))  # c[t, up_o]
+    down = gemm("down", 256, 128, 128, a_dims=("t", "up_o"))  # c[t, down_o]
+    edges = (Edge("up", "down", "a", "", (), 256 * 128 * 2),)
+    # down's output is the next instance's `a` of up (dims t, down_o -> t, h)
+    wrap = (Edge("down", "up", "a", "", (("t", "t"), ("down_o", "h")), 256 * 128 * 2),)
+    return KernelGraph("layer", (up, down), edges, wrap)
+
+
+def test_boundary_edge_is_charged_at_its_consumer_and_never_fuses():
+    from solver.check import config_cost
+
+    system = small_system(num_chips=2, link_Bps=5e9)
+    problem = _problem(_chain_with_boundary(), system)
+    (wrap,) = [e for e in problem.edges if e.wrap]
+    assert (wrap.src, wrap.dst) == (1, 0)
+    assert problem.in_edges(0) == [] and problem.out_edges(1) == []
+    assert problem.conv_in_edges(0) == [wrap]
+    up, down = problem.kernels
+    # down split on t (its output [t, down_o] split on t) into up replicated: all-gather of
+    # 64 KiB over 2 chips, 1/2 x 65536 B / 5 GB/s + 1 step of 1 us
+    a = down.shardings.index("t")
+    b = up.shardings.index("none")
+    assert wrap.conv[a][b] == pytest.approx(0.5 * 65536 / 5e9 + 1e-6)
+    # ... and into up split on t: nothing to convert
+    assert wrap.conv[a][up.shardings.index("t")] == 0.0
+    # the configuration of `up` pays it; `down`'s does not
+    ca = [o for o, opt in enumerate(down.options) if opt.sharding == "t"][0]
+    cb = [o for o, opt in enumerate(up.options) if opt.sharding == "none"][0]
+    with_wrap = config_cost(problem, [0], [cb, ca]).network_s
+    assert with_wrap == pytest.approx(up.options[cb].network_s + wrap.conv[a][b])
+
+
+@pytest.mark.parametrize("dataflow", [False, True])
+def test_milp_with_a_boundary_edge_equals_brute_force(dataflow):
+    import math
+
+    from solver.check import brute_force, mapping_cost
+    from solver.fusion.solve import solve_graph
+    from solver.options import SolverOptions
+
+    system = small_system(num_chips=2, sram_bytes=3e4, link_Bps=1e9)
+    span = [(system.network[0], 2)]
+    problem = build_problem(
+        _chain_with_boundary(),
+        system.chip,
+        system.dram.bandwidth_Bps,
+        2,
+        span,
+        {"tp": span},
+        "bf16",
+        dataflow=dataflow,
+        overlap=True,
+        max_configs=2,
+        tiling_points=2,
+    )
+    solution = solve_graph(problem, SolverOptions(gap=0.0))
+    best, _, _ = brute_force(problem)
+    assert math.isclose(solution.objective_s, best, rel_tol=1e-6)
+    recheck, _ = mapping_cost(problem, solution.configs, solution.choice)
+    assert math.isclose(recheck, solution.objective_s, rel_tol=1e-6)
