@@ -61,11 +61,13 @@ def config_cost(
         outs = problem.out_edges(k)
         if any(e.dst in group for e in outs):
             sram += opt.out_tile_bytes
-    for e in problem.edges:
-        if e.dst in group:
-            a = problem.kernels[e.src].sharding_index(choice[e.src])
-            b = problem.kernels[e.dst].sharding_index(choice[e.dst])
-            net += e.conv[a][b]
+    if problem.edges:
+        sharding = [
+            menu.sharding_index(o) if o >= 0 else 0 for menu, o in zip(problem.kernels, choice)
+        ]
+        for e, charge in zip(problem.edges, problem.edge_charges(sharding)):
+            if e.dst in group:
+                net += charge
     mem = mem_bytes / problem.dram_bandwidth_Bps
     latency = config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
     feasible = sram <= problem.sram_bytes * (1 + 1e-9) + 1e-6

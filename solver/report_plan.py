@@ -26,6 +26,8 @@ def build_phase_plans(
     for phase in workload.phases:
         problem, sol = solutions[phase.name]
         configs, kernels = [], []
+        sharding = [m.sharding_index(o) for m, o in zip(problem.kernels, sol.choice)]
+        charge = dict(zip(map(id, problem.edges), problem.edge_charges(sharding)))
         for c, seg in enumerate(sol.configs):
             cost = config_cost(problem, seg, sol.choice)
             names = tuple(problem.kernels[k].name for k in seg)
@@ -49,11 +51,7 @@ def build_phase_plans(
                 opt = menu.options[o]
                 kernel = phase.graph.kernel(menu.name)
                 dram = kernel_memory_bytes(problem, k, o, members)
-                conv = 0.0
-                for e in problem.conv_in_edges(k):
-                    a = problem.kernels[e.src].sharding_index(sol.choice[e.src])
-                    b = menu.sharding_index(o)
-                    conv += e.conv[a][b]
+                conv = sum(charge[id(e)] for e in problem.conv_in_edges(k))
                 compute = opt.compute_s + menu.overhead_s
                 memory = dram / problem.dram_bandwidth_Bps
                 network = opt.network_s + conv

@@ -64,6 +64,14 @@ class EdgeCost:
     # instance's input read by dst): charged like any edge at dst, but no order and no
     # fusion between src and dst (in_edges / out_edges leave it out; conv_in_edges has it)
     wrap: bool = False
+    # One collective per produced tensor and target layout: edges carrying the whole of
+    # one producer's output share a `group` (-1 = alone); `layouts[b]` names the layout
+    # (in the producer's dims) that consumer sharding b needs, and conv[a][b] depends on
+    # (a, layouts[b]) only. The group pays each distinct layout once, at the configuration
+    # of its `lead` edge (the first consumer): MappingProblem.edge_charges.
+    group: int = -1
+    layouts: tuple[int, ...] = ()
+    lead: bool = True
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,31 @@ class MappingProblem:
         """Every edge whose layout conversion k's configuration pays: in_edges plus the
         boundary (wrap) edges into k."""
         return self._adjacency[2].get(k, [])
+
+    def edge_charges(self, sharding: Sequence[int]) -> list[float]:
+        """Seconds each edge charges (at its consumer's configuration) when kernel k takes
+        sharding index sharding[k]: conv[a][b], except that a group pays each distinct
+        target layout once, all on its lead edge."""
+        out = [0.0] * len(self.edges)
+        seen: dict[tuple[int, int], set[int]] = {}
+        lead_of: dict[int, int] = {}
+        for i, e in enumerate(self.edges):
+            a, b = sharding[e.src], sharding[e.dst]
+            if e.group < 0:
+                out[i] = e.conv[a][b]
+                continue
+            if e.lead:
+                lead_of[e.group] = i
+            layout = e.layouts[b]
+            done = seen.setdefault((e.group, a), set())
+            if layout not in done:
+                done.add(layout)
+                out[i] = e.conv[a][b]
+        for i, e in enumerate(self.edges):
+            if e.group >= 0 and not e.lead and out[i]:
+                out[lead_of[e.group]] += out[i]
+                out[i] = 0.0
+        return out
 
     @cached_property
     def _adjacency(
@@ -440,6 +473,50 @@ def layout_conversion(
     return hierarchical_time(kind, tensor_bytes, tp_span)
 
 
+def target_layout(dst: Kernel, dst_operand: str, dim_map: dict[str, str], s_dst: str) -> str:
+    """The layout of the producer's output (its split dim, in the producer's dim names; ""
+    = whole on every chip) that consumer sharding s_dst needs, as `layout_conversion` reads
+    it; a split on a dim the producer lacks is its own layout ("~dst.operand.dim")."""
+    need_split = s_dst.split("+")[0]
+    operand_dims = dst.operand(dst_operand).dims
+    need = need_split if need_split != REPLICATED and need_split in operand_dims else ""
+    if not need:
+        return ""
+    if not dim_map:
+        return need
+    back = [d for d, v in dim_map.items() if v == need]
+    return back[0] if len(back) == 1 else f"~{dst.name}.{dst_operand}.{need}"
+
+
+def _conversion_groups(
+    edges: list[EdgeCost], kernels: list[Kernel], menus: Sequence[KernelMenu], raw: list
+) -> list[EdgeCost]:
+    """Edges that carry the whole output of one producer form a group (one conversion per
+    target layout); the first consumer (lowest index) leads."""
+    whole: dict[int, list[int]] = {}
+    for i, (e, (edge, _)) in enumerate(zip(edges, raw)):
+        src = kernels[e.src]
+        full = sum(src.operand_bytes(o) for o in src.outputs)
+        if edge.tensor_bytes and abs(edge.tensor_bytes - full) <= 1e-9 * full:
+            whole.setdefault(e.src, []).append(i)
+    out = list(edges)
+    for g, (_src, members) in enumerate(sorted(whole.items())):
+        if len(members) < 2:
+            continue
+        ids: dict[str, int] = {}
+        lead = min(members, key=lambda i: (edges[i].dst, i))
+        for i in members:
+            e, (edge, _) = edges[i], raw[i]
+            dst = kernels[e.dst]
+            dim_map = dict(edge.dim_map)
+            layouts = tuple(
+                ids.setdefault(target_layout(dst, e.dst_operand, dim_map, s), len(ids))
+                for s in menus[e.dst].shardings
+            )
+            out[i] = replace(e, group=g, layouts=layouts, lead=i == lead)
+    return out
+
+
 def build_problem(
     graph: KernelGraph,
     chip: Chip,
@@ -474,7 +551,7 @@ def build_problem(
         )
         for k in kernels
     )
-    edges = []
+    edges, raw = [], []
     wraps = [(e, True) for e in graph.boundary]
     for e, wrap in [(e, False) for e in graph.edges] + wraps:
         u, v = index[e.src], index[e.dst]
@@ -491,6 +568,8 @@ def build_problem(
         if wrap and not any(c > 0 for row in conv for c in row):
             continue
         edges.append(EdgeCost(u, v, e.dst_operand, conv, wrap))
+        raw.append((e, wrap))
+    edges = _conversion_groups(edges, kernels, menus, raw)
     pinned = tuple(k.pinned_config for k in kernels)
     eff_bw = dram_bandwidth_Bps * efficiency.dram_efficiency(chip)
     return MappingProblem(

@@ -158,3 +158,87 @@ def test_milp_with_a_boundary_edge_equals_brute_force(dataflow):
     assert math.isclose(solution.objective_s, best, rel_tol=1e-6)
     recheck, _ = mapping_cost(problem, solution.configs, solution.choice)
     assert math.isclose(recheck, solution.objective_s, rel_tol=1e-6)
+
+
+def _qkv_graph(pinned: bool = False) -> KernelGraph:
+    """A norm's output [t, h] read whole by three projections (split q, k, v); pinned: the
+    norm split on tokens (sequence parallel) and the projections column-parallel."""
+    from dataclasses import replace
+
+    from solver_fixtures import elementwise, gemm
+
+    from generator.graph import Edge
+
+    ln = elementwise("ln", 256, 128, dims=("t", "h"))
+    projs = [gemm(n, 256, 128, 64, a_dims=("t", "h")) for n in ("q", "k", "v")]
+    if pinned:
+        ln = replace(ln, pinned_sharding="t")
+        projs = [replace(p, pinned_sharding=f"{p.name}_o") for p in projs]
+    edges = tuple(Edge("ln", n, "a", "", (), 256 * 128 * 2) for n in ("q", "k", "v"))
+    return KernelGraph("attn_in", (ln, *projs), edges)
+
+
+def test_split_qkv_projections_pay_one_gather_of_their_shared_input():
+    from solver.check import config_cost
+
+    system = small_system(num_chips=2, link_Bps=5e9)
+    problem = _problem(_qkv_graph(), system)
+    groups = {e.group for e in problem.edges}
+    assert len(groups) == 1 and -1 not in groups
+    assert [e.lead for e in problem.edges] == [True, False, False]
+    ln = problem.kernels[0]
+    # ln split on tokens, every projection column-parallel (split on its output dim, so
+    # it needs the whole [t, h] input): one all-gather of 64 KiB, 1/2 x 65536 / 5e9 + 1 us
+    opt = {
+        k: next(o for o, x in enumerate(problem.kernels[k].options) if x.sharding == s)
+        for k, s in ((0, "t"), (1, "q_o"), (2, "k_o"), (3, "v_o"))
+    }
+    choice = [opt[k] for k in range(4)]
+    gather = 0.5 * 65536 / 5e9 + 1e-6
+    sharding = [problem.kernels[k].sharding_index(choice[k]) for k in range(4)]
+    assert problem.edge_charges(sharding) == pytest.approx([gather, 0.0, 0.0])
+    net = config_cost(problem, [0, 1, 2, 3], choice).network_s
+    own = sum(problem.kernels[k].options[choice[k]].network_s for k in range(4))
+    assert net == pytest.approx(own + gather)  # not 3 x gather
+    # q needs the whole input, k and v a token split (= ln's own layout): still one gather
+    choice[2] = next(o for o, x in enumerate(problem.kernels[2].options) if x.sharding == "t")
+    choice[3] = next(o for o, x in enumerate(problem.kernels[3].options) if x.sharding == "t")
+    sharding = [problem.kernels[k].sharding_index(choice[k]) for k in range(4)]
+    assert sum(problem.edge_charges(sharding)) == pytest.approx(gather)
+    del ln
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+@pytest.mark.parametrize("dataflow", [False, True])
+@pytest.mark.parametrize("link", [1e8, 1e10])
+def test_milp_with_a_conversion_group_equals_brute_force(dataflow, link, pinned):
+    import math
+
+    from solver.check import brute_force, mapping_cost
+    from solver.fusion.solve import solve_graph
+    from solver.options import SolverOptions
+
+    system = small_system(num_chips=2, sram_bytes=3e4, link_Bps=link)
+    span = [(system.network[0], 2)]
+    problem = build_problem(
+        _qkv_graph(pinned),
+        system.chip,
+        system.dram.bandwidth_Bps,
+        2,
+        span,
+        {"tp": span},
+        "bf16",
+        dataflow=dataflow,
+        overlap=False,
+        max_configs=2,
+        tiling_points=2,
+    )
+    solution = solve_graph(problem, SolverOptions(gap=0.0))
+    best, _, _ = brute_force(problem)
+    assert math.isclose(solution.objective_s, best, rel_tol=1e-6)
+    recheck, _ = mapping_cost(problem, solution.configs, solution.choice)
+    assert math.isclose(recheck, solution.objective_s, rel_tol=1e-6)
+    if pinned:  # the conversion is forced: one all-gather in the plan, not three
+        sharding = [m.sharding_index(o) for m, o in zip(problem.kernels, solution.choice)]
+        charges = problem.edge_charges(sharding)
+        assert charges == pytest.approx([0.5 * 65536 / link + 1e-6, 0.0, 0.0])
