@@ -339,8 +339,20 @@ def _collective(entry: setup_pb2.CollectiveEfficiency, problems: Problems) -> Co
     fraction(entry.bus_bw_util, f"{path}.bus_bw_util", problems)
     non_negative(entry.latency_us, f"{path}.latency_us", problems)
     non_negative(entry.half_bw_bytes, f"{path}.half_bw_bytes", problems)
+    for i, pt in enumerate(entry.bus_bw_at_size):
+        positive(pt.message_bytes, f"{path}.bus_bw_at_size[{i}].message_bytes", problems)
+        fraction(pt.bus_bw_util, f"{path}.bus_bw_at_size[{i}].bus_bw_util", problems)
+        if pt.bus_bw_util <= 0:
+            problems.add(f"{path}.bus_bw_at_size[{i}].bus_bw_util must be > 0")
+    return collective_efficiency(entry)
+
+
+def collective_efficiency(entry: setup_pb2.CollectiveEfficiency) -> CollectiveEfficiency:
+    """A chip file's (or setup's) collective entry in SI units."""
+    curve = sorted((pt.message_bytes, pt.bus_bw_util) for pt in entry.bus_bw_at_size)
     return CollectiveEfficiency(
         bus_bw_util=entry.bus_bw_util or 1.0,
         latency_s=entry.latency_us * 1e-6,
         half_bw_bytes=entry.half_bw_bytes,
+        bus_bw_curve=tuple(curve),
     )

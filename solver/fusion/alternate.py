@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import replace
 
-from solver.cost.menus import EdgeCost, KernelMenu, MappingProblem
+from solver.cost.menus import KernelMenu, MappingProblem
 from solver.fusion.segment_search import (
     GraphSolution,
     SearchStats,
@@ -41,11 +41,13 @@ def restrict(
         keep = [o for o, opt in enumerate(menu.options) if opt.sharding == s]
         kernels.append(replace(menu, options=tuple(menu.options[o] for o in keep), shardings=(s,)))
         back.append(keep)
-    edges = []
-    for e in problem.edges:
-        a = problem.kernels[e.src].shardings.index(shardings[e.src])
-        b = problem.kernels[e.dst].shardings.index(shardings[e.dst])
-        edges.append(EdgeCost(e.src, e.dst, e.dst_operand, ((e.conv[a][b],),)))
+    index = [m.shardings.index(s) for m, s in zip(problem.kernels, shardings)]
+    # with the shardings fixed, each edge's charge is known (a conversion group's distinct
+    # layouts on its lead edge): single-sharding edges outside any group
+    edges = [
+        replace(e, conv=((charge,),), group=-1, layouts=(), lead=True)
+        for e, charge in zip(problem.edges, problem.edge_charges(index))
+    ]
     return replace(problem, kernels=tuple(kernels), edges=tuple(edges)), back
 
 

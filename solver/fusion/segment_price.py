@@ -107,7 +107,7 @@ class KnapsackPricer:
     def kernel(self, k: int) -> KernelTraffic:
         if k not in self._kernels:
             self._kernels[k] = KernelTraffic(self.problem, k)
-            self._conv_in[k] = sum(e.conv[0][0] for e in self.problem.in_edges(k))
+            self._conv_in[k] = sum(e.conv[0][0] for e in self.problem.conv_in_edges(k))
         return self._kernels[k]
 
     def row(self, i: int, stop: int, out: np.ndarray) -> bool:
