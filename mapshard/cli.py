@@ -19,7 +19,10 @@ EXAMPLES = {
     "bounds": "mapshard bounds scenarios/llama31_8b_decode_h100 --out /tmp/bounds",
     "hardware": "mapshard hardware list; mapshard hardware show H100-SXM5-80GB",
     "sweep": "mapshard sweep scenarios/sweep_llama70b/sweep.txt --workers 2 --out /tmp/sweep",
-    "validate": "mapshard validate tests/data/validation_dev_structured.csv --out /tmp/val",
+    "validate": "mapshard validate tests/data/validation/validation_dev_structured.csv "
+    "--out /tmp/val",
+    "compare": "mapshard compare scenarios/llama31_70b_decode_8xh100 "
+    "scenarios/mixtral_8x7b_inference_8xmi300x --out /tmp/cmp",
     "profile": "mapshard profile compare scenarios/llama31_8b_decode_h100 profile.csv",
 }
 
@@ -93,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", help="Dask scheduler address tcp://HOST:PORT")
     p.add_argument("--out", help="results folder (default: beside the sweep file)")
     p.add_argument("--quiet", action="store_true")
+
+    p = _sub(
+        sub, "compare", "Scenarios or result folders side by side (the first is the reference)."
+    )
+    p.add_argument("items", nargs="+", metavar="DIR", help="scenario or result folders (>= 2)")
+    p.add_argument("--out", help="folder for compare.html and compare.csv (default: ./compare)")
+    p.add_argument("--time-limit", type=_seconds, help="solver time limit per scenario")
 
     p = _sub(sub, "validate", "Predict published measurements and report the error.")
     p.add_argument("cases", help="CSV in the structured validation format")

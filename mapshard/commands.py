@@ -114,6 +114,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return run_sweep_command(args)
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from mapshard.compare import compare_csv, compare_html, format_table, load_side
+    from mapshard.outdir import check_writable, replace_folder
+
+    if len(args.items) < 2:
+        raise SetupError("mapshard compare: give at least two scenario or result folders")
+    out = Path(args.out or "compare")
+    check_writable(out)
+    sides = [load_side(item, args.time_limit) for item in args.items]
+    replace_folder(out, {"compare.html": compare_html(sides), "compare.csv": compare_csv(sides)})
+    print(format_table(sides))
+    print(f"\nwritten: {out / 'compare.html'}")
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from mapshard.validate_cases import run_validation_command
 

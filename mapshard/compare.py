@@ -1,0 +1,166 @@
+"""`mapshard compare A B [C ...]`: scenarios or result folders side by side, the first as the
+reference: latency, throughput, cost, power, energy, memory and where the time goes (time
+per step by binding resource). A scenario folder is solved first; a result folder (one with
+summary.json) is read as it is."""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
+
+BOUNDS = ("compute", "memory", "network", "overhead")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One column of the comparison."""
+
+    name: str
+    summary: dict[str, Any]
+    time_by_bound: dict[str, float]  # seconds per step, configurations grouped by bound
+
+
+def load_side(path: str | Path, time_limit_s: float | None = None) -> Side:
+    """A result folder as written, or a scenario folder/setup file solved now."""
+    import pandas as pd
+
+    path = Path(path)
+    if (path / "summary.json").is_file() and (path / "configs.csv").is_file():
+        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+        configs = pd.read_csv(path / "configs.csv")
+        name = summary.get("scenario") or path.name
+    else:
+        from mapshard.api import solve
+
+        result = solve(path, time_limit_s)
+        summary, configs = result.summary, result.configs
+        name = result.scenario.name
+    by_bound = configs.groupby("bound")["total_s"].sum().to_dict() if len(configs) else {}
+    return Side(str(name), summary, {b: float(by_bound.get(b, 0.0)) for b in BOUNDS})
+
+
+def _par(s: dict[str, Any]) -> str:
+    p = s.get("parallelism") or {}
+    return (
+        " ".join(f"{k.upper()}{p[k]}" for k in ("tp", "pp", "dp", "ep") if p.get(k, 1) > 1) or "-"
+    )
+
+
+def _bound_time(bound: str):
+    return lambda s, t: t[bound]
+
+
+def _money(x: float | None) -> str:
+    return f"${fmt_si(x)}" if x else "not priced"
+
+
+# (label, value getter, formatter, lower is better)
+ROWS: tuple[tuple[str, Any, Any, bool | None], ...] = (
+    ("status", lambda s, t: s.get("status"), str, None),
+    ("chips", lambda s, t: s.get("num_chips"), str, None),
+    ("parallelism", lambda s, t: _par(s), str, None),
+    ("latency", lambda s, t: s.get("latency_s"), fmt_time, True),
+    ("TTFT", lambda s, t: s.get("ttft_s"), fmt_time, True),
+    ("TPOT", lambda s, t: s.get("tpot_s"), fmt_time, True),
+    ("tokens/s", lambda s, t: s.get("tokens_per_s"), fmt_si, False),
+    ("FLOPS utilization", lambda s, t: s.get("flops_utilization"), fmt_pct, False),
+    ("system cost", lambda s, t: s.get("system_cost"), _money, True),
+    ("system power", lambda s, t: s.get("system_power_W"), lambda x: fmt_si(x, "W"), True),
+    ("energy per step", lambda s, t: s.get("energy_J") or None, lambda x: fmt_si(x, "J"), True),
+    ("memory per chip", lambda s, t: s.get("memory_per_chip_bytes"), fmt_bytes, True),
+    *((f"{b}-bound time", _bound_time(b), fmt_time, True) for b in BOUNDS),
+)
+
+
+def _ratio(value: Any, ref: Any) -> str:
+    ok = isinstance(value, (int, float)) and isinstance(ref, (int, float))
+    if not ok or not ref or value is None:
+        return ""
+    return f" (x{value / ref:.2g})"
+
+
+def table(sides: list[Side]) -> list[list[str]]:
+    """Rows of cells: label, then each side's value (with its ratio to the first)."""
+    rows = [["", *(s.name for s in sides)]]
+    for label, get, fmt, _ in ROWS:
+        values = [get(s.summary, s.time_by_bound) for s in sides]
+        if all(v is None or v == 0 for v in values) and label != "status":
+            continue
+        cells = [label]
+        for i, v in enumerate(values):
+            text = "-" if v is None else fmt(v)
+            cells.append(text + (_ratio(v, values[0]) if i else ""))
+        rows.append(cells)
+    return rows
+
+
+def format_table(sides: list[Side]) -> str:
+    rows = table(sides)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def compare_csv(sides: list[Side]) -> str:
+    import csv
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(table(sides))
+    return buf.getvalue()
+
+
+def compare_html(sides: list[Side]) -> str:
+    """One self-contained page: the table and a stacked bar of where each side's time goes."""
+    rows = table(sides)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:]
+    )
+    colors = {
+        "compute": "#4c72b0",
+        "memory": "#dd8452",
+        "network": "#55a868",
+        "overhead": "#8c8c8c",
+    }
+    longest = max((sum(s.time_by_bound.values()) for s in sides), default=0.0) or 1.0
+    bars = []
+    for s in sides:
+        parts = "".join(
+            f'<div title="{b} {fmt_time(t)}" style="width:{100 * t / longest:.3f}%;'
+            f'background:{colors[b]}"></div>'
+            for b, t in s.time_by_bound.items()
+            if t > 0
+        )
+        total = fmt_time(sum(s.time_by_bound.values()))
+        bars.append(
+            f'<div class="row"><span class="name">{html.escape(s.name)}</span>'
+            f'<div class="bar">{parts}</div><span>{total}</span></div>'
+        )
+    legend = " ".join(
+        f'<span><i style="background:{c}"></i>{b}-bound</span>' for b, c in colors.items()
+    )
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>MapShard comparison</title><style>
+body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}
+table{{border-collapse:collapse}}
+td,th{{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}}
+.row{{display:flex;align-items:center;margin:6px 0}}
+.name{{width:24em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}}
+.bar{{display:flex;width:60%;height:18px;margin-right:8px}}.bar div{{height:100%}}
+.legend i{{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}}
+</style></head><body>
+<h1>MapShard comparison</h1>
+<p>Reference: {html.escape(sides[0].name)}; ratios are to it.</p>
+<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+<h2>Where the time goes (per step, configurations by binding resource)</h2>
+{"".join(bars)}
+<p class="legend">{legend}</p>
+</body></html>
+"""
