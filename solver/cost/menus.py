@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from generator.graph import Communication, Kernel, KernelGraph, KernelKind, OperandRole
+from generator.graph import Communication, Kernel, KernelGraph, KernelKind, OperandRole, Pass
 from hardware.system import Chip, NetworkLevel
 from solver.cost import efficiency, frontier
 from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
@@ -35,9 +35,53 @@ class Option:
     traffic: tuple[tuple[str, float], ...]  # DRAM bytes per operand name, per chip
     collective: str = ""
     flop_per_chip: float = 0.0
+    # Parameters (elements) of the kernel's WEIGHT operands stored on each chip under this
+    # sharding (WeightRule: only forward kernels set the storage layout; 0 otherwise).
+    weight_elems: float = 0.0
+    # Once-per-step gradient all-reduce of the weights this sharding replicates over the TP
+    # group (training), seconds; `network_s` includes it amortised (WeightRule.sync_weight).
+    grad_sync_s: float = 0.0
 
     def traffic_of(self, operand: str) -> float:
         return dict(self.traffic).get(operand, 0.0)
+
+
+@dataclass(frozen=True)
+class WeightRule:
+    """Weights as the mapping stores them (DESIGN.md, honesty rules).
+
+    Storage layout: a weight is stored the way the forward kernel that reads it is sharded
+    (its RECOMPUTE, BWD and WGRAD users read or produce it in that layout and add no
+    storage). A sharding that splits a dim of the weight stores 1/TP of it per chip (ceil of
+    that dim); any other sharding stores the whole weight on every chip of the TP group.
+    `bytes_per_param`: resident DRAM bytes per stored parameter (weights, and in training
+    gradients and optimizer state, each divided by DP at its ZeRO stage).
+    Training: a replicated weight's gradient is all-reduced over the TP group once per
+    step (`grad_bytes_per_param` bytes per parameter); the step assembly runs a graph
+    instance (m + (pp-1)/v) times per step, so the option's network time carries
+    `sync_weight` = 1 / (m + (pp-1)/v) of it and the step pays it exactly once."""
+
+    bytes_per_param: float
+    grad_bytes_per_param: float = 0.0  # 0: no gradient (inference)
+    sync_weight: float = 0.0
+
+
+def weight_storage(kernel: Kernel, sharding: str, tp: int) -> tuple[float, float]:
+    """(parameters stored per chip, parameters replicated over the TP group) of the
+    kernel's WEIGHT operands under `sharding` (WeightRule)."""
+    sizes = kernel.dim_sizes
+    split = sharding.split("+")[0]
+    stored = replicated = 0.0
+    for op in kernel.operands:
+        if op.role != OperandRole.WEIGHT:
+            continue
+        elems = float(kernel.operand_elements(op))
+        if tp > 1 and split != REPLICATED and split in op.dims:
+            stored += elems / sizes[split] * math.ceil(sizes[split] / tp)
+        else:
+            stored += elems
+            replicated += elems if tp > 1 else 0.0
+    return stored, replicated
 
 
 @dataclass(frozen=True)
@@ -75,6 +119,10 @@ class MappingProblem:
     max_configs: int
     pinned_configs: tuple[int, ...] = ()  # per kernel, -1 = free
     serialize_network: bool = False
+    # DRAM capacity row (milp.model.add_memory_capacity): resident bytes per stored weight
+    # parameter and the bytes one graph instance's weights may take per chip.
+    resident_bytes_per_param: float = 0.0
+    resident_budget_bytes: float = math.inf
 
     def out_edges(self, k: int) -> list[EdgeCost]:
         return self._adjacency[0].get(k, [])
@@ -209,8 +257,10 @@ def build_menu(
     math_precision: str,
     dataflow: bool,
     tiling_points: int = 10,
+    weights: WeightRule | None = None,
 ) -> KernelMenu:
     options: list[Option] = []
+    stores = weights is not None and kernel.pass_ == Pass.FWD
     shardings = sharding_choices(kernel, tp)
     full = kernel.dim_sizes
     full_elems = math.prod(full.values())
@@ -221,6 +271,16 @@ def build_menu(
         flop = kernel.flop * frac
         compute = _compute_time(kernel, chip, sizes, flop, math_precision)
         net_s, net_b, coll = _own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
+        stored, sync = 0.0, 0.0
+        if stores:
+            stored, replicated = weight_storage(kernel, s, tp)
+            grad = replicated * weights.grad_bytes_per_param
+            if grad > 0:
+                sync = hierarchical_time("all_reduce", grad, tp_span)
+                net_s += sync * weights.sync_weight
+                net_b += bytes_sent_per_chip("all_reduce", grad, tp) * weights.sync_weight
+                label = f"grad all_reduce {grad / 1e6:.3g} MB over tp per step"
+                coll = f"{coll}; {label}" if coll else label
         for tile, buf, traffic, out_tile in _tilings(
             kernel, sizes, sram_bytes, dataflow, tiling_points
         ):
@@ -236,6 +296,8 @@ def build_menu(
                     tuple(sorted(traffic.items())),
                     coll,
                     flop,
+                    stored,
+                    sync,
                 )
             )
     inputs = tuple(o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT)
@@ -389,13 +451,25 @@ def build_problem(
     max_configs: int,
     tiling_points: int = 10,
     serialize_network: bool = False,
+    weights: WeightRule | None = None,
 ) -> MappingProblem:
     order = graph.topological_order()
     index = {name: i for i, name in enumerate(order)}
     kernels = [graph.kernel(n) for n in order]
     sram = chip.sram_bytes
     menus = tuple(
-        build_menu(k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow, tiling_points)
+        build_menu(
+            k,
+            chip,
+            tp,
+            tp_span,
+            group_spans,
+            sram,
+            math_precision,
+            dataflow,
+            tiling_points,
+            weights,
+        )
         for k in kernels
     )
     edges = []
@@ -424,4 +498,5 @@ def build_problem(
         max_configs=max_configs if dataflow and max_configs > 0 else len(menus),
         pinned_configs=pinned,
         serialize_network=serialize_network,
+        resident_bytes_per_param=weights.bytes_per_param if weights else 0.0,
     )

@@ -53,6 +53,7 @@ class ConstraintSelection:
     layout_links: bool = True
     latency_epigraph: bool = True
     sram_capacity: bool = True
+    memory_capacity: bool = True
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,7 @@ def build_model(
     for c in range(len(configs)):
         add_latency_epigraph(m, c, latency[c])
         add_sram_capacity(m, c)
+    add_memory_capacity(m)
     return m.lp, m.x_col, m.members
 
 
@@ -286,3 +288,20 @@ def add_sram_capacity(m: _Model, c: int) -> None:
         return
     capacity = m.problem.sram_bytes / MIB * (1 + 1e-9)
     m.lp.add_row(m.sram[c], -linear.INF, capacity, name=f"sram_capacity[config={c}]")
+
+
+def add_memory_capacity(m: _Model) -> None:
+    """The weights the chosen shardings store fit the DRAM left to them:
+    sum_{k, o} weight_elems[k,o] * bytes_per_param x[k,o] <= budget (MiB)."""
+    problem = m.problem
+    per_param = problem.resident_bytes_per_param
+    budget = problem.resident_budget_bytes
+    if not m.selection.memory_capacity or not math.isfinite(budget) or per_param <= 0:
+        return
+    row: dict[int, float] = {}
+    for k in m.members:
+        for o, opt in enumerate(problem.kernels[k].options):
+            _add(row, m.x_col[k][o], opt.weight_elems * per_param / MIB)
+    if row:
+        capacity = max(budget, 0.0) / MIB * (1 + 1e-9)
+        m.lp.add_row(row, -linear.INF, capacity, name="memory_capacity[graph]")

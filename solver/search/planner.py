@@ -16,11 +16,11 @@ from generator.graph import KernelGraph, Workload
 from hardware.system import System
 from schema.errors import NoPlanError
 from solver.cost import efficiency
-from solver.cost.menus import MappingProblem, build_problem
+from solver.cost.menus import MappingProblem, WeightRule, build_problem
 from solver.fusion.segment_search import GraphSolution
 from solver.fusion.solve import solve_graph
 from solver.options import ExecutionOptions, SolverOptions
-from solver.plan import ChoiceResult, Plan, SolveStats
+from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.report_plan import build_phase_plans, energy_of, workload_flop
 from solver.search import assemble, infeasible
 from solver.search.parallel import Choice, enumerate_choices, spans_key
@@ -42,6 +42,26 @@ class SearchProgress:
             text += f", best {self.best_latency_s:.4g} s, bound {self.bound_s:.4g} s"
             text += f" (gap {gap:.1%})"
         return text
+
+
+@dataclass(frozen=True)
+class _Memory:
+    """The memory of a mapping: its per-chip footprint and the parameters it stores per
+    chip (solver.cost.menus.WeightRule)."""
+
+    use: MemoryUse = field(default_factory=MemoryUse)
+    stored: float | None = None
+
+
+def _least_stored(problem: MappingProblem) -> float:
+    """Parameters per graph instance the forward kernels store at least (each at its
+    sharding that stores the least)."""
+    return sum(min((o.weight_elems for o in m.options), default=0.0) for m in problem.kernels)
+
+
+def _stored(problem: MappingProblem, choice: tuple[int, ...]) -> float:
+    """Parameters per graph instance the chosen options store."""
+    return sum(m.options[o].weight_elems for m, o in zip(problem.kernels, choice) if o >= 0)
 
 
 @dataclass
@@ -97,6 +117,7 @@ class _OuterSearch:
     t0: float
     bounds: list[tuple[float, int, Choice]] = field(default_factory=list)
     cache: dict[tuple, tuple[MappingProblem, GraphSolution]] = field(default_factory=dict)
+    problems: dict[tuple, MappingProblem] = field(default_factory=dict)
     best: _Solved | None = None
     results: list[ChoiceResult] = field(default_factory=list)
     infeasible_reasons: list[tuple[infeasible.Reason, str]] = field(default_factory=list)
@@ -118,15 +139,7 @@ class _OuterSearch:
         if self.best is not None and lb >= self.best.times.latency_s * (1 - 1e-9):
             self.results.append(ChoiceResult(deg, choice.describe(), lb, None, "pruned"))
             return False
-        memory = assemble.memory_use(workload, choice, system.dram.capacity_bytes)
-        if memory.total > memory.capacity * (1 + 1e-9):
-            why = infeasible.dram_reason(memory)
-            self.infeasible_reasons.append((why, choice.describe()))
-            self.results.append(
-                ChoiceResult(deg, choice.describe(), lb, None, "infeasible", why.text)
-            )
-            return False
-        solutions, phase_latency, phase_bound, failed = self.solve_phases(choice)
+        solutions, phase_latency, phase_bound, failed, memory = self.solve_phases(choice)
         if failed is not None:
             self.infeasible_reasons.append((failed, choice.describe()))
             self.results.append(
@@ -134,11 +147,11 @@ class _OuterSearch:
             )
             return False
         if all(math.isfinite(v) for v in phase_latency.values()):
-            times = _times(workload, choice, phase_latency, system)
+            times = _times(workload, choice, phase_latency, system, memory.stored)
             self.results.append(ChoiceResult(deg, choice.describe(), lb, times.latency_s, "solved"))
             self.open_bounds.append(_bound_of(workload, choice, phase_bound, system))
             if self.best is None or times.latency_s < self.best.times.latency_s:
-                self.best = _Solved(choice, times, solutions, memory)
+                self.best = _Solved(choice, times, solutions, memory.use)
         else:  # stopped at the time limit without a plan: only its bounds are known
             self.no_plan += 1
             self.statuses.append("time_limit")
@@ -155,19 +168,53 @@ class _OuterSearch:
         dict[str, float],
         dict[str, float],
         infeasible.Reason | None,
+        _Memory,
     ]:
-        """Every phase's graph solved under `choice` (cached by graph and TP layout):
-        (solutions, latency and proven bound per phase, the reason it failed or None)."""
+        """Every phase's graph solved under `choice` (cached by graph, TP layout, weight
+        rule and DRAM budget): (solutions, latency and proven bound per phase, the reason
+        it failed or None, the memory of the mapping).
+
+        DRAM: the memory no option changes (activations, KV cache, parameters no kernel
+        reads) plus every weight group at its least storage must fit, or the choice is
+        infeasible. The rest (`slack`) goes to the phases in order: each phase's MILP has
+        the row memory_capacity[graph] with the bytes its weight group may store, its
+        least storage plus the slack earlier weight groups left."""
+        workload = self.workload
+        capacity = self.system.dram.capacity_bytes
+        tp, pp = choice.degree("TP"), choice.degree("PP")
+        rule = assemble.weight_rule(workload, choice)
         solutions: dict[str, tuple[MappingProblem, GraphSolution]] = {}
         phase_latency: dict[str, float] = {}
         phase_bound: dict[str, float] = {}
-        for phase in self.workload.phases:
-            key = (id(phase.graph), choice.degree("TP"), spans_key(choice.spans))
-            if key not in self.cache:
-                problem = _problem(phase.graph, self.system, choice, self.execution)
+        problems: dict[str, MappingProblem] = {}
+        for phase in workload.phases:
+            key = (id(phase.graph), tp, spans_key(choice.spans), rule)
+            if key not in self.problems:
+                problem = _problem(phase.graph, self.system, choice, self.execution, rule)
                 failed = infeasible.untileable(problem, phase.graph, phase.name)
                 if failed is not None:
-                    return solutions, phase_latency, phase_bound, failed
+                    return solutions, phase_latency, phase_bound, failed, _Memory()
+                self.problems[key] = problem
+            problems[phase.name] = self.problems[key]
+        least = {name: _least_stored(problem) for name, problem in problems.items()}
+        floor = assemble.stored_params(workload, pp, least)
+        rest = assemble.unmapped_params(workload) / (tp * pp)
+        memory = assemble.memory_use(workload, choice, capacity, sum(floor.values()) + rest)
+        if memory.total > capacity * (1 + 1e-9):
+            return solutions, phase_latency, phase_bound, infeasible.dram_reason(memory), _Memory()
+        per_param = rule.bytes_per_param
+        slack = capacity - memory.total
+        used = dict(floor)
+        stored: dict[str, float] = {}
+        for phase in workload.phases:
+            group = assemble.weight_group(phase)
+            left = slack - sum(used[g] - floor[g] for g in used if g != group) * per_param
+            budget = (floor[group] * per_param + max(left, 0.0)) / (
+                assemble.instances_per_stage(phase, pp)
+            )
+            problem = replace(problems[phase.name], resident_budget_bytes=budget)
+            key = (id(phase.graph), tp, spans_key(choice.spans), rule, round(budget, 3))
+            if key not in self.cache:
                 sol = solve_graph(problem, _remaining(self.options, self.t0))
                 self.count(sol)
                 self.cache[key] = (problem, sol)
@@ -179,11 +226,18 @@ class _OuterSearch:
                 if failed is None:
                     phase_latency[phase.name] = math.inf
                     continue
-                return solutions, phase_latency, phase_bound, failed
+                return solutions, phase_latency, phase_bound, failed, _Memory()
             self.statuses.append(sol.status)
             solutions[phase.name] = (problem, sol)
             phase_latency[phase.name] = sol.objective_s
-        return solutions, phase_latency, phase_bound, None
+            stored[phase.name] = _stored(problem, sol.choice)
+            n = stored[phase.name] * assemble.instances_per_stage(phase, pp)
+            used[group] = max(used[group], n)
+        total = sum(assemble.stored_params(workload, pp, stored).values()) + rest
+        if len(stored) < len(workload.phases):
+            total = sum(used.values()) + rest
+        use = assemble.memory_use(workload, choice, capacity, total)
+        return solutions, phase_latency, phase_bound, None, _Memory(use, total)
 
     def count(self, sol: GraphSolution) -> None:
         self.milps += sol.stats.milps
@@ -273,7 +327,11 @@ def _any_tp(limits: infeasible.Limits) -> infeasible.Limits:
 
 
 def _problem(
-    graph: KernelGraph, system: System, choice: Choice, execution: ExecutionOptions
+    graph: KernelGraph,
+    system: System,
+    choice: Choice,
+    execution: ExecutionOptions,
+    weights: WeightRule | None = None,
 ) -> MappingProblem:
     spans = {name.lower(): span for name, span in choice.spans}
     return build_problem(
@@ -288,6 +346,7 @@ def _problem(
         execution.overlap,
         execution.num_config,
         serialize_network=execution.serialize_network,
+        weights=weights,
     )
 
 
@@ -301,10 +360,16 @@ def _remaining(options: SolverOptions, t0: float) -> SolverOptions:
 
 
 def _times(
-    workload: Workload, choice: Choice, phase_latency: dict[str, float], system: System
+    workload: Workload,
+    choice: Choice,
+    phase_latency: dict[str, float],
+    system: System,
+    stored: float | None = None,
 ) -> assemble.StepTimes:
     if workload.kind == "training":
-        return assemble.training_times(workload, choice, phase_latency, system.dram.bandwidth_Bps)
+        return assemble.training_times(
+            workload, choice, phase_latency, system.dram.bandwidth_Bps, stored
+        )
     if workload.kind == "inference":
         return assemble.inference_times(workload, choice, phase_latency)
     return assemble.graph_times(workload, phase_latency)
