@@ -35,9 +35,9 @@ class Option:
     traffic: tuple[tuple[str, float], ...]  # DRAM bytes per operand name, per chip
     collective: str = ""
     flop_per_chip: float = 0.0
-    # Parameters (elements) of the kernel's WEIGHT operands stored on each chip under this
-    # sharding (WeightRule: only forward kernels set the storage layout; 0 otherwise).
-    weight_elems: float = 0.0
+    # Parameters (elements) of each WEIGHT operand this sharding needs on every chip, by
+    # weight identity (WeightRule): (weight, elements per chip)
+    weights: tuple[tuple[str, float], ...] = ()
     # Once-per-step gradient all-reduce of the weights this sharding replicates over the TP
     # group (training), seconds; `network_s` includes it amortised (WeightRule.sync_weight).
     grad_sync_s: float = 0.0
@@ -50,10 +50,13 @@ class Option:
 class WeightRule:
     """Weights as the mapping stores them (DESIGN.md, honesty rules).
 
-    Storage layout: a weight is stored the way the forward kernel that reads it is sharded
-    (its RECOMPUTE, BWD and WGRAD users read or produce it in that layout and add no
-    storage). A sharding that splits a dim of the weight stores 1/TP of it per chip (ceil of
-    that dim); any other sharding stores the whole weight on every chip of the TP group.
+    Storage: every kernel that reads a weight (forward, recompute, backward) needs its
+    share of it on every chip: 1/TP of it (ceil of the split dim) when the kernel's
+    sharding splits a dim of the weight, the whole weight otherwise. A weight is stored
+    once, as large as its most demanding reader needs (the MILP row is a max over its
+    readers): a forward pass split on heads whose backward pass is split on tokens stores
+    the whole weight. Readers of one weight are the kernels whose names differ only by the
+    `_recompute` / `_bwd` suffix of the generators (`weight_id`).
     `bytes_per_param`: resident DRAM bytes per stored parameter (weights, and in training
     gradients and optimizer state, each divided by DP at its ZeRO stage).
     Training: a replicated weight's gradient is all-reduced over the TP group once per
@@ -66,22 +69,38 @@ class WeightRule:
     sync_weight: float = 0.0
 
 
-def weight_storage(kernel: Kernel, sharding: str, tp: int) -> tuple[float, float]:
-    """(parameters stored per chip, parameters replicated over the TP group) of the
-    kernel's WEIGHT operands under `sharding` (WeightRule)."""
+WEIGHT_READER_SUFFIXES = ("_recompute", "_bwd")
+
+
+def weight_id(kernel: Kernel, operand: str) -> str:
+    """The identity of a weight operand across the kernels that read it (WeightRule)."""
+    owner = kernel.name
+    for suffix in WEIGHT_READER_SUFFIXES:
+        owner = owner.removesuffix(suffix)
+    return f"{owner}/{operand}"
+
+
+def weight_storage(
+    kernel: Kernel, sharding: str, tp: int
+) -> tuple[tuple[tuple[str, float], ...], float]:
+    """((weight, parameters needed per chip), ...) of the kernel's WEIGHT operands under
+    `sharding`, and the parameters it replicates over the TP group (WeightRule)."""
     sizes = kernel.dim_sizes
     split = sharding.split("+")[0]
-    stored = replicated = 0.0
+    needs: list[tuple[str, float]] = []
+    replicated = 0.0
     for op in kernel.operands:
         if op.role != OperandRole.WEIGHT:
             continue
         elems = float(kernel.operand_elements(op))
         if tp > 1 and split != REPLICATED and split in op.dims:
-            stored += elems / sizes[split] * math.ceil(sizes[split] / tp)
+            needs.append(
+                (weight_id(kernel, op.name), elems / sizes[split] * math.ceil(sizes[split] / tp))
+            )
         else:
-            stored += elems
+            needs.append((weight_id(kernel, op.name), elems))
             replicated += elems if tp > 1 else 0.0
-    return stored, replicated
+    return tuple(needs), replicated
 
 
 @dataclass(frozen=True)
@@ -260,7 +279,7 @@ def build_menu(
     weights: WeightRule | None = None,
 ) -> KernelMenu:
     options: list[Option] = []
-    stores = weights is not None and kernel.pass_ == Pass.FWD
+    forward = weights is not None and kernel.pass_ == Pass.FWD
     shardings = sharding_choices(kernel, tp)
     full = kernel.dim_sizes
     full_elems = math.prod(full.values())
@@ -271,10 +290,10 @@ def build_menu(
         flop = kernel.flop * frac
         compute = _compute_time(kernel, chip, sizes, flop, math_precision)
         net_s, net_b, coll = _own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
-        stored, sync = 0.0, 0.0
-        if stores:
+        stored, sync = (), 0.0
+        if weights is not None:
             stored, replicated = weight_storage(kernel, s, tp)
-            grad = replicated * weights.grad_bytes_per_param
+            grad = replicated * weights.grad_bytes_per_param if forward else 0.0
             if grad > 0:
                 sync = hierarchical_time("all_reduce", grad, tp_span)
                 net_s += sync * weights.sync_weight

@@ -291,17 +291,26 @@ def add_sram_capacity(m: _Model, c: int) -> None:
 
 
 def add_memory_capacity(m: _Model) -> None:
-    """The weights the chosen shardings store fit the DRAM left to them:
-    sum_{k, o} weight_elems[k,o] * bytes_per_param x[k,o] <= budget (MiB)."""
+    """The weights the chosen shardings store fit the DRAM left to them: S[w] >= the
+    parameters per chip each reader k of weight w needs, sum_w S[w] * bytes_per_param <=
+    budget (MiB)."""
     problem = m.problem
     per_param = problem.resident_bytes_per_param
     budget = problem.resident_budget_bytes
     if not m.selection.memory_capacity or not math.isfinite(budget) or per_param <= 0:
         return
-    row: dict[int, float] = {}
+    storage: dict[str, int] = {}
     for k in m.members:
+        needs: dict[str, dict[int, float]] = {}
         for o, opt in enumerate(problem.kernels[k].options):
-            _add(row, m.x_col[k][o], opt.weight_elems * per_param / MIB)
-    if row:
+            for w, elems in opt.weights:
+                _add(needs.setdefault(w, {}), m.x_col[k][o], elems * per_param / MIB)
+        for w, need in needs.items():
+            if w not in storage:
+                storage[w] = m.lp.add_col()
+            row = {storage[w]: 1.0, **{col: -coef for col, coef in need.items()}}
+            m.lp.add_row(row, 0.0, linear.INF, name=f"weight_storage[weight={w},kernel={k}]")
+    if storage:
         capacity = max(budget, 0.0) / MIB * (1 + 1e-9)
+        row = {col: 1.0 for col in storage.values()}
         m.lp.add_row(row, -linear.INF, capacity, name="memory_capacity[graph]")

@@ -54,14 +54,30 @@ class _Memory:
 
 
 def _least_stored(problem: MappingProblem) -> float:
-    """Parameters per graph instance the forward kernels store at least (each at its
-    sharding that stores the least)."""
-    return sum(min((o.weight_elems for o in m.options), default=0.0) for m in problem.kernels)
+    """Parameters per graph instance the weights take at least: each weight as large as
+    the least any of its readers can need (a lower bound: one kernel's weights share its
+    sharding)."""
+    least: dict[str, float] = {}
+    for menu in problem.kernels:
+        need: dict[str, float] = {}
+        for opt in menu.options:
+            for w, elems in opt.weights:
+                need[w] = min(need.get(w, math.inf), elems)
+        for w, elems in need.items():
+            least[w] = max(least.get(w, 0.0), elems)
+    return sum(least.values())
 
 
 def _stored(problem: MappingProblem, choice: tuple[int, ...]) -> float:
-    """Parameters per graph instance the chosen options store."""
-    return sum(m.options[o].weight_elems for m, o in zip(problem.kernels, choice) if o >= 0)
+    """Parameters per graph instance the chosen options store (each weight as large as
+    its most demanding reader needs)."""
+    stored: dict[str, float] = {}
+    for menu, o in zip(problem.kernels, choice):
+        if o < 0:
+            continue
+        for w, elems in menu.options[o].weights:
+            stored[w] = max(stored.get(w, 0.0), elems)
+    return sum(stored.values())
 
 
 @dataclass
@@ -223,6 +239,8 @@ class _OuterSearch:
             if sol.status == "infeasible":
                 # None: a mapping fits the SRAM, so the search stopped before finding it
                 failed = infeasible.sram_reason(problem, phase.name)
+                if failed is None and sol.bound_s == math.inf:
+                    failed = infeasible.weights_reason(problem, phase.name, memory)
                 if failed is None:
                     phase_latency[phase.name] = math.inf
                     continue
