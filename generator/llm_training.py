@@ -15,9 +15,10 @@ h = hidden, V = vocab, T = b s, N_gemm = GEMM weight parameters incl. the LM hea
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from generator.graph import Phase, Workload
+from generator.graph import KernelGraph, Phase, Workload
 from generator.llm_common import head_graph, layer_phases, model_info
 from generator.llm_layer import AttnSegment, LayerShape
 from generator.models import ModelConfig
@@ -53,6 +54,24 @@ def check_training(req: setup_pb2.LlmTraining, path: Path) -> None:
         raise SetupError(p)
 
 
+MODEL_PARALLEL_DIMS = ("heads", "kv_heads", "ffn", "experts", "vocab")
+
+
+def _replicated_vector_kernels(graph: KernelGraph) -> KernelGraph:
+    """Without sequence parallelism, norms, residual adds and dropouts run whole on every
+    chip of the TP group (Megatron-LM before sequence parallelism): a vector kernel may split
+    only along a model-parallel dim (heads, ffn, ...), never along tokens or hidden. With
+    `sequence_parallel: true` the search may split them (on tokens, at 1/TP of the work)."""
+    kernels = []
+    for k in graph.kernels:
+        if not k.kind.uses_matrix_unit:
+            allowed = k.shardable_dims or tuple(d for d, _ in k.dims)
+            keep = tuple(d for d in allowed if d in MODEL_PARALLEL_DIMS)
+            k = replace(k, shardable_dims=keep) if keep else replace(k, pinned_sharding="none")
+        kernels.append(k)
+    return replace(graph, kernels=tuple(kernels))
+
+
 def training_workload(
     req: setup_pb2.LlmTraining, cfg: ModelConfig, prec: Precision, path: Path
 ) -> Workload:
@@ -74,6 +93,8 @@ def training_workload(
         dropout=req.dropout > 0,
     )
     layers = layer_phases("layer", cfg, shape, prec, training=True, recompute=recompute)
+    if not req.sequence_parallel:
+        layers = tuple(replace(p, graph=_replicated_vector_kernels(p.graph)) for p in layers)
     head = Phase(
         "head",
         head_graph("head", cfg, prec, embed_tokens=mb * s, head_tokens=mb * s, training=True),

@@ -334,14 +334,13 @@ def tag_levels(system: System, levels: list[LevelSpec], spec: setup_pb2.ChipSpec
 
 def load_case_scenario(case: Case, where: Path) -> Scenario:
     """The row's scenario through the pipeline's own stages, with the degrees fixed on the
-    resolved system and Megatron-LM's layout pinned on the generated workload."""
+    resolved system. Only what a setup file can express is pinned (parallel degrees,
+    schedule, recompute, precision, optimizer sharding); the per-kernel sharding is
+    searched, as `mapshard run` would."""
     from mapshard import pipeline
-    from mapshard.fidelity.megatron import pin_megatron
 
     setup, levels = build_setup(case)
     loaded = pipeline.load_message(setup, where)
     system = tag_levels(pipeline.resolve(loaded), levels, chip_spec(case))
     workload = pipeline.generate(loaded, system)
-    if case.kind in LLM_KINDS:
-        workload, _ = pin_megatron(workload, case.int("tp", 1))
     return pipeline.assemble(loaded, system, workload)

@@ -35,9 +35,72 @@ class Option:
     traffic: tuple[tuple[str, float], ...]  # DRAM bytes per operand name, per chip
     collective: str = ""
     flop_per_chip: float = 0.0
+    # Parameters (elements) of each WEIGHT operand this sharding needs on every chip, by
+    # weight identity (WeightRule): (weight, elements per chip)
+    weights: tuple[tuple[str, float], ...] = ()
+    # Once-per-step gradient all-reduce of the weights this sharding replicates over the TP
+    # group (training), seconds; `network_s` includes it amortised (WeightRule.sync_weight).
+    grad_sync_s: float = 0.0
 
     def traffic_of(self, operand: str) -> float:
         return dict(self.traffic).get(operand, 0.0)
+
+
+@dataclass(frozen=True)
+class WeightRule:
+    """Weights as the mapping stores them (DESIGN.md, honesty rules).
+
+    Storage: every kernel that reads a weight (forward, recompute, backward) needs its
+    share of it on every chip: 1/TP of it (ceil of the split dim) when the kernel's
+    sharding splits a dim of the weight, the whole weight otherwise. A weight is stored
+    once, as large as its most demanding reader needs (the MILP row is a max over its
+    readers): a forward pass split on heads whose backward pass is split on tokens stores
+    the whole weight. Readers of one weight are the kernels whose names differ only by the
+    `_recompute` / `_bwd` suffix of the generators (`weight_id`).
+    `bytes_per_param`: resident DRAM bytes per stored parameter (weights, and in training
+    gradients and optimizer state, each divided by DP at its ZeRO stage).
+    Training: a replicated weight's gradient is all-reduced over the TP group once per
+    step (`grad_bytes_per_param` bytes per parameter); the step assembly runs a graph
+    instance (m + (pp-1)/v) times per step, so the option's network time carries
+    `sync_weight` = 1 / (m + (pp-1)/v) of it and the step pays it exactly once."""
+
+    bytes_per_param: float
+    grad_bytes_per_param: float = 0.0  # 0: no gradient (inference)
+    sync_weight: float = 0.0
+
+
+WEIGHT_READER_SUFFIXES = ("_recompute", "_bwd")
+
+
+def weight_id(kernel: Kernel, operand: str) -> str:
+    """The identity of a weight operand across the kernels that read it (WeightRule)."""
+    owner = kernel.name
+    for suffix in WEIGHT_READER_SUFFIXES:
+        owner = owner.removesuffix(suffix)
+    return f"{owner}/{operand}"
+
+
+def weight_storage(
+    kernel: Kernel, sharding: str, tp: int
+) -> tuple[tuple[tuple[str, float], ...], float]:
+    """((weight, parameters needed per chip), ...) of the kernel's WEIGHT operands under
+    `sharding`, and the parameters it replicates over the TP group (WeightRule)."""
+    sizes = kernel.dim_sizes
+    split = sharding.split("+")[0]
+    needs: list[tuple[str, float]] = []
+    replicated = 0.0
+    for op in kernel.operands:
+        if op.role != OperandRole.WEIGHT:
+            continue
+        elems = float(kernel.operand_elements(op))
+        if tp > 1 and split != REPLICATED and split in op.dims:
+            needs.append(
+                (weight_id(kernel, op.name), elems / sizes[split] * math.ceil(sizes[split] / tp))
+            )
+        else:
+            needs.append((weight_id(kernel, op.name), elems))
+            replicated += elems if tp > 1 else 0.0
+    return tuple(needs), replicated
 
 
 @dataclass(frozen=True)
@@ -87,6 +150,10 @@ class MappingProblem:
     max_configs: int
     pinned_configs: tuple[int, ...] = ()  # per kernel, -1 = free
     serialize_network: bool = False
+    # DRAM capacity row (milp.model.add_memory_capacity): resident bytes per stored weight
+    # parameter and the bytes one graph instance's weights may take per chip.
+    resident_bytes_per_param: float = 0.0
+    resident_budget_bytes: float = math.inf
 
     def out_edges(self, k: int) -> list[EdgeCost]:
         """Edges along which k's output flows within one instance (fusion, order)."""
@@ -259,8 +326,10 @@ def build_menu(
     math_precision: str,
     dataflow: bool,
     tiling_points: int = 10,
+    weights: WeightRule | None = None,
 ) -> KernelMenu:
     options: list[Option] = []
+    forward = weights is not None and kernel.pass_ == Pass.FWD
     shardings = sharding_choices(kernel, tp)
     full = kernel.dim_sizes
     full_elems = math.prod(full.values())
@@ -271,6 +340,16 @@ def build_menu(
         flop = kernel.flop * frac
         compute = _compute_time(kernel, chip, sizes, flop, math_precision)
         net_s, net_b, coll = _own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
+        stored, sync = (), 0.0
+        if weights is not None:
+            stored, replicated = weight_storage(kernel, s, tp)
+            grad = replicated * weights.grad_bytes_per_param if forward else 0.0
+            if grad > 0:
+                sync = hierarchical_time("all_reduce", grad, tp_span)
+                net_s += sync * weights.sync_weight
+                net_b += bytes_sent_per_chip("all_reduce", grad, tp) * weights.sync_weight
+                label = f"grad all_reduce {grad / 1e6:.3g} MB over tp per step"
+                coll = f"{coll}; {label}" if coll else label
         for tile, buf, traffic, out_tile in _tilings(
             kernel, sizes, sram_bytes, dataflow, tiling_points
         ):
@@ -286,6 +365,8 @@ def build_menu(
                     tuple(sorted(traffic.items())),
                     coll,
                     flop,
+                    stored,
+                    sync,
                 )
             )
     inputs = tuple(o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT)
@@ -531,6 +612,7 @@ def build_problem(
     tiling_points: int = 10,
     serialize_network: bool = False,
     micro_batches: int = 1,
+    weights: WeightRule | None = None,
 ) -> MappingProblem:
     """`micro_batches`: graph instances per step that accumulate weight gradients (training:
     global batch / (micro-batch x DP)); a weight gradient's TP reduction runs once per step,
@@ -543,7 +625,16 @@ def build_problem(
         _per_step_gradient_reduction(
             k,
             build_menu(
-                k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow, tiling_points
+                k,
+                chip,
+                tp,
+                tp_span,
+                group_spans,
+                sram,
+                math_precision,
+                dataflow,
+                tiling_points,
+                weights,
             ),
             tp,
             tp_span,
@@ -582,4 +673,5 @@ def build_problem(
         max_configs=max_configs if dataflow and max_configs > 0 else len(menus),
         pinned_configs=pinned,
         serialize_network=serialize_network,
+        resident_bytes_per_param=weights.bytes_per_param if weights else 0.0,
     )

@@ -53,6 +53,7 @@ class ConstraintSelection:
     layout_links: bool = True
     latency_epigraph: bool = True
     sram_capacity: bool = True
+    memory_capacity: bool = True
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,7 @@ def build_model(
     for c in range(len(configs)):
         add_latency_epigraph(m, c, latency[c])
         add_sram_capacity(m, c)
+    add_memory_capacity(m)
     return m.lp, m.x_col, m.members
 
 
@@ -340,3 +342,29 @@ def add_sram_capacity(m: _Model, c: int) -> None:
         return
     capacity = m.problem.sram_bytes / MIB * (1 + 1e-9)
     m.lp.add_row(m.sram[c], -linear.INF, capacity, name=f"sram_capacity[config={c}]")
+
+
+def add_memory_capacity(m: _Model) -> None:
+    """The weights the chosen shardings store fit the DRAM left to them: S[w] >= the
+    parameters per chip each reader k of weight w needs, sum_w S[w] * bytes_per_param <=
+    budget (MiB)."""
+    problem = m.problem
+    per_param = problem.resident_bytes_per_param
+    budget = problem.resident_budget_bytes
+    if not m.selection.memory_capacity or not math.isfinite(budget) or per_param <= 0:
+        return
+    storage: dict[str, int] = {}
+    for k in m.members:
+        needs: dict[str, dict[int, float]] = {}
+        for o, opt in enumerate(problem.kernels[k].options):
+            for w, elems in opt.weights:
+                _add(needs.setdefault(w, {}), m.x_col[k][o], elems * per_param / MIB)
+        for w, need in needs.items():
+            if w not in storage:
+                storage[w] = m.lp.add_col()
+            row = {storage[w]: 1.0, **{col: -coef for col, coef in need.items()}}
+            m.lp.add_row(row, 0.0, linear.INF, name=f"weight_storage[weight={w},kernel={k}]")
+    if storage:
+        capacity = max(budget, 0.0) / MIB * (1 + 1e-9)
+        row = {col: 1.0 for col in storage.values()}
+        m.lp.add_row(row, -linear.INF, capacity, name="memory_capacity[graph]")

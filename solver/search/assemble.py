@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from generator.graph import Communication, OperandRole, Pass, Phase, Workload
 from solver.cost.collectives import hierarchical_time
+from solver.cost.menus import WeightRule
 from solver.plan import MemoryUse
 from solver.search.parallel import Choice
 
@@ -82,8 +83,14 @@ def param_count(workload: Workload) -> float:
 
 
 def training_times(
-    workload: Workload, choice: Choice, phase_latency: dict[str, float], dram_Bps: float
+    workload: Workload,
+    choice: Choice,
+    phase_latency: dict[str, float],
+    dram_Bps: float,
+    stored: float | None = None,
 ) -> StepTimes:
+    """Step time; `stored`: parameters per chip as the mapping stores them (the optimizer
+    updates every stored copy), None = split over TP x PP."""
     tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
     micro = max(workload.micro_batch, 1)
     m = max(1, math.ceil(workload.global_batch / (micro * dp)))
@@ -101,7 +108,7 @@ def training_times(
     bubble = pipeline - m * stage_total
     grad = gradient_bytes(workload) / (tp * pp)
     dp_time = hierarchical_time("all_reduce", grad, choice.span("DP")) if dp > 1 else 0.0
-    params_chip = param_count(workload) / (tp * pp)
+    params_chip = param_count(workload) / (tp * pp) if stored is None else stored
     shard = dp if workload.zero_stage >= 1 else 1
     opt_bytes = (
         2
@@ -190,22 +197,91 @@ def graph_times(workload: Workload, phase_latency: dict[str, float]) -> StepTime
     )
 
 
-def memory_use(workload: Workload, choice: Choice, capacity: float) -> MemoryUse:
-    """Per-chip DRAM footprint: weights, gradients, optimizer state, activations, KV cache."""
-    tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
-    params = param_count(workload)
+def micro_batches(workload: Workload, dp: int) -> int:
+    return max(1, math.ceil(workload.global_batch / (max(workload.micro_batch, 1) * dp)))
+
+
+def weight_rule(workload: Workload, choice: Choice) -> WeightRule:
+    """How the chosen shardings store weights for this choice (solver.cost.menus.WeightRule):
+    resident bytes per stored parameter with the ZeRO stage rules of `memory_use`, and in
+    training the gradient all-reduce of a replicated weight once per step, amortised over
+    the (m + (pp-1)/v) runs of each graph instance in a step (`training_times`)."""
+    pp, dp = choice.degree("PP"), choice.degree("DP")
     wbytes = workload.weight_bytes_per_param
     if workload.kind != "training":
-        weights = params * wbytes / (tp * pp)
+        return WeightRule(wbytes)
+    z = workload.zero_stage
+    opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
+    per_param = (
+        wbytes / (dp if z >= 3 else 1)
+        + wbytes / (dp if z >= 2 else 1)
+        + opt_extra / (dp if z >= 1 else 1)
+    )
+    runs = micro_batches(workload, dp) + (pp - 1) / max(workload.virtual_pipeline, 1)
+    return WeightRule(per_param, wbytes, 1.0 / runs)
+
+
+def instances_per_stage(phase: Phase, pp: int) -> int:
+    """Graph instances of a phase one pipeline stage holds: its share of the layers, or the
+    whole of a head phase (the stage that has it holds all of it)."""
+    return math.ceil(phase.count / pp) if phase.role == "layer" else phase.count
+
+
+def weight_group(phase: Phase) -> tuple[str, str]:
+    """Phases that run the same weights (prefill and decode of one layer stack, every
+    decode step) share a group; the stored weights of a group are the largest of its
+    phases'. `prefill_head` / `decode_head` -> (head, head), `decode_moe` -> (layer, moe)."""
+    return phase.role, phase.name.partition("_")[2]
+
+
+def stored_params(
+    workload: Workload, pp: int, per_instance: dict[str, float]
+) -> dict[tuple[str, str], float]:
+    """Parameters stored per chip per weight group, from each phase's parameters per graph
+    instance (`per_instance`, by phase name)."""
+    groups: dict[tuple[str, str], float] = {}
+    for p in workload.phases:
+        n = per_instance.get(p.name, 0.0) * instances_per_stage(p, pp)
+        key = weight_group(p)
+        groups[key] = max(groups.get(key, 0.0), n)
+    return groups
+
+
+def unmapped_params(workload: Workload) -> float:
+    """Model parameters no forward kernel reads as a WEIGHT operand (e.g. a tied or
+    gathered embedding table counted in num_params): assumed split over TP x PP."""
+    full = {
+        p.name: sum(k.weight_params for k in p.graph.kernels if k.pass_ == Pass.FWD)
+        for p in workload.phases
+    }
+    mapped = sum(stored_params(workload, 1, full).values())
+    return max(0.0, param_count(workload) - mapped)
+
+
+def memory_use(
+    workload: Workload, choice: Choice, capacity: float, stored: float | None = None
+) -> MemoryUse:
+    """Per-chip DRAM footprint: weights, gradients, optimizer state, activations, KV cache.
+
+    `stored`: parameters stored per chip as the mapping's shardings leave them
+    (solver.cost.menus.WeightRule; `stored_params` + `unmapped_params` / (TP x PP)). None:
+    every parameter split over TP x PP, the least any mapping can store (a lower bound,
+    for suggestions)."""
+    tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
+    if stored is None:
+        stored = param_count(workload) / (tp * pp)
+    wbytes = workload.weight_bytes_per_param
+    if workload.kind != "training":
+        weights = stored * wbytes
         kv = workload.kv_cache_bytes / (tp * pp)
         act = max((_peak_activation(p) for p in workload.phases), default=0.0) / tp
         return MemoryUse(weights=weights, kv_cache=kv, activations=act, capacity=capacity)
     z = workload.zero_stage
-    weights = params * wbytes / (tp * pp) / (dp if z >= 3 else 1)
-    grads = params * wbytes / (tp * pp) / (dp if z >= 2 else 1)
+    weights = stored * wbytes / (dp if z >= 3 else 1)
+    grads = stored * wbytes / (dp if z >= 2 else 1)
     opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
-    optimizer = params * opt_extra / (tp * pp) / (dp if z >= 1 else 1)
-    m = max(1, math.ceil(workload.global_batch / (max(workload.micro_batch, 1) * dp)))
+    optimizer = stored * opt_extra / (dp if z >= 1 else 1)
+    m = micro_batches(workload, dp)
     in_flight = min(pp, m)
     act = 0.0
     for p in layer_phases(workload):

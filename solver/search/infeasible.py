@@ -58,6 +58,22 @@ def dram_reason(memory: MemoryUse) -> Reason:
     return Reason("DRAM capacity", text, memory.total / memory.capacity, "", memory.total)
 
 
+def weights_reason(problem: MappingProblem, phase: str, floor: MemoryUse) -> Reason | None:
+    """No sharding of the phase stores its weights in the DRAM left to them (the MILP row
+    memory_capacity[graph]) although each weight alone could be split that far: one
+    kernel's weights share its sharding, or readers of a weight need different layouts.
+    None when the phase has no DRAM row (the search stopped for another reason)."""
+    if not math.isfinite(problem.resident_budget_bytes) or problem.resident_bytes_per_param <= 0:
+        return None
+    text = (
+        f"phase {phase}: no sharding stores its weights in the "
+        f"{_gb(problem.resident_budget_bytes)} GB per layer instance that DRAM leaves them "
+        f"(with every weight at its least, the layout would need {_gb(floor.total)} GB of "
+        f"{_gb(floor.capacity)} GB)"
+    )
+    return Reason("DRAM capacity", text, 1.0 + 1e-9, "", floor.total)
+
+
 def sram_reason(problem: MappingProblem, phase: str) -> Reason | None:
     """A kernel whose smallest tile exceeds the SRAM, or kernels forced to share a
     configuration (num_config) whose smallest joint footprint exceeds it; None when a

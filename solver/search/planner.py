@@ -16,11 +16,11 @@ from generator.graph import Kernel, KernelGraph, KernelKind, Workload
 from hardware.system import System
 from schema.errors import NoPlanError
 from solver.cost import efficiency
-from solver.cost.menus import MappingProblem, best_compute_rate, build_problem
+from solver.cost.menus import MappingProblem, WeightRule, best_compute_rate, build_problem
 from solver.fusion.segment_search import GraphSolution
 from solver.fusion.solve import solve_graph
 from solver.options import ExecutionOptions, SolverOptions
-from solver.plan import ChoiceResult, Plan, SolveStats
+from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.report_plan import build_phase_plans, energy_of, workload_flop
 from solver.search import assemble, infeasible
 from solver.search.parallel import Choice, enumerate_choices, spans_key
@@ -42,6 +42,42 @@ class SearchProgress:
             text += f", best {self.best_latency_s:.4g} s, bound {self.bound_s:.4g} s"
             text += f" (gap {gap:.1%})"
         return text
+
+
+@dataclass(frozen=True)
+class _Memory:
+    """The memory of a mapping: its per-chip footprint and the parameters it stores per
+    chip (solver.cost.menus.WeightRule)."""
+
+    use: MemoryUse = field(default_factory=MemoryUse)
+    stored: float | None = None
+
+
+def _least_stored(problem: MappingProblem) -> float:
+    """Parameters per graph instance the weights take at least: each weight as large as
+    the least any of its readers can need (a lower bound: one kernel's weights share its
+    sharding)."""
+    least: dict[str, float] = {}
+    for menu in problem.kernels:
+        need: dict[str, float] = {}
+        for opt in menu.options:
+            for w, elems in opt.weights:
+                need[w] = min(need.get(w, math.inf), elems)
+        for w, elems in need.items():
+            least[w] = max(least.get(w, 0.0), elems)
+    return sum(least.values())
+
+
+def _stored(problem: MappingProblem, choice: tuple[int, ...]) -> float:
+    """Parameters per graph instance the chosen options store (each weight as large as
+    its most demanding reader needs)."""
+    stored: dict[str, float] = {}
+    for menu, o in zip(problem.kernels, choice):
+        if o < 0:
+            continue
+        for w, elems in menu.options[o].weights:
+            stored[w] = max(stored.get(w, 0.0), elems)
+    return sum(stored.values())
 
 
 @dataclass
@@ -98,6 +134,7 @@ class _OuterSearch:
     t0: float
     bounds: list[tuple[float, int, Choice]] = field(default_factory=list)
     cache: dict[tuple, tuple[MappingProblem, GraphSolution]] = field(default_factory=dict)
+    problems: dict[tuple, MappingProblem] = field(default_factory=dict)
     best: _Solved | None = None
     results: list[ChoiceResult] = field(default_factory=list)
     infeasible_reasons: list[tuple[infeasible.Reason, str]] = field(default_factory=list)
@@ -123,15 +160,7 @@ class _OuterSearch:
         if self.best is not None and lb >= self.best.times.latency_s * (1 - 1e-9):
             self.results.append(ChoiceResult(deg, choice.describe(), lb, None, "pruned"))
             return False
-        memory = assemble.memory_use(workload, choice, system.dram.capacity_bytes)
-        if memory.total > memory.capacity * (1 + 1e-9):
-            why = infeasible.dram_reason(memory)
-            self.infeasible_reasons.append((why, choice.describe()))
-            self.results.append(
-                ChoiceResult(deg, choice.describe(), lb, None, "infeasible", why.text)
-            )
-            return False
-        solutions, phase_latency, phase_bound, failed = self.solve_phases(choice)
+        solutions, phase_latency, phase_bound, failed, memory = self.solve_phases(choice)
         if failed is not None:
             self.infeasible_reasons.append((failed, choice.describe()))
             self.results.append(
@@ -139,11 +168,11 @@ class _OuterSearch:
             )
             return False
         if all(math.isfinite(v) for v in phase_latency.values()):
-            times = _times(workload, choice, phase_latency, system)
+            times = _times(workload, choice, phase_latency, system, memory.stored)
             self.results.append(ChoiceResult(deg, choice.describe(), lb, times.latency_s, "solved"))
             self.open_bounds.append(_bound_of(workload, choice, phase_bound, system))
             if self.best is None or times.latency_s < self.best.times.latency_s:
-                self.best = _Solved(choice, times, solutions, memory)
+                self.best = _Solved(choice, times, solutions, memory.use)
         else:  # stopped at the time limit without a plan: only its bounds are known
             self.no_plan += 1
             self.statuses.append("time_limit")
@@ -160,45 +189,102 @@ class _OuterSearch:
         dict[str, float],
         dict[str, float],
         infeasible.Reason | None,
+        _Memory,
     ]:
-        """Every phase's graph solved under `choice` (cached by graph and TP layout):
-        (solutions, latency and proven bound per phase, the reason it failed or None)."""
+        """Every phase's graph solved under `choice` (cached by graph, TP layout, weight
+        rule and DRAM budget): (solutions, latency and proven bound per phase, the reason
+        it failed or None, the memory of the mapping).
+
+        DRAM: the memory no option changes (activations, KV cache, parameters no kernel
+        reads) plus every weight group at its least storage must fit, or the choice is
+        infeasible. The rest (`slack`) goes to the phases in order: each phase's MILP has
+        the row memory_capacity[graph] with the bytes its weight group may store, its
+        least storage plus the slack earlier weight groups left."""
+        workload = self.workload
+        capacity = self.system.dram.capacity_bytes
+        tp, pp = choice.degree("TP"), choice.degree("PP")
+        rule = assemble.weight_rule(workload, choice)
         solutions: dict[str, tuple[MappingProblem, GraphSolution]] = {}
         phase_latency: dict[str, float] = {}
         phase_bound: dict[str, float] = {}
-        for phase in self.workload.phases:
-            key = (id(phase.graph), choice.degree("TP"), spans_key(choice.spans))
-            if key not in self.cache:
-                problem = _problem(
-                    phase.graph,
-                    self.system,
-                    choice,
-                    self.execution,
-                    _micro_batches(self.workload, choice),
-                )
-                failed = infeasible.untileable(problem, phase.graph, phase.name)
-                if failed is not None:
-                    return solutions, phase_latency, phase_bound, failed
-                sol = solve_graph(problem, _remaining(self.options, self.t0))
-                self.count(sol)
-                if sol.stats.stop:
-                    self.stops.append(sol.stats.stop)
-                if sol.stats.space and sol.stats.space not in self.spaces:
-                    self.spaces.append(sol.stats.space)
-                self.cache[key] = (problem, sol)
-            problem, sol = self.cache[key]
+        micro_batches = _micro_batches(workload, choice)
+        problems = self.phase_problems(choice, rule, micro_batches)
+        if not isinstance(problems, dict):
+            return solutions, phase_latency, phase_bound, problems, _Memory()
+        least = {name: _least_stored(problem) for name, problem in problems.items()}
+        floor = assemble.stored_params(workload, pp, least)
+        rest = assemble.unmapped_params(workload) / (tp * pp)
+        memory = assemble.memory_use(workload, choice, capacity, sum(floor.values()) + rest)
+        if memory.total > capacity * (1 + 1e-9):
+            return solutions, phase_latency, phase_bound, infeasible.dram_reason(memory), _Memory()
+        per_param = rule.bytes_per_param
+        slack = capacity - memory.total
+        used = dict(floor)
+        stored: dict[str, float] = {}
+        for phase in workload.phases:
+            group = assemble.weight_group(phase)
+            left = slack - sum(used[g] - floor[g] for g in used if g != group) * per_param
+            budget = (floor[group] * per_param + max(left, 0.0)) / (
+                assemble.instances_per_stage(phase, pp)
+            )
+            problem = replace(problems[phase.name], resident_budget_bytes=budget)
+            spans = spans_key(choice.spans)
+            key = (id(phase.graph), tp, spans, rule, micro_batches, round(budget, 3))
+            problem, sol = self.solve_cached(key, problem)
             phase_bound[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
             if sol.status == "infeasible":
                 # None: a mapping fits the SRAM, so the search stopped before finding it
                 failed = infeasible.sram_reason(problem, phase.name)
+                if failed is None and sol.bound_s == math.inf:
+                    failed = infeasible.weights_reason(problem, phase.name, memory)
                 if failed is None:
                     phase_latency[phase.name] = math.inf
                     continue
-                return solutions, phase_latency, phase_bound, failed
+                return solutions, phase_latency, phase_bound, failed, _Memory()
             self.statuses.append(sol.status)
             solutions[phase.name] = (problem, sol)
             phase_latency[phase.name] = sol.objective_s
-        return solutions, phase_latency, phase_bound, None
+            stored[phase.name] = _stored(problem, sol.choice)
+            n = stored[phase.name] * assemble.instances_per_stage(phase, pp)
+            used[group] = max(used[group], n)
+        total = sum(assemble.stored_params(workload, pp, stored).values()) + rest
+        if len(stored) < len(workload.phases):
+            total = sum(used.values()) + rest
+        use = assemble.memory_use(workload, choice, capacity, total)
+        return solutions, phase_latency, phase_bound, None, _Memory(use, total)
+
+    def phase_problems(
+        self, choice: Choice, rule: WeightRule, micro_batches: int
+    ) -> dict[str, MappingProblem] | infeasible.Reason:
+        """Each phase's inner problem under `choice` (cached), or why one cannot be tiled."""
+        problems: dict[str, MappingProblem] = {}
+        tp = choice.degree("TP")
+        for phase in self.workload.phases:
+            key = (id(phase.graph), tp, spans_key(choice.spans), rule, micro_batches)
+            if key not in self.problems:
+                problem = _problem(
+                    phase.graph, self.system, choice, self.execution, micro_batches, rule
+                )
+                failed = infeasible.untileable(problem, phase.graph, phase.name)
+                if failed is not None:
+                    return failed
+                self.problems[key] = problem
+            problems[phase.name] = self.problems[key]
+        return problems
+
+    def solve_cached(
+        self, key: tuple, problem: MappingProblem
+    ) -> tuple[MappingProblem, GraphSolution]:
+        """The graph's solution (solved once per key), counted in the statistics."""
+        if key not in self.cache:
+            sol = solve_graph(problem, _remaining(self.options, self.t0))
+            self.count(sol)
+            if sol.stats.stop:
+                self.stops.append(sol.stats.stop)
+            if sol.stats.space and sol.stats.space not in self.spaces:
+                self.spaces.append(sol.stats.space)
+            self.cache[key] = (problem, sol)
+        return self.cache[key]
 
     def count(self, sol: GraphSolution) -> None:
         self.milps += sol.stats.milps
@@ -320,6 +406,7 @@ def _problem(
     choice: Choice,
     execution: ExecutionOptions,
     micro_batches: int = 1,
+    weights: WeightRule | None = None,
 ) -> MappingProblem:
     spans = {name.lower(): span for name, span in choice.spans}
     return build_problem(
@@ -335,6 +422,7 @@ def _problem(
         execution.num_config,
         serialize_network=execution.serialize_network,
         micro_batches=micro_batches,
+        weights=weights,
     )
 
 
@@ -348,10 +436,16 @@ def _remaining(options: SolverOptions, t0: float) -> SolverOptions:
 
 
 def _times(
-    workload: Workload, choice: Choice, phase_latency: dict[str, float], system: System
+    workload: Workload,
+    choice: Choice,
+    phase_latency: dict[str, float],
+    system: System,
+    stored: float | None = None,
 ) -> assemble.StepTimes:
     if workload.kind == "training":
-        return assemble.training_times(workload, choice, phase_latency, system.dram.bandwidth_Bps)
+        return assemble.training_times(
+            workload, choice, phase_latency, system.dram.bandwidth_Bps, stored
+        )
     if workload.kind == "inference":
         return assemble.inference_times(workload, choice, phase_latency)
     return assemble.graph_times(workload, phase_latency)

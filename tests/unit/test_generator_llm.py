@@ -350,3 +350,20 @@ def test_model_source_errors(tmp_path):
         for p in err.value.problems
     )
     assert len(err.value.problems) >= 3  # every problem at once
+
+
+def test_without_sequence_parallelism_vector_kernels_split_only_on_model_parallel_dims():
+    """sequence_parallel: false means Megatron-LM's layout for norms, residual adds and
+    dropouts: whole on every TP rank; with it they may split on tokens."""
+    from solver.cost.menus import sharding_choices
+
+    plain = training("Llama-3.1-8B", global_batch=8, seq_len=128, sequence_parallel=False)
+    sp = training("Llama-3.1-8B", global_batch=8, seq_len=128, sequence_parallel=True)
+    layer, layer_sp = plain.phases[0].graph, sp.phases[0].graph
+    norm, norm_sp = layer.kernel("attn_norm"), layer_sp.kernel("attn_norm")
+    assert sharding_choices(norm, 8) == ["none"]
+    assert "tokens" in sharding_choices(norm_sp, 8)
+    act = layer.kernel("mlp_act")  # follows the column-parallel GEMM: split on ffn
+    assert sharding_choices(act, 8) == ["none", "ffn"]
+    q = layer.kernel("q_proj")  # matrix kernels stay free
+    assert "tokens" in sharding_choices(q, 8)
