@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from schema.errors import SetupError
 from solver.cost.menus import EdgeCost, MappingProblem
+from solver.fusion import large
 from solver.fusion.alternate import alternate
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch
 from solver.fusion.ideals import enumerate_ideals, is_chain_order, topological_orders
@@ -50,6 +51,10 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
 
 
 def _one_order(problem: MappingProblem, options: SolverOptions, stats: SearchStats):
+    if large.applies(problem):
+        sol = large.solve_large_chain(problem, options, stats)
+        if sol is not None:
+            return sol
     if _small(problem):
         return segment_search(problem, options, stats, deadline=_deadline(options))
     return alternate(problem, options, stats)
