@@ -190,7 +190,8 @@ class DaskBackend:
         except (OSError, TimeoutError) as exc:
             raise SetupError(
                 f"--cluster {address}: cannot reach the Dask scheduler "
-                f"({exc}); start one with `dask scheduler`"
+                f"({exc}); start one bound to a private address, e.g. `dask scheduler --host "
+                "127.0.0.1` on this machine (see README: Sweeps on a Dask cluster)"
             ) from None
         self.topic = f"mapshard-sweep-{uuid.uuid4().hex}"
         self.messages: queue.Queue[Any] = queue.Queue()
