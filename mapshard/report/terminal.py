@@ -53,7 +53,7 @@ def headline_lines(plan: Plan) -> list[str]:
         lines.append(
             f"Request latency {fmt_time(plan.latency_s)}: TTFT {fmt_time(plan.ttft_s)}"
             f", TPOT {fmt_time(plan.tpot_s)}, "
-            f"{fmt_si(plan.tokens_per_s)} tokens/s"
+            f"{fmt_si(plan.tokens_per_s)} {_token_kind(plan)} tokens/s"
         )
     elif plan.iteration_time_s is not None:
         lines.append(f"Iteration time {fmt_time(plan.iteration_time_s)}")
@@ -100,6 +100,11 @@ def headline_lines(plan: Plan) -> list[str]:
         f"System cost {cost}, power {fmt_si(plan.system_power_W, 'W')}, energy per step {energy}"
     )
     return lines
+
+
+def _token_kind(plan: Plan) -> str:
+    """Prefill alone counts prompt tokens; decode and whole requests generated ones."""
+    return "input" if plan.tpot_s is None else "output"
 
 
 def _config_label(c) -> str:

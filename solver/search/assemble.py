@@ -178,7 +178,9 @@ def inference_times(
             breakdown=(("decode", decode or 0.0),),
         )
     step = (prefill or 0.0) + (decode or 0.0)
-    tokens_per_step = workload.batch if phase == "prefill" else 0
+    # prefill throughput counts the prompt tokens it processes (input tokens/s), as serving
+    # benchmarks quote it; decode and whole requests count generated tokens
+    tokens_per_step = workload.batch * max(workload.input_len, 1) if phase == "prefill" else 0
     return StepTimes(
         latency_s=step,
         ttft_s=step if phase == "prefill" else None,
