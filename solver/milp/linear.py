@@ -148,8 +148,9 @@ def _solve_highspy(
     bound = info.mip_dual_bound if any(model.integer) else info.objective_function_value
     if not math.isfinite(bound):
         bound = 0.0
-    if not has_solution:
-        return LinearResult("time_limit", INF, bound, (), solve_s)
+    if not has_solution:  # a limit stopped it, or HiGHS failed (numerical trouble)
+        stopped = status in _stopped_statuses()
+        return LinearResult("time_limit" if stopped else "error", INF, bound, (), solve_s)
     objective = info.objective_function_value
     optimal = status == highspy.HighsModelStatus.kOptimal
     values = tuple(h.getSolution().col_value)
@@ -224,6 +225,16 @@ def pyomo_solver(name: str):
     from pyomo.contrib.solver.common.factory import SolverFactory
 
     return SolverFactory(name)
+
+
+def _stopped_statuses() -> frozenset:
+    """HiGHS model statuses of a search stopped by a limit (or a cutoff), not by an error."""
+    import highspy
+
+    m = highspy.HighsModelStatus
+    names = ("kTimeLimit", "kIterationLimit", "kSolutionLimit", "kInterrupt", "kObjectiveBound",
+             "kObjectiveTarget", "kNotset")  # fmt: skip
+    return frozenset(getattr(m, n) for n in names if hasattr(m, n))
 
 
 def load_backends() -> None:

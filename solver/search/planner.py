@@ -304,11 +304,21 @@ class _OuterSearch:
 
     def raise_no_plan(self, limits: infeasible.Limits) -> None:
         workload = self.workload
-        if self.no_plan or not self.infeasible_reasons:
+        if "error" in self.statuses:
             raise NoPlanError(
-                f"{self.no_plan} of {len(self.bounds)} parallel choices stopped at the time "
-                f"limit ({self.options.time_limit_s:g} s) before a first plan; raise "
-                "solver.time_limit_s (or --time-limit)"
+                "HiGHS could not solve the mapping problem (numerical trouble): a setup "
+                "value many orders of magnitude from the others (a bandwidth, size or "
+                "rate) is the usual cause; check the units"
+            )
+        if self.no_plan or not self.infeasible_reasons:
+            why = (
+                "stopped on the fusion search's path cap"
+                if "path_cap" in self.stops and "time_limit" not in self.stops
+                else f"stopped at the time limit ({self.options.time_limit_s:g} s)"
+            )
+            raise NoPlanError(
+                f"{self.no_plan} of {len(self.bounds)} parallel choices {why} before a "
+                "first plan; raise solver.time_limit_s (or --time-limit)"
             )
         suggest = limits if workload.kind in ("training", "inference") else _any_tp(limits)
         infeasible.raise_infeasible(self.infeasible_reasons, workload, self.system, suggest)

@@ -45,3 +45,16 @@ def test_switching_off_sram_capacity_only_lowers_the_optimum() -> None:
         assert not any(name.startswith("sram_capacity") for name in model.row_names)
         assert any(name.startswith("one_hot") for name in model.row_names)
     assert lower, "the SRAM binds in at least one of these problems"
+
+
+def test_a_failed_highs_solve_is_an_error_not_a_time_limit():
+    """HiGHS ending without a solution for another reason than a limit (here: unbounded)
+    is reported as "error"; only limits read as "time_limit"."""
+    from solver.milp import linear
+
+    m = linear.LinearModel()
+    x = m.add_col(cost=-1.0, integer=True)
+    y = m.add_col()
+    m.add_row({x: 1.0, y: -1.0}, 0.0, linear.INF)
+    r = linear.solve(m, gap=1e-4, time_limit_s=5, backend="highs", solver_name="highs", threads=1)
+    assert r.status == "error" and r.objective == linear.INF
