@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from generator.graph import Communication, Kernel, KernelGraph, KernelKind, OperandRole
+from generator.graph import Communication, Kernel, KernelGraph, KernelKind, OperandRole, Pass
 from hardware.system import Chip, NetworkLevel
 from solver.cost import efficiency, frontier
 from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
@@ -35,9 +35,14 @@ class Option:
     traffic: tuple[tuple[str, float], ...]  # DRAM bytes per operand name, per chip
     collective: str = ""
     flop_per_chip: float = 0.0
+    # compulsory bytes per operand, per chip (traffic above it means the tiling re-reads)
+    sizes: tuple[tuple[str, float], ...] = ()
 
     def traffic_of(self, operand: str) -> float:
         return dict(self.traffic).get(operand, 0.0)
+
+    def size_of(self, operand: str) -> float:
+        return dict(self.sizes).get(operand, 0.0)
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,9 @@ class EdgeCost:
     dst_operand: str
     # conversion seconds, [sharding index of src][sharding index of dst]
     conv: tuple[tuple[float, ...], ...]
+    # a forward activation read by the backward pass (or its recompute): fused, it stays
+    # on chip for its whole lifetime (solver/check.py, fused-operand rule)
+    saved: bool = False
 
 
 @dataclass(frozen=True)
@@ -221,6 +229,7 @@ def build_menu(
         flop = kernel.flop * frac
         compute = _compute_time(kernel, chip, sizes, flop, math_precision)
         net_s, net_b, coll = _own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
+        compulsory = _compulsory(kernel, sizes)
         for tile, buf, traffic, out_tile in _tilings(
             kernel, sizes, sram_bytes, dataflow, tiling_points
         ):
@@ -236,6 +245,7 @@ def build_menu(
                     tuple(sorted(traffic.items())),
                     coll,
                     flop,
+                    tuple(sorted(compulsory.items())),
                 )
             )
     inputs = tuple(o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT)
@@ -334,9 +344,23 @@ def _tilings(
     ops = {o.name: o for o in kernel.operands}
     elem = max(ops[a].bytes_per_element, ops[b].bytes_per_element, ops[c].bytes_per_element)
     fit = sram_bytes / elem
-    pts = frontier.menu(bm, bk, bn, fit, size=points if dataflow else 1)
-    if not dataflow:
-        pts = pts[-1:]
+    if dataflow:
+        # every status an operand can have in a configuration (frontier.fusion_menu)
+        fed = {o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT}
+        saved = kernel.pass_ != Pass.FWD
+        states = {
+            x: (frontier.DRAM, frontier.FUSED, frontier.HELD)
+            if x in fed and saved
+            else (frontier.DRAM, frontier.FUSED)
+            if x in fed
+            else (frontier.DRAM,)
+            for x in (a, b)
+        }
+        pts = frontier.fusion_menu(
+            bm, bk, bn, fit, points, states[a], states[b], (frontier.DRAM, frontier.FUSED)
+        )
+    else:
+        pts = frontier.menu(bm, bk, bn, fit, size=1)[-1:]
     out = []
     for p in pts:
         traffic = {
@@ -411,7 +435,8 @@ def build_problem(
             )
             for a in menus[u].shardings
         )
-        edges.append(EdgeCost(u, v, e.dst_operand, conv))
+        saved = src.pass_ == Pass.FWD and dst.pass_ != Pass.FWD
+        edges.append(EdgeCost(u, v, e.dst_operand, conv, saved))
     pinned = tuple(k.pinned_config for k in kernels)
     eff_bw = dram_bandwidth_Bps * efficiency.dram_efficiency(chip)
     return MappingProblem(
