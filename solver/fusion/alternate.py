@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import replace
 
-from solver.cost.menus import EdgeCost, KernelMenu, MappingProblem
+from solver.cost.menus import KernelMenu, MappingProblem
 from solver.fusion.segment_search import (
     GraphSolution,
     SearchStats,
@@ -45,7 +45,7 @@ def restrict(
     for e in problem.edges:
         a = problem.kernels[e.src].shardings.index(shardings[e.src])
         b = problem.kernels[e.dst].shardings.index(shardings[e.dst])
-        edges.append(EdgeCost(e.src, e.dst, e.dst_operand, ((e.conv[a][b],),)))
+        edges.append(replace(e, conv=((e.conv[a][b],),)))
     return replace(problem, kernels=tuple(kernels), edges=tuple(edges)), back
 
 
