@@ -128,9 +128,9 @@ def menu(m: int, k: int, n: int, buffer_elements: float, size: int = 12) -> list
 # frontier of some status; the menu is the union of those frontiers over the statuses the
 # kernel's operands can have. Every frontier keeps its two extremes (least buffer, least
 # traffic); one longer than `size` points is sampled log-evenly along its buffer axis
-# (the all-DRAM status with `size` points, every fused status with max(2, size // 4): at
-# the default size of 10 just its two extremes), so the menu stays within about twice
-# `size` (measured: benchmarks/solve.py stays at its speed). Below those sizes the menu is exact: it holds
+# (the all-DRAM status with `size` points, every fused status with max(2, size // 4):
+# at the default size of 10 just its two extremes), so the menu stays within about
+# twice `size`. Below those sizes the menu is exact: it holds
 # every tile that is optimal for some status (a tile dominated in (buffer, a, b, Tm*Tn)
 # is never needed, and every status cost is monotone in those four).
 

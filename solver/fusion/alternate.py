@@ -63,7 +63,10 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
     if r.status == "infeasible":
         return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
     root = root_bound(problem)
-    best = GraphSolution(singles, r.choice, r.objective_s, root, "time_limit", stats)
+    # kernel by kernel is a plan only when it fits in max_configs configurations (else
+    # it only seeds the shardings)
+    first = r.objective_s if n <= problem.max_configs else math.inf
+    best = GraphSolution(singles, r.choice, first, root, "time_limit", stats)
     sharding = _shardings(problem, r.choice)
     tried: set[tuple[str, ...]] = set()
     for _ in range(ROUNDS):
