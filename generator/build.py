@@ -142,7 +142,7 @@ def _generated(setup: setup_pb2.Setup, path: Path, num_chips: int) -> Workload:
     if kind == "hpl":
         from generator.hpl import hpl_workload
 
-        return hpl_workload(wl.hpl, resolve_precision(wl.precision, "FP64"), path)
+        return hpl_workload(wl.hpl, resolve_precision(wl.precision, "FP64"), path, num_chips)
     if kind == "fft":
         from generator.fft import fft_workload
 

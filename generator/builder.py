@@ -140,6 +140,11 @@ class GraphBuilder:
         self._recomputed: dict[str, str] = {}
         self._deferred: list[Callable[[], None]] = []
         self._in_backward = False
+        # graph inputs: key -> the kernels reading them (kernel, operand, dim map, bytes)
+        self._input_uses: dict[int, list[tuple[str, str, tuple[tuple[str, str], ...], float]]]
+        self._input_uses = {}
+        self._grad_inputs: dict[int, Tensor] = {}  # output key -> its incoming gradient
+        self.boundary: list[Edge] = []
 
     # -- tensors -------------------------------------------------------------------------
     def _key(self) -> int:
@@ -240,11 +245,30 @@ class GraphBuilder:
             raise ValueError(f"{dst}.{arg.name}: {arg.dims} fed by {t.dims} ({t.producer})")
         if t.dims != arg.dims and not t.part and not several:
             t = self.view(t, arg.dims)
-        if not t.producer:
-            return
         tensor_bytes = min(t.source_bytes, own * arg.bytes_per_element)
         dim_map = infer_dim_map(t.source_dims, arg.dims)
+        if not t.producer:
+            self._input_uses.setdefault(t.key, []).append((dst, arg.name, dim_map, tensor_bytes))
+            return
         self.edges.append(Edge(t.producer, dst, arg.name, "", dim_map, tensor_bytes))
+
+    def carry(self, produced: Tensor | None, into: Tensor | None) -> None:
+        """`produced` becomes graph input `into` of the next instance of this graph (a layer's
+        output, the next layer's input; an input gradient, the previous layer's output
+        gradient): one boundary edge to the first kernel that reads `into`, where the
+        layout conversion across the instance boundary is paid, once per instance."""
+        if produced is None or into is None or not produced.producer:
+            return
+        if produced.source_dims != into.source_dims:
+            return
+        uses = self._input_uses.get(into.key, [])
+        if uses:
+            dst, operand, dim_map, tensor_bytes = uses[0]
+            self.boundary.append(Edge(produced.producer, dst, operand, "", dim_map, tensor_bytes))
+
+    def gradient_input(self, output: Tensor) -> Tensor | None:
+        """The graph input carrying `output`'s gradient into `backward`."""
+        return self._grad_inputs.get(output.key)
 
     # -- backward ------------------------------------------------------------------------
     def defer(self, fn: Callable[[], None]) -> None:
@@ -284,7 +308,9 @@ class GraphBuilder:
         grads: dict[int, list[Tensor]] = {}
         targets: dict[int, Tensor] = {}
         for t in outputs:
-            grads[t.key] = [self.input(t.source_dims, t.bytes_per_element)]
+            seed = self.input(t.source_dims, t.bytes_per_element)
+            self._grad_inputs[t.key] = seed
+            grads[t.key] = [seed]
             targets[t.key] = t
         self._in_backward = True
         for entry in reversed(self._tape):
@@ -316,10 +342,14 @@ class GraphBuilder:
             for edge in [e for e in self.edges if e.dst == kernel.name]:
                 src = self._recomputed.get(edge.src, edge.src)
                 self.edges.append(replace(edge, src=src, dst=copy_name))
+            for uses in self._input_uses.values():
+                uses += [(copy_name, *u[1:]) for u in uses if u[0] == kernel.name]
             self._recomputed[kernel.name] = copy_name
 
     def graph(self) -> KernelGraph:
-        return KernelGraph(self.name, tuple(self.kernels.values()), tuple(self.edges))
+        return KernelGraph(
+            self.name, tuple(self.kernels.values()), tuple(self.edges), tuple(self.boundary)
+        )
 
 
 # Communication group of a kernel's implied collective, by collective type. The proto has no

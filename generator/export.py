@@ -1,7 +1,7 @@
-"""Writing a generated workload: editable graph files, a kernel table and a summary.
+"""A generated workload as files: editable graph files, a kernel table and a summary.
 
-`write_generated(workload, out_dir, setup=None)` writes, each file atomically (a temp file
-in the same folder, then os.replace):
+`generated_files(workload, setup=None)` returns name -> text (no disk access; the command
+writes them as one folder MapShard owns):
 - `graph_<phase>.txt` per phase (and `graph.txt` when there is one phase): a Setup text
   proto holding the phase's `dataflow_graph` (einsum kernels, `repeat` = the phase's count).
   Given the original `setup`, its system/cost/execution/solver blocks are copied in (without
@@ -16,10 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 from dataclasses import asdict
-from pathlib import Path
 
 from google.protobuf import text_format
 
@@ -41,19 +38,6 @@ CSV_COLUMNS = (
     "count",
     "flop_total",
 )
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def phase_setup_text(phase: Phase, workload: Workload, setup: setup_pb2.Setup | None = None) -> str:
@@ -156,20 +140,13 @@ def summary(workload: Workload) -> dict:
     }
 
 
-def write_generated(
-    workload: Workload, out_dir: Path | str, setup: setup_pb2.Setup | None = None
-) -> list[Path]:
-    """Write the files described above; returns their paths."""
-    out = Path(out_dir)
-    written = []
-    for ph in workload.phases:
-        written.append(out / f"graph_{ph.name}.txt")
-        write_atomic(written[-1], phase_setup_text(ph, workload, setup))
+def generated_files(workload: Workload, setup: setup_pb2.Setup | None = None) -> dict[str, str]:
+    """The files described above, name -> text."""
+    files = {
+        f"graph_{ph.name}.txt": phase_setup_text(ph, workload, setup) for ph in workload.phases
+    }
     if len(workload.phases) == 1:
-        written.append(out / "graph.txt")
-        write_atomic(written[-1], phase_setup_text(workload.phases[0], workload, setup))
-    written.append(out / "kernels.csv")
-    write_atomic(written[-1], kernels_csv(workload))
-    written.append(out / "summary.json")
-    write_atomic(written[-1], json.dumps(summary(workload), indent=2) + "\n")
-    return written
+        files["graph.txt"] = phase_setup_text(workload.phases[0], workload, setup)
+    files["kernels.csv"] = kernels_csv(workload)
+    files["summary.json"] = json.dumps(summary(workload), indent=2) + "\n"
+    return files

@@ -167,6 +167,11 @@ class KernelGraph:
     name: str
     kernels: tuple[Kernel, ...]
     edges: tuple[Edge, ...] = ()
+    # Edges from one instance of a repeated graph to the next (a layer's output into the
+    # next layer's first reader of its input; the input gradient into the previous layer's
+    # first reader of its output gradient): no ordering or fusion, only the layout
+    # conversion across the boundary, paid once per instance.
+    boundary: tuple[Edge, ...] = ()
 
     def kernel(self, name: str) -> Kernel:
         for k in self.kernels:

@@ -31,6 +31,10 @@ from generator.precision import Precision
 from schema import setup_pb2
 from schema.errors import SetupError
 
+MAX_ITERATIONS = 1_000_000  # N/B: block iterations the size model can sum in a second
+MAX_SAMPLES = 4096  # sampled phases, each one graph to solve
+DEFAULT_SAMPLES = 32  # when sample_iterations is left out: the trailing update shrinks smoothly
+
 
 def iteration_flop(m: int, nb: int) -> tuple[float, float, float]:
     """(panel, trsm, update) FLOP of one iteration with m rows left and panel width nb."""
@@ -136,7 +140,8 @@ def _solve_graph(n: int, bpe: float) -> KernelGraph:
     return b.graph()
 
 
-def hpl_workload(req: setup_pb2.Hpl, prec: Precision, path: Path) -> Workload:
+def hpl_workload(req: setup_pb2.Hpl, prec: Precision, path: Path, num_chips: int = 0) -> Workload:
+    """`num_chips`: the resolved system's chips, which a given process grid must match."""
     where = f"{path}: workload.hpl"
     bad = [
         f"{where}.{f} must be > 0, got {getattr(req, f)}"
@@ -150,12 +155,28 @@ def hpl_workload(req: setup_pb2.Hpl, prec: Precision, path: Path) -> Workload:
     ]
     if req.B > req.N > 0:
         bad.append(f"{where}.B ({req.B}) must be <= N ({req.N})")
+    elif req.N > 0 and req.B > 0 and math.ceil(req.N / req.B) > MAX_ITERATIONS:
+        least = math.ceil(req.N / MAX_ITERATIONS)
+        bad.append(
+            f"{where}: N/B = {math.ceil(req.N / req.B):,} block iterations is more than can be "
+            f"modelled ({MAX_ITERATIONS:,}); give B >= {least:,} (real HPL runs use 128-1024)"
+        )
+    if req.X > 0 and req.Y > 0 and num_chips > 0 and req.X * req.Y != num_chips:
+        bad.append(
+            f"{where}: the process grid X x Y = {req.X} x {req.Y} = {req.X * req.Y} processes "
+            f"does not match the system's {num_chips} chips; give X x Y = {num_chips} "
+            "(or leave X and Y at 0)"
+        )
+    if req.sample_iterations > MAX_SAMPLES:
+        bad.append(
+            f"{where}.sample_iterations must be <= {MAX_SAMPLES}, got {req.sample_iterations}"
+        )
     if bad:
         raise SetupError(bad)
     n, blk = req.N, req.B
     bpe = prec.activation_bytes
     iters = math.ceil(n / blk)
-    samples = min(req.sample_iterations or iters, iters)
+    samples = min(req.sample_iterations or DEFAULT_SAMPLES, iters)
     phases = []
     bounds = [round(i * iters / samples) for i in range(samples + 1)]
     for lo, hi in zip(bounds, bounds[1:]):

@@ -26,14 +26,17 @@ def layer_graph(
     (activation gradients, then weight gradients with their data-parallel all-reduce)."""
     b = GraphBuilder(name)
     layer = Layer(b, cfg, shape, prec)
-    _, out = layer.forward(moe)
+    x, out = layer.forward(moe)
+    b.carry(out, x)  # this layer's output is the next instance's input
     if training:
         core = set(layer.core)
         if recompute == "full":
             b.recompute(lambda k: True)
         elif recompute == "selective":
             b.recompute(lambda k: k.kind == KernelKind.ATTENTION or k.name in core)
-        b.backward([out])
+        grads = b.backward([out])
+        # the input gradient is the previous instance's output gradient
+        b.carry(grads.get(x.key), b.gradient_input(out))
     return b.graph()
 
 

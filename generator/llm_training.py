@@ -57,6 +57,11 @@ def training_workload(
     req: setup_pb2.LlmTraining, cfg: ModelConfig, prec: Precision, path: Path
 ) -> Workload:
     check_training(req, path)
+    if req.virtual_pipeline > cfg.layers:
+        raise SetupError(
+            f"{path}: workload.llm_training.virtual_pipeline {req.virtual_pipeline} exceeds the "
+            f"model's {cfg.layers} layers; each virtual stage holds at least one layer"
+        )
     mb = req.micro_batch or 1
     s = req.seq_len
     recompute = RECOMPUTE[req.recompute]

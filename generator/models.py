@@ -2,13 +2,16 @@
 model folder, a short name shipped in generator/models/, or a Hugging Face hub id).
 
 Hub ids are resolved with huggingface_hub: the local cache first (`local_files_only=True`),
-then the shipped copy of the same model name, then a download unless HF_HUB_OFFLINE is set.
+then the shipped copy of the same model name, then a download unless HF_HUB_OFFLINE is set
+or the hub's host cannot be reached (checked with one connect, so offline fails at once).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,13 +197,57 @@ def check_config(cfg: ModelConfig, where: str) -> ModelConfig:
 # ---------------------------------------------------------------------------------------
 
 
-def _get(data: dict[str, Any], key: str, where: str, default: Any = None) -> Any:
-    value = data.get(key, default)
-    if value is None:
-        raise SetupError(
-            f"{where}: config.json has no {key!r}, which a {data.get('model_type')} model needs"
-        )
-    return value
+MAX_DIM = 1 << 40  # larger than any model dimension; keeps byte counts finite
+MAX_CONFIG_BYTES = 8 << 20  # a config.json is a few KiB; refuse to parse a huge file
+
+
+class _Config:
+    """Typed reads of a config.json: every value is checked where it is read, so a string,
+    NaN, a list or a zero head count is one line naming the key, never a traceback."""
+
+    def __init__(self, data: dict[str, Any], where: str):
+        self.data, self.where = data, where
+
+    def _missing(self, key: str) -> SetupError:
+        mtype = self.data.get("model_type")
+        return SetupError(f"{self.where}: config.json has no {key!r}, which a {mtype} model needs")
+
+    def _whole(self, key: str, value: Any, minimum: int) -> int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            ok, value = True, int(value)
+        if not ok or not minimum <= value <= MAX_DIM:
+            shown = repr(value)[:40]
+            raise SetupError(
+                f"{self.where}: config.json {key!r} must be a whole number in "
+                f"{minimum}..{MAX_DIM}, got {shown}"
+            )
+        return int(value)
+
+    def dim(self, key: str, default: Any = None, minimum: int = 1) -> int:
+        """A required dimension (`default` when the key is absent or null)."""
+        value = self.data.get(key, default)
+        if value is None:
+            raise self._missing(key)
+        return self._whole(key, value, minimum)
+
+    def optional(self, key: str, default: int, minimum: int = 0) -> int:
+        """An optional dimension: absent, null or 0 means `default` (HF's convention)."""
+        value = self.data.get(key)
+        if value is None or (value == 0 and not isinstance(value, bool)):
+            return default
+        return self._whole(key, value, minimum)
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.data.get(key, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            shown = repr(value)[:40]
+            raise SetupError(
+                f"{self.where}: config.json {key!r} must be true or false, got {shown}"
+            )
+        return value
 
 
 def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
@@ -208,83 +255,85 @@ def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
     mtype = str(data.get("model_type", "")).lower()
     if mtype not in SUPPORTED_TYPES:
         raise SetupError(
-            f"{where}: model_type {mtype or '(missing)'!r} is not supported; "
+            f"{where}: model_type {mtype[:40] or '(missing)'!r} is not supported; "
             f"supported: {', '.join(SUPPORTED_TYPES)} (or describe the model "
             "inline with `model {{ inline {{ ... }} }}`)"
         )
-    g = lambda key, default=None: _get(data, key, where, default)  # noqa: E731
+    c = _Config(data, where)
     if mtype == "gpt2":
-        hidden, heads = int(g("n_embd")), int(g("n_head"))
+        hidden, heads = c.dim("n_embd"), c.dim("n_head")
         cfg = ModelConfig(
             name=name,
             architecture=mtype,
             hidden=hidden,
-            layers=int(g("n_layer")),
+            layers=c.dim("n_layer"),
             heads=heads,
             kv_heads=heads,
             head_dim=hidden // heads,
-            ffn=int(data.get("n_inner") or 4 * hidden),
-            vocab=int(g("vocab_size")),
+            ffn=c.optional("n_inner", 4 * hidden),
+            vocab=c.dim("vocab_size"),
             gated=False,
             norm="layer",
-            tie_embeddings=bool(g("tie_word_embeddings", True)),
+            tie_embeddings=c.flag("tie_word_embeddings", True),
             qkv_bias=True,
             o_bias=True,
             mlp_bias=True,
-            positions=int(g("n_positions", data.get("n_ctx"))),
+            positions=c.dim("n_positions", data.get("n_ctx")),
         )
         return check_config(cfg, where)
-    hidden, heads = int(g("hidden_size")), int(g("num_attention_heads"))
-    kv_heads = int(data.get("num_key_value_heads") or heads)
-    head_dim = int(data.get("head_dim") or hidden // heads)
+    hidden, heads = c.dim("hidden_size"), c.dim("num_attention_heads")
+    kv_heads = c.optional("num_key_value_heads", heads)
     common = dict(
         name=name,
         architecture=mtype,
         hidden=hidden,
-        layers=int(g("num_hidden_layers")),
+        layers=c.dim("num_hidden_layers"),
         heads=heads,
         kv_heads=kv_heads,
-        head_dim=head_dim,
-        vocab=int(g("vocab_size")),
-        ffn=int(g("intermediate_size")),
+        head_dim=c.optional("head_dim", hidden // heads),
+        vocab=c.dim("vocab_size"),
+        ffn=c.dim("intermediate_size"),
         gated=True,
         norm="rms",
-        tie_embeddings=bool(data.get("tie_word_embeddings", mtype == "gemma2")),
+        tie_embeddings=c.flag("tie_word_embeddings", mtype == "gemma2"),
     )
     if mtype in ("llama", "mistral"):
-        bias = bool(data.get("attention_bias", False))
-        cfg = ModelConfig(
-            **common, qkv_bias=bias, o_bias=bias, mlp_bias=bool(data.get("mlp_bias", False))
-        )
+        bias = c.flag("attention_bias", False)
+        cfg = ModelConfig(**common, qkv_bias=bias, o_bias=bias, mlp_bias=c.flag("mlp_bias", False))
     elif mtype == "mixtral":
         cfg = ModelConfig(
             **common,
-            experts=int(g("num_local_experts")),
-            experts_per_token=int(g("num_experts_per_tok")),
-            moe_ffn=int(g("intermediate_size")),
+            experts=c.dim("num_local_experts"),
+            experts_per_token=c.dim("num_experts_per_tok"),
+            moe_ffn=c.dim("intermediate_size"),
         )
     elif mtype == "qwen2":
         cfg = ModelConfig(**common, qkv_bias=True)  # Qwen2 always has q/k/v biases
     elif mtype == "gemma2":
         cfg = ModelConfig(**common, post_norms=True)
-    else:  # deepseek_v2
-        experts = int(data.get("n_routed_experts") or 0)
-        if experts and int(data.get("moe_layer_freq", 1)) != 1:
-            raise SetupError(f"{where}: moe_layer_freq != 1 is not supported")
-        cfg = ModelConfig(
-            **common | {"head_dim": int(g("qk_nope_head_dim")) + int(g("qk_rope_head_dim"))},
-            experts=experts,
-            experts_per_token=int(data.get("num_experts_per_tok") or 0) if experts else 0,
-            moe_ffn=int(data.get("moe_intermediate_size") or 0),
-            shared_experts=int(data.get("n_shared_experts") or 0) if experts else 0,
-            first_dense_layers=int(data.get("first_k_dense_replace") or 0) if experts else 0,
-            q_lora_rank=int(data.get("q_lora_rank") or 0),
-            kv_lora_rank=int(g("kv_lora_rank")),
-            qk_nope_head_dim=int(g("qk_nope_head_dim")),
-            qk_rope_head_dim=int(g("qk_rope_head_dim")),
-            v_head_dim=int(g("v_head_dim")),
-        )
+    else:
+        cfg = _deepseek_v2(c, common)
     return check_config(cfg, where)
+
+
+def _deepseek_v2(c: _Config, common: dict[str, Any]) -> ModelConfig:
+    experts = c.optional("n_routed_experts", 0)
+    if experts and c.optional("moe_layer_freq", 1) != 1:
+        raise SetupError(f"{c.where}: moe_layer_freq != 1 is not supported")
+    moe = bool(experts)
+    return ModelConfig(
+        **common | {"head_dim": c.dim("qk_nope_head_dim") + c.dim("qk_rope_head_dim")},
+        experts=experts,
+        experts_per_token=c.optional("num_experts_per_tok", 0) if moe else 0,
+        moe_ffn=c.optional("moe_intermediate_size", 0),
+        shared_experts=c.optional("n_shared_experts", 0) if moe else 0,
+        first_dense_layers=c.optional("first_k_dense_replace", 0) if moe else 0,
+        q_lora_rank=c.optional("q_lora_rank", 0),
+        kv_lora_rank=c.dim("kv_lora_rank"),
+        qk_nope_head_dim=c.dim("qk_nope_head_dim"),
+        qk_rope_head_dim=c.dim("qk_rope_head_dim"),
+        v_head_dim=c.dim("v_head_dim"),
+    )
 
 
 def shipped_models() -> list[str]:
@@ -292,7 +341,15 @@ def shipped_models() -> list[str]:
 
 
 def _read_json(path: Path, where: str) -> dict[str, Any]:
+    """A config.json as a dict; any unreadable, oversized, non-UTF-8, too deeply nested or
+    non-JSON file is one SetupError line (never a traceback or a hang on a FIFO/device)."""
     try:
+        if not path.is_file():
+            raise SetupError(f"{where}: {path} is not a regular file")
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise SetupError(
+                f"{where}: {path} is over {MAX_CONFIG_BYTES >> 20} MiB; not a config.json"
+            )
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SetupError(f"{where}: cannot read {path} ({exc.strerror or exc})") from None
@@ -300,9 +357,29 @@ def _read_json(path: Path, where: str) -> dict[str, Any]:
         raise SetupError(
             f"{where}: {path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})"
         ) from None
+    except UnicodeDecodeError:
+        raise SetupError(
+            f"{where}: {path} is not UTF-8 text (a config.json is UTF-8 JSON)"
+        ) from None
+    except RecursionError:
+        raise SetupError(f"{where}: {path} nests too deeply to be a config.json") from None
     if not isinstance(data, dict):
         raise SetupError(f"{where}: {path} is not a JSON object")
     return data
+
+
+def _hub_reachable(timeout_s: float = 2.0) -> bool:
+    """Whether the hub's host answers at all (one TCP connect, no request)."""
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s).close()
+    except OSError:
+        return False
+    return True
 
 
 def _hub_config(repo_id: str, where: str) -> Path | None:
@@ -320,6 +397,8 @@ def _hub_config(repo_id: str, where: str) -> Path | None:
         return shipped
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("", "0", "false", "no"):
         return None
+    if not _hub_reachable():
+        return None  # offline: huggingface_hub would retry for ~23 s before failing
     try:
         return Path(hf_hub_download(repo_id, "config.json"))
     except Exception:  # noqa: BLE001 - network errors, gated repos, unknown ids

@@ -8,7 +8,7 @@ DFModel kernel variants map to einsum form (dim and operand names matter to the 
   when the name says so).
 - elementwise_input1_input2: in1, in2, out.
 Bytes per element of an operand = its given tensor size / its element count when the size is
-> 0, else execution.word. An absent `outer` (0) reads as 1, as DFModel's own files omit it.
+> 0, else execution.word. An absent `outer` reads as 1, as DFModel's own files omit it.
 
 Pass: FWD/BWD from fwd_bwd; names ending in `_weight_update` are WGRAD, `_recompute`
 RECOMPUTE, `_optimizer` OPTIMIZER (the einsum form carries no pass field, so generators name
@@ -82,10 +82,10 @@ def _dfmodel_kernel(
     k: setup_pb2.Kernel, variant: str, word: float, where: str, problems: list[str]
 ) -> Kernel | None:
     v = getattr(k, variant)
-    outer = v.outer or 1
+    outer = v.outer if v.HasField("outer") else 1  # DFModel's files leave it out
     names = ("M", "K", "N") if variant.startswith("gemm") else ("M", "N")
     bad = [f"{n}={getattr(v, n)}" for n in names if getattr(v, n) <= 0]
-    if v.outer < 0:
+    if outer <= 0:
         bad.insert(0, f"outer={v.outer}")
     if bad:
         problems.append(f"{where}.{variant}: dims must be > 0, got {', '.join(bad)}")
@@ -217,28 +217,26 @@ def _einsum_kernel(
 
 
 def _find_cycle(names: list[str], succ: dict[str, list[str]]) -> list[str]:
-    color: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(n: str) -> list[str] | None:
-        color[n] = 1
-        stack.append(n)
-        for m in succ[n]:
-            if color.get(m) == 1:
-                return stack[stack.index(m) :] + [m]
-            if m not in color:
-                found = visit(m)
-                if found:
-                    return found
-        color[n] = 2
-        stack.pop()
-        return None
-
-    for n in names:
-        if n not in color:
-            found = visit(n)
-            if found:
-                return found
+    """One cycle (its kernels, first repeated at the end) or []; an iterative depth-first
+    search, so a dependency chain of any length fits in the stack."""
+    color: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    for root in names:
+        if root in color:
+            continue
+        path = [root]
+        todo = [iter(succ[root])]
+        color[root] = 1
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                color[path.pop()] = 2
+                todo.pop()
+            elif color.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            elif nxt not in color:
+                color[nxt] = 1
+                path.append(nxt)
+                todo.append(iter(succ[nxt]))
     return []
 
 
@@ -304,7 +302,9 @@ def graph_from_proto(
         names.add(k.name)
         if k.id > 0 and k.id not in by_id:
             by_id[k.id] = kernel
-    edges = _edges(dg, by_id, broken, pre, problems)
+    all_edges = _edges(dg, by_id, broken, pre, problems)
+    edges = [e for e, nxt in all_edges if not nxt]
+    boundary = [e for e, nxt in all_edges if nxt]
     if problems:
         raise SetupError(problems)
     succ: dict[str, list[str]] = {k.name: [] for k in kernels}
@@ -316,7 +316,7 @@ def graph_from_proto(
             f"{pre}.connections form a cycle: {' -> '.join(cycle)}; a dataflow "
             "graph must be acyclic"
         )
-    return KernelGraph(name, tuple(kernels), tuple(edges))
+    return KernelGraph(name, tuple(kernels), tuple(edges), tuple(boundary))
 
 
 def _edges(
@@ -325,8 +325,9 @@ def _edges(
     broken: set[int],
     pre: str,
     problems: list[str],
-) -> list[Edge]:
-    edges: list[Edge] = []
+) -> list[tuple[Edge, bool]]:
+    """(edge, whether it crosses into the next instance) per connection."""
+    edges: list[tuple[Edge, bool]] = []
     filled: dict[str, list[str]] = {}
     for i, c in enumerate(dg.connections):
         where = f"{pre}.connections[{i}]"
@@ -370,21 +371,26 @@ def _edges(
             free = [o for o in inputs if o.name not in taken]
             same = [o for o in free if math.isclose(dst.operand_bytes(o), out_bytes, rel_tol=1e-9)]
             op = (same or free or [None])[0]
-        if len(taken) + 1 > len(dst.inputs) or op is None:
+        if c.next_instance and op is not None:
+            pass  # feeds the next instance: does not take one of this instance's inputs
+        elif len(taken) + 1 > len(dst.inputs) or op is None:
             problems.append(
                 f"{where}: kernel {dst.name!r} gets more incoming connections "
                 f"than it has inputs ({len(dst.inputs)}: "
                 f"{', '.join(o.name for o in dst.inputs)})"
             )
             continue
-        taken.append(op.name)
+        if not c.next_instance:
+            taken.append(op.name)
         sizes = src.dim_sizes
         dsizes = dst.dim_sizes
         dim_map = infer_dim_map(
             [(d, sizes[d]) for d in out.dims], [(d, dsizes[d]) for d in op.dims]
         )
         tensor_bytes = min(out_bytes, dst.operand_bytes(op))
-        edges.append(Edge(src.name, dst.name, op.name, "", dim_map, tensor_bytes))
+        edges.append(
+            (Edge(src.name, dst.name, op.name, "", dim_map, tensor_bytes), c.next_instance)
+        )
     return edges
 
 
@@ -432,12 +438,15 @@ def graph_to_proto(graph: KernelGraph, repeat: int | None = None) -> setup_pb2.D
             assert k.communication_group == DEFAULT_GROUP.get(k.communication, ""), k.name
             e.communication_type = setup_pb2.CommunicationType.Value(k.communication.value)
             e.communication_size = k.communication_bytes
-    for j, edge in enumerate(graph.edges, start=1):
+    tagged = [(e, False) for e in graph.edges] + [(e, True) for e in graph.boundary]
+    for j, (edge, nxt) in enumerate(tagged, start=1):
         first = graph.kernel(edge.src).outputs[0].name
         assert edge.src_operand in ("", first), f"{edge.src}: edges leave its first output"
-        dg.connections.add(
+        c = dg.connections.add(
             startIdx=ids[edge.src], endIdx=ids[edge.dst], id=j, end_operand=edge.dst_operand
         )
+        if nxt:
+            c.next_instance = True
     if repeat is not None:
         dg.repeat = repeat
     return dg

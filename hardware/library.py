@@ -357,6 +357,13 @@ TABLE_COLUMNS: dict[str, tuple[str, float, bool]] = {
 _TEXT_COLUMNS = ("name", "vendor")
 
 
+_COLUMN_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9_ ]{0,39}$")
+MAX_TABLE_NUMBER = (
+    1e9  # in the column's unit (TFLOP/s, GB, GB/s, MB, GHz, W, $): far above any chip
+)
+MAX_TABLE_INTEGER = 1 << 31  # cores, scale-up domain
+
+
 def load_chip_table(path: str | Path) -> dict[str, setup_pb2.ChipSpec]:
     """Chips from a user's spreadsheet (.csv, or the first sheet of .xlsx/.xlsm), one per row.
 
@@ -396,8 +403,12 @@ def load_chip_table(path: str | Path) -> dict[str, setup_pb2.ChipSpec]:
         else:
             close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
             hint = f'; did you mean "{known[close[0]]}"?' if close else ""
+            # echo a cell only when it looks like a column name: a table path that points
+            # at some other file must not print that file's contents
+            name_like = _COLUMN_LIKE.match(cell.strip())
+            shown = f'"{cell.strip()}"' if name_like else f"{len(columns) + 1} (not a name)"
             problems.append(
-                f'{path}:{header_row}: unknown column "{cell.strip()}"{hint} '
+                f"{path}:{header_row}: unknown column {shown}{hint} "
                 f"valid columns: {', '.join(known.values())}"
             )
             columns.append(None)
@@ -440,9 +451,12 @@ def _row_to_spec(
             number = float(raw.replace(",", "").replace("_", ""))
         except ValueError:
             number = math.nan
-        if not math.isfinite(number) or number < 0 or (integer and number != int(number)):
+        limit = MAX_TABLE_INTEGER if integer else MAX_TABLE_NUMBER
+        if not (0 <= number <= limit) or (integer and number != int(number)):
             kind = "a whole number" if integer else "a number"
-            problems.append(f"{path}:{row_no}: column {column} must be {kind} >= 0, got {raw!r}")
+            problems.append(
+                f"{path}:{row_no}: column {column} must be {kind} in 0..{limit:g}, got {raw[:40]!r}"
+            )
             continue
         target: _message.Message = spec
         *parents, leaf = field_path.split(".")

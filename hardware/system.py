@@ -23,7 +23,10 @@ PARALLELISMS = ("TP", "PP", "DP", "EP", "CP")
 class CollectiveEfficiency:
     bus_bw_util: float = 1.0  # achievable fraction of link bandwidth for large messages
     latency_s: float = 0.0  # alpha per algorithm step
-    half_bw_bytes: float = 0.0  # message size reaching half the achievable bandwidth
+    half_bw_bytes: float = 0.0  # legacy curve: chunk size reaching half the bandwidth
+    # calibrated (message bytes, fraction of link bandwidth) points, ascending in size;
+    # replaces bus_bw_util and half_bw_bytes when given (solver.cost.collectives)
+    bus_bw_curve: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ class _Level:
     efficiency: CollectiveEfficiency = field(default_factory=CollectiveEfficiency)
 
 
+MAX_LEVELS = 4  # scale-up, scale-out, and two more: no system has more levels
+
+
 def resolve_num_chip(
     sysmsg: setup_pb2.System,
     preset: setup_pb2.SystemPreset | None,
@@ -125,6 +128,13 @@ def resolve_levels(
     for entry in spec.accelerator.efficiency.collective:
         if 0 <= entry.level < len(levels):
             levels[entry.level].efficiency = _collective(entry, problems)
+        elif not 0 <= entry.level < MAX_LEVELS:
+            # a chip's entries may name a level this (smaller) system lacks; an index no
+            # system has is a typo
+            problems.add(
+                f"system.accelerator.efficiency.collective[level={entry.level}] names no "
+                f"topology level; give 0 (innermost) .. {MAX_LEVELS - 1}"
+            )
     return tuple(
         NetworkLevel(
             name=lv.name,
@@ -329,8 +339,20 @@ def _collective(entry: setup_pb2.CollectiveEfficiency, problems: Problems) -> Co
     fraction(entry.bus_bw_util, f"{path}.bus_bw_util", problems)
     non_negative(entry.latency_us, f"{path}.latency_us", problems)
     non_negative(entry.half_bw_bytes, f"{path}.half_bw_bytes", problems)
+    for i, pt in enumerate(entry.bus_bw_at_size):
+        positive(pt.message_bytes, f"{path}.bus_bw_at_size[{i}].message_bytes", problems)
+        fraction(pt.bus_bw_util, f"{path}.bus_bw_at_size[{i}].bus_bw_util", problems)
+        if pt.bus_bw_util <= 0:
+            problems.add(f"{path}.bus_bw_at_size[{i}].bus_bw_util must be > 0")
+    return collective_efficiency(entry)
+
+
+def collective_efficiency(entry: setup_pb2.CollectiveEfficiency) -> CollectiveEfficiency:
+    """A chip file's (or setup's) collective entry in SI units."""
+    curve = sorted((pt.message_bytes, pt.bus_bw_util) for pt in entry.bus_bw_at_size)
     return CollectiveEfficiency(
         bus_bw_util=entry.bus_bw_util or 1.0,
         latency_s=entry.latency_us * 1e-6,
         half_bw_bytes=entry.half_bw_bytes,
+        bus_bw_curve=tuple(curve),
     )

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
+import signal
 import sys
+import threading
 
 from schema.errors import InfeasibleError, NoPlanError, SetupError
 
@@ -32,6 +35,17 @@ class _Parser(argparse.ArgumentParser):
         raise SetupError(f"{self.prog}: {message} (see `{self.prog} --help`)")
 
 
+def _seconds(text: str) -> float:
+    """A time limit: a finite number of seconds >= 0 (0 = none)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return value
+
+
 def _sub(subparsers, name: str, help_text: str) -> argparse.ArgumentParser:
     return subparsers.add_parser(
         name,
@@ -53,20 +67,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = _sub(sub, "run", "Solve a scenario and write its result folder.")
     p.add_argument("scenario", help="scenario folder holding setup.txt (or a setup file)")
     p.add_argument("--out", help="result folder (default: SCENARIO/results)")
-    p.add_argument("--time-limit", type=float, help="solver time limit in seconds")
+    p.add_argument("--time-limit", type=_seconds, help="solver time limit in seconds")
     p.add_argument("--quiet", action="store_true", help="no progress or summary on the terminal")
 
     p = _sub(sub, "generate", "Write a scenario's kernel graph and per-kernel breakdown.")
     p.add_argument("scenario")
-    p.add_argument("--out", help="output folder (default: SCENARIO/results/graph)")
+    p.add_argument("--out", help="output folder (default: SCENARIO/graph)")
 
     p = _sub(sub, "explain", "Why the plan is what it is: binding bounds and the outer choices.")
     p.add_argument("scenario")
-    p.add_argument("--time-limit", type=float)
+    p.add_argument("--time-limit", type=_seconds)
 
     p = _sub(sub, "bounds", "Data-movement frontier (DRAM traffic vs buffer) of the GEMMs.")
     p.add_argument("scenario")
-    p.add_argument("--out", help="output folder (default: SCENARIO/results/bounds)")
+    p.add_argument("--out", help="output folder (default: SCENARIO/bounds)")
     p.add_argument("--kernel", help="only this kernel")
 
     p = _sub(sub, "hardware", "List or show the hardware library.")
@@ -93,8 +107,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that the same clean-up runs (no half-written or
+    hidden temporary result is left behind)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
+    try:
+        return _main(argv)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
         from mapshard import commands
@@ -110,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     except NoPlanError as exc:
         print(f"no plan: {exc}", file=sys.stderr)
         return EXIT_NO_PLAN
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("interrupted: nothing was written", file=sys.stderr)
-        return 130
+        return 143 if isinstance(exc, Terminated) else 130
 
 
 if __name__ == "__main__":

@@ -9,12 +9,14 @@ from pathlib import Path
 from schema.errors import SetupError
 
 
-def _out_dir(scenario: str, out: str | None, sub: str = "") -> Path:
+def _out_dir(scenario: str, out: str | None, default: str = "results") -> Path:
+    """--out, else a folder beside the setup: results/, graph/ or bounds/ (siblings, so a
+    run's result folder never holds another command's output)."""
     if out:
         return Path(out)
     base = Path(scenario)
     base = base if base.is_dir() else base.parent
-    return base / "results" / sub if sub else base / "results"
+    return base / default
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -30,21 +32,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(format_summary(plan))
         print(f"\nresults: {out}")
     if plan.stats.status == "time_limit":
+        why = (
+            "on the fusion search's path cap (solver max_paths)"
+            if plan.stats.stop_reason == "path_cap"
+            else "at the time limit"
+        )
         print(
-            f"warning: stopped at the time limit; the plan is within "
-            f"{plan.stats.gap:.2%} of optimal",
+            f"warning: stopped {why}; the plan is within {plan.stats.gap:.2%} of optimal",
+            file=sys.stderr,
+        )
+    if plan.stats.search_space != "all":
+        print(
+            f"warning: the fusion search covered {plan.stats.search_space} only; "
+            "status and gap hold within that space",
             file=sys.stderr,
         )
     return 0
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from generator.export import write_generated
+    from generator.export import generated_files
     from mapshard import pipeline
+    from mapshard.outdir import replace_folder
 
     scenario = pipeline.load_scenario(args.scenario)
     out = _out_dir(args.scenario, args.out, "graph")
-    write_generated(scenario.workload, out)
+    replace_folder(out, generated_files(scenario.workload))
     model = scenario.workload.model
     print(
         f"{scenario.name}: {sum(len(p.graph.kernels) for p in scenario.workload.phases)} "
@@ -66,7 +79,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_bounds(args: argparse.Namespace) -> int:
     from mapshard import pipeline
-    from mapshard.report.bounds import workload_gemms, write_bounds
+    from mapshard.outdir import replace_folder
+    from mapshard.report.bounds import bounds_files, workload_gemms
 
     scenario = pipeline.load_scenario(args.scenario)
     gemms = workload_gemms(scenario.workload, args.kernel)
@@ -75,7 +89,7 @@ def cmd_bounds(args: argparse.Namespace) -> int:
             f"{args.scenario}: no GEMM kernel" + (f" named {args.kernel}" if args.kernel else "")
         )
     out = _out_dir(args.scenario, args.out, "bounds")
-    write_bounds(gemms, scenario.system.chip.sram_bytes, out)
+    replace_folder(out, bounds_files(gemms, scenario.system.chip.sram_bytes))
     print(f"written: {out}")
     return 0
 

@@ -95,8 +95,11 @@ def generate(loaded: Loaded, system: System) -> Workload:
     """The workload for the resolved machine: generators whose graph spans the machine
     (DLRM's global batch) get the resolved chip count, never the setup's raw field."""
     from generator.build import build_workload
+    from mapshard.compat import check_degrees
 
-    return build_workload(loaded.setup, loaded.path, system.num_chips)
+    workload = build_workload(loaded.setup, loaded.path, system.num_chips)
+    check_degrees(loaded.path, system, workload)
+    return workload
 
 
 def solve(
@@ -181,8 +184,12 @@ def run(
     time_limit_s: float | None = None,
     progress: Callable[..., None] | None = None,
 ) -> Result:
-    """`mapshard run`: load -> resolve -> generate -> solve -> check -> write."""
+    """`mapshard run`: load -> resolve -> generate -> solve -> check -> write. The result
+    folder is checked before the solve, so a bad --out costs no solver time."""
+    from mapshard.report.write import check_writable
+
     sc = load_scenario(scenario)
+    check_writable(out)
     p = plan(sc, time_limit_s, progress)
     files = write(sc, p, out)
     return Result(scenario=sc, plan=p, out=Path(out), files=tuple(files))

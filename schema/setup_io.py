@@ -30,8 +30,20 @@ def setup_path(scenario: str | Path) -> Path:
     return path
 
 
+MAX_SETUP_BYTES = 64 << 20  # far above any real setup; a device or a huge file is refused
+
+
 def read_text(path: Path) -> str:
+    """The file's UTF-8 text. Only regular files are read, and only up to MAX_SETUP_BYTES:
+    a FIFO would block for ever and /dev/zero would fill the memory."""
     try:
+        if not path.is_file():
+            raise SetupError(f"{path}: not a regular file; give a scenario folder or a setup.txt")
+        if path.stat().st_size > MAX_SETUP_BYTES:
+            raise SetupError(
+                f"{path}: {path.stat().st_size:,} bytes is too large for a setup file "
+                f"(limit {MAX_SETUP_BYTES >> 20} MiB)"
+            )
         data = path.read_bytes()
     except OSError as exc:
         raise SetupError(f"{path}: cannot read ({exc.strerror or exc})") from None

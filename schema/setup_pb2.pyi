@@ -344,16 +344,18 @@ class OperandSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., role: _Optional[_Union[OperandRole, str]] = ..., dims: _Optional[_Iterable[str]] = ..., bytes_per_element: _Optional[float] = ...) -> None: ...
 
 class Connection(_message.Message):
-    __slots__ = ("startIdx", "endIdx", "id", "end_operand")
+    __slots__ = ("startIdx", "endIdx", "id", "end_operand", "next_instance")
     STARTIDX_FIELD_NUMBER: _ClassVar[int]
     ENDIDX_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     END_OPERAND_FIELD_NUMBER: _ClassVar[int]
+    NEXT_INSTANCE_FIELD_NUMBER: _ClassVar[int]
     startIdx: int
     endIdx: int
     id: int
     end_operand: str
-    def __init__(self, startIdx: _Optional[int] = ..., endIdx: _Optional[int] = ..., id: _Optional[int] = ..., end_operand: _Optional[str] = ...) -> None: ...
+    next_instance: bool
+    def __init__(self, startIdx: _Optional[int] = ..., endIdx: _Optional[int] = ..., id: _Optional[int] = ..., end_operand: _Optional[str] = ..., next_instance: _Optional[bool] = ...) -> None: ...
 
 class Workload(_message.Message):
     __slots__ = ("llm_training", "llm_inference", "dlrm", "hpl", "fft", "gemm", "precision")
@@ -680,16 +682,26 @@ class PrecisionUtil(_message.Message):
     def __init__(self, precision: _Optional[str] = ..., util: _Optional[float] = ...) -> None: ...
 
 class CollectiveEfficiency(_message.Message):
-    __slots__ = ("level", "bus_bw_util", "latency_us", "half_bw_bytes")
+    __slots__ = ("level", "bus_bw_util", "latency_us", "half_bw_bytes", "bus_bw_at_size")
     LEVEL_FIELD_NUMBER: _ClassVar[int]
     BUS_BW_UTIL_FIELD_NUMBER: _ClassVar[int]
     LATENCY_US_FIELD_NUMBER: _ClassVar[int]
     HALF_BW_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BUS_BW_AT_SIZE_FIELD_NUMBER: _ClassVar[int]
     level: int
     bus_bw_util: float
     latency_us: float
     half_bw_bytes: float
-    def __init__(self, level: _Optional[int] = ..., bus_bw_util: _Optional[float] = ..., latency_us: _Optional[float] = ..., half_bw_bytes: _Optional[float] = ...) -> None: ...
+    bus_bw_at_size: _containers.RepeatedCompositeFieldContainer[BusBandwidthPoint]
+    def __init__(self, level: _Optional[int] = ..., bus_bw_util: _Optional[float] = ..., latency_us: _Optional[float] = ..., half_bw_bytes: _Optional[float] = ..., bus_bw_at_size: _Optional[_Iterable[_Union[BusBandwidthPoint, _Mapping]]] = ...) -> None: ...
+
+class BusBandwidthPoint(_message.Message):
+    __slots__ = ("message_bytes", "bus_bw_util")
+    MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BUS_BW_UTIL_FIELD_NUMBER: _ClassVar[int]
+    message_bytes: float
+    bus_bw_util: float
+    def __init__(self, message_bytes: _Optional[float] = ..., bus_bw_util: _Optional[float] = ...) -> None: ...
 
 class Memory(_message.Message):
     __slots__ = ("dram_bw", "dram_cap")

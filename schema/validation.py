@@ -23,6 +23,9 @@ from google.protobuf.message import Message
 from schema import setup_pb2
 from schema.errors import SetupError
 
+MAX_CHIPS = 1 << 20  # a million chips: beyond every built or planned system
+MAX_THREADS = 256  # HiGHS aborts the process on absurd thread counts
+TINY = 1e-12  # below any physical rate, size, price or fraction in the fields' units
 HUGE = 1e30  # beyond any physical size, rate or price: a typo in an exponent or unit
 PARALLELISMS = ("TP", "PP", "DP", "EP", "CP")
 WORDS = (0.5, 1.0, 2.0, 4.0, 8.0)  # bytes per element
@@ -117,9 +120,9 @@ def _fmt(value: object) -> str:
 
 
 def _check_numbers(msg: Message, prefix: str, p: Problems) -> list[tuple[str, object, str]]:
-    """Report NaN, inf, > 1e30 and undefined enum numbers anywhere in the tree; return the
-    negative numbers as (field path, value, what is valid) to report after the specific
-    checks, which say more about a field than "is negative"."""
+    """Report NaN, inf, > 1e30, nonzero < 1e-12 and undefined enum numbers anywhere in the
+    tree; return the negative numbers as (field path, value, what is valid) to report after
+    the specific checks, which say more about a field than "is negative"."""
     negatives: list[tuple[str, object, str]] = []
     for field, value in msg.ListFields():
         name = f"{prefix}.{field.name}" if prefix else field.name
@@ -134,6 +137,9 @@ def _check_numbers(msg: Message, prefix: str, p: Problems) -> list[tuple[str, ob
                 elif abs(item) > HUGE:
                     valid = f"give a value below {HUGE:g} (check the exponent and the unit)"
                     p.add(fpath, "is absurdly large", item, valid)
+                elif 0 < abs(item) < TINY:
+                    valid = f"give 0 or a value above {TINY:g} (check the exponent and the unit)"
+                    p.add(fpath, "is absurdly small", item, valid)
                 elif item < 0:
                     negatives.append((fpath, item, "give a value >= 0"))
             elif field.type in _INTS:
@@ -172,6 +178,11 @@ def _check_system(s: setup_pb2.System, p: Problems) -> None:
     library = bool(s.chip or s.preset)
     if s.num_chip < 0:
         p.add("system.num_chip", "is negative", s.num_chip, "give the number of chips (>= 1)")
+    elif s.HasField("num_chip") and s.num_chip == 0:
+        valid = "give the number of chips, or leave it out to take the preset's"
+        p.add("system.num_chip", "must be >= 1", 0, valid)
+    elif s.num_chip > MAX_CHIPS:
+        p.add("system.num_chip", "is beyond any system", s.num_chip, f"give at most {MAX_CHIPS}")
     if s.chip_table and not s.chip:
         valid = "name the chip to look up in the table with system.chip"
         p.add("system.chip_table", "is given without system.chip", s.chip_table, valid)
@@ -416,6 +427,9 @@ def _check_solver(
     for field, value in (("solver.threads", s.threads), ("gurobi.thread", g.thread)):
         if value < 0:
             p.add(field, "is negative", value, "give a thread count (0 = default)")
+    if s.threads > MAX_THREADS:
+        valid = f"give at most {MAX_THREADS} (HiGHS aborts on more)"
+        p.add("solver.threads", "is too many", s.threads, valid)
     p.fraction("solver.gap", s.gap, low_closed=True, zero_unset=False)
     if s.name and s.name != "highs":
         names = list(solver_names())

@@ -111,11 +111,13 @@ def config_cost(
         net += opt.network_s
         mem_bytes += kernel_memory_bytes(problem, k, choice[k], group)
         sram += kernel_sram_bytes(problem, k, choice[k], group)
-    for e in problem.edges:
-        if e.dst in group:
-            a = problem.kernels[e.src].sharding_index(choice[e.src])
-            b = problem.kernels[e.dst].sharding_index(choice[e.dst])
-            net += e.conv[a][b]
+    if problem.edges:
+        sharding = [
+            menu.sharding_index(o) if o >= 0 else 0 for menu, o in zip(problem.kernels, choice)
+        ]
+        for e, charge in zip(problem.edges, problem.edge_charges(sharding)):
+            if e.dst in group:
+                net += charge
     mem = mem_bytes / problem.dram_bandwidth_Bps
     latency = config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
     feasible = sram <= problem.sram_bytes * (1 + 1e-9) + 1e-6
@@ -132,19 +134,12 @@ def mapping_cost(
     return sum(c.latency_s for c in costs), costs
 
 
-def contiguous_segmentations(n: int, max_segments: int):
-    """All ways to cut positions 0..n-1 into at most `max_segments` contiguous segments."""
-    for cuts in range(0, min(max_segments, n)):
-        for points in itertools.combinations(range(1, n), cuts):
-            bounds = (0, *points, n)
-            yield [list(range(bounds[i], bounds[i + 1])) for i in range(len(bounds) - 1)]
-
-
 def brute_force(problem: MappingProblem) -> tuple[float, list[list[int]], tuple[int, ...]]:
-    """Exhaustive optimum: every segmentation (dataflow) x every option of every kernel."""
+    """Exhaustive optimum: every legal grouping into configurations (dataflow: any
+    assignment with Config[u] <= Config[v] on every edge) x every option of every kernel."""
     n = len(problem.kernels)
     if problem.dataflow:
-        segmentations = list(contiguous_segmentations(n, problem.max_configs))
+        segmentations = legal_groupings(problem)
     else:
         segmentations = [[[k] for k in range(n)]]
     best = (math.inf, [], ())
@@ -157,6 +152,22 @@ def brute_force(problem: MappingProblem) -> tuple[float, list[list[int]], tuple[
             if total < best[0] - 1e-15:
                 best = (total, segs, choice)
     return best
+
+
+def legal_groupings(problem: MappingProblem) -> list[list[list[int]]]:
+    """Every assignment of the kernels to configurations 0..m-1 (m <= max_configs, none
+    empty) with Config[u] <= Config[v] on every edge, as lists of kernel indices."""
+    n, k_max = len(problem.kernels), max(1, problem.max_configs)
+    edges = [(e.src, e.dst) for k in range(n) for e in problem.in_edges(k)]
+    out = []
+    for assign in itertools.product(range(min(k_max, n)), repeat=n):
+        used = set(assign)
+        if used != set(range(len(used))):
+            continue
+        if any(assign[u] > assign[v] for u, v in edges):
+            continue
+        out.append([[k for k in range(n) if assign[k] == c] for c in range(len(used))])
+    return out
 
 
 def _pins_ok(problem: MappingProblem, segs: Sequence[Sequence[int]]) -> bool:

@@ -30,7 +30,7 @@ class KernelPlan:
     dram_bytes: float  # DRAM traffic per chip, one instance
     network_bytes: float  # bytes each chip sends, one instance
     sram_bytes: float  # on-chip buffer used
-    bound: str  # "compute" | "memory" | "network"
+    bound: str  # "compute" | "memory" | "network" | "overhead" (fixed per-kernel time)
     collective: str = ""  # e.g. "all_reduce 12.6 MB over tp"
     energy_J: float = 0.0  # one instance, all chips
 
@@ -78,6 +78,12 @@ class SolveStats:
     choices_infeasible: int = 0
     solver: str = "highs"
     fusion_search: str = ""
+    # why the search ended: "proof" (optimal), "time_limit", or "path_cap" (the fusion
+    # search's limit on priced segmentations, SolverOptions.max_paths)
+    stop_reason: str = "proof"
+    # "all": every assignment with Config[u] <= Config[v]; else the restricted space a
+    # graph's fusion search covered (status and gap hold within it only)
+    search_space: str = "all"
 
 
 @dataclass(frozen=True)

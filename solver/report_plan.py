@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from generator.graph import Pass, Workload
+from collections.abc import Sequence
+
+from generator.graph import Pass, Phase, Workload
 from hardware.system import System
 from solver.check import config_cost, kernel_memory_bytes
 from solver.cost.menus import MappingProblem
@@ -11,8 +13,12 @@ from solver.plan import ConfigPlan, KernelPlan, PhasePlan
 from solver.search.parallel import Choice
 
 
-def _bound_by(compute: float, memory: float, network: float) -> str:
-    """The binding resource: the largest of the three times."""
+def _bound_by(compute: float, memory: float, network: float, overhead: float = 0.0) -> str:
+    """The binding resource: the largest of the three times; "overhead" when the fixed
+    per-kernel launch/setup time (part of `compute`) outweighs the work itself, so a norm
+    held at the 6 us floor is not called compute-bound."""
+    if overhead > 0 and overhead >= max(compute - overhead, memory, network):
+        return "overhead"
     best = max(compute, memory, network)
     if best == compute:
         return "compute"
@@ -26,63 +32,12 @@ def build_phase_plans(
     for phase in workload.phases:
         problem, sol = solutions[phase.name]
         configs, kernels = [], []
+        sharding = [m.sharding_index(o) for m, o in zip(problem.kernels, sol.choice)]
+        charge = dict(zip(map(id, problem.edges), problem.edge_charges(sharding)))
         for c, seg in enumerate(sol.configs):
-            cost = config_cost(problem, seg, sol.choice)
-            names = tuple(problem.kernels[k].name for k in seg)
-            configs.append(
-                ConfigPlan(
-                    phase.name,
-                    c,
-                    names,
-                    cost.compute_s,
-                    cost.memory_s,
-                    cost.network_s,
-                    cost.latency_s,
-                    cost.sram_bytes,
-                    _bound_by(cost.compute_s, cost.memory_s, cost.network_s),
-                )
-            )
-            members = set(seg)
+            configs.append(_config_plan(phase, problem, sol, c, seg))
             for k in seg:
-                menu = problem.kernels[k]
-                o = sol.choice[k]
-                opt = menu.options[o]
-                kernel = phase.graph.kernel(menu.name)
-                dram = kernel_memory_bytes(problem, k, o, members)
-                conv = 0.0
-                for e in problem.in_edges(k):
-                    a = problem.kernels[e.src].sharding_index(sol.choice[e.src])
-                    b = menu.sharding_index(o)
-                    conv += e.conv[a][b]
-                compute = opt.compute_s + menu.overhead_s
-                memory = dram / problem.dram_bandwidth_Bps
-                network = opt.network_s + conv
-                kernels.append(
-                    KernelPlan(
-                        phase=phase.name,
-                        name=menu.name,
-                        kind=kernel.kind.value,
-                        kernel_class=kernel.kernel_class,
-                        pass_=kernel.pass_.value,
-                        dims=kernel.dims,
-                        flop=kernel.flop,
-                        weight_bytes=kernel.weight_bytes,
-                        activation_bytes=kernel.activation_bytes,
-                        kv_bytes=kernel.kv_bytes,
-                        sharding=opt.sharding,
-                        tile=opt.tile,
-                        config=c,
-                        compute_s=compute,
-                        memory_s=memory,
-                        network_s=network,
-                        dram_bytes=dram,
-                        network_bytes=opt.network_bytes,
-                        sram_bytes=opt.buffer_bytes,
-                        bound=_bound_by(compute, memory, network),
-                        collective=opt.collective + ("; layout conversion" if conv > 0 else ""),
-                        energy_J=_kernel_energy(system, opt.flop_per_chip, dram, opt.network_bytes),
-                    )
-                )
+                kernels.append(_kernel_plan(phase, problem, sol, c, k, set(seg), charge, system))
         lower = sum(max(min(o.compute_s for o in m.options), 0.0) for m in problem.kernels)
         out.append(
             PhasePlan(
@@ -97,6 +52,69 @@ def build_phase_plans(
             )
         )
     return tuple(out)
+
+
+def _config_plan(
+    phase: Phase, problem: MappingProblem, sol: GraphSolution, c: int, seg: Sequence[int]
+) -> ConfigPlan:
+    cost = config_cost(problem, seg, sol.choice)
+    overhead = sum(problem.kernels[k].overhead_s for k in seg)
+    return ConfigPlan(
+        phase.name,
+        c,
+        tuple(problem.kernels[k].name for k in seg),
+        cost.compute_s,
+        cost.memory_s,
+        cost.network_s,
+        cost.latency_s,
+        cost.sram_bytes,
+        _bound_by(cost.compute_s, cost.memory_s, cost.network_s, overhead),
+    )
+
+
+def _kernel_plan(
+    phase: Phase,
+    problem: MappingProblem,
+    sol: GraphSolution,
+    c: int,
+    k: int,
+    members: set[int],
+    charge: dict[int, float],
+    system: System,
+) -> KernelPlan:
+    menu = problem.kernels[k]
+    o = sol.choice[k]
+    opt = menu.options[o]
+    kernel = phase.graph.kernel(menu.name)
+    dram = kernel_memory_bytes(problem, k, o, members)
+    conv = sum(charge[id(e)] for e in problem.conv_in_edges(k))
+    compute = opt.compute_s + menu.overhead_s
+    memory = dram / problem.dram_bandwidth_Bps
+    network = opt.network_s + conv
+    return KernelPlan(
+        phase=phase.name,
+        name=menu.name,
+        kind=kernel.kind.value,
+        kernel_class=kernel.kernel_class,
+        pass_=kernel.pass_.value,
+        dims=kernel.dims,
+        flop=kernel.flop,
+        weight_bytes=kernel.weight_bytes,
+        activation_bytes=kernel.activation_bytes,
+        kv_bytes=kernel.kv_bytes,
+        sharding=opt.sharding,
+        tile=opt.tile,
+        config=c,
+        compute_s=compute,
+        memory_s=memory,
+        network_s=network,
+        dram_bytes=dram,
+        network_bytes=opt.network_bytes,
+        sram_bytes=opt.buffer_bytes,
+        bound=_bound_by(compute, memory, network, menu.overhead_s),
+        collective=opt.collective + ("; layout conversion" if conv > 0 else ""),
+        energy_J=_kernel_energy(system, opt.flop_per_chip, dram, opt.network_bytes),
+    )
 
 
 def _kernel_energy(system: System, flop: float, dram_bytes: float, net_bytes: float) -> float:

@@ -15,10 +15,11 @@ can be re-derived:
   overhead + max(nominal FLOP / (vector peak x util), bytes / achievable DRAM bandwidth),
   against the softmax, LayerNorm and GeLU ops a layer_prefill row timed one by one (the
   nominal FLOP per element are the generator's, generator/ops.py);
-- collective bus_bw_util and half_bw_bytes per scale-up level: nccl-tests bus bandwidth at
-  the largest size / link bandwidth (capped at 1: NVLS in-switch reduction exceeds the ring
-  bound, see the chip files), and the half size from the 64 MiB point, where the solver's
-  `effective_bandwidth` sees the per-chip chunk message_bytes / p.
+- collective latency_us and bus_bw_at_size per scale-up level (alpha-beta, where a small
+  message is measured): the latency floor of the smallest messages, and at each larger size
+  the fraction of the link left once that latency is taken off (capped at 1: NVLS in-switch
+  reduction exceeds the ring bound, see the chip files); chips without a small-message point
+  keep the legacy bus_bw_util + half_bw_bytes (the largest size and the 64 MiB point).
 """
 
 from __future__ import annotations
@@ -255,9 +256,16 @@ def fit_dram_util(cases: list[Case], chip: str, dram_Bps: float) -> tuple[float,
 @dataclass(frozen=True)
 class CollectiveFit:
     bus_bw_util: float
-    half_bw_bytes: float
+    half_bw_bytes: float  # legacy curve, only where no small message is measured
     uncapped_util: float
     sources: tuple[str, ...]
+    latency_us: float = 0.0  # alpha per step, from the smallest measured messages
+    curve: tuple[tuple[float, float], ...] = ()  # (message bytes, fraction of the link)
+
+
+SMALL_MESSAGE = 2**12  # at or below: the time is the latency floor
+_ALSO = re.compile(r"also_(busbw|time)_(\d+)(B|KiB|MiB|GiB)_(Bps|s)$")
+_UNIT = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 
 def _busbw(c: Case) -> float:
@@ -278,8 +286,31 @@ def _busbw_64mib(c: Case) -> float:
     return 0.0
 
 
+def all_reduce_points(c: Case) -> dict[float, float]:
+    """{message bytes: nccl-tests bus bandwidth} of a row: its value and the same sweep's
+    companion sizes in extra_params (also_busbw_<size>_Bps, also_time_<size>_s)."""
+    n = c.int("num_chips")
+    out = {c.float("message_bytes"): _busbw(c)}
+    for key in c.extra:
+        m = _ALSO.match(key)
+        if not m:
+            continue
+        size = float(int(m.group(2)) * _UNIT[m.group(3)])
+        v = c.extra_float(key)
+        out[size] = v if m.group(1) == "busbw" else size / v * 2 * (n - 1) / n
+    return out
+
+
 def fit_collective(cases: list[Case], chip: str, link_Bps: float) -> CollectiveFit | None:
-    """Scale-up all-reduce efficiency from the chip's largest-size and 64 MiB points."""
+    """Scale-up all-reduce efficiency of one switch / fully-connected level (one latency
+    step per phase: 2 per all-reduce).
+
+    With a small-message point (<= 4 KiB): alpha-beta, latency_us = the mean of the small
+    messages' time / 2, and at every larger measured size the fraction of the link reached
+    once the latency is taken off, bus bytes / (t - 2 latency) / link (mean over rows at
+    that size, capped at 1); bus_bw_util is the largest size's. Without one: the legacy
+    form, bus_bw_util = bus bandwidth at the largest size / link, half_bw_bytes from the
+    64 MiB point."""
     rows = [
         c
         for c in cases
@@ -294,6 +325,25 @@ def fit_collective(cases: list[Case], chip: str, link_Bps: float) -> CollectiveF
         return None
     raw = sum(_busbw(c) for c in large) / len(large) / link_Bps
     util = min(raw, 1.0)
+    sources = tuple(sorted({c.id for c in rows}))
+    points: dict[tuple[int, float], float] = {}  # (chips, size) -> bus bandwidth
+    for c in rows:
+        for size, bw in all_reduce_points(c).items():
+            points.setdefault((c.int("num_chips"), size), bw)
+    small = [(n, m, bw) for (n, m), bw in points.items() if m <= SMALL_MESSAGE]
+    if small:
+        times = [m * 2 * (n - 1) / n / bw for n, m, bw in small]
+        alpha = sum(times) / len(times) / 2
+        by_size: dict[float, list[float]] = {}
+        for (n, m), bw in points.items():
+            if m > SMALL_MESSAGE:
+                bus_bytes = m * 2 * (n - 1) / n
+                t = bus_bytes / bw
+                by_size.setdefault(m, []).append(bus_bytes / (t - 2 * alpha) / link_Bps)
+        curve = tuple(
+            (m, round(min(sum(us) / len(us), 1.0), 3)) for m, us in sorted(by_size.items())
+        )
+        return CollectiveFit(round(util, 3), 0.0, raw, sources, round(alpha * 1e6, 2), curve)
     halves = []
     for c in rows:
         b64 = _busbw_64mib(c) if c.float("message_bytes") != 2**26 else _busbw(c)
@@ -301,6 +351,4 @@ def fit_collective(cases: list[Case], chip: str, link_Bps: float) -> CollectiveF
             chunk = 2**26 / c.int("num_chips")  # effective_bandwidth sees size / p
             halves.append(chunk * max(util * link_Bps / b64 - 1, 0.0))
     half = sum(halves) / len(halves) if halves else 0.0
-    return CollectiveFit(
-        round(util, 3), float(f"{half:.3g}"), raw, tuple(sorted({c.id for c in rows}))
-    )
+    return CollectiveFit(round(util, 3), float(f"{half:.3g}"), raw, sources)

@@ -26,6 +26,7 @@ from pathlib import Path
 from generator.models import MODELS_DIR
 from hardware import library
 from hardware.system import CollectiveEfficiency, System, Topology
+from hardware.topology import collective_efficiency
 from mapshard.fidelity.cases import Case
 from mapshard.pipeline import Scenario
 from schema import setup_pb2
@@ -317,11 +318,7 @@ def scale_efficiency(spec: setup_pb2.ChipSpec, scale_up: bool) -> CollectiveEffi
     want = 0 if scale_up else 1
     for entry in spec.accelerator.efficiency.collective:
         if entry.level == want:
-            return CollectiveEfficiency(
-                bus_bw_util=entry.bus_bw_util or 1.0,
-                latency_s=entry.latency_us * 1e-6,
-                half_bw_bytes=entry.half_bw_bytes,
-            )
+            return collective_efficiency(entry)
     return CollectiveEfficiency()
 
 

@@ -2,7 +2,7 @@
 
 write_results (write.py) writes summary.json, kernels.csv, configs.csv, trace.json,
 mapping.dot/.svg, report.html and plan.txt; format_summary (terminal.py) and format_explain
-(explain.py) are what `mapshard run` and `mapshard explain` print; write_bounds (bounds.py)
+(explain.py) are what `mapshard run` and `mapshard explain` print; bounds_files (bounds.py)
 is `mapshard bounds`. Imports are lazy so `mapshard --help` does not load matplotlib.
 """
 
@@ -16,7 +16,7 @@ _EXPORTS = {
     "summary_dict": "mapshard.report.summary",
     "format_summary": "mapshard.report.terminal",
     "format_explain": "mapshard.report.explain",
-    "write_bounds": "mapshard.report.bounds",
+    "bounds_files": "mapshard.report.bounds",
     "report_html": "mapshard.report.html",
     "trace_dict": "mapshard.report.trace",
 }

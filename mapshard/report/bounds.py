@@ -10,7 +10,6 @@ import csv
 import io
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from generator.graph import Kernel, OperandRole, Workload
@@ -164,16 +163,14 @@ def frontier_curves(
     return curves
 
 
-def write_bounds(
-    kernels: list[tuple[str, int, int, int, float]], buffer_bytes_max: float, out_dir: Path | str
-) -> list[Path]:
-    """Write bounds.csv and bounds.svg for GEMMs given as (name, M, K, N, bytes/element).
-    Returns the files written."""
+def bounds_files(
+    kernels: list[tuple[str, int, int, int, float]], buffer_bytes_max: float
+) -> dict[str, str]:
+    """bounds.csv and bounds.svg (name -> text) for GEMMs given as (name, M, K, N,
+    bytes/element)."""
     from mapshard.report.plots import frontier_svg
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path, svg_path = out / "bounds.csv", out / "bounds.svg"
-    csv_path.write_text(bounds_csv(kernels, buffer_bytes_max))
-    svg_path.write_text(frontier_svg(frontier_curves(kernels), buffer_bytes_max))
-    return [csv_path, svg_path]
+    return {
+        "bounds.csv": bounds_csv(kernels, buffer_bytes_max),
+        "bounds.svg": frontier_svg(frontier_curves(kernels), buffer_bytes_max),
+    }

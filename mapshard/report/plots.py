@@ -19,6 +19,7 @@ from mapshard.report.summary import config_total_s, kernel_time_s, phase_instanc
 from solver.plan import KernelPlan, Plan
 
 BOUND_COLORS = {"compute": "#4c72b0", "memory": "#dd8452", "network": "#55a868"}
+CLASS_COLORS = {**BOUND_COLORS, "overhead": "#8c8c8c"}  # what binds a kernel or configuration
 MEMORY_COLORS = ("#4c72b0", "#8172b3", "#937860", "#dd8452", "#55a868")
 _RC = {
     "svg.hashsalt": "mapshard",
@@ -95,7 +96,7 @@ def time_by_config_svg(plan: Plan) -> str:
         ax.barh(
             list(y),
             [r[1] / scale for r in rows],
-            color=[BOUND_COLORS.get(r[2], "#999999") for r in rows],
+            color=[CLASS_COLORS.get(r[2], "#999999") for r in rows],
         )
         for i, r in enumerate(rows):
             ax.text(r[1] / scale, i, f" {100 * r[1] / total:.1f}%", va="center", fontsize=8)
@@ -194,7 +195,7 @@ def roofline_svg(
                 label=f"vector roof {fmt_si(vector_flops, 'FLOP/s')}",
             )
         weight = max(totals.values(), default=1.0) or 1.0
-        for bound, color in BOUND_COLORS.items():
+        for bound, color in CLASS_COLORS.items():
             sel = [p for p in pts if p[0].bound == bound]
             if sel:
                 ax.scatter(
@@ -350,7 +351,7 @@ def _bound_legend(fig: Any) -> None:
     from matplotlib.patches import Patch
 
     fig.legend(
-        handles=[Patch(color=c, label=b) for b, c in BOUND_COLORS.items()],
+        handles=[Patch(color=c, label=b) for b, c in CLASS_COLORS.items()],
         loc="outside lower center",
         ncol=3,
         fontsize=8,

@@ -107,6 +107,8 @@ def summary_dict(plan: Plan, include_timing: bool = True) -> dict[str, Any]:
         "bound": st.bound,
         "solver": st.solver,
         "fusion_search": st.fusion_search,
+        "stop_reason": st.stop_reason,
+        "search_space": st.search_space,
         "num_vars": st.num_vars,
         "num_binaries": st.num_binaries,
         "num_rows": st.num_rows,

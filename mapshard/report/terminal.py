@@ -28,16 +28,27 @@ def _bold(text: str, color: bool) -> str:
     return f"\033[1m{text}\033[0m" if color else text
 
 
+STOP_TEXT = {
+    "time_limit": "at the time limit",
+    "path_cap": "on the fusion search's cap of priced segmentations (solver max_paths)",
+}
+
+
 def headline_lines(plan: Plan) -> list[str]:
     """The numbers a reader wants first, one per line."""
     st, deg = plan.stats, parallel_degrees(plan)
-    lines = [f"Scenario {plan.scenario} ({plan.workload_kind}, {plan.num_chips} chips)"]
+    chips = f"{plan.num_chips} chip" + ("s" if plan.num_chips != 1 else "")
+    lines = [f"Scenario {plan.scenario} ({plan.workload_kind}, {chips})"]
     gap = "-" if st.gap is None else fmt_pct(st.gap)
     lines.append(
         f"Solver: {st.status}, gap {gap}, {fmt_time(st.solve_time_s)}; outer choices "
         f"{st.choices_solved} solved, {st.choices_pruned} pruned, "
         f"{st.choices_infeasible} infeasible of {st.choices_total}"
     )
+    if st.status == "time_limit":
+        lines.append(f"Search stopped: {STOP_TEXT.get(st.stop_reason, st.stop_reason)}")
+    if st.search_space != "all":
+        lines.append(f"Fusion search restricted to {st.search_space}: optimal only within it")
     if plan.ttft_s is not None or plan.tpot_s is not None:
         lines.append(
             f"Request latency {fmt_time(plan.latency_s)}: TTFT {fmt_time(plan.ttft_s)}"
@@ -79,12 +90,23 @@ def headline_lines(plan: Plan) -> list[str]:
         f"Memory per chip {fmt_bytes(m.total)}{cap}"
         + (": " + ", ".join(f"{n} {fmt_bytes(v)}" for n, v in parts) if parts else "")
     )
+    cost = f"${fmt_si(plan.system_cost)}" if plan.system_cost > 0 else "not priced"
+    energy = (
+        fmt_si(plan.energy_J, "J")
+        if plan.energy_J > 0
+        else "not modelled (no energy per FLOP/byte in cost)"
+    )
     lines.append(
-        f"System cost ${fmt_si(plan.system_cost)}, power "
-        f"{fmt_si(plan.system_power_W, 'W')}, energy per step "
-        f"{fmt_si(plan.energy_J, 'J')}"
+        f"System cost {cost}, power {fmt_si(plan.system_power_W, 'W')}, energy per step {energy}"
     )
     return lines
+
+
+def _config_label(c) -> str:
+    """`config 3 attention`, or `config 3 q_proj+2` for several kernels."""
+    first = c.kernels[0] if c.kernels else ""
+    more = f"+{len(c.kernels) - 1}" if len(c.kernels) > 1 else ""
+    return f"  config {c.index} {first}{more}"
 
 
 def config_table(plan: Plan) -> list[str]:
@@ -107,7 +129,7 @@ def config_table(plan: Plan) -> list[str]:
         for c in sorted(configs, key=lambda c: c.index):
             t = config_total_s(plan, p, c)
             lines.append(
-                f"{'  config ' + str(c.index):<24}{len(c.kernels):>8}{'':>7}"
+                f"{_config_label(c):<24.24}{len(c.kernels):>8}{'':>7}"
                 f"{fmt_time(c.latency_s):>10}{fmt_time(t):>10}  {c.bound:<8}"
                 f"{_t(c.compute_s * n):>9}{_t(c.memory_s * n):>9}"
                 f"{_t(c.network_s * n):>9}{100 * t / busy:>7.1f}%"

@@ -72,7 +72,7 @@ def run_sweep(
     t0 = time.perf_counter()
     points, repeats = expand_points(spec)
     store = ResultsStore(out / RESULTS_NAME, spec.columns)
-    stored = store.open()
+    stored = store.open({p.point_id for p in points})
     driver = _Driver(spec, store, stored, points, quiet)
     try:
         with _sigterm_as_interrupt():

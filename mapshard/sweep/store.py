@@ -36,14 +36,23 @@ class ResultsStore:
         self._fd: int | None = None
         self._lock: int | None = None
 
-    def open(self) -> dict[str, dict[str, str]]:
+    def open(self, point_ids: set[str] | None = None) -> dict[str, dict[str, str]]:
         """Open for appending (creating the file with its header); returns the rows already
-        there, by point_id. Raises SetupError when the file belongs to another sweep or
-        another driver is writing it."""
+        there, by point_id. Raises SetupError when the file belongs to another sweep (its
+        columns differ, or it holds points that are not among `point_ids`: a sweep extended
+        by new points resumes, a different one never appends to it) or another driver is
+        writing it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._take_lock()
         try:
             rows = self._recover()
+            foreign = sorted(set(rows) - point_ids) if point_ids is not None else []
+            if foreign:
+                raise SetupError(
+                    f"{self.path}: holds {len(foreign)} point(s) that are not in this sweep "
+                    f"(e.g. point_id {foreign[0]}); it is another sweep's results: give "
+                    "another --out or remove the file"
+                )
         except BaseException:
             self.close()
             raise

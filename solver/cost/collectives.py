@@ -16,7 +16,14 @@ Per level with p chips, bandwidth b and per-step latency a (ring algorithm steps
 Switch and fully-connected levels take 1 step of latency (log2 p for switch trees is folded
 into the level's latency); a torus level is a ring per dimension, run one after another on
 S / (product of the dimensions done so far) for reduce-scatter phases.
-Achievable bus bandwidth falls with message size: b_eff = util * b * m / (m + m_half).
+
+Alpha-beta per level: a = the level's latency plus its efficiency's latency per step (the
+calibrated software floor, NCCL's), and b = link bandwidth x the calibrated fraction at the
+collective's message size: `bus_bw_curve` points (nccl-tests size: the all-reduce buffer,
+the gathered output, the reduce-scatter input, one chip's all-to-all send buffer; p2p the
+message) interpolated in log size and flat beyond the ends. Without a curve, b = util x
+bandwidth x m / (m + m_half) on the per-chip chunk m = S/p (the legacy form: its
+S/b_eff = S/b + p m_half/b is a latency in disguise, hence the curve).
 """
 
 from __future__ import annotations
@@ -29,11 +36,27 @@ from hardware.system import NetworkLevel, Topology
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p", "broadcast")
 
 
-def effective_bandwidth(level: NetworkLevel, message_bytes: float) -> float:
+def curve_fraction(curve: Sequence[tuple[float, float]], message_bytes: float) -> float:
+    """Calibrated fraction of link bandwidth at `message_bytes`: linear in log size between
+    the points, the end points' value beyond them."""
+    if message_bytes <= curve[0][0]:
+        return curve[0][1]
+    for (m0, u0), (m1, u1) in zip(curve, curve[1:]):
+        if message_bytes <= m1:
+            w = math.log(message_bytes / m0) / math.log(m1 / m0)
+            return u0 + w * (u1 - u0)
+    return curve[-1][1]
+
+
+def effective_bandwidth(level: NetworkLevel, message_bytes: float, chunk_bytes: float) -> float:
+    """Achievable bandwidth of one chip on this level for a collective of `message_bytes`
+    (the curve's size) whose per-chip chunk is `chunk_bytes` (the legacy curve's size)."""
     eff = level.efficiency
+    if eff.bus_bw_curve:
+        return level.link_bandwidth_Bps * curve_fraction(eff.bus_bw_curve, message_bytes)
     bw = level.link_bandwidth_Bps * (eff.bus_bw_util or 1.0)
-    if eff.half_bw_bytes > 0 and message_bytes > 0:
-        bw *= message_bytes / (message_bytes + eff.half_bw_bytes)
+    if eff.half_bw_bytes > 0 and chunk_bytes > 0:
+        bw *= chunk_bytes / (chunk_bytes + eff.half_bw_bytes)
     return bw
 
 
@@ -56,8 +79,9 @@ def level_collective_time(kind: str, size_bytes: float, p: int, level: NetworkLe
         return _torus_time(kind, size_bytes, p, level)
     alpha = level.latency_s + level.efficiency.latency_s
     if kind == "p2p":
-        return size_bytes / effective_bandwidth(level, size_bytes) + alpha
-    bw = effective_bandwidth(level, size_bytes / p)
+        return size_bytes / effective_bandwidth(level, size_bytes, size_bytes) + alpha
+    message = size_bytes / p if kind == "all_to_all" else size_bytes
+    bw = effective_bandwidth(level, message, size_bytes / p)
     steps = _steps(level, p)
     frac = (p - 1) / p
     if kind == "all_reduce":
@@ -106,8 +130,9 @@ def hierarchical_time(
     """A collective over a group spanning several levels, innermost first.
 
     all-reduce = reduce-scatter inside, all-reduce across on the 1/p_inner shard, all-gather
-    inside; all-gather / reduce-scatter / all-to-all run level by level on the share that
-    level handles; p2p and broadcast use the outermost level that the group spans.
+    inside; all-gather / reduce-scatter run level by level on the share that level handles;
+    an all-to-all moves, at every level l, (p_l - 1)/p_l of the data each chip holds; p2p and
+    broadcast use the outermost level that the group spans.
     """
     span = [(lv, p) for lv, p in span if p > 1]
     if not span or size_bytes <= 0:
@@ -135,10 +160,11 @@ def hierarchical_time(
         return hierarchical_time(kind, shard, rest) + level_collective_time(
             kind, size_bytes, p_inner, inner_level
         )
-    # all_to_all: exchange inside, then across with the data each inner group holds
-    return level_collective_time(kind, size_bytes, p_inner, inner_level) + hierarchical_time(
-        kind, size_bytes, rest
-    )
+    # all_to_all: level by level, each chip exchanging all it holds with its peers of that
+    # level (two-level textbook: (p_l - 1)/p_l of the per-chip data D at level l); the level
+    # call takes p_l x D, since its size convention is the group's p x per-chip share.
+    per_chip = size_bytes / math.prod(p for _, p in span)
+    return sum(level_collective_time(kind, per_chip * p, p, lv) for lv, p in span)
 
 
 def bytes_sent_per_chip(kind: str, size_bytes: float, p: int) -> float:

@@ -157,6 +157,7 @@ def _sample(front: np.ndarray, sram: np.ndarray, size: int) -> list[int]:
     return [int(front[i]) for i in sorted(c for c in chosen if c >= 0)]
 
 
+@functools.lru_cache(maxsize=1024)
 def fusion_menu(
     m: int,
     k: int,
@@ -166,15 +167,19 @@ def fusion_menu(
     a_states: tuple[str, ...] = (DRAM,),
     b_states: tuple[str, ...] = (DRAM,),
     c_states: tuple[str, ...] = (DRAM,),
-) -> list[TilePoint]:
+) -> tuple[TilePoint, ...]:
     """Tiles that fit `buffer_elements` and can be optimal for some status of the operands
     (the states each operand may take: DRAM, FUSED, HELD; see the comment above), by
-    increasing buffer. With every state DRAM it is `menu`'s total-traffic frontier."""
+    increasing buffer. With every state DRAM it is `menu`'s total-traffic frontier.
+    Cached (layers repeat their shapes): a tuple, to share."""
     m, k, n = int(m), int(k), int(n)
     buf, a, b, fam, tm, tn = _candidates(m, k, n)
-    fits = np.flatnonzero(buf <= buffer_elements)
-    if not len(fits):
-        return []
+    fits = buf <= buffer_elements
+    if not fits.any():
+        return ()
+    # only the tiles that fit alone can fit with anything added: work on those
+    buf, a, b, fam, tm, tn = (x[fits] for x in (buf, a, b, fam, tm, tn))
+    fits = np.arange(len(buf))
     sizes = {"a": m * k, "b": k * n}
     chosen: set[int] = set()
     for sa in a_states:
@@ -201,7 +206,7 @@ def fusion_menu(
     unique: dict[tuple[int, int, int, int], int] = {}
     for i in sorted(chosen, key=lambda i: (buf[i], a[i] + b[i], fam[i], tm[i], tn[i])):
         unique.setdefault((int(buf[i]), int(a[i]), int(b[i]), int(tm[i] * tn[i])), i)
-    return [
+    return tuple(
         TilePoint(
             int(buf[i]),
             int(a[i] + b[i] + m * n),
@@ -213,4 +218,4 @@ def fusion_menu(
             int(tn[i]),
         )
         for i in unique.values()
-    ]
+    )

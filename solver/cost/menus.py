@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from generator.graph import Communication, Kernel, KernelGraph, KernelKind, OperandRole, Pass
@@ -68,6 +68,18 @@ class EdgeCost:
     # a forward activation read by the backward pass (or its recompute): fused, it stays
     # on chip for its whole lifetime (solver/check.py, fused-operand rule)
     saved: bool = False
+    # across the boundary of two instances of a repeated graph (src's output is the next
+    # instance's input read by dst): charged like any edge at dst, but no order and no
+    # fusion between src and dst (in_edges / out_edges leave it out; conv_in_edges has it)
+    wrap: bool = False
+    # One collective per produced tensor and target layout: edges carrying the whole of
+    # one producer's output share a `group` (-1 = alone); `layouts[b]` names the layout
+    # (in the producer's dims) that consumer sharding b needs, and conv[a][b] depends on
+    # (a, layouts[b]) only. The group pays each distinct layout once, at the configuration
+    # of its `lead` edge (the first consumer): MappingProblem.edge_charges.
+    group: int = -1
+    layouts: tuple[int, ...] = ()
+    lead: bool = True
 
 
 @dataclass(frozen=True)
@@ -85,19 +97,57 @@ class MappingProblem:
     serialize_network: bool = False
 
     def out_edges(self, k: int) -> list[EdgeCost]:
+        """Edges along which k's output flows within one instance (fusion, order)."""
         return self._adjacency[0].get(k, [])
 
     def in_edges(self, k: int) -> list[EdgeCost]:
+        """Edges feeding k within one instance (fusion, order)."""
         return self._adjacency[1].get(k, [])
 
+    def conv_in_edges(self, k: int) -> list[EdgeCost]:
+        """Every edge whose layout conversion k's configuration pays: in_edges plus the
+        boundary (wrap) edges into k."""
+        return self._adjacency[2].get(k, [])
+
+    def edge_charges(self, sharding: Sequence[int]) -> list[float]:
+        """Seconds each edge charges (at its consumer's configuration) when kernel k takes
+        sharding index sharding[k]: conv[a][b], except that a group pays each distinct
+        target layout once, all on its lead edge."""
+        out = [0.0] * len(self.edges)
+        seen: dict[tuple[int, int], set[int]] = {}
+        lead_of: dict[int, int] = {}
+        for i, e in enumerate(self.edges):
+            a, b = sharding[e.src], sharding[e.dst]
+            if e.group < 0:
+                out[i] = e.conv[a][b]
+                continue
+            if e.lead:
+                lead_of[e.group] = i
+            layout = e.layouts[b]
+            done = seen.setdefault((e.group, a), set())
+            if layout not in done:
+                done.add(layout)
+                out[i] = e.conv[a][b]
+        for i, e in enumerate(self.edges):
+            if e.group >= 0 and not e.lead and out[i]:
+                out[lead_of[e.group]] += out[i]
+                out[i] = 0.0
+        return out
+
     @cached_property
-    def _adjacency(self) -> tuple[dict[int, list[EdgeCost]], dict[int, list[EdgeCost]]]:
+    def _adjacency(
+        self,
+    ) -> tuple[dict[int, list[EdgeCost]], dict[int, list[EdgeCost]], dict[int, list[EdgeCost]]]:
         outs: dict[int, list[EdgeCost]] = {}
         ins: dict[int, list[EdgeCost]] = {}
+        conv_ins: dict[int, list[EdgeCost]] = {}
         for e in self.edges:
+            conv_ins.setdefault(e.dst, []).append(e)
+            if e.wrap:
+                continue
             outs.setdefault(e.src, []).append(e)
             ins.setdefault(e.dst, []).append(e)
-        return outs, ins
+        return outs, ins, conv_ins
 
 
 # --------------------------------------------------------------------------------------
@@ -285,6 +335,22 @@ def _compute_time(
     return flop / (chip.vector_flops * efficiency.vector_efficiency(chip))
 
 
+def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
+    """The highest FLOP/s any option of `kernel` reaches (`_compute_time` never runs it
+    faster): the matrix peak at the workload's math precision times the GEMM plateau (the
+    roll-off and occupancy factors are at most 1) or the fused-attention efficiency, the
+    vector rate for the rest. `chip` is the chip after `efficiency.for_precision`."""
+    if kernel.flop <= 0:
+        return math.inf
+    if _is_gemm(kernel) or kernel.kind.uses_matrix_unit:
+        eff = chip.efficiency
+        util = eff.fixed_compute_util or (eff.gemm_util or 1.0)
+        if kernel.kind == KernelKind.ATTENTION and not _is_gemm(kernel):
+            util = efficiency.attention_efficiency(chip)
+        return _matrix_precision_peak(chip, precision) * max(util, 1e-3)
+    return chip.vector_flops * efficiency.vector_efficiency(chip)
+
+
 def _own_network(
     kernel: Kernel,
     sharding: str,
@@ -373,6 +439,37 @@ def _tilings(
     return out
 
 
+def _per_step_gradient_reduction(
+    kernel: Kernel, menu: KernelMenu, tp: int, tp_span: Span, micro_batches: int
+) -> KernelMenu:
+    """A weight-gradient kernel split over TP on a reduction dim (tokens: the sequence-
+    parallel LayerNorm gradient) produces partial gradients that accumulate locally over the
+    step's micro-batches and are all-reduced once per step (Megatron-LM reduces them after
+    the last micro-batch; reduce-scattered, for a "+rs" sharding): each of the
+    `micro_batches` instances pays 1/micro_batches of the collective that `_own_network`
+    charged it in full."""
+    if kernel.pass_ != Pass.WGRAD or tp <= 1 or micro_batches <= 1:
+        return menu
+    out_bytes_full = sum(kernel.operand_bytes(o) for o in kernel.outputs)
+    keep = 1.0 / micro_batches
+    options = []
+    for o in menu.options:
+        split = o.sharding.split("+")[0]
+        if split != REPLICATED and split in kernel.reduction_dims:
+            # the same collective `_own_network` charged: reduce-scatter or all-reduce
+            kind = "reduce_scatter" if o.sharding.endswith("+rs") else "all_reduce"
+            full_t = hierarchical_time(kind, out_bytes_full, tp_span)
+            full_b = bytes_sent_per_chip(kind, out_bytes_full, tp)
+            o = replace(
+                o,
+                network_s=max(o.network_s - full_t * (1 - keep), 0.0),
+                network_bytes=max(o.network_bytes - full_b * (1 - keep), 0.0),
+                collective=f"{o.collective} (once per step of {micro_batches} micro-batches)",
+            )
+        options.append(o)
+    return replace(menu, options=tuple(options))
+
+
 def layout_conversion(
     src: Kernel,
     dst: Kernel,
@@ -400,6 +497,50 @@ def layout_conversion(
     return hierarchical_time(kind, tensor_bytes, tp_span)
 
 
+def target_layout(dst: Kernel, dst_operand: str, dim_map: dict[str, str], s_dst: str) -> str:
+    """The layout of the producer's output (its split dim, in the producer's dim names; ""
+    = whole on every chip) that consumer sharding s_dst needs, as `layout_conversion` reads
+    it; a split on a dim the producer lacks is its own layout ("~dst.operand.dim")."""
+    need_split = s_dst.split("+")[0]
+    operand_dims = dst.operand(dst_operand).dims
+    need = need_split if need_split != REPLICATED and need_split in operand_dims else ""
+    if not need:
+        return ""
+    if not dim_map:
+        return need
+    back = [d for d, v in dim_map.items() if v == need]
+    return back[0] if len(back) == 1 else f"~{dst.name}.{dst_operand}.{need}"
+
+
+def _conversion_groups(
+    edges: list[EdgeCost], kernels: list[Kernel], menus: Sequence[KernelMenu], raw: list
+) -> list[EdgeCost]:
+    """Edges that carry the whole output of one producer form a group (one conversion per
+    target layout); the first consumer (lowest index) leads."""
+    whole: dict[int, list[int]] = {}
+    for i, (e, (edge, _)) in enumerate(zip(edges, raw)):
+        src = kernels[e.src]
+        full = sum(src.operand_bytes(o) for o in src.outputs)
+        if edge.tensor_bytes and abs(edge.tensor_bytes - full) <= 1e-9 * full:
+            whole.setdefault(e.src, []).append(i)
+    out = list(edges)
+    for g, (_src, members) in enumerate(sorted(whole.items())):
+        if len(members) < 2:
+            continue
+        ids: dict[str, int] = {}
+        lead = min(members, key=lambda i: (edges[i].dst, i))
+        for i in members:
+            e, (edge, _) = edges[i], raw[i]
+            dst = kernels[e.dst]
+            dim_map = dict(edge.dim_map)
+            layouts = tuple(
+                ids.setdefault(target_layout(dst, e.dst_operand, dim_map, s), len(ids))
+                for s in menus[e.dst].shardings
+            )
+            out[i] = replace(e, group=g, layouts=layouts, lead=i == lead)
+    return out
+
+
 def build_problem(
     graph: KernelGraph,
     chip: Chip,
@@ -413,17 +554,30 @@ def build_problem(
     max_configs: int,
     tiling_points: int = 10,
     serialize_network: bool = False,
+    micro_batches: int = 1,
 ) -> MappingProblem:
+    """`micro_batches`: graph instances per step that accumulate weight gradients (training:
+    global batch / (micro-batch x DP)); a weight gradient's TP reduction runs once per step,
+    so each instance carries 1/micro_batches of it."""
     order = graph.topological_order()
     index = {name: i for i, name in enumerate(order)}
     kernels = [graph.kernel(n) for n in order]
     sram = chip.sram_bytes
     menus = tuple(
-        build_menu(k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow, tiling_points)
+        _per_step_gradient_reduction(
+            k,
+            build_menu(
+                k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow, tiling_points
+            ),
+            tp,
+            tp_span,
+            micro_batches,
+        )
         for k in kernels
     )
-    edges = []
-    for e in graph.edges:
+    edges, raw = [], []
+    wraps = [(e, True) for e in graph.boundary]
+    for e, wrap in [(e, False) for e in graph.edges] + wraps:
         u, v = index[e.src], index[e.dst]
         src, dst = kernels[u], kernels[v]
         tensor = e.tensor_bytes or sum(src.operand_bytes(o) for o in src.outputs)
@@ -435,8 +589,12 @@ def build_problem(
             )
             for a in menus[u].shardings
         )
+        if wrap and not any(c > 0 for row in conv for c in row):
+            continue
         saved = src.pass_ == Pass.FWD and dst.pass_ != Pass.FWD
-        edges.append(EdgeCost(u, v, e.dst_operand, conv, saved))
+        edges.append(EdgeCost(u, v, e.dst_operand, conv, saved=saved, wrap=wrap))
+        raw.append((e, wrap))
+    edges = _conversion_groups(edges, kernels, menus, raw)
     pinned = tuple(k.pinned_config for k in kernels)
     eff_bw = dram_bandwidth_Bps * efficiency.dram_efficiency(chip)
     return MappingProblem(

@@ -30,6 +30,10 @@ from solver.options import SolverOptions
 ROUNDS = 4
 
 
+ALTERNATION_NODES = 500  # branch-and-bound nodes of one alternation step's MILP
+ALTERNATION_S = 2.0  # and its seconds
+
+
 def restrict(
     problem: MappingProblem, shardings: list[str]
 ) -> tuple[MappingProblem, list[list[int]]]:
@@ -41,11 +45,13 @@ def restrict(
         keep = [o for o, opt in enumerate(menu.options) if opt.sharding == s]
         kernels.append(replace(menu, options=tuple(menu.options[o] for o in keep), shardings=(s,)))
         back.append(keep)
-    edges = []
-    for e in problem.edges:
-        a = problem.kernels[e.src].shardings.index(shardings[e.src])
-        b = problem.kernels[e.dst].shardings.index(shardings[e.dst])
-        edges.append(replace(e, conv=((e.conv[a][b],),)))
+    index = [m.shardings.index(s) for m, s in zip(problem.kernels, shardings)]
+    # with the shardings fixed, each edge's charge is known (a conversion group's distinct
+    # layouts on its lead edge): single-sharding edges outside any group
+    edges = [
+        replace(e, conv=((charge,),), group=-1, layouts=(), lead=True)
+        for e, charge in zip(problem.edges, problem.edge_charges(index))
+    ]
     return replace(problem, kernels=tuple(kernels), edges=tuple(edges)), back
 
 
@@ -63,10 +69,12 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
     if r.status == "infeasible":
         return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
     root = root_bound(problem)
-    # kernel by kernel is a plan only when it fits in max_configs configurations (else
-    # it only seeds the shardings)
-    first = r.objective_s if n <= problem.max_configs else math.inf
-    best = GraphSolution(singles, r.choice, first, root, "time_limit", stats)
+    # one configuration per kernel is a plan only within num_config; otherwise its
+    # shardings seed the alternation but it is never returned
+    if n <= problem.max_configs:
+        best = GraphSolution(singles, r.choice, r.objective_s, root, "time_limit", stats)
+    else:
+        best = GraphSolution((), (), math.inf, root, "time_limit", stats)
     sharding = _shardings(problem, r.choice)
     tried: set[tuple[str, ...]] = set()
     for _ in range(ROUNDS):
@@ -87,9 +95,12 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
             )
         if best.objective_s <= root * (1 + options.gap):
             return with_bound(best, root, stats, options.gap)
-        fixed = solve_configurations(
-            problem, seg_sol.configs, until_deadline(options, deadline), start_choice=choice
-        )
+        # a heuristic step (the proof is segment_search's, and the incumbent is its warm
+        # start): capped in nodes and seconds so that it stays finite with no time limit
+        # (HiGHS's root alone can take tens of seconds on a large fused menu)
+        step = until_deadline(options, min(deadline, time.perf_counter() + ALTERNATION_S))
+        step = replace(step, node_limit=step.node_limit or ALTERNATION_NODES)
+        fixed = solve_configurations(problem, seg_sol.configs, step, start_choice=choice)
         stats.add(fixed)
         if fixed.objective_s < best.objective_s * (1 - 1e-12):
             best = GraphSolution(
@@ -110,7 +121,11 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
             f"alternation {spent:.1f} s; proof search until the bound meets the "
             "incumbent or as long again"
         )
-    proven = segment_search(problem, options, stats, incumbent_solution=best, deadline=budget)
+    seed = best if math.isfinite(best.objective_s) else None
+    proven = segment_search(problem, options, stats, incumbent_solution=seed, deadline=budget)
     if proven.objective_s < best.objective_s:
         return proven
+    if seed is None:  # no plan within num_config and the SRAM is known
+        stats.stop = stats.stop or "time_limit"
+        return GraphSolution((), (), math.inf, proven.bound_s, "time_limit", stats)
     return with_bound(best, proven.bound_s, stats, options.gap)

@@ -41,6 +41,8 @@ class KnapsackBounds:
         # consumer sharding b] over the cheapest producer sharding
         self.delta: dict[tuple[int, int], np.ndarray] = {}
         for e in problem.edges:
+            if not e.lead:
+                continue  # a conversion group is bounded by its lead edge alone
             conv = np.array(e.conv)
             extra = conv - conv.min(axis=0, keepdims=True)
             d = extra[:, None, :] * self.weights[None, :, 2:3]
@@ -121,7 +123,9 @@ class _KernelValues:
         self.compute = np.array([o.compute_s + add_overhead for o in options])
         network = np.array([o.network_s for o in options])
         sharding = np.array([menu.sharding_index(o) for o in range(len(options))])
-        for e in problem.in_edges(k):
+        for e in problem.conv_in_edges(k):
+            if not e.lead:
+                continue  # a conversion group is bounded by its lead edge alone
             cheapest = np.array(e.conv).min(axis=0)  # per consumer sharding
             network = network + cheapest[sharding]
         self.network = network

@@ -68,6 +68,32 @@ def segment_price(pricer: KnapsackPricer, seg: tuple[int, int]) -> float | None:
     return float(out[j])
 
 
+def set_price(pricer: KnapsackPricer, members: list[int]) -> float | None:
+    """Exact price of one configuration made of any kernel set `members` (an ideal
+    difference, not necessarily a contiguous range): the same knapsack with each kernel's
+    status read from the set. None when not a pure knapsack or a front grows too large."""
+    if not pricer.pure:
+        return None
+    problem, group = pricer.problem, set(members)
+    front = np.zeros((1, 2))
+    comp = net = ovh = 0.0
+    for k in members:
+        menu = problem.kernels[k]
+        kt = pricer.kernel(k)
+        comp += menu.options[0].compute_s + menu.overhead_s
+        ovh += menu.overhead_s
+        net += menu.options[0].network_s + pricer._conv_in[k]
+        front = _merge(
+            front, pareto(np.stack(kt.buffer_traffic(kt.status_in(group)), axis=1)), pricer.cap
+        )
+        if len(front) > FRONT_LIMIT:
+            return None
+        if not len(front):
+            return math.inf
+    mem = float(front[-1, 1]) / problem.dram_bandwidth_Bps
+    return config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
+
+
 class KnapsackPricer:
     """The exact knapsack prices of segments from one start position, one sweep per row.
     Kernels' (buffer, traffic) points are built on first use."""
@@ -82,7 +108,7 @@ class KnapsackPricer:
     def kernel(self, k: int) -> KernelTraffic:
         if k not in self._kernels:
             self._kernels[k] = KernelTraffic(self.problem, k)
-            self._conv_in[k] = sum(e.conv[0][0] for e in self.problem.in_edges(k))
+            self._conv_in[k] = sum(e.conv[0][0] for e in self.problem.conv_in_edges(k))
         return self._kernels[k]
 
     def row(self, i: int, stop: int, out: np.ndarray) -> bool:
@@ -140,6 +166,7 @@ class KernelTraffic:
     def __init__(self, problem: MappingProblem, k: int):
         menu = problem.kernels[k]
         consumers = [e.dst for e in problem.out_edges(k)]
+        self.consumers = frozenset(consumers)
         self.first_use = min(consumers) if consumers else math.inf
         self.last_use = max(consumers) if consumers else math.inf
         self.has_consumers = bool(consumers)
@@ -147,6 +174,9 @@ class KernelTraffic:
         for e in problem.in_edges(k):
             fed[e.dst_operand] = max(fed.get(e.dst_operand, -1), e.src)
         self.fed = fed
+        self.producers: dict[str, set[int]] = {}
+        for e in problem.in_edges(k):
+            self.producers.setdefault(e.dst_operand, set()).add(e.src)
         saved = {x: any(e.saved for e in problem.in_edges(k) if e.dst_operand == x) for x in fed}
         names = sorted({name for o in menu.options for name, _ in o.traffic})
         self.own = np.array(
@@ -182,6 +212,14 @@ class KernelTraffic:
         fused_out = self.first_use < j
         internal_out = self.has_consumers and self.last_use < j
         outside = frozenset(name for name in self.inputs if self.fed[name] < i)
+        return fused_out, internal_out, outside
+
+    def status_in(self, group: set[int]) -> tuple[bool, bool, frozenset[str]]:
+        """`status` for a configuration that is any kernel set `group` (k in it)."""
+        inside = self.consumers & group
+        fused_out = bool(inside)
+        internal_out = self.has_consumers and len(inside) == len(self.consumers)
+        outside = frozenset(name for name in self.inputs if not self.producers[name] & group)
         return fused_out, internal_out, outside
 
     def buffer_traffic(

@@ -46,6 +46,10 @@ class SearchStats:
     build_s: float = 0.0
     solve_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # why the search stopped short of a proof: "" (it did not), "time_limit", "path_cap"
+    stop: str = ""
+    # the space searched when it is not every assignment with Config[u] <= Config[v]
+    space: str = ""
 
     def add(self, r: MilpResult) -> None:
         self.milps += 1
@@ -165,7 +169,9 @@ def segment_search(
         incumbent = search.check_path(path, incumbent, cutoff=False)
     incumbent, final_bound, status = search.best_first(h, lower, incumbent)
     if not math.isfinite(incumbent[0]):
-        return GraphSolution((), (), math.inf, final_bound, "infeasible", stats)
+        # proven only when the search ran to the end; else no plan is known yet
+        status = "infeasible" if status == "optimal" else "time_limit"
+        return GraphSolution((), (), math.inf, final_bound, status, stats)
     bound = min(max(final_bound, lower), incumbent[0])
     if status == "optimal" and bound < incumbent[0] / (1 + options.gap) - 1e-12:
         status = "time_limit"
@@ -264,6 +270,7 @@ class _ExactSearch:
             if not todo:
                 return None, h, path
             if time.perf_counter() > self.deadline:
+                self.stats.stop = self.stop_reason()
                 if incumbent is not None:
                     return with_bound(incumbent, lower, stats, gap), h, path
                 return GraphSolution((), (), math.inf, lower, "time_limit", stats), h, path
@@ -274,6 +281,13 @@ class _ExactSearch:
 
     def out_of_time(self) -> bool:
         return _out_of_time(self.options, self.t_start) or time.perf_counter() > self.deadline
+
+    def stop_reason(self) -> str:
+        """'time_limit' only under the user's time limit; a search cap otherwise (the path
+        cap, or the proof budget the alternation gives itself when there is no limit)."""
+        if self.options.time_limit_s > 0 and self.out_of_time():
+            return "time_limit"
+        return "path_cap"
 
     def check_path(
         self, path: tuple[Segment, ...] | list[Segment], incumbent: _Incumbent, cutoff: bool
@@ -309,6 +323,7 @@ class _ExactSearch:
             pops += 1
             if pops % 256 == 0 and (len(heap) > HEAP_LIMIT or self.out_of_time()):
                 # f is the least bound of every segmentation not yet looked at
+                stats.stop = self.stop_reason()
                 stats.notes.append(f"stopped with {len(heap)} partial segmentations open")
                 return incumbent, f, "time_limit"
             if pos < self.n:
@@ -324,6 +339,7 @@ class _ExactSearch:
                 continue
             incumbent = self.check_path(path, incumbent, cutoff=True)
             if stats.paths_checked >= self.options.max_paths or self.out_of_time():
+                stats.stop = self.stop_reason()
                 stats.notes.append(f"stopped after {stats.paths_checked} segmentations")
                 return incumbent, f, "time_limit"
         return incumbent, incumbent[0], "optimal"

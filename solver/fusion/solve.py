@@ -1,13 +1,26 @@
-"""One graph's mapping: kernel by kernel (one MILP), the exact segment search for small
-graphs, or the sharding/segmentation alternation with its proof search for large ones."""
+"""One graph's mapping: kernel by kernel (one MILP); for DATAFLOW, the exact search over
+every configuration assignment with Config[u] <= Config[v] on every edge (DESIGN.md 7):
+on a chain the ideals are the prefixes, so the segment search (small graphs) or the
+sharding/segmentation alternation with its proof search (large ones) is exact; on other
+graphs the search over the lattice of ideals, and where that lattice is too large, the
+best over several topological orders, reported as a restricted search."""
 
 from __future__ import annotations
 
+import math
+import time
+from dataclasses import replace
+
+from schema.errors import SetupError
 from solver.cost.menus import MappingProblem
 from solver.fusion.alternate import alternate
+from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch
+from solver.fusion.ideals import enumerate_ideals, is_chain_order, topological_orders
 from solver.fusion.segment_search import GraphSolution, SearchStats, segment_search
 from solver.milp.model import solve_configurations
 from solver.options import SolverOptions
+
+ORDERS = 3  # topological orders tried when the ideal lattice is too large
 
 
 def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
@@ -17,12 +30,115 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
         configs = tuple((k,) for k in range(n))
         r = solve_configurations(problem, configs, options)
         stats.add(r)
+        stats.stop = "" if r.status != "time_limit" else "time_limit"
         return GraphSolution(configs, r.choice, r.objective_s, r.bound_s, r.status, stats)
+    check_pins(problem)
+    if is_chain_order(problem):
+        return _one_order(problem, options, stats)
     if _small(problem):
-        return segment_search(problem, options, stats)
+        ideals = enumerate_ideals(problem, IDEAL_LIMIT)
+        if ideals is not None:
+            sol = IdealSearch(problem, ideals, options, stats, _deadline(options)).solve()
+            if sol is not None:
+                return sol
+            stats.notes.append("ideal lattice too large: best over several orders")
+        else:
+            stats.notes.append(f"more than {IDEAL_LIMIT} ideals: best over several orders")
+        return _over_orders(problem, options, stats, ORDERS)
+    stats.space = "one topological order (large graph: the ideal lattice is not searched)"
+    return _one_order(problem, options, stats)
+
+
+def _one_order(problem: MappingProblem, options: SolverOptions, stats: SearchStats):
+    if _small(problem):
+        return segment_search(problem, options, stats, deadline=_deadline(options))
     return alternate(problem, options, stats)
+
+
+def _deadline(options: SolverOptions) -> float:
+    """perf_counter seconds at which the search stops (inf without a time limit)."""
+    if options.time_limit_s <= 0:
+        return math.inf
+    return time.perf_counter() + options.time_limit_s
 
 
 def _small(problem: MappingProblem) -> bool:
     """Small enough for the direct exact search (every sharding combination in play)."""
     return len(problem.kernels) <= 10 or all(len(m.shardings) == 1 for m in problem.kernels)
+
+
+def check_pins(problem: MappingProblem) -> None:
+    """Pinned configurations must respect the graph: Config[u] <= Config[v] on an edge
+    between two pinned kernels."""
+    pins = problem.pinned_configs
+    if not pins:
+        return
+    for e in problem.edges:
+        a, b = pins[e.src], pins[e.dst]
+        if a >= 0 and b >= 0 and a > b:
+            src, dst = problem.kernels[e.src].name, problem.kernels[e.dst].name
+            raise SetupError(
+                f"kernel {src} is pinned to configuration {a} but its consumer {dst} to "
+                f"configuration {b}: a configuration runs after the ones before it, so a "
+                f"producer's configuration must be <= its consumer's (pin {dst} to >= {a})"
+            )
+
+
+def permuted(problem: MappingProblem, order: list[int]) -> MappingProblem:
+    """The problem with its kernels renumbered so that `order[p]` becomes kernel p."""
+    pos = {k: p for p, k in enumerate(order)}
+    # every field kept (saved, wrap, conversion group); a group's lead is its first
+    # consumer in the new order
+    moved = sorted(
+        (replace(e, src=pos[e.src], dst=pos[e.dst]) for e in problem.edges),
+        key=lambda e: (e.dst, e.src),
+    )
+    first: dict[int, int] = {}
+    for i, e in enumerate(moved):
+        if e.group >= 0:
+            first.setdefault(e.group, i)
+    edges = tuple(
+        replace(e, lead=first[e.group] == i) if e.group >= 0 else e for i, e in enumerate(moved)
+    )
+    pins = tuple(problem.pinned_configs[k] for k in order) if problem.pinned_configs else ()
+    kernels = tuple(problem.kernels[k] for k in order)
+    return replace(problem, kernels=kernels, edges=edges, pinned_configs=pins)
+
+
+def _over_orders(
+    problem: MappingProblem, options: SolverOptions, stats: SearchStats, count: int
+) -> GraphSolution:
+    """The best plan over the segmentations of several topological orders: exact within
+    that restricted space only (stats.space says so)."""
+    orders = topological_orders(problem, count)
+    stats.space = f"segmentations of {len(orders)} topological orders (not every ideal)"
+    t0 = time.perf_counter()
+    best: GraphSolution | None = None
+    bound = math.inf
+    statuses = []
+    for t, order in enumerate(orders):
+        sub_options = options
+        if options.time_limit_s > 0:
+            left = options.time_limit_s - (time.perf_counter() - t0)
+            if left <= 0:
+                statuses.append("time_limit")
+                stats.stop = "time_limit"
+                break
+            sub_options = replace(options, time_limit_s=left / (len(orders) - t))
+        sol = _one_order(permuted(problem, order), sub_options, stats)
+        bound = min(bound, sol.bound_s)
+        statuses.append(sol.status)
+        if not math.isfinite(sol.objective_s):
+            continue
+        configs = tuple(tuple(sorted(order[p] for p in c)) for c in sol.configs)
+        choice = [0] * len(order)
+        for p, o in enumerate(sol.choice):
+            choice[order[p]] = o
+        if best is None or sol.objective_s < best.objective_s:
+            best = GraphSolution(configs, tuple(choice), sol.objective_s, 0.0, "", stats)
+    if best is None:
+        status = "infeasible" if all(s == "infeasible" for s in statuses) else "time_limit"
+        return GraphSolution((), (), math.inf, bound, status, stats)
+    proven = len(statuses) == len(orders) and all(s == "optimal" for s in statuses)
+    bound = min(bound, best.objective_s)
+    return replace(best, bound_s=bound, status="optimal" if proven else "time_limit")

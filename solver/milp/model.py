@@ -220,7 +220,13 @@ def add_layout_links(m: _Model, exact_edges: bool) -> None:
     problem = m.problem
     in_model = set(m.members)
     config_of = {k: c for c, members in enumerate(m.configs) for k in members}
+    groups: dict[int, list[int]] = {}
     for index, e in enumerate(problem.edges):
+        if e.group >= 0 and e.src in in_model and exact_edges:
+            groups.setdefault(e.group, []).append(index)
+            continue
+        if not e.lead:
+            continue  # its group's producer is outside: bounded by the lead edge
         if e.dst not in in_model or not any(v > 0 for row in e.conv for v in row):
             continue
         net = m.network[config_of[e.dst]]
@@ -243,6 +249,54 @@ def add_layout_links(m: _Model, exact_edges: bool) -> None:
             for a in range(na):
                 for b in range(nb):
                     _add(net, p[a][b], e.conv[a][b] * US)
+    for members in groups.values():
+        _add_conversion_group(m, members, config_of)
+
+
+def _add_conversion_group(m: _Model, members: list[int], config_of: dict[int, int]) -> None:
+    """One conversion per produced tensor and target layout: q[a,L] >= [producer takes a
+    and some consumer in the model needs L] (x columns, or the p[e,a,b] of
+    `_link_marginals` where both ends have several shardings); cost(a, L) q[a,L] on the
+    network of the group's lead consumer, whose configuration pays the group (a group whose
+    lead is outside the model is left out: a lower bound)."""
+    problem = m.problem
+    edges = [problem.edges[i] for i in members]
+    lead = next((e for e in edges if e.lead), None)
+    if lead is None or lead.dst not in config_of:
+        return
+    net = m.network[config_of[lead.dst]]
+    cost: dict[tuple[int, int], float] = {}
+    for e in edges:
+        for a, row in enumerate(e.conv):
+            for b, c in enumerate(row):
+                cost[(a, e.layouts[b])] = c
+    q = {key: m.lp.add_col(upper=1.0) for key, c in cost.items() if c > 0}
+    for key, col in q.items():
+        _add(net, col, cost[key] * US)
+    for index, e in zip(members, edges):
+        if e.dst not in config_of:
+            continue
+        na, nb = len(e.conv), len(e.conv[0])
+        p = None
+        if na > 1 and nb > 1:
+            p = [[m.lp.add_col(upper=1.0) for _ in range(nb)] for _ in range(na)]
+            if m.selection.layout_links:
+                _link_marginals(m, index, p)
+        for a in range(na):
+            for b in range(nb):
+                col = q.get((a, e.layouts[b]))
+                if col is None:
+                    continue
+                if p is not None:
+                    ind = {p[a][b]: 1.0}
+                elif na == 1:
+                    ind = dict.fromkeys(m.shard_cols(e.dst, b), 1.0)
+                else:
+                    ind = dict.fromkeys(m.shard_cols(e.src, a), 1.0)
+                if m.selection.layout_links:
+                    row = {col: 1.0, **{c: -v for c, v in ind.items()}}
+                    name = f"conversion_group[edge={index},src={a},dst={b}]"
+                    m.lp.add_row(row, 0.0, math.inf, name=name)
 
 
 def _link_marginals(m: _Model, index: int, p: list[list[int]]) -> None:

@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from generator.graph import KernelGraph, Workload
+from generator.graph import Kernel, KernelGraph, KernelKind, Workload
 from hardware.system import System
 from schema.errors import NoPlanError
 from solver.cost import efficiency
-from solver.cost.menus import MappingProblem, build_problem
+from solver.cost.menus import MappingProblem, best_compute_rate, build_problem
 from solver.fusion.segment_search import GraphSolution
 from solver.fusion.solve import solve_graph
 from solver.options import ExecutionOptions, SolverOptions
@@ -78,6 +78,7 @@ def search_workload(
             progress(search.progress())
         if options.time_limit_s > 0 and time.perf_counter() - search.t0 > options.time_limit_s:
             search.statuses.append("time_limit")
+            search.stops.append("time_limit")
             break
     if search.best is None:
         search.raise_no_plan(limits)
@@ -110,6 +111,10 @@ class _OuterSearch:
     # stopped at the time limit before a first plan
     open_bounds: list[float] = field(default_factory=list)
     no_plan: int = 0
+    # why graph searches stopped short of a proof ("time_limit", "path_cap"), and the
+    # restricted fusion spaces searched (empty: every legal configuration assignment)
+    stops: list[str] = field(default_factory=list)
+    spaces: list[str] = field(default_factory=list)
 
     def settle(self, lb: float, choice: Choice) -> bool:
         """Prune, reject or solve one choice; True when it was solved (or ran out of time)."""
@@ -164,12 +169,22 @@ class _OuterSearch:
         for phase in self.workload.phases:
             key = (id(phase.graph), choice.degree("TP"), spans_key(choice.spans))
             if key not in self.cache:
-                problem = _problem(phase.graph, self.system, choice, self.execution)
+                problem = _problem(
+                    phase.graph,
+                    self.system,
+                    choice,
+                    self.execution,
+                    _micro_batches(self.workload, choice),
+                )
                 failed = infeasible.untileable(problem, phase.graph, phase.name)
                 if failed is not None:
                     return solutions, phase_latency, phase_bound, failed
                 sol = solve_graph(problem, _remaining(self.options, self.t0))
                 self.count(sol)
+                if sol.stats.stop:
+                    self.stops.append(sol.stats.stop)
+                if sol.stats.space and sol.stats.space not in self.spaces:
+                    self.spaces.append(sol.stats.space)
                 self.cache[key] = (problem, sol)
             problem, sol = self.cache[key]
             phase_bound[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
@@ -246,12 +261,30 @@ class _OuterSearch:
             choices_solved=sum(r.status == "solved" for r in results),
             choices_pruned=sum(r.status == "pruned" for r in results),
             choices_infeasible=sum(r.status == "infeasible" for r in results),
-            fusion_search=(
-                "segments of a topological order (lazy shortest path + exact pricing)"
-                if self.execution.dataflow
-                else "kernel-by-kernel"
-            ),
+            fusion_search=self.fusion_search(),
+            stop_reason=self.stop_reason(status),
+            search_space="; ".join(self.spaces) if self.spaces else "all",
         )
+
+    def stop_reason(self, status: str) -> str:
+        """ "proof" when optimal; else what stopped a search first: the time limit wins
+        over the path cap (`SolverOptions.max_paths`)."""
+        if status == "optimal":
+            return "proof"
+        if "time_limit" in self.stops or not self.stops:
+            return "time_limit"
+        return self.stops[0]
+
+    def fusion_search(self) -> str:
+        if not self.execution.dataflow:
+            return "kernel-by-kernel"
+        text = (
+            "every configuration assignment with Config[u] <= Config[v] (paths in the "
+            "lattice of ideals; lazy shortest path + exact pricing)"
+        )
+        if self.spaces:
+            text += "; restricted, optimal only within: " + "; ".join(self.spaces)
+        return text
 
 
 def _limits(workload: Workload, system: System) -> infeasible.Limits:
@@ -272,8 +305,21 @@ def _any_tp(limits: infeasible.Limits) -> infeasible.Limits:
     return replace(limits, max_tp=2**20)
 
 
+def _micro_batches(workload: Workload, choice: Choice) -> int:
+    """Graph instances per step that accumulate weight gradients (assemble.training_times'
+    count): global batch / (micro-batch x DP) in training, else 1."""
+    if workload.kind != "training":
+        return 1
+    micro = max(workload.micro_batch, 1)
+    return max(1, math.ceil(workload.global_batch / (micro * choice.degree("DP"))))
+
+
 def _problem(
-    graph: KernelGraph, system: System, choice: Choice, execution: ExecutionOptions
+    graph: KernelGraph,
+    system: System,
+    choice: Choice,
+    execution: ExecutionOptions,
+    micro_batches: int = 1,
 ) -> MappingProblem:
     spans = {name.lower(): span for name, span in choice.spans}
     return build_problem(
@@ -288,6 +334,7 @@ def _problem(
         execution.overlap,
         execution.num_config,
         serialize_network=execution.serialize_network,
+        micro_batches=micro_batches,
     )
 
 
@@ -313,18 +360,30 @@ def _times(
 def _lower_bound(
     workload: Workload, system: System, choice: Choice, execution: ExecutionOptions
 ) -> float:
-    """Roofline bound: each graph at peak FLOP/s and its weights read once at full DRAM
-    bandwidth, split perfectly over the TP group; assembled like a real plan."""
+    """Roofline bound: each kernel at the best rate any of its options reaches (the chip's
+    peak at the workload's math precision times its calibrated efficiency), its weights
+    read once at the achievable DRAM bandwidth, split perfectly over the TP group;
+    assembled like a real plan. Never above the latency of any plan of the choice."""
     tp = choice.degree("TP")
-    peak = max(system.chip.peak_flops.values())
-    peak = max(peak, system.chip.vector_flops)
-    bw = system.dram.bandwidth_Bps
+    chip = efficiency.for_precision(system.chip, execution.math_precision)
+    bw = system.dram.bandwidth_Bps * efficiency.dram_efficiency(chip)
     lat = {}
     for p in workload.phases:
-        flop = p.graph.flop / tp
-        weights = sum(k.weight_bytes + k.kv_bytes for k in p.graph.kernels) / tp
-        lat[p.name] = max(flop / peak, weights / bw)
+        compute = sum(
+            k.flop / best_compute_rate(k, chip, execution.math_precision) for k in p.graph.kernels
+        )
+        weights = sum(_bytes_read_at_least(k) for k in p.graph.kernels)
+        lat[p.name] = max(compute, weights / bw) / tp
     return _times(workload, choice, lat, system).latency_s
+
+
+def _bytes_read_at_least(kernel: Kernel) -> float:
+    """Weights and KV cache a kernel reads from DRAM at least once; an embedding lookup is a
+    gather that reads only the rows it outputs."""
+    if kernel.kind == KernelKind.EMBEDDING:
+        out = sum(kernel.operand_bytes(o) for o in kernel.outputs)
+        return min(kernel.weight_bytes, out) + kernel.kv_bytes
+    return kernel.weight_bytes + kernel.kv_bytes
 
 
 def _bound_of(

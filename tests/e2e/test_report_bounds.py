@@ -9,12 +9,13 @@ import pytest
 from report_fixtures import kernel
 
 from generator.graph import Kernel, KernelKind, Operand, OperandRole
-from mapshard.report.bounds import BOUNDS_COLUMNS, gemm_shape, write_bounds
+from mapshard.outdir import replace_folder
+from mapshard.report.bounds import BOUNDS_COLUMNS, bounds_files, gemm_shape
 
 
 def test_write_bounds_csv_is_a_frontier(tmp_path):
     gemms = [("up", 64, 256, 128, 2.0), ("down", 64, 128, 256, 1.0)]
-    paths = write_bounds(gemms, 32e3, tmp_path / "b")
+    paths = replace_folder(tmp_path / "b", bounds_files(gemms, 32e3))
     assert sorted(p.name for p in paths) == ["bounds.csv", "bounds.svg"]
     rows = list(csv.DictReader(io.StringIO(paths[0].read_text())))
     assert tuple(rows[0]) == BOUNDS_COLUMNS

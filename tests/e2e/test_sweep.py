@@ -303,3 +303,16 @@ def test_example_sweep_expands_to_valid_points() -> None:
     statuses = [p.row["status"] if p.row else "to solve" for p in points]
     assert statuses.count("failed") == 0, [p.row for p in points if p.row]
     assert statuses.count("filtered") == 8
+
+
+def test_another_sweep_never_appends_to_a_results_file(tmp_path: Path) -> None:
+    """Same columns, other points: refused (a sweep extended by new points resumes)."""
+    axis = 'axis {{ field: "workload.llm_inference.batch" values: [{}] }}\n'
+    first = load_sweep(write_sweep(tmp_path / "a", TINY_LLM + axis.format('"1"')))
+    run_sweep(first, out=tmp_path / "out", workers=1, quiet=True)
+    extended = load_sweep(write_sweep(tmp_path / "b", TINY_LLM + axis.format('"1", "2"')))
+    assert run_sweep(extended, out=tmp_path / "out", workers=1, quiet=True).ran == 1
+    other = load_sweep(write_sweep(tmp_path / "c", TINY_LLM + axis.format('"4"')))
+    with pytest.raises(SetupError, match="not in this sweep"):
+        run_sweep(other, out=tmp_path / "out", workers=1, quiet=True)
+    assert len(read_rows(tmp_path / "out" / "results.csv")) == 2

@@ -164,7 +164,7 @@ def test_interrupt_while_replacing_a_result_keeps_the_old_one(
             raise KeyboardInterrupt
         real_rename(src, dst)
 
-    monkeypatch.setattr("mapshard.report.write.os.rename", rename)
+    monkeypatch.setattr("mapshard.outdir.os.rename", rename)
     with pytest.raises(KeyboardInterrupt):
         write_results(plan, out, setup_text_with_plan="new")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -91,3 +91,69 @@ def test_pipeline_1f1b_bubble():
     # interleaving with v = 3 divides the bubble: (8 + 1) * 10 ms
     assert pipeline_time(0.01, 8, 4, 3) == pytest.approx(0.09)
     assert math.isclose(pipeline_time(0.01, 8, 1), 0.08)
+
+
+def _a2a_textbook(per_chip: float, levels) -> float:
+    """Textbook multi-level all-to-all on switches: each chip sends (p_l-1)/p_l of its data
+    at level l, at that level's bandwidth, plus one latency step per level."""
+    return sum((p - 1) / p * per_chip / bw + lat for p, bw, lat in levels)
+
+
+def test_hierarchical_all_to_all_two_levels_is_the_textbook_formula():
+    # issue #14: 1024 chips as 32 x 32 at 25 GB/s each, 1 MB held per chip
+    d = 1e6
+    inner, outer = switch(bw=25 * GB, p=32), switch(bw=25 * GB, p=32)
+    t = hierarchical_time("all_to_all", d * 1024, [(inner, 32), (outer, 32)])
+    assert t == pytest.approx(2 * (31 / 32) * 1e6 / 25e9)  # 77.5 us
+    flat = level_collective_time("all_to_all", d * 1024, 1024, switch(bw=25 * GB, p=1024))
+    assert flat == pytest.approx(1023 / 1024 * 1e6 / 25e9)
+    assert t < 2 * flat
+
+
+def test_hierarchical_all_to_all_three_levels_is_the_textbook_formula():
+    d = 3e6
+    lv = [(4, 400 * GB, 1e-6), (8, 50 * GB, 5e-6), (2, 25 * GB, 10e-6)]
+    span = [(switch(bw=b, lat=a, p=p), p) for p, b, a in lv]
+    expected = (3 / 4) * d / 400e9 + 1e-6 + (7 / 8) * d / 50e9 + 5e-6 + (1 / 2) * d / 25e9 + 10e-6
+    assert expected == pytest.approx(_a2a_textbook(d, lv))
+    assert hierarchical_time("all_to_all", d * 64, span) == pytest.approx(expected)
+
+
+def test_hierarchical_all_to_all_one_level_is_flat():
+    level = switch(bw=50 * GB, lat=2e-6, p=16)
+    assert hierarchical_time("all_to_all", 5e8, [(level, 16)]) == pytest.approx(
+        level_collective_time("all_to_all", 5e8, 16, level)
+    )
+    assert level_collective_time("all_to_all", 5e8, 16, level) == pytest.approx(
+        15 / 16 * 5e8 / 16 / 50e9 + 2e-6
+    )
+
+
+def _curved(lat=10e-6, p=8) -> NetworkLevel:
+    curve = ((1e6, 0.2), (1e8, 0.8))
+    eff = CollectiveEfficiency(latency_s=lat, bus_bw_curve=curve)
+    return NetworkLevel("sw", Topology.SWITCH, p, 100 * GB, 0.0, efficiency=eff)
+
+
+def test_alpha_beta_with_calibrated_bandwidth_by_message_size():
+    level = _curved()
+    # at a curve point: 2 steps x 10 us + 2 x 7/8 x 1e8 / (0.8 x 100 GB/s)
+    t = level_collective_time("all_reduce", 1e8, 8, level)
+    assert t == pytest.approx(20e-6 + 1.75e8 / 80e9)
+    # between points, linear in log size: 1e7 is halfway -> 0.5
+    t = level_collective_time("all_gather", 1e7, 8, level)
+    assert t == pytest.approx(10e-6 + 7 / 8 * 1e7 / 50e9)
+    # below the first point the first fraction holds: an 8 B all-reduce is the latency
+    t = level_collective_time("all_reduce", 8, 8, level)
+    assert t == pytest.approx(20e-6 + 14 / 20e9)
+    # beyond the last, the last fraction: 1e10 at 80 GB/s
+    assert level_collective_time("reduce_scatter", 1e10, 8, level) == pytest.approx(
+        10e-6 + 7 / 8 * 1e10 / 80e9
+    )
+
+
+def test_curve_size_of_an_all_to_all_is_one_chips_send_buffer():
+    level = _curved(lat=0.0)
+    # 8 chips x 1e6 each: the curve sees 1e6 (fraction 0.2); each chip sends 7/8 of 1e6
+    t = level_collective_time("all_to_all", 8e6, 8, level)
+    assert t == pytest.approx(7 / 8 * 1e6 / 20e9)

@@ -150,6 +150,20 @@ def test_collective_efficiency_is_the_fit(cases, chip):
     (entry,) = [e for e in spec.accelerator.efficiency.collective if e.level == 0]
     assert entry.bus_bw_util == pytest.approx(f.bus_bw_util)
     assert entry.half_bw_bytes == pytest.approx(f.half_bw_bytes, rel=0.01)
+    assert entry.latency_us == pytest.approx(f.latency_us)
+    got = [(pt.message_bytes, pt.bus_bw_util) for pt in entry.bus_bw_at_size]
+    assert got == [pytest.approx(pt) for pt in f.curve]
+
+
+def test_collective_alpha_beta_fit_by_hand(cases):
+    """H100 (C01's sweep): 1 KiB at 0.07 GB/s busbw is 1.75 x 1024 / 0.07e9 = 25.6 us = 2
+    steps of 12.8 us; 1 MiB at 43.70 GB/s takes 1.75 x 2^20 / 43.70e9 = 41.99 us, of which
+    16.39 us move the bus bytes: 1.75 x 2^20 / 16.39 us / 450 GB/s = 0.249."""
+    f = fit.fit_collective(cases, "H100-SXM5-80GB", 450e9)
+    assert f.latency_us == pytest.approx(1.75 * 1024 / 0.07e9 / 2 * 1e6, abs=0.01)
+    t = 1.75 * 2**20 / 43.70e9 - 2 * 12.8e-6
+    assert dict(f.curve)[2**20] == pytest.approx(1.75 * 2**20 / t / 450e9, abs=1e-3)
+    assert f.half_bw_bytes == 0.0
 
 
 def test_nvls_bus_bandwidth_exceeds_the_link_and_is_capped(cases):

@@ -11,8 +11,9 @@ import pytest
 from google.protobuf import text_format
 
 from generator.build import build_workload
-from generator.export import write_generated
+from generator.export import generated_files
 from generator.graph import KernelKind, OperandRole, Pass
+from mapshard.outdir import MARKER, replace_folder
 from schema import setup_pb2
 from schema.errors import SetupError
 from schema.setup_io import load_setup
@@ -36,7 +37,7 @@ def build(text: str, num_chips: int = 1):
 @pytest.mark.parametrize("folder", SCENARIOS, ids=[p.name for p in SCENARIOS])
 def test_every_scenario_builds(folder):
     setup, path = load_setup(folder)
-    w = build_workload(setup, path, 1)
+    w = build_workload(setup, path, setup.system.num_chip or 1)
     assert w.kind == KINDS.get(folder.name, "inference")
     assert w.flop_per_step > 0 and w.phases
     for phase in w.phases:
@@ -138,13 +139,13 @@ def test_setup_errors():
     assert "workload.llm_inference.input_len must be > 0" in str(err.value)
 
 
-def test_write_generated(tmp_path):
+def test_generated_files(tmp_path):
     setup, path = load_setup(ROOT / "scenarios" / "llama31_8b_decode_h100")
     w = build_workload(setup, path, 1)
-    files = write_generated(w, tmp_path / "out", setup)
+    files = replace_folder(tmp_path / "out", generated_files(w, setup))
     names = sorted(p.name for p in files)
     assert names == ["graph_decode.txt", "graph_decode_head.txt", "kernels.csv", "summary.json"]
-    assert not list((tmp_path / "out").glob(".*"))  # no temp files left
+    assert [p.name for p in (tmp_path / "out").glob(".*")] == [MARKER]  # no temp files left
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["num_params"] == 8_030_261_248 == summary["num_active_params"]
     assert summary["flop_per_step"] == pytest.approx(w.flop_per_step)
@@ -162,5 +163,5 @@ def test_write_generated(tmp_path):
     w2 = build_workload(again, p2, 1)
     assert w2.phases[0].graph.kernels == w.phases[0].graph.kernels
     assert w2.phases[0].count == 32 and again.system.chip == "H100-SXM5-80GB"
-    write_generated(build("workload { gemm { M: 8 K: 8 N: 8 } }"), tmp_path / "g")
+    replace_folder(tmp_path / "g", generated_files(build("workload { gemm { M: 8 K: 8 N: 8 } }")))
     assert (tmp_path / "g" / "graph.txt").is_file()

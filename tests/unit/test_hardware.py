@@ -355,7 +355,7 @@ def test_chip_table_errors_name_file_row_and_column(tmp_path: Path):
         library.load_chip_table(path)
     text = "\n".join(info.value.problems)
     assert f'{path}:1: unknown column "bf16_tflop"; did you mean "bf16_tflops"?' in text
-    assert f"{path}:2: column memory_gb must be a number >= 0, got '-3'" in text
+    assert f"{path}:2: column memory_gb must be a number in 0..1e+09, got '-3'" in text
     assert f'{path}:3: chip "A" is already defined on row 2' in text
     assert f"{path}:4: column name is empty" in text
     setup = 'system { chip: "Nope" chip_table: "missing.csv" }'
@@ -365,6 +365,24 @@ def test_chip_table_errors_name_file_row_and_column(tmp_path: Path):
 # ---------------------------------------------------------------------------------------
 # Errors: every problem, with file and field path, in one SetupError
 # ---------------------------------------------------------------------------------------
+
+
+def test_chip_table_refuses_out_of_range_numbers_and_echoes_no_foreign_text(tmp_path: Path):
+    """1e30 cores would overflow the protobuf integer, 1e300 TFLOP/s an infinite peak; a
+    table path pointing at some other file must not print that file's first line."""
+    path = tmp_path / "chips.csv"
+    path.write_text("name,cores,bf16_tflops\nA,1e30,1\nB,8,1e300\n")
+    with pytest.raises(SetupError) as info:
+        library.load_chip_table(path)
+    text = "\n".join(info.value.problems)
+    assert f"{path}:2: column cores must be a whole number in 0..2.14748e+09" in text
+    assert f"{path}:3: column bf16_tflops must be a number in 0..1e+09" in text
+    secret = tmp_path / "secret.csv"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash,name\n")
+    with pytest.raises(SetupError) as info:
+        library.load_chip_table(secret)
+    text = "\n".join(info.value.problems)
+    assert "root:x" not in text and "unknown column 1 (not a name)" in text
 
 
 def test_unknown_chip_suggests_the_closest():

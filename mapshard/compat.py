@@ -1,0 +1,54 @@
+"""Checks that need both the resolved system and the generated workload: parallel degrees
+pinned by topology tags must fit the model (a TP wider than the attention heads would
+silently replicate every kernel), and tags go on every level or none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from generator.graph import Workload
+from hardware.system import System
+from schema.errors import SetupError
+
+
+def tagged_degrees(system: System) -> dict[str, int]:
+    """Degree of each parallelism over the levels that carry its tag and a fixed degree."""
+    degrees: dict[str, int] = {}
+    for level in system.network:
+        if level.degree > 0:
+            for tag in level.parallelism:
+                degrees[tag] = degrees.get(tag, 1) * level.degree
+    return degrees
+
+
+def check_degrees(path: Path, system: System, workload: Workload) -> None:
+    """Raise SetupError listing every pinned degree the workload cannot use."""
+    where = f"{path}: system topology parallelism"
+    problems = []
+    tagged = [lv.name for lv in system.network if lv.parallelism]
+    untagged = [lv.name for lv in system.network if not lv.parallelism and lv.degree != 1]
+    if tagged and untagged:
+        problems.append(
+            f"{where}: levels {', '.join(tagged)} carry a parallelism tag but "
+            f"{', '.join(untagged)} do not; tag every level or none (none = searched)"
+        )
+    degrees = tagged_degrees(system)
+    model = workload.model
+    if model is not None and workload.kind in ("training", "inference"):
+        limits = (
+            ("TP", model.num_heads, "attention heads"),
+            ("PP", model.num_layers, "layers"),
+            ("EP", model.num_experts, "experts"),
+        )
+        for tag, limit, what in limits:
+            degree = degrees.get(tag, 1)
+            if degree > 1 and degree > limit:
+                if limit:
+                    wrong = (
+                        f"{tag} {degree} exceeds the model's {limit} {what}; give {tag} <= {limit}"
+                    )
+                else:
+                    wrong = f"{tag} {degree} on a model without {what}; leave {tag} out"
+                problems.append(f"{where}: {wrong}")
+    if problems:
+        raise SetupError(problems)

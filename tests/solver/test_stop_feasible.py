@@ -1,0 +1,50 @@
+"""A plan returned at the time limit or on the path cap respects num_config, the SRAM and
+the graph order (verify_plan), and the status says which limit stopped the search."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+from solver_fixtures import random_chain, small_system
+
+from generator.graph import Phase, Workload
+from schema.errors import NoPlanError
+from solver.api import solve_workload
+from solver.options import ExecutionOptions, SolverOptions
+from solver.verify import verify_plan
+
+
+def _setup(n: int):
+    graph = random_chain(random.Random(5), n)
+    system = small_system(num_chips=2, sram_bytes=2e4)
+    system = replace(system, network=(replace(system.network[0], parallelism=("TP",)),))
+    workload = Workload(kind="graph", phases=(Phase("graph", graph),))
+    return workload, system
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        SolverOptions(time_limit_s=0.5, gap=0.0),
+        SolverOptions(time_limit_s=0.0, gap=0.0, max_paths=1),
+    ],
+    ids=["time_limit", "path_cap"],
+)
+def test_stopped_plan_is_feasible(options):
+    workload, system = _setup(150)
+    execution = ExecutionOptions(dataflow=True, num_config=6, overlap=True)
+    try:
+        plan = solve_workload(workload, system, execution, options)
+    except NoPlanError:
+        return  # "no plan" (exit 4) is honest; a violating plan is not
+    assert verify_plan(plan, workload, system, execution) == []
+    for phase in plan.phases:
+        assert len(phase.configs) <= 6
+    if plan.stats.status == "optimal":
+        assert plan.stats.stop_reason == "proof"
+    else:
+        assert plan.stats.stop_reason in ("time_limit", "path_cap")
+    if options.time_limit_s == 0 and plan.stats.status != "optimal":
+        assert plan.stats.stop_reason == "path_cap"
