@@ -139,6 +139,12 @@ DRAM, FUSED, HELD = "dram", "fused", "held"
 
 def _pareto_2d(sram: np.ndarray, traffic: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Indices (of idx) on the (sram, traffic) frontier, sram ascending, traffic descending."""
+    # every frontier point lies in the box between the two extremes (no more traffic than
+    # the least-SRAM point, no more SRAM than the least-traffic point): an O(n) cut first
+    s, t = sram[idx], traffic[idx]
+    t0 = t[s == s.min()].min()
+    s1 = s[t == t.min()].min()
+    idx = idx[(t <= t0) & (s <= s1)]
     order = idx[np.lexsort((traffic[idx], sram[idx]))]
     t = traffic[order]
     best_before = np.minimum.accumulate(np.concatenate(([np.inf], t[:-1])))
