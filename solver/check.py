@@ -3,6 +3,29 @@
 Recomputes every configuration's compute, memory and network time and SRAM use from the
 chosen options in plain Python. The MILP's objective terms must equal these numbers, and
 brute-force enumeration over all mappings of small problems uses this function as the truth.
+
+Per-kernel data movement in a configuration c (THE rule; the MILP's SRAM and memory
+expressions in solver/milp/model.py call these functions, the fusion pricers
+solver/fusion/segment_price.py and segment_bound.py vectorise the same terms):
+
+  fed_c(k)    = input operands x of k fed by an edge whose producer is in c
+  internal(k) = k has consumers and all of them are in c
+  DRAM_k      = sum_{x not in fed_c(k)} traffic_k(x)  - [internal(k)] * traffic_k(out)
+  SRAM_k      = buffer_k + [some consumer of k in c] * stream_k
+                + sum_{x in fed_c(k)} hold_k(x)
+  hold_k(x)   = size_k(x)  if traffic_k(x) > size_k(x)   (the tiling re-reads x)
+                           or x is a saved activation (forward producer, backward
+                           consumer: it lives from the forward to the backward pass)
+              = 0          otherwise (one pass: the producer's stream buffer stream_k
+                           of its output tile carries it)
+  SRAM_c = sum_{k in c} SRAM_k <= chip SRAM
+
+size_k(x) is the operand's compulsory bytes per chip (Option.sizes), traffic_k(x) what the
+chosen tiling would read from DRAM (Option.traffic). So an operand fused over an edge is
+free in DRAM time only because it is held on chip: a re-read operand is held whole for
+the consumer's lifetime in the configuration, and a saved activation whose forward
+producer and backward consumer share a configuration is held whole too (time and memory
+agree: if either end is in another configuration it goes through DRAM in both models).
 """
 
 from __future__ import annotations
@@ -28,7 +51,8 @@ class ConfigCost:
 
 
 def kernel_memory_bytes(problem: MappingProblem, k: int, option: int, members: set[int]) -> float:
-    """DRAM bytes of kernel k's option when the kernels in `members` share its configuration."""
+    """DRAM_k of the module docstring: DRAM bytes of kernel k's option when the kernels in
+    `members` share its configuration."""
     menu = problem.kernels[k]
     opt = menu.options[option]
     internal_inputs = {e.dst_operand for e in problem.in_edges(k) if e.src in members}
@@ -44,6 +68,35 @@ def kernel_memory_bytes(problem: MappingProblem, k: int, option: int, members: s
     return total
 
 
+def fused_inputs(problem: MappingProblem, k: int, members: set[int]) -> dict[str, bool]:
+    """Input operands of kernel k fed by an edge from inside `members` -> whether the
+    operand is a saved activation (any edge into it is)."""
+    edges = problem.in_edges(k)
+    inside = {e.dst_operand for e in edges if e.src in members}
+    return {x: any(e.saved for e in edges if e.dst_operand == x) for x in inside}
+
+
+def hold_bytes(problem: MappingProblem, k: int, option: int, operand: str, saved: bool) -> float:
+    """hold_k(x) of the module docstring: SRAM bytes a fused input takes for its lifetime."""
+    opt = problem.kernels[k].options[option]
+    size = opt.size_of(operand)
+    if saved or opt.traffic_of(operand) > size * (1 + 1e-9):
+        return size
+    return 0.0
+
+
+def kernel_sram_bytes(problem: MappingProblem, k: int, option: int, members: set[int]) -> float:
+    """SRAM_k of the module docstring: kernel k's option when `members` share its
+    configuration."""
+    opt = problem.kernels[k].options[option]
+    sram = opt.buffer_bytes
+    if any(e.dst in members for e in problem.out_edges(k)):
+        sram += opt.out_tile_bytes
+    for x, saved in fused_inputs(problem, k, members).items():
+        sram += hold_bytes(problem, k, option, x, saved)
+    return sram
+
+
 def config_cost(
     problem: MappingProblem, members: Sequence[int], choice: Sequence[int]
 ) -> ConfigCost:
@@ -57,10 +110,7 @@ def config_cost(
         ovh += menu.overhead_s
         net += opt.network_s
         mem_bytes += kernel_memory_bytes(problem, k, choice[k], group)
-        sram += opt.buffer_bytes
-        outs = problem.out_edges(k)
-        if any(e.dst in group for e in outs):
-            sram += opt.out_tile_bytes
+        sram += kernel_sram_bytes(problem, k, choice[k], group)
     if problem.edges:
         sharding = [
             menu.sharding_index(o) if o >= 0 else 0 for menu, o in zip(problem.kernels, choice)
@@ -94,11 +144,21 @@ def brute_force(problem: MappingProblem) -> tuple[float, list[list[int]], tuple[
         segmentations = [[[k] for k in range(n)]]
     best = (math.inf, [], ())
     ranges = [range(len(m.options)) for m in problem.kernels]
+    # a configuration's cost depends only on its members' options and on every kernel's
+    # sharding (layout conversions): cache it by those, the rest of the choice varies freely
+    cache: dict[tuple, ConfigCost] = {}
     for choice in itertools.product(*ranges):
+        shard = tuple(m.sharding_index(o) for m, o in zip(problem.kernels, choice))
         for segs in segmentations:
             if not _pins_ok(problem, segs):
                 continue
-            total, _ = mapping_cost(problem, segs, choice)
+            total = 0.0
+            for members in segs:
+                key = (tuple(members), tuple(choice[k] for k in members), shard)
+                cost = cache.get(key)
+                if cost is None:
+                    cost = cache[key] = config_cost(problem, members, choice)
+                total += cost.latency_s if cost.feasible else math.inf
             if total < best[0] - 1e-15:
                 best = (total, segs, choice)
     return best

@@ -110,3 +110,118 @@ def menu(m: int, k: int, n: int, buffer_elements: float, size: int = 12) -> list
     chosen.add(len(front) - 1)
     chosen.add(0)
     return [front[i] for i in sorted(chosen)]
+
+
+# --------------------------------------------------------------------------------------
+# Menus that stay optimal when operands are fused (project issue #14)
+# --------------------------------------------------------------------------------------
+# Inside a fused configuration an operand fed over an in-configuration edge costs no DRAM
+# traffic, but (solver/check.py, the fused-operand rule) takes its whole size in SRAM when
+# the tiling re-reads it (its traffic exceeds its compulsory size), or always when it is a
+# saved activation; a fused output takes the stream buffer 2*Tm*Tn. So a tile's cost in a
+# configuration depends on each operand's status:
+#   A, B in {dram, fused, held}, C in {dram, fused}
+#   sram(t)    = buffer(t) + [A fused and a(t) > MK]*MK + [A held]*MK      (same for B, KN)
+#                          + [C fused]*2*Tm*Tn
+#   traffic(t) = [A dram]*a(t) + [B dram]*b(t)      (+ MN, the same for every tile)
+# A tile can be optimal in some configuration only if it is on the (sram, traffic) Pareto
+# frontier of some status; the menu is the union of those frontiers over the statuses the
+# kernel's operands can have. Every frontier keeps its two extremes (least buffer, least
+# traffic); one longer than `size` points is sampled log-evenly along its buffer axis
+# (the all-DRAM status with `size` points, every fused status with max(2, size // 4):
+# at the default size of 10 just its two extremes), so the menu stays within about
+# twice `size`. Below those sizes the menu is exact: it holds
+# every tile that is optimal for some status (a tile dominated in (buffer, a, b, Tm*Tn)
+# is never needed, and every status cost is monotone in those four).
+
+DRAM, FUSED, HELD = "dram", "fused", "held"
+
+
+def _pareto_2d(sram: np.ndarray, traffic: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Indices (of idx) on the (sram, traffic) frontier, sram ascending, traffic descending."""
+    # every frontier point lies in the box between the two extremes (no more traffic than
+    # the least-SRAM point, no more SRAM than the least-traffic point): an O(n) cut first
+    s, t = sram[idx], traffic[idx]
+    t0 = t[s == s.min()].min()
+    s1 = s[t == t.min()].min()
+    idx = idx[(t <= t0) & (s <= s1)]
+    order = idx[np.lexsort((traffic[idx], sram[idx]))]
+    t = traffic[order]
+    best_before = np.minimum.accumulate(np.concatenate(([np.inf], t[:-1])))
+    return order[t < best_before]
+
+
+def _sample(front: np.ndarray, sram: np.ndarray, size: int) -> list[int]:
+    """At most ~size indices of a frontier: both extremes and log-spaced buffers between."""
+    if len(front) <= size:
+        return [int(i) for i in front]
+    buffers = sram[front].astype(float)
+    lo = max(buffers[0], 1.0)
+    targets = np.geomspace(lo, max(buffers[-1], lo), size)
+    chosen = {int(np.searchsorted(buffers, t, side="right") - 1) for t in targets}
+    chosen |= {0, len(front) - 1}
+    return [int(front[i]) for i in sorted(c for c in chosen if c >= 0)]
+
+
+@functools.lru_cache(maxsize=1024)
+def fusion_menu(
+    m: int,
+    k: int,
+    n: int,
+    buffer_elements: float,
+    size: int = 12,
+    a_states: tuple[str, ...] = (DRAM,),
+    b_states: tuple[str, ...] = (DRAM,),
+    c_states: tuple[str, ...] = (DRAM,),
+) -> tuple[TilePoint, ...]:
+    """Tiles that fit `buffer_elements` and can be optimal for some status of the operands
+    (the states each operand may take: DRAM, FUSED, HELD; see the comment above), by
+    increasing buffer. With every state DRAM it is `menu`'s total-traffic frontier.
+    Cached (layers repeat their shapes): a tuple, to share."""
+    m, k, n = int(m), int(k), int(n)
+    buf, a, b, fam, tm, tn = _candidates(m, k, n)
+    fits = buf <= buffer_elements
+    if not fits.any():
+        return ()
+    # only the tiles that fit alone can fit with anything added: work on those
+    buf, a, b, fam, tm, tn = (x[fits] for x in (buf, a, b, fam, tm, tn))
+    fits = np.arange(len(buf))
+    sizes = {"a": m * k, "b": k * n}
+    chosen: set[int] = set()
+    for sa in a_states:
+        for sb in b_states:
+            for sc in c_states:
+                sram = buf.copy()
+                traffic = np.zeros_like(buf)
+                for state, q, full in ((sa, a, sizes["a"]), (sb, b, sizes["b"])):
+                    if state == DRAM:
+                        traffic = traffic + q
+                    elif state == FUSED:
+                        sram = sram + np.where(q > full, full, 0)
+                    else:
+                        sram = sram + full
+                if sc == FUSED:
+                    sram = sram + 2 * tm * tn
+                ok = fits[sram[fits] <= buffer_elements]
+                if not len(ok):
+                    continue
+                front = _pareto_2d(sram, traffic, ok)
+                every = size if (sa, sb, sc) == (DRAM, DRAM, DRAM) else max(2, size // 4)
+                chosen.update(_sample(front, sram, every))
+    # one tile per distinct (buffer, a, b, Tm*Tn): equal costs in every status
+    unique: dict[tuple[int, int, int, int], int] = {}
+    for i in sorted(chosen, key=lambda i: (buf[i], a[i] + b[i], fam[i], tm[i], tn[i])):
+        unique.setdefault((int(buf[i]), int(a[i]), int(b[i]), int(tm[i] * tn[i])), i)
+    return tuple(
+        TilePoint(
+            int(buf[i]),
+            int(a[i] + b[i] + m * n),
+            int(a[i]),
+            int(b[i]),
+            m * n,
+            _FAMILIES[fam[i]],
+            int(tm[i]),
+            int(tn[i]),
+        )
+        for i in unique.values()
+    )

@@ -41,9 +41,14 @@ class Option:
     # Once-per-step gradient all-reduce of the weights this sharding replicates over the TP
     # group (training), seconds; `network_s` includes it amortised (WeightRule.sync_weight).
     grad_sync_s: float = 0.0
+    # compulsory bytes per operand, per chip (traffic above it means the tiling re-reads)
+    sizes: tuple[tuple[str, float], ...] = ()
 
     def traffic_of(self, operand: str) -> float:
         return dict(self.traffic).get(operand, 0.0)
+
+    def size_of(self, operand: str) -> float:
+        return dict(self.sizes).get(operand, 0.0)
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,9 @@ class EdgeCost:
     dst_operand: str
     # conversion seconds, [sharding index of src][sharding index of dst]
     conv: tuple[tuple[float, ...], ...]
+    # a forward activation read by the backward pass (or its recompute): fused, it stays
+    # on chip for its whole lifetime (solver/check.py, fused-operand rule)
+    saved: bool = False
     # across the boundary of two instances of a repeated graph (src's output is the next
     # instance's input read by dst): charged like any edge at dst, but no order and no
     # fusion between src and dst (in_edges / out_edges leave it out; conv_in_edges has it)
@@ -350,6 +358,7 @@ def build_menu(
                 net_b += bytes_sent_per_chip("all_reduce", grad, tp) * weights.sync_weight
                 label = f"grad all_reduce {grad / 1e6:.3g} MB over tp per step"
                 coll = f"{coll}; {label}" if coll else label
+        compulsory = _compulsory(kernel, sizes)
         for tile, buf, traffic, out_tile in _tilings(
             kernel, sizes, sram_bytes, dataflow, tiling_points
         ):
@@ -367,6 +376,7 @@ def build_menu(
                     flop,
                     stored,
                     sync,
+                    tuple(sorted(compulsory.items())),
                 )
             )
     inputs = tuple(o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT)
@@ -481,9 +491,23 @@ def _tilings(
     ops = {o.name: o for o in kernel.operands}
     elem = max(ops[a].bytes_per_element, ops[b].bytes_per_element, ops[c].bytes_per_element)
     fit = sram_bytes / elem
-    pts = frontier.menu(bm, bk, bn, fit, size=points if dataflow else 1)
-    if not dataflow:
-        pts = pts[-1:]
+    if dataflow:
+        # every status an operand can have in a configuration (frontier.fusion_menu)
+        fed = {o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT}
+        saved = kernel.pass_ != Pass.FWD
+        states = {
+            x: (frontier.DRAM, frontier.FUSED, frontier.HELD)
+            if x in fed and saved
+            else (frontier.DRAM, frontier.FUSED)
+            if x in fed
+            else (frontier.DRAM,)
+            for x in (a, b)
+        }
+        pts = frontier.fusion_menu(
+            bm, bk, bn, fit, points, states[a], states[b], (frontier.DRAM, frontier.FUSED)
+        )
+    else:
+        pts = frontier.menu(bm, bk, bn, fit, size=1)[-1:]
     out = []
     for p in pts:
         traffic = {
@@ -658,7 +682,8 @@ def build_problem(
         )
         if wrap and not any(c > 0 for row in conv for c in row):
             continue
-        edges.append(EdgeCost(u, v, e.dst_operand, conv, wrap))
+        saved = src.pass_ == Pass.FWD and dst.pass_ != Pass.FWD
+        edges.append(EdgeCost(u, v, e.dst_operand, conv, saved=saved, wrap=wrap))
         raw.append((e, wrap))
     edges = _conversion_groups(edges, kernels, menus, raw)
     pinned = tuple(k.pinned_config for k in kernels)

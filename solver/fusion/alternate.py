@@ -30,6 +30,10 @@ from solver.options import SolverOptions
 ROUNDS = 4
 
 
+ALTERNATION_NODES = 500  # branch-and-bound nodes of one alternation step's MILP
+ALTERNATION_S = 2.0  # and its seconds
+
+
 def restrict(
     problem: MappingProblem, shardings: list[str]
 ) -> tuple[MappingProblem, list[list[int]]]:
@@ -91,9 +95,12 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
             )
         if best.objective_s <= root * (1 + options.gap):
             return with_bound(best, root, stats, options.gap)
-        fixed = solve_configurations(
-            problem, seg_sol.configs, until_deadline(options, deadline), start_choice=choice
-        )
+        # a heuristic step (the proof is segment_search's, and the incumbent is its warm
+        # start): capped in nodes and seconds so that it stays finite with no time limit
+        # (HiGHS's root alone can take tens of seconds on a large fused menu)
+        step = until_deadline(options, min(deadline, time.perf_counter() + ALTERNATION_S))
+        step = replace(step, node_limit=step.node_limit or ALTERNATION_NODES)
+        fixed = solve_configurations(problem, seg_sol.configs, step, start_choice=choice)
         stats.add(fixed)
         if fixed.objective_s < best.objective_s * (1 - 1e-12):
             best = GraphSolution(

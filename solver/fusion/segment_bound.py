@@ -154,7 +154,15 @@ class _KernelValues:
                 best = np.stack(
                     [values[:, mine & (units == u)].min(axis=1) for u in distinct], axis=1
                 )
-                per_sharding.append((distinct, best))
+                # a choice with more units and no smaller value for any weight never
+                # lowers the knapsack: keep the Pareto choices only (exact, and fewer
+                # merges where the fused-status menus are long)
+                seen = np.minimum.accumulate(
+                    np.concatenate([np.full((len(best), 1), math.inf), best[:, :-1]], axis=1),
+                    axis=1,
+                )
+                keep = (best < seen).any(axis=0)
+                per_sharding.append((distinct[keep], best[:, keep]))
             self._cache[key] = per_sharding
         return self._cache[key]
 

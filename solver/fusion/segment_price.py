@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from solver.check import hold_bytes
 from solver.cost.latency import config_latency
 from solver.cost.menus import MappingProblem
 
@@ -169,8 +170,14 @@ class KernelTraffic:
         self.first_use = min(consumers) if consumers else math.inf
         self.last_use = max(consumers) if consumers else math.inf
         self.has_consumers = bool(consumers)
-        fed = {e.dst_operand: e.src for e in problem.in_edges(k)}
+        fed: dict[str, int] = {}  # operand -> its latest producer (fused if that one is)
+        for e in problem.in_edges(k):
+            fed[e.dst_operand] = max(fed.get(e.dst_operand, -1), e.src)
         self.fed = fed
+        self.producers: dict[str, set[int]] = {}
+        for e in problem.in_edges(k):
+            self.producers.setdefault(e.dst_operand, set()).add(e.src)
+        saved = {x: any(e.saved for e in problem.in_edges(k) if e.dst_operand == x) for x in fed}
         names = sorted({name for o in menu.options for name, _ in o.traffic})
         self.own = np.array(
             [
@@ -182,6 +189,13 @@ class KernelTraffic:
             name: np.array([o.traffic_of(name) for o in menu.options])
             for name in names
             if name in fed and name != menu.output_operand
+        }
+        # SRAM a fused input takes (solver.check.hold_bytes)
+        self.hold = {
+            name: np.array(
+                [hold_bytes(problem, k, o, name, saved[name]) for o in range(len(menu.options))]
+            )
+            for name in self.inputs
         }
         self.output = np.array([o.traffic_of(menu.output_operand) for o in menu.options])
         self.buffer = np.array([o.buffer_bytes for o in menu.options])
@@ -205,20 +219,25 @@ class KernelTraffic:
         inside = self.consumers & group
         fused_out = bool(inside)
         internal_out = self.has_consumers and len(inside) == len(self.consumers)
-        outside = frozenset(name for name in self.inputs if self.fed[name] not in group)
+        outside = frozenset(name for name in self.inputs if not self.producers[name] & group)
         return fused_out, internal_out, outside
 
     def buffer_traffic(
         self, status: tuple[bool, bool, frozenset[str]]
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Per option: on-chip buffer bytes and DRAM bytes in that status."""
+        """Per option: on-chip bytes and DRAM bytes in that status (solver.check's
+        kernel_sram_bytes and kernel_memory_bytes)."""
         fused_out, internal_out, outside = status
         traffic = self.own.copy()
-        for name in outside:
-            traffic = traffic + self.inputs[name]
+        sram = self.buffer + (self.out_tile if fused_out else 0.0)
+        for name in self.inputs:
+            if name in outside:
+                traffic = traffic + self.inputs[name]
+            else:
+                sram = sram + self.hold[name]
         if not internal_out:
             traffic = traffic + self.output
-        return self.buffer + (self.out_tile if fused_out else 0.0), traffic
+        return sram, traffic
 
     def choices(self, i: int, j: int) -> np.ndarray:
         key = self.status(i, j)

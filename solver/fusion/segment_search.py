@@ -270,7 +270,7 @@ class _ExactSearch:
             if not todo:
                 return None, h, path
             if time.perf_counter() > self.deadline:
-                self.stats.stop = "time_limit"
+                self.stats.stop = self.stop_reason()
                 if incumbent is not None:
                     return with_bound(incumbent, lower, stats, gap), h, path
                 return GraphSolution((), (), math.inf, lower, "time_limit", stats), h, path
@@ -281,6 +281,13 @@ class _ExactSearch:
 
     def out_of_time(self) -> bool:
         return _out_of_time(self.options, self.t_start) or time.perf_counter() > self.deadline
+
+    def stop_reason(self) -> str:
+        """'time_limit' only under the user's time limit; a search cap otherwise (the path
+        cap, or the proof budget the alternation gives itself when there is no limit)."""
+        if self.options.time_limit_s > 0 and self.out_of_time():
+            return "time_limit"
+        return "path_cap"
 
     def check_path(
         self, path: tuple[Segment, ...] | list[Segment], incumbent: _Incumbent, cutoff: bool
@@ -316,7 +323,7 @@ class _ExactSearch:
             pops += 1
             if pops % 256 == 0 and (len(heap) > HEAP_LIMIT or self.out_of_time()):
                 # f is the least bound of every segmentation not yet looked at
-                stats.stop = "time_limit" if self.out_of_time() else "path_cap"
+                stats.stop = self.stop_reason()
                 stats.notes.append(f"stopped with {len(heap)} partial segmentations open")
                 return incumbent, f, "time_limit"
             if pos < self.n:
@@ -332,7 +339,7 @@ class _ExactSearch:
                 continue
             incumbent = self.check_path(path, incumbent, cutoff=True)
             if stats.paths_checked >= self.options.max_paths or self.out_of_time():
-                stats.stop = "time_limit" if self.out_of_time() else "path_cap"
+                stats.stop = self.stop_reason()
                 stats.notes.append(f"stopped after {stats.paths_checked} segmentations")
                 return incumbent, f, "time_limit"
         return incumbent, incumbent[0], "optimal"

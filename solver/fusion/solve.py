@@ -12,7 +12,7 @@ import time
 from dataclasses import replace
 
 from schema.errors import SetupError
-from solver.cost.menus import EdgeCost, MappingProblem
+from solver.cost.menus import MappingProblem
 from solver.fusion import large
 from solver.fusion.alternate import alternate
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch
@@ -92,9 +92,18 @@ def check_pins(problem: MappingProblem) -> None:
 def permuted(problem: MappingProblem, order: list[int]) -> MappingProblem:
     """The problem with its kernels renumbered so that `order[p]` becomes kernel p."""
     pos = {k: p for p, k in enumerate(order)}
+    # every field kept (saved, wrap, conversion group); a group's lead is its first
+    # consumer in the new order
+    moved = sorted(
+        (replace(e, src=pos[e.src], dst=pos[e.dst]) for e in problem.edges),
+        key=lambda e: (e.dst, e.src),
+    )
+    first: dict[int, int] = {}
+    for i, e in enumerate(moved):
+        if e.group >= 0:
+            first.setdefault(e.group, i)
     edges = tuple(
-        EdgeCost(pos[e.src], pos[e.dst], e.dst_operand, e.conv)
-        for e in sorted(problem.edges, key=lambda e: (pos[e.dst], pos[e.src]))
+        replace(e, lead=first[e.group] == i) if e.group >= 0 else e for i, e in enumerate(moved)
     )
     pins = tuple(problem.pinned_configs[k] for k in order) if problem.pinned_configs else ()
     kernels = tuple(problem.kernels[k] for k in order)

@@ -19,8 +19,10 @@ one function each, rows named `family[index=...]` (LinearModel.row_names); a
   add_latency_epigraph:  L[c] >= each row of solver.cost.latency.epigraph_rows
                          (overlap: L >= compute, L >= memory, L >= network)
                                               latency_epigraph[config=c,rule=r]
-  add_sram_capacity:     sum_{k in c} buffer[k,o] x[k,o] + stream buffers of fused outputs
-                         <= SRAM                                        sram_capacity[config=c]
+  add_sram_capacity:     sum_{k in c} SRAM[k,o] x[k,o] <= SRAM            sram_capacity[config=c]
+                         (SRAM[k,o]: solver.check.kernel_sram_bytes: tiling buffer, stream
+                         buffer of a fused output, fused inputs held whole when re-read
+                         or saved activations)
 Objective: min sum_c L[c].
 A configuration whose producers lie outside the model (a segment priced alone) takes, for
 each incoming edge, the cheapest conversion over the unknown producer sharding: a valid
@@ -34,7 +36,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from solver.check import kernel_memory_bytes
+from solver.check import kernel_memory_bytes, kernel_sram_bytes
 from solver.cost.latency import COMPUTE, MEMORY, NETWORK, epigraph_rows
 from solver.cost.menus import MappingProblem
 from solver.milp import linear
@@ -201,15 +203,14 @@ def _resource_terms(m: _Model) -> None:
         for k in members:
             menu = problem.kernels[k]
             m.overhead[c] += menu.overhead_s * US
-            fused_out = any(e.dst in group for e in problem.out_edges(k))
             for o, opt in enumerate(menu.options):
                 col = m.x_col[k][o]
                 mem_bytes = kernel_memory_bytes(problem, k, o, group)
                 _add(m.compute[c], col, (opt.compute_s + menu.overhead_s) * US)
                 _add(m.memory[c], col, mem_bytes / problem.dram_bandwidth_Bps * US)
                 _add(m.network[c], col, opt.network_s * US)
-                buf = opt.buffer_bytes + (opt.out_tile_bytes if fused_out else 0.0)
-                _add(m.sram[c], col, buf / MIB)
+                sram = kernel_sram_bytes(problem, k, o, group)
+                _add(m.sram[c], col, sram / MIB)
 
 
 def add_layout_links(m: _Model, exact_edges: bool) -> None:
@@ -337,7 +338,9 @@ def add_latency_epigraph(m: _Model, c: int, latency_col: int) -> None:
 
 def add_sram_capacity(m: _Model, c: int) -> None:
     """The buffers of configuration c fit the SRAM:
-    sum_{k in c, o} (buffer[k,o] + stream buffer if k's output is fused) x[k,o] <= SRAM."""
+    sum_{k in c, o} SRAM[k,o] x[k,o] <= SRAM, SRAM[k,o] = solver.check.kernel_sram_bytes
+    (tiling buffer + stream buffer if k's output is fused + the whole size of every fused
+    input the tiling re-reads or that is a saved activation)."""
     if not m.selection.sram_capacity or not m.sram[c]:
         return
     capacity = m.problem.sram_bytes / MIB * (1 + 1e-9)

@@ -4,6 +4,7 @@ their graph by the resolved system, not the setup's raw chip count."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 GALLERY = sorted(p.parent.name for p in (ROOT / "scenarios").glob("*/setup.txt"))
 
 
+@functools.cache
 def _solved(name: str) -> tuple[pipeline.Scenario, object]:
+    """Solved once per test session (the plans are frozen; tests replace, never mutate)."""
     sc = pipeline.load_scenario(ROOT / "scenarios" / name)
     return sc, pipeline.solve(sc, 5.0)
 

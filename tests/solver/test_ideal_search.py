@@ -4,8 +4,6 @@ numbered; pinned legal assignments are solved, illegal ones are setup errors."""
 
 from __future__ import annotations
 
-import itertools
-import math
 import random
 from dataclasses import replace
 
@@ -14,7 +12,7 @@ from solver_fixtures import elementwise, gemm, residual_add, small_system, tp2_p
 
 from generator.graph import Edge, KernelGraph
 from schema.errors import SetupError
-from solver.check import mapping_cost
+from solver.check import brute_force
 from solver.fusion.ideals import enumerate_ideals, is_chain_order
 from solver.fusion.solve import solve_graph
 from solver.options import SolverOptions
@@ -84,23 +82,9 @@ def problem_of(graph: KernelGraph, max_configs: int, sram: float, points: int = 
 
 def ideal_brute_force(problem) -> float:
     """Every assignment with Config[u] <= Config[v] (configurations numbered without
-    gaps) x every option of every kernel."""
-    n, best = len(problem.kernels), math.inf
-    k_max = min(problem.max_configs, n)
-    assignments = []
-    for cfg in itertools.product(range(k_max), repeat=n):
-        if set(cfg) != set(range(max(cfg) + 1)):
-            continue
-        if any(cfg[e.src] > cfg[e.dst] for e in problem.edges):
-            continue
-        pins = problem.pinned_configs
-        if pins and any(p >= 0 and p != c for p, c in zip(pins, cfg)):
-            continue
-        assignments.append([[k for k in range(n) if cfg[k] == c] for c in range(max(cfg) + 1)])
-    for choice in itertools.product(*(range(len(m.options)) for m in problem.kernels)):
-        for configs in assignments:
-            best = min(best, mapping_cost(problem, configs, choice)[0])
-    return best
+    gaps) x every option of every kernel (solver.check's enumeration, which never uses the
+    search's segments or ideals)."""
+    return brute_force(problem)[0]
 
 
 def _diamond_two(numbering: tuple[str, ...], sram: float):
@@ -118,7 +102,7 @@ def _diamond_two(numbering: tuple[str, ...], sram: float):
         Edge("B", "D", "w", tensor_bytes=32 * h * 2),
         Edge("C", "D", "a", tensor_bytes=32 * big * 2),
     )
-    return problem_of(KernelGraph("d", tuple(kernels[n] for n in numbering), edges), 2, sram)
+    return problem_of(KernelGraph("d", tuple(kernels[n] for n in numbering), edges), 2, sram, 2)
 
 
 @pytest.mark.parametrize("sram", [1e4, 2e4, 8e4])
