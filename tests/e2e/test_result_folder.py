@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_fixtures import signal_mid_solve
 
 from mapshard.cli import EXIT_BAD_INPUT, main
 
@@ -51,32 +50,11 @@ def test_out_under_a_file_is_one_line(tmp_path: Path, capsys) -> None:
     assert len(stderr.splitlines()) == 1 and "cannot write the results" in stderr
 
 
-_CHILD = """
-import sys, time
-from mapshard import cli, progress
-
-def update(self, state):
-    print("inside the solve", flush=True)
-    time.sleep(120)
-
-progress.Progress.update = update
-sys.exit(cli.main(sys.argv[1:]))
-"""
-
-
 @pytest.mark.slow
 def test_sigterm_mid_solve_leaves_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    cmd = [sys.executable, "-c", _CHILD, "run", str(SCENARIO), "--out", str(out), "--quiet"]
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline() == "inside the solve\n", child.stderr.read()
-        child.send_signal(signal.SIGTERM)
-        _, stderr = child.communicate(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
-    assert child.returncode == 143, stderr
+    code, stderr = signal_mid_solve(SCENARIO, out, signal.SIGTERM)
+    assert code == 143, stderr
     assert stderr == "interrupted: nothing was written\n"
     assert list(tmp_path.iterdir()) == [], "something was written (or a temporary folder left)"
 

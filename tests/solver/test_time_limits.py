@@ -15,11 +15,10 @@ import math
 import os
 import re
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_fixtures import signal_mid_solve
 from report_fixtures import training_plan
 
 from mapshard import pipeline
@@ -110,36 +109,13 @@ def test_no_plan_in_time_is_exit_4(
     assert not out.exists()
 
 
-# The child blocks inside the solver's first progress callback (after it has said so on
-# stdout), so the signal provably lands mid-solve, however fast the solve has become.
-_CHILD = """
-import sys, time
-from mapshard import cli, progress
-
-def update(self, state):
-    print("inside the solve", flush=True)
-    time.sleep(120)
-
-progress.Progress.update = update
-sys.exit(cli.main(sys.argv[1:]))
-"""
-
-
 @pytest.mark.slow
 def test_ctrl_c_mid_solve_ends_cleanly(tmp_path: Path) -> None:
     """SIGINT while the solver runs: exit 130, one line, nothing written."""
     out = tmp_path / "out"
     scenario = ROOT / "scenarios" / "llama31_70b_decode_8xh100"
-    cmd = [sys.executable, "-c", _CHILD, "run", str(scenario), "--out", str(out), "--quiet"]
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline() == "inside the solve\n", child.stderr.read()
-        child.send_signal(signal.SIGINT)
-        stdout, stderr = child.communicate(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
-    assert child.returncode == 130, stderr
+    code, stderr = signal_mid_solve(scenario, out, signal.SIGINT)
+    assert code == 130, stderr
     assert stderr == "interrupted: nothing was written\n"
     assert list(tmp_path.iterdir()) == [], "something was written"
 

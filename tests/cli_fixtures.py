@@ -1,0 +1,36 @@
+"""Running `mapshard` in a child process and signalling it while the solver runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+# The child blocks inside the solver's first progress callback (after it has said so on
+# stdout), so the signal provably lands mid-solve, however fast the solve has become.
+_CHILD = """
+import sys, time
+from mapshard import cli, progress
+
+def update(self, state):
+    print("inside the solve", flush=True)
+    time.sleep(120)
+
+progress.Progress.update = update
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def signal_mid_solve(scenario: Path, out: Path, signum: int) -> tuple[int, str]:
+    """`mapshard run scenario --out out`, sent `signum` inside the solve: (exit code,
+    stderr)."""
+    cmd = [sys.executable, "-c", _CHILD, "run", str(scenario), "--out", str(out), "--quiet"]
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "inside the solve\n", child.stderr.read()
+        child.send_signal(signum)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    return child.returncode, stderr
