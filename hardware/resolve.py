@@ -14,6 +14,7 @@ from pathlib import Path
 
 from hardware import library
 from hardware.checks import Problems, fraction, non_negative, positive
+from hardware.chip_table import load_chip_table
 from hardware.system import Chip, CostModel, Efficiency, MemoryLevel, System
 from hardware.topology import resolve_levels, resolve_num_chip
 from schema import setup_pb2
@@ -107,7 +108,7 @@ def _lookup_chip(
     if chip_table:
         table_path = setup_path.parent / chip_table
         try:
-            table = library.load_chip_table(table_path)
+            table = load_chip_table(table_path)
         except SetupError as exc:
             problems.extend(f"{problems.where}: system.chip_table: {p}" for p in exc.problems)
             return None

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from solver.cost.latency import config_latency
-from solver.cost.menus import MappingProblem
+from solver.cost.problem import MappingProblem
 
 
 @dataclass(frozen=True)

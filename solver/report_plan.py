@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from generator.graph import Pass, Phase, Workload
 from hardware.system import System
 from solver.check import config_cost, kernel_memory_bytes
-from solver.cost.menus import MappingProblem
+from solver.cost.problem import MappingProblem
 from solver.fusion.segment_search import GraphSolution
 from solver.plan import ConfigPlan, KernelPlan, PhasePlan
 from solver.search.parallel import Choice

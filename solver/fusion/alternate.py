@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import replace
 
-from solver.cost.menus import KernelMenu, MappingProblem
+from solver.cost.problem import KernelMenu, MappingProblem
 from solver.fusion.segment_search import (
     GraphSolution,
     SearchStats,

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from solver.cost.latency import config_latency
-from solver.cost.menus import MappingProblem
+from solver.cost.problem import MappingProblem
 from solver.fusion.ideals import members, predecessor_masks
 from solver.fusion.segment_price import KnapsackPricer, set_price
 from solver.fusion.segment_search import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from solver.cost.menus import MappingProblem
+from solver.cost.problem import MappingProblem
 
 
 def predecessor_masks(problem: MappingProblem) -> list[int]:

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from solver.cost.menus import MappingProblem
+from solver.cost.problem import MappingProblem
 from solver.fusion.segment_price import KnapsackPricer
 from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.milp.model import solve_configurations

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from solver.cost.latency import bound_weights
-from solver.cost.menus import MappingProblem
+from solver.cost.problem import MappingProblem
 from solver.fusion.segment_price import KernelTraffic
 
 GRID = 512  # buffer units per SRAM

@@ -20,7 +20,7 @@ import numpy as np
 
 from solver.check import hold_bytes
 from solver.cost.latency import config_latency
-from solver.cost.menus import MappingProblem
+from solver.cost.problem import MappingProblem
 
 FRONT_LIMIT = 20_000  # Pareto states per front before giving up (the caller falls back)
 

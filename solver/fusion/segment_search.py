@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from solver.cost.latency import config_latency
-from solver.cost.menus import MappingProblem
+from solver.cost.problem import MappingProblem
 from solver.fusion.segment_bound import KnapsackBounds
 from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, segment_price
 from solver.milp.model import MilpResult, solve_configurations

@@ -12,7 +12,7 @@ import time
 from dataclasses import replace
 
 from schema.errors import SetupError
-from solver.cost.menus import MappingProblem
+from solver.cost.problem import MappingProblem
 from solver.fusion import large
 from solver.fusion.alternate import alternate
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from solver.check import kernel_memory_bytes, kernel_sram_bytes
 from solver.cost.latency import COMPUTE, MEMORY, NETWORK, epigraph_rows
-from solver.cost.menus import MappingProblem
+from solver.cost.problem import MappingProblem
 from solver.milp import linear
 from solver.options import SolverOptions
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from generator.graph import Communication, OperandRole, Pass, Phase, Workload
 from solver.cost.collectives import hierarchical_time
-from solver.cost.menus import WeightRule
+from solver.cost.weights import WeightRule
 from solver.plan import MemoryUse
 from solver.search.parallel import Choice
 

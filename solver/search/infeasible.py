@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from generator.graph import KernelGraph, Workload
 from hardware.system import System
 from schema.errors import InfeasibleError
-from solver.cost.menus import MappingProblem
+from solver.cost.problem import MappingProblem
 from solver.plan import MemoryUse
 from solver.search import assemble
 from solver.search.parallel import Choice

@@ -12,17 +12,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from generator.graph import Kernel, KernelGraph, KernelKind, Workload
+from generator.graph import KernelGraph, Workload
 from hardware.system import System
 from schema.errors import NoPlanError
 from solver.cost import efficiency
-from solver.cost.menus import MappingProblem, WeightRule, best_compute_rate, build_problem
+from solver.cost.menus import build_problem
+from solver.cost.problem import MappingProblem
+from solver.cost.weights import WeightRule, least_stored, stored_params
 from solver.fusion.segment_search import GraphSolution
 from solver.fusion.solve import solve_graph
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.report_plan import build_phase_plans, energy_of, workload_flop
 from solver.search import assemble, infeasible
+from solver.search.bounds import bound_of, roofline_bound, step_times
 from solver.search.parallel import Choice, enumerate_choices, spans_key
 
 
@@ -53,33 +56,6 @@ class _Memory:
     stored: float | None = None
 
 
-def _least_stored(problem: MappingProblem) -> float:
-    """Parameters per graph instance the weights take at least: each weight as large as
-    the least any of its readers can need (a lower bound: one kernel's weights share its
-    sharding)."""
-    least: dict[str, float] = {}
-    for menu in problem.kernels:
-        need: dict[str, float] = {}
-        for opt in menu.options:
-            for w, elems in opt.weights:
-                need[w] = min(need.get(w, math.inf), elems)
-        for w, elems in need.items():
-            least[w] = max(least.get(w, 0.0), elems)
-    return sum(least.values())
-
-
-def _stored(problem: MappingProblem, choice: tuple[int, ...]) -> float:
-    """Parameters per graph instance the chosen options store (each weight as large as
-    its most demanding reader needs)."""
-    stored: dict[str, float] = {}
-    for menu, o in zip(problem.kernels, choice):
-        if o < 0:
-            continue
-        for w, elems in menu.options[o].weights:
-            stored[w] = max(stored.get(w, 0.0), elems)
-    return sum(stored.values())
-
-
 @dataclass
 class _Solved:
     choice: Choice
@@ -104,7 +80,7 @@ def search_workload(
     )
     if not choices:
         raise infeasible.no_layout(workload, system, limits)
-    bounds = [(_lower_bound(workload, system, c, execution), i, c) for i, c in enumerate(choices)]
+    bounds = [(roofline_bound(workload, system, c, execution), i, c) for i, c in enumerate(choices)]
     bounds.sort(key=lambda t: (t[0], t[1]))
     search.bounds = bounds
     for lb, _, choice in bounds:
@@ -168,9 +144,9 @@ class _OuterSearch:
             )
             return False
         if all(math.isfinite(v) for v in phase_latency.values()):
-            times = _times(workload, choice, phase_latency, system, memory.stored)
+            times = step_times(workload, choice, phase_latency, system, memory.stored)
             self.results.append(ChoiceResult(deg, choice.describe(), lb, times.latency_s, "solved"))
-            self.open_bounds.append(_bound_of(workload, choice, phase_bound, system))
+            self.open_bounds.append(bound_of(workload, choice, phase_bound, system))
             if self.best is None or times.latency_s < self.best.times.latency_s:
                 self.best = _Solved(choice, times, solutions, memory.use)
         else:  # stopped at the time limit without a plan: only its bounds are known
@@ -179,7 +155,7 @@ class _OuterSearch:
             self.results.append(
                 ChoiceResult(deg, choice.describe(), lb, None, "pruned", "no plan in time")
             )
-            self.open_bounds.append(max(lb, _bound_of(workload, choice, phase_bound, system)))
+            self.open_bounds.append(max(lb, bound_of(workload, choice, phase_bound, system)))
         return True
 
     def solve_phases(
@@ -211,7 +187,7 @@ class _OuterSearch:
         problems = self.phase_problems(choice, rule, micro_batches)
         if not isinstance(problems, dict):
             return solutions, phase_latency, phase_bound, problems, _Memory()
-        least = {name: _least_stored(problem) for name, problem in problems.items()}
+        least = {name: least_stored(problem) for name, problem in problems.items()}
         floor = assemble.stored_params(workload, pp, least)
         rest = assemble.unmapped_params(workload) / (tp * pp)
         memory = assemble.memory_use(workload, choice, capacity, sum(floor.values()) + rest)
@@ -244,7 +220,7 @@ class _OuterSearch:
             self.statuses.append(sol.status)
             solutions[phase.name] = (problem, sol)
             phase_latency[phase.name] = sol.objective_s
-            stored[phase.name] = _stored(problem, sol.choice)
+            stored[phase.name] = stored_params(problem, sol.choice)
             n = stored[phase.name] * assemble.instances_per_stage(phase, pp)
             used[group] = max(used[group], n)
         total = sum(assemble.stored_params(workload, pp, stored).values()) + rest
@@ -445,64 +421,9 @@ def _remaining(options: SolverOptions, t0: float) -> SolverOptions:
     return replace(options, time_limit_s=left)
 
 
-def _times(
-    workload: Workload,
-    choice: Choice,
-    phase_latency: dict[str, float],
-    system: System,
-    stored: float | None = None,
-) -> assemble.StepTimes:
-    if workload.kind == "training":
-        return assemble.training_times(
-            workload, choice, phase_latency, system.dram.bandwidth_Bps, stored
-        )
-    if workload.kind == "inference":
-        return assemble.inference_times(workload, choice, phase_latency)
-    return assemble.graph_times(workload, phase_latency)
-
-
-def _lower_bound(
-    workload: Workload, system: System, choice: Choice, execution: ExecutionOptions
-) -> float:
-    """Roofline bound: each kernel at the best rate any of its options reaches (the chip's
-    peak at the workload's math precision times its calibrated efficiency), its weights
-    read once at the achievable DRAM bandwidth, split perfectly over the TP group;
-    assembled like a real plan. Never above the latency of any plan of the choice."""
-    tp = choice.degree("TP")
-    chip = efficiency.for_precision(system.chip, execution.math_precision)
-    bw = system.dram.bandwidth_Bps * efficiency.dram_efficiency(chip)
-    lat = {}
-    for p in workload.phases:
-        compute = sum(
-            k.flop / best_compute_rate(k, chip, execution.math_precision) for k in p.graph.kernels
-        )
-        weights = sum(_bytes_read_at_least(k) for k in p.graph.kernels)
-        lat[p.name] = max(compute, weights / bw) / tp
-    return _times(workload, choice, lat, system).latency_s
-
-
-def _bytes_read_at_least(kernel: Kernel) -> float:
-    """Weights and KV cache a kernel reads from DRAM at least once; an embedding lookup is a
-    gather that reads only the rows it outputs."""
-    if kernel.kind == KernelKind.EMBEDDING:
-        out = sum(kernel.operand_bytes(o) for o in kernel.outputs)
-        return min(kernel.weight_bytes, out) + kernel.kv_bytes
-    return kernel.weight_bytes + kernel.kv_bytes
-
-
-def _bound_of(
-    workload: Workload, choice: Choice, phase_bound: dict[str, float], system: System
-) -> float:
-    """A choice's step time assembled from its graphs' proven bounds (0 when a graph has
-    none: rates such as tokens/s divide by them)."""
-    if any(not v > 0 for v in phase_bound.values()):
-        return 0.0
-    return _times(workload, choice, phase_bound, system).latency_s
-
-
 def _proven_bound(workload: Workload, best: _Solved, system: System) -> float:
     lat = {name: sol.bound_s for name, (_, sol) in best.solutions.items()}
-    return min(_bound_of(workload, best.choice, lat, system), best.times.latency_s)
+    return min(bound_of(workload, best.choice, lat, system), best.times.latency_s)
 
 
 def _build_plan(

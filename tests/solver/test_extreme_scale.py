@@ -16,7 +16,7 @@ import pytest
 
 from mapshard import pipeline
 from solver.check import kernel_memory_bytes, mapping_cost
-from solver.cost.menus import MappingProblem
+from solver.cost.problem import MappingProblem
 from solver.search import planner
 
 ROOT = Path(__file__).resolve().parents[2]

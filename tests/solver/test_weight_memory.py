@@ -14,7 +14,8 @@ import pytest
 
 from generator.graph import Edge, KernelGraph, Pass
 from hardware.system import NetworkLevel, Topology
-from solver.cost.menus import WeightRule, build_problem
+from solver.cost.menus import build_problem
+from solver.cost.weights import WeightRule
 from solver.fusion.solve import solve_graph
 from solver.milp.model import build_model
 from solver.options import SolverOptions

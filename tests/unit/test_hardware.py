@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
-from hardware import library
+from hardware import chip_table, library
 from hardware.cost import cost_breakdown, system_cost, system_power
 from hardware.resolve import resolve_system
 from hardware.system import System, Topology
@@ -330,7 +330,7 @@ def _check_mychip(system: System) -> None:
 
 def test_chip_table_csv(tmp_path: Path):
     (tmp_path / "chips.csv").write_text("\n".join(",".join(f'"{c}"' for c in r) for r in TABLE))
-    chips = library.load_chip_table(tmp_path / "chips.csv")
+    chips = chip_table.load_chip_table(tmp_path / "chips.csv")
     assert set(chips) == {"MyChip", "Other"}
     assert chips["Other"].memory.dram_bw == 1000
     setup = 'system { chip: "mychip" chip_table: "chips.csv" num_chip: 4 }'
@@ -352,7 +352,7 @@ def test_chip_table_errors_name_file_row_and_column(tmp_path: Path):
     path = tmp_path / "chips.csv"
     path.write_text("name,bf16_tflop,memory_gb\nA,1,-3\nA,2,4\n,1,1\nB,x,1\n")
     with pytest.raises(SetupError) as info:
-        library.load_chip_table(path)
+        chip_table.load_chip_table(path)
     text = "\n".join(info.value.problems)
     assert f'{path}:1: unknown column "bf16_tflop"; did you mean "bf16_tflops"?' in text
     assert f"{path}:2: column memory_gb must be a number in 0..1e+09, got '-3'" in text
@@ -373,14 +373,14 @@ def test_chip_table_refuses_out_of_range_numbers_and_echoes_no_foreign_text(tmp_
     path = tmp_path / "chips.csv"
     path.write_text("name,cores,bf16_tflops\nA,1e30,1\nB,8,1e300\n")
     with pytest.raises(SetupError) as info:
-        library.load_chip_table(path)
+        chip_table.load_chip_table(path)
     text = "\n".join(info.value.problems)
     assert f"{path}:2: column cores must be a whole number in 0..2.14748e+09" in text
     assert f"{path}:3: column bf16_tflops must be a number in 0..1e+09" in text
     secret = tmp_path / "secret.csv"
     secret.write_text("root:x:0:0:root:/root:/bin/bash,name\n")
     with pytest.raises(SetupError) as info:
-        library.load_chip_table(secret)
+        chip_table.load_chip_table(secret)
     text = "\n".join(info.value.problems)
     assert "root:x" not in text and "unknown column 1 (not a name)" in text
 

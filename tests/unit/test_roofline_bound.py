@@ -10,8 +10,8 @@ from google.protobuf import text_format
 
 from mapshard import pipeline
 from schema import setup_pb2
+from solver.search.bounds import roofline_bound as _lower_bound
 from solver.search.parallel import Choice
-from solver.search.planner import _lower_bound
 
 
 def _scenario(text: str):

@@ -1,0 +1,154 @@
+"""The inner problem's data: per-kernel option menus, per-edge conversion costs and the
+MappingProblem the MILP, the fusion searches and the brute-force checker all read. Every
+number in it is a constant for one outer choice; solver/cost/menus.py builds it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from hardware.system import NetworkLevel
+
+Span = Sequence[tuple[NetworkLevel, int]]
+REPLICATED = "none"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One (sharding, tiling) choice of a kernel, with its per-chip costs."""
+
+    sharding: str
+    tile: str
+    compute_s: float
+    network_s: float  # the kernel's own collective(s)
+    network_bytes: float
+    buffer_bytes: float  # on-chip buffer of the tiling
+    out_tile_bytes: float  # stream buffer when the output feeds a fused consumer
+    traffic: tuple[tuple[str, float], ...]  # DRAM bytes per operand name, per chip
+    collective: str = ""
+    flop_per_chip: float = 0.0
+    # Parameters (elements) of each WEIGHT operand this sharding needs on every chip, by
+    # weight identity (WeightRule): (weight, elements per chip)
+    weights: tuple[tuple[str, float], ...] = ()
+    # Once-per-step gradient all-reduce of the weights this sharding replicates over the TP
+    # group (training), seconds; `network_s` includes it amortised (WeightRule.sync_weight).
+    grad_sync_s: float = 0.0
+    # compulsory bytes per operand, per chip (traffic above it means the tiling re-reads)
+    sizes: tuple[tuple[str, float], ...] = ()
+
+    def traffic_of(self, operand: str) -> float:
+        return dict(self.traffic).get(operand, 0.0)
+
+    def size_of(self, operand: str) -> float:
+        return dict(self.sizes).get(operand, 0.0)
+
+
+@dataclass(frozen=True)
+class KernelMenu:
+    name: str
+    options: tuple[Option, ...]
+    shardings: tuple[str, ...]  # distinct shardings, in option order
+    input_operands: tuple[str, ...]  # operands that can be fed by an edge
+    output_operand: str
+    overhead_s: float = 0.0
+
+    def sharding_index(self, option: int) -> int:
+        return self.shardings.index(self.options[option].sharding)
+
+
+@dataclass(frozen=True)
+class EdgeCost:
+    src: int  # kernel index (position in MappingProblem.kernels)
+    dst: int
+    dst_operand: str
+    # conversion seconds, [sharding index of src][sharding index of dst]
+    conv: tuple[tuple[float, ...], ...]
+    # a forward activation read by the backward pass (or its recompute): fused, it stays
+    # on chip for its whole lifetime (solver/check.py, fused-operand rule)
+    saved: bool = False
+    # across the boundary of two instances of a repeated graph (src's output is the next
+    # instance's input read by dst): charged like any edge at dst, but no order and no
+    # fusion between src and dst (in_edges / out_edges leave it out; conv_in_edges has it)
+    wrap: bool = False
+    # One collective per produced tensor and target layout: edges carrying the whole of
+    # one producer's output share a `group` (-1 = alone); `layouts[b]` names the layout
+    # (in the producer's dims) that consumer sharding b needs, and conv[a][b] depends on
+    # (a, layouts[b]) only. The group pays each distinct layout once, at the configuration
+    # of its `lead` edge (the first consumer): MappingProblem.edge_charges.
+    group: int = -1
+    layouts: tuple[int, ...] = ()
+    lead: bool = True
+
+
+@dataclass(frozen=True)
+class MappingProblem:
+    """The inner problem: kernels in a topological order, options, edges, chip limits."""
+
+    kernels: tuple[KernelMenu, ...]
+    edges: tuple[EdgeCost, ...]
+    sram_bytes: float
+    dram_bandwidth_Bps: float
+    overlap: bool
+    dataflow: bool
+    max_configs: int
+    pinned_configs: tuple[int, ...] = ()  # per kernel, -1 = free
+    serialize_network: bool = False
+    # DRAM capacity row (milp.model.add_memory_capacity): resident bytes per stored weight
+    # parameter and the bytes one graph instance's weights may take per chip.
+    resident_bytes_per_param: float = 0.0
+    resident_budget_bytes: float = math.inf
+
+    def out_edges(self, k: int) -> list[EdgeCost]:
+        """Edges along which k's output flows within one instance (fusion, order)."""
+        return self._adjacency[0].get(k, [])
+
+    def in_edges(self, k: int) -> list[EdgeCost]:
+        """Edges feeding k within one instance (fusion, order)."""
+        return self._adjacency[1].get(k, [])
+
+    def conv_in_edges(self, k: int) -> list[EdgeCost]:
+        """Every edge whose layout conversion k's configuration pays: in_edges plus the
+        boundary (wrap) edges into k."""
+        return self._adjacency[2].get(k, [])
+
+    def edge_charges(self, sharding: Sequence[int]) -> list[float]:
+        """Seconds each edge charges (at its consumer's configuration) when kernel k takes
+        sharding index sharding[k]: conv[a][b], except that a group pays each distinct
+        target layout once, all on its lead edge."""
+        out = [0.0] * len(self.edges)
+        seen: dict[tuple[int, int], set[int]] = {}
+        lead_of: dict[int, int] = {}
+        for i, e in enumerate(self.edges):
+            a, b = sharding[e.src], sharding[e.dst]
+            if e.group < 0:
+                out[i] = e.conv[a][b]
+                continue
+            if e.lead:
+                lead_of[e.group] = i
+            layout = e.layouts[b]
+            done = seen.setdefault((e.group, a), set())
+            if layout not in done:
+                done.add(layout)
+                out[i] = e.conv[a][b]
+        for i, e in enumerate(self.edges):
+            if e.group >= 0 and not e.lead and out[i]:
+                out[lead_of[e.group]] += out[i]
+                out[i] = 0.0
+        return out
+
+    @cached_property
+    def _adjacency(
+        self,
+    ) -> tuple[dict[int, list[EdgeCost]], dict[int, list[EdgeCost]], dict[int, list[EdgeCost]]]:
+        outs: dict[int, list[EdgeCost]] = {}
+        ins: dict[int, list[EdgeCost]] = {}
+        conv_ins: dict[int, list[EdgeCost]] = {}
+        for e in self.edges:
+            conv_ins.setdefault(e.dst, []).append(e)
+            if e.wrap:
+                continue
+            outs.setdefault(e.src, []).append(e)
+            ins.setdefault(e.dst, []).append(e)
+        return outs, ins, conv_ins

@@ -1,0 +1,93 @@
+"""How a mapping stores weights and pays for replicating them (WeightRule)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from generator.graph import Kernel, OperandRole
+from solver.cost.problem import REPLICATED, MappingProblem
+
+
+@dataclass(frozen=True)
+class WeightRule:
+    """Weights as the mapping stores them (DESIGN.md, honesty rules).
+
+    Storage: every kernel that reads a weight (forward, recompute, backward) needs its
+    share of it on every chip: 1/TP of it (ceil of the split dim) when the kernel's
+    sharding splits a dim of the weight, the whole weight otherwise. A weight is stored
+    once, as large as its most demanding reader needs (the MILP row is a max over its
+    readers): a forward pass split on heads whose backward pass is split on tokens stores
+    the whole weight. Readers of one weight are the kernels whose names differ only by the
+    `_recompute` / `_bwd` suffix of the generators (`weight_id`).
+    `bytes_per_param`: resident DRAM bytes per stored parameter (weights, and in training
+    gradients and optimizer state, each divided by DP at its ZeRO stage).
+    Training: a replicated weight's gradient is all-reduced over the TP group once per
+    step (`grad_bytes_per_param` bytes per parameter); the step assembly runs a graph
+    instance (m + (pp-1)/v) times per step, so the option's network time carries
+    `sync_weight` = 1 / (m + (pp-1)/v) of it and the step pays it exactly once."""
+
+    bytes_per_param: float
+    grad_bytes_per_param: float = 0.0  # 0: no gradient (inference)
+    sync_weight: float = 0.0
+
+
+WEIGHT_READER_SUFFIXES = ("_recompute", "_bwd")
+
+
+def weight_id(kernel: Kernel, operand: str) -> str:
+    """The identity of a weight operand across the kernels that read it (WeightRule)."""
+    owner = kernel.name
+    for suffix in WEIGHT_READER_SUFFIXES:
+        owner = owner.removesuffix(suffix)
+    return f"{owner}/{operand}"
+
+
+def weight_storage(
+    kernel: Kernel, sharding: str, tp: int
+) -> tuple[tuple[tuple[str, float], ...], float]:
+    """((weight, parameters needed per chip), ...) of the kernel's WEIGHT operands under
+    `sharding`, and the parameters it replicates over the TP group (WeightRule)."""
+    sizes = kernel.dim_sizes
+    split = sharding.split("+")[0]
+    needs: list[tuple[str, float]] = []
+    replicated = 0.0
+    for op in kernel.operands:
+        if op.role != OperandRole.WEIGHT:
+            continue
+        elems = float(kernel.operand_elements(op))
+        if tp > 1 and split != REPLICATED and split in op.dims:
+            needs.append(
+                (weight_id(kernel, op.name), elems / sizes[split] * math.ceil(sizes[split] / tp))
+            )
+        else:
+            needs.append((weight_id(kernel, op.name), elems))
+            replicated += elems if tp > 1 else 0.0
+    return tuple(needs), replicated
+
+
+def least_stored(problem: MappingProblem) -> float:
+    """Parameters per graph instance the weights take at least: each weight as large as
+    the least any of its readers can need (a lower bound: one kernel's weights share its
+    sharding)."""
+    least: dict[str, float] = {}
+    for menu in problem.kernels:
+        need: dict[str, float] = {}
+        for opt in menu.options:
+            for w, elems in opt.weights:
+                need[w] = min(need.get(w, math.inf), elems)
+        for w, elems in need.items():
+            least[w] = max(least.get(w, 0.0), elems)
+    return sum(least.values())
+
+
+def stored_params(problem: MappingProblem, choice: tuple[int, ...]) -> float:
+    """Parameters per graph instance the chosen options store (each weight as large as
+    its most demanding reader needs)."""
+    stored: dict[str, float] = {}
+    for menu, o in zip(problem.kernels, choice):
+        if o < 0:
+            continue
+        for w, elems in menu.options[o].weights:
+            stored[w] = max(stored.get(w, 0.0), elems)
+    return sum(stored.values())

@@ -1,0 +1,68 @@
+"""Lower bounds and step assembly shared by the outer search: a choice's roofline bound
+(before any MILP) and its step time assembled from per-graph latencies or proven bounds."""
+
+from __future__ import annotations
+
+from generator.graph import Kernel, KernelKind, Workload
+from hardware.system import System
+from solver.cost import efficiency
+from solver.cost.menus import best_compute_rate
+from solver.options import ExecutionOptions
+from solver.search import assemble
+from solver.search.parallel import Choice
+
+
+def step_times(
+    workload: Workload,
+    choice: Choice,
+    phase_latency: dict[str, float],
+    system: System,
+    stored: float | None = None,
+) -> assemble.StepTimes:
+    """The step (or request) time of a choice from its graphs' latencies."""
+    if workload.kind == "training":
+        return assemble.training_times(
+            workload, choice, phase_latency, system.dram.bandwidth_Bps, stored
+        )
+    if workload.kind == "inference":
+        return assemble.inference_times(workload, choice, phase_latency)
+    return assemble.graph_times(workload, phase_latency)
+
+
+def roofline_bound(
+    workload: Workload, system: System, choice: Choice, execution: ExecutionOptions
+) -> float:
+    """Roofline bound: each kernel at the best rate any of its options reaches (the chip's
+    peak at the workload's math precision times its calibrated efficiency), its weights
+    read once at the achievable DRAM bandwidth, split perfectly over the TP group;
+    assembled like a real plan. Never above the latency of any plan of the choice."""
+    tp = choice.degree("TP")
+    chip = efficiency.for_precision(system.chip, execution.math_precision)
+    bw = system.dram.bandwidth_Bps * efficiency.dram_efficiency(chip)
+    lat = {}
+    for p in workload.phases:
+        compute = sum(
+            k.flop / best_compute_rate(k, chip, execution.math_precision) for k in p.graph.kernels
+        )
+        weights = sum(bytes_read_at_least(k) for k in p.graph.kernels)
+        lat[p.name] = max(compute, weights / bw) / tp
+    return step_times(workload, choice, lat, system).latency_s
+
+
+def bytes_read_at_least(kernel: Kernel) -> float:
+    """Weights and KV cache a kernel reads from DRAM at least once; an embedding lookup is a
+    gather that reads only the rows it outputs."""
+    if kernel.kind == KernelKind.EMBEDDING:
+        out = sum(kernel.operand_bytes(o) for o in kernel.outputs)
+        return min(kernel.weight_bytes, out) + kernel.kv_bytes
+    return kernel.weight_bytes + kernel.kv_bytes
+
+
+def bound_of(
+    workload: Workload, choice: Choice, phase_bound: dict[str, float], system: System
+) -> float:
+    """A choice's step time assembled from its graphs' proven bounds (0 when a graph has
+    none: rates such as tokens/s divide by them)."""
+    if any(not v > 0 for v in phase_bound.values()):
+        return 0.0
+    return step_times(workload, choice, phase_bound, system).latency_s
