@@ -87,6 +87,8 @@ class Kernel:
     # Sharding pinned by the input ("" = searched, "none" = replicated).
     pinned_sharding: str = ""
     pinned_config: int = -1
+    # On-chip tile pinned by the input (schema.tiles syntax; "" = searched).
+    pinned_tile: str = ""
 
     @property
     def dim_sizes(self) -> dict[str, int]:

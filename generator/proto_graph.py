@@ -297,7 +297,9 @@ def graph_from_proto(
         config = k.config if k.HasField("config") else -1
         if config < -1:
             problems.append(f"{where}.config must be -1 (searched) or >= 0, got {config}")
-        kernel = replace(kernel, pinned_sharding=pin, pinned_config=config)
+        kernel = replace(
+            kernel, pinned_sharding=pin, pinned_config=config, pinned_tile=k.tile.strip()
+        )
         kernels.append(kernel)
         names.add(k.name)
         if k.id > 0 and k.id not in by_id:
@@ -415,6 +417,7 @@ def graph_to_proto(graph: KernelGraph, repeat: int | None = None) -> setup_pb2.D
             fwd_bwd=setup_pb2.BWD if bwd else setup_pb2.FWD,
             type=setup_pb2.SYSTOLIC if k.kind.uses_matrix_unit else setup_pb2.SIMD,
             sharding=k.pinned_sharding,
+            tile=k.pinned_tile,
         )
         assert pass_of(k.name, pk.fwd_bwd) == k.pass_, f"{k.name}: name does not carry {k.pass_}"
         assert k.flop != 0, f"{k.name}: FLOP 0 would read back as the derived default"

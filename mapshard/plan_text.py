@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from google.protobuf import text_format
 
-from mapshard.pipeline import Scenario
+from mapshard.pipeline import Scenario, execution_options
 from schema import setup_pb2
 from solver.plan import Plan
 
@@ -18,8 +18,9 @@ def plan_setup_texts(scenario: Scenario, plan: Plan) -> str:
     header = [
         f"# MapShard plan for {plan.scenario}: phase '{phase.name}' "
         f"({len(phase.configs)} configurations).",
-        "# Every kernel carries its chosen configuration, sharding and tile; with",
-        "# execution.pin_sharding the solver keeps the sharding and searches the rest.",
+        "# Every kernel carries its chosen configuration, sharding and tile, and running",
+        "# this file keeps them: delete a kernel's config or tile (or set",
+        "# execution.pin_sharding: false) to have that choice searched again.",
     ]
     if not setup.HasField("dataflow_graph"):
         from generator.proto_graph import graph_to_proto
@@ -36,5 +37,8 @@ def plan_setup_texts(scenario: Scenario, plan: Plan) -> str:
         kernel.config = k.config
         kernel.sharding = k.sharding
         kernel.tile = k.tile
+    # the resolved execution semantics, written out: adding an execution block must not
+    # change what the plan assumed (overlap defaults differ with and without one)
+    setup.execution.perfect_overlap = execution_options(scenario.setup).overlap
     setup.execution.pin_sharding = True
     return "\n".join(header) + "\n" + text_format.MessageToString(setup)

@@ -4,6 +4,7 @@ split from schema.validation so each module keeps one owner."""
 from __future__ import annotations
 
 from schema import setup_pb2
+from schema.tiles import TILE_SYNTAX, parse_tile
 from schema.validation import EINSUM_KINDS, NONE, Problems, Said
 
 
@@ -35,6 +36,8 @@ def check_graph(g: setup_pb2.DataflowGraph, num_config: int, p: Problems) -> Non
         elif 0 < num_config <= k.config:
             valid = f"give -1 (searched) or 0..{num_config - 1}"
             p.add(f"{kp}.config", f"is beyond execution.num_config ({num_config})", k.config, valid)
+        if k.tile and parse_tile(k.tile) is None:
+            p.add(f"{kp}.tile", "is not a tile", k.tile, f"give {TILE_SYNTAX}")
         _check_kernel(k, kp, p)
     known = f"kernel ids: {_id_list(ids)}"
     for j, c in enumerate(g.connections):

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from schema.tiles import TILE_FAMILIES
+
 
 @dataclass(frozen=True)
 class TilePoint:
@@ -68,7 +70,7 @@ def _candidates(m: int, k: int, n: int) -> tuple[np.ndarray, ...]:
     return buf, a, b, fam, tile_m, tile_n
 
 
-_FAMILIES = ("output_stationary", "a_resident", "b_resident")
+_FAMILIES = TILE_FAMILIES  # the words a pin (schema.tiles) and plan.txt use
 
 
 @functools.lru_cache(maxsize=4096)
@@ -225,3 +227,22 @@ def fusion_menu(
         )
         for i in unique.values()
     )
+
+
+def tile_point(m: int, k: int, n: int, family: str, tile_m: int, tile_n: int) -> TilePoint | None:
+    """The cost of one given tile (a pin from the input), by the same three formulas as the
+    frontier; None when the tile is not a tile of this M x K x N (larger than the shape, or a
+    resident panel that does not span the whole other side)."""
+    m, k, n = int(m), int(k), int(n)
+    if not (1 <= tile_m <= m and 1 <= tile_n <= n):
+        return None
+    pm, pn = -(-m // tile_m), -(-n // tile_n)
+    if family == "output_stationary":
+        buf, a, b = tile_m * tile_n + tile_m + tile_n, m * k * pn, k * n * pm
+    elif family == "a_resident" and tile_n == n:
+        buf, a, b = tile_m * k + k + tile_m, m * k, k * n * pm
+    elif family == "b_resident" and tile_m == m:
+        buf, a, b = tile_n * k + k + tile_n, m * k * pn, k * n
+    else:
+        return None
+    return TilePoint(buf, a + b + m * n, a, b, m * n, family, tile_m, tile_n)

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from generator.graph import Communication, Kernel, KernelGraph, KernelKind, OperandRole, Pass
 from hardware.system import Chip
+from schema.tiles import STREAM, parse_tile
 from solver.cost import efficiency, frontier
 from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
 from solver.cost.problem import REPLICATED, EdgeCost, KernelMenu, MappingProblem, Option, Span
@@ -274,7 +275,10 @@ def _tilings(
     """(tile description, buffer bytes, traffic per operand, output tile bytes)."""
     compulsory = _compulsory(kernel, sizes)
     out_bytes = sum(compulsory[o.name] for o in kernel.outputs)
+    pin = parse_tile(kernel.pinned_tile) if kernel.pinned_tile else None
     if not _is_gemm(kernel):
+        if pin is not None and pin.family != STREAM:
+            return []  # a GEMM tile pinned on a streamed kernel: no option (untileable says)
         # streamed row by row: a row spans the innermost dim (a norm's or softmax's
         # reduction), every outer dim is a loop over rows
         rows = math.prod(sizes[d] for d, _ in kernel.dims[:-1]) if kernel.dims else 1
@@ -289,7 +293,12 @@ def _tilings(
     ops = {o.name: o for o in kernel.operands}
     elem = max(ops[a].bytes_per_element, ops[b].bytes_per_element, ops[c].bytes_per_element)
     fit = sram_bytes / elem
-    if dataflow:
+    if pin is not None:
+        point = None
+        if pin.family != STREAM:
+            point = frontier.tile_point(bm, bk, bn, pin.family, pin.tile_m, pin.tile_n)
+        pts = [point] if point is not None and point.buffer <= fit else []
+    elif dataflow:
         # every status an operand can have in a configuration (frontier.fusion_menu)
         fed = {o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT}
         saved = kernel.pass_ != Pass.FWD

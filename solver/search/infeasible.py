@@ -119,8 +119,16 @@ def untileable(problem: MappingProblem, graph: KernelGraph, phase: str) -> Reaso
     if not empty:
         return None
     kernel = graph.kernel(empty[0])
-    need = 3 * max(o.bytes_per_element for o in kernel.operands)
     sram = problem.sram_bytes
+    if kernel.pinned_tile:
+        text = (
+            f"phase {phase}: kernel {kernel.name} pins tile {kernel.pinned_tile!r}, which is not "
+            f"a tile of its per-chip shape under any of its shardings or does not fit "
+            f"{_bytes(sram)} of SRAM"
+        )
+        fix = f"clear or change the tile of kernel {kernel.name} (dataflow_graph.kernels[].tile)"
+        return Reason("tile pin", text, math.inf, fix)
+    need = 3 * max(o.bytes_per_element for o in kernel.operands)
     text = (
         f"phase {phase}: kernel {kernel.name} has no tiling that fits {_bytes(sram)} of "
         f"SRAM: its smallest tile (1x1 output, one element of each input) needs {_bytes(need)}"
