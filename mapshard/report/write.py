@@ -10,7 +10,7 @@ from hardware.system import System
 from mapshard.outdir import MARKER, check_replaceable, check_writable, replace_folder
 from mapshard.report.dot import mapping_dot, render_svg
 from mapshard.report.html import report_html
-from mapshard.report.summary import summary_json
+from mapshard.report.summary import summary_json, timing_json
 from mapshard.report.tables import configs_csv, kernels_csv
 from mapshard.report.trace import trace_json
 from solver.plan import Plan
@@ -29,6 +29,7 @@ def result_files(
     svg = render_svg(dot, sum(len(p.kernels) for p in plan.phases))
     files = {
         "summary.json": summary_json(plan),
+        "timing.json": timing_json(plan),
         "kernels.csv": kernels_csv(plan),
         "configs.csv": configs_csv(plan),
         "trace.json": trace_json(plan),
