@@ -20,6 +20,7 @@ from pathlib import Path
 
 from google.protobuf import message as _message
 
+from hardware.calibration import calibration_of
 from schema import dtypes, setup_pb2
 from schema.errors import SetupError
 from schema.setup_io import parse_text
@@ -227,7 +228,7 @@ def _fmt(value: float, digits: int = 1) -> str:
 
 def format_list() -> str:
     """A table of every library chip (bf16 peak, memory, bandwidth, SRAM, TDP) and preset."""
-    header = ("name", "bf16 TFLOP/s", "memory GiB", "mem TB/s", "SRAM MiB", "TDP W")
+    header = ("name", "bf16 TFLOP/s", "memory GiB", "mem TB/s", "SRAM MiB", "TDP W", "calibration")
     rows = [header]
     for name in chip_names():
         spec = _chips()[0][name].message
@@ -241,6 +242,7 @@ def format_list() -> str:
                 _fmt(spec.memory.dram_bw / 1e3, 2),
                 _fmt(spec.accelerator.sram_cap / 2**20),
                 _fmt(spec.tdp_W, 0),
+                calibration_of(spec.accelerator.efficiency).status,
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
@@ -251,6 +253,11 @@ def format_list() -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append("")
     lines.append("bf16 column: fp16 where no bf16 is published; '-' = not published.")
+    lines.append(
+        "calibration: 'calibrated' = efficiency fitted to cited public measurements "
+        "(`mapshard hardware show NAME` lists which parts); 'uncalibrated' = every kernel at "
+        "100% of peak with no overhead, an upper bound on speed rather than a prediction."
+    )
     lines.append("")
     lines.append("system presets:")
     for name in preset_names():
@@ -316,6 +323,7 @@ def format_show(name: str) -> str:
         peaks = peak_flops(chip.accelerator)
         derived = ", ".join(f"{p} {v / 1e12:,.1f}" for p, v in peaks.items())
         lines.append(f"peak dense TFLOP/s: {derived or 'none'}")
+        lines.append(f"calibration: {calibration_of(chip.accelerator.efficiency).describe()}")
     lines.append("")
     fields = _annotated_fields(entry.text)
     widths = [len(f"{p} = {v}") for p, v, _ in fields if p != "#"]

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from hardware import library
+from hardware.calibration import calibration_of
 from hardware.checks import Problems, fraction, non_negative, positive
 from hardware.chip_table import load_chip_table
 from hardware.system import Chip, CostModel, Efficiency, MemoryLevel, System
@@ -181,6 +182,7 @@ def _chip(spec: setup_pb2.ChipSpec, util_field: str, problems: Problems) -> Chip
         efficiency=_efficiency(acc.efficiency, util_field, problems),
         tdp_W=spec.tdp_W,
         price_usd=spec.price_usd,
+        calibration=calibration_of(acc.efficiency),
     )
 
 

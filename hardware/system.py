@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from hardware.calibration import CORE_PARTS, UNCALIBRATED, Calibration
+
 
 class Topology(str, Enum):
     RING = "ring"
@@ -82,6 +84,10 @@ class Chip:
     efficiency: Efficiency = field(default_factory=Efficiency)
     tdp_W: float = 0.0
     price_usd: float = 0.0
+    # what `efficiency` rests on (hardware.calibration); a chip built in code is uncalibrated
+    calibration: Calibration = field(
+        default_factory=lambda: Calibration(UNCALIBRATED, (), CORE_PARTS)
+    )
 
     def peak(self, precision: str) -> float:
         """Peak matrix FLOP/s at `precision`, falling back to the nearest wider type."""

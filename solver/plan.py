@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hardware.calibration import Calibration
+
 
 @dataclass(frozen=True)
 class KernelPlan:
@@ -145,6 +147,9 @@ class Plan:
     time_breakdown: dict[str, float] = field(default_factory=dict)
     choices: tuple[ChoiceResult, ...] = ()
     warnings: tuple[str, ...] = ()
+    # what the chip's efficiency model rests on (hardware.calibration); None for a plan
+    # built without a resolved system
+    chip_calibration: Calibration | None = None
 
     def kernels(self) -> list[KernelPlan]:
         return [k for p in self.phases for k in p.kernels]

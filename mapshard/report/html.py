@@ -125,6 +125,7 @@ def headline_cards(plan: Plan) -> str:
             f"{fmt_pct(m.total / m.capacity)} of {fmt_bytes(m.capacity)}" if m.capacity else "",
         ),
         _card("workload", fmt_si(plan.workload_flop, "FLOP"), "per step"),
+        *_calibration_card(plan),
         _card("system cost", "$" + fmt_si(plan.system_cost)),
         _card(
             "system power",
@@ -141,6 +142,20 @@ def headline_cards(plan: Plan) -> str:
         ),
     ]
     return '<div class="cards">' + "".join(cards) + "</div>"
+
+
+def _calibration_card(plan: Plan) -> list[str]:
+    """The chip's calibration status: an uncalibrated chip's times are an upper bound on
+    speed (every kernel at 100% of peak), which a reader must see beside the numbers."""
+    cal = plan.chip_calibration
+    if cal is None:
+        return []
+    detail = (
+        ", ".join(cal.measured) + (f"; at peak: {', '.join(cal.at_peak)}" if cal.at_peak else "")
+        if cal.calibrated
+        else "every kernel at 100% of peak, no overhead: an upper bound on speed"
+    )
+    return [_card("chip efficiency", cal.status, detail)]
 
 
 def time_section(plan: Plan) -> str:

@@ -150,6 +150,8 @@ def summary_dict(plan: Plan, include_timing: bool = True) -> dict[str, Any]:
         "num_configs": sum(len(p.configs) for p in plan.phases),
         "warnings": list(plan.warnings),
     }
+    if plan.chip_calibration is not None:
+        out["chip_calibration"] = plan.chip_calibration.to_json()
     for key in ("iteration_time_s", "ttft_s", "tpot_s", "tokens_per_s"):
         value = getattr(plan, key)
         if value is not None:

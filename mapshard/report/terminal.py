@@ -68,6 +68,8 @@ def headline_lines(plan: Plan) -> list[str]:
         + (f"  ({placed})" if placed else "")
         + (f"; {plan.micro_batches} micro-batches" if plan.micro_batches > 1 else "")
     )
+    if plan.chip_calibration is not None:
+        lines.append(f"Chip efficiency {plan.chip_calibration.describe()}")
     lines.append(
         f"FLOPS utilization {fmt_pct(plan.flops_utilization)} of "
         f"{fmt_si(plan.peak_flops_per_chip, 'FLOP/s')} per chip; workload "

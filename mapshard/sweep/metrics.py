@@ -1,6 +1,7 @@
 """The results table's columns and the metrics a sweep records, filters on and optimises.
 
-Column order is fixed: point_id, index, one column per axis, status, reason, then METRICS.
+Column order is fixed: point_id, index, one column per axis, status, reason, METRICS, then
+INFO_COLUMNS.
 Values are written as text: floats with repr() (exact round trip), empty where a metric does
 not apply (no plan, or e.g. ttft_s for a training step).
 """
@@ -46,8 +47,14 @@ DEFAULT_OBJECTIVES = ("latency_s", "system_cost", "system_power_W", "tokens_per_
 TIMING_COLUMNS = ("solve_time_s",)
 
 
+# Text columns after the metrics: what a solved point's numbers rest on (never filtered or
+# optimised). chip_calibration: "calibrated" or "uncalibrated" (hardware.calibration).
+INFO_COLUMNS = ("chip_calibration",)
+RECORDED = (*METRICS, *INFO_COLUMNS)
+
+
 def columns(axis_names: tuple[str, ...]) -> tuple[str, ...]:
-    return (*LEAD_COLUMNS, *axis_names, *STATUS_COLUMNS, *METRICS)
+    return (*LEAD_COLUMNS, *axis_names, *STATUS_COLUMNS, *RECORDED)
 
 
 def plan_metrics(plan: Any) -> dict[str, Any]:
@@ -60,6 +67,7 @@ def plan_metrics(plan: Any) -> dict[str, Any]:
     for key in ("tp", "pp", "dp", "ep"):
         out[key] = par.get(key, 1)
     out["num_chips"] = s.get("num_chips", plan.num_chips)
+    out["chip_calibration"] = (s.get("chip_calibration") or {}).get("status")
     tps, cost = out.get("tokens_per_s"), out.get("system_cost")
     out["tokens_per_s_per_usd"] = (
         tps / cost

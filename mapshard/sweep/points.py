@@ -224,7 +224,7 @@ def _row(
     row = dict(cells)
     row["status"] = status
     row["reason"] = " ".join(reason.split())
-    for name in metrics.METRICS:
+    for name in metrics.RECORDED:
         row[name] = metrics.format_value((values or {}).get(name))
     if values and "num_chips" in values:
         row["num_chips"] = str(int(values["num_chips"]))

@@ -254,7 +254,7 @@ class _Driver:
 def _failed(job: Job, reason: str) -> dict[str, str]:
     row = dict(job.cells)
     row.update({"status": "failed", "reason": reason})
-    row.update({m: "" for m in metrics.METRICS})
+    row.update({m: "" for m in metrics.RECORDED})
     return row
 
 

@@ -128,7 +128,7 @@ def _row(job: Job, status: str, reason: str, values: dict[str, Any]) -> dict[str
     row = dict(job.cells)
     row["status"] = status
     row["reason"] = " ".join(reason.split())
-    for name in metrics.METRICS:
+    for name in metrics.RECORDED:
         row[name] = metrics.format_value(values.get(name))
     return row
 

@@ -483,4 +483,5 @@ def _build_plan(
         pp_transfer_s=t.pp_transfer_s,
         time_breakdown=dict(t.breakdown),
         choices=tuple(results),
+        chip_calibration=system.chip.calibration,
     )
