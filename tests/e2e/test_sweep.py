@@ -264,6 +264,8 @@ axis { field: "system.memory.dram_bw" name: "dram" values: ["50", "200"] }
     rows = read_rows(tmp_path / "out" / "results.csv")
     assert len(rows) == 6
     assert list(rows[0]) == list(spec.columns)
+    # a chip described in the setup, with no efficiency block: flagged on every row
+    assert {r["chip_calibration"] for r in rows} == {"uncalibrated"}
     serial = [
         solve_point(
             Job(p.point_id, p.cells(spec.axis_names), p.text, p.workload_key),
