@@ -71,6 +71,8 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
         # validated when the sweep expanded its points (sweep.points.check_point)
         loaded = pipeline.Loaded(text_format.Parse(job.text, setup_pb2.Setup()), base_path)
         system = pipeline.resolve(loaded)
+        # known before the solve: an infeasible point's row says what it would rest on too
+        values["chip_calibration"] = system.chip.calibration.status
         workload = _workload(job.workload_key, loaded, system)
         scenario = pipeline.assemble(loaded, system, workload)
         with _LOCK:

@@ -318,3 +318,19 @@ def test_another_sweep_never_appends_to_a_results_file(tmp_path: Path) -> None:
     with pytest.raises(SetupError, match="not in this sweep"):
         run_sweep(other, out=tmp_path / "out", workers=1, quiet=True)
     assert len(read_rows(tmp_path / "out" / "results.csv")) == 2
+
+
+def test_an_infeasible_point_still_says_what_its_chip_rests_on(tmp_path: Path) -> None:
+    """The chip is resolved before the solve, so a point that does not fit (1e4 B of DRAM)
+    carries the chip's calibration status like a solved one."""
+    path = write_sweep(
+        tmp_path,
+        TINY_LLM
+        + 'axis { field: "system.memory.dram_cap" name: "dram_cap" values: ["1e9", "1e4"] }\n',
+    )
+    out = run_sweep(load_sweep(path), out=tmp_path / "out", workers=1, quiet=True)
+    status = {r["dram_cap"]: (r["status"], r["chip_calibration"]) for r in out.rows}
+    assert status == {
+        "1000000000": ("optimal", "uncalibrated"),
+        "10000": ("infeasible", "uncalibrated"),
+    }
