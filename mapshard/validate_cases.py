@@ -60,6 +60,22 @@ def validate_cases(cases: Sequence[Case], where: Path) -> list[Outcome]:
     return [validate_case(c, where) for c in cases]
 
 
+def uncalibrated_chips(cases: Sequence[Case], outcomes: Sequence[Outcome]) -> dict[str, int]:
+    """{library chip: predicted rows} for the chips whose efficiency is not calibrated: their
+    predictions run every kernel at peak, an upper bound on speed, not a forecast."""
+    from hardware import library
+    from hardware.calibration import calibration_of
+
+    predicted = {o.id for o in outcomes if o.predicted is not None}
+    out: dict[str, int] = {}
+    for c in cases:
+        spec = library.find_chip(c.text("chip"))
+        if c.id in predicted and spec is not None:
+            if not calibration_of(spec.accelerator.efficiency).calibrated:
+                out[spec.name] = out.get(spec.name, 0) + 1
+    return dict(sorted(out.items()))
+
+
 def run_validation_command(args: argparse.Namespace) -> int:
     """The CLI entry point (mapshard.commands.cmd_validate)."""
     path = Path(args.cases)
@@ -69,6 +85,10 @@ def run_validation_command(args: argparse.Namespace) -> int:
     out = Path(args.out or "validation_results")
     write_outputs(out, outcomes, summary)
     print(format_summary(summary))
+    flagged = uncalibrated_chips(cases, outcomes)
+    if flagged:
+        rows = ", ".join(f"{chip} ({n})" for chip, n in flagged.items())
+        print(f"\npredicted on uncalibrated chips (every kernel at 100% of peak): {rows}")
     skipped = [o for o in outcomes if o.predicted is None]
     if skipped:
         print("\nnot predicted:")

@@ -121,3 +121,18 @@ def test_the_run_reports_carry_the_status(tmp_path, capsys, scenario, status):
 def test_sweep_rows_have_a_calibration_column():
     assert metrics.columns(("chip",))[-1] == "chip_calibration"
     assert "chip_calibration" not in metrics.METRICS  # text: never filtered or optimised
+
+
+def test_validate_names_the_uncalibrated_chips_it_predicted(tmp_path, capsys):
+    """The Gaudi 3 CHECK rows are predicted at peak: the validate summary says so, and the
+    calibrated chips' rows are not listed."""
+    cases = DATA / "validation_public_check.csv"
+    assert main(["validate", str(cases), "--out", str(tmp_path / "v")]) == 0
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("predicted on uncalibrated chips")]
+    gaudi3 = {ln.split(",", 1)[0] for ln in cases.read_text().splitlines() if ",Gaudi3," in ln}
+    results = (tmp_path / "v" / "validation.csv").read_text().splitlines()[1:]
+    predicted = [r for r in results if r.split(",")[0] in gaudi3 and r.split(",")[4]]
+    assert 0 < len(predicted) <= len(gaudi3)  # a row with no plan is not counted
+    assert f"Gaudi3 ({len(predicted)})" in line
+    assert "H100" not in line and "GB200" not in line
