@@ -257,6 +257,29 @@ def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
     g.weight_operand = case.text("precision") == "fp8"
 
 
+# extra_params keys that say the optimizer state is sharded over DP (ZeRO-1): Megatron-LM's
+# --use-distributed-optimizer, Calculon's optimizer_sharding flag.
+ZERO1_KEYS = ("distributed_optimizer", "optimizer_sharding")
+
+
+def zero_stage(case: Case) -> int:
+    """The row's ZeRO stage: 3 for `fsdp`=1 (FULL_SHARD), else extra_params `zero_stage`,
+    else 1 when a ZeRO-1 key (ZERO1_KEYS) is 1 or `sharding` names zero1/zero2, else 0."""
+    if case.int("fsdp") == 1:
+        return 3
+    given = case.extra.get("zero_stage", "")
+    if given:
+        if given not in ("0", "1", "2", "3"):
+            raise Unmodelable(f"zero_stage={given} is not 0, 1, 2 or 3")
+        return int(given)
+    sharding = case.extra.get("sharding", "").lower().replace("-", "").replace("_", "")
+    if sharding in ("zero1", "zero2", "zero3"):
+        return int(sharding[-1])
+    if any(case.extra.get(k, "") in ("1", "true") for k in ZERO1_KEYS):
+        return 1
+    return 0
+
+
 def _workload(case: Case, setup: setup_pb2.Setup) -> None:
     kind = case.kind
     if kind == "gemm":
@@ -273,7 +296,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.recompute = RECOMPUTE[rec]
         t.sequence_parallel = case.int("sequence_parallel") == 1
         t.virtual_pipeline = case.int("virtual_pipeline", 1)
-        t.zero_stage = 3 if case.int("fsdp") == 1 else 0
+        t.zero_stage = zero_stage(case)
         t.attention, t.dropout = attention_impl(case)
     else:
         i = setup.workload.llm_inference
