@@ -82,6 +82,9 @@ class Chip:
     efficiency: Efficiency = field(default_factory=Efficiency)
     tdp_W: float = 0.0
     price_usd: float = 0.0
+    # calibrated overlap of compute, memory and network (setup.proto OverlapMode):
+    # "perfect", "serial_network", "none", or "" when the chip does not say
+    overlap: str = ""
 
     def peak(self, precision: str) -> float:
         """Peak matrix FLOP/s at `precision`, falling back to the nearest wider type."""

@@ -114,7 +114,7 @@ def solve(
     return solve_workload(
         scenario.workload,
         scenario.system,
-        execution_options(scenario.setup),
+        execution_options(scenario.setup, scenario.system.chip.overlap),
         solver_options(scenario.setup, time_limit_s),
         scenario.name,
         progress,
@@ -131,7 +131,10 @@ def check(scenario: Scenario, plan: Plan) -> Plan:
     from solver.verify import verify_plan
 
     problems = verify_plan(
-        plan, scenario.workload, scenario.system, execution_options(scenario.setup)
+        plan,
+        scenario.workload,
+        scenario.system,
+        execution_options(scenario.setup, scenario.system.chip.overlap),
     )
     if problems:
         raise PlanCheckError(
@@ -200,18 +203,44 @@ def run(
 # ---------------------------------------------------------------------------------------
 
 
-def execution_options(setup: setup_pb2.Setup) -> ExecutionOptions:
+def overlap_mode(setup: setup_pb2.Setup, chip_overlap: str = "") -> str:
+    """The overlap the plan assumes ("perfect", "serial_network" or "none"), first found:
+    execution.overlap; the legacy flags (serialize_network, perfect_overlap); the chip's
+    calibrated mode (`chip_overlap`, hardware Chip.overlap from ChipSpec.overlap); else
+    "perfect" without an execution block and "none" with one (DFModel's meaning of
+    perfect_overlap: false). `run` and `validate` both resolve it here."""
+    ex = setup.execution
+    names = {
+        setup_pb2.PERFECT: "perfect",
+        setup_pb2.SERIAL_NETWORK: "serial_network",
+        setup_pb2.NO_OVERLAP: "none",
+    }
+    if ex.overlap in names:
+        return names[ex.overlap]
+    if ex.serialize_network:
+        return "serial_network"
+    if ex.perfect_overlap:
+        return "perfect"
+    if chip_overlap:
+        return chip_overlap
+    return "none" if setup.HasField("execution") else "perfect"
+
+
+def execution_options(setup: setup_pb2.Setup, chip_overlap: str = "") -> ExecutionOptions:
+    """Solver options from the setup; `chip_overlap`: the resolved chip's calibrated overlap
+    (System.chip.overlap), the default when the setup names none."""
     ex = setup.execution
     precision = setup.workload.precision
     math_type = precision.math or precision.activation
+    mode = overlap_mode(setup, chip_overlap)
     return ExecutionOptions(
         dataflow=ex.execution_style == setup_pb2.DATAFLOW,
         num_config=int(ex.num_config),
-        overlap=bool(ex.perfect_overlap) or not setup.HasField("execution"),
+        overlap=mode != "none",
         math_precision=precision_name(math_type, "bf16"),
         pin_sharding=ex.pin_sharding,
         pipeline_schedule=(ex.pipeline_schedule or "1f1b").lower(),
-        serialize_network=ex.serialize_network,
+        serialize_network=mode == "serial_network",
     )
 
 

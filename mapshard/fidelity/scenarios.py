@@ -325,12 +325,9 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     setup.name = f"validate_{case.id}"
     _workload(case, setup)
     _system(case, spec, setup, levels)
-    setup.execution.execution_style = setup_pb2.KERNEL_BY_KERNEL
-    setup.execution.perfect_overlap = True
-    if "serialize_network" in setup_pb2.Execution.DESCRIPTOR.fields_by_name:
-        # GPU semantics once the setup format has them: a kernel's collective (NCCL on the
-        # same stream) runs after its compute instead of hiding under it
-        setup.execution.serialize_network = True
+    # no execution block: kernel by kernel with the chip's calibrated overlap
+    # (ChipSpec.overlap; GPUs SERIAL_NETWORK), exactly what `mapshard run` of the same
+    # setup assumes
     setup.solver.time_limit_s = 60
     return setup, levels
 
