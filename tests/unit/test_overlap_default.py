@@ -14,7 +14,10 @@ from mapshard.fidelity.scenarios import build_setup, load_case_scenario
 from schema import setup_pb2
 
 DEV = Path(__file__).parents[1] / "data" / "validation" / "validation_dev_structured.csv"
-LLAMA = 'workload { llm_inference { model { hf_model: "Llama-3.1-8B" } phase: DECODE context_len: 128 } }\n'
+LLAMA = (
+    'workload { llm_inference { model { hf_model: "Llama-3.1-8B" } phase: DECODE '
+    "context_len: 128 } }\n"
+)
 
 
 def mode(text: str, tmp_path: Path) -> tuple[str, bool, bool]:
