@@ -276,6 +276,10 @@ class Workload:
     input_len: int = 0
     output_len: int = 0
     kv_cache_bytes: float = 0.0  # whole batch at the longest context
+    # Data held for the whole run and updated in place, split over every chip (HPL's
+    # N x (N+1) matrix), and the largest buffer each chip holds besides (HPL's panel)
+    resident_bytes: float = 0.0
+    workspace_bytes: float = 0.0
     # Work per step independent of the mapping, for utilisation reports.
     notes: tuple[str, ...] = field(default_factory=tuple)
     # Precision the matrix units run at (Precision.math, else the activation type).

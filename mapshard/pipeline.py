@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.graph import Workload
+from generator.precision import default_dtype
 from hardware.system import System
 from schema import setup_pb2
 from schema.dfmodel import native_solver, normalise
@@ -233,11 +234,12 @@ def execution_options(setup: setup_pb2.Setup, chip_overlap: str = "") -> Executi
     precision = setup.workload.precision
     math_type = precision.math or precision.activation
     mode = overlap_mode(setup, chip_overlap)
+    default_math = default_dtype(setup).lower()  # HPL fp64, FFT fp32, else bf16
     return ExecutionOptions(
         dataflow=ex.execution_style == setup_pb2.DATAFLOW,
         num_config=int(ex.num_config),
         overlap=mode != "none",
-        math_precision=precision_name(math_type, "bf16"),
+        math_precision=precision_name(math_type, default_math),
         pin_sharding=ex.pin_sharding,
         pipeline_schedule=(ex.pipeline_schedule or "1f1b").lower(),
         serialize_network=mode == "serial_network",

@@ -118,6 +118,9 @@ def place_degrees(degrees: dict[str, int], num_chips: int, node: int) -> list[Le
 
 
 def case_levels(case: Case, spec: setup_pb2.ChipSpec) -> list[LevelSpec]:
+    if case.kind == "hpl":  # one process per chip; the P x Q grid is the workload's
+        n = case.int("num_chips", 1)
+        return place_degrees({"TP": n}, n, node_size(case, spec))
     degrees = {"TP": case.int("tp", 1), "DP": case.int("dp", 1), "PP": case.int("pp", 1)}
     for name in ("cp", "ep"):
         if case.int(name, 1) > 1:
@@ -280,8 +283,22 @@ def zero_stage(case: Case) -> int:
     return 0
 
 
+def _hpl(case: Case, h: setup_pb2.Hpl) -> None:
+    """N, NB and the P x Q grid from extra_params (hpl_n, hpl_nb, hpl_p, hpl_q)."""
+    n, nb = int(case.extra_float("hpl_n")), int(case.extra_float("hpl_nb"))
+    if n <= 0 or nb <= 0:
+        raise Unmodelable("hpl row without extra_params hpl_n and hpl_nb")
+    h.N, h.B = n, nb
+    h.X, h.Y = int(case.extra_float("hpl_p")), int(case.extra_float("hpl_q"))
+
+
 def _workload(case: Case, setup: setup_pb2.Setup) -> None:
     kind = case.kind
+    if kind == "hpl":
+        _hpl(case, setup.workload.hpl)
+        if case.text("precision"):  # else HPL's default, FP64
+            _precision(case, setup.workload.precision)
+        return
     if kind == "gemm":
         _gemm(case, setup.workload.gemm)
     elif kind == "training_step":

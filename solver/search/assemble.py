@@ -301,6 +301,12 @@ def memory_use(
     if stored is None:
         stored = param_count(workload) / (tp * pp)
     wbytes = workload.weight_bytes_per_param
+    if workload.resident_bytes > 0:
+        # in-place data (HPL's matrix) counted once, split over every chip, plus the
+        # workspace: not each kernel's input and output, which alias the same storage
+        chips = tp * pp * dp
+        act = workload.resident_bytes / chips + workload.workspace_bytes
+        return MemoryUse(weights=stored * wbytes, activations=act, capacity=capacity)
     if workload.kind != "training":
         weights = stored * wbytes
         kv = workload.kv_cache_bytes / (tp * pp)

@@ -483,4 +483,12 @@ def _build_plan(
         pp_transfer_s=t.pp_transfer_s,
         time_breakdown=dict(t.breakdown),
         choices=tuple(results),
+        warnings=_warnings(workload, system, execution),
     )
+
+
+def _warnings(workload: Workload, system: System, execution: ExecutionOptions) -> tuple[str, ...]:
+    """What the report must flag: matrix work at a precision the chip is not calibrated for."""
+    matrix = any(k.kind.uses_matrix_unit for p in workload.phases for k in p.graph.kernels)
+    line = efficiency.plateau_warning(system.chip, execution.math_precision) if matrix else ""
+    return (line,) if line else ()
