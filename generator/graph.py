@@ -267,6 +267,7 @@ class Workload:
     sequence_parallel: bool = False
     zero_stage: int = 0
     virtual_pipeline: int = 1
+    context_parallel: int = 1  # CP ranks sharing each sequence (graphs hold one rank's part)
     weight_bytes_per_param: float = 2.0
     optimizer_bytes_per_param: float = 14.0  # gradients + optimizer state beyond weights
     activation_bytes_per_element: float = 2.0

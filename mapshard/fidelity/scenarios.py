@@ -9,7 +9,7 @@ already multiplies degrees across levels).
 The attention implementation (fused or unfused) and dropout follow the row's software
 stack, read from its fields (`attention_impl`).
 
-Placement follows Megatron-LM's rank order: TP innermost, then DP, then PP; each group takes
+Placement follows Megatron-LM's rank order: TP innermost, then CP, DP, PP; each group takes
 what is left of the node (the scale-up domain, `chips_per_node`) before crossing to the
 scale-out network. Every in-node level gets the chip's scale-up link bandwidth and the
 chip file's collective efficiency for level 0, every cross-node level the scale-out ones
@@ -98,6 +98,10 @@ def scale_up_kind(case: Case, spec: setup_pb2.ChipSpec) -> Topology:
     return Topology.SWITCH
 
 
+# Megatron-LM's rank order, innermost first (context parallel next to tensor parallel)
+RANK_ORDER = ("TP", "CP", "DP", "PP")
+
+
 def place_degrees(degrees: dict[str, int], num_chips: int, node: int) -> list[LevelSpec]:
     """Levels innermost first: TP, DP, PP fill the node, the rest crosses nodes."""
     if math.prod(degrees.values()) != num_chips:
@@ -105,12 +109,12 @@ def place_degrees(degrees: dict[str, int], num_chips: int, node: int) -> list[Le
         raise Unmodelable(f"parallel degrees {shown} do not multiply to num_chips {num_chips}")
     left = min(node, num_chips)
     inner: dict[str, int] = {}
-    for name in ("TP", "DP", "PP"):
+    for name in RANK_ORDER:
         take = math.gcd(degrees.get(name, 1), left)
         inner[name] = take
         left //= take
     levels = [LevelSpec(f"node_{n.lower()}", d, n, True) for n, d in inner.items() if d > 1]
-    for name in ("TP", "DP", "PP"):
+    for name in RANK_ORDER:
         rest = degrees.get(name, 1) // inner[name]
         if rest > 1:
             levels.append(LevelSpec(f"net_{name.lower()}", rest, name, False))
@@ -121,12 +125,9 @@ def case_levels(case: Case, spec: setup_pb2.ChipSpec) -> list[LevelSpec]:
     if case.kind == "hpl":  # one process per chip; the P x Q grid is the workload's
         n = case.int("num_chips", 1)
         return place_degrees({"TP": n}, n, node_size(case, spec))
-    degrees = {"TP": case.int("tp", 1), "DP": case.int("dp", 1), "PP": case.int("pp", 1)}
-    for name in ("cp", "ep"):
-        if case.int(name, 1) > 1:
-            raise Unmodelable(
-                f"{name.upper()}={case.int(name)} is not modelled by the scenario builder"
-            )
+    degrees = {k.upper(): max(case.int(k, 1), 1) for k in ("tp", "cp", "dp", "pp")}
+    if case.int("ep", 1) > 1:
+        raise Unmodelable(f"EP={case.int('ep')} is not modelled by the scenario builder")
     return place_degrees(degrees, case.int("num_chips", 1), node_size(case, spec))
 
 
@@ -314,6 +315,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.sequence_parallel = case.int("sequence_parallel") == 1
         t.virtual_pipeline = case.int("virtual_pipeline", 1)
         t.zero_stage = zero_stage(case)
+        t.context_parallel = max(case.int("cp", 1), 1)
         t.attention, t.dropout = attention_impl(case)
     else:
         i = setup.workload.llm_inference

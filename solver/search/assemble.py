@@ -11,6 +11,7 @@ from generator.graph import Communication, OperandRole, Pass, Phase, Workload
 from solver.cost.collectives import hierarchical_time
 from solver.cost.weights import WeightRule
 from solver.plan import MemoryUse
+from solver.search.context_parallel import stage_ring_s
 from solver.search.data_parallel import BUCKET_BYTES, dp_sync
 from solver.search.parallel import Choice
 
@@ -105,6 +106,7 @@ def training_times(
     """Step time; `stored`: parameters per chip as the mapping stores them (the optimizer
     updates every stored copy), None = split over TP x PP."""
     tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
+    cp = choice.degree("CP")
     micro = max(workload.micro_batch, 1)
     m = max(1, math.ceil(workload.global_batch / (micro * dp)))
     stage = 0.0
@@ -112,6 +114,7 @@ def training_times(
         stage += math.ceil(p.count / pp) * phase_latency[p.name]
     for p in head_phases(workload):
         stage += p.count * phase_latency[p.name]
+    stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency)
     transfer = 0.0
     if pp > 1:
         # every micro-batch crosses v x pp chunk boundaries with v model chunks per stage:
@@ -127,9 +130,10 @@ def training_times(
     layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
     # FSDP wraps one transformer layer per unit; DDP and ZeRO-1/2 use buckets
     unit = params_chip * workload.weight_bytes_per_param / layers_here
+    # CP ranks hold the same weights: gradients reduce (and ZeRO shards) over DP x CP
     sync = dp_sync(
-        workload.zero_stage if dp > 1 else 0,
-        choice.span("DP"),
+        workload.zero_stage if dp * cp > 1 else 0,
+        choice.span("CP") + choice.span("DP"),
         gradient_bytes(workload) / (tp * pp),
         params_chip * workload.weight_bytes_per_param,
         fwd,
@@ -138,8 +142,8 @@ def training_times(
         unit if workload.zero_stage >= 3 else BUCKET_BYTES,
     )
     dp_time = sync.exposed_s
-    # ZeRO >= 1: each rank updates only its 1/DP shard of weights and optimizer state
-    shard = dp if workload.zero_stage >= 1 else 1
+    # ZeRO >= 1: each rank updates only its 1/(DP x CP) shard of weights and optimizer state
+    shard = dp * cp if workload.zero_stage >= 1 else 1
     opt_bytes = (
         2 * params_chip * (workload.weight_bytes_per_param + workload.optimizer_bytes_per_param)
     ) / shard
@@ -242,10 +246,11 @@ def weight_rule(workload: Workload, choice: Choice) -> WeightRule:
         return WeightRule(wbytes)
     z = workload.zero_stage
     opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
+    shard = dp * choice.degree("CP")  # ZeRO shards over the DP x CP group
     per_param = (
-        wbytes / (dp if z >= 3 else 1)
-        + wbytes / (dp if z >= 2 else 1)
-        + opt_extra / (dp if z >= 1 else 1)
+        wbytes / (shard if z >= 3 else 1)
+        + wbytes / (shard if z >= 2 else 1)
+        + opt_extra / (shard if z >= 1 else 1)
     )
     runs = micro_batches(workload, dp) + (pp - 1) / max(workload.virtual_pipeline, 1)
     return WeightRule(per_param, wbytes, 1.0 / runs)
@@ -313,14 +318,15 @@ def memory_use(
         act = max((_peak_activation(p) for p in workload.phases), default=0.0) / tp
         return MemoryUse(weights=weights, kv_cache=kv, activations=act, capacity=capacity)
     z = workload.zero_stage
-    weights = stored * wbytes / (dp if z >= 3 else 1)
-    if z >= 3 and dp > 1:
+    shard = dp * choice.degree("CP")  # ZeRO shards over the DP x CP group
+    weights = stored * wbytes / (shard if z >= 3 else 1)
+    if z >= 3 and shard > 1:
         # FSDP holds the unit in use and the prefetched next one gathered (one layer each)
         layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
-        weights += min(2 / layers_here, 1.0) * stored * wbytes * (dp - 1) / dp
-    grads = stored * wbytes / (dp if z >= 2 else 1)
+        weights += min(2 / layers_here, 1.0) * stored * wbytes * (shard - 1) / shard
+    grads = stored * wbytes / (shard if z >= 2 else 1)
     opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
-    optimizer = stored * opt_extra / (dp if z >= 1 else 1)
+    optimizer = stored * opt_extra / (shard if z >= 1 else 1)
     m = micro_batches(workload, dp)
     in_flight = min(pp, m)
     act = 0.0

@@ -76,7 +76,12 @@ def search_workload(
     search = _OuterSearch(workload, system, execution, options, time.perf_counter())
     limits = _limits(workload, system)
     choices = enumerate_choices(
-        system, limits.max_tp, limits.max_pp, limits.max_dp, allow_dp=limits.allow_dp
+        system,
+        limits.max_tp,
+        limits.max_pp,
+        limits.max_dp,
+        allow_dp=limits.allow_dp,
+        cp=workload.context_parallel,
     )
     if not choices:
         raise infeasible.no_layout(workload, system, limits)

@@ -131,7 +131,7 @@ def test_any_csv_in_the_format_and_unmodellable_rows_keep_a_reason(tmp_path):
         dev["K14"],
         dev["C03"],
         {**dev["K04"], "id": "X1", "chip": "NoSuchChip"},
-        {**dev["T11"], "id": "X2", "cp": "2", "num_chips": "16"},
+        {**dev["T11"], "id": "X2", "ep": "2", "num_chips": "16"},  # CP is modelled (#16)
         {**dev["K04"], "id": "X3", "m": ""},
         {**dev["K15"], "id": "X4", "usable": "1", "extra_params": "attn_pass=fwd"},
         {**dev["K04"], "id": "X5", "flop_convention": "mystery"},
@@ -143,7 +143,7 @@ def test_any_csv_in_the_format_and_unmodellable_rows_keep_a_reason(tmp_path):
     assert list(got) == ["K14", "C03", "X1", "X2", "X3", "X4", "X5"]
     assert got["K14"]["predicted"] and got["C03"]["predicted"]
     assert "not in the hardware library" in got["X1"]["reason"]
-    assert "CP=2" in got["X2"]["reason"]
+    assert "EP=2" in got["X2"]["reason"]
     assert "without m, k and n" in got["X3"]["reason"]
     assert "not modelled" in got["X4"]["reason"]
     assert "unknown flop_convention" in got["X5"]["reason"]
