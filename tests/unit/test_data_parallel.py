@@ -95,3 +95,47 @@ def test_interleaved_pipeline_charges_v_times_the_p2p_traffic():
         s = w.micro_batch * w.seq_len * w.model.hidden_size * 2  # boundary activation bytes
         per_micro = 2 * v * s / 100e9
         assert t.pp_transfer_s == pytest.approx(t.micro_batches * per_micro)
+
+
+@pytest.mark.parametrize(
+    "zero,weights,grads,optimizer",
+    [
+        # 1e9 stored parameters per chip, BF16 weights and gradients (2 bytes), Adam's
+        # 12 bytes beyond them (fp32 master + two moments), DP 4
+        (0, 2e9, 2e9, 12e9),
+        (1, 2e9, 2e9, 12e9 / 4),  # optimizer state sharded (Megatron distributed optimizer)
+        (2, 2e9, 2e9 / 4, 12e9 / 4),
+        # everything sharded, plus two gathered FSDP units of one layer each (4 layers):
+        # 2e9 / 4 + 2/4 x 2e9 x 3/4
+        (3, 2e9 / 4 + 0.5 * 2e9 * 3 / 4, 2e9 / 4, 12e9 / 4),
+    ],
+)
+def test_zero_memory_per_chip_by_stage(zero, weights, grads, optimizer):
+    sw = NetworkLevel("dp", Topology.SWITCH, 4, 100e9, parallelism=("DP",))
+    choice = Choice((("DP", 4), ("PP", 1), ("TP", 1)), (("DP", ((sw, 4),)),), (sw,))
+    mem = assemble.memory_use(_workload(zero), choice, 80e9, stored=1e9)
+    assert (mem.weights, mem.gradients, mem.optimizer) == pytest.approx((weights, grads, optimizer))
+
+
+def test_zero3_step_charges_the_per_micro_batch_gathers():
+    """The step of the tiny model at ZeRO-3 on DP 4 carries exactly the dp_sync rule with the
+    step's own numbers: 16 sequences / (2 x 4) = 2 micro-batches, P = stored x 2 bytes,
+    G = every parameter's BF16 gradient, forward share of the layer time by FLOP.
+    Parameters: 4 layers x (4 x 256^2 attention + 3 x 256 x 512 MLP + 2 x 256 norms)
+    + 1000 x 256 embedding + 256 x 1000 LM head + 256 final norm = 3,135,744."""
+    sw = NetworkLevel("dp", Topology.SWITCH, 4, 1e9, parallelism=("DP",))  # slow: exposed
+    choice = Choice((("DP", 4), ("PP", 1), ("TP", 1)), (("DP", ((sw, 4),)),), (sw,))
+    w = _workload(3)
+    lat = {"layer": 1e-3, "head": 1e-3}
+    t = assemble.training_times(w, choice, lat, 1e15, stored=1e6)
+    assert t.micro_batches == 2
+    stage = 4 * 1e-3 + 1e-3
+    fwd = stage * assemble.forward_fraction(w)
+    params = 4 * (4 * 256**2 + 3 * 256 * 512 + 2 * 256) + 1000 * 256 + 256 * 1000 + 256
+    assert w.model.num_params == params == 3_135_744
+    # P = 2e6 bytes: all-gather 3/4 x 2e6 / 1e9 = 1.5 ms, one layer unit = 1/4 of it;
+    # reduce-scatter of G = 2 x params bytes: 3/4 x G / 1e9
+    ag = 0.75 * 2e6 / 1e9
+    rs = 0.75 * 2 * params / 1e9
+    per_micro = max(ag / 4, ag - fwd) + max(ag / 4, ag + rs - (stage - fwd))
+    assert t.dp_allreduce_s == pytest.approx(2 * per_micro)
