@@ -87,3 +87,23 @@ def test_every_gpu_in_the_library_declares_its_overlap():
         spec = library.get_chip(name)
         if spec.vendor in ("NVIDIA", "AMD"):
             assert spec.overlap == setup_pb2.SERIAL_NETWORK, name
+
+
+def test_validate_and_run_give_the_same_time_for_the_same_gemm(tmp_path):
+    """A 4096^3 BF16 GEMM on one H100: `validate`'s row and a plain setup file naming the
+    chip (what a user would write, no execution block) predict the same seconds."""
+    from mapshard.fidelity.cases import Case
+    from mapshard.fidelity.predict import predict
+
+    row = Case(
+        {"id": "G", "kind": "gemm", "chip": "H100-SXM5-80GB", "num_chips": "1",
+         "precision": "bf16", "m": "4096", "k": "4096", "n": "4096",
+         "metric": "kernel_time_s"}
+    )  # fmt: skip
+    validated = predict(row, DEV).value
+    (tmp_path / "setup.txt").write_text(
+        'workload { gemm { M: 4096 K: 4096 N: 4096 } }\nsystem { chip: "H100-SXM5-80GB" }\n',
+        encoding="utf-8",
+    )
+    ran = pipeline.plan(pipeline.load_scenario(tmp_path)).latency_s
+    assert ran == validated
