@@ -115,7 +115,7 @@ def solve(
     return solve_workload(
         scenario.workload,
         scenario.system,
-        execution_options(scenario.setup, scenario.system.chip.overlap),
+        scenario_options(scenario),
         solver_options(scenario.setup, time_limit_s),
         scenario.name,
         progress,
@@ -135,7 +135,7 @@ def check(scenario: Scenario, plan: Plan) -> Plan:
         plan,
         scenario.workload,
         scenario.system,
-        execution_options(scenario.setup, scenario.system.chip.overlap),
+        scenario_options(scenario),
     )
     if problems:
         raise PlanCheckError(
@@ -227,9 +227,15 @@ def overlap_mode(setup: setup_pb2.Setup, chip_overlap: str = "") -> str:
     return "none" if setup.HasField("execution") else "perfect"
 
 
-def execution_options(setup: setup_pb2.Setup, chip_overlap: str = "") -> ExecutionOptions:
+def scenario_options(scenario: Scenario) -> ExecutionOptions:
+    """The solver options a scenario runs with: its setup on its resolved chip."""
+    return execution_options(scenario.setup, scenario.system.chip.overlap)
+
+
+def execution_options(setup: setup_pb2.Setup, chip_overlap: str) -> ExecutionOptions:
     """Solver options from the setup; `chip_overlap`: the resolved chip's calibrated overlap
-    (System.chip.overlap), the default when the setup names none."""
+    (System.chip.overlap, "" when the chip gives none), the default when the setup names
+    none. Prefer `scenario_options`, which cannot forget the chip."""
     ex = setup.execution
     precision = setup.workload.precision
     math_type = precision.math or precision.activation

@@ -37,12 +37,12 @@ def test_hpl_memory_counts_the_in_place_matrix_once(tmp_path):
 
 def test_default_math_precision_per_workload(tmp_path):
     hpl = scenario(tmp_path, "workload { hpl { N: 4096 B: 256 } }")
-    assert pipeline.execution_options(hpl.setup).math_precision == "fp64"
+    assert pipeline.scenario_options(hpl).math_precision == "fp64"
     fft = scenario(tmp_path, "workload { fft { length: 1024 batch: 16 } }", chips=1)
-    assert pipeline.execution_options(fft.setup).math_precision == "fp32"
+    assert pipeline.scenario_options(fft).math_precision == "fp32"
     assert fft.workload.activation_bytes_per_element == 2 * 4  # complex FP32: two floats
     gemm = scenario(tmp_path, "workload { gemm { M: 64 K: 64 N: 64 } }", chips=1)
-    assert pipeline.execution_options(gemm.setup).math_precision == "bf16"
+    assert pipeline.scenario_options(gemm).math_precision == "bf16"
 
 
 def test_hpl_runs_at_the_fp64_peak_and_says_it_is_uncalibrated(tmp_path):
