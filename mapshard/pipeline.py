@@ -232,10 +232,11 @@ def scenario_options(scenario: Scenario) -> ExecutionOptions:
     return execution_options(scenario.setup, scenario.system.chip.overlap)
 
 
-def execution_options(setup: setup_pb2.Setup, chip_overlap: str) -> ExecutionOptions:
+def execution_options(setup: setup_pb2.Setup, chip_overlap: str = "") -> ExecutionOptions:
     """Solver options from the setup; `chip_overlap`: the resolved chip's calibrated overlap
-    (System.chip.overlap, "" when the chip gives none), the default when the setup names
-    none. Prefer `scenario_options`, which cannot forget the chip."""
+    (System.chip.overlap), the default when the setup names none. "" is right only for a
+    setup without a library chip (a DFModel file); a scenario's options come from
+    `scenario_options`, which cannot forget the chip."""
     ex = setup.execution
     precision = setup.workload.precision
     math_type = precision.math or precision.activation
