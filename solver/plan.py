@@ -145,6 +145,9 @@ class Plan:
     time_breakdown: dict[str, float] = field(default_factory=dict)
     choices: tuple[ChoiceResult, ...] = ()
     warnings: tuple[str, ...] = ()
+    # overlap of compute, memory and network the plan assumed ("perfect", "serial_network",
+    # "none"; setup.proto OverlapMode, from the setup or the chip's calibrated default)
+    overlap: str = ""
 
     def kernels(self) -> list[KernelPlan]:
         return [k for p in self.phases for k in p.kernels]

@@ -149,6 +149,7 @@ def summary_dict(plan: Plan, include_timing: bool = True) -> dict[str, Any]:
         "num_kernels": sum(len(p.kernels) for p in plan.phases),
         "num_configs": sum(len(p.configs) for p in plan.phases),
         "warnings": list(plan.warnings),
+        "overlap": plan.overlap,
     }
     for key in ("iteration_time_s", "ttft_s", "tpot_s", "tokens_per_s"):
         value = getattr(plan, key)

@@ -489,6 +489,7 @@ def _build_plan(
         time_breakdown=dict(t.breakdown),
         choices=tuple(results),
         warnings=_warnings(workload, system, execution),
+        overlap=execution.overlap_name,
     )
 
 

@@ -105,5 +105,6 @@ def test_validate_and_run_give_the_same_time_for_the_same_gemm(tmp_path):
         'workload { gemm { M: 4096 K: 4096 N: 4096 } }\nsystem { chip: "H100-SXM5-80GB" }\n',
         encoding="utf-8",
     )
-    ran = pipeline.plan(pipeline.load_scenario(tmp_path)).latency_s
-    assert ran == validated
+    plan = pipeline.plan(pipeline.load_scenario(tmp_path))
+    assert plan.latency_s == validated
+    assert plan.overlap == "serial_network"  # written to summary.json as `overlap`
