@@ -15,7 +15,7 @@ from pathlib import Path
 from generator.dfmodel_gpt import dfmodel_gpt_from_llm
 from generator.graph import ModelInfo, OperandRole, Pass, Phase, Workload
 from generator.models import load_model
-from generator.precision import resolve_precision
+from generator.precision import default_dtype, resolve_precision
 from generator.proto_graph import graph_from_proto
 from schema import setup_pb2
 from schema.errors import SetupError
@@ -142,11 +142,13 @@ def _generated(setup: setup_pb2.Setup, path: Path, num_chips: int) -> Workload:
     if kind == "hpl":
         from generator.hpl import hpl_workload
 
-        return hpl_workload(wl.hpl, resolve_precision(wl.precision, "FP64"), path, num_chips)
+        return hpl_workload(
+            wl.hpl, resolve_precision(wl.precision, default_dtype(setup)), path, num_chips
+        )
     if kind == "fft":
         from generator.fft import fft_workload
 
-        return fft_workload(wl.fft, resolve_precision(wl.precision, "FP32"), path)
+        return fft_workload(wl.fft, resolve_precision(wl.precision, default_dtype(setup)), path)
     assert kind == "gemm", kind
     from generator.gemm import gemm_workload
 

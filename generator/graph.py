@@ -267,6 +267,7 @@ class Workload:
     sequence_parallel: bool = False
     zero_stage: int = 0
     virtual_pipeline: int = 1
+    context_parallel: int = 1  # CP ranks sharing each sequence (graphs hold one rank's part)
     weight_bytes_per_param: float = 2.0
     optimizer_bytes_per_param: float = 14.0  # gradients + optimizer state beyond weights
     activation_bytes_per_element: float = 2.0
@@ -276,6 +277,10 @@ class Workload:
     input_len: int = 0
     output_len: int = 0
     kv_cache_bytes: float = 0.0  # whole batch at the longest context
+    # Data held for the whole run and updated in place, split over every chip (HPL's
+    # N x (N+1) matrix), and the largest buffer each chip holds besides (HPL's panel)
+    resident_bytes: float = 0.0
+    workspace_bytes: float = 0.0
     # Work per step independent of the mapping, for utilisation reports.
     notes: tuple[str, ...] = field(default_factory=tuple)
     # Precision the matrix units run at (Precision.math, else the activation type).

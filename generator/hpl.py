@@ -196,6 +196,10 @@ def hpl_workload(req: setup_pb2.Hpl, prec: Precision, path: Path, num_chips: int
     return Workload(
         kind="hpl",
         phases=tuple(phases),
+        # [A | b] is factorised in place: N (N + 1) elements once over the process grid;
+        # each process also holds at most one broadcast panel (N x B)
+        resident_bytes=n * (n + 1) * bpe,
+        workspace_bytes=n * blk * bpe,
         activation_bytes_per_element=bpe,
         weight_bytes_per_param=bpe,
         compute_dtype=prec.math,

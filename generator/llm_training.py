@@ -48,6 +48,13 @@ def check_training(req: setup_pb2.LlmTraining, path: Path) -> None:
         p.append(f"{where}.dropout must be a probability in [0, 1), got {req.dropout}")
     if not 0 <= req.zero_stage <= 3:
         p.append(f"{where}.zero_stage must be 0, 1, 2 or 3, got {req.zero_stage}")
+    if req.context_parallel < 0:
+        p.append(f"{where}.context_parallel must be >= 0 (0 = 1), got {req.context_parallel}")
+    elif req.context_parallel > 1 and req.seq_len > 0 and req.seq_len % req.context_parallel:
+        p.append(
+            f"{where}.context_parallel {req.context_parallel} must divide seq_len "
+            f"{req.seq_len} (each rank holds seq_len / CP tokens)"
+        )
     if req.virtual_pipeline < 0:
         p.append(f"{where}.virtual_pipeline must be >= 0 (0 = 1), got {req.virtual_pipeline}")
     if p:
@@ -83,11 +90,13 @@ def training_workload(
         )
     mb = req.micro_batch or 1
     s = req.seq_len
+    cp = max(req.context_parallel, 1)
     recompute = RECOMPUTE[req.recompute]
     unfused = req.attention == setup_pb2.UNFUSED_ATTENTION
+    # one CP rank: s / CP query tokens against all s keys (the ring brings every K/V block)
     shape = LayerShape(
-        tokens=mb * s,
-        segments=(AttnSegment("attention", mb, s, s, cached=False, cls="Ma_Mqa"),),
+        tokens=mb * s // cp,
+        segments=(AttnSegment("attention", mb, s // cp, s, cached=False, cls="Ma_Mqa"),),
         gemm_cls="Ma_Mw",
         unfused_attention=unfused,
         dropout=req.dropout > 0,
@@ -95,15 +104,23 @@ def training_workload(
     layers = layer_phases("layer", cfg, shape, prec, training=True, recompute=recompute)
     if not req.sequence_parallel:
         layers = tuple(replace(p, graph=_replicated_vector_kernels(p.graph)) for p in layers)
+    rank_tokens = mb * s // cp
     head = Phase(
         "head",
-        head_graph("head", cfg, prec, embed_tokens=mb * s, head_tokens=mb * s, training=True),
+        head_graph(
+            "head", cfg, prec, embed_tokens=rank_tokens, head_tokens=rank_tokens, training=True
+        ),
         role="head",
     )
     notes = [
         f"micro-batch of {mb} x {s} tokens per graph instance; the step runs "
         f"global_batch / (micro_batch x DP) micro-batches per data-parallel rank"
     ]
+    if cp > 1:
+        notes.append(
+            f"context parallel {cp}: {s // cp} of the {s} tokens per rank, K/V blocks passed "
+            "around the CP ring (ring attention)"
+        )
     if req.sequence_parallel:
         notes.append("sequence parallel: norms/residuals split on tokens across the TP group")
     if unfused:
@@ -121,6 +138,7 @@ def training_workload(
         sequence_parallel=req.sequence_parallel,
         zero_stage=req.zero_stage,
         virtual_pipeline=req.virtual_pipeline or 1,
+        context_parallel=cp,
         weight_bytes_per_param=prec.weight_bytes,
         optimizer_bytes_per_param=prec.optimizer_bytes_per_param,
         activation_bytes_per_element=prec.activation_bytes,

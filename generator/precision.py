@@ -40,6 +40,18 @@ class Precision:
         return DTYPE_BYTES[self.kv_cache]
 
 
+# Default element type per workload kind (setup.workload oneof `kind`) when the precision
+# block leaves it unset: HPL is FP64 by definition (the Top500 rules), FFT libraries'
+# default single-precision complex transforms are FP32, everything else (LLMs, DLRM, GEMM)
+# BF16 as the setup documents.
+DEFAULT_DTYPE = {"hpl": "FP64", "fft": "FP32"}
+
+
+def default_dtype(setup: setup_pb2.Setup) -> str:
+    """The workload's default element type name ("FP64", "FP32" or "BF16")."""
+    return DEFAULT_DTYPE.get(setup.workload.WhichOneof("kind") or "", "BF16")
+
+
 def resolve_precision(p: setup_pb2.Precision, default: str = "BF16") -> Precision:
     """Unset types default to `default` (BF16 for LLMs); math defaults to the activation type;
     optimizer bytes 0 = 16 - weight bytes (mixed-precision Adam keeps 16 bytes per param)."""

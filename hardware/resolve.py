@@ -183,7 +183,16 @@ def _chip(spec: setup_pb2.ChipSpec, util_field: str, problems: Problems) -> Chip
         tdp_W=spec.tdp_W,
         price_usd=spec.price_usd,
         calibration=calibration_of(acc.efficiency),
+        overlap=OVERLAP_NAMES.get(spec.overlap, ""),
     )
+
+
+# setup.proto OverlapMode -> Chip.overlap
+OVERLAP_NAMES = {
+    setup_pb2.PERFECT: "perfect",
+    setup_pb2.SERIAL_NETWORK: "serial_network",
+    setup_pb2.NO_OVERLAP: "none",
+}
 
 
 def _peak(peaks: dict[str, float], precision: str) -> float:

@@ -88,6 +88,9 @@ class Chip:
     calibration: Calibration = field(
         default_factory=lambda: Calibration(UNCALIBRATED, (), CORE_PARTS)
     )
+    # calibrated overlap of compute, memory and network (setup.proto OverlapMode):
+    # "perfect", "serial_network", "none", or "" when the chip does not say
+    overlap: str = ""
 
     def peak(self, precision: str) -> float:
         """Peak matrix FLOP/s at `precision`, falling back to the nearest wider type."""

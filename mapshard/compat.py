@@ -50,5 +50,16 @@ def check_degrees(path: Path, system: System, workload: Workload) -> None:
                 else:
                     wrong = f"{tag} {degree} on a model without {what}; leave {tag} out"
                 problems.append(f"{where}: {wrong}")
+    cp = workload.context_parallel
+    if degrees and degrees.get("CP", 1) != cp:
+        problems.append(
+            f"{where}: the levels tagged CP multiply to {degrees.get('CP', 1)} but the workload's "
+            f"context_parallel is {cp}; give workload.llm_training.context_parallel: "
+            f"{degrees.get('CP', 1)} or tag CP levels multiplying to {cp}"
+        )
+    elif cp > 1 and system.num_chips % cp:
+        problems.append(
+            f"{where}: context_parallel {cp} does not divide the system's {system.num_chips} chips"
+        )
     if problems:
         raise SetupError(problems)

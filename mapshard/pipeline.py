@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.graph import Workload
+from generator.precision import default_dtype
 from hardware.system import System
 from schema import setup_pb2
 from schema.dfmodel import native_solver, normalise
@@ -114,7 +115,7 @@ def solve(
     return solve_workload(
         scenario.workload,
         scenario.system,
-        execution_options(scenario.setup),
+        scenario_options(scenario),
         solver_options(scenario.setup, time_limit_s),
         scenario.name,
         progress,
@@ -131,7 +132,10 @@ def check(scenario: Scenario, plan: Plan) -> Plan:
     from solver.verify import verify_plan
 
     problems = verify_plan(
-        plan, scenario.workload, scenario.system, execution_options(scenario.setup)
+        plan,
+        scenario.workload,
+        scenario.system,
+        scenario_options(scenario),
     )
     if problems:
         raise PlanCheckError(
@@ -200,18 +204,52 @@ def run(
 # ---------------------------------------------------------------------------------------
 
 
-def execution_options(setup: setup_pb2.Setup) -> ExecutionOptions:
+def overlap_mode(setup: setup_pb2.Setup, chip_overlap: str = "") -> str:
+    """The overlap the plan assumes ("perfect", "serial_network" or "none"), first found:
+    execution.overlap; the legacy flags (serialize_network, perfect_overlap); the chip's
+    calibrated mode (`chip_overlap`, hardware Chip.overlap from ChipSpec.overlap); else
+    "perfect" without an execution block and "none" with one (DFModel's meaning of
+    perfect_overlap: false). `run` and `validate` both resolve it here."""
+    ex = setup.execution
+    names = {
+        setup_pb2.PERFECT: "perfect",
+        setup_pb2.SERIAL_NETWORK: "serial_network",
+        setup_pb2.NO_OVERLAP: "none",
+    }
+    if ex.overlap in names:
+        return names[ex.overlap]
+    if ex.serialize_network:
+        return "serial_network"
+    if ex.perfect_overlap:
+        return "perfect"
+    if chip_overlap:
+        return chip_overlap
+    return "none" if setup.HasField("execution") else "perfect"
+
+
+def scenario_options(scenario: Scenario) -> ExecutionOptions:
+    """The solver options a scenario runs with: its setup on its resolved chip."""
+    return execution_options(scenario.setup, scenario.system.chip.overlap)
+
+
+def execution_options(setup: setup_pb2.Setup, chip_overlap: str = "") -> ExecutionOptions:
+    """Solver options from the setup; `chip_overlap`: the resolved chip's calibrated overlap
+    (System.chip.overlap), the default when the setup names none. "" is right only for a
+    setup without a library chip (a DFModel file); a scenario's options come from
+    `scenario_options`, which cannot forget the chip."""
     ex = setup.execution
     precision = setup.workload.precision
     math_type = precision.math or precision.activation
+    mode = overlap_mode(setup, chip_overlap)
+    default_math = default_dtype(setup).lower()  # HPL fp64, FFT fp32, else bf16
     return ExecutionOptions(
         dataflow=ex.execution_style == setup_pb2.DATAFLOW,
         num_config=int(ex.num_config),
-        overlap=bool(ex.perfect_overlap) or not setup.HasField("execution"),
-        math_precision=precision_name(math_type, "bf16"),
+        overlap=mode != "none",
+        math_precision=precision_name(math_type, default_math),
         pin_sharding=ex.pin_sharding,
         pipeline_schedule=(ex.pipeline_schedule or "1f1b").lower(),
-        serialize_network=ex.serialize_network,
+        serialize_network=mode == "serial_network",
     )
 
 

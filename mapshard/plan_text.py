@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from google.protobuf import text_format
 
-from mapshard.pipeline import Scenario, execution_options
+from mapshard.pipeline import Scenario, scenario_options
 from schema import setup_pb2
 from solver.plan import Plan
 
@@ -39,6 +39,13 @@ def plan_setup_texts(scenario: Scenario, plan: Plan) -> str:
         kernel.tile = k.tile
     # the resolved execution semantics, written out: adding an execution block must not
     # change what the plan assumed (overlap defaults differ with and without one)
-    setup.execution.perfect_overlap = execution_options(scenario.setup).overlap
+    ex = scenario_options(scenario)
+    setup.execution.overlap = (
+        setup_pb2.SERIAL_NETWORK
+        if ex.serialize_network
+        else setup_pb2.PERFECT
+        if ex.overlap
+        else setup_pb2.NO_OVERLAP
+    )
     setup.execution.pin_sharding = True
     return "\n".join(header) + "\n" + text_format.MessageToString(setup)

@@ -176,7 +176,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
         write_atomic(out, comparison_csv(cmp).encode("utf-8"))
         print(f"written: {out}")
         return 0
-    math = pipeline.execution_options(scenario.setup).math_precision
+    math = pipeline.scenario_options(scenario).math_precision
     own = math in dict(scenario.system.chip.efficiency.gemm_util_by_precision)
     chip = for_precision(scenario.system.chip, math)  # the plateau the plan used
     cal = calibrate(

@@ -97,6 +97,13 @@ class ExecutionStyle(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     KERNEL_BY_KERNEL: _ClassVar[ExecutionStyle]
     DATAFLOW: _ClassVar[ExecutionStyle]
 
+class OverlapMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OVERLAP_UNSET: _ClassVar[OverlapMode]
+    PERFECT: _ClassVar[OverlapMode]
+    SERIAL_NETWORK: _ClassVar[OverlapMode]
+    NO_OVERLAP: _ClassVar[OverlapMode]
+
 class Combine(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PRODUCT: _ClassVar[Combine]
@@ -152,6 +159,10 @@ FULLY_CONNECTED: TopologyKind
 TORUS: TopologyKind
 KERNEL_BY_KERNEL: ExecutionStyle
 DATAFLOW: ExecutionStyle
+OVERLAP_UNSET: OverlapMode
+PERFECT: OverlapMode
+SERIAL_NETWORK: OverlapMode
+NO_OVERLAP: OverlapMode
 PRODUCT: Combine
 ZIP: Combine
 
@@ -460,7 +471,7 @@ class Model(_message.Message):
     def __init__(self, inline: _Optional[_Union[ModelSpec, _Mapping]] = ..., hf_model: _Optional[str] = ...) -> None: ...
 
 class LlmTraining(_message.Message):
-    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout")
+    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout", "context_parallel")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GLOBAL_BATCH_FIELD_NUMBER: _ClassVar[int]
     MICRO_BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -471,6 +482,7 @@ class LlmTraining(_message.Message):
     VIRTUAL_PIPELINE_FIELD_NUMBER: _ClassVar[int]
     ATTENTION_FIELD_NUMBER: _ClassVar[int]
     DROPOUT_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     model: Model
     global_batch: int
     micro_batch: int
@@ -481,7 +493,8 @@ class LlmTraining(_message.Message):
     virtual_pipeline: int
     attention: AttentionImpl
     dropout: float
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ...) -> None: ...
+    context_parallel: int
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ...) -> None: ...
 
 class LlmInference(_message.Message):
     __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention")
@@ -968,7 +981,7 @@ class Llm(_message.Message):
     def __init__(self, hidden_dim: _Optional[int] = ..., head_dim: _Optional[int] = ..., num_head: _Optional[int] = ..., seq_len: _Optional[int] = ..., num_layer: _Optional[int] = ..., global_batch_size: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_layer_in_graph: _Optional[int] = ..., vocab_size: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "pin_sharding", "pipeline_schedule", "serialize_network")
+    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "pin_sharding", "pipeline_schedule", "serialize_network", "overlap")
     EXECUTION_STYLE_FIELD_NUMBER: _ClassVar[int]
     NUM_CONFIG_FIELD_NUMBER: _ClassVar[int]
     PERFECT_OVERLAP_FIELD_NUMBER: _ClassVar[int]
@@ -978,6 +991,7 @@ class Execution(_message.Message):
     PIN_SHARDING_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     SERIALIZE_NETWORK_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
     execution_style: ExecutionStyle
     num_config: int
     perfect_overlap: bool
@@ -987,7 +1001,8 @@ class Execution(_message.Message):
     pin_sharding: bool
     pipeline_schedule: str
     serialize_network: bool
-    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ...) -> None: ...
+    overlap: OverlapMode
+    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ..., overlap: _Optional[_Union[OverlapMode, str]] = ...) -> None: ...
 
 class Gurobi(_message.Message):
     __slots__ = ("thread", "gap", "time")
@@ -1014,7 +1029,7 @@ class Solver(_message.Message):
     def __init__(self, time_limit_s: _Optional[float] = ..., gap: _Optional[float] = ..., threads: _Optional[int] = ..., name: _Optional[str] = ..., node_limit: _Optional[int] = ...) -> None: ...
 
 class ChipSpec(_message.Message):
-    __slots__ = ("name", "vendor", "accelerator", "memory", "memory_levels", "scale_up_bw_GBps", "scale_out_bw_GBps", "scale_up_latency_us", "scale_out_latency_us", "scale_up_domain", "tdp_W", "price_usd", "aliases", "sources")
+    __slots__ = ("name", "vendor", "accelerator", "memory", "memory_levels", "scale_up_bw_GBps", "scale_out_bw_GBps", "scale_up_latency_us", "scale_out_latency_us", "scale_up_domain", "tdp_W", "price_usd", "aliases", "sources", "overlap")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VENDOR_FIELD_NUMBER: _ClassVar[int]
     ACCELERATOR_FIELD_NUMBER: _ClassVar[int]
@@ -1029,6 +1044,7 @@ class ChipSpec(_message.Message):
     PRICE_USD_FIELD_NUMBER: _ClassVar[int]
     ALIASES_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
     name: str
     vendor: str
     accelerator: Accelerator
@@ -1043,7 +1059,8 @@ class ChipSpec(_message.Message):
     price_usd: float
     aliases: _containers.RepeatedScalarFieldContainer[str]
     sources: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., vendor: _Optional[str] = ..., accelerator: _Optional[_Union[Accelerator, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., memory_levels: _Optional[_Iterable[_Union[MemoryLevel, _Mapping]]] = ..., scale_up_bw_GBps: _Optional[float] = ..., scale_out_bw_GBps: _Optional[float] = ..., scale_up_latency_us: _Optional[float] = ..., scale_out_latency_us: _Optional[float] = ..., scale_up_domain: _Optional[int] = ..., tdp_W: _Optional[float] = ..., price_usd: _Optional[float] = ..., aliases: _Optional[_Iterable[str]] = ..., sources: _Optional[_Iterable[str]] = ...) -> None: ...
+    overlap: OverlapMode
+    def __init__(self, name: _Optional[str] = ..., vendor: _Optional[str] = ..., accelerator: _Optional[_Union[Accelerator, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., memory_levels: _Optional[_Iterable[_Union[MemoryLevel, _Mapping]]] = ..., scale_up_bw_GBps: _Optional[float] = ..., scale_out_bw_GBps: _Optional[float] = ..., scale_up_latency_us: _Optional[float] = ..., scale_out_latency_us: _Optional[float] = ..., scale_up_domain: _Optional[int] = ..., tdp_W: _Optional[float] = ..., price_usd: _Optional[float] = ..., aliases: _Optional[_Iterable[str]] = ..., sources: _Optional[_Iterable[str]] = ..., overlap: _Optional[_Union[OverlapMode, str]] = ...) -> None: ...
 
 class SystemPreset(_message.Message):
     __slots__ = ("name", "chip", "num_chip", "topology", "description")

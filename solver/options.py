@@ -17,6 +17,13 @@ class ExecutionOptions:
     # stream) and the launch overhead adds: L = overhead + max(compute, memory) + network.
     serialize_network: bool = False
 
+    @property
+    def overlap_name(self) -> str:
+        """The setup's OverlapMode these flags mean: perfect, serial_network or none."""
+        if self.serialize_network:
+            return "serial_network"
+        return "perfect" if self.overlap else "none"
+
 
 @dataclass(frozen=True)
 class SolverOptions:

@@ -150,6 +150,9 @@ class Plan:
     # what the chip's efficiency model rests on (hardware.calibration); None for a plan
     # built without a resolved system
     chip_calibration: Calibration | None = None
+    # overlap of compute, memory and network the plan assumed ("perfect", "serial_network",
+    # "none"; setup.proto OverlapMode, from the setup or the chip's calibrated default)
+    overlap: str = ""
 
     def kernels(self) -> list[KernelPlan]:
         return [k for p in self.phases for k in p.kernels]

@@ -4,7 +4,8 @@
   scenario with every parallel degree fixed; the plan's iteration time, TTFT, end-to-end
   latency or layer-graph latency;
 - gemm rows: the solver on a one-GEMM workload (the GEMM menu, its efficiency and the
-  per-kernel overhead);
+  per-kernel overhead); hpl rows: the solver on the row's HPL (N, NB, P x Q; FP64 unless
+  the row says), Rmax = the convention's FLOP / predicted time;
 - collective rows: `solver.cost.collectives.hierarchical_time` over the row's levels;
 - memory_copy rows: DRAM bandwidth x the chip's achievable DRAM fraction.
 Times become FLOP-based metrics only through the row's `flop_convention`.
@@ -34,7 +35,6 @@ NOT_PREDICTED = {
     "efficiency has no calibrated model yet)",
     "inference_offline_throughput": "continuous batching over a request set is not modelled",
     "inference_server": "Poisson arrivals with latency SLOs are not modelled",
-    "hpl": "HPL rows are not predicted (no calibrated FP64 LU model)",
 }
 
 
@@ -52,7 +52,7 @@ def predict(case: Case, where: Path) -> Prediction:
         return _memory_copy(case, where)
     if case.kind == "collective":
         return _collective(case)
-    if case.kind == "gemm" or case.kind in LLM_KINDS:
+    if case.kind in ("gemm", "hpl") or case.kind in LLM_KINDS:
         return _solved(case, where)
     raise Unmodelable(f"kind {case.kind!r} is not a kind of the schema")
 
@@ -167,7 +167,7 @@ def _solved(case: Case, where: Path) -> Prediction:
 
     p = pipeline.plan(load_case_scenario(case, where))
     kind = case.kind
-    if kind == "gemm":
+    if kind in ("gemm", "hpl"):
         t = p.latency_s
     elif kind == "training_step":
         t = p.iteration_time_s or p.latency_s
@@ -198,6 +198,8 @@ def metric_from_time(case: Case, t: float, chip_peak: float) -> float:
     try:
         if metric == "throughput_flops":
             return convention_flop(case) / (t * chips)
+        if metric == "rmax_flops":  # HPL's Rmax: the whole run's FLOP/s
+            return convention_flop(case) / t
         if metric in ("mfu", "hfu"):
             peak = (
                 case.extra_float("peak_flops_in_mfu")

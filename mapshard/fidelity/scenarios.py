@@ -9,7 +9,7 @@ already multiplies degrees across levels).
 The attention implementation (fused or unfused) and dropout follow the row's software
 stack, read from its fields (`attention_impl`).
 
-Placement follows Megatron-LM's rank order: TP innermost, then DP, then PP; each group takes
+Placement follows Megatron-LM's rank order: TP innermost, then CP, DP, PP; each group takes
 what is left of the node (the scale-up domain, `chips_per_node`) before crossing to the
 scale-out network. Every in-node level gets the chip's scale-up link bandwidth and the
 chip file's collective efficiency for level 0, every cross-node level the scale-out ones
@@ -98,6 +98,10 @@ def scale_up_kind(case: Case, spec: setup_pb2.ChipSpec) -> Topology:
     return Topology.SWITCH
 
 
+# Megatron-LM's rank order, innermost first (context parallel next to tensor parallel)
+RANK_ORDER = ("TP", "CP", "DP", "PP")
+
+
 def place_degrees(degrees: dict[str, int], num_chips: int, node: int) -> list[LevelSpec]:
     """Levels innermost first: TP, DP, PP fill the node, the rest crosses nodes."""
     if math.prod(degrees.values()) != num_chips:
@@ -105,12 +109,12 @@ def place_degrees(degrees: dict[str, int], num_chips: int, node: int) -> list[Le
         raise Unmodelable(f"parallel degrees {shown} do not multiply to num_chips {num_chips}")
     left = min(node, num_chips)
     inner: dict[str, int] = {}
-    for name in ("TP", "DP", "PP"):
+    for name in RANK_ORDER:
         take = math.gcd(degrees.get(name, 1), left)
         inner[name] = take
         left //= take
     levels = [LevelSpec(f"node_{n.lower()}", d, n, True) for n, d in inner.items() if d > 1]
-    for name in ("TP", "DP", "PP"):
+    for name in RANK_ORDER:
         rest = degrees.get(name, 1) // inner[name]
         if rest > 1:
             levels.append(LevelSpec(f"net_{name.lower()}", rest, name, False))
@@ -118,12 +122,12 @@ def place_degrees(degrees: dict[str, int], num_chips: int, node: int) -> list[Le
 
 
 def case_levels(case: Case, spec: setup_pb2.ChipSpec) -> list[LevelSpec]:
-    degrees = {"TP": case.int("tp", 1), "DP": case.int("dp", 1), "PP": case.int("pp", 1)}
-    for name in ("cp", "ep"):
-        if case.int(name, 1) > 1:
-            raise Unmodelable(
-                f"{name.upper()}={case.int(name)} is not modelled by the scenario builder"
-            )
+    if case.kind == "hpl":  # one process per chip; the P x Q grid is the workload's
+        n = case.int("num_chips", 1)
+        return place_degrees({"TP": n}, n, node_size(case, spec))
+    degrees = {k.upper(): max(case.int(k, 1), 1) for k in ("tp", "cp", "dp", "pp")}
+    if case.int("ep", 1) > 1:
+        raise Unmodelable(f"EP={case.int('ep')} is not modelled by the scenario builder")
     return place_degrees(degrees, case.int("num_chips", 1), node_size(case, spec))
 
 
@@ -257,8 +261,45 @@ def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
     g.weight_operand = case.text("precision") == "fp8"
 
 
+# extra_params keys that say the optimizer state is sharded over DP (ZeRO-1): Megatron-LM's
+# --use-distributed-optimizer, Calculon's optimizer_sharding flag.
+ZERO1_KEYS = ("distributed_optimizer", "optimizer_sharding")
+
+
+def zero_stage(case: Case) -> int:
+    """The row's ZeRO stage: 3 for `fsdp`=1 (FULL_SHARD), else extra_params `zero_stage`,
+    else 1 when a ZeRO-1 key (ZERO1_KEYS) is 1 or `sharding` names zero1/zero2, else 0."""
+    if case.int("fsdp") == 1:
+        return 3
+    given = case.extra.get("zero_stage", "")
+    if given:
+        if given not in ("0", "1", "2", "3"):
+            raise Unmodelable(f"zero_stage={given} is not 0, 1, 2 or 3")
+        return int(given)
+    sharding = case.extra.get("sharding", "").lower().replace("-", "").replace("_", "")
+    if sharding in ("zero1", "zero2", "zero3"):
+        return int(sharding[-1])
+    if any(case.extra.get(k, "") in ("1", "true") for k in ZERO1_KEYS):
+        return 1
+    return 0
+
+
+def _hpl(case: Case, h: setup_pb2.Hpl) -> None:
+    """N, NB and the P x Q grid from extra_params (hpl_n, hpl_nb, hpl_p, hpl_q)."""
+    n, nb = int(case.extra_float("hpl_n")), int(case.extra_float("hpl_nb"))
+    if n <= 0 or nb <= 0:
+        raise Unmodelable("hpl row without extra_params hpl_n and hpl_nb")
+    h.N, h.B = n, nb
+    h.X, h.Y = int(case.extra_float("hpl_p")), int(case.extra_float("hpl_q"))
+
+
 def _workload(case: Case, setup: setup_pb2.Setup) -> None:
     kind = case.kind
+    if kind == "hpl":
+        _hpl(case, setup.workload.hpl)
+        if case.text("precision"):  # else HPL's default, FP64
+            _precision(case, setup.workload.precision)
+        return
     if kind == "gemm":
         _gemm(case, setup.workload.gemm)
     elif kind == "training_step":
@@ -273,7 +314,8 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.recompute = RECOMPUTE[rec]
         t.sequence_parallel = case.int("sequence_parallel") == 1
         t.virtual_pipeline = case.int("virtual_pipeline", 1)
-        t.zero_stage = 3 if case.int("fsdp") == 1 else 0
+        t.zero_stage = zero_stage(case)
+        t.context_parallel = max(case.int("cp", 1), 1)
         t.attention, t.dropout = attention_impl(case)
     else:
         i = setup.workload.llm_inference
@@ -302,12 +344,9 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     setup.name = f"validate_{case.id}"
     _workload(case, setup)
     _system(case, spec, setup, levels)
-    setup.execution.execution_style = setup_pb2.KERNEL_BY_KERNEL
-    setup.execution.perfect_overlap = True
-    if "serialize_network" in setup_pb2.Execution.DESCRIPTOR.fields_by_name:
-        # GPU semantics once the setup format has them: a kernel's collective (NCCL on the
-        # same stream) runs after its compute instead of hiding under it
-        setup.execution.serialize_network = True
+    # no execution block: kernel by kernel with the chip's calibrated overlap
+    # (ChipSpec.overlap; GPUs SERIAL_NETWORK), exactly what `mapshard run` of the same
+    # setup assumes
     setup.solver.time_limit_s = 60
     return setup, levels
 

@@ -149,6 +149,7 @@ def summary_dict(plan: Plan, include_timing: bool = True) -> dict[str, Any]:
         "num_kernels": sum(len(p.kernels) for p in plan.phases),
         "num_configs": sum(len(p.configs) for p in plan.phases),
         "warnings": list(plan.warnings),
+        "overlap": plan.overlap,
     }
     if plan.chip_calibration is not None:
         out["chip_calibration"] = plan.chip_calibration.to_json()

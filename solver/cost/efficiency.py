@@ -75,13 +75,33 @@ def k_rolloff(k: int, half: float) -> float:
     return k / (k + half) if half > 0 and k > 0 else 1.0
 
 
+# Precisions whose matrix work runs on other units than the 16-bit tensor cores the
+# gemm_util plateau was fitted on (FP64 tensor cores / DMMA, FP32 CUDA cores): without a
+# plateau of their own they run at their peak, flagged, never at the 16-bit plateau.
+OWN_UNITS = ("fp64", "fp32")
+
+
 def for_precision(chip: Chip, precision: str) -> Chip:
-    """The chip with the GEMM plateau of `precision` (its own when the chip file gives one,
-    else gemm_util)."""
+    """The chip with the GEMM plateau of `precision` (its own when the chip file gives one;
+    1.0 of the precision's peak for OWN_UNITS, flagged by `plateau_warning`; else gemm_util)."""
     util = dict(chip.efficiency.gemm_util_by_precision).get(precision, 0.0)
+    if util <= 0 and precision in OWN_UNITS and chip.efficiency.fixed_compute_util <= 0:
+        util = 1.0
     if util <= 0:
         return chip
     return replace(chip, efficiency=replace(chip.efficiency, gemm_util=util))
+
+
+def plateau_warning(chip: Chip, precision: str) -> str:
+    """A line for the report when `precision`'s GEMMs run at an uncalibrated plateau."""
+    own = dict(chip.efficiency.gemm_util_by_precision).get(precision, 0.0) > 0
+    if own or precision not in OWN_UNITS or chip.efficiency.fixed_compute_util > 0:
+        return ""
+    return (
+        f"uncalibrated: {precision} GEMMs on {chip.name} run at 100% of the {precision} peak "
+        f"({chip.peak(precision) / 1e12:.1f} TFLOP/s); the chip file has no {precision} "
+        "plateau (efficiency.gemm_util_by_precision)"
+    )
 
 
 def gemm_efficiency(chip: Chip, m: int, n: int, k: int, batch: int = 1) -> float:

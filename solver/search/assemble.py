@@ -11,6 +11,8 @@ from generator.graph import Communication, OperandRole, Pass, Phase, Workload
 from solver.cost.collectives import hierarchical_time
 from solver.cost.weights import WeightRule
 from solver.plan import MemoryUse
+from solver.search.context_parallel import stage_ring_s
+from solver.search.data_parallel import BUCKET_BYTES, dp_sync
 from solver.search.parallel import Choice
 
 
@@ -71,6 +73,18 @@ def gradient_bytes(workload: Workload) -> float:
     return total
 
 
+def forward_fraction(workload: Workload) -> float:
+    """Share of a training step's FLOP in forward kernels: splits a stage's micro-batch time
+    into the forward and backward windows the DP collectives overlap with."""
+    fwd = total = 0.0
+    for p in workload.phases:
+        for k in p.graph.kernels:
+            total += k.flop * p.count
+            if k.pass_ == Pass.FWD:
+                fwd += k.flop * p.count
+    return fwd / total if total > 0 else 0.5
+
+
 def param_count(workload: Workload) -> float:
     if workload.model and workload.model.num_params:
         return float(workload.model.num_params)
@@ -92,6 +106,7 @@ def training_times(
     """Step time; `stored`: parameters per chip as the mapping stores them (the optimizer
     updates every stored copy), None = split over TP x PP."""
     tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
+    cp = choice.degree("CP")
     micro = max(workload.micro_batch, 1)
     m = max(1, math.ceil(workload.global_batch / (micro * dp)))
     stage = 0.0
@@ -99,22 +114,39 @@ def training_times(
         stage += math.ceil(p.count / pp) * phase_latency[p.name]
     for p in head_phases(workload):
         stage += p.count * phase_latency[p.name]
+    stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency)
     transfer = 0.0
     if pp > 1:
+        # every micro-batch crosses v x pp chunk boundaries with v model chunks per stage:
+        # each stage sends and receives v activations forward and v gradients backward
+        v = max(workload.virtual_pipeline, 1)
         bytes_ = max(boundary_bytes(workload, p) for p in layer_phases(workload)) / tp
-        transfer = 2 * hierarchical_time("p2p", bytes_, choice.span("PP"))
+        transfer = 2 * v * hierarchical_time("p2p", bytes_, choice.span("PP"))
     stage_total = stage + transfer
     pipeline = pipeline_time(stage_total, m, pp, workload.virtual_pipeline)
     bubble = pipeline - m * stage_total
-    grad = gradient_bytes(workload) / (tp * pp)
-    dp_time = hierarchical_time("all_reduce", grad, choice.span("DP")) if dp > 1 else 0.0
     params_chip = param_count(workload) / (tp * pp) if stored is None else stored
-    shard = dp if workload.zero_stage >= 1 else 1
-    opt_bytes = (
-        2
-        * params_chip
-        * (workload.weight_bytes_per_param + workload.optimizer_bytes_per_param / shard)
+    fwd = stage * forward_fraction(workload)
+    layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
+    # FSDP wraps one transformer layer per unit; DDP and ZeRO-1/2 use buckets
+    unit = params_chip * workload.weight_bytes_per_param / layers_here
+    # CP ranks hold the same weights: gradients reduce (and ZeRO shards) over DP x CP
+    sync = dp_sync(
+        workload.zero_stage if dp * cp > 1 else 0,
+        choice.span("CP") + choice.span("DP"),
+        gradient_bytes(workload) / (tp * pp),
+        params_chip * workload.weight_bytes_per_param,
+        fwd,
+        stage - fwd,
+        m,
+        unit if workload.zero_stage >= 3 else BUCKET_BYTES,
     )
+    dp_time = sync.exposed_s
+    # ZeRO >= 1: each rank updates only its 1/(DP x CP) shard of weights and optimizer state
+    shard = dp * cp if workload.zero_stage >= 1 else 1
+    opt_bytes = (
+        2 * params_chip * (workload.weight_bytes_per_param + workload.optimizer_bytes_per_param)
+    ) / shard
     optimizer = opt_bytes / dram_Bps
     total = pipeline + dp_time + optimizer
     return StepTimes(
@@ -129,7 +161,7 @@ def training_times(
             ("pipeline_compute", m * stage),
             ("pipeline_bubble", bubble),
             ("pp_transfer", transfer * m),
-            ("dp_allreduce", dp_time),
+            ("dp_sync_exposed", dp_time),
             ("optimizer", optimizer),
         ),
     )
@@ -214,10 +246,11 @@ def weight_rule(workload: Workload, choice: Choice) -> WeightRule:
         return WeightRule(wbytes)
     z = workload.zero_stage
     opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
+    shard = dp * choice.degree("CP")  # ZeRO shards over the DP x CP group
     per_param = (
-        wbytes / (dp if z >= 3 else 1)
-        + wbytes / (dp if z >= 2 else 1)
-        + opt_extra / (dp if z >= 1 else 1)
+        wbytes / (shard if z >= 3 else 1)
+        + wbytes / (shard if z >= 2 else 1)
+        + opt_extra / (shard if z >= 1 else 1)
     )
     runs = micro_batches(workload, dp) + (pp - 1) / max(workload.virtual_pipeline, 1)
     return WeightRule(per_param, wbytes, 1.0 / runs)
@@ -273,16 +306,27 @@ def memory_use(
     if stored is None:
         stored = param_count(workload) / (tp * pp)
     wbytes = workload.weight_bytes_per_param
+    if workload.resident_bytes > 0:
+        # in-place data (HPL's matrix) counted once, split over every chip, plus the
+        # workspace: not each kernel's input and output, which alias the same storage
+        chips = tp * pp * dp
+        act = workload.resident_bytes / chips + workload.workspace_bytes
+        return MemoryUse(weights=stored * wbytes, activations=act, capacity=capacity)
     if workload.kind != "training":
         weights = stored * wbytes
         kv = workload.kv_cache_bytes / (tp * pp)
         act = max((_peak_activation(p) for p in workload.phases), default=0.0) / tp
         return MemoryUse(weights=weights, kv_cache=kv, activations=act, capacity=capacity)
     z = workload.zero_stage
-    weights = stored * wbytes / (dp if z >= 3 else 1)
-    grads = stored * wbytes / (dp if z >= 2 else 1)
+    shard = dp * choice.degree("CP")  # ZeRO shards over the DP x CP group
+    weights = stored * wbytes / (shard if z >= 3 else 1)
+    if z >= 3 and shard > 1:
+        # FSDP holds the unit in use and the prefetched next one gathered (one layer each)
+        layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
+        weights += min(2 / layers_here, 1.0) * stored * wbytes * (shard - 1) / shard
+    grads = stored * wbytes / (shard if z >= 2 else 1)
     opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
-    optimizer = stored * opt_extra / (dp if z >= 1 else 1)
+    optimizer = stored * opt_extra / (shard if z >= 1 else 1)
     m = micro_batches(workload, dp)
     in_flight = min(pp, m)
     act = 0.0

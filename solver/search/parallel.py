@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from hardware.system import NetworkLevel, System
 
 Span = tuple[tuple[NetworkLevel, int], ...]
-ORDERS = (("TP", "DP", "PP"), ("TP", "PP", "DP"))
+ORDERS = (("TP", "CP", "DP", "PP"), ("TP", "CP", "PP", "DP"))
 
 
 @dataclass(frozen=True)
@@ -128,9 +128,11 @@ def tagged_spans(levels: tuple[NetworkLevel, ...]) -> tuple[tuple[str, Span], ..
 
 
 def enumerate_choices(
-    system: System, max_tp: int, max_pp: int, max_dp: int, allow_dp: bool = True
+    system: System, max_tp: int, max_pp: int, max_dp: int, allow_dp: bool = True, cp: int = 1
 ) -> list[Choice]:
-    """All (degrees, placement) choices; fixed ones when every level carries a tag."""
+    """All (degrees, placement) choices; fixed ones when every level carries a tag. `cp`:
+    the workload's context-parallel degree, placed next to TP (Megatron-LM's rank order
+    TP, CP, DP, PP) when the degrees are searched."""
     choices: list[Choice] = []
     seen: set[tuple] = set()
     for levels in level_shapes(system):
@@ -142,14 +144,16 @@ def enumerate_choices(
                 seen.add(key)
                 choices.append(Choice(tuple(sorted(deg.items())), tagged_spans(levels), levels))
             continue
-        n = system.num_chips
+        if system.num_chips % cp:
+            continue
+        n = system.num_chips // cp
         for tp, pp in itertools.product(divisors(n), repeat=2):
             if n % (tp * pp):
                 continue
             dp = n // (tp * pp)
             if tp > max_tp or pp > max_pp or dp > max_dp or (dp > 1 and not allow_dp):
                 continue
-            deg = {"TP": tp, "PP": pp, "DP": dp}
+            deg = {"TP": tp, "PP": pp, "DP": dp, "CP": cp}
             for order in ORDERS:
                 spans = place(levels, order, deg)
                 if spans is None:
@@ -158,7 +162,7 @@ def enumerate_choices(
                 if key in seen:
                     continue
                 seen.add(key)
-                full = {**{k: 1 for k in ("EP", "CP")}, **deg}
+                full = {"EP": 1, **deg}
                 choices.append(Choice(tuple(sorted(full.items())), spans, levels))
     return choices
 

@@ -76,7 +76,12 @@ def search_workload(
     search = _OuterSearch(workload, system, execution, options, time.perf_counter())
     limits = _limits(workload, system)
     choices = enumerate_choices(
-        system, limits.max_tp, limits.max_pp, limits.max_dp, allow_dp=limits.allow_dp
+        system,
+        limits.max_tp,
+        limits.max_pp,
+        limits.max_dp,
+        allow_dp=limits.allow_dp,
+        cp=workload.context_parallel,
     )
     if not choices:
         raise infeasible.no_layout(workload, system, limits)
@@ -484,4 +489,13 @@ def _build_plan(
         time_breakdown=dict(t.breakdown),
         choices=tuple(results),
         chip_calibration=system.chip.calibration,
+        warnings=_warnings(workload, system, execution),
+        overlap=execution.overlap_name,
     )
+
+
+def _warnings(workload: Workload, system: System, execution: ExecutionOptions) -> tuple[str, ...]:
+    """What the report must flag: matrix work at a precision the chip is not calibrated for."""
+    matrix = any(k.kind.uses_matrix_unit for p in workload.phases for k in p.graph.kernels)
+    line = efficiency.plateau_warning(system.chip, execution.math_precision) if matrix else ""
+    return (line,) if line else ()

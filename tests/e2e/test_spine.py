@@ -28,7 +28,7 @@ def _solved(name: str) -> tuple[pipeline.Scenario, object]:
 
 
 def _verify(sc: pipeline.Scenario, plan) -> list[str]:
-    return verify_plan(plan, sc.workload, sc.system, pipeline.execution_options(sc.setup))
+    return verify_plan(plan, sc.workload, sc.system, pipeline.scenario_options(sc))
 
 
 @pytest.mark.parametrize("name", GALLERY)
@@ -65,7 +65,7 @@ def test_recheck_catches_hand_corrupted_plans() -> None:
     bad = replace(plan, memory=replace(plan.memory, weights=plan.memory.capacity * 2))
     assert any("capacity" in v for v in _verify(sc, bad))
 
-    few = replace(pipeline.execution_options(sc.setup), num_config=1)
+    few = replace(pipeline.scenario_options(sc), num_config=1)
     if len(plan.phases[0].configs) > 1:
         assert any("num_config" in v for v in verify_plan(plan, sc.workload, sc.system, few))
 

@@ -1,0 +1,84 @@
+"""Context parallelism (ring attention) against numbers worked out by hand (issue #16)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from generator.build import build_workload
+from generator.graph import KernelKind, Pass
+from hardware.system import NetworkLevel, Topology
+from mapshard import pipeline
+from schema import setup_pb2
+from solver.search.context_parallel import kv_block_bytes, ring_exposed_s
+
+SW = NetworkLevel("sw", Topology.SWITCH, 4, 100e9, parallelism=("CP",))
+
+
+def tiny(cp: int):
+    """4 layers, hidden 256, 4 heads of 64 (MHA), 2 sequences of 128 tokens per micro-batch."""
+    s = setup_pb2.Setup()
+    t = s.workload.llm_training
+    m = t.model.inline
+    m.name, m.architecture, m.hidden_size, m.num_layers = "tiny", "llama", 256, 4
+    m.num_heads, m.num_kv_heads, m.intermediate_size, m.vocab_size = 4, 4, 512, 1000
+    m.ffn, m.norm = setup_pb2.SWIGLU, setup_pb2.RMSNORM
+    t.global_batch, t.micro_batch, t.seq_len, t.context_parallel = 16, 2, 128, cp
+    return build_workload(s, Path("setup.txt"), cp)
+
+
+def test_ring_hops_hide_under_one_step_of_attention_each():
+    # one K/V block of 1e8 bytes at 100 GB/s: 1 ms a hop forward, 2 ms backward (K/V and
+    # their gradients); CP 4, attention 2 ms forward / 4 ms backward -> 0.5 / 1 ms a step:
+    # exposed 3 x (1 - 0.5) + 3 x (2 - 1) = 4.5 ms; moved 3 x (1 + 2) = 9 ms
+    exposed, moved = ring_exposed_s(1e8, ((SW, 4),), 4, 2e-3, 4e-3)
+    assert exposed == pytest.approx(4.5e-3) and moved == pytest.approx(9e-3)
+    # attention long enough: the ring is hidden entirely
+    assert ring_exposed_s(1e8, ((SW, 4),), 4, 1.0, 1.0)[0] == 0.0
+
+
+def test_one_rank_holds_s_over_cp_tokens_against_all_keys():
+    one, four = tiny(1), tiny(4)
+    # every GEMM is linear in the rank's tokens and attention is (s/4 queries) x (s keys):
+    # the layer graph's FLOP is exactly a quarter, plus the sum that accumulates the K/V
+    # gradients coming back around the ring: 64 tokens x (K, V) x 4 heads x 64 dims
+    acc = next(k for k in four.phases[0].graph.kernels if k.name == "kv_proj_grad_sum")
+    assert acc.flop == 64 * 2 * 4 * 64
+    rest = four.phases[0].graph.flop - acc.flop
+    assert rest == pytest.approx(one.phases[0].graph.flop / 4)
+    # fused attention forward, non-causal: 4 b s_q s_kv h = 4 x 2 x 32 x 128 x 256 FLOP
+    att = next(
+        k for k in four.phases[0].graph.kernels
+        if k.kind == KernelKind.ATTENTION and k.pass_ == Pass.FWD
+    )  # fmt: skip
+    assert att.flop == 4 * 2 * 32 * 128 * 256
+    # the rank's K/V block: 64 tokens x 4 heads x 64 dims x (K, V) x 2 bytes = 65536 bytes
+    assert kv_block_bytes(four, four.phases[0], tp=1) == 64 * 4 * 64 * 2 * 2
+
+
+def test_cp_runs_end_to_end_and_reports_its_degree(tmp_path):
+    text = """
+workload { llm_training { model { hf_model: "Llama-3.1-8B" } global_batch: 8 micro_batch: 1
+  seq_len: 8192 context_parallel: 2 } }
+system { chip: "H100-SXM5-80GB" num_chip: 8 }
+solver { time_limit_s: 60 }
+"""
+    (tmp_path / "setup.txt").write_text(text, encoding="utf-8")
+    plan = pipeline.plan(pipeline.load_scenario(tmp_path))
+    assert plan.parallelism["cp"] == 2
+    assert plan.parallelism["tp"] * plan.parallelism["pp"] * plan.parallelism["dp"] == 4
+
+
+def test_cp_tags_must_match_the_workload(tmp_path):
+    from schema.errors import SetupError
+
+    text = """
+workload { llm_training { model { hf_model: "Llama-3.1-8B" } global_batch: 8 seq_len: 4096
+  context_parallel: 4 } }
+system { chip: "H100-SXM5-80GB" num_chip: 8
+  topology { kind: SWITCH degree: 8 parallelism: "CP" } }
+"""
+    (tmp_path / "setup.txt").write_text(text, encoding="utf-8")
+    with pytest.raises(SetupError, match="tagged CP multiply to 8 but the workload's"):
+        pipeline.load_scenario(tmp_path)

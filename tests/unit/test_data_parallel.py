@@ -1,0 +1,141 @@
+"""DP gradient synchronisation and ZeRO stages against times derived by hand.
+
+One switch level of 8 chips at 100 GB/s per chip, no latency: an all-gather or a
+reduce-scatter of S bytes takes 7/8 * S / 1e11 s, an all-reduce twice that
+(DESIGN.md, Collectives). 1e9 parameters in BF16: P = G = 2e9 bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from generator.build import build_workload
+from generator.graph import Workload
+from hardware.system import NetworkLevel, Topology
+from schema import setup_pb2
+from solver.search import assemble
+from solver.search.data_parallel import BUCKET_BYTES, dp_sync
+from solver.search.parallel import Choice
+
+SW = NetworkLevel("sw", Topology.SWITCH, 8, 100e9, parallelism=("DP",))
+SPAN = ((SW, 8),)
+P = G = 2e9
+AG = 7 / 8 * 2e9 / 1e11  # 17.5 ms: one all-gather (or reduce-scatter) of 2 GB
+AR = 2 * AG  # 35 ms
+
+
+def test_ddp_all_reduce_hides_under_backward_except_its_excess():
+    # backward 20 ms: 35 - 20 = 15 ms exposed
+    assert dp_sync(0, SPAN, G, P, 0.01, 0.02, 4).exposed_s == pytest.approx(0.015)
+    # backward 50 ms: only the last 25 MiB bucket: 2 * 7/8 * 26214400 / 1e11
+    last = 2 * 7 / 8 * 26214400 / 1e11
+    assert dp_sync(0, SPAN, G, P, 0.01, 0.05, 4).exposed_s == pytest.approx(last)
+    assert dp_sync(0, SPAN, G, P, 0.01, 0.05, 4).total_s == pytest.approx(AR)
+
+
+def test_zero1_reduce_scatter_and_parameter_all_gather_once_per_step():
+    # reduce-scatter 17.5 ms under a 20 ms backward: one 25 MiB bucket, 7/8*26214400/1e11
+    bucket = 7 / 8 * BUCKET_BYTES / 1e11
+    # all-gather 17.5 ms under a 10 ms forward: 7.5 ms exposed
+    s = dp_sync(1, SPAN, G, P, 0.01, 0.02, 4)
+    assert s.exposed_s == pytest.approx(bucket + 0.0075)
+    assert s.total_s == pytest.approx(2 * AG)  # RS + AG = one all-reduce's traffic
+
+
+def test_zero2_reduces_every_micro_batch():
+    bucket = 7 / 8 * BUCKET_BYTES / 1e11
+    s = dp_sync(2, SPAN, G, P, 0.01, 0.02, 4)
+    assert s.exposed_s == pytest.approx(4 * bucket + 0.0075)
+    assert s.total_s == pytest.approx(4 * AG + AG)
+
+
+def test_zero3_gathers_parameters_twice_per_micro_batch():
+    # per micro-batch: forward AG 17.5 ms under 10 ms -> 7.5 ms; backward AG + RS = 35 ms
+    # under 20 ms -> 15 ms; 4 micro-batches: 4 * 22.5 = 90 ms exposed, 4 * 52.5 ms moved
+    s = dp_sync(3, SPAN, G, P, 0.01, 0.02, 4, unit_bytes=2e8)
+    assert s.exposed_s == pytest.approx(0.09)
+    assert s.total_s == pytest.approx(4 * (2 * AG + AG))
+    # no compute to hide under: every byte is exposed; the all-gather of one pass moves
+    # params x bytes x (p-1)/p = 1e9 * 2 * 7/8 bytes per chip
+    bare = dp_sync(3, SPAN, G, P, 0.0, 0.0, 1, unit_bytes=2e8)
+    assert bare.exposed_s == pytest.approx(2 * (1e9 * 2 * 7 / 8) / 1e11 + 7 / 8 * G / 1e11)
+    # long compute: only the first layer's gather (2e8 bytes) in each pass stays exposed
+    hidden = dp_sync(3, SPAN, G, P, 1.0, 1.0, 1, unit_bytes=2e8)
+    assert hidden.exposed_s == pytest.approx(2 * 7 / 8 * 2e8 / 1e11)
+
+
+def test_no_dp_group_no_sync():
+    assert dp_sync(3, (), G, P, 0.0, 0.0, 4).exposed_s == 0.0
+
+
+def _workload(zero: int, v: int = 1) -> Workload:
+    """A 4-layer model (hidden 256) trained with 2 sequences of 128 tokens per micro-batch."""
+    s = setup_pb2.Setup()
+    t = s.workload.llm_training
+    m = t.model.inline
+    m.name, m.architecture, m.hidden_size, m.num_layers = "tiny", "llama", 256, 4
+    m.num_heads, m.num_kv_heads, m.intermediate_size, m.vocab_size = 4, 4, 512, 1000
+    m.ffn, m.norm = setup_pb2.SWIGLU, setup_pb2.RMSNORM
+    t.global_batch, t.micro_batch, t.seq_len = 16, 2, 128
+    t.zero_stage, t.virtual_pipeline = zero, v
+    return build_workload(s, Path("setup.txt"), 1)
+
+
+def test_interleaved_pipeline_charges_v_times_the_p2p_traffic():
+    """PP 2 on its own 100 GB/s switch, v = 2 chunks per stage: every micro-batch crosses
+    2 x 2 boundaries, each stage sends v activations forward and v gradients backward:
+    transfer per micro-batch per stage = 2 * v * S / b."""
+    pp = NetworkLevel("pp", Topology.SWITCH, 2, 100e9, parallelism=("PP",))
+    choice = Choice((("TP", 1), ("PP", 2), ("DP", 1)), (("PP", ((pp, 2),)),), (pp,))
+    for v in (1, 2):
+        w = _workload(0, v)
+        t = assemble.training_times(w, choice, {"layer": 1e-3, "head": 0.0}, 1e15)
+        s = w.micro_batch * w.seq_len * w.model.hidden_size * 2  # boundary activation bytes
+        per_micro = 2 * v * s / 100e9
+        assert t.pp_transfer_s == pytest.approx(t.micro_batches * per_micro)
+
+
+@pytest.mark.parametrize(
+    "zero,weights,grads,optimizer",
+    [
+        # 1e9 stored parameters per chip, BF16 weights and gradients (2 bytes), Adam's
+        # 12 bytes beyond them (fp32 master + two moments), DP 4
+        (0, 2e9, 2e9, 12e9),
+        (1, 2e9, 2e9, 12e9 / 4),  # optimizer state sharded (Megatron distributed optimizer)
+        (2, 2e9, 2e9 / 4, 12e9 / 4),
+        # everything sharded, plus two gathered FSDP units of one layer each (4 layers):
+        # 2e9 / 4 + 2/4 x 2e9 x 3/4
+        (3, 2e9 / 4 + 0.5 * 2e9 * 3 / 4, 2e9 / 4, 12e9 / 4),
+    ],
+)
+def test_zero_memory_per_chip_by_stage(zero, weights, grads, optimizer):
+    sw = NetworkLevel("dp", Topology.SWITCH, 4, 100e9, parallelism=("DP",))
+    choice = Choice((("DP", 4), ("PP", 1), ("TP", 1)), (("DP", ((sw, 4),)),), (sw,))
+    mem = assemble.memory_use(_workload(zero), choice, 80e9, stored=1e9)
+    assert (mem.weights, mem.gradients, mem.optimizer) == pytest.approx((weights, grads, optimizer))
+
+
+def test_zero3_step_charges_the_per_micro_batch_gathers():
+    """The step of the tiny model at ZeRO-3 on DP 4 carries exactly the dp_sync rule with the
+    step's own numbers: 16 sequences / (2 x 4) = 2 micro-batches, P = stored x 2 bytes,
+    G = every parameter's BF16 gradient, forward share of the layer time by FLOP.
+    Parameters: 4 layers x (4 x 256^2 attention + 3 x 256 x 512 MLP + 2 x 256 norms)
+    + 1000 x 256 embedding + 256 x 1000 LM head + 256 final norm = 3,135,744."""
+    sw = NetworkLevel("dp", Topology.SWITCH, 4, 1e9, parallelism=("DP",))  # slow: exposed
+    choice = Choice((("DP", 4), ("PP", 1), ("TP", 1)), (("DP", ((sw, 4),)),), (sw,))
+    w = _workload(3)
+    lat = {"layer": 1e-3, "head": 1e-3}
+    t = assemble.training_times(w, choice, lat, 1e15, stored=1e6)
+    assert t.micro_batches == 2
+    stage = 4 * 1e-3 + 1e-3
+    fwd = stage * assemble.forward_fraction(w)
+    params = 4 * (4 * 256**2 + 3 * 256 * 512 + 2 * 256) + 1000 * 256 + 256 * 1000 + 256
+    assert w.model.num_params == params == 3_135_744
+    # P = 2e6 bytes: all-gather 3/4 x 2e6 / 1e9 = 1.5 ms, one layer unit = 1/4 of it;
+    # reduce-scatter of G = 2 x params bytes: 3/4 x G / 1e9
+    ag = 0.75 * 2e6 / 1e9
+    rs = 0.75 * 2 * params / 1e9
+    per_micro = max(ag / 4, ag - fwd) + max(ag / 4, ag + rs - (stage - fwd))
+    assert t.dp_allreduce_s == pytest.approx(2 * per_micro)
