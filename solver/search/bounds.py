@@ -66,3 +66,12 @@ def bound_of(
     if any(not v > 0 for v in phase_bound.values()):
         return 0.0
     return step_times(workload, choice, phase_bound, system).latency_s
+
+
+def plan_warnings(
+    workload: Workload, system: System, execution: ExecutionOptions
+) -> tuple[str, ...]:
+    """What the report must flag: matrix work at a precision the chip is not calibrated for."""
+    matrix = any(k.kind.uses_matrix_unit for p in workload.phases for k in p.graph.kernels)
+    line = efficiency.plateau_warning(system.chip, execution.math_precision) if matrix else ""
+    return (line,) if line else ()

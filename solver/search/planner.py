@@ -25,7 +25,7 @@ from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.report_plan import build_phase_plans, energy_of, workload_flop
 from solver.search import assemble, infeasible
-from solver.search.bounds import bound_of, roofline_bound, step_times
+from solver.search.bounds import bound_of, plan_warnings, roofline_bound, step_times
 from solver.search.parallel import Choice, enumerate_choices, spans_key
 
 
@@ -489,13 +489,6 @@ def _build_plan(
         time_breakdown=dict(t.breakdown),
         choices=tuple(results),
         chip_calibration=system.chip.calibration,
-        warnings=_warnings(workload, system, execution),
+        warnings=plan_warnings(workload, system, execution),
         overlap=execution.overlap_name,
     )
-
-
-def _warnings(workload: Workload, system: System, execution: ExecutionOptions) -> tuple[str, ...]:
-    """What the report must flag: matrix work at a precision the chip is not calibrated for."""
-    matrix = any(k.kind.uses_matrix_unit for p in workload.phases for k in p.graph.kernels)
-    line = efficiency.plateau_warning(system.chip, execution.math_precision) if matrix else ""
-    return (line,) if line else ()

