@@ -89,6 +89,8 @@ class Kernel:
     pinned_config: int = -1
     # On-chip tile pinned by the input (schema.tiles syntax; "" = searched).
     pinned_tile: str = ""
+    # The unit that runs it, when the input says ("matrix" or "vector"; "" = by kind).
+    unit: str = ""
 
     @property
     def dim_sizes(self) -> dict[str, int]:
@@ -269,6 +271,12 @@ class Workload:
     virtual_pipeline: int = 1
     weight_bytes_per_param: float = 2.0
     optimizer_bytes_per_param: float = 14.0  # gradients + optimizer state beyond weights
+    # Graph instances per micro-batch (a DFModel LLM graph is one sequence: a micro-batch
+    # of n sequences runs it n times); 1 for graphs that hold the whole micro-batch.
+    instances_per_micro_batch: int = 1
+    # A training-shaped workload with no backward pass (a DFModel forward-only LLM graph):
+    # no gradient reduction and no optimizer step.
+    forward_only: bool = False
     activation_bytes_per_element: float = 2.0
     # Inference
     phase: str = ""  # "prefill", "decode", "chunked_prefill", "request"

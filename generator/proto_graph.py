@@ -74,12 +74,29 @@ def pass_of(name: str, fwd_bwd: int) -> Pass:
     return Pass.BWD if fwd_bwd == setup_pb2.BWD else Pass.FWD
 
 
+# Bytes per element a tensor size may imply: sub-byte (INT4) up to complex128. DFModel
+# writes some tensors' sizes for data that is not the loop dims' elements (its FFT files
+# give a 2^40-point FFT's 2.2 TB as the size of a K x N = 2^29-element GEMM operand:
+# 4096 bytes per element); such a size is not a per-element size, and `word` is used.
+BPE_RANGE = (0.25, 16.0)
+
+
 def _bpe(size: float, elements: int, word: float) -> float:
-    return size / elements if size > 0 else word
+    """Bytes per element of an operand: its given size / its element count when that is a
+    plausible element size (BPE_RANGE), else the setup's word."""
+    if size <= 0:
+        return word
+    bpe = size / elements
+    return bpe if BPE_RANGE[0] <= bpe <= BPE_RANGE[1] else word
 
 
 def _dfmodel_kernel(
-    k: setup_pb2.Kernel, variant: str, word: float, where: str, problems: list[str]
+    k: setup_pb2.Kernel,
+    variant: str,
+    word: float,
+    where: str,
+    problems: list[str],
+    group: str = "",
 ) -> Kernel | None:
     v = getattr(k, variant)
     outer = v.outer if v.HasField("outer") else 1  # DFModel's files leave it out
@@ -137,18 +154,28 @@ def _dfmodel_kernel(
         operands=operands,
         flop=flop,
         pass_=pass_of(k.name, k.fwd_bwd),
-        **_comm(comm, v.communication_size),
+        unit=UNIT.get(k.type, "") if k.HasField("type") else "",
+        **_comm(comm, v.communication_size, group),
     )
 
 
-def _comm(name: str, size: float) -> dict:
+# DFModel's `type`, when given: which unit runs the kernel (a SIMD GEMM runs on the vector
+# unit). Left out (or its placeholder): inferred from the kernel kind.
+UNIT = {setup_pb2.SYSTOLIC: "matrix", setup_pb2.SIMD: "vector"}
+
+
+def _comm(name: str, size: float, group: str = "") -> dict:
+    """The kernel's collective; `group` overrides its default group (DFModel's non-LLM
+    graphs run theirs over every chip: "all")."""
     if name == "NO_COMMUNICATION":
         return {}
     c = COMM[name]
+    if group and c == Communication.ALL_REDUCE_PERIODIC:
+        group = ""  # a gradient reduction stays on the data-parallel group
     return dict(
         communication=c,
         communication_bytes=float(size),
-        communication_group=DEFAULT_GROUP.get(c, ""),
+        communication_group=group or DEFAULT_GROUP.get(c, ""),
     )
 
 
@@ -248,8 +275,11 @@ def graph_from_proto(
     word: float = 2.0,
     pin_sharding: bool = False,
     field: str = "dataflow_graph",
+    collective_group: str = "",
 ) -> KernelGraph:
-    """Read and validate an explicit graph; every problem is reported at once."""
+    """Read and validate an explicit graph; every problem is reported at once.
+    `collective_group`: the group DFModel kernels' collectives run over ("" = each
+    collective's default; "all" = every chip, DFModel's meaning for its non-LLM graphs)."""
     problems: list[str] = []
     pre = f"{path}: {field}"
     kernels: list[Kernel] = []
@@ -281,7 +311,7 @@ def graph_from_proto(
         if variant == "einsum":
             kernel = _einsum_kernel(k, word, where, problems)
         else:
-            kernel = _dfmodel_kernel(k, variant, word, where, problems)
+            kernel = _dfmodel_kernel(k, variant, word, where, problems, collective_group)
         if kernel is None:
             broken.add(k.id)
             continue

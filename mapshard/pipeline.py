@@ -76,11 +76,17 @@ def load(scenario: str | Path) -> Loaded:
 def load_message(setup: setup_pb2.Setup, path: Path) -> Loaded:
     """Validate a Setup built in code (a sweep point, a validation row) as if read from
     `path`; raises SetupError listing every problem."""
+    from schema.dfmodel_spelling import respell, user_field
+    from schema.errors import SetupError
     from schema.validation import validate_setup
     from solver.milp.linear import available_solvers
 
-    validate_setup(setup, Path(path), available_solvers)
-    return Loaded(setup=setup, path=Path(path))
+    native, origins = respell(setup, Path(path))  # DFModel's other spellings, once
+    try:
+        validate_setup(native, Path(path), available_solvers)
+    except SetupError as exc:
+        raise SetupError([user_field(m, origins) for m in exc.problems]) from None
+    return Loaded(setup=native, path=Path(path))
 
 
 def resolve(loaded: Loaded) -> System:

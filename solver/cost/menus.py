@@ -195,6 +195,8 @@ def _compute_time(
 ) -> float:
     if flop <= 0:
         return 0.0
+    if kernel.unit == "vector":  # the input says the vector unit runs it (DFModel SIMD)
+        return flop / (chip.vector_flops * efficiency.vector_efficiency(chip))
     if _is_gemm(kernel):
         _, _, _, batch, m, n, k = _gemm_roles(kernel)
         bm = math.prod(sizes[d] for d in m)
@@ -207,7 +209,7 @@ def _compute_time(
         return flop / (
             _matrix_precision_peak(chip, precision) * efficiency.attention_efficiency(chip)
         )
-    if kernel.kind.uses_matrix_unit:
+    if kernel.kind.uses_matrix_unit or kernel.unit == "matrix":
         return flop / (
             _matrix_precision_peak(chip, precision)
             * efficiency.gemm_efficiency(chip, 1 << 14, 1 << 14, 1 << 14)
@@ -222,7 +224,9 @@ def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
     vector rate for the rest. `chip` is the chip after `efficiency.for_precision`."""
     if kernel.flop <= 0:
         return math.inf
-    if _is_gemm(kernel) or kernel.kind.uses_matrix_unit:
+    if kernel.unit != "vector" and (
+        _is_gemm(kernel) or kernel.kind.uses_matrix_unit or kernel.unit == "matrix"
+    ):
         eff = chip.efficiency
         util = eff.fixed_compute_util or (eff.gemm_util or 1.0)
         if kernel.kind == KernelKind.ATTENTION and not _is_gemm(kernel):
