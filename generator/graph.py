@@ -84,6 +84,10 @@ class Kernel:
     communication_bytes: float = 0.0  # bytes of the implied collective (whole tensor)
     # Communication group the implied collective runs over: "dp", "ep", "tp", "pp".
     communication_group: str = ""
+    # A second collective over the same group (DFModel's communication_type_2: HPL's
+    # panel broadcast is followed by a point-to-point row swap).
+    communication_2: Communication = Communication.NONE
+    communication_2_bytes: float = 0.0
     # Sharding pinned by the input ("" = searched, "none" = replicated).
     pinned_sharding: str = ""
     pinned_config: int = -1

@@ -156,7 +156,16 @@ def _dfmodel_kernel(
         pass_=pass_of(k.name, k.fwd_bwd),
         unit=UNIT.get(k.type, "") if k.HasField("type") else "",
         **_comm(comm, v.communication_size, group),
+        **_second_comm(v),
     )
+
+
+def _second_comm(v) -> dict:
+    """DFModel's communication_type_2: a second collective over the kernel's group."""
+    name = setup_pb2.CommunicationType.Name(v.communication_type_2)
+    if name == "NO_COMMUNICATION" or v.communication_size_2 <= 0:
+        return {}
+    return dict(communication_2=COMM[name], communication_2_bytes=float(v.communication_size_2))
 
 
 # DFModel's `type`, when given: which unit runs the kernel (a SIMD GEMM runs on the vector
@@ -296,8 +305,8 @@ def graph_from_proto(
             problems.append(
                 f"{where}.name {k.name!r} is used by another kernel; names must be unique"
             )
-        if k.id <= 0:
-            problems.append(f"{where}.id must be a positive integer, got {k.id}")
+        if k.id < 0:  # 0 is an id (DFModel's inputs leave one kernel's id out)
+            problems.append(f"{where}.id must be a non-negative integer, got {k.id}")
         elif k.id in by_id:
             problems.append(
                 f"{where}.id {k.id} ({k.name}) is used by {by_id[k.id].name!r}; ids must be unique"
@@ -332,7 +341,7 @@ def graph_from_proto(
         )
         kernels.append(kernel)
         names.add(k.name)
-        if k.id > 0 and k.id not in by_id:
+        if k.id >= 0 and k.id not in by_id:
             by_id[k.id] = kernel
     all_edges = _edges(dg, by_id, broken, pre, problems)
     edges = [e for e, nxt in all_edges if not nxt]
