@@ -149,11 +149,14 @@ def check(scenario: Scenario, plan: Plan) -> Plan:
 def write(scenario: Scenario, plan: Plan, out: str | Path) -> list[Path]:
     """The result folder, atomically; the workload gives mapping.dot the graph's real
     edges and the report its data-movement frontier."""
+    from mapshard.dfmodel_final import FILE_NAME, dse_final_text
     from mapshard.plan_text import plan_setup_texts
     from mapshard.report.write import write_results
 
     text = plan_setup_texts(scenario, plan)
-    return write_results(plan, out, text, scenario.system, scenario.workload)
+    final = dse_final_text(scenario, plan)  # DFModel's record, for DFModel graphs
+    extra = {FILE_NAME: final} if final is not None else None
+    return write_results(plan, out, text, scenario.system, scenario.workload, extra)
 
 
 # ---------------------------------------------------------------------------------------
