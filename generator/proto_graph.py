@@ -1,4 +1,4 @@
-"""DataflowGraph proto <-> KernelGraph.
+"""DataflowGraph proto -> KernelGraph (the way back: generator.proto_write).
 
 DFModel kernel variants map to einsum form (dim and operand names matter to the solver):
 - gemm_input1_weight: dims (outer, M, K, N); in (outer,K,N), weight (outer,M,K) WEIGHT,
@@ -74,20 +74,22 @@ def pass_of(name: str, fwd_bwd: int) -> Pass:
     return Pass.BWD if fwd_bwd == setup_pb2.BWD else Pass.FWD
 
 
-# Bytes per element a tensor size may imply: sub-byte (INT4) up to complex128. DFModel
-# writes some tensors' sizes for data that is not the loop dims' elements (its FFT files
-# give a 2^40-point FFT's 2.2 TB as the size of a K x N = 2^29-element GEMM operand:
-# 4096 bytes per element); such a size is not a per-element size, and `word` is used.
-BPE_RANGE = (0.25, 16.0)
+# Bytes per element a tensor size may imply. Below one byte is kept: the operand does not
+# span every loop dim (DFModel's Q input is shared by its 160 heads: 104,857,600 bytes for
+# 160 x 25600 x 2048 loop elements, 0.0125 each), and size / elements gives its true
+# bytes. Above complex128's 16 bytes is not a per-element size: DFModel's FFT files give a
+# 2^40-point FFT's 2.2 TB as the size of a K x N = 2^29-element GEMM operand (4096 bytes
+# per element), and `word` is used.
+MAX_BYTES_PER_ELEMENT = 16.0
 
 
 def _bpe(size: float, elements: int, word: float) -> float:
-    """Bytes per element of an operand: its given size / its element count when that is a
-    plausible element size (BPE_RANGE), else the setup's word."""
+    """Bytes per element of an operand: its given size / its element count unless that is
+    above MAX_BYTES_PER_ELEMENT, else (and without a size) the setup's word."""
     if size <= 0:
         return word
     bpe = size / elements
-    return bpe if BPE_RANGE[0] <= bpe <= BPE_RANGE[1] else word
+    return bpe if bpe <= MAX_BYTES_PER_ELEMENT else word
 
 
 def _dfmodel_kernel(
@@ -154,7 +156,7 @@ def _dfmodel_kernel(
         operands=operands,
         flop=flop,
         pass_=pass_of(k.name, k.fwd_bwd),
-        unit=UNIT.get(k.type, "") if k.HasField("type") else "",
+        unit=_unit(k, kind),
         **_comm(comm, v.communication_size, group),
         **_second_comm(v),
     )
@@ -171,6 +173,15 @@ def _second_comm(v) -> dict:
 # DFModel's `type`, when given: which unit runs the kernel (a SIMD GEMM runs on the vector
 # unit). Left out (or its placeholder): inferred from the kernel kind.
 UNIT = {setup_pb2.SYSTOLIC: "matrix", setup_pb2.SIMD: "vector"}
+
+
+def _unit(k: setup_pb2.Kernel, kind: KernelKind) -> str:
+    """The unit `type` asks for where it differs from the kind's own ("" = the kind's), so
+    a kernel reads back the same whether its type was written or inferred."""
+    if not k.HasField("type") or k.type not in UNIT:
+        return ""
+    own = "matrix" if kind.uses_matrix_unit else "vector"
+    return UNIT[k.type] if UNIT[k.type] != own else ""
 
 
 def _comm(name: str, size: float, group: str = "") -> dict:
@@ -248,6 +259,7 @@ def _einsum_kernel(
         pass_=pass_of(k.name, k.fwd_bwd),
         kernel_class=e.kernel_class,
         shardable_dims=tuple(e.shardable_dims),
+        unit=_unit(k, kind),
         **_comm(comm, e.communication_size),
     )
 
@@ -440,55 +452,3 @@ def _ids(by_id: dict[int, Kernel]) -> str:
     if len(ids) > 8:
         return f"{ids[0]}..{ids[-1]} ({len(ids)} kernels)"
     return ", ".join(map(str, ids)) or "(none)"
-
-
-def graph_to_proto(graph: KernelGraph, repeat: int | None = None) -> setup_pb2.DataflowGraph:
-    """Write any KernelGraph as einsum kernels (ids 1..n in declaration order); reading it
-    back with `graph_from_proto` gives an identical KernelGraph."""
-    dg = setup_pb2.DataflowGraph()
-    ids = {}
-    for i, k in enumerate(graph.kernels, start=1):
-        ids[k.name] = i
-        bwd = k.pass_ in (Pass.BWD, Pass.WGRAD, Pass.OPTIMIZER)
-        pk = dg.kernels.add(
-            name=k.name,
-            id=i,
-            fwd_bwd=setup_pb2.BWD if bwd else setup_pb2.FWD,
-            type=setup_pb2.SYSTOLIC if k.kind.uses_matrix_unit else setup_pb2.SIMD,
-            sharding=k.pinned_sharding,
-            tile=k.pinned_tile,
-        )
-        assert pass_of(k.name, pk.fwd_bwd) == k.pass_, f"{k.name}: name does not carry {k.pass_}"
-        assert k.flop != 0, f"{k.name}: FLOP 0 would read back as the derived default"
-        if k.pinned_config >= 0:
-            pk.config = k.pinned_config
-        e = pk.einsum
-        e.kind = k.kind.value
-        e.flop = k.flop
-        e.kernel_class = k.kernel_class
-        e.shardable_dims.extend(k.shardable_dims)
-        for d, size in k.dims:
-            e.dims.add(name=d, size=size)
-        for o in k.operands:
-            e.operands.add(
-                name=o.name,
-                role=ROLE_PB[o.role],
-                dims=list(o.dims),
-                bytes_per_element=o.bytes_per_element,
-            )
-        if k.communication != Communication.NONE:
-            assert k.communication_group == DEFAULT_GROUP.get(k.communication, ""), k.name
-            e.communication_type = setup_pb2.CommunicationType.Value(k.communication.value)
-            e.communication_size = k.communication_bytes
-    tagged = [(e, False) for e in graph.edges] + [(e, True) for e in graph.boundary]
-    for j, (edge, nxt) in enumerate(tagged, start=1):
-        first = graph.kernel(edge.src).outputs[0].name
-        assert edge.src_operand in ("", first), f"{edge.src}: edges leave its first output"
-        c = dg.connections.add(
-            startIdx=ids[edge.src], endIdx=ids[edge.dst], id=j, end_operand=edge.dst_operand
-        )
-        if nxt:
-            c.next_instance = True
-    if repeat is not None:
-        dg.repeat = repeat
-    return dg

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.proto_graph import BPE_RANGE
+from generator.proto_graph import MAX_BYTES_PER_ELEMENT
 from mapshard import pipeline
 from schema.errors import SetupError
 from solver.search.assemble import boundary_bytes
@@ -139,9 +139,9 @@ def test_dfmodel_all_to_all_and_second_collective_are_charged_over_every_chip(
 
 def test_an_implausible_bytes_per_element_falls_back_to_word() -> None:
     """DFModel's 2^40-point FFT writes 2,199,023,300,000 bytes for a K x N = 512 x 2^20
-    operand: 4096 bytes per element, outside BPE_RANGE, so word (2) is used; DAMSim's
+    operand: 4096 bytes per element, above 16 (complex128), so word (2) is used; DAMSim's
     16x16 FFT writes 65,522 bytes for 191 x 181 = 34,571 elements: 1.895, kept."""
-    assert BPE_RANGE == (0.25, 16.0)
+    assert MAX_BYTES_PER_ELEMENT == 16.0
     big = pipeline.load_scenario(DATA / "fft_dgx1_hbm_nvlink.txt").workload.phases[0].graph
     for k in big.kernels:
         assert k.operand("in").bytes_per_element == 2.0  # not 4096
