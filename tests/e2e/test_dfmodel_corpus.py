@@ -88,3 +88,36 @@ def test_a_file_outside_the_physical_model_is_refused_in_one_line(
     assert len(err) == 1 and str(DATA / name) in err[0] and REFUSED[name] in err[0]
     with pytest.raises(SetupError):
         pipeline.load_scenario(DATA / name)
+
+
+def test_dse_final_records_the_mapping_in_dfmodels_shape(tmp_path: Path) -> None:
+    """DAMSim's DLRM 2x4: a chain MLP_1 -> ... -> MLP_8 of 8000 x 8000 x 16 GEMMs on 8 chips.
+    A chain's topological numbers are 0..7 and every edge's buffer depth is 1 - 0 + 1 = 2;
+    each edge carries its producer's 256,000-byte output, 256,000 / 8 = 32,000 bytes per
+    chip when the producer is split over the 8 chips; a split dim holds ceil(8000 / 8) =
+    1000 (or 16 / 8 = 2) per chip."""
+    result = pipeline.run(DATA / "damsim_dlrm_2x4.txt", tmp_path / "out", time_limit_s=3.0)
+    final = text_format.Parse((tmp_path / "out" / "dse_final.txt").read_text(), setup_pb2.Setup())
+    tp = result.plan.parallelism["tp"]
+    assert tp == 8  # the plan puts all 8 chips on the chain (checked, not assumed)
+    chosen = {k.name: k for p in result.plan.phases for k in p.kernels}
+    full = {"outer_M": 8000, "K": 8000, "N": 16}
+    split = {}
+    for i, kernel in enumerate(final.dataflow_graph.kernels):
+        body = kernel.gemm_input1_weight
+        assert kernel.topological_number == i and kernel.config == chosen[kernel.name].config
+        dim = chosen[kernel.name].sharding.split("+")[0]
+        want = dict(full)
+        key = {"M": "outer_M", "K": "K", "N": "N"}.get(dim)
+        if key:
+            want[key] = -(-full[key] // 8)
+        assert (body.shard_outer_M, body.shard_K, body.shard_N) == (
+            want["outer_M"],
+            want["K"],
+            want["N"],
+        )
+        split[kernel.id] = key is not None
+    for c in final.dataflow_graph.connections:
+        assert c.buffer_depth == 2 and c.tensor_size == 256000.0
+        assert c.shard_tensor_size == (32000.0 if split[c.startIdx] else 256000.0)
+        assert (c.startName, c.endName) == (f"MLP_{c.startIdx}", f"MLP_{c.endIdx}")
