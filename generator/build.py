@@ -67,8 +67,15 @@ def _graph_workload(
 ) -> Workload:
     ex = setup.execution
     if not ex.HasField("llm"):
+        # DFModel's DLRM/HPL/FFT/... graphs: every kernel's collective spans all chips
+        group = "all" if ex.WhichOneof("workload_variant") else ""
         graph = graph_from_proto(
-            dg, path=path, name="graph", word=word, pin_sharding=ex.pin_sharding
+            dg,
+            path=path,
+            name="graph",
+            word=word,
+            pin_sharding=ex.pin_sharding,
+            collective_group=group,
         )
         if dg.HasField("repeat") and dg.repeat <= 0:
             raise SetupError(f"{path}: dataflow_graph.repeat must be > 0, got {dg.repeat}")
@@ -106,19 +113,29 @@ def _graph_workload(
         if has_weights
         else None
     )
+    micro = llm.micro_batch_size or 1
+    forward_only = all(k.pass_ in (Pass.FWD, Pass.RECOMPUTE) for k in graph.kernels)
+    notes = [
+        "DFModel LLM graph: one graph instance is one sequence through "
+        f"{per_graph} layer(s); a micro-batch of {micro} sequence(s) runs it {micro} time(s)",
+    ]
+    if forward_only:
+        notes.append(
+            "forward-only graph (no BWD kernel): a pipelined forward pass of the global "
+            "batch, with no gradient reduction and no optimizer step"
+        )
     return Workload(
         kind="training",
         phases=(Phase("layer", graph, count=count),),
         model=model,
         global_batch=llm.global_batch_size or 1,
-        micro_batch=llm.micro_batch_size or 1,
+        micro_batch=micro,
         seq_len=llm.seq_len,
         weight_bytes_per_param=word,
         activation_bytes_per_element=word,
-        notes=(
-            "DFModel LLM graph: one graph instance is one sequence of the micro-batch "
-            f"through {per_graph} layer(s)",
-        ),
+        instances_per_micro_batch=micro,
+        forward_only=forward_only,
+        notes=tuple(notes),
     )
 
 

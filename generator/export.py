@@ -21,7 +21,7 @@ from dataclasses import asdict
 from google.protobuf import text_format
 
 from generator.graph import Phase, Workload
-from generator.proto_graph import graph_to_proto
+from generator.proto_write import graph_to_proto
 from schema import setup_pb2
 
 CSV_COLUMNS = (

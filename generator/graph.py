@@ -84,11 +84,17 @@ class Kernel:
     communication_bytes: float = 0.0  # bytes of the implied collective (whole tensor)
     # Communication group the implied collective runs over: "dp", "ep", "tp", "pp".
     communication_group: str = ""
+    # A second collective over the same group (DFModel's communication_type_2: HPL's
+    # panel broadcast is followed by a point-to-point row swap).
+    communication_2: Communication = Communication.NONE
+    communication_2_bytes: float = 0.0
     # Sharding pinned by the input ("" = searched, "none" = replicated).
     pinned_sharding: str = ""
     pinned_config: int = -1
     # On-chip tile pinned by the input (schema.tiles syntax; "" = searched).
     pinned_tile: str = ""
+    # The unit that runs it, when the input says ("matrix" or "vector"; "" = by kind).
+    unit: str = ""
 
     @property
     def dim_sizes(self) -> dict[str, int]:
@@ -270,6 +276,12 @@ class Workload:
     context_parallel: int = 1  # CP ranks sharing each sequence (graphs hold one rank's part)
     weight_bytes_per_param: float = 2.0
     optimizer_bytes_per_param: float = 14.0  # gradients + optimizer state beyond weights
+    # Graph instances per micro-batch (a DFModel LLM graph is one sequence: a micro-batch
+    # of n sequences runs it n times); 1 for graphs that hold the whole micro-batch.
+    instances_per_micro_batch: int = 1
+    # A training-shaped workload with no backward pass (a DFModel forward-only LLM graph):
+    # no gradient reduction and no optimizer step.
+    forward_only: bool = False
     activation_bytes_per_element: float = 2.0
     # Inference
     phase: str = ""  # "prefill", "decode", "chunked_prefill", "request"

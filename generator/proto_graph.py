@@ -1,4 +1,4 @@
-"""DataflowGraph proto <-> KernelGraph.
+"""DataflowGraph proto -> KernelGraph (the way back: generator.proto_write).
 
 DFModel kernel variants map to einsum form (dim and operand names matter to the solver):
 - gemm_input1_weight: dims (outer, M, K, N); in (outer,K,N), weight (outer,M,K) WEIGHT,
@@ -74,12 +74,31 @@ def pass_of(name: str, fwd_bwd: int) -> Pass:
     return Pass.BWD if fwd_bwd == setup_pb2.BWD else Pass.FWD
 
 
+# Bytes per element a tensor size may imply. Below one byte is kept: the operand does not
+# span every loop dim (DFModel's Q input is shared by its 160 heads: 104,857,600 bytes for
+# 160 x 25600 x 2048 loop elements, 0.0125 each), and size / elements gives its true
+# bytes. Above complex128's 16 bytes is not a per-element size: DFModel's FFT files give a
+# 2^40-point FFT's 2.2 TB as the size of a K x N = 2^29-element GEMM operand (4096 bytes
+# per element), and `word` is used.
+MAX_BYTES_PER_ELEMENT = 16.0
+
+
 def _bpe(size: float, elements: int, word: float) -> float:
-    return size / elements if size > 0 else word
+    """Bytes per element of an operand: its given size / its element count unless that is
+    above MAX_BYTES_PER_ELEMENT, else (and without a size) the setup's word."""
+    if size <= 0:
+        return word
+    bpe = size / elements
+    return bpe if bpe <= MAX_BYTES_PER_ELEMENT else word
 
 
 def _dfmodel_kernel(
-    k: setup_pb2.Kernel, variant: str, word: float, where: str, problems: list[str]
+    k: setup_pb2.Kernel,
+    variant: str,
+    word: float,
+    where: str,
+    problems: list[str],
+    group: str = "",
 ) -> Kernel | None:
     v = getattr(k, variant)
     outer = v.outer if v.HasField("outer") else 1  # DFModel's files leave it out
@@ -137,18 +156,46 @@ def _dfmodel_kernel(
         operands=operands,
         flop=flop,
         pass_=pass_of(k.name, k.fwd_bwd),
-        **_comm(comm, v.communication_size),
+        unit=_unit(k, kind),
+        **_comm(comm, v.communication_size, group),
+        **_second_comm(v),
     )
 
 
-def _comm(name: str, size: float) -> dict:
+def _second_comm(v) -> dict:
+    """DFModel's communication_type_2: a second collective over the kernel's group."""
+    name = setup_pb2.CommunicationType.Name(v.communication_type_2)
+    if name == "NO_COMMUNICATION" or v.communication_size_2 <= 0:
+        return {}
+    return dict(communication_2=COMM[name], communication_2_bytes=float(v.communication_size_2))
+
+
+# DFModel's `type`, when given: which unit runs the kernel (a SIMD GEMM runs on the vector
+# unit). Left out (or its placeholder): inferred from the kernel kind.
+UNIT = {setup_pb2.SYSTOLIC: "matrix", setup_pb2.SIMD: "vector"}
+
+
+def _unit(k: setup_pb2.Kernel, kind: KernelKind) -> str:
+    """The unit `type` asks for where it differs from the kind's own ("" = the kind's), so
+    a kernel reads back the same whether its type was written or inferred."""
+    if not k.HasField("type") or k.type not in UNIT:
+        return ""
+    own = "matrix" if kind.uses_matrix_unit else "vector"
+    return UNIT[k.type] if UNIT[k.type] != own else ""
+
+
+def _comm(name: str, size: float, group: str = "") -> dict:
+    """The kernel's collective; `group` overrides its default group (DFModel's non-LLM
+    graphs run theirs over every chip: "all")."""
     if name == "NO_COMMUNICATION":
         return {}
     c = COMM[name]
+    if group and c == Communication.ALL_REDUCE_PERIODIC:
+        group = ""  # a gradient reduction stays on the data-parallel group
     return dict(
         communication=c,
         communication_bytes=float(size),
-        communication_group=DEFAULT_GROUP.get(c, ""),
+        communication_group=group or DEFAULT_GROUP.get(c, ""),
     )
 
 
@@ -212,6 +259,7 @@ def _einsum_kernel(
         pass_=pass_of(k.name, k.fwd_bwd),
         kernel_class=e.kernel_class,
         shardable_dims=tuple(e.shardable_dims),
+        unit=_unit(k, kind),
         **_comm(comm, e.communication_size),
     )
 
@@ -248,8 +296,11 @@ def graph_from_proto(
     word: float = 2.0,
     pin_sharding: bool = False,
     field: str = "dataflow_graph",
+    collective_group: str = "",
 ) -> KernelGraph:
-    """Read and validate an explicit graph; every problem is reported at once."""
+    """Read and validate an explicit graph; every problem is reported at once.
+    `collective_group`: the group DFModel kernels' collectives run over ("" = each
+    collective's default; "all" = every chip, DFModel's meaning for its non-LLM graphs)."""
     problems: list[str] = []
     pre = f"{path}: {field}"
     kernels: list[Kernel] = []
@@ -266,8 +317,8 @@ def graph_from_proto(
             problems.append(
                 f"{where}.name {k.name!r} is used by another kernel; names must be unique"
             )
-        if k.id <= 0:
-            problems.append(f"{where}.id must be a positive integer, got {k.id}")
+        if k.id < 0:  # 0 is an id (DFModel's inputs leave one kernel's id out)
+            problems.append(f"{where}.id must be a non-negative integer, got {k.id}")
         elif k.id in by_id:
             problems.append(
                 f"{where}.id {k.id} ({k.name}) is used by {by_id[k.id].name!r}; ids must be unique"
@@ -281,7 +332,7 @@ def graph_from_proto(
         if variant == "einsum":
             kernel = _einsum_kernel(k, word, where, problems)
         else:
-            kernel = _dfmodel_kernel(k, variant, word, where, problems)
+            kernel = _dfmodel_kernel(k, variant, word, where, problems, collective_group)
         if kernel is None:
             broken.add(k.id)
             continue
@@ -302,7 +353,7 @@ def graph_from_proto(
         )
         kernels.append(kernel)
         names.add(k.name)
-        if k.id > 0 and k.id not in by_id:
+        if k.id >= 0 and k.id not in by_id:
             by_id[k.id] = kernel
     all_edges = _edges(dg, by_id, broken, pre, problems)
     edges = [e for e, nxt in all_edges if not nxt]
@@ -401,55 +452,3 @@ def _ids(by_id: dict[int, Kernel]) -> str:
     if len(ids) > 8:
         return f"{ids[0]}..{ids[-1]} ({len(ids)} kernels)"
     return ", ".join(map(str, ids)) or "(none)"
-
-
-def graph_to_proto(graph: KernelGraph, repeat: int | None = None) -> setup_pb2.DataflowGraph:
-    """Write any KernelGraph as einsum kernels (ids 1..n in declaration order); reading it
-    back with `graph_from_proto` gives an identical KernelGraph."""
-    dg = setup_pb2.DataflowGraph()
-    ids = {}
-    for i, k in enumerate(graph.kernels, start=1):
-        ids[k.name] = i
-        bwd = k.pass_ in (Pass.BWD, Pass.WGRAD, Pass.OPTIMIZER)
-        pk = dg.kernels.add(
-            name=k.name,
-            id=i,
-            fwd_bwd=setup_pb2.BWD if bwd else setup_pb2.FWD,
-            type=setup_pb2.SYSTOLIC if k.kind.uses_matrix_unit else setup_pb2.SIMD,
-            sharding=k.pinned_sharding,
-            tile=k.pinned_tile,
-        )
-        assert pass_of(k.name, pk.fwd_bwd) == k.pass_, f"{k.name}: name does not carry {k.pass_}"
-        assert k.flop != 0, f"{k.name}: FLOP 0 would read back as the derived default"
-        if k.pinned_config >= 0:
-            pk.config = k.pinned_config
-        e = pk.einsum
-        e.kind = k.kind.value
-        e.flop = k.flop
-        e.kernel_class = k.kernel_class
-        e.shardable_dims.extend(k.shardable_dims)
-        for d, size in k.dims:
-            e.dims.add(name=d, size=size)
-        for o in k.operands:
-            e.operands.add(
-                name=o.name,
-                role=ROLE_PB[o.role],
-                dims=list(o.dims),
-                bytes_per_element=o.bytes_per_element,
-            )
-        if k.communication != Communication.NONE:
-            assert k.communication_group == DEFAULT_GROUP.get(k.communication, ""), k.name
-            e.communication_type = setup_pb2.CommunicationType.Value(k.communication.value)
-            e.communication_size = k.communication_bytes
-    tagged = [(e, False) for e in graph.edges] + [(e, True) for e in graph.boundary]
-    for j, (edge, nxt) in enumerate(tagged, start=1):
-        first = graph.kernel(edge.src).outputs[0].name
-        assert edge.src_operand in ("", first), f"{edge.src}: edges leave its first output"
-        c = dg.connections.add(
-            startIdx=ids[edge.src], endIdx=ids[edge.dst], id=j, end_operand=edge.dst_operand
-        )
-        if nxt:
-            c.next_instance = True
-    if repeat is not None:
-        dg.repeat = repeat
-    return dg

@@ -33,6 +33,14 @@ def check_degrees(path: Path, system: System, workload: Workload) -> None:
             f"{', '.join(untagged)} do not; tag every level or none (none = searched)"
         )
     degrees = tagged_degrees(system)
+    pp_levels = [lv.name for lv in system.network if "PP" in lv.parallelism and lv.degree > 1]
+    if pp_levels and workload.kind not in ("training", "inference"):
+        problems.append(
+            f"{where}: level(s) {', '.join(pp_levels)} carry PP, but this {workload.kind} "
+            "workload has no layers to pipeline (a dataflow_graph without execution.llm runs "
+            "as one graph), so those chips would idle; tag them TP or DP, or describe the "
+            "layers with execution.llm { num_layer ... }"
+        )
     model = workload.model
     if model is not None and workload.kind in ("training", "inference"):
         limits = (

@@ -77,11 +77,17 @@ def load(scenario: str | Path) -> Loaded:
 def load_message(setup: setup_pb2.Setup, path: Path) -> Loaded:
     """Validate a Setup built in code (a sweep point, a validation row) as if read from
     `path`; raises SetupError listing every problem."""
+    from schema.dfmodel_spelling import respell, user_field
+    from schema.errors import SetupError
     from schema.validation import validate_setup
     from solver.milp.linear import available_solvers
 
-    validate_setup(setup, Path(path), available_solvers)
-    return Loaded(setup=setup, path=Path(path))
+    native, origins = respell(setup, Path(path))  # DFModel's other spellings, once
+    try:
+        validate_setup(native, Path(path), available_solvers)
+    except SetupError as exc:
+        raise SetupError([user_field(m, origins) for m in exc.problems]) from None
+    return Loaded(setup=native, path=Path(path))
 
 
 def resolve(loaded: Loaded) -> System:
@@ -147,11 +153,14 @@ def check(scenario: Scenario, plan: Plan) -> Plan:
 def write(scenario: Scenario, plan: Plan, out: str | Path) -> list[Path]:
     """The result folder, atomically; the workload gives mapping.dot the graph's real
     edges and the report its data-movement frontier."""
+    from mapshard.dfmodel_final import FILE_NAME, dse_final_text
     from mapshard.plan_text import plan_setup_texts
     from mapshard.report.write import write_results
 
     text = plan_setup_texts(scenario, plan)
-    return write_results(plan, out, text, scenario.system, scenario.workload)
+    final = dse_final_text(scenario, plan)  # DFModel's record, for DFModel graphs
+    extra = {FILE_NAME: final} if final is not None else None
+    return write_results(plan, out, text, scenario.system, scenario.workload, extra)
 
 
 # ---------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ def plan_setup_texts(scenario: Scenario, plan: Plan) -> str:
         "# execution.pin_sharding: false) to have that choice searched again.",
     ]
     if not setup.HasField("dataflow_graph"):
-        from generator.proto_graph import graph_to_proto
+        from generator.proto_write import graph_to_proto
 
         graph = next(p.graph for p in scenario.workload.phases if p.name == phase.name)
         setup.ClearField("workload")

@@ -1,7 +1,9 @@
 """The DFModel seam: DFModel's compatibility fields turned into the native setup, once.
 
-MapShard reads DFModel's setup.txt unchanged. Its hardware/solver compatibility fields are
-interpreted here and nowhere below:
+MapShard reads DFModel's setup.txt unchanged. DFModel's other spellings of native blocks
+(`miscellany`, the `overlap` enum, a kernel variant's `sharding`) are renamed first, right
+after parsing, by the sibling `schema.dfmodel_spelling`. Its hardware/solver compatibility
+fields are interpreted here and nowhere below:
 
 * a topology variant (`system.r`, `system.r_r`, ... `system.sw_sw_sw`: `x/y/z`,
   `link_bw_x/y/z` in GB/s, `par_x/y/z` strings) becomes native `system.topology` levels, x

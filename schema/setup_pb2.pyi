@@ -11,11 +11,13 @@ class FwdBwd(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FWD: _ClassVar[FwdBwd]
     BWD: _ClassVar[FwdBwd]
+    FWD_BWD_Placeholder: _ClassVar[FwdBwd]
 
 class KernelType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SYSTOLIC: _ClassVar[KernelType]
     SIMD: _ClassVar[KernelType]
+    KernelType_Placeholder: _ClassVar[KernelType]
 
 class Tiling(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -23,10 +25,22 @@ class Tiling(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     M_TILING: _ClassVar[Tiling]
     K_TILING: _ClassVar[Tiling]
     N_TILING: _ClassVar[Tiling]
+    OUTER_TILING: _ClassVar[Tiling]
+    TILING_Placeholder: _ClassVar[Tiling]
+
+class Sharding(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SHARDING_Placeholder: _ClassVar[Sharding]
+    OUTER_SHARDING: _ClassVar[Sharding]
+    M_SHARDING: _ClassVar[Sharding]
+    K_SHARDING: _ClassVar[Sharding]
+    N_SHARDING: _ClassVar[Sharding]
+    NO_SHARDING: _ClassVar[Sharding]
 
 class CommunicationType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     NO_COMMUNICATION: _ClassVar[CommunicationType]
+    Communication_Type_Placeholder: _ClassVar[CommunicationType]
     ALL_REDUCE: _ClassVar[CommunicationType]
     ALL_REDUCE_PERIODIC: _ClassVar[CommunicationType]
     ALL_TO_ALL: _ClassVar[CommunicationType]
@@ -41,6 +55,12 @@ class OperandRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WEIGHT: _ClassVar[OperandRole]
     OUTPUT: _ClassVar[OperandRole]
     KV_CACHE: _ClassVar[OperandRole]
+
+class LaneStageType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    Lane_Stage_Type_Placeholder: _ClassVar[LaneStageType]
+    LANE: _ClassVar[LaneStageType]
+    STAGE: _ClassVar[LaneStageType]
 
 class DType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -96,12 +116,17 @@ class ExecutionStyle(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     KERNEL_BY_KERNEL: _ClassVar[ExecutionStyle]
     DATAFLOW: _ClassVar[ExecutionStyle]
+    Optimization_Placeholder: _ClassVar[ExecutionStyle]
+    Execution_Style_Placeholder: _ClassVar[ExecutionStyle]
 
 class OverlapMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     OVERLAP_UNSET: _ClassVar[OverlapMode]
+    Overlap_Style_Placeholder: _ClassVar[OverlapMode]
     PERFECT: _ClassVar[OverlapMode]
+    PERFECT_OVERLAP: _ClassVar[OverlapMode]
     SERIAL_NETWORK: _ClassVar[OverlapMode]
+    OVERLAP_COMPUTE_MEMORY: _ClassVar[OverlapMode]
     NO_OVERLAP: _ClassVar[OverlapMode]
 
 class Combine(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -110,13 +135,24 @@ class Combine(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ZIP: _ClassVar[Combine]
 FWD: FwdBwd
 BWD: FwdBwd
+FWD_BWD_Placeholder: FwdBwd
 SYSTOLIC: KernelType
 SIMD: KernelType
+KernelType_Placeholder: KernelType
 NO_TILING: Tiling
 M_TILING: Tiling
 K_TILING: Tiling
 N_TILING: Tiling
+OUTER_TILING: Tiling
+TILING_Placeholder: Tiling
+SHARDING_Placeholder: Sharding
+OUTER_SHARDING: Sharding
+M_SHARDING: Sharding
+K_SHARDING: Sharding
+N_SHARDING: Sharding
+NO_SHARDING: Sharding
 NO_COMMUNICATION: CommunicationType
+Communication_Type_Placeholder: CommunicationType
 ALL_REDUCE: CommunicationType
 ALL_REDUCE_PERIODIC: CommunicationType
 ALL_TO_ALL: CommunicationType
@@ -128,6 +164,9 @@ INPUT: OperandRole
 WEIGHT: OperandRole
 OUTPUT: OperandRole
 KV_CACHE: OperandRole
+Lane_Stage_Type_Placeholder: LaneStageType
+LANE: LaneStageType
+STAGE: LaneStageType
 DTYPE_UNSET: DType
 FP32: DType
 TF32: DType
@@ -159,15 +198,20 @@ FULLY_CONNECTED: TopologyKind
 TORUS: TopologyKind
 KERNEL_BY_KERNEL: ExecutionStyle
 DATAFLOW: ExecutionStyle
+Optimization_Placeholder: ExecutionStyle
+Execution_Style_Placeholder: ExecutionStyle
 OVERLAP_UNSET: OverlapMode
+Overlap_Style_Placeholder: OverlapMode
 PERFECT: OverlapMode
+PERFECT_OVERLAP: OverlapMode
 SERIAL_NETWORK: OverlapMode
+OVERLAP_COMPUTE_MEMORY: OverlapMode
 NO_OVERLAP: OverlapMode
 PRODUCT: Combine
 ZIP: Combine
 
 class Setup(_message.Message):
-    __slots__ = ("dataflow_graph", "system", "cost", "execution", "gurobi", "workload", "solver", "name")
+    __slots__ = ("dataflow_graph", "system", "cost", "execution", "gurobi", "workload", "solver", "name", "miscellany")
     DATAFLOW_GRAPH_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +220,7 @@ class Setup(_message.Message):
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     SOLVER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    MISCELLANY_FIELD_NUMBER: _ClassVar[int]
     dataflow_graph: DataflowGraph
     system: System
     cost: Cost
@@ -184,7 +229,8 @@ class Setup(_message.Message):
     workload: Workload
     solver: Solver
     name: str
-    def __init__(self, dataflow_graph: _Optional[_Union[DataflowGraph, _Mapping]] = ..., system: _Optional[_Union[System, _Mapping]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., gurobi: _Optional[_Union[Gurobi, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., solver: _Optional[_Union[Solver, _Mapping]] = ..., name: _Optional[str] = ...) -> None: ...
+    miscellany: Execution
+    def __init__(self, dataflow_graph: _Optional[_Union[DataflowGraph, _Mapping]] = ..., system: _Optional[_Union[System, _Mapping]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., gurobi: _Optional[_Union[Gurobi, _Mapping]] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., solver: _Optional[_Union[Solver, _Mapping]] = ..., name: _Optional[str] = ..., miscellany: _Optional[_Union[Execution, _Mapping]] = ...) -> None: ...
 
 class DataflowGraph(_message.Message):
     __slots__ = ("kernels", "connections", "repeat")
@@ -197,7 +243,7 @@ class DataflowGraph(_message.Message):
     def __init__(self, kernels: _Optional[_Iterable[_Union[Kernel, _Mapping]]] = ..., connections: _Optional[_Iterable[_Union[Connection, _Mapping]]] = ..., repeat: _Optional[int] = ...) -> None: ...
 
 class Kernel(_message.Message):
-    __slots__ = ("name", "id", "config", "fwd_bwd", "type", "gemm_input1_weight", "gemm_input1_input2", "elementwise_input1", "elementwise_input1_input2", "einsum", "sharding", "tile")
+    __slots__ = ("name", "id", "config", "fwd_bwd", "type", "gemm_input1_weight", "gemm_input1_input2", "elementwise_input1", "elementwise_input1_input2", "einsum", "sharding", "tile", "topological_number")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
@@ -210,6 +256,7 @@ class Kernel(_message.Message):
     EINSUM_FIELD_NUMBER: _ClassVar[int]
     SHARDING_FIELD_NUMBER: _ClassVar[int]
     TILE_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGICAL_NUMBER_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: int
     config: int
@@ -222,10 +269,11 @@ class Kernel(_message.Message):
     einsum: EinsumKernel
     sharding: str
     tile: str
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[int] = ..., config: _Optional[int] = ..., fwd_bwd: _Optional[_Union[FwdBwd, str]] = ..., type: _Optional[_Union[KernelType, str]] = ..., gemm_input1_weight: _Optional[_Union[GemmInput1Weight, _Mapping]] = ..., gemm_input1_input2: _Optional[_Union[GemmInput1Input2, _Mapping]] = ..., elementwise_input1: _Optional[_Union[ElementwiseInput1, _Mapping]] = ..., elementwise_input1_input2: _Optional[_Union[ElementwiseInput1Input2, _Mapping]] = ..., einsum: _Optional[_Union[EinsumKernel, _Mapping]] = ..., sharding: _Optional[str] = ..., tile: _Optional[str] = ...) -> None: ...
+    topological_number: int
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[int] = ..., config: _Optional[int] = ..., fwd_bwd: _Optional[_Union[FwdBwd, str]] = ..., type: _Optional[_Union[KernelType, str]] = ..., gemm_input1_weight: _Optional[_Union[GemmInput1Weight, _Mapping]] = ..., gemm_input1_input2: _Optional[_Union[GemmInput1Input2, _Mapping]] = ..., elementwise_input1: _Optional[_Union[ElementwiseInput1, _Mapping]] = ..., elementwise_input1_input2: _Optional[_Union[ElementwiseInput1Input2, _Mapping]] = ..., einsum: _Optional[_Union[EinsumKernel, _Mapping]] = ..., sharding: _Optional[str] = ..., tile: _Optional[str] = ..., topological_number: _Optional[int] = ...) -> None: ...
 
 class GemmInput1Weight(_message.Message):
-    __slots__ = ("outer", "M", "K", "N", "input_tensor_size", "weight_tensor_size", "output_tensor_size", "tiling", "communication_type", "communication_size")
+    __slots__ = ("outer", "M", "K", "N", "input_tensor_size", "weight_tensor_size", "output_tensor_size", "tiling", "communication_type", "communication_size", "sharding", "communication_type_2", "communication_size_2", "shard_outer_M", "shard_K", "shard_N", "memory_size", "skip_weight", "use_effective_stage", "num_input", "sram_extra", "dram_extra")
     OUTER_FIELD_NUMBER: _ClassVar[int]
     M_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
@@ -236,6 +284,18 @@ class GemmInput1Weight(_message.Message):
     TILING_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATION_TYPE_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATION_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SHARDING_FIELD_NUMBER: _ClassVar[int]
+    COMMUNICATION_TYPE_2_FIELD_NUMBER: _ClassVar[int]
+    COMMUNICATION_SIZE_2_FIELD_NUMBER: _ClassVar[int]
+    SHARD_OUTER_M_FIELD_NUMBER: _ClassVar[int]
+    SHARD_K_FIELD_NUMBER: _ClassVar[int]
+    SHARD_N_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SKIP_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    USE_EFFECTIVE_STAGE_FIELD_NUMBER: _ClassVar[int]
+    NUM_INPUT_FIELD_NUMBER: _ClassVar[int]
+    SRAM_EXTRA_FIELD_NUMBER: _ClassVar[int]
+    DRAM_EXTRA_FIELD_NUMBER: _ClassVar[int]
     outer: int
     M: int
     K: int
@@ -246,10 +306,22 @@ class GemmInput1Weight(_message.Message):
     tiling: Tiling
     communication_type: CommunicationType
     communication_size: float
-    def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., K: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_size: _Optional[float] = ..., weight_tensor_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ...) -> None: ...
+    sharding: Sharding
+    communication_type_2: CommunicationType
+    communication_size_2: float
+    shard_outer_M: int
+    shard_K: int
+    shard_N: int
+    memory_size: float
+    skip_weight: bool
+    use_effective_stage: bool
+    num_input: int
+    sram_extra: float
+    dram_extra: float
+    def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., K: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_size: _Optional[float] = ..., weight_tensor_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., sharding: _Optional[_Union[Sharding, str]] = ..., communication_type_2: _Optional[_Union[CommunicationType, str]] = ..., communication_size_2: _Optional[float] = ..., shard_outer_M: _Optional[int] = ..., shard_K: _Optional[int] = ..., shard_N: _Optional[int] = ..., memory_size: _Optional[float] = ..., skip_weight: _Optional[bool] = ..., use_effective_stage: _Optional[bool] = ..., num_input: _Optional[int] = ..., sram_extra: _Optional[float] = ..., dram_extra: _Optional[float] = ...) -> None: ...
 
 class GemmInput1Input2(_message.Message):
-    __slots__ = ("outer", "M", "K", "N", "input_tensor_1_size", "input_tensor_2_size", "output_tensor_size", "tiling", "communication_type", "communication_size")
+    __slots__ = ("outer", "M", "K", "N", "input_tensor_1_size", "input_tensor_2_size", "output_tensor_size", "tiling", "communication_type", "communication_size", "sharding", "communication_type_2", "communication_size_2", "shard_outer_M", "shard_K", "shard_N", "memory_size", "skip_weight", "use_effective_stage", "num_input", "sram_extra", "dram_extra")
     OUTER_FIELD_NUMBER: _ClassVar[int]
     M_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
@@ -260,6 +332,18 @@ class GemmInput1Input2(_message.Message):
     TILING_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATION_TYPE_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATION_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SHARDING_FIELD_NUMBER: _ClassVar[int]
+    COMMUNICATION_TYPE_2_FIELD_NUMBER: _ClassVar[int]
+    COMMUNICATION_SIZE_2_FIELD_NUMBER: _ClassVar[int]
+    SHARD_OUTER_M_FIELD_NUMBER: _ClassVar[int]
+    SHARD_K_FIELD_NUMBER: _ClassVar[int]
+    SHARD_N_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SKIP_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    USE_EFFECTIVE_STAGE_FIELD_NUMBER: _ClassVar[int]
+    NUM_INPUT_FIELD_NUMBER: _ClassVar[int]
+    SRAM_EXTRA_FIELD_NUMBER: _ClassVar[int]
+    DRAM_EXTRA_FIELD_NUMBER: _ClassVar[int]
     outer: int
     M: int
     K: int
@@ -270,10 +354,22 @@ class GemmInput1Input2(_message.Message):
     tiling: Tiling
     communication_type: CommunicationType
     communication_size: float
-    def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., K: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_1_size: _Optional[float] = ..., input_tensor_2_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ...) -> None: ...
+    sharding: Sharding
+    communication_type_2: CommunicationType
+    communication_size_2: float
+    shard_outer_M: int
+    shard_K: int
+    shard_N: int
+    memory_size: float
+    skip_weight: bool
+    use_effective_stage: bool
+    num_input: int
+    sram_extra: float
+    dram_extra: float
+    def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., K: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_1_size: _Optional[float] = ..., input_tensor_2_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., sharding: _Optional[_Union[Sharding, str]] = ..., communication_type_2: _Optional[_Union[CommunicationType, str]] = ..., communication_size_2: _Optional[float] = ..., shard_outer_M: _Optional[int] = ..., shard_K: _Optional[int] = ..., shard_N: _Optional[int] = ..., memory_size: _Optional[float] = ..., skip_weight: _Optional[bool] = ..., use_effective_stage: _Optional[bool] = ..., num_input: _Optional[int] = ..., sram_extra: _Optional[float] = ..., dram_extra: _Optional[float] = ...) -> None: ...
 
 class ElementwiseInput1(_message.Message):
-    __slots__ = ("outer", "M", "N", "input_tensor_size", "output_tensor_size", "tiling", "communication_type", "communication_size")
+    __slots__ = ("outer", "M", "N", "input_tensor_size", "output_tensor_size", "tiling", "communication_type", "communication_size", "sharding", "communication_type_2", "communication_size_2", "shard_outer_M", "shard_N", "memory_size", "num_input", "sram_extra", "dram_extra")
     OUTER_FIELD_NUMBER: _ClassVar[int]
     M_FIELD_NUMBER: _ClassVar[int]
     N_FIELD_NUMBER: _ClassVar[int]
@@ -282,6 +378,15 @@ class ElementwiseInput1(_message.Message):
     TILING_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATION_TYPE_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATION_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SHARDING_FIELD_NUMBER: _ClassVar[int]
+    COMMUNICATION_TYPE_2_FIELD_NUMBER: _ClassVar[int]
+    COMMUNICATION_SIZE_2_FIELD_NUMBER: _ClassVar[int]
+    SHARD_OUTER_M_FIELD_NUMBER: _ClassVar[int]
+    SHARD_N_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_SIZE_FIELD_NUMBER: _ClassVar[int]
+    NUM_INPUT_FIELD_NUMBER: _ClassVar[int]
+    SRAM_EXTRA_FIELD_NUMBER: _ClassVar[int]
+    DRAM_EXTRA_FIELD_NUMBER: _ClassVar[int]
     outer: int
     M: int
     N: int
@@ -290,10 +395,19 @@ class ElementwiseInput1(_message.Message):
     tiling: Tiling
     communication_type: CommunicationType
     communication_size: float
-    def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ...) -> None: ...
+    sharding: Sharding
+    communication_type_2: CommunicationType
+    communication_size_2: float
+    shard_outer_M: int
+    shard_N: int
+    memory_size: float
+    num_input: int
+    sram_extra: float
+    dram_extra: float
+    def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., sharding: _Optional[_Union[Sharding, str]] = ..., communication_type_2: _Optional[_Union[CommunicationType, str]] = ..., communication_size_2: _Optional[float] = ..., shard_outer_M: _Optional[int] = ..., shard_N: _Optional[int] = ..., memory_size: _Optional[float] = ..., num_input: _Optional[int] = ..., sram_extra: _Optional[float] = ..., dram_extra: _Optional[float] = ...) -> None: ...
 
 class ElementwiseInput1Input2(_message.Message):
-    __slots__ = ("outer", "M", "N", "input_tensor_1_size", "input_tensor_2_size", "output_tensor_size", "tiling", "communication_type", "communication_size")
+    __slots__ = ("outer", "M", "N", "input_tensor_1_size", "input_tensor_2_size", "output_tensor_size", "tiling", "communication_type", "communication_size", "sharding", "communication_type_2", "communication_size_2", "shard_outer_M", "shard_N", "memory_size", "num_input", "sram_extra", "dram_extra")
     OUTER_FIELD_NUMBER: _ClassVar[int]
     M_FIELD_NUMBER: _ClassVar[int]
     N_FIELD_NUMBER: _ClassVar[int]
@@ -303,6 +417,15 @@ class ElementwiseInput1Input2(_message.Message):
     TILING_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATION_TYPE_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATION_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SHARDING_FIELD_NUMBER: _ClassVar[int]
+    COMMUNICATION_TYPE_2_FIELD_NUMBER: _ClassVar[int]
+    COMMUNICATION_SIZE_2_FIELD_NUMBER: _ClassVar[int]
+    SHARD_OUTER_M_FIELD_NUMBER: _ClassVar[int]
+    SHARD_N_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_SIZE_FIELD_NUMBER: _ClassVar[int]
+    NUM_INPUT_FIELD_NUMBER: _ClassVar[int]
+    SRAM_EXTRA_FIELD_NUMBER: _ClassVar[int]
+    DRAM_EXTRA_FIELD_NUMBER: _ClassVar[int]
     outer: int
     M: int
     N: int
@@ -312,7 +435,16 @@ class ElementwiseInput1Input2(_message.Message):
     tiling: Tiling
     communication_type: CommunicationType
     communication_size: float
-    def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_1_size: _Optional[float] = ..., input_tensor_2_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ...) -> None: ...
+    sharding: Sharding
+    communication_type_2: CommunicationType
+    communication_size_2: float
+    shard_outer_M: int
+    shard_N: int
+    memory_size: float
+    num_input: int
+    sram_extra: float
+    dram_extra: float
+    def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_1_size: _Optional[float] = ..., input_tensor_2_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., sharding: _Optional[_Union[Sharding, str]] = ..., communication_type_2: _Optional[_Union[CommunicationType, str]] = ..., communication_size_2: _Optional[float] = ..., shard_outer_M: _Optional[int] = ..., shard_N: _Optional[int] = ..., memory_size: _Optional[float] = ..., num_input: _Optional[int] = ..., sram_extra: _Optional[float] = ..., dram_extra: _Optional[float] = ...) -> None: ...
 
 class EinsumKernel(_message.Message):
     __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size")
@@ -355,18 +487,36 @@ class OperandSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., role: _Optional[_Union[OperandRole, str]] = ..., dims: _Optional[_Iterable[str]] = ..., bytes_per_element: _Optional[float] = ...) -> None: ...
 
 class Connection(_message.Message):
-    __slots__ = ("startIdx", "endIdx", "id", "end_operand", "next_instance")
+    __slots__ = ("startIdx", "endIdx", "id", "end_operand", "next_instance", "communication_type", "communication_size", "buffer_depth", "tensor_size", "shard_tensor_size", "startName", "endName", "lane_stage_type", "zero_out")
     STARTIDX_FIELD_NUMBER: _ClassVar[int]
     ENDIDX_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     END_OPERAND_FIELD_NUMBER: _ClassVar[int]
     NEXT_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    COMMUNICATION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    COMMUNICATION_SIZE_FIELD_NUMBER: _ClassVar[int]
+    BUFFER_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SHARD_TENSOR_SIZE_FIELD_NUMBER: _ClassVar[int]
+    STARTNAME_FIELD_NUMBER: _ClassVar[int]
+    ENDNAME_FIELD_NUMBER: _ClassVar[int]
+    LANE_STAGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ZERO_OUT_FIELD_NUMBER: _ClassVar[int]
     startIdx: int
     endIdx: int
     id: int
     end_operand: str
     next_instance: bool
-    def __init__(self, startIdx: _Optional[int] = ..., endIdx: _Optional[int] = ..., id: _Optional[int] = ..., end_operand: _Optional[str] = ..., next_instance: _Optional[bool] = ...) -> None: ...
+    communication_type: CommunicationType
+    communication_size: float
+    buffer_depth: int
+    tensor_size: float
+    shard_tensor_size: float
+    startName: str
+    endName: str
+    lane_stage_type: LaneStageType
+    zero_out: bool
+    def __init__(self, startIdx: _Optional[int] = ..., endIdx: _Optional[int] = ..., id: _Optional[int] = ..., end_operand: _Optional[str] = ..., next_instance: _Optional[bool] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., buffer_depth: _Optional[int] = ..., tensor_size: _Optional[float] = ..., shard_tensor_size: _Optional[float] = ..., startName: _Optional[str] = ..., endName: _Optional[str] = ..., lane_stage_type: _Optional[_Union[LaneStageType, str]] = ..., zero_out: _Optional[bool] = ...) -> None: ...
 
 class Workload(_message.Message):
     __slots__ = ("llm_training", "llm_inference", "dlrm", "hpl", "fft", "gemm", "precision")
@@ -577,7 +727,7 @@ class Gemm(_message.Message):
     def __init__(self, M: _Optional[int] = ..., K: _Optional[int] = ..., N: _Optional[int] = ..., batch: _Optional[int] = ..., weight_operand: _Optional[bool] = ...) -> None: ...
 
 class System(_message.Message):
-    __slots__ = ("chip", "preset", "num_chip", "accelerator", "memory", "memory_levels", "topology", "r", "sw", "fc", "r_r", "r_fc", "r_sw", "sw_sw", "fc_fc", "r_r_r", "r_sw_sw", "sw_sw_sw", "chip_table")
+    __slots__ = ("chip", "preset", "num_chip", "accelerator", "memory", "memory_levels", "topology", "r", "sw", "fc", "r_r", "r_fc", "r_sw", "sw_sw", "fc_fc", "r_r_r", "r_sw_sw", "sw_sw_sw", "chip_table", "HBD")
     CHIP_FIELD_NUMBER: _ClassVar[int]
     PRESET_FIELD_NUMBER: _ClassVar[int]
     NUM_CHIP_FIELD_NUMBER: _ClassVar[int]
@@ -597,6 +747,7 @@ class System(_message.Message):
     R_SW_SW_FIELD_NUMBER: _ClassVar[int]
     SW_SW_SW_FIELD_NUMBER: _ClassVar[int]
     CHIP_TABLE_FIELD_NUMBER: _ClassVar[int]
+    HBD_FIELD_NUMBER: _ClassVar[int]
     chip: str
     preset: str
     num_chip: int
@@ -616,10 +767,11 @@ class System(_message.Message):
     r_sw_sw: R_SW_SW
     sw_sw_sw: SW_SW_SW
     chip_table: str
-    def __init__(self, chip: _Optional[str] = ..., preset: _Optional[str] = ..., num_chip: _Optional[int] = ..., accelerator: _Optional[_Union[Accelerator, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., memory_levels: _Optional[_Iterable[_Union[MemoryLevel, _Mapping]]] = ..., topology: _Optional[_Iterable[_Union[TopologyLevel, _Mapping]]] = ..., r: _Optional[_Union[R, _Mapping]] = ..., sw: _Optional[_Union[SW, _Mapping]] = ..., fc: _Optional[_Union[FC, _Mapping]] = ..., r_r: _Optional[_Union[R_R, _Mapping]] = ..., r_fc: _Optional[_Union[R_FC, _Mapping]] = ..., r_sw: _Optional[_Union[R_SW, _Mapping]] = ..., sw_sw: _Optional[_Union[SW_SW, _Mapping]] = ..., fc_fc: _Optional[_Union[FC_FC, _Mapping]] = ..., r_r_r: _Optional[_Union[R_R_R, _Mapping]] = ..., r_sw_sw: _Optional[_Union[R_SW_SW, _Mapping]] = ..., sw_sw_sw: _Optional[_Union[SW_SW_SW, _Mapping]] = ..., chip_table: _Optional[str] = ...) -> None: ...
+    HBD: int
+    def __init__(self, chip: _Optional[str] = ..., preset: _Optional[str] = ..., num_chip: _Optional[int] = ..., accelerator: _Optional[_Union[Accelerator, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., memory_levels: _Optional[_Iterable[_Union[MemoryLevel, _Mapping]]] = ..., topology: _Optional[_Iterable[_Union[TopologyLevel, _Mapping]]] = ..., r: _Optional[_Union[R, _Mapping]] = ..., sw: _Optional[_Union[SW, _Mapping]] = ..., fc: _Optional[_Union[FC, _Mapping]] = ..., r_r: _Optional[_Union[R_R, _Mapping]] = ..., r_fc: _Optional[_Union[R_FC, _Mapping]] = ..., r_sw: _Optional[_Union[R_SW, _Mapping]] = ..., sw_sw: _Optional[_Union[SW_SW, _Mapping]] = ..., fc_fc: _Optional[_Union[FC_FC, _Mapping]] = ..., r_r_r: _Optional[_Union[R_R_R, _Mapping]] = ..., r_sw_sw: _Optional[_Union[R_SW_SW, _Mapping]] = ..., sw_sw_sw: _Optional[_Union[SW_SW_SW, _Mapping]] = ..., chip_table: _Optional[str] = ..., HBD: _Optional[int] = ...) -> None: ...
 
 class Accelerator(_message.Message):
-    __slots__ = ("core", "systolic_width", "systolic_height", "sram_cap", "freq", "fp64_tflops", "fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops", "fp8_tflops", "int8_tflops", "int4_tflops", "vector_tflops", "l2_cap", "l2_bw_GBps", "efficiency")
+    __slots__ = ("core", "systolic_width", "systolic_height", "sram_cap", "freq", "fp64_tflops", "fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops", "fp8_tflops", "int8_tflops", "int4_tflops", "vector_tflops", "l2_cap", "l2_bw_GBps", "efficiency", "pmu", "pmu_cap", "x", "y", "placement", "link_latency")
     CORE_FIELD_NUMBER: _ClassVar[int]
     SYSTOLIC_WIDTH_FIELD_NUMBER: _ClassVar[int]
     SYSTOLIC_HEIGHT_FIELD_NUMBER: _ClassVar[int]
@@ -637,6 +789,12 @@ class Accelerator(_message.Message):
     L2_CAP_FIELD_NUMBER: _ClassVar[int]
     L2_BW_GBPS_FIELD_NUMBER: _ClassVar[int]
     EFFICIENCY_FIELD_NUMBER: _ClassVar[int]
+    PMU_FIELD_NUMBER: _ClassVar[int]
+    PMU_CAP_FIELD_NUMBER: _ClassVar[int]
+    X_FIELD_NUMBER: _ClassVar[int]
+    Y_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    LINK_LATENCY_FIELD_NUMBER: _ClassVar[int]
     core: int
     systolic_width: int
     systolic_height: int
@@ -654,7 +812,13 @@ class Accelerator(_message.Message):
     l2_cap: float
     l2_bw_GBps: float
     efficiency: Efficiency
-    def __init__(self, core: _Optional[int] = ..., systolic_width: _Optional[int] = ..., systolic_height: _Optional[int] = ..., sram_cap: _Optional[float] = ..., freq: _Optional[float] = ..., fp64_tflops: _Optional[float] = ..., fp32_tflops: _Optional[float] = ..., tf32_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tflops: _Optional[float] = ..., int4_tflops: _Optional[float] = ..., vector_tflops: _Optional[float] = ..., l2_cap: _Optional[float] = ..., l2_bw_GBps: _Optional[float] = ..., efficiency: _Optional[_Union[Efficiency, _Mapping]] = ...) -> None: ...
+    pmu: int
+    pmu_cap: float
+    x: int
+    y: int
+    placement: str
+    link_latency: float
+    def __init__(self, core: _Optional[int] = ..., systolic_width: _Optional[int] = ..., systolic_height: _Optional[int] = ..., sram_cap: _Optional[float] = ..., freq: _Optional[float] = ..., fp64_tflops: _Optional[float] = ..., fp32_tflops: _Optional[float] = ..., tf32_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tflops: _Optional[float] = ..., int4_tflops: _Optional[float] = ..., vector_tflops: _Optional[float] = ..., l2_cap: _Optional[float] = ..., l2_bw_GBps: _Optional[float] = ..., efficiency: _Optional[_Union[Efficiency, _Mapping]] = ..., pmu: _Optional[int] = ..., pmu_cap: _Optional[float] = ..., x: _Optional[int] = ..., y: _Optional[int] = ..., placement: _Optional[str] = ..., link_latency: _Optional[float] = ...) -> None: ...
 
 class Efficiency(_message.Message):
     __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source", "gemm_util_by_precision", "compute_util")
@@ -717,12 +881,16 @@ class BusBandwidthPoint(_message.Message):
     def __init__(self, message_bytes: _Optional[float] = ..., bus_bw_util: _Optional[float] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("dram_bw", "dram_cap")
+    __slots__ = ("dram_bw", "dram_cap", "second_dram_bw", "second_dram_cap")
     DRAM_BW_FIELD_NUMBER: _ClassVar[int]
     DRAM_CAP_FIELD_NUMBER: _ClassVar[int]
+    SECOND_DRAM_BW_FIELD_NUMBER: _ClassVar[int]
+    SECOND_DRAM_CAP_FIELD_NUMBER: _ClassVar[int]
     dram_bw: float
     dram_cap: float
-    def __init__(self, dram_bw: _Optional[float] = ..., dram_cap: _Optional[float] = ...) -> None: ...
+    second_dram_bw: float
+    second_dram_cap: float
+    def __init__(self, dram_bw: _Optional[float] = ..., dram_cap: _Optional[float] = ..., second_dram_bw: _Optional[float] = ..., second_dram_cap: _Optional[float] = ...) -> None: ...
 
 class MemoryLevel(_message.Message):
     __slots__ = ("name", "bandwidth_GBps", "capacity_bytes")
@@ -959,7 +1127,7 @@ class Cost(_message.Message):
     def __init__(self, accelerator_price: _Optional[float] = ..., accelerator_power: _Optional[float] = ..., dram_unit_price: _Optional[float] = ..., dram_unit_power: _Optional[float] = ..., link_unit_price: _Optional[float] = ..., link_unit_power_x: _Optional[float] = ..., link_unit_power_y: _Optional[float] = ..., link_unit_power_z: _Optional[float] = ..., switch_unit_price: _Optional[float] = ..., switch_unit_power: _Optional[float] = ..., energy_per_flop_pJ: _Optional[float] = ..., energy_per_dram_byte_pJ: _Optional[float] = ..., energy_per_link_byte_pJ: _Optional[float] = ...) -> None: ...
 
 class Llm(_message.Message):
-    __slots__ = ("hidden_dim", "head_dim", "num_head", "seq_len", "num_layer", "global_batch_size", "micro_batch_size", "num_layer_in_graph", "vocab_size")
+    __slots__ = ("hidden_dim", "head_dim", "num_head", "seq_len", "num_layer", "global_batch_size", "micro_batch_size", "num_layer_in_graph", "vocab_size", "tile_size")
     HIDDEN_DIM_FIELD_NUMBER: _ClassVar[int]
     HEAD_DIM_FIELD_NUMBER: _ClassVar[int]
     NUM_HEAD_FIELD_NUMBER: _ClassVar[int]
@@ -969,6 +1137,7 @@ class Llm(_message.Message):
     MICRO_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     NUM_LAYER_IN_GRAPH_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TILE_SIZE_FIELD_NUMBER: _ClassVar[int]
     hidden_dim: int
     head_dim: int
     num_head: int
@@ -978,16 +1147,81 @@ class Llm(_message.Message):
     micro_batch_size: int
     num_layer_in_graph: int
     vocab_size: int
-    def __init__(self, hidden_dim: _Optional[int] = ..., head_dim: _Optional[int] = ..., num_head: _Optional[int] = ..., seq_len: _Optional[int] = ..., num_layer: _Optional[int] = ..., global_batch_size: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_layer_in_graph: _Optional[int] = ..., vocab_size: _Optional[int] = ...) -> None: ...
+    tile_size: int
+    def __init__(self, hidden_dim: _Optional[int] = ..., head_dim: _Optional[int] = ..., num_head: _Optional[int] = ..., seq_len: _Optional[int] = ..., num_layer: _Optional[int] = ..., global_batch_size: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_layer_in_graph: _Optional[int] = ..., vocab_size: _Optional[int] = ..., tile_size: _Optional[int] = ...) -> None: ...
+
+class DfmDlrm(_message.Message):
+    __slots__ = ("num_table", "emb_dim", "row", "global_batch_size", "num_copy")
+    NUM_TABLE_FIELD_NUMBER: _ClassVar[int]
+    EMB_DIM_FIELD_NUMBER: _ClassVar[int]
+    ROW_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    NUM_COPY_FIELD_NUMBER: _ClassVar[int]
+    num_table: int
+    emb_dim: int
+    row: int
+    global_batch_size: int
+    num_copy: int
+    def __init__(self, num_table: _Optional[int] = ..., emb_dim: _Optional[int] = ..., row: _Optional[int] = ..., global_batch_size: _Optional[int] = ..., num_copy: _Optional[int] = ...) -> None: ...
+
+class DfmHpl(_message.Message):
+    __slots__ = ("n", "b", "num_copy")
+    N_FIELD_NUMBER: _ClassVar[int]
+    B_FIELD_NUMBER: _ClassVar[int]
+    NUM_COPY_FIELD_NUMBER: _ClassVar[int]
+    n: int
+    b: int
+    num_copy: int
+    def __init__(self, n: _Optional[int] = ..., b: _Optional[int] = ..., num_copy: _Optional[int] = ...) -> None: ...
+
+class DfmFft(_message.Message):
+    __slots__ = ("length", "num_copy")
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    NUM_COPY_FIELD_NUMBER: _ClassVar[int]
+    length: int
+    num_copy: int
+    def __init__(self, length: _Optional[int] = ..., num_copy: _Optional[int] = ...) -> None: ...
+
+class DfmFftLlm(_message.Message):
+    __slots__ = ("hidden", "seq_len", "effective_stage")
+    HIDDEN_FIELD_NUMBER: _ClassVar[int]
+    SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_STAGE_FIELD_NUMBER: _ClassVar[int]
+    hidden: int
+    seq_len: int
+    effective_stage: int
+    def __init__(self, hidden: _Optional[int] = ..., seq_len: _Optional[int] = ..., effective_stage: _Optional[int] = ...) -> None: ...
+
+class DfmMamba(_message.Message):
+    __slots__ = ("hidden", "seq_len", "tile_size", "effective_stage")
+    HIDDEN_FIELD_NUMBER: _ClassVar[int]
+    SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    TILE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_STAGE_FIELD_NUMBER: _ClassVar[int]
+    hidden: int
+    seq_len: int
+    tile_size: int
+    effective_stage: int
+    def __init__(self, hidden: _Optional[int] = ..., seq_len: _Optional[int] = ..., tile_size: _Optional[int] = ..., effective_stage: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "pin_sharding", "pipeline_schedule", "serialize_network", "overlap")
+    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "dlrm", "hpl", "fft", "gemm_fft_llm", "vector_fft_llm", "regular_fft_llm", "mamba", "separate_rs_ag_for_ar", "skip_inter_chip_optimization", "effective_stage", "pin_sharding", "pipeline_schedule", "serialize_network", "overlap")
     EXECUTION_STYLE_FIELD_NUMBER: _ClassVar[int]
     NUM_CONFIG_FIELD_NUMBER: _ClassVar[int]
     PERFECT_OVERLAP_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_UTIL_FIELD_NUMBER: _ClassVar[int]
     WORD_FIELD_NUMBER: _ClassVar[int]
     LLM_FIELD_NUMBER: _ClassVar[int]
+    DLRM_FIELD_NUMBER: _ClassVar[int]
+    HPL_FIELD_NUMBER: _ClassVar[int]
+    FFT_FIELD_NUMBER: _ClassVar[int]
+    GEMM_FFT_LLM_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_FFT_LLM_FIELD_NUMBER: _ClassVar[int]
+    REGULAR_FFT_LLM_FIELD_NUMBER: _ClassVar[int]
+    MAMBA_FIELD_NUMBER: _ClassVar[int]
+    SEPARATE_RS_AG_FOR_AR_FIELD_NUMBER: _ClassVar[int]
+    SKIP_INTER_CHIP_OPTIMIZATION_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_STAGE_FIELD_NUMBER: _ClassVar[int]
     PIN_SHARDING_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     SERIALIZE_NETWORK_FIELD_NUMBER: _ClassVar[int]
@@ -998,11 +1232,21 @@ class Execution(_message.Message):
     compute_util: float
     word: float
     llm: Llm
+    dlrm: DfmDlrm
+    hpl: DfmHpl
+    fft: DfmFft
+    gemm_fft_llm: DfmFftLlm
+    vector_fft_llm: DfmFftLlm
+    regular_fft_llm: DfmFftLlm
+    mamba: DfmMamba
+    separate_rs_ag_for_ar: bool
+    skip_inter_chip_optimization: bool
+    effective_stage: int
     pin_sharding: bool
     pipeline_schedule: str
     serialize_network: bool
     overlap: OverlapMode
-    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ..., overlap: _Optional[_Union[OverlapMode, str]] = ...) -> None: ...
+    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., dlrm: _Optional[_Union[DfmDlrm, _Mapping]] = ..., hpl: _Optional[_Union[DfmHpl, _Mapping]] = ..., fft: _Optional[_Union[DfmFft, _Mapping]] = ..., gemm_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., vector_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., regular_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., mamba: _Optional[_Union[DfmMamba, _Mapping]] = ..., separate_rs_ag_for_ar: _Optional[bool] = ..., skip_inter_chip_optimization: _Optional[bool] = ..., effective_stage: _Optional[int] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ..., overlap: _Optional[_Union[OverlapMode, str]] = ...) -> None: ...
 
 class Gurobi(_message.Message):
     __slots__ = ("thread", "gap", "time")

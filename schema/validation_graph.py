@@ -20,8 +20,8 @@ def check_graph(g: setup_pb2.DataflowGraph, num_config: int, p: Problems) -> Non
     kernels: dict[int, setup_pb2.Kernel] = {}
     for i, k in enumerate(g.kernels):
         kp = f"dataflow_graph.kernels[{i}]"
-        if k.id < 1:
-            p.add(f"{kp}.id", "must be a positive integer", k.id, "give a unique id >= 1")
+        if k.id < 0:  # DFModel's own inputs leave one kernel's id out: id 0
+            p.add(f"{kp}.id", "must be a non-negative integer", k.id, "give a unique id >= 0")
         elif k.id in ids:
             p.add(f"{kp}.id", f"repeats the id of {ids[k.id]}", k.id, "kernel ids must be unique")
         else:

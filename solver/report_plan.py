@@ -134,7 +134,8 @@ def workload_flop(workload: Workload, choice: Choice) -> float:
     for p in workload.phases:
         per_phase[p.name] = sum(k.flop for k in p.graph.kernels if k.pass_ != Pass.RECOMPUTE)
     if workload.kind == "training":
-        sequences = workload.global_batch / max(workload.micro_batch, 1)
+        instances = max(workload.instances_per_micro_batch, 1)
+        sequences = workload.global_batch / max(workload.micro_batch, 1) * instances
         return sum(per_phase[p.name] * p.count for p in workload.phases) * sequences
     return sum(per_phase[p.name] * p.count * p.steps for p in workload.phases)
 
@@ -151,6 +152,7 @@ def energy_of(
     repeat = {p.name: p.count * p.steps / pp for p in workload.phases}
     if workload.kind == "training":
         mb = workload.global_batch / max(workload.micro_batch, 1) / choice.degree("DP")
+        mb *= max(workload.instances_per_micro_batch, 1)
         repeat = {p.name: p.count * mb / pp for p in workload.phases}
     for ph in phases:
         per_chip += sum(k.energy_J for k in ph.kernels) * repeat[ph.name]

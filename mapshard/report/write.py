@@ -23,8 +23,10 @@ def result_files(
     setup_text_with_plan: str | None = None,
     system: System | None = None,
     workload: Workload | None = None,
+    extra: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """File name -> content of everything in a result folder (no disk access)."""
+    """File name -> content of everything in a result folder (no disk access); `extra`:
+    further text files (DFModel's dse_final.txt)."""
     dot = mapping_dot(plan, workload)
     svg = render_svg(dot, sum(len(p.kernels) for p in plan.phases))
     files = {
@@ -40,6 +42,8 @@ def result_files(
         files["mapping.svg"] = svg
     if setup_text_with_plan is not None:
         files["plan.txt"] = setup_text_with_plan.rstrip("\n") + "\n"
+    for name, text in (extra or {}).items():
+        files[name] = text.rstrip("\n") + "\n"
     return files
 
 
@@ -49,6 +53,7 @@ def write_results(
     setup_text_with_plan: str | None = None,
     system: System | None = None,
     workload: Workload | None = None,
+    extra: dict[str, str] | None = None,
 ) -> list[Path]:
     """Write the result folder atomically; returns the paths written, sorted.
 
@@ -56,4 +61,6 @@ def write_results(
     `workload` gives mapping.dot the graph's edges and the frontier exact GEMM shapes.
     Raises SetupError when out_dir holds anything MapShard did not write.
     """
-    return replace_folder(out_dir, result_files(plan, setup_text_with_plan, system, workload))
+    return replace_folder(
+        out_dir, result_files(plan, setup_text_with_plan, system, workload, extra)
+    )

@@ -8,11 +8,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from generator.graph import Communication, Kernel, KernelGraph, KernelKind, OperandRole, Pass
+from generator.graph import Kernel, KernelGraph, KernelKind, OperandRole, Pass
 from hardware.system import Chip
 from schema.tiles import STREAM, parse_tile
 from solver.cost import efficiency, frontier
 from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
+from solver.cost.own_network import own_network
 from solver.cost.problem import REPLICATED, EdgeCost, KernelMenu, MappingProblem, Option, Span
 from solver.cost.weights import WeightRule, weight_storage
 
@@ -146,7 +147,7 @@ def build_menu(
         frac = math.prod(sizes.values()) / full_elems if full_elems else 1.0
         flop = kernel.flop * frac
         compute = _compute_time(kernel, chip, sizes, flop, math_precision)
-        net_s, net_b, coll = _own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
+        net_s, net_b, coll = own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
         stored, sync = (), 0.0
         if weights is not None:
             stored, replicated = weight_storage(kernel, s, tp)
@@ -195,6 +196,8 @@ def _compute_time(
 ) -> float:
     if flop <= 0:
         return 0.0
+    if kernel.unit == "vector":  # the input says the vector unit runs it (DFModel SIMD)
+        return flop / (chip.vector_flops * efficiency.vector_efficiency(chip))
     if _is_gemm(kernel):
         _, _, _, batch, m, n, k = _gemm_roles(kernel)
         bm = math.prod(sizes[d] for d in m)
@@ -207,7 +210,7 @@ def _compute_time(
         return flop / (
             _matrix_precision_peak(chip, precision) * efficiency.attention_efficiency(chip)
         )
-    if kernel.kind.uses_matrix_unit:
+    if kernel.kind.uses_matrix_unit or kernel.unit == "matrix":
         return flop / (
             _matrix_precision_peak(chip, precision)
             * efficiency.gemm_efficiency(chip, 1 << 14, 1 << 14, 1 << 14)
@@ -222,51 +225,15 @@ def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
     vector rate for the rest. `chip` is the chip after `efficiency.for_precision`."""
     if kernel.flop <= 0:
         return math.inf
-    if _is_gemm(kernel) or kernel.kind.uses_matrix_unit:
+    if kernel.unit != "vector" and (
+        _is_gemm(kernel) or kernel.kind.uses_matrix_unit or kernel.unit == "matrix"
+    ):
         eff = chip.efficiency
         util = eff.fixed_compute_util or (eff.gemm_util or 1.0)
         if kernel.kind == KernelKind.ATTENTION and not _is_gemm(kernel):
             util = efficiency.attention_efficiency(chip)
         return _matrix_precision_peak(chip, precision) * max(util, 1e-3)
     return chip.vector_flops * efficiency.vector_efficiency(chip)
-
-
-def _own_network(
-    kernel: Kernel,
-    sharding: str,
-    tp: int,
-    tp_span: Span,
-    group_spans: dict[str, Span],
-    out_bytes_full: float,
-) -> tuple[float, float, str]:
-    """Collectives the kernel needs by itself: a split reduction dim, and its implied
-    communication (all-to-all of expert dispatch, ...). Periodic DP gradient reductions are
-    charged once per step by the assembly, not here."""
-    time_s, sent, labels = 0.0, 0.0, []
-    split = sharding.split("+")[0]
-    if tp > 1 and split != REPLICATED and split in kernel.reduction_dims:
-        kind = "reduce_scatter" if sharding.endswith("+rs") else "all_reduce"
-        time_s += hierarchical_time(kind, out_bytes_full, tp_span)
-        sent += bytes_sent_per_chip(kind, out_bytes_full, tp)
-        labels.append(f"{kind} {out_bytes_full / 1e6:.3g} MB over tp")
-    comm = kernel.communication
-    if comm not in (Communication.NONE, Communication.ALL_REDUCE_PERIODIC):
-        span = group_spans.get(kernel.communication_group or "tp", ())
-        p = math.prod(q for _, q in span) if span else 1
-        if p > 1:
-            kind = {
-                Communication.ALL_REDUCE: "all_reduce",
-                Communication.ALL_TO_ALL: "all_to_all",
-                Communication.ALL_GATHER: "all_gather",
-                Communication.REDUCE_SCATTER: "reduce_scatter",
-                Communication.POINT_TO_POINT: "p2p",
-                Communication.BROADCAST: "broadcast",
-            }[comm]
-            size = kernel.communication_bytes
-            time_s += hierarchical_time(kind, size, span)
-            sent += bytes_sent_per_chip(kind, size, p)
-            labels.append(f"{kind} {size / 1e6:.3g} MB over {kernel.communication_group or 'tp'}")
-    return time_s, sent, "; ".join(labels)
 
 
 def _tilings(
@@ -334,7 +301,7 @@ def _per_step_gradient_reduction(
     parallel LayerNorm gradient) produces partial gradients that accumulate locally over the
     step's micro-batches and are all-reduced once per step (Megatron-LM reduces them after
     the last micro-batch; reduce-scattered, for a "+rs" sharding): each of the
-    `micro_batches` instances pays 1/micro_batches of the collective that `_own_network`
+    `micro_batches` instances pays 1/micro_batches of the collective that `own_network`
     charged it in full."""
     if kernel.pass_ != Pass.WGRAD or tp <= 1 or micro_batches <= 1:
         return menu
@@ -344,7 +311,7 @@ def _per_step_gradient_reduction(
     for o in menu.options:
         split = o.sharding.split("+")[0]
         if split != REPLICATED and split in kernel.reduction_dims:
-            # the same collective `_own_network` charged: reduce-scatter or all-reduce
+            # the same collective `own_network` charged: reduce-scatter or all-reduce
             kind = "reduce_scatter" if o.sharding.endswith("+rs") else "all_reduce"
             full_t = hierarchical_time(kind, out_bytes_full, tp_span)
             full_b = bytes_sent_per_chip(kind, out_bytes_full, tp)

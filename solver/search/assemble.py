@@ -47,7 +47,8 @@ def head_phases(workload: Workload) -> list[Phase]:
 def boundary_bytes(workload: Workload, phase: Phase) -> float:
     """Activation bytes crossing a pipeline-stage boundary for one graph instance."""
     if workload.model and workload.model.hidden_size:
-        tokens = _tokens(phase)
+        # a graph without a tokens dim (DFModel's) is one sequence of seq_len tokens
+        tokens = _tokens(phase) or workload.seq_len or 1
         return tokens * workload.model.hidden_size * workload.activation_bytes_per_element
     first = phase.graph.kernels[0]
     return sum(first.operand_bytes(o) for o in first.inputs if o.role == OperandRole.INPUT)
@@ -58,7 +59,7 @@ def _tokens(phase: Phase) -> int:
         sizes = k.dim_sizes
         if "tokens" in sizes:
             return sizes["tokens"]
-    return 1
+    return 0
 
 
 def gradient_bytes(workload: Workload) -> float:
@@ -68,7 +69,7 @@ def gradient_bytes(workload: Workload) -> float:
         for k in p.graph.kernels:
             if k.communication == Communication.ALL_REDUCE_PERIODIC:
                 total += k.communication_bytes * p.count
-    if total == 0 and workload.kind == "training":
+    if total == 0 and workload.kind == "training" and not workload.forward_only:
         total = param_count(workload) * workload.weight_bytes_per_param
     return total
 
@@ -114,6 +115,7 @@ def training_times(
         stage += math.ceil(p.count / pp) * phase_latency[p.name]
     for p in head_phases(workload):
         stage += p.count * phase_latency[p.name]
+    stage *= max(workload.instances_per_micro_batch, 1)
     stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency)
     transfer = 0.0
     if pp > 1:
@@ -121,6 +123,7 @@ def training_times(
         # each stage sends and receives v activations forward and v gradients backward
         v = max(workload.virtual_pipeline, 1)
         bytes_ = max(boundary_bytes(workload, p) for p in layer_phases(workload)) / tp
+        bytes_ *= max(workload.instances_per_micro_batch, 1)
         transfer = 2 * v * hierarchical_time("p2p", bytes_, choice.span("PP"))
     stage_total = stage + transfer
     pipeline = pipeline_time(stage_total, m, pp, workload.virtual_pipeline)
@@ -147,7 +150,7 @@ def training_times(
     opt_bytes = (
         2 * params_chip * (workload.weight_bytes_per_param + workload.optimizer_bytes_per_param)
     ) / shard
-    optimizer = opt_bytes / dram_Bps
+    optimizer = 0.0 if workload.forward_only else opt_bytes / dram_Bps
     total = pipeline + dp_time + optimizer
     return StepTimes(
         latency_s=total,
@@ -242,7 +245,7 @@ def weight_rule(workload: Workload, choice: Choice) -> WeightRule:
     the (m + (pp-1)/v) runs of each graph instance in a step (`training_times`)."""
     pp, dp = choice.degree("PP"), choice.degree("DP")
     wbytes = workload.weight_bytes_per_param
-    if workload.kind != "training":
+    if workload.kind != "training" or workload.forward_only:  # no gradients to reduce
         return WeightRule(wbytes)
     z = workload.zero_stage
     opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
@@ -312,7 +315,7 @@ def memory_use(
         chips = tp * pp * dp
         act = workload.resident_bytes / chips + workload.workspace_bytes
         return MemoryUse(weights=stored * wbytes, activations=act, capacity=capacity)
-    if workload.kind != "training":
+    if workload.kind != "training" or workload.forward_only:  # no gradients, no optimizer
         weights = stored * wbytes
         kv = workload.kv_cache_bytes / (tp * pp)
         act = max((_peak_activation(p) for p in workload.phases), default=0.0) / tp

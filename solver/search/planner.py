@@ -400,6 +400,8 @@ def _problem(
     weights: WeightRule | None = None,
 ) -> MappingProblem:
     spans = {name.lower(): span for name, span in choice.spans}
+    # every chip: DFModel's non-LLM graphs run their kernels' collectives over all of them
+    spans["all"] = tuple(level for _, span in choice.spans for level in span)
     return build_problem(
         graph,
         efficiency.for_precision(system.chip, execution.math_precision),

@@ -10,7 +10,8 @@ from google.protobuf import text_format
 from generator.build import build_workload
 from generator.dfmodel_gpt import dfmodel_gpt_graph
 from generator.graph import KernelKind, OperandRole, Pass
-from generator.proto_graph import graph_from_proto, graph_to_proto
+from generator.proto_graph import graph_from_proto
+from generator.proto_write import graph_to_proto
 from schema import setup_pb2
 from schema.errors import SetupError
 from schema.setup_io import load_setup

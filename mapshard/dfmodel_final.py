@@ -1,0 +1,118 @@
+"""dse_final.txt: DFModel's record of the chosen mapping, for DFModel users' scripts.
+
+DFModel writes its input back with the mapping filled in (`dse_final.txt`, protobuf text of
+its `DSE` message): per kernel its topological number, configuration, `sharding` and the
+per-chip shard sizes `shard_outer_M` / `shard_K` / `shard_N`; per connection its
+`tensor_size`, `shard_tensor_size`, `buffer_depth` and `startName` / `endName`. This file
+has the same shape, with MapShard's chosen mapping, for a setup whose graph uses DFModel's
+kernel variants; scripts that parse DFModel's file with DFModel's schema read it too (the
+MapShard-only fields are left out).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from google.protobuf import text_format
+
+from mapshard.pipeline import Scenario, execution_options
+from schema import setup_pb2
+from schema.dfmodel_spelling import DFMODEL_VARIANTS
+from solver.plan import Plan
+
+FILE_NAME = "dse_final.txt"
+SHARDING = {
+    "outer": setup_pb2.OUTER_SHARDING,
+    "M": setup_pb2.M_SHARDING,
+    "K": setup_pb2.K_SHARDING,
+    "N": setup_pb2.N_SHARDING,
+}
+# the top-level blocks of DFModel's DSE message; the rest is MapShard's own
+DSE_FIELDS = ("dataflow_graph", "system", "cost", "execution", "gurobi")
+MAPSHARD_ONLY = ("pin_sharding", "pipeline_schedule", "serialize_network")
+WHOLE = re.compile(r"^(\s*(?:word|time): -?\d+)\.0$", re.M)
+
+
+def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
+    """The dse_final.txt text of `plan`, or None when the setup is not a DFModel graph."""
+    setup = scenario.setup
+    kernels = setup.dataflow_graph.kernels
+    if not any(k.WhichOneof("kernel_variant") in DFMODEL_VARIANTS for k in kernels):
+        return None
+    out = setup_pb2.Setup()
+    for name in DSE_FIELDS:
+        if setup.HasField(name):
+            getattr(out, name).CopyFrom(getattr(setup, name))
+    out.execution.perfect_overlap = execution_options(setup).overlap
+    for name in MAPSHARD_ONLY:
+        out.execution.ClearField(name)
+    tp = max(plan.parallelism.get("tp", 1), 1)
+    chosen = {k.name: k for p in plan.phases for k in p.kernels}
+    level = topological_numbers(out.dataflow_graph)
+    split: dict[int, bool] = {}
+    for kernel in out.dataflow_graph.kernels:
+        kernel.ClearField("sharding")  # MapShard's pin field: DFModel's is in the variant
+        kernel.ClearField("tile")
+        variant = kernel.WhichOneof("kernel_variant")
+        k = chosen.get(kernel.name)
+        if variant not in DFMODEL_VARIANTS or k is None:
+            continue
+        kernel.topological_number = level[kernel.id]
+        kernel.config = k.config
+        dim = k.sharding.split("+")[0]
+        split[kernel.id] = dim in SHARDING and tp > 1
+        _shard_sizes(getattr(kernel, variant), dim if split[kernel.id] else "", tp)
+    by_id = {k.id: k for k in out.dataflow_graph.kernels}
+    for c in out.dataflow_graph.connections:
+        src, dst = by_id.get(c.startIdx), by_id.get(c.endIdx)
+        if src is None or dst is None or src.WhichOneof("kernel_variant") not in DFMODEL_VARIANTS:
+            continue
+        size = getattr(src, src.WhichOneof("kernel_variant")).output_tensor_size
+        c.tensor_size = size
+        c.shard_tensor_size = size / tp if split.get(src.id) else size
+        c.startName, c.endName = src.name, dst.name
+        c.buffer_depth = level[dst.id] - level[src.id] + 1
+    header = f"# MapShard's chosen mapping for {plan.scenario}, in DFModel's dse_final.txt shape\n"
+    # DFModel's schema has word and gurobi.time as integers: "2", not MapShard's "2.0"
+    return header + WHOLE.sub(r"\1", text_format.MessageToString(out))
+
+
+def topological_numbers(graph: setup_pb2.DataflowGraph) -> dict[int, int]:
+    """Kernel id -> its round in a layer-by-layer topological sort (kernels with no
+    unsorted producer take the next number together), as DFModel numbers them."""
+    ids = [k.id for k in graph.kernels]
+    indegree = dict.fromkeys(ids, 0)
+    succ: dict[int, list[int]] = {i: [] for i in ids}
+    for c in graph.connections:
+        if c.startIdx in succ and c.endIdx in indegree:
+            succ[c.startIdx].append(c.endIdx)
+            indegree[c.endIdx] += 1
+    level: dict[int, int] = {}
+    rnd = 0
+    while len(level) < len(ids):
+        ready = [i for i in ids if i not in level and indegree[i] == 0]
+        if not ready:  # a cycle: validation refuses it before any plan exists
+            raise ValueError("the dataflow graph has a cycle")
+        for i in ready:
+            level[i] = rnd
+        for i in ready:
+            for j in succ[i]:
+                indegree[j] -= 1
+        rnd += 1
+    return level
+
+
+def _shard_sizes(body, dim: str, tp: int) -> None:
+    """shard_outer_M (outer x M), shard_K, shard_N: the loop sizes one chip holds."""
+    outer = body.outer if body.HasField("outer") else 1
+    sizes = {"outer": outer, "M": body.M, "N": body.N}
+    if hasattr(body, "K"):
+        sizes["K"] = body.K
+    if dim:
+        sizes[dim] = math.ceil(sizes[dim] / tp)
+    body.sharding = SHARDING.get(dim, setup_pb2.NO_SHARDING)
+    body.shard_outer_M = sizes["outer"] * sizes["M"]
+    body.shard_N = sizes["N"]
+    if "K" in sizes:
+        body.shard_K = sizes["K"]
