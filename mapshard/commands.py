@@ -26,10 +26,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     out = _out_dir(args.scenario, args.out)
     with Progress(enabled=not args.quiet) as progress:
-        result = pipeline.run(args.scenario, out, args.time_limit, progress.update)
+        result = pipeline.run(
+            args.scenario, out, args.time_limit, progress.update, not args.no_sensitivity
+        )
     plan = result.plan
     if not args.quiet:
-        print(format_summary(plan))
+        print(format_summary(plan, sensitivity=result.sensitivity))
         print(f"\nresults: {out}")
     if plan.stats.status == "time_limit":
         why = (

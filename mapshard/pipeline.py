@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from generator.graph import Workload
 from hardware.system import System
@@ -26,6 +27,9 @@ from schema.dfmodel import native_solver, normalise
 from schema.dtypes import precision_name
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import Plan
+
+if TYPE_CHECKING:
+    from mapshard.sensitivity import Sensitivity
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class Result:
     plan: Plan
     out: Path
     files: tuple[Path, ...]
+    sensitivity: Sensitivity | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -140,14 +145,23 @@ def check(scenario: Scenario, plan: Plan) -> Plan:
     return plan
 
 
-def write(scenario: Scenario, plan: Plan, out: str | Path) -> list[Path]:
+def write(
+    scenario: Scenario, plan: Plan, out: str | Path, sensitivity: Sensitivity | None = None
+) -> list[Path]:
     """The result folder, atomically; the workload gives mapping.dot the graph's real
-    edges and the report its data-movement frontier."""
+    edges and the report its data-movement frontier; `sensitivity` adds the what-if table."""
     from mapshard.plan_text import plan_setup_texts
     from mapshard.report.write import write_results
 
     text = plan_setup_texts(scenario, plan)
-    return write_results(plan, out, text, scenario.system, scenario.workload)
+    return write_results(plan, out, text, scenario.system, scenario.workload, sensitivity)
+
+
+def what_if(scenario: Scenario, plan: Plan, time_limit_s: float | None = None) -> Sensitivity:
+    """Each resource scaled x0.5 and x2, re-solved by `plan` (mapshard/sensitivity.py)."""
+    from mapshard.sensitivity import sensitivity
+
+    return sensitivity(scenario, plan, time_limit_s)
 
 
 # ---------------------------------------------------------------------------------------
@@ -183,16 +197,18 @@ def run(
     out: str | Path,
     time_limit_s: float | None = None,
     progress: Callable[..., None] | None = None,
+    sensitivity: bool = False,
 ) -> Result:
-    """`mapshard run`: load -> resolve -> generate -> solve -> check -> write. The result
-    folder is checked before the solve, so a bad --out costs no solver time."""
+    """`mapshard run`: load -> resolve -> generate -> solve -> check [-> what-if] -> write.
+    The result folder is checked before the solve, so a bad --out costs no solver time."""
     from mapshard.report.write import check_writable
 
     sc = load_scenario(scenario)
     check_writable(out)
     p = plan(sc, time_limit_s, progress)
-    files = write(sc, p, out)
-    return Result(scenario=sc, plan=p, out=Path(out), files=tuple(files))
+    table = what_if(sc, p, time_limit_s) if sensitivity else None
+    files = write(sc, p, out, table)
+    return Result(scenario=sc, plan=p, out=Path(out), files=tuple(files), sensitivity=table)
 
 
 # ---------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ hardware's limits."""
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generator.graph import Kernel, Workload
 from hardware.system import System
@@ -23,6 +23,9 @@ from mapshard.report.summary import (
 )
 from mapshard.report.tables import dims_text
 from solver.plan import KernelPlan, Plan
+
+if TYPE_CHECKING:
+    from mapshard.sensitivity import Sensitivity
 
 MAX_FRONTIER_GEMMS = 4
 MAX_KERNEL_ROWS = 40
@@ -422,11 +425,34 @@ def solver_section(plan: Plan) -> str:
     return out
 
 
+def sensitivity_section(sensitivity: Sensitivity | None) -> str:
+    """What-if: each resource scaled and re-solved (mapshard/sensitivity.py)."""
+    if sensitivity is None:
+        return ""
+    note = (
+        "Each resource scaled on its own and the scenario re-solved through the same search "
+        f"(at most {sensitivity.time_limit_s:.3g} s per re-solve); a row stopped at its time "
+        "limit shows the best plan found, an upper bound on the new latency."
+    )
+    return (
+        "<h2>What if</h2>"
+        + f"<p><b>{_e(sensitivity.binding())}</b></p>"
+        + _table(
+            ["resource", "scale", "latency", "change", "re-solve"],
+            sensitivity.table_rows(),
+            2,
+            narrow=True,
+        )
+        + f"<p class='note'>{_e(note)}</p>"
+    )
+
+
 def report_html(
     plan: Plan,
     system: System | None = None,
     workload: Workload | None = None,
     mapping_svg: str | None = None,
+    sensitivity: Sensitivity | None = None,
 ) -> str:
     """The whole page as text (deterministic for a given plan)."""
     badge = f'<span class="status {_e(plan.stats.status)}">{_e(plan.stats.status)}</span>'
@@ -448,6 +474,7 @@ def report_html(
         headline_cards(plan),
         inference_section(plan),
         time_section(plan),
+        sensitivity_section(sensitivity),
         roofline_section(plan, system),
         memory_section(plan),
         frontier_section(plan, system, workload),

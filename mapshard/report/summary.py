@@ -7,10 +7,13 @@ step, its busy time), so the table, the trace and the HTML agree to the last dig
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mapshard.report.fmt import finite
 from solver.plan import ConfigPlan, KernelPlan, PhasePlan, Plan
+
+if TYPE_CHECKING:
+    from mapshard.sensitivity import Sensitivity
 
 PARALLELISMS = ("tp", "pp", "dp", "ep", "cp")
 TIMING_KEYS = ("solve_time_s", "build_time_s")
@@ -92,9 +95,12 @@ def _phases(plan: Plan) -> list[dict[str, Any]]:
     ]
 
 
-def summary_dict(plan: Plan, include_timing: bool = True) -> dict[str, Any]:
+def summary_dict(
+    plan: Plan, include_timing: bool = True, sensitivity: Sensitivity | None = None
+) -> dict[str, Any]:
     """summary.json content. `include_timing=False` drops the wall-clock solver times, the
-    only values that differ between two runs of the same scenario."""
+    only values that differ between two runs of the same scenario; `sensitivity` adds the
+    what-if table under `sensitivity`."""
     st = plan.stats
     mem = plan.memory
     out: dict[str, Any] = {
@@ -154,14 +160,18 @@ def summary_dict(plan: Plan, include_timing: bool = True) -> dict[str, Any]:
         value = getattr(plan, key)
         if value is not None:
             out[key] = value
+    if sensitivity is not None:
+        out["sensitivity"] = sensitivity.as_dict()
     if not include_timing:
         out.pop("solve_time_s")
     return _clean(dict(sorted(out.items())))
 
 
-def summary_json(plan: Plan, include_timing: bool = True) -> str:
+def summary_json(
+    plan: Plan, include_timing: bool = True, sensitivity: Sensitivity | None = None
+) -> str:
     """summary.json text: sorted keys, two-space indent, trailing newline."""
-    data = summary_dict(plan, include_timing)
+    data = summary_dict(plan, include_timing, sensitivity)
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 

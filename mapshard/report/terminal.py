@@ -4,6 +4,7 @@ statistics lines verbatim (scripts written for DFModel grep for them)."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report.summary import (
@@ -16,6 +17,9 @@ from mapshard.report.summary import (
     step_components,
 )
 from solver.plan import Plan
+
+if TYPE_CHECKING:
+    from mapshard.sensitivity import Sensitivity
 
 MAX_CONFIG_ROWS = 12  # per phase
 
@@ -162,14 +166,34 @@ def dfmodel_lines(plan: Plan) -> list[str]:
     ]
 
 
-def format_summary(plan: Plan, color: bool | None = None) -> str:
-    """The terminal summary; bold headings only when `color` (default: stdout is a TTY)."""
+def sensitivity_lines(sensitivity: Sensitivity) -> list[str]:
+    """The what-if table: resource, scale, re-solved latency, change, re-solve status."""
+    rows = [["resource", "scale", "latency", "change", "re-solve"]]
+    rows += sensitivity.table_rows()
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = [
+        "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        + "  "
+        + r[4]
+        for r in rows
+    ]
+    return [lines[0], "-" * len(lines[0]), *lines[1:], sensitivity.binding()]
+
+
+def format_summary(
+    plan: Plan, color: bool | None = None, sensitivity: Sensitivity | None = None
+) -> str:
+    """The terminal summary; bold headings only when `color` (default: stdout is a TTY);
+    `sensitivity` adds the what-if table."""
     if color is None:
         color = sys.stdout.isatty()
     lines = [_bold("MapShard plan", color)]
     lines += headline_lines(plan)
     lines += ["", _bold("Where the time goes (per step)", color)]
     lines += config_table(plan)
+    if sensitivity is not None:
+        lines += ["", _bold("What if (each resource scaled, re-solved)", color)]
+        lines += sensitivity_lines(sensitivity)
     if plan.warnings:
         lines += ["", _bold("Warnings", color)] + [f"- {w}" for w in plan.warnings]
     lines += [""] + dfmodel_lines(plan)

@@ -4,6 +4,7 @@ folder MapShard owns (mapshard/outdir.py: atomic, never over the user's files)."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from generator.graph import Workload
 from hardware.system import System
@@ -15,6 +16,9 @@ from mapshard.report.tables import configs_csv, kernels_csv
 from mapshard.report.trace import trace_json
 from solver.plan import Plan
 
+if TYPE_CHECKING:
+    from mapshard.sensitivity import Sensitivity
+
 __all__ = ["MARKER", "check_replaceable", "check_writable", "result_files", "write_results"]
 
 
@@ -23,18 +27,19 @@ def result_files(
     setup_text_with_plan: str | None = None,
     system: System | None = None,
     workload: Workload | None = None,
+    sensitivity: Sensitivity | None = None,
 ) -> dict[str, str]:
     """File name -> content of everything in a result folder (no disk access)."""
     dot = mapping_dot(plan, workload)
     svg = render_svg(dot, sum(len(p.kernels) for p in plan.phases))
     files = {
-        "summary.json": summary_json(plan),
+        "summary.json": summary_json(plan, sensitivity=sensitivity),
         "timing.json": timing_json(plan),
         "kernels.csv": kernels_csv(plan),
         "configs.csv": configs_csv(plan),
         "trace.json": trace_json(plan),
         "mapping.dot": dot,
-        "report.html": report_html(plan, system, workload, svg),
+        "report.html": report_html(plan, system, workload, svg, sensitivity),
     }
     if svg is not None:
         files["mapping.svg"] = svg
@@ -49,11 +54,15 @@ def write_results(
     setup_text_with_plan: str | None = None,
     system: System | None = None,
     workload: Workload | None = None,
+    sensitivity: Sensitivity | None = None,
 ) -> list[Path]:
     """Write the result folder atomically; returns the paths written, sorted.
 
     `system` gives the roofline its DRAM bandwidth and the frontier the chip's SRAM;
-    `workload` gives mapping.dot the graph's edges and the frontier exact GEMM shapes.
+    `workload` gives mapping.dot the graph's edges and the frontier exact GEMM shapes;
+    `sensitivity` adds the what-if table to summary.json and report.html.
     Raises SetupError when out_dir holds anything MapShard did not write.
     """
-    return replace_folder(out_dir, result_files(plan, setup_text_with_plan, system, workload))
+    return replace_folder(
+        out_dir, result_files(plan, setup_text_with_plan, system, workload, sensitivity)
+    )
