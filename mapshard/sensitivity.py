@@ -69,9 +69,7 @@ class Sensitivity:
             "base_latency_s": self.base_latency_s,
             "resolve_time_limit_s": self.time_limit_s,
             "binding": self.binding(),
-            "rows": [
-                dataclasses.asdict(r) | {"latency_ratio": self.ratio(r)} for r in self.rows
-            ],
+            "rows": [dataclasses.asdict(r) | {"latency_ratio": self.ratio(r)} for r in self.rows],
         }
 
     def table_rows(self) -> list[list[str]]:
