@@ -60,6 +60,14 @@ def _money(x: float | None) -> str:
     return f"${fmt_si(x)}" if x else "not priced"
 
 
+def _watts(x: float | None) -> str:
+    return fmt_si(x, "W") if x else "not modelled"
+
+
+def _joules(x: float | None) -> str:
+    return fmt_si(x, "J") if x else "not modelled"
+
+
 # (label, value getter, formatter, lower is better)
 ROWS: tuple[tuple[str, Any, Any, bool | None], ...] = (
     ("status", lambda s, t: s.get("status"), str, None),
@@ -71,8 +79,8 @@ ROWS: tuple[tuple[str, Any, Any, bool | None], ...] = (
     ("tokens/s", lambda s, t: s.get("tokens_per_s"), fmt_si, False),
     ("FLOPS utilization", lambda s, t: s.get("flops_utilization"), fmt_pct, False),
     ("system cost", lambda s, t: s.get("system_cost"), _money, True),
-    ("system power", lambda s, t: s.get("system_power_W"), lambda x: fmt_si(x, "W"), True),
-    ("energy per step", lambda s, t: s.get("energy_J") or None, lambda x: fmt_si(x, "J"), True),
+    ("system power", lambda s, t: s.get("system_power_W"), _watts, True),
+    ("energy per step", lambda s, t: s.get("energy_J"), _joules, True),
     ("memory per chip", lambda s, t: s.get("memory_per_chip_bytes"), fmt_bytes, True),
     *((f"{b}-bound time", _bound_time(b), fmt_time, True) for b in BOUNDS),
 )
@@ -94,7 +102,8 @@ def table(sides: list[Side]) -> list[list[str]]:
             continue
         cells = [label]
         for i, v in enumerate(values):
-            text = "-" if v is None else fmt(v)
+            says_why = fmt in (_money, _watts, _joules)  # "not priced", "not modelled"
+            text = "-" if v is None and not says_why else fmt(v)
             cells.append(text + (_ratio(v, values[0]) if i else ""))
         rows.append(cells)
     return rows

@@ -11,6 +11,7 @@ from generator.graph import Kernel, Workload
 from hardware.system import System
 from mapshard.report import plots
 from mapshard.report.bounds import frontier_curves, gemm_shape
+from mapshard.report.energy import money_text, step_energy
 from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report.summary import (
     PARALLELISMS,
@@ -128,11 +129,11 @@ def headline_cards(plan: Plan) -> str:
             f"{fmt_pct(m.total / m.capacity)} of {fmt_bytes(m.capacity)}" if m.capacity else "",
         ),
         _card("workload", fmt_si(plan.workload_flop, "FLOP"), "per step"),
-        _card("system cost", "$" + fmt_si(plan.system_cost)),
+        _card("system cost", money_text(plan.system_cost)),
         _card(
             "system power",
-            fmt_si(plan.system_power_W, "W"),
-            f"energy {fmt_si(plan.energy_J, 'J')} per step",
+            fmt_si(plan.system_power_W, "W") if plan.system_power_W > 0 else "not modelled",
+            f"energy per step {step_energy(plan).text()}",
         ),
         # no wall-clock figure here: the report is byte-identical for identical input, the
         # times are in timing.json (and the terminal)

@@ -95,6 +95,14 @@ def _phases(plan: Plan) -> list[dict[str, Any]]:
     ]
 
 
+def _energy(plan: Plan) -> dict[str, Any]:
+    """energy_J per step (null when not modelled) and the model that gave it."""
+    from mapshard.report.energy import step_energy
+
+    e = step_energy(plan)
+    return {"energy_J": e.joules, "energy_model": e.model, "energy_utilisation": e.utilisation}
+
+
 def summary_dict(
     plan: Plan, include_timing: bool = True, sensitivity: Sensitivity | None = None
 ) -> dict[str, Any]:
@@ -130,7 +138,6 @@ def summary_dict(
         "micro_batches": plan.micro_batches,
         "system_cost": plan.system_cost,
         "system_power_W": plan.system_power_W,
-        "energy_J": plan.energy_J,
         "workload_flop": plan.workload_flop,
         "peak_flops_per_chip": plan.peak_flops_per_chip,
         "flops_utilization": plan.flops_utilization,
@@ -160,6 +167,7 @@ def summary_dict(
         value = getattr(plan, key)
         if value is not None:
             out[key] = value
+    out |= _energy(plan)
     if sensitivity is not None:
         out["sensitivity"] = sensitivity.as_dict()
     if not include_timing:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from mapshard.report.energy import money_text, step_energy
 from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report.summary import (
     PARALLELISMS,
@@ -94,14 +95,10 @@ def headline_lines(plan: Plan) -> list[str]:
         f"Memory per chip {fmt_bytes(m.total)}{cap}"
         + (": " + ", ".join(f"{n} {fmt_bytes(v)}" for n, v in parts) if parts else "")
     )
-    cost = f"${fmt_si(plan.system_cost)}" if plan.system_cost > 0 else "not priced"
-    energy = (
-        fmt_si(plan.energy_J, "J")
-        if plan.energy_J > 0
-        else "not modelled (no energy per FLOP/byte in cost)"
-    )
+    power = fmt_si(plan.system_power_W, "W") if plan.system_power_W > 0 else "not modelled"
     lines.append(
-        f"System cost {cost}, power {fmt_si(plan.system_power_W, 'W')}, energy per step {energy}"
+        f"System cost {money_text(plan.system_cost)}, power {power}, "
+        f"energy per step {step_energy(plan).text()}"
     )
     return lines
 
@@ -152,11 +149,13 @@ def config_table(plan: Plan) -> list[str]:
 
 
 def dfmodel_lines(plan: Plan) -> list[str]:
-    """DFModel's statistics, printed as DFModel prints them (`print(label, value)`)."""
+    """DFModel's statistics, printed as DFModel prints them (`print(label, value)`); a cost
+    or power the library does not know says so instead of printing 0."""
     deg = parallel_degrees(plan)
+    cost, power = float(plan.system_cost), float(plan.system_power_W)
     return [
-        f"System Cost {float(plan.system_cost)!r}",
-        f"System Power {float(plan.system_power_W)!r}",
+        f"System Cost {cost!r}" if cost > 0 else "System Cost not priced",
+        f"System Power {power!r}" if power > 0 else "System Power not modelled",
         f"Workload FLOP {float(plan.workload_flop)!r}",
         f"System FLOPS Utilization {float(plan.flops_utilization)!r}",
         f"Optimizer Runtime (s) {float(plan.stats.solve_time_s)!r}",
