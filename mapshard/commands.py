@@ -31,7 +31,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     plan = result.plan
     if not args.quiet:
-        print(format_summary(plan, sensitivity=result.sensitivity))
+        print(format_summary(plan, sensitivity=result.sensitivity, serving=result.serving))
         print(f"\nresults: {out}")
     if plan.stats.status == "time_limit":
         why = (

@@ -30,6 +30,7 @@ from solver.plan import Plan
 
 if TYPE_CHECKING:
     from mapshard.sensitivity import Sensitivity
+    from mapshard.serving import Serving
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Result:
     out: Path
     files: tuple[Path, ...]
     sensitivity: Sensitivity | None = None
+    serving: Serving | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -146,15 +148,20 @@ def check(scenario: Scenario, plan: Plan) -> Plan:
 
 
 def write(
-    scenario: Scenario, plan: Plan, out: str | Path, sensitivity: Sensitivity | None = None
+    scenario: Scenario,
+    plan: Plan,
+    out: str | Path,
+    sensitivity: Sensitivity | None = None,
+    serving: Serving | None = None,
 ) -> list[Path]:
     """The result folder, atomically; the workload gives mapping.dot the graph's real
-    edges and the report its data-movement frontier; `sensitivity` adds the what-if table."""
+    edges and the report its data-movement frontier; `sensitivity` adds the what-if table,
+    `serving` the TTFT/TPOT/throughput-versus-batch table."""
     from mapshard.plan_text import plan_setup_texts
     from mapshard.report.write import write_results
 
     text = plan_setup_texts(scenario, plan)
-    return write_results(plan, out, text, scenario.system, scenario.workload, sensitivity)
+    return write_results(plan, out, text, scenario.system, scenario.workload, sensitivity, serving)
 
 
 def what_if(scenario: Scenario, plan: Plan, time_limit_s: float | None = None) -> Sensitivity:
@@ -201,14 +208,21 @@ def run(
 ) -> Result:
     """`mapshard run`: load -> resolve -> generate -> solve -> check [-> what-if] -> write.
     The result folder is checked before the solve, so a bad --out costs no solver time."""
+    from mapshard import serving
     from mapshard.report.write import check_writable
 
-    sc = load_scenario(scenario)
+    loaded = load(scenario)
+    system = resolve(loaded)
     check_writable(out)
-    p = plan(sc, time_limit_s, progress)
+    view = None
+    if serving.wanted(loaded.setup):  # one solve per batch / input length
+        view, sc, p = serving.serve(loaded, system, time_limit_s)
+    else:
+        sc = assemble(loaded, system)
+        p = plan(sc, time_limit_s, progress)
     table = what_if(sc, p, time_limit_s) if sensitivity else None
-    files = write(sc, p, out, table)
-    return Result(scenario=sc, plan=p, out=Path(out), files=tuple(files), sensitivity=table)
+    files = write(sc, p, out, table, view)
+    return Result(sc, p, Path(out), tuple(files), sensitivity=table, serving=view)
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from mapshard.report import plots
 from mapshard.report.bounds import frontier_curves, gemm_shape
 from mapshard.report.energy import money_text, step_energy
 from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
+from mapshard.report.html_views import sensitivity_section, serving_section
 from mapshard.report.summary import (
     PARALLELISMS,
     config_total_s,
@@ -27,6 +28,7 @@ from solver.plan import KernelPlan, Plan
 
 if TYPE_CHECKING:
     from mapshard.sensitivity import Sensitivity
+    from mapshard.serving import Serving
 
 MAX_FRONTIER_GEMMS = 4
 MAX_KERNEL_ROWS = 40
@@ -426,34 +428,13 @@ def solver_section(plan: Plan) -> str:
     return out
 
 
-def sensitivity_section(sensitivity: Sensitivity | None) -> str:
-    """What-if: each resource scaled and re-solved (mapshard/sensitivity.py)."""
-    if sensitivity is None:
-        return ""
-    note = (
-        "Each resource scaled on its own and the scenario re-solved through the same search "
-        f"(at most {sensitivity.time_limit_s:.3g} s per re-solve); a row stopped at its time "
-        "limit shows the best plan found, an upper bound on the new latency."
-    )
-    return (
-        "<h2>What if</h2>"
-        + f"<p><b>{_e(sensitivity.binding())}</b></p>"
-        + _table(
-            ["resource", "scale", "latency", "change", "re-solve"],
-            sensitivity.table_rows(),
-            2,
-            narrow=True,
-        )
-        + f"<p class='note'>{_e(note)}</p>"
-    )
-
-
 def report_html(
     plan: Plan,
     system: System | None = None,
     workload: Workload | None = None,
     mapping_svg: str | None = None,
     sensitivity: Sensitivity | None = None,
+    serving: Serving | None = None,
 ) -> str:
     """The whole page as text (deterministic for a given plan)."""
     badge = f'<span class="status {_e(plan.stats.status)}">{_e(plan.stats.status)}</span>'
@@ -474,6 +455,7 @@ def report_html(
     parts += [
         headline_cards(plan),
         inference_section(plan),
+        serving_section(serving),
         time_section(plan),
         sensitivity_section(sensitivity),
         roofline_section(plan, system),

@@ -14,6 +14,7 @@ from solver.plan import ConfigPlan, KernelPlan, PhasePlan, Plan
 
 if TYPE_CHECKING:
     from mapshard.sensitivity import Sensitivity
+    from mapshard.serving import Serving
 
 PARALLELISMS = ("tp", "pp", "dp", "ep", "cp")
 TIMING_KEYS = ("solve_time_s", "build_time_s")
@@ -104,11 +105,14 @@ def _energy(plan: Plan) -> dict[str, Any]:
 
 
 def summary_dict(
-    plan: Plan, include_timing: bool = True, sensitivity: Sensitivity | None = None
+    plan: Plan,
+    include_timing: bool = True,
+    sensitivity: Sensitivity | None = None,
+    serving: Serving | None = None,
 ) -> dict[str, Any]:
     """summary.json content. `include_timing=False` drops the wall-clock solver times, the
     only values that differ between two runs of the same scenario; `sensitivity` adds the
-    what-if table under `sensitivity`."""
+    what-if table under `sensitivity`, `serving` the serving view under `serving`."""
     st = plan.stats
     mem = plan.memory
     out: dict[str, Any] = {
@@ -170,16 +174,21 @@ def summary_dict(
     out |= _energy(plan)
     if sensitivity is not None:
         out["sensitivity"] = sensitivity.as_dict()
+    if serving is not None:
+        out["serving"] = serving.as_dict()
     if not include_timing:
         out.pop("solve_time_s")
     return _clean(dict(sorted(out.items())))
 
 
 def summary_json(
-    plan: Plan, include_timing: bool = True, sensitivity: Sensitivity | None = None
+    plan: Plan,
+    include_timing: bool = True,
+    sensitivity: Sensitivity | None = None,
+    serving: Serving | None = None,
 ) -> str:
     """summary.json text: sorted keys, two-space indent, trailing newline."""
-    data = summary_dict(plan, include_timing, sensitivity)
+    data = summary_dict(plan, include_timing, sensitivity, serving)
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 

@@ -21,6 +21,7 @@ from solver.plan import Plan
 
 if TYPE_CHECKING:
     from mapshard.sensitivity import Sensitivity
+    from mapshard.serving import Serving
 
 MAX_CONFIG_ROWS = 12  # per phase
 
@@ -179,17 +180,34 @@ def sensitivity_lines(sensitivity: Sensitivity) -> list[str]:
     return [lines[0], "-" * len(lines[0]), *lines[1:], sensitivity.binding()]
 
 
+def serving_lines(serving: Serving) -> list[str]:
+    """TTFT / TPOT / tokens/s per batch and input length, the plan's row marked."""
+    from mapshard.serving import HEADER
+
+    rows = [HEADER, *serving.table_rows()]
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) + "  " + r[6] for r in rows]
+    head = f"objective {serving.objective}, {serving.limits_text()}"
+    return [head, lines[0], "-" * len(lines[0]), *lines[1:]]
+
+
 def format_summary(
-    plan: Plan, color: bool | None = None, sensitivity: Sensitivity | None = None
+    plan: Plan,
+    color: bool | None = None,
+    sensitivity: Sensitivity | None = None,
+    serving: Serving | None = None,
 ) -> str:
     """The terminal summary; bold headings only when `color` (default: stdout is a TTY);
-    `sensitivity` adds the what-if table."""
+    `sensitivity` adds the what-if table, `serving` the serving view."""
     if color is None:
         color = sys.stdout.isatty()
     lines = [_bold("MapShard plan", color)]
     lines += headline_lines(plan)
     lines += ["", _bold("Where the time goes (per step)", color)]
     lines += config_table(plan)
+    if serving is not None:
+        lines += ["", _bold("Serving: latency and throughput versus batch", color)]
+        lines += serving_lines(serving)
     if sensitivity is not None:
         lines += ["", _bold("What if (each resource scaled, re-solved)", color)]
         lines += sensitivity_lines(sensitivity)
