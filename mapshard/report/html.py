@@ -15,10 +15,9 @@ from mapshard.report.energy import money_text, step_energy
 from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report.html_views import sensitivity_section, serving_section
 from mapshard.report.summary import (
-    PARALLELISMS,
     config_total_s,
     kernel_time_s,
-    parallel_degrees,
+    parallelism_text,
     phase_instances,
     phase_total_s,
     step_components,
@@ -96,7 +95,7 @@ def _fig(svg: str, caption: str = "", plot: bool = True) -> str:
 
 
 def headline_cards(plan: Plan) -> str:
-    deg, st, m = parallel_degrees(plan), plan.stats, plan.memory
+    st, m = plan.stats, plan.memory
     cards = []
     if plan.ttft_s is not None or plan.tpot_s is not None:
         cards += [
@@ -116,7 +115,7 @@ def headline_cards(plan: Plan) -> str:
     cards += [
         _card(
             "parallelism",
-            " ".join(f"{p.upper()}{deg[p]}" for p in PARALLELISMS if deg[p] > 1) or "none",
+            parallelism_text(plan, "", skip_ones=True) or "none",
             f"{plan.num_chips} chips"
             + (f", {plan.micro_batches} micro-batches" if plan.micro_batches > 1 else ""),
         ),

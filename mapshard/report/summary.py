@@ -50,6 +50,21 @@ def parallel_degrees(plan: Plan) -> dict[str, int]:
     }
 
 
+def parallelism_text(plan: Plan, sep: str = " ", skip_ones: bool = False) -> str:
+    """ "TP 8 PP 1 DP 1 EP 8 (experts over the TP chips) CP 1": expert parallelism that splits
+    the experts over the same chips as TP says so, rather than reading as a separate factor
+    of the chip count."""
+    deg = parallel_degrees(plan)
+    ep_on_tp = deg["ep"] > 1 and deg["ep"] == deg["tp"] and "ep" not in plan.placement
+    parts = []
+    for p in PARALLELISMS:
+        if skip_ones and deg[p] <= 1:
+            continue
+        note = " (experts over the TP chips)" if p == "ep" and ep_on_tp else ""
+        parts.append(f"{p.upper()}{sep}{deg[p]}{note}")
+    return " ".join(parts)
+
+
 def step_components(plan: Plan) -> list[tuple[str, float]]:
     """How the solver splits the step time: its time_breakdown when given, else the step
     terms outside the graphs (bubble, DP all-reduce, optimizer, pipeline transfers)."""

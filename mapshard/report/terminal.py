@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from mapshard.report.energy import money_text, step_energy
 from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report.summary import (
-    PARALLELISMS,
     busy_total_s,
     config_total_s,
     parallel_degrees,
+    parallelism_text,
     phase_instances,
     phase_total_s,
     step_components,
@@ -42,7 +42,7 @@ STOP_TEXT = {
 
 def headline_lines(plan: Plan) -> list[str]:
     """The numbers a reader wants first, one per line."""
-    st, deg = plan.stats, parallel_degrees(plan)
+    st = plan.stats
     chips = f"{plan.num_chips} chip" + ("s" if plan.num_chips != 1 else "")
     lines = [f"Scenario {plan.scenario} ({plan.workload_kind}, {chips})"]
     gap = "-" if st.gap is None else fmt_pct(st.gap)
@@ -70,7 +70,7 @@ def headline_lines(plan: Plan) -> list[str]:
     placed = ", ".join(f"{k}: {v}" for k, v in sorted(plan.placement.items()))
     lines.append(
         "Parallelism "
-        + " ".join(f"{p.upper()} {deg[p]}" for p in PARALLELISMS)
+        + parallelism_text(plan)
         + (f"  ({placed})" if placed else "")
         + (f"; {plan.micro_batches} micro-batches" if plan.micro_batches > 1 else "")
     )
