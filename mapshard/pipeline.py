@@ -56,6 +56,16 @@ class Scenario:
 
 
 @dataclass(frozen=True)
+class Stage:
+    """A progress report between solver reports: which stage a run is in."""
+
+    text: str
+
+    def describe(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
 class Result:
     """What `run` produced: the scenario, its checked plan and the files written."""
 
@@ -207,20 +217,34 @@ def run(
     sensitivity: bool = False,
 ) -> Result:
     """`mapshard run`: load -> resolve -> generate -> solve -> check [-> what-if] -> write.
-    The result folder is checked before the solve, so a bad --out costs no solver time."""
+    The result folder is checked before the solve, so a bad --out costs no solver time.
+    Interrupted after a first plan, it writes that plan (status "interrupted") and re-raises
+    schema.errors.Interrupted with `.result` set."""
     from mapshard import serving
     from mapshard.report.write import check_writable
+    from schema.errors import Interrupted
 
+    say = progress or (lambda stage: None)
     loaded = load(scenario)
     system = resolve(loaded)
     check_writable(out)
+    say(Stage("generating the kernel graph"))
     view = None
     if serving.wanted(loaded.setup):  # one solve per batch / input length
         view, sc, p = serving.serve(loaded, system, time_limit_s)
     else:
         sc = assemble(loaded, system)
-        p = plan(sc, time_limit_s, progress)
-    table = what_if(sc, p, time_limit_s) if sensitivity else None
+        try:
+            p = plan(sc, time_limit_s, progress)
+        except Interrupted as stop:  # Ctrl-C / SIGTERM after a first plan: write it
+            p = check(sc, stop.plan)  # type: ignore[arg-type]
+            stop.result = Result(sc, p, Path(out), tuple(write(sc, p, out)))
+            raise
+    table = None
+    if sensitivity:
+        say(Stage("what-if: re-solving with each resource x0.5 and x2"))
+        table = what_if(sc, p, time_limit_s)
+    say(Stage("writing the report"))
     files = write(sc, p, out, table, view)
     return Result(sc, p, Path(out), tuple(files), sensitivity=table, serving=view)
 
