@@ -102,3 +102,22 @@ def fmt_pct(x: float | None) -> str:
     if 0 < abs(x) < 0.0005:
         return "<0.1%" if x > 0 else ">-0.1%"
     return f"{100 * x:.1f}%"
+
+
+#: The DFModel notebook's kernel-class codes (M/V: matrix or vector operand; a/w/qa:
+#: activation, weight, attention query/KV) in words, for chart labels.
+KERNEL_CLASS_WORDS = {
+    "Ma_Mw": "GEMM (activations x weights)",
+    "Va_Mw": "GEMV (token vectors x weights)",
+    "Ma_Ma": "GEMM (activations x activations)",
+    "Ma_Mqa": "attention (prefill)",
+    "Va_Mqa": "attention (decode)",
+    "Va_Va": "elementwise / norm",
+    "Vw_Va": "embedding / weighted elementwise",
+    "Async_KVCache": "KV-cache write",
+}
+
+
+def kernel_class_label(code: str) -> str:
+    """A kernel class for people: "GEMV (token vectors x weights)"; unknown codes as given."""
+    return KERNEL_CLASS_WORDS.get(code, code)

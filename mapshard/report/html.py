@@ -116,7 +116,8 @@ def headline_cards(plan: Plan) -> str:
         _card(
             "parallelism",
             parallelism_text(plan, "", skip_ones=True) or "none",
-            f"{plan.num_chips} chips"
+            f"{plan.num_chips} chip"
+            + ("s" if plan.num_chips != 1 else "")
             + (f", {plan.micro_batches} micro-batches" if plan.micro_batches > 1 else ""),
         ),
         _card(
@@ -443,7 +444,8 @@ def report_html(
         f"<title>MapShard: {_e(plan.scenario)}</title>",
         f"<style>{CSS}</style></head><body><main>",
         f"<h1>MapShard plan: {_e(plan.scenario)}</h1>",
-        f'<div class="sub">{_e(plan.workload_kind)} on {plan.num_chips} chips {badge}</div>',
+        f'<div class="sub">{_e(plan.workload_kind)} on {plan.num_chips} '
+        f"chip{'s' if plan.num_chips != 1 else ''} {badge}</div>",
     ]
     if plan.warnings:
         parts.append(

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from mapshard.report.fmt import fmt_bytes, fmt_si
+from mapshard.report.fmt import fmt_bytes, fmt_si, kernel_class_label
 from mapshard.report.summary import config_total_s, kernel_time_s, phase_instances
 from solver.plan import KernelPlan, Plan
 
@@ -132,7 +132,7 @@ def time_by_class_svg(plan: Plan) -> str:
                 color=color,
                 label=res,
             )
-        ax.set_yticks(list(range(len(classes))), classes)
+        ax.set_yticks(list(range(len(classes))), [kernel_class_label(c) for c in classes])
         ax.set_ylim(len(classes) - 0.5, -0.5)
         ax.set_xlabel(f"resource time per step ({unit}); within a configuration they overlap")
         ax.set_title("Time by kernel class")
