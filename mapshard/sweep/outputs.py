@@ -144,6 +144,17 @@ def _num(text: str) -> str:
     return "" if x is None else f"{x:.4g}"
 
 
+def _cell(row: dict[str, str], metric: str) -> str:
+    """A best-point cell: a system without a price reads "not priced" (cost and tokens/s
+    per $), one without power "not modelled", never 0."""
+    cost = metrics.number(row.get("system_cost", ""))
+    if metric in ("system_cost", "tokens_per_s_per_usd") and not cost:
+        return "not priced" if row.get("status") in metrics.SOLVED else ""
+    if metric == "system_power_W" and not metrics.number(row.get(metric, "")):
+        return "not modelled" if row.get("status") in metrics.SOLVED else ""
+    return _num(row.get(metric, ""))
+
+
 def report_html(
     outcome: SweepOutcome, best: dict[str, dict[str, str]], svgs: list[tuple[str, str]]
 ) -> str:
@@ -168,7 +179,7 @@ def report_html(
             r["index"],
             _describe(r, spec.axis_names),
             r["status"],
-            *(_num(r.get(m, "")) for m in shown),
+            *(_cell(r, m) for m in shown),
             f"best_{obj}/",
         ]
         for obj, r in best.items()
@@ -186,7 +197,10 @@ def report_html(
         )
     )
     if svgs:
-        parts.append("<h2>Pareto fronts</h2><p>Grey: dominated points.</p>")
+        parts.append(
+            "<h2>Pareto fronts</h2><p>Faded or grey: dominated points. Latency plots over a "
+            "batch axis draw one front per batch size.</p>"
+        )
         parts += [f"<figure>{svg}<figcaption>{_e(t)}</figcaption></figure>" for t, svg in svgs]
     reasons = Counter(
         r["reason"][:200] for r in rows if r["status"] in ("infeasible", "failed") and r["reason"]

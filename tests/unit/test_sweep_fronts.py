@@ -53,3 +53,17 @@ def test_without_a_batch_axis_the_front_is_single() -> None:
     fig = front_figure(rows, plot, ("chip",))
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert labels == ["dominated (3)", "Pareto front (2)"]
+
+
+def test_best_point_cells_say_not_priced_instead_of_zero() -> None:
+    from mapshard.sweep.outputs import _cell
+
+    unpriced = {"status": "optimal", "system_cost": "0", "tokens_per_s_per_usd": "",
+                "system_power_W": "700", "latency_s": "0.00678"}  # fmt: skip
+    assert _cell(unpriced, "system_cost") == "not priced"
+    assert _cell(unpriced, "tokens_per_s_per_usd") == "not priced"
+    assert _cell(unpriced, "system_power_W") == "700"
+    # priced: tokens/s per $ = 1180 tokens/s / $35,000 = 0.03371
+    priced = unpriced | {"system_cost": "35000", "tokens_per_s_per_usd": repr(1180 / 35000)}
+    assert _cell(priced, "tokens_per_s_per_usd") == "0.03371"
+    assert _cell(priced, "system_cost") == "3.5e+04"
