@@ -101,3 +101,19 @@ def test_link_levels_get_rows_and_the_flag_switches_it_off(tmp_path: Path) -> No
     assert main(["run", str(folder), "--out", str(out), "--quiet", "--no-sensitivity"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert "sensitivity" not in summary
+
+
+def test_default_scenario_report_has_the_what_if_table_and_the_frontier(tmp_path: Path) -> None:
+    """#17's "done when": `./run.sh` (the default scenario) reports the what-if table and,
+    for this LLM scenario, the data-movement frontier plot."""
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "r"
+    assert main(["run", str(root / "scenarios/llama31_8b_decode_h100"), "--out", str(out),
+                 "--quiet"]) == 0  # fmt: skip
+    html = (out / "report.html").read_text()
+    assert "<h2>What if</h2>" in html and "DRAM bandwidth binds" in html
+    frontier = html[html.index("<h2>Data-movement frontier") :]
+    assert "<svg" in frontier[: frontier.index("<h2>", 10)]
+    summary = json.loads((out / "summary.json").read_text())
+    rows = summary["sensitivity"]["rows"]
+    assert len(rows) == 8 and all(r["status"] == "optimal" for r in rows)  # 1 chip: no links
