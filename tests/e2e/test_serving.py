@@ -77,3 +77,14 @@ def test_a_zero_batch_is_bad_input_naming_the_field(tmp_path, capsys) -> None:
     assert "workload.llm_inference.serving.batch[1] must be >= 1, got 0" in err
     assert "workload.llm_inference.serving.max_ttft_ms must be >= 0" in err
     assert "Traceback" not in err
+
+
+def test_python_api_returns_the_serving_table_and_what_if() -> None:
+    setup = DECODE.format(batch=8, serving="serving { batch: [1, 8] }")
+    r = mapshard.solve(setup)
+    assert list(r.serving["batch"]) == [1, 8]
+    # MIN_LATENCY: the plan is the setup's own batch 8, the same as its row of the table
+    assert r.summary["tpot_s"] == r.serving["tpot_s"][1]
+    table = r.what_if()
+    assert set(table["resource"]) >= {"compute", "DRAM bandwidth", "SRAM", "DRAM capacity"}
+    assert table.attrs["binding"].startswith("DRAM bandwidth binds")
