@@ -95,7 +95,7 @@ def _faster(ratio: float) -> str:
     if change < 0.0005:
         return "no change"
     word = "faster" if ratio < 1 else "slower"
-    return f"{change:.0%} {word}" if change >= 0.01 else f"{change:.1%} {word}"
+    return f"{change:.0%} {word}" if change >= 0.095 else f"{change:.1%} {word}"
 
 
 def _mem_name(system: System) -> str:
