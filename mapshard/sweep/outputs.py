@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mapshard.report.fmt import fmt_si, fmt_time
 from mapshard.sweep import metrics
 from mapshard.sweep.pareto import PLOTS, figure_png, figure_svg, front_figure
 from mapshard.sweep.progress import fmt_counts, fmt_duration
@@ -150,9 +151,14 @@ def _cell(row: dict[str, str], metric: str) -> str:
     cost = metrics.number(row.get("system_cost", ""))
     if metric in ("system_cost", "tokens_per_s_per_usd") and not cost:
         return "not priced" if row.get("status") in metrics.SOLVED else ""
-    if metric == "system_power_W" and not metrics.number(row.get(metric, "")):
+    value = metrics.number(row.get(metric, ""))
+    if metric == "system_power_W" and not value:
         return "not modelled" if row.get("status") in metrics.SOLVED else ""
-    return _num(row.get(metric, ""))
+    if value is None:
+        return ""
+    units = {"latency_s": fmt_time(value), "system_cost": f"${fmt_si(value)}",
+             "system_power_W": fmt_si(value, "W")}  # fmt: skip
+    return units.get(metric, _num(row.get(metric, "")))
 
 
 def report_html(

@@ -62,8 +62,9 @@ def test_best_point_cells_say_not_priced_instead_of_zero() -> None:
                 "system_power_W": "700", "latency_s": "0.00678"}  # fmt: skip
     assert _cell(unpriced, "system_cost") == "not priced"
     assert _cell(unpriced, "tokens_per_s_per_usd") == "not priced"
-    assert _cell(unpriced, "system_power_W") == "700"
+    assert _cell(unpriced, "system_power_W") == "700 W"
     # priced: tokens/s per $ = 1180 tokens/s / $35,000 = 0.03371
     priced = unpriced | {"system_cost": "35000", "tokens_per_s_per_usd": repr(1180 / 35000)}
     assert _cell(priced, "tokens_per_s_per_usd") == "0.03371"
-    assert _cell(priced, "system_cost") == "3.5e+04"
+    assert _cell(priced, "system_cost") == "$35 k" and _cell(priced, "system_power_W") == "700 W"
+    assert _cell(priced, "latency_s") == "6.78 ms"
