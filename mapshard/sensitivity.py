@@ -41,6 +41,7 @@ class Sensitivity:
     base_latency_s: float
     time_limit_s: float
     rows: tuple[Row, ...]
+    base_status: str = "optimal"  # the plan the rows compare with
 
     def ratio(self, row: Row) -> float | None:
         """new latency / base latency: 0.5 = twice as fast (None when no plan)."""
@@ -61,12 +62,19 @@ class Sensitivity:
             return "no single resource binds: doubling any one of them gives under 0.5%"
         others = "; ".join(f"2x {r.resource} gives {_faster(s)}" for s, r in doubled[1:3])
         head = f"{best.resource} binds: {_faster(best_s)} with 2x {best.resource}"
-        return head + (f"; {others}" if others else "")
+        caveat = (
+            f" (the plan itself stopped at {self.base_status.replace('_', ' ')}: changes "
+            "compare best plans found, not proven optima)"
+            if self.base_status != "optimal"
+            else ""
+        )
+        return head + (f"; {others}" if others else "") + caveat
 
     def as_dict(self) -> dict:
         """summary.json's `sensitivity` key."""
         return {
             "base_latency_s": self.base_latency_s,
+            "base_status": self.base_status,
             "resolve_time_limit_s": self.time_limit_s,
             "binding": self.binding(),
             "rows": [dataclasses.asdict(r) | {"latency_ratio": self.ratio(r)} for r in self.rows],
@@ -171,4 +179,4 @@ def sensitivity(scenario, plan, time_limit_s: float | None = None) -> Sensitivit
             rows.append(Row(name, factor, "no_plan", None, None))
             continue
         rows.append(Row(name, factor, p.stats.status, p.latency_s, p.stats.gap))
-    return Sensitivity(plan.latency_s, time_limit_s, tuple(rows))
+    return Sensitivity(plan.latency_s, time_limit_s, tuple(rows), plan.stats.status)

@@ -117,3 +117,16 @@ def test_default_scenario_report_has_the_what_if_table_and_the_frontier(tmp_path
     summary = json.loads((out / "summary.json").read_text())
     rows = summary["sensitivity"]["rows"]
     assert len(rows) == 8 and all(r["status"] == "optimal" for r in rows)  # 1 chip: no links
+
+
+def test_a_time_limited_base_plan_is_said_in_the_binding_sentence() -> None:
+    from mapshard.sensitivity import Row, Sensitivity
+
+    rows = (Row("compute", 2.0, "optimal", 0.5, 0.0), Row("SRAM", 2.0, "time_limit", 0.9, 0.02))
+    table = Sensitivity(1.0, 5.0, rows, "time_limit")
+    # 1.0 s -> 0.5 s is 1/0.5 - 1 = 100% faster; 1.0 -> 0.9 is 1/0.9 - 1 = 11% faster
+    assert table.binding().startswith(
+        "compute binds: 100% faster with 2x compute; 2x SRAM gives 11% faster (the plan "
+        "itself stopped at time limit"
+    )
+    assert "time limit: best found, within 2.0% of optimal" in table.table_rows()[1][4]
