@@ -27,6 +27,7 @@ class Result:
 
     scenario: Any  # mapshard.pipeline.Scenario
     plan: Plan
+    serving_view: Any = None  # mapshard.serving.Serving when the setup asks for one
 
     @cached_property
     def summary(self) -> dict[str, Any]:
@@ -46,11 +47,32 @@ class Result:
 
         return _frame(configs_csv(self.plan))
 
+    @cached_property
+    def serving(self):  # -> pandas.DataFrame | None
+        """TTFT / TPOT / tokens/s per batch (llm_inference.serving), one row per point."""
+        if self.serving_view is None:
+            return None
+        import pandas as pd
+
+        return pd.DataFrame([p.__dict__ for p in self.serving_view.points])
+
+    def what_if(self, time_limit_s: float | None = None):  # -> pandas.DataFrame
+        """Each resource x0.5 and x2, re-solved (the table `mapshard run` prints); the
+        binding resource in words is `.attrs["binding"]`."""
+        import pandas as pd
+
+        from mapshard import pipeline
+
+        table = pipeline.what_if(self.scenario, self.plan, time_limit_s)
+        frame = pd.DataFrame(table.as_dict()["rows"])
+        frame.attrs["binding"] = table.binding()
+        return frame
+
     def write(self, out_dir: str | Path) -> list[Path]:
         """The result folder `mapshard run` writes (atomically, never over your files)."""
         from mapshard import pipeline
 
-        return pipeline.write(self.scenario, self.plan, out_dir)
+        return pipeline.write(self.scenario, self.plan, out_dir, serving=self.serving_view)
 
 
 def solve(
@@ -73,7 +95,13 @@ def solve(
         message = setup_pb2.Setup()
         parse_text(str(setup), message, where)
         loaded = pipeline.load_message(message, where)
-    scenario = pipeline.assemble(loaded, pipeline.resolve(loaded))
+    from mapshard import serving
+
+    system = pipeline.resolve(loaded)
+    if serving.wanted(loaded.setup):  # one solve per batch / input length
+        view, scenario, plan = serving.serve(loaded, system, time_limit_s)
+        return Result(scenario, plan, view)
+    scenario = pipeline.assemble(loaded, system)
     return Result(scenario, pipeline.plan(scenario, time_limit_s))
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from schema.errors import SetupError
+from schema.errors import Interrupted, SetupError
 
 
 def _out_dir(scenario: str, out: str | None, default: str = "results") -> Path:
@@ -25,11 +25,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mapshard.report.terminal import format_summary
 
     out = _out_dir(args.scenario, args.out)
-    with Progress(enabled=not args.quiet) as progress:
-        result = pipeline.run(args.scenario, out, args.time_limit, progress.update)
+    try:
+        with Progress(enabled=not args.quiet) as progress:
+            result = pipeline.run(
+                args.scenario, out, args.time_limit, progress.update, not args.no_sensitivity
+            )
+    except Interrupted as stop:
+        if stop.result is None:
+            raise
+        return _interrupted(stop, args.quiet)
     plan = result.plan
     if not args.quiet:
-        print(format_summary(plan))
+        print(format_summary(plan, sensitivity=result.sensitivity, serving=result.serving))
         print(f"\nresults: {out}")
     if plan.stats.status == "time_limit":
         why = (
@@ -48,6 +55,25 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _interrupted(stop: Interrupted, quiet: bool) -> int:
+    """The best plan found before Ctrl-C / SIGTERM was written: say so, exit 130 / 143."""
+    from mapshard.cli import Terminated
+    from mapshard.pipeline import Result
+    from mapshard.report.terminal import format_summary
+
+    result = stop.result
+    assert isinstance(result, Result)
+    plan = result.plan
+    if not quiet:
+        print(format_summary(plan))
+    print(
+        f"interrupted: wrote the best plan found so far to {result.out} "
+        f"(status interrupted, within {plan.stats.gap:.2%} of optimal)",
+        file=sys.stderr,
+    )
+    return 143 if isinstance(stop.__cause__, Terminated) else 130
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

@@ -60,6 +60,14 @@ def _money(x: float | None) -> str:
     return f"${fmt_si(x)}" if x else "not priced"
 
 
+def _watts(x: float | None) -> str:
+    return fmt_si(x, "W") if x else "not modelled"
+
+
+def _joules(x: float | None) -> str:
+    return fmt_si(x, "J") if x else "not modelled"
+
+
 # (label, value getter, formatter, lower is better)
 ROWS: tuple[tuple[str, Any, Any, bool | None], ...] = (
     ("status", lambda s, t: s.get("status"), str, None),
@@ -71,8 +79,8 @@ ROWS: tuple[tuple[str, Any, Any, bool | None], ...] = (
     ("tokens/s", lambda s, t: s.get("tokens_per_s"), fmt_si, False),
     ("FLOPS utilization", lambda s, t: s.get("flops_utilization"), fmt_pct, False),
     ("system cost", lambda s, t: s.get("system_cost"), _money, True),
-    ("system power", lambda s, t: s.get("system_power_W"), lambda x: fmt_si(x, "W"), True),
-    ("energy per step", lambda s, t: s.get("energy_J") or None, lambda x: fmt_si(x, "J"), True),
+    ("system power", lambda s, t: s.get("system_power_W"), _watts, True),
+    ("energy per step", lambda s, t: s.get("energy_J"), _joules, True),
     ("memory per chip", lambda s, t: s.get("memory_per_chip_bytes"), fmt_bytes, True),
     *((f"{b}-bound time", _bound_time(b), fmt_time, True) for b in BOUNDS),
 )
@@ -90,11 +98,12 @@ def table(sides: list[Side]) -> list[list[str]]:
     rows = [["", *(s.name for s in sides)]]
     for label, get, fmt, _ in ROWS:
         values = [get(s.summary, s.time_by_bound) for s in sides]
-        if all(v is None or v == 0 for v in values) and label != "status":
+        says_why = fmt in (_money, _watts, _joules)  # "not priced", "not modelled"
+        if all(v is None or v == 0 for v in values) and label != "status" and not says_why:
             continue
         cells = [label]
         for i, v in enumerate(values):
-            text = "-" if v is None else fmt(v)
+            text = "-" if v is None and not says_why else fmt(v)
             cells.append(text + (_ratio(v, values[0]) if i else ""))
         rows.append(cells)
     return rows
@@ -144,7 +153,9 @@ def compare_html(sides: list[Side]) -> str:
             f'<div class="bar">{parts}</div><span>{total}</span></div>'
         )
     legend = " ".join(
-        f'<span><i style="background:{c}"></i>{b}-bound</span>' for b, c in colors.items()
+        f'<span><i style="background:{c}"></i>{b}-bound</span>'
+        for b, c in colors.items()
+        if any(s.time_by_bound.get(b, 0) > 0 for s in sides)  # only what the bars show
     )
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>MapShard comparison</title><style>
@@ -152,8 +163,9 @@ body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}
 table{{border-collapse:collapse}}
 td,th{{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}}
 .row{{display:flex;align-items:center;margin:6px 0}}
-.name{{width:24em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}}
-.bar{{display:flex;width:60%;height:18px;margin-right:8px}}.bar div{{height:100%}}
+.name{{flex:0 0 18em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}}
+.bar{{display:flex;flex:1 1 auto;max-width:48em;height:18px;margin:0 8px}}
+.bar div{{height:100%}}.row>span:last-child{{flex:0 0 6em;white-space:nowrap}}
 .legend i{{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}}
 </style></head><body>
 <h1>MapShard comparison</h1>

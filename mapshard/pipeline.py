@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from generator.graph import Workload
 from generator.precision import default_dtype
@@ -27,6 +28,10 @@ from schema.dfmodel import native_solver, normalise
 from schema.dtypes import precision_name
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import Plan
+
+if TYPE_CHECKING:
+    from mapshard.sensitivity import Sensitivity
+    from mapshard.serving import Serving
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,16 @@ class Scenario:
 
 
 @dataclass(frozen=True)
+class Stage:
+    """A progress report between solver reports: which stage a run is in."""
+
+    text: str
+
+    def describe(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
 class Result:
     """What `run` produced: the scenario, its checked plan and the files written."""
 
@@ -59,6 +74,8 @@ class Result:
     plan: Plan
     out: Path
     files: tuple[Path, ...]
+    sensitivity: Sensitivity | None = None
+    serving: Serving | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -150,9 +167,16 @@ def check(scenario: Scenario, plan: Plan) -> Plan:
     return plan
 
 
-def write(scenario: Scenario, plan: Plan, out: str | Path) -> list[Path]:
+def write(
+    scenario: Scenario,
+    plan: Plan,
+    out: str | Path,
+    sensitivity: Sensitivity | None = None,
+    serving: Serving | None = None,
+) -> list[Path]:
     """The result folder, atomically; the workload gives mapping.dot the graph's real
-    edges and the report its data-movement frontier."""
+    edges and the report its data-movement frontier; `sensitivity` adds the what-if table,
+    `serving` the TTFT/TPOT/throughput-versus-batch table."""
     from mapshard.dfmodel_final import FILE_NAME, dse_final_text
     from mapshard.plan_text import plan_setup_texts
     from mapshard.report.write import write_results
@@ -160,7 +184,16 @@ def write(scenario: Scenario, plan: Plan, out: str | Path) -> list[Path]:
     text = plan_setup_texts(scenario, plan)
     final = dse_final_text(scenario, plan)  # DFModel's record, for DFModel graphs
     extra = {FILE_NAME: final} if final is not None else None
-    return write_results(plan, out, text, scenario.system, scenario.workload, extra)
+    return write_results(
+        plan, out, text, scenario.system, scenario.workload, extra, sensitivity, serving
+    )
+
+
+def what_if(scenario: Scenario, plan: Plan, time_limit_s: float | None = None) -> Sensitivity:
+    """Each resource scaled x0.5 and x2, re-solved by `plan` (mapshard/sensitivity.py)."""
+    from mapshard.sensitivity import sensitivity
+
+    return sensitivity(scenario, plan, time_limit_s)
 
 
 # ---------------------------------------------------------------------------------------
@@ -196,16 +229,39 @@ def run(
     out: str | Path,
     time_limit_s: float | None = None,
     progress: Callable[..., None] | None = None,
+    sensitivity: bool = False,
 ) -> Result:
-    """`mapshard run`: load -> resolve -> generate -> solve -> check -> write. The result
-    folder is checked before the solve, so a bad --out costs no solver time."""
+    """`mapshard run`: load -> resolve -> generate -> solve -> check [-> what-if] -> write.
+    The result folder is checked before the solve, so a bad --out costs no solver time.
+    Interrupted after a first plan, it writes that plan (status "interrupted") and re-raises
+    schema.errors.Interrupted with `.result` set."""
+    from mapshard import serving
     from mapshard.report.write import check_writable
+    from schema.errors import Interrupted
 
-    sc = load_scenario(scenario)
+    say = progress or (lambda stage: None)
+    loaded = load(scenario)
+    system = resolve(loaded)
     check_writable(out)
-    p = plan(sc, time_limit_s, progress)
-    files = write(sc, p, out)
-    return Result(scenario=sc, plan=p, out=Path(out), files=tuple(files))
+    say(Stage("generating the kernel graph"))
+    view = None
+    if serving.wanted(loaded.setup):  # one solve per batch / input length
+        view, sc, p = serving.serve(loaded, system, time_limit_s)
+    else:
+        sc = assemble(loaded, system)
+        try:
+            p = plan(sc, time_limit_s, progress)
+        except Interrupted as stop:  # Ctrl-C / SIGTERM after a first plan: write it
+            p = check(sc, stop.plan)  # type: ignore[arg-type]
+            stop.result = Result(sc, p, Path(out), tuple(write(sc, p, out)))
+            raise
+    table = None
+    if sensitivity:
+        say(Stage("what-if: re-solving with each resource x0.5 and x2"))
+        table = what_if(sc, p, time_limit_s)
+    say(Stage("writing the report"))
+    files = write(sc, p, out, table, view)
+    return Result(sc, p, Path(out), tuple(files), sensitivity=table, serving=view)
 
 
 # ---------------------------------------------------------------------------------------

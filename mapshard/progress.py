@@ -1,6 +1,7 @@
-"""A heartbeat on stderr while the solver runs longer than ~2 s: elapsed time and, once the
-planner reports, the parallel choices settled, the best plan so far, the proven bound and
-the gap; silent for quick solves, with --quiet, and when stderr is not a terminal."""
+"""A heartbeat on stderr while a run takes longer than a second: elapsed time, the stage
+(loading, generating, solving, what-if re-solves) and, from the planner's first report, the
+parallel choices settled, the best plan so far, the proven bound and the gap; silent for
+quick runs, with --quiet, and when stderr is not a terminal."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import time
 
 
 class Progress:
-    def __init__(self, enabled: bool = True, delay_s: float = 2.0):
+    def __init__(self, enabled: bool = True, delay_s: float = 1.0):
         self.enabled = enabled and sys.stderr.isatty()
         self.delay_s = delay_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._latest = ""
+        self._latest = "loading the scenario"
 
     def update(self, state: object) -> None:
         """Planner callback: keep the latest state's one-line description."""
@@ -33,7 +34,7 @@ class Progress:
             return
         while not self._stop.wait(0.5):
             elapsed = time.perf_counter() - self._start
-            line = f"solving... {elapsed:5.1f} s" + (f"  {self._latest}" if self._latest else "")
+            line = f"{elapsed:5.1f} s  {self._latest}"
             sys.stderr.write("\r" + line[:110].ljust(110))
             sys.stderr.flush()
 

@@ -25,3 +25,14 @@ class InfeasibleError(Exception):
 
 class NoPlanError(Exception):
     """The solver stopped at its limit before finding any plan."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during the search after a first plan: carries the best plan found
+    (status "interrupted", its gap to the proven bound) so the caller can still write it.
+    The signal's own exception is the __cause__."""
+
+    def __init__(self, plan: object):
+        super().__init__("interrupted")
+        self.plan = plan
+        self.result: object | None = None  # set once the plan has been written

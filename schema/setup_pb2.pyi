@@ -104,6 +104,11 @@ class InferencePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DECODE: _ClassVar[InferencePhase]
     CHUNKED_PREFILL: _ClassVar[InferencePhase]
 
+class ServingObjective(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MIN_LATENCY: _ClassVar[ServingObjective]
+    MAX_THROUGHPUT: _ClassVar[ServingObjective]
+
 class TopologyKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TOPOLOGY_UNSET: _ClassVar[TopologyKind]
@@ -191,6 +196,8 @@ REQUEST: InferencePhase
 PREFILL: InferencePhase
 DECODE: InferencePhase
 CHUNKED_PREFILL: InferencePhase
+MIN_LATENCY: ServingObjective
+MAX_THROUGHPUT: ServingObjective
 TOPOLOGY_UNSET: TopologyKind
 RING: TopologyKind
 SWITCH: TopologyKind
@@ -647,7 +654,7 @@ class LlmTraining(_message.Message):
     def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ...) -> None: ...
 
 class LlmInference(_message.Message):
-    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention")
+    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -657,6 +664,7 @@ class LlmInference(_message.Message):
     CHUNK_SIZE_FIELD_NUMBER: _ClassVar[int]
     DECODE_BATCH_FIELD_NUMBER: _ClassVar[int]
     ATTENTION_FIELD_NUMBER: _ClassVar[int]
+    SERVING_FIELD_NUMBER: _ClassVar[int]
     model: Model
     phase: InferencePhase
     batch: int
@@ -666,7 +674,22 @@ class LlmInference(_message.Message):
     chunk_size: int
     decode_batch: int
     attention: AttentionImpl
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ...) -> None: ...
+    serving: Serving
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ...) -> None: ...
+
+class Serving(_message.Message):
+    __slots__ = ("objective", "batch", "input_len", "max_ttft_ms", "max_tpot_ms")
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    INPUT_LEN_FIELD_NUMBER: _ClassVar[int]
+    MAX_TTFT_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TPOT_MS_FIELD_NUMBER: _ClassVar[int]
+    objective: ServingObjective
+    batch: _containers.RepeatedScalarFieldContainer[int]
+    input_len: _containers.RepeatedScalarFieldContainer[int]
+    max_ttft_ms: float
+    max_tpot_ms: float
+    def __init__(self, objective: _Optional[_Union[ServingObjective, str]] = ..., batch: _Optional[_Iterable[int]] = ..., input_len: _Optional[_Iterable[int]] = ..., max_ttft_ms: _Optional[float] = ..., max_tpot_ms: _Optional[float] = ...) -> None: ...
 
 class Dlrm(_message.Message):
     __slots__ = ("mlp_dim", "bottom_num_mlp", "top_num_mlp", "pooled_row", "row", "num_table", "emb_dim", "micro_batch_size", "dense_features")

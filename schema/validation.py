@@ -337,6 +337,20 @@ def _check_inference(v: setup_pb2.LlmInference, wp: str, p: Problems) -> None:
         p.positive(v, wp, "context_len", " for phase DECODE (or give input_len)")
     elif v.phase == setup_pb2.CHUNKED_PREFILL:
         p.positive(v, wp, "chunk_size", " for phase CHUNKED_PREFILL")
+    if v.HasField("serving"):
+        _check_serving(v.serving, f"{wp}.serving", p)
+
+
+def _check_serving(v: setup_pb2.Serving, sp: str, p: Problems) -> None:
+    """Batch sizes and lengths are positive; limits are milliseconds >= 0 (0 = none)."""
+    for name in ("batch", "input_len"):
+        for i, value in enumerate(getattr(v, name)):
+            if value < 1:
+                p.add(f"{sp}.{name}[{i}]", "must be >= 1", value, "give a positive size")
+    for name in ("max_ttft_ms", "max_tpot_ms"):
+        value = getattr(v, name)
+        if not (math.isfinite(value) and value >= 0):
+            p.add(f"{sp}.{name}", "must be >= 0 (0 = no limit)", value, "give milliseconds")
 
 
 def _check_model(v: setup_pb2.LlmTraining | setup_pb2.LlmInference, wp: str, p: Problems) -> None:

@@ -9,10 +9,16 @@ from pathlib import Path
 # The child blocks inside the solver's first progress callback (after it has said so on
 # stdout), so the signal provably lands mid-solve, however fast the solve has become.
 _CHILD = """
-import sys, time
+import math, sys, time
 from mapshard import cli, progress
 
+AFTER_FIRST_PLAN = {after_first_plan}
+
 def update(self, state):
+    if not hasattr(state, "best_latency_s"):  # a stage report, not the solver's
+        return
+    if AFTER_FIRST_PLAN and not math.isfinite(state.best_latency_s):
+        return
     print("inside the solve", flush=True)
     time.sleep(120)
 
@@ -21,10 +27,13 @@ sys.exit(cli.main(sys.argv[1:]))
 """
 
 
-def signal_mid_solve(scenario: Path, out: Path, signum: int) -> tuple[int, str]:
-    """`mapshard run scenario --out out`, sent `signum` inside the solve: (exit code,
-    stderr)."""
-    cmd = [sys.executable, "-c", _CHILD, "run", str(scenario), "--out", str(out), "--quiet"]
+def signal_mid_solve(
+    scenario: Path, out: Path, signum: int, after_first_plan: bool = False
+) -> tuple[int, str]:
+    """`mapshard run scenario --out out`, sent `signum` inside the solve (before its first
+    plan, or with `after_first_plan` once the search holds one): (exit code, stderr)."""
+    child_code = _CHILD.format(after_first_plan=after_first_plan)
+    cmd = [sys.executable, "-c", child_code, "run", str(scenario), "--out", str(out), "--quiet"]
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline() == "inside the solve\n", child.stderr.read()

@@ -53,6 +53,11 @@ _BIN = (
 )
 
 
+#: Physical units that read better as 16.8 mJ than 0.0168 J (not counts such as tokens/s).
+SMALL_PREFIXED = ("J", "W")
+_SI_SMALL = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"))
+
+
 def fmt_time(seconds: float | None) -> str:
     """Seconds in s / ms / us / ns."""
     if seconds is None or not math.isfinite(seconds):
@@ -83,12 +88,36 @@ def fmt_si(x: float | None, unit: str = "") -> str:
         return "-"
     if x == 0:
         return f"0 {unit}".strip()
+    if abs(x) < 1 and unit in SMALL_PREFIXED:
+        return _scaled(x, _SI_SMALL, unit)
     if abs(x) < 1:
         return f"{x:.3g} {unit}".strip()
     return _scaled(x, _SI, unit)
 
 
 def fmt_pct(x: float | None) -> str:
+    """A fraction in percent, one decimal; a small non-zero share reads "<0.1%", not 0.0%."""
     if x is None or not math.isfinite(x):
         return "-"
+    if 0 < abs(x) < 0.0005:
+        return "<0.1%" if x > 0 else ">-0.1%"
     return f"{100 * x:.1f}%"
+
+
+#: The DFModel notebook's kernel-class codes (M/V: matrix or vector operand; a/w/qa:
+#: activation, weight, attention query/KV) in words, for chart labels.
+KERNEL_CLASS_WORDS = {
+    "Ma_Mw": "GEMM (activations x weights)",
+    "Va_Mw": "GEMV (token vectors x weights)",
+    "Ma_Ma": "GEMM (activations x activations)",
+    "Ma_Mqa": "attention (prefill)",
+    "Va_Mqa": "attention (decode)",
+    "Va_Va": "elementwise / norm",
+    "Vw_Va": "embedding / weighted elementwise",
+    "Async_KVCache": "KV-cache write",
+}
+
+
+def kernel_class_label(code: str) -> str:
+    """A kernel class for people: "GEMV (token vectors x weights)"; unknown codes as given."""
+    return KERNEL_CLASS_WORDS.get(code, code)

@@ -5,24 +5,29 @@ hardware's limits."""
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generator.graph import Kernel, Workload
 from hardware.system import System
 from mapshard.report import plots
 from mapshard.report.bounds import frontier_curves, gemm_shape
+from mapshard.report.energy import money_text, step_energy
 from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
+from mapshard.report.html_views import sensitivity_section, serving_section
 from mapshard.report.summary import (
-    PARALLELISMS,
     config_total_s,
     kernel_time_s,
-    parallel_degrees,
+    parallelism_text,
     phase_instances,
     phase_total_s,
     step_components,
 )
 from mapshard.report.tables import dims_text
 from solver.plan import KernelPlan, Plan
+
+if TYPE_CHECKING:
+    from mapshard.sensitivity import Sensitivity
+    from mapshard.serving import Serving
 
 MAX_FRONTIER_GEMMS = 4
 MAX_KERNEL_ROWS = 40
@@ -90,7 +95,7 @@ def _fig(svg: str, caption: str = "", plot: bool = True) -> str:
 
 
 def headline_cards(plan: Plan) -> str:
-    deg, st, m = parallel_degrees(plan), plan.stats, plan.memory
+    st, m = plan.stats, plan.memory
     cards = []
     if plan.ttft_s is not None or plan.tpot_s is not None:
         cards += [
@@ -110,8 +115,9 @@ def headline_cards(plan: Plan) -> str:
     cards += [
         _card(
             "parallelism",
-            " ".join(f"{p.upper()}{deg[p]}" for p in PARALLELISMS if deg[p] > 1) or "none",
-            f"{plan.num_chips} chips"
+            parallelism_text(plan, "", skip_ones=True) or "none",
+            f"{plan.num_chips} chip"
+            + ("s" if plan.num_chips != 1 else "")
             + (f", {plan.micro_batches} micro-batches" if plan.micro_batches > 1 else ""),
         ),
         _card(
@@ -126,11 +132,11 @@ def headline_cards(plan: Plan) -> str:
         ),
         _card("workload", fmt_si(plan.workload_flop, "FLOP"), "per step"),
         *_calibration_card(plan),
-        _card("system cost", "$" + fmt_si(plan.system_cost)),
+        _card("system cost", money_text(plan.system_cost)),
         _card(
             "system power",
-            fmt_si(plan.system_power_W, "W"),
-            f"energy {fmt_si(plan.energy_J, 'J')} per step",
+            fmt_si(plan.system_power_W, "W") if plan.system_power_W > 0 else "not modelled",
+            f"energy per step {step_energy(plan).text()}",
         ),
         # no wall-clock figure here: the report is byte-identical for identical input, the
         # times are in timing.json (and the terminal)
@@ -442,6 +448,8 @@ def report_html(
     system: System | None = None,
     workload: Workload | None = None,
     mapping_svg: str | None = None,
+    sensitivity: Sensitivity | None = None,
+    serving: Serving | None = None,
 ) -> str:
     """The whole page as text (deterministic for a given plan)."""
     badge = f'<span class="status {_e(plan.stats.status)}">{_e(plan.stats.status)}</span>'
@@ -451,7 +459,8 @@ def report_html(
         f"<title>MapShard: {_e(plan.scenario)}</title>",
         f"<style>{CSS}</style></head><body><main>",
         f"<h1>MapShard plan: {_e(plan.scenario)}</h1>",
-        f'<div class="sub">{_e(plan.workload_kind)} on {plan.num_chips} chips {badge}</div>',
+        f'<div class="sub">{_e(plan.workload_kind)} on {plan.num_chips} '
+        f"chip{'s' if plan.num_chips != 1 else ''} {badge}</div>",
     ]
     if plan.warnings:
         parts.append(
@@ -462,7 +471,9 @@ def report_html(
     parts += [
         headline_cards(plan),
         inference_section(plan),
+        serving_section(serving),
         time_section(plan),
+        sensitivity_section(sensitivity),
         roofline_section(plan, system),
         memory_section(plan),
         frontier_section(plan, system, workload),

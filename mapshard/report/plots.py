@@ -14,8 +14,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from mapshard.report.fmt import fmt_bytes, fmt_si
+from mapshard.report import svgplot
+from mapshard.report.fmt import fmt_bytes, fmt_si, kernel_class_label
 from mapshard.report.summary import config_total_s, kernel_time_s, phase_instances
+from mapshard.report.svgplot import INK, Canvas, Scale
 from solver.plan import KernelPlan, Plan
 
 BOUND_COLORS = {"compute": "#4c72b0", "memory": "#dd8452", "network": "#55a868"}
@@ -31,6 +33,8 @@ _RC = {
     "grid.alpha": 0.3,
 }
 MAX_BARS = 30
+WIDTH = 900.0  # px of the viewBox; the page scales it
+LINE_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
 
 
 @contextmanager
@@ -82,31 +86,29 @@ def time_by_config_svg(plan: Plan) -> str:
         for p in plan.phases
         for c in sorted(p.configs, key=lambda c: c.index)
     ]
-    busy = sum(r[1] for r in rows) or 1.0
+    total = sum(r[1] for r in rows) or 1.0
     if len(rows) > MAX_BARS:  # the longest ones in execution order, the rest as one bar
         keep = set(sorted(range(len(rows)), key=lambda i: (-rows[i][1], i))[: MAX_BARS - 1])
         rest = [r for i, r in enumerate(rows) if i not in keep]
         rows = [r for i, r in enumerate(rows) if i in keep]
         rows.append((f"{len(rest)} others", sum(r[1] for r in rest), "other"))
-    total = busy
     scale, unit = _time_unit(max((r[1] for r in rows), default=0.0))
-    with figure(9, 1.2 + 0.26 * max(1, len(rows))) as fig:
-        ax = fig.add_subplot()
-        y = range(len(rows))
-        ax.barh(
-            list(y),
-            [r[1] / scale for r in rows],
-            color=[CLASS_COLORS.get(r[2], "#999999") for r in rows],
-        )
-        for i, r in enumerate(rows):
-            ax.text(r[1] / scale, i, f" {100 * r[1] / total:.1f}%", va="center", fontsize=8)
-        ax.set_yticks(list(y), [r[0] for r in rows])
-        ax.set_ylim(len(rows) - 0.5, -0.5)  # first row on top, no blank margin
-        ax.set_xlabel(f"time per step, busy time summed over stages ({unit})")
-        ax.set_title("Time by configuration; colour = binding resource, % of busy time")
-        ax.margins(x=0.12)
-        _bound_legend(fig)
-        return to_svg(fig)
+    left = 20 + 6.4 * max((len(r[0]) for r in rows), default=4)
+    row_h, top = 22, 36
+    c = Canvas(WIDTH, top + row_h * max(1, len(rows)) + 70)
+    xs = Scale(0, max((r[1] / scale for r in rows), default=1.0) * 1.12 or 1.0, left, WIDTH - 20)
+    ys = Scale(0, max(1, len(rows)), top, top + row_h * max(1, len(rows)))
+    title = "Time by configuration; colour = binding resource, % of busy time"
+    xlabel = f"time per step, busy time summed over stages ({unit})"
+    svgplot.axes(c, xs, ys, xlabel, "", title, yticks=False)
+    for i, (label, t, bound) in enumerate(rows):
+        y = ys(i) + 3
+        c.rect(xs(0), y, xs(t / scale) - xs(0), row_h - 6, CLASS_COLORS.get(bound, "#999999"),
+               f"{label}: {bound}")  # fmt: skip
+        c.text(left - 6, y + row_h / 2 + 1, label, 10.5, "end")
+        c.text(xs(t / scale) + 3, y + row_h / 2 + 1, f"{100 * t / total:.1f}%", 10)
+    svgplot.legend(c, list(CLASS_COLORS.items()), c.height - 8)
+    return c.svg()
 
 
 def time_by_class_svg(plan: Plan) -> str:
@@ -121,23 +123,22 @@ def time_by_class_svg(plan: Plan) -> str:
             s[2] += k.network_s * n
     classes = sorted(sums, key=lambda c: (-max(sums[c]), c))[:MAX_BARS]
     scale, unit = _time_unit(max((max(v) for v in sums.values()), default=0.0))
-    with figure(9, 1.3 + 0.42 * max(1, len(classes))) as fig:
-        ax = fig.add_subplot()
-        h = 0.27
+    labels = [kernel_class_label(k) for k in classes]
+    left = 20 + 6.4 * max((len(x) for x in labels), default=4)
+    row_h, top = 36, 36
+    c = Canvas(WIDTH, top + row_h * max(1, len(classes)) + 70)
+    largest = max((max(v) / scale for v in sums.values()), default=1.0) or 1.0
+    xs = Scale(0, largest * 1.05, left, WIDTH - 20)
+    ys = Scale(0, max(1, len(classes)), top, top + row_h * max(1, len(classes)))
+    xlabel = f"resource time per step ({unit}); within a configuration they overlap"
+    svgplot.axes(c, xs, ys, xlabel, "", "Time by kernel class", yticks=False)
+    for i, (cls, label) in enumerate(zip(classes, labels)):
         for j, (res, color) in enumerate(BOUND_COLORS.items()):
-            ax.barh(
-                [i + (j - 1) * h for i in range(len(classes))],
-                [sums[c][j] / scale for c in classes],
-                height=h,
-                color=color,
-                label=res,
-            )
-        ax.set_yticks(list(range(len(classes))), classes)
-        ax.set_ylim(len(classes) - 0.5, -0.5)
-        ax.set_xlabel(f"resource time per step ({unit}); within a configuration they overlap")
-        ax.set_title("Time by kernel class")
-        fig.legend(loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-        return to_svg(fig)
+            y = ys(i) + 4 + j * 9.5
+            c.rect(xs(0), y, xs(sums[cls][j] / scale) - xs(0), 9, color, f"{label}: {res}")
+        c.text(left - 6, ys(i) + row_h / 2 + 2, label, 10.5, "end")
+    svgplot.legend(c, list(BOUND_COLORS.items()), c.height - 8)
+    return c.svg()
 
 
 def roofline_points(plan: Plan) -> list[tuple[KernelPlan, float, float]]:
@@ -168,66 +169,44 @@ def roofline_svg(
         for p in plan.phases
         for k in p.kernels
     }
-    with figure(9, 5.2) as fig:
-        ax = fig.add_subplot()
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        xs = [p[1] for p in pts] or [1.0]
-        lo, hi = min(xs + [1.0]) / 4, max(xs + [peak / bandwidth_Bps if bandwidth_Bps else 1.0])
-        grid = [lo * (hi * 8 / lo) ** (i / 200) for i in range(201)]
-        if peak > 0 and bandwidth_Bps > 0:
-            ax.plot(
-                grid,
-                [min(peak, bandwidth_Bps * x) for x in grid],
-                color="black",
-                lw=1.5,
-                label=f"roof: {fmt_si(peak, 'FLOP/s')}, {fmt_si(bandwidth_Bps, 'B/s')} "
-                f"({bw_source})",
-            )
-            ax.axvline(peak / bandwidth_Bps, color="black", lw=0.6, ls=":")
-        if vector_flops > 0 and bandwidth_Bps > 0:
-            ax.plot(
-                grid,
-                [min(vector_flops, bandwidth_Bps * x) for x in grid],
-                color="gray",
-                lw=1,
-                ls="--",
-                label=f"vector roof {fmt_si(vector_flops, 'FLOP/s')}",
-            )
-        weight = max(totals.values(), default=1.0) or 1.0
-        for bound, color in CLASS_COLORS.items():
-            sel = [p for p in pts if p[0].bound == bound]
-            if sel:
-                ax.scatter(
-                    [p[1] for p in sel],
-                    [p[2] for p in sel],
-                    color=color,
-                    alpha=0.75,
-                    edgecolors="white",
-                    linewidths=0.5,
-                    label=f"{bound}-bound",
-                    s=[12 + 120 * totals[(p[0].phase, p[0].name)] / weight for p in sel],
-                )
-        top = sorted(pts, key=lambda p: -totals[(p[0].phase, p[0].name)])[:6]
-        for i, (k, x, y) in enumerate(top):
-            ax.annotate(
-                f"{k.phase}/{k.name}",
-                (x, y),
-                fontsize=7,
-                xytext=(6, -14 * i - 4),
-                textcoords="offset points",
-                arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#888888"},
-            )
-        _log_axes(ax)
-        ax.set_xlabel("operational intensity (FLOP per DRAM byte, per chip)")
-        ax.set_ylabel("achieved FLOP/s per chip")
-        ax.set_title(
-            "Roofline: each kernel's own time (max of compute, DRAM, network); "
-            "size = share of step time",
-            fontsize=9,
-        )
-        ax.legend(loc="lower right", fontsize=8)
-        return to_svg(fig)
+    ridge = peak / bandwidth_Bps if peak > 0 and bandwidth_Bps > 0 else 0.0
+    xr = svgplot.log_range([p[1] for p in pts] + [x for x in (ridge * 8, 1.0) if x > 0], 4)
+    yr = svgplot.log_range([p[2] for p in pts] + [peak] + [bandwidth_Bps * xr[0]], 2)
+    c = Canvas(WIDTH, 420)
+    xs = Scale(*xr, 70, WIDTH - 20, log=True)
+    ys = Scale(*yr, 360, 30, log=True)
+    title = ("Roofline: each kernel's own time (max of compute, DRAM, network); "
+             "size = share of step time")  # fmt: skip
+    xlabel = "operational intensity (FLOP per DRAM byte, per chip)"
+    svgplot.axes(c, xs, ys, xlabel, "achieved FLOP/s per chip", title)
+    items = []
+    for ceiling, color, dash, label in (
+        (peak, INK, "", f"roof: {fmt_si(peak, 'FLOP/s')}, {fmt_si(bandwidth_Bps, 'B/s')} "
+         f"({bw_source})"),
+        (vector_flops, "#888888", "5,3", f"vector roof {fmt_si(vector_flops, 'FLOP/s')}"),
+    ):  # fmt: skip
+        if ceiling > 0 and bandwidth_Bps > 0:
+            knee = ceiling / bandwidth_Bps
+            line = [(xr[0], bandwidth_Bps * xr[0]), (knee, ceiling), (xr[1], ceiling)]
+            line = [(x, y) for x, y in line if xr[0] <= x <= xr[1]] or line[-1:]
+            c.polyline([(xs(x), ys(min(y, yr[1]))) for x, y in line], color, 1.6, dash)
+            items.append((label, color))
+    if ridge:
+        c.line(xs(ridge), ys(yr[0]), xs(ridge), ys(yr[1]), INK, 0.6, "2,2")
+    weight = max(totals.values(), default=1.0) or 1.0
+    for k, x, y in sorted(pts, key=lambda p: -totals[(p[0].phase, p[0].name)]):
+        share = totals[(k.phase, k.name)] / weight
+        c.circle(xs(x), ys(y), 2.5 + 7 * math.sqrt(share), CLASS_COLORS.get(k.bound, "#999"),
+                 f"{k.phase}/{k.name}: {k.bound}-bound")  # fmt: skip
+    top = sorted(pts, key=lambda p: -totals[(p[0].phase, p[0].name)])[:6]
+    for i, (k, x, y) in enumerate(sorted(top, key=lambda p: (-p[2], p[1]))):
+        lx, ly = xs(x) + 14, ys(y) + 4 + 13 * i
+        c.line(xs(x), ys(y), lx - 2, ly - 4, "#888888", 0.5)
+        c.text(lx, ly, f"{k.phase}/{k.name}", 9.5)
+    bounds = sorted({k.bound for k, _, _ in pts})
+    items += [(f"{b}-bound", CLASS_COLORS.get(b, "#999")) for b in bounds]
+    svgplot.legend(c, items, c.height - 8)
+    return c.svg()
 
 
 def memory_svg(plan: Plan) -> str:
@@ -240,103 +219,71 @@ def memory_svg(plan: Plan) -> str:
         ("KV cache", m.kv_cache),
     ]
     gib = 2.0**30
-    with figure(9, 2.1) as fig:
-        ax = fig.add_subplot()
-        left = 0.0
-        for (name, value), color in zip(parts, MEMORY_COLORS):
-            if value <= 0:
-                continue
-            ax.barh(
-                [0],
-                [value / gib],
-                left=[left / gib],
-                color=color,
-                label=f"{name} {fmt_bytes(value)}",
-            )
+    capacity = m.capacity if math.isfinite(m.capacity) else 0.0
+    c = Canvas(WIDTH, 150)
+    xs = Scale(0, max(capacity, m.total, 1.0) / gib * 1.05, 30, WIDTH - 20)
+    ys = Scale(0, 1, 36, 86)
+    title = f"Memory per chip: {fmt_bytes(m.total)}" + (
+        f" of {fmt_bytes(capacity)}" if capacity > 0 else ""
+    )
+    svgplot.axes(c, xs, ys, "GiB per chip", "", title, yticks=False)
+    left, items = 0.0, []
+    for (name, value), color in zip(parts, MEMORY_COLORS):
+        if value > 0:
+            c.rect(xs(left / gib), 42, xs(value / gib) - xs(0), 38, color,
+                   f"{name} {fmt_bytes(value)}")  # fmt: skip
+            items.append((f"{name} {fmt_bytes(value)}", color))
             left += value
-        capacity = m.capacity if math.isfinite(m.capacity) else 0.0
-        if capacity > 0:
-            ax.axvline(
-                m.capacity / gib, color="crimson", lw=2, label=f"capacity {fmt_bytes(m.capacity)}"
-            )
-        ax.set_yticks([])
-        ax.set_xlim(0, max(capacity, m.total, 1.0) / gib * 1.05)
-        ax.set_xlabel("GiB per chip")
-        ax.set_title(
-            f"Memory per chip: {fmt_bytes(m.total)}"
-            + (f" of {fmt_bytes(capacity)}" if capacity > 0 else "")
-        )
-        if ax.get_legend_handles_labels()[0]:
-            fig.legend(loc="outside lower center", ncol=6, fontsize=8, frameon=False)
-        return to_svg(fig)
+    if capacity > 0:
+        c.line(xs(capacity / gib), 36, xs(capacity / gib), 86, "crimson", 2.5)
+        items.insert(0, (f"capacity {fmt_bytes(capacity)}", "crimson"))
+    svgplot.legend(c, items, c.height - 8)
+    return c.svg()
 
 
 def frontier_svg(curves: Sequence[dict[str, Any]], buffer_bytes_max: float) -> str:
     """DRAM traffic and attainable operational intensity vs on-chip buffer, one line per
     GEMM; `curves` items: name, points [(buffer_bytes, dram_bytes, intensity)], and
     optionally chosen (buffer_bytes, dram_bytes)."""
-    with figure(9, 4.3) as fig:
-        ax1, ax2 = fig.subplots(1, 2)
-        for i, c in enumerate(curves):
-            color = f"C{i % 10}"
-            pts = list(c["points"])
-            if pts and buffer_bytes_max > pts[-1][0]:  # compulsory traffic from here on
-                pts.append((buffer_bytes_max * 2, *pts[-1][1:]))
-            xs = [p[0] for p in pts]
-            ax1.step(xs, [p[1] for p in pts], where="post", color=color, label=c["name"])
-            ax2.step(xs, [p[2] for p in pts], where="post", color=color)
-            if c.get("chosen"):
-                bx, by = c["chosen"]
-                ax1.scatter(
-                    [max(bx, xs[0])],
-                    [by],
-                    color=color,
-                    marker="*",
-                    s=120,
-                    edgecolors="black",
-                    linewidths=0.5,
-                    zorder=5,
-                )
-        for ax in (ax1, ax2):
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("on-chip buffer (bytes)")
-            if buffer_bytes_max > 0:
-                ax.axvline(buffer_bytes_max, color="crimson", lw=1, ls="--")
-        _log_axes(ax1)
-        _log_axes(ax2)
-        ax1.set_ylabel("least DRAM traffic (bytes)")
-        ax2.set_ylabel("attainable FLOP per DRAM byte")
-        ax1.set_title("Data-movement frontier (★ = plan's choice)", fontsize=9)
-        ax2.set_title(
-            f"Operational intensity (dashed: buffer {fmt_bytes(buffer_bytes_max)})", fontsize=9
-        )
-        fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)
-        return to_svg(fig)
-
-
-def _si_tick(value: float, _pos: object = None) -> str:
-    """Compact decimal tick label (1k, 10M, 0.1): no mathtext, which is slow to lay out."""
-    for scale, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"),
-                          (1e3, "k")):  # fmt: skip
-        if abs(value) >= scale:
-            return f"{value / scale:g}{prefix}"
-    return f"{value:g}"
-
-
-def _log_axes(ax: Any) -> None:
-    """Log-log axes with SI tick labels and no minor ticks. Call once the data is plotted:
-    an axis spanning under three decades gets 1-2-5 ticks, a wider one one per decade."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
-
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
-        narrow = lo > 0 and hi > 0 and abs(math.log10(hi / lo)) < 3
-        subs = (1.0, 2.0, 5.0) if narrow else (1.0,)
-        axis.set_major_locator(LogLocator(base=10, subs=subs))
-        axis.set_major_formatter(FuncFormatter(_si_tick))
-        axis.set_minor_locator(NullLocator())
+    series = []
+    for c_ in curves:
+        pts = list(c_["points"])
+        if pts and buffer_bytes_max > pts[-1][0]:  # compulsory traffic from here on
+            pts.append((buffer_bytes_max * 2, *pts[-1][1:]))
+        series.append((c_, pts))
+    allx = [p[0] for _, pts in series for p in pts] + [buffer_bytes_max]
+    xr = svgplot.log_range(allx, 1.5)
+    half = WIDTH / 2
+    c = Canvas(WIDTH, 400)
+    panels = []
+    for k, (ylabel, title) in enumerate((
+        ("least DRAM traffic (bytes)", "Data-movement frontier (\u2605 = plan's choice)"),
+        ("attainable FLOP per DRAM byte",
+         f"Operational intensity (dashed: buffer {fmt_bytes(buffer_bytes_max)})"),
+    )):  # fmt: skip
+        yr = svgplot.log_range([p[1 + k] for _, pts in series for p in pts], 1.3)
+        xs = Scale(*xr, k * half + 70, (k + 1) * half - 15, log=True)
+        ys = Scale(*yr, 320, 30, log=True)
+        svgplot.axes(c, xs, ys, "on-chip buffer (bytes)", ylabel, title)
+        if buffer_bytes_max > 0:
+            c.line(xs(buffer_bytes_max), 30, xs(buffer_bytes_max), 320, "crimson", 1, "5,3")
+        panels.append((xs, ys))
+    items = []
+    for i, (c_, pts) in enumerate(series):
+        color = LINE_COLORS[i % len(LINE_COLORS)]
+        for k, (xs, ys) in enumerate(panels):
+            step = []
+            for j, p in enumerate(pts):  # post-step: flat until the next point
+                if j:
+                    step.append((xs(p[0]), ys(pts[j - 1][1 + k])))
+                step.append((xs(p[0]), ys(p[1 + k])))
+            c.polyline(step, color, 1.8)
+        if c_.get("chosen") and pts:
+            bx, by = c_["chosen"]
+            c.star(panels[0][0](max(bx, pts[0][0])), panels[0][1](by), 7, color)
+        items.append((str(c_["name"]), color))
+    svgplot.legend(c, items, c.height - 8)
+    return c.svg()
 
 
 def _time_unit(largest_s: float) -> tuple[float, str]:
@@ -344,16 +291,3 @@ def _time_unit(largest_s: float) -> tuple[float, str]:
         if largest_s >= scale:
             return scale, unit
     return 1e-9, "ns"
-
-
-def _bound_legend(fig: Any) -> None:
-    """Legend of the binding resources, below the axes so it never hides a bar."""
-    from matplotlib.patches import Patch
-
-    fig.legend(
-        handles=[Patch(color=c, label=b) for b, c in CLASS_COLORS.items()],
-        loc="outside lower center",
-        ncol=3,
-        fontsize=8,
-        frameon=False,
-    )

@@ -7,10 +7,14 @@ step, its busy time), so the table, the trace and the HTML agree to the last dig
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mapshard.report.fmt import finite
 from solver.plan import ConfigPlan, KernelPlan, PhasePlan, Plan
+
+if TYPE_CHECKING:
+    from mapshard.sensitivity import Sensitivity
+    from mapshard.serving import Serving
 
 PARALLELISMS = ("tp", "pp", "dp", "ep", "cp")
 TIMING_KEYS = ("solve_time_s", "build_time_s")
@@ -44,6 +48,21 @@ def parallel_degrees(plan: Plan) -> dict[str, int]:
     return {k: degrees.get(k, 1) for k in PARALLELISMS} | {
         k: v for k, v in degrees.items() if k not in PARALLELISMS
     }
+
+
+def parallelism_text(plan: Plan, sep: str = " ", skip_ones: bool = False) -> str:
+    """ "TP 8 PP 1 DP 1 EP 8 (experts over the TP chips) CP 1": expert parallelism that splits
+    the experts over the same chips as TP says so, rather than reading as a separate factor
+    of the chip count."""
+    deg = parallel_degrees(plan)
+    ep_on_tp = deg["ep"] > 1 and deg["ep"] == deg["tp"] and "ep" not in plan.placement
+    parts = []
+    for p in PARALLELISMS:
+        if skip_ones and deg[p] <= 1:
+            continue
+        note = " (experts over the TP chips)" if p == "ep" and ep_on_tp else ""
+        parts.append(f"{p.upper()}{sep}{deg[p]}{note}")
+    return " ".join(parts)
 
 
 def step_components(plan: Plan) -> list[tuple[str, float]]:
@@ -92,9 +111,23 @@ def _phases(plan: Plan) -> list[dict[str, Any]]:
     ]
 
 
-def summary_dict(plan: Plan, include_timing: bool = True) -> dict[str, Any]:
+def _energy(plan: Plan) -> dict[str, Any]:
+    """energy_J per step (null when not modelled) and the model that gave it."""
+    from mapshard.report.energy import step_energy
+
+    e = step_energy(plan)
+    return {"energy_J": e.joules, "energy_model": e.model, "energy_utilisation": e.utilisation}
+
+
+def summary_dict(
+    plan: Plan,
+    include_timing: bool = True,
+    sensitivity: Sensitivity | None = None,
+    serving: Serving | None = None,
+) -> dict[str, Any]:
     """summary.json content. `include_timing=False` drops the wall-clock solver times, the
-    only values that differ between two runs of the same scenario."""
+    only values that differ between two runs of the same scenario; `sensitivity` adds the
+    what-if table under `sensitivity`, `serving` the serving view under `serving`."""
     st = plan.stats
     mem = plan.memory
     out: dict[str, Any] = {
@@ -124,7 +157,6 @@ def summary_dict(plan: Plan, include_timing: bool = True) -> dict[str, Any]:
         "micro_batches": plan.micro_batches,
         "system_cost": plan.system_cost,
         "system_power_W": plan.system_power_W,
-        "energy_J": plan.energy_J,
         "workload_flop": plan.workload_flop,
         "peak_flops_per_chip": plan.peak_flops_per_chip,
         "flops_utilization": plan.flops_utilization,
@@ -157,14 +189,24 @@ def summary_dict(plan: Plan, include_timing: bool = True) -> dict[str, Any]:
         value = getattr(plan, key)
         if value is not None:
             out[key] = value
+    out |= _energy(plan)
+    if sensitivity is not None:
+        out["sensitivity"] = sensitivity.as_dict()
+    if serving is not None:
+        out["serving"] = serving.as_dict()
     if not include_timing:
         out.pop("solve_time_s")
     return _clean(dict(sorted(out.items())))
 
 
-def summary_json(plan: Plan, include_timing: bool = True) -> str:
+def summary_json(
+    plan: Plan,
+    include_timing: bool = True,
+    sensitivity: Sensitivity | None = None,
+    serving: Serving | None = None,
+) -> str:
     """summary.json text: sorted keys, two-space indent, trailing newline."""
-    data = summary_dict(plan, include_timing)
+    data = summary_dict(plan, include_timing, sensitivity, serving)
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 

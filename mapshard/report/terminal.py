@@ -4,18 +4,24 @@ statistics lines verbatim (scripts written for DFModel grep for them)."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
+from mapshard.report.energy import money_text, step_energy
 from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report.summary import (
-    PARALLELISMS,
     busy_total_s,
     config_total_s,
     parallel_degrees,
+    parallelism_text,
     phase_instances,
     phase_total_s,
     step_components,
 )
 from solver.plan import Plan
+
+if TYPE_CHECKING:
+    from mapshard.sensitivity import Sensitivity
+    from mapshard.serving import Serving
 
 MAX_CONFIG_ROWS = 12  # per phase
 
@@ -36,7 +42,7 @@ STOP_TEXT = {
 
 def headline_lines(plan: Plan) -> list[str]:
     """The numbers a reader wants first, one per line."""
-    st, deg = plan.stats, parallel_degrees(plan)
+    st = plan.stats
     chips = f"{plan.num_chips} chip" + ("s" if plan.num_chips != 1 else "")
     lines = [f"Scenario {plan.scenario} ({plan.workload_kind}, {chips})"]
     gap = "-" if st.gap is None else fmt_pct(st.gap)
@@ -64,7 +70,7 @@ def headline_lines(plan: Plan) -> list[str]:
     placed = ", ".join(f"{k}: {v}" for k, v in sorted(plan.placement.items()))
     lines.append(
         "Parallelism "
-        + " ".join(f"{p.upper()} {deg[p]}" for p in PARALLELISMS)
+        + parallelism_text(plan)
         + (f"  ({placed})" if placed else "")
         + (f"; {plan.micro_batches} micro-batches" if plan.micro_batches > 1 else "")
     )
@@ -92,14 +98,10 @@ def headline_lines(plan: Plan) -> list[str]:
         f"Memory per chip {fmt_bytes(m.total)}{cap}"
         + (": " + ", ".join(f"{n} {fmt_bytes(v)}" for n, v in parts) if parts else "")
     )
-    cost = f"${fmt_si(plan.system_cost)}" if plan.system_cost > 0 else "not priced"
-    energy = (
-        fmt_si(plan.energy_J, "J")
-        if plan.energy_J > 0
-        else "not modelled (no energy per FLOP/byte in cost)"
-    )
+    power = fmt_si(plan.system_power_W, "W") if plan.system_power_W > 0 else "not modelled"
     lines.append(
-        f"System cost {cost}, power {fmt_si(plan.system_power_W, 'W')}, energy per step {energy}"
+        f"System cost {money_text(plan.system_cost)}, power {power}, "
+        f"energy per step {step_energy(plan).text()}"
     )
     return lines
 
@@ -150,11 +152,13 @@ def config_table(plan: Plan) -> list[str]:
 
 
 def dfmodel_lines(plan: Plan) -> list[str]:
-    """DFModel's statistics, printed as DFModel prints them (`print(label, value)`)."""
+    """DFModel's statistics, printed as DFModel prints them (`print(label, value)`); a cost
+    or power the library does not know says so instead of printing 0."""
     deg = parallel_degrees(plan)
+    cost, power = float(plan.system_cost), float(plan.system_power_W)
     return [
-        f"System Cost {float(plan.system_cost)!r}",
-        f"System Power {float(plan.system_power_W)!r}",
+        f"System Cost {cost!r}" if cost > 0 else "System Cost not priced",
+        f"System Power {power!r}" if power > 0 else "System Power not modelled",
         f"Workload FLOP {float(plan.workload_flop)!r}",
         f"System FLOPS Utilization {float(plan.flops_utilization)!r}",
         f"Optimizer Runtime (s) {float(plan.stats.solve_time_s)!r}",
@@ -164,14 +168,51 @@ def dfmodel_lines(plan: Plan) -> list[str]:
     ]
 
 
-def format_summary(plan: Plan, color: bool | None = None) -> str:
-    """The terminal summary; bold headings only when `color` (default: stdout is a TTY)."""
+def sensitivity_lines(sensitivity: Sensitivity) -> list[str]:
+    """The what-if table: resource, scale, re-solved latency, change, re-solve status."""
+    rows = [["resource", "scale", "latency", "change", "re-solve"]]
+    rows += sensitivity.table_rows()
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = [
+        "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        + "  "
+        + r[4]
+        for r in rows
+    ]
+    return [lines[0], "-" * len(lines[0]), *lines[1:], sensitivity.binding()]
+
+
+def serving_lines(serving: Serving) -> list[str]:
+    """TTFT / TPOT / tokens/s per batch and input length, the plan's row marked."""
+    from mapshard.serving import HEADER
+
+    rows = [HEADER, *serving.table_rows()]
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) + "  " + r[6] for r in rows]
+    head = f"objective {serving.objective}, {serving.limits_text()}"
+    return [head, lines[0], "-" * len(lines[0]), *lines[1:]]
+
+
+def format_summary(
+    plan: Plan,
+    color: bool | None = None,
+    sensitivity: Sensitivity | None = None,
+    serving: Serving | None = None,
+) -> str:
+    """The terminal summary; bold headings only when `color` (default: stdout is a TTY);
+    `sensitivity` adds the what-if table, `serving` the serving view."""
     if color is None:
         color = sys.stdout.isatty()
     lines = [_bold("MapShard plan", color)]
     lines += headline_lines(plan)
     lines += ["", _bold("Where the time goes (per step)", color)]
     lines += config_table(plan)
+    if serving is not None:
+        lines += ["", _bold("Serving: latency and throughput versus batch", color)]
+        lines += serving_lines(serving)
+    if sensitivity is not None:
+        lines += ["", _bold("What if (each resource scaled, re-solved)", color)]
+        lines += sensitivity_lines(sensitivity)
     if plan.warnings:
         lines += ["", _bold("Warnings", color)] + [f"- {w}" for w in plan.warnings]
     lines += [""] + dfmodel_lines(plan)

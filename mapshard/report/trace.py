@@ -4,8 +4,10 @@ One process per pipeline stage; in each, one thread per resource: the schedule (
 or steps), the configurations, compute, DRAM, and one per network group a collective runs
 over. Training draws the 1F1B schedule; inference draws the steps of a request. Kernel detail
 is drawn for one graph instance per phase and stage (the others are identical), and at most
-MAX_DRAWN micro-batches or steps are drawn; what is left out is an instant event carrying its
-busy time, so the busy time in the file always adds up to the plan's totals.
+MAX_DRAWN micro-batches or steps are drawn one by one (every one, for any real run); the
+steps of a request beyond that are one slice covering them, and micro-batches beyond it an
+instant event carrying their busy time, so the timeline has no hole and the busy time in
+the file always adds up to the plan's totals.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from mapshard.report.fmt import finite
 from mapshard.report.summary import parallel_degrees
 from solver.plan import ConfigPlan, PhasePlan, Plan
 
-MAX_DRAWN = 8  # micro-batches (training) or steps (inference) drawn per stage
+MAX_DRAWN = 1024  # micro-batches (training) or steps (inference) drawn one by one per stage
 MAX_DETAIL_STAGES = 16  # stages that get per-configuration and per-kernel detail
 TID_SCHEDULE, TID_CONFIG, TID_COMPUTE, TID_DRAM, TID_NETWORK0 = 0, 1, 2, 3, 4
 _OVER = re.compile(r"\bover\s+([A-Za-z0-9_+\-]+)")
@@ -364,17 +366,26 @@ def _inference(tr: _Trace, plan: Plan, stages: int, detail: set[int]) -> float:
                 name = label if steps == 1 else f"{label} step {step}"
                 t = tr.unit(s, name, t, segs[s], step == 0 and s in detail, {"step": step})
         rest = steps - MAX_DRAWN
-        if rest > 0:
+        if rest > 0:  # one slice per stage spanning the rest (steps alternate over stages)
+            per_step = [sum(x.duration_s for x in seg) for seg in segs]
+            total = sum(per_step)
             for s in range(stages):
-                busy = _busy(segs[s], rest)
-                tr.instant(
-                    s,
-                    f"{rest} more {label} steps (not drawn)",
-                    t,
-                    {"busy_us": busy},
-                )
-            t += rest * sum(x.duration_s for seg in segs for x in seg)
+                args = {"steps": rest, "busy_us": _busy(segs[s], rest)}
+                name = f"{label} steps {MAX_DRAWN}-{steps - 1} ({rest} steps, one slice)"
+                begin = t + sum(per_step[:s])
+                span = (rest - 1) * total + per_step[s]
+                tr.slice(s, TID_SCHEDULE, name, "schedule", begin, span, args)
+            t += rest * sum(per_step)
     return t
+
+
+def _drawn_note(plan: Plan) -> str:
+    """ "draws 96 of 96 micro-batches" / "draws 1024 of 4096 decode steps one by one"."""
+    if plan.workload_kind == "training":
+        micro = max(1, plan.micro_batches)
+        return f"draws {min(micro, MAX_DRAWN)} of {micro} micro-batches one by one"
+    steps = max((p.steps for p in plan.phases), default=1)
+    return f"draws {min(steps, MAX_DRAWN)} of {steps} steps one by one"
 
 
 def trace_dict(plan: Plan) -> dict[str, Any]:
@@ -391,8 +402,7 @@ def trace_dict(plan: Plan) -> dict[str, Any]:
     events = sorted(tr.events, key=lambda e: (e["pid"], e["tid"], e["ts"], e["name"]))
     notes = [
         f"timeline: {kind}; kernel detail for one graph instance per phase and stage",
-        f"at most {MAX_DRAWN} micro-batches or steps are drawn; instant events carry the "
-        "busy time of the rest",
+        f"{_drawn_note(plan)}; the timeline covers the whole step",
         "a head phase is drawn on the last stage",
     ]
     return {

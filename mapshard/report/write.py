@@ -4,6 +4,7 @@ folder MapShard owns (mapshard/outdir.py: atomic, never over the user's files)."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from generator.graph import Workload
 from hardware.system import System
@@ -15,6 +16,10 @@ from mapshard.report.tables import configs_csv, kernels_csv
 from mapshard.report.trace import trace_json
 from solver.plan import Plan
 
+if TYPE_CHECKING:
+    from mapshard.sensitivity import Sensitivity
+    from mapshard.serving import Serving
+
 __all__ = ["MARKER", "check_replaceable", "check_writable", "result_files", "write_results"]
 
 
@@ -24,19 +29,21 @@ def result_files(
     system: System | None = None,
     workload: Workload | None = None,
     extra: dict[str, str] | None = None,
+    sensitivity: Sensitivity | None = None,
+    serving: Serving | None = None,
 ) -> dict[str, str]:
     """File name -> content of everything in a result folder (no disk access); `extra`:
     further text files (DFModel's dse_final.txt)."""
     dot = mapping_dot(plan, workload)
     svg = render_svg(dot, sum(len(p.kernels) for p in plan.phases))
     files = {
-        "summary.json": summary_json(plan),
+        "summary.json": summary_json(plan, sensitivity=sensitivity, serving=serving),
         "timing.json": timing_json(plan),
         "kernels.csv": kernels_csv(plan),
         "configs.csv": configs_csv(plan),
         "trace.json": trace_json(plan),
         "mapping.dot": dot,
-        "report.html": report_html(plan, system, workload, svg),
+        "report.html": report_html(plan, system, workload, svg, sensitivity, serving),
     }
     if svg is not None:
         files["mapping.svg"] = svg
@@ -54,13 +61,18 @@ def write_results(
     system: System | None = None,
     workload: Workload | None = None,
     extra: dict[str, str] | None = None,
+    sensitivity: Sensitivity | None = None,
+    serving: Serving | None = None,
 ) -> list[Path]:
     """Write the result folder atomically; returns the paths written, sorted.
 
     `system` gives the roofline its DRAM bandwidth and the frontier the chip's SRAM;
-    `workload` gives mapping.dot the graph's edges and the frontier exact GEMM shapes.
+    `workload` gives mapping.dot the graph's edges and the frontier exact GEMM shapes;
+    `sensitivity` adds the what-if table and `serving` the serving view to summary.json and
+    report.html.
     Raises SetupError when out_dir holds anything MapShard did not write.
     """
     return replace_folder(
-        out_dir, result_files(plan, setup_text_with_plan, system, workload, extra)
+        out_dir,
+        result_files(plan, setup_text_with_plan, system, workload, extra, sensitivity, serving),
     )

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mapshard.report.fmt import fmt_si, fmt_time
 from mapshard.sweep import metrics
 from mapshard.sweep.pareto import PLOTS, figure_png, figure_svg, front_figure
 from mapshard.sweep.progress import fmt_counts, fmt_duration
@@ -144,6 +145,22 @@ def _num(text: str) -> str:
     return "" if x is None else f"{x:.4g}"
 
 
+def _cell(row: dict[str, str], metric: str) -> str:
+    """A best-point cell: a system without a price reads "not priced" (cost and tokens/s
+    per $), one without power "not modelled", never 0."""
+    cost = metrics.number(row.get("system_cost", ""))
+    if metric in ("system_cost", "tokens_per_s_per_usd") and not cost:
+        return "not priced" if row.get("status") in metrics.SOLVED else ""
+    value = metrics.number(row.get(metric, ""))
+    if metric == "system_power_W" and not value:
+        return "not modelled" if row.get("status") in metrics.SOLVED else ""
+    if value is None:
+        return ""
+    units = {"latency_s": fmt_time(value), "system_cost": f"${fmt_si(value)}",
+             "system_power_W": fmt_si(value, "W")}  # fmt: skip
+    return units.get(metric, _num(row.get(metric, "")))
+
+
 def report_html(
     outcome: SweepOutcome, best: dict[str, dict[str, str]], svgs: list[tuple[str, str]]
 ) -> str:
@@ -168,7 +185,7 @@ def report_html(
             r["index"],
             _describe(r, spec.axis_names),
             r["status"],
-            *(_num(r.get(m, "")) for m in shown),
+            *(_cell(r, m) for m in shown),
             f"best_{obj}/",
         ]
         for obj, r in best.items()
@@ -186,7 +203,10 @@ def report_html(
         )
     )
     if svgs:
-        parts.append("<h2>Pareto fronts</h2><p>Grey: dominated points.</p>")
+        parts.append(
+            "<h2>Pareto fronts</h2><p>Faded or grey: dominated points. Latency plots over a "
+            "batch axis draw one front per batch size.</p>"
+        )
         parts += [f"<figure>{svg}<figcaption>{_e(t)}</figcaption></figure>" for t, svg in svgs]
     reasons = Counter(
         r["reason"][:200] for r in rows if r["status"] in ("infeasible", "failed") and r["reason"]

@@ -90,70 +90,96 @@ def plot_data(
     return keep, xs, ys, mask
 
 
+#: Plots whose y is a per-request latency: points of different batch sizes answer different
+#: questions, so each batch gets its own front and colour.
+SPLIT_BY_BATCH = ("latency_s",)
+GROUP_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
+MAX_LABELS = 12
+
+
+def batch_axis(axis_names: tuple[str, ...]) -> str | None:
+    """The sweep axis that sets the batch size, if any ("batch", "decode_batch", ...)."""
+    return next((a for a in axis_names if "batch" in a.lower()), None)
+
+
+def _groups(keep: list[dict[str, str]], by: str | None) -> dict[str, list[int]]:
+    """Row indices per value of axis `by` (one group "" without it), numeric order."""
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(keep):
+        groups.setdefault(r.get(by, "") if by else "", []).append(i)
+
+    def order(v: str) -> tuple[float, str]:
+        try:
+            return (float(v), v)
+        except ValueError:
+            return (float("inf"), v)
+
+    return {k: groups[k] for k in sorted(groups, key=order)}
+
+
 def front_figure(
     rows: list[dict[str, str]], plot: FrontPlot, axis_names: tuple[str, ...]
 ) -> Any | None:
-    """A matplotlib Figure of one front, or None when no solved point has both metrics."""
-    keep, xs, ys, mask = plot_data(rows, plot)
+    """A matplotlib Figure of one front, or None when no solved point has both metrics.
+    A latency plot over a batch axis draws one front per batch size."""
+    keep, xs, ys, _ = plot_data(rows, plot)
     if not keep:
         return None
     import matplotlib
     from matplotlib.figure import Figure
 
+    by = batch_axis(axis_names) if plot.y in SPLIT_BY_BATCH else None
+    groups = _groups(keep, by)
+    names = tuple(a for a in axis_names if a != by)
     with matplotlib.rc_context(_RC):
         fig = Figure(figsize=(6.4, 4.2), layout="constrained")
         ax = fig.add_subplot()
-        dom = [i for i, m in enumerate(mask) if not m]
-        front = sorted((i for i, m in enumerate(mask) if m), key=lambda i: (xs[i], ys[i]))
-        ax.scatter(
-            [xs[i] for i in dom],
-            [ys[i] for i in dom],
-            s=12,
-            color="#b0b0b0",
-            label=f"dominated ({len(dom)})",
-            zorder=2,
-        )
-        ax.plot(
-            [xs[i] for i in front],
-            [ys[i] for i in front],
-            "-o",
-            color="#4c72b0",
-            markersize=4,
-            linewidth=1.2,
-            label=f"Pareto front ({len(front)})",
-            zorder=3,
-        )
-        if len(front) <= 12:
-            for i in front:
-                ax.annotate(
-                    _short(keep[i], axis_names),
-                    (xs[i], ys[i]),
-                    fontsize=6,
-                    xytext=(3, 3),
-                    textcoords="offset points",
-                    color="#333333",
-                )
+        labelled: list[int] = []
+        for g, (value, idx) in enumerate(groups.items()):
+            labelled += _draw_group(ax, plot, xs, ys, idx, value, by, g, len(groups) > 1)
+        _label_points(ax, keep, xs, ys, labelled, names)
         if plot.y == "tokens_per_s":
             best = max(range(len(keep)), key=lambda i: (ys[i] / xs[i] if xs[i] > 0 else 0, -i))
-            ax.scatter(
-                [xs[best]],
-                [ys[best]],
-                s=60,
-                facecolors="none",
-                edgecolors="#c44e52",
-                linewidths=1.5,
-                label="best tokens/s per $",
-                zorder=4,
-            )
+            ax.scatter([xs[best]], [ys[best]], s=60, facecolors="none", edgecolors="#c44e52",
+                       linewidths=1.5, label="best tokens/s per $", zorder=4)  # fmt: skip
         for setter, values in ((ax.set_xscale, xs), (ax.set_yscale, ys)):
             positive = [v for v in values if v > 0]
             if positive and len(positive) == len(values) and max(positive) > 20 * min(positive):
                 setter("log")
         ax.set_xlabel(LABELS.get(plot.x, plot.x))
         ax.set_ylabel(LABELS.get(plot.y, plot.y))
-        ax.set_title(plot.title)
+        ax.set_title(plot.title + (f", one front per {by}" if by and len(groups) > 1 else ""))
         ax.legend(loc="best", fontsize=7)
     return fig
+
+
+def _draw_group(ax, plot, xs, ys, idx, value, by, g, split) -> list[int]:  # noqa: ANN001
+    """One group's dominated points and Pareto front; returns the front's indices."""
+    gx, gy = [xs[i] for i in idx], [ys[i] for i in idx]
+    mask = pareto_mask(gx, gy, plot.x in metrics.MAXIMISE, plot.y in metrics.MAXIMISE)
+    dom = [i for i, m in zip(idx, mask) if not m]
+    front = sorted((i for i, m in zip(idx, mask) if m), key=lambda i: (xs[i], ys[i]))
+    color = GROUP_COLORS[g % len(GROUP_COLORS)] if split else "#4c72b0"
+    name = f"{by} {value}: " if split else ""
+    ax.scatter([xs[i] for i in dom], [ys[i] for i in dom], s=12, zorder=2,
+               color=color if split else "#b0b0b0", alpha=0.35 if split else 1.0,
+               label=None if split else f"dominated ({len(dom)})")  # fmt: skip
+    ax.plot([xs[i] for i in front], [ys[i] for i in front], "-o", color=color, markersize=4,
+            linewidth=1.2, zorder=3, label=f"{name}Pareto front ({len(front)})")  # fmt: skip
+    return front
+
+
+def _label_points(ax, keep, xs, ys, idx, names) -> None:  # noqa: ANN001
+    """Labels for up to MAX_LABELS front points, nudged apart: sorted by position, each
+    label goes above or below its point in turn, further out when its neighbour is close."""
+    if len(idx) > MAX_LABELS:
+        return
+    order = sorted(idx, key=lambda i: (xs[i], ys[i]))
+    for n, i in enumerate(order):
+        dy = (4 + 6 * (n % 3)) * (1 if n % 2 == 0 else -1)
+        ax.annotate(_short(keep[i], names), (xs[i], ys[i]), fontsize=6, xytext=(4, dy),
+                    textcoords="offset points", color="#333333",
+                    va="bottom" if dy > 0 else "top")  # fmt: skip
 
 
 def _short(row: dict[str, str], axis_names: tuple[str, ...]) -> str:

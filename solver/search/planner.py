@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from generator.graph import KernelGraph, Workload
 from hardware.system import System
-from schema.errors import NoPlanError
+from schema.errors import Interrupted, NoPlanError
 from solver.cost import efficiency
 from solver.cost.menus import build_problem
 from solver.cost.problem import MappingProblem
@@ -27,24 +27,7 @@ from solver.report_plan import build_phase_plans, energy_of, workload_flop
 from solver.search import assemble, infeasible
 from solver.search.bounds import bound_of, plan_warnings, roofline_bound, step_times
 from solver.search.parallel import Choice, enumerate_choices, spans_key
-
-
-@dataclass(frozen=True)
-class SearchProgress:
-    """Where the outer search stands, after each parallel choice it settles."""
-
-    choices_done: int
-    choices_total: int
-    best_latency_s: float  # inf until a first plan
-    bound_s: float  # least latency any unsettled or solved choice could still reach
-
-    def describe(self) -> str:
-        text = f"choice {self.choices_done}/{self.choices_total}"
-        if math.isfinite(self.best_latency_s):
-            gap = max(0.0, 1 - self.bound_s / self.best_latency_s) if self.best_latency_s else 0
-            text += f", best {self.best_latency_s:.4g} s, bound {self.bound_s:.4g} s"
-            text += f" (gap {gap:.1%})"
-        return text
+from solver.search.progress import SearchProgress
 
 
 @dataclass(frozen=True)
@@ -88,19 +71,32 @@ def search_workload(
     bounds = [(roofline_bound(workload, system, c, execution), i, c) for i, c in enumerate(choices)]
     bounds.sort(key=lambda t: (t[0], t[1]))
     search.bounds = bounds
-    for lb, _, choice in bounds:
-        if not search.settle(lb, choice):
-            continue
-        if progress is not None:
+    stop: KeyboardInterrupt | None = None
+    try:
+        if progress is not None:  # from the start: the first choice and its roofline bound
             progress(search.progress())
-        if options.time_limit_s > 0 and time.perf_counter() - search.t0 > options.time_limit_s:
-            search.statuses.append("time_limit")
-            search.stops.append("time_limit")
-            break
+        for lb, _, choice in bounds:
+            if not search.settle(lb, choice):
+                continue
+            if progress is not None:
+                progress(search.progress())
+            if 0 < options.time_limit_s < time.perf_counter() - search.t0:
+                search.statuses.append("time_limit")
+                search.stops.append("time_limit")
+                break
+    except KeyboardInterrupt as signal:  # Ctrl-C / SIGTERM: keep the best plan found
+        if search.best is None:
+            raise
+        search.statuses.append("interrupted")
+        search.stops.insert(0, "interrupted")
+        stop = signal
     if search.best is None:
         search.raise_no_plan(limits)
     stats = search.solve_stats()
-    return _build_plan(workload, system, execution, search.best, stats, search.results, scenario)
+    plan = _build_plan(workload, system, execution, search.best, stats, search.results, scenario)
+    if stop is not None:
+        raise Interrupted(plan) from stop
+    return plan
 
 
 @dataclass
@@ -310,6 +306,7 @@ class _OuterSearch:
         assert best is not None
         solve_s = time.perf_counter() - self.t0
         status = "optimal" if all(s == "optimal" for s in self.statuses) else "time_limit"
+        status = "interrupted" if "interrupted" in self.statuses else status
         # The proven bound: pruned choices have a roofline bound >= the best plan; every
         # other choice contributes its proven bound, and a choice never reached (time
         # limit) its roofline bound.
@@ -317,12 +314,11 @@ class _OuterSearch:
         proven = _proven_bound(self.workload, best, self.system)
         bound_latency = min([proven, *self.open_bounds, *unexplored])
         gap = max(0.0, (best.times.latency_s - bound_latency) / best.times.latency_s)
-        if status == "time_limit" and len(results) < len(bounds):
+        if status != "optimal" and len(results) < len(bounds):
+            why = status.replace("_", " ")
             for lb, _, choice in bounds[len(results) :]:
                 deg = {k.lower(): v for k, v in choice.degrees}
-                results.append(
-                    ChoiceResult(deg, choice.describe(), lb, None, "pruned", "time limit")
-                )
+                results.append(ChoiceResult(deg, choice.describe(), lb, None, "pruned", why))
         return SolveStats(
             status=status,
             objective=best.times.latency_s,
@@ -348,6 +344,8 @@ class _OuterSearch:
         over the path cap (`SolverOptions.max_paths`)."""
         if status == "optimal":
             return "proof"
+        if status == "interrupted":
+            return "interrupted"
         if "time_limit" in self.stops or not self.stops:
             return "time_limit"
         return self.stops[0]

@@ -29,6 +29,10 @@ def test_compare_a_result_folder_with_a_scenario(tmp_path: Path, capsys) -> None
     b = json.loads((tmp_path / "g" / "summary.json").read_text())["latency_s"]
     assert rows["latency"][1].endswith(f"(x{b / a:.2g})")
     assert rows[""] == ["llama31_8b_decode_h100", "gemm_h100"]
+    # library H100s carry no price: said, not hidden and not "$0"; energy from 700 W TDP
+    assert rows["system cost"] == ["not priced", "not priced"] and "$0" not in page
+    assert "not modelled" not in rows["energy per step"][0]
+    assert "network-bound</span>" not in page  # neither side has network-bound time
 
 
 def test_compare_needs_two(capsys) -> None:

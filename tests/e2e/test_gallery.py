@@ -6,6 +6,7 @@ solved choice's roofline bound (math-precision peak x calibrated efficiency) is 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from golden_headlines import GOLDEN, headlines
 
 from mapshard import pipeline
 from mapshard.cli import main
+from mapshard.report.terminal import format_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 GALLERY = sorted(p.parent.name for p in (ROOT / "scenarios").glob("*/setup.txt"))
@@ -32,6 +34,7 @@ def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Pa
     for f in ("kernels.csv", "configs.csv", "trace.json", "report.html", "plan.txt"):
         assert (out / f).is_file()
     _assert_matches_golden(name, headlines(summary))
+    _assert_no_zero_joules_or_dollars(result.plan, summary, (out / "report.html").read_text())
     latency = summary["latency_s"]
     peak = summary.get("peak_flops_per_chip") or 0
     assert latency > 0
@@ -47,6 +50,23 @@ def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Pa
         )
         bound = weights / tp_pp / scenario.system.dram.bandwidth_Bps
         assert summary["tpot_s"] * summary["parallelism"]["pp"] >= bound * 0.999
+
+
+ZERO_JOULES = re.compile(r"(?<![\d.])0(\.0+)? ?[kmuµn]?J\b")
+ZERO_DOLLARS = re.compile(r"\$0(?![\d.]*[1-9])")
+
+
+def _assert_no_zero_joules_or_dollars(plan, summary: dict, html: str) -> None:
+    """Honest labels (#17): never "0 J" beside a power, never "$0" for an unpriced chip."""
+    text = format_summary(plan, color=False)
+    for where, body in (("terminal", text), ("report.html", html)):
+        assert not ZERO_JOULES.search(body), (where, ZERO_JOULES.search(body))
+        assert not ZERO_DOLLARS.search(body), (where, ZERO_DOLLARS.search(body))
+    assert "System Cost 0.0" not in text and "System Power 0.0" not in text
+    if summary["system_power_W"] > 0:
+        assert summary["energy_J"] > 0 and summary["energy_model"] != "not modelled"
+    else:
+        assert summary["energy_J"] is None or summary["energy_J"] > 0
 
 
 def _assert_matches_golden(name: str, got: dict) -> None:

@@ -10,7 +10,6 @@ from report_fixtures import inference_plan, training_plan
 
 from mapshard.report.summary import phase_total_s
 from mapshard.report.trace import (
-    MAX_DRAWN,
     TID_CONFIG,
     TID_SCHEDULE,
     one_f_one_b,
@@ -89,18 +88,36 @@ def test_trace_detail_of_one_instance_adds_up_per_stage():
         assert dur == pytest.approx(per_stage * 1e6, rel=1e-6), p.name
 
 
-def test_trace_is_bounded_and_notes_what_is_left_out():
+def test_trace_draws_every_micro_batch_and_says_so():
+    # #17: 8 of 96 micro-batches drawn left a 16 s hole; now all 50 are drawn, per stage
     plan = training_plan(micro_batches=50, pp=2)
     trace = trace_dict(plan)
     schedule = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == TID_SCHEDULE]
-    drawn = {e["args"]["micro_batch"] for e in schedule if "micro_batch" in e.get("args", {})}
-    assert drawn == set(range(MAX_DRAWN))
-    notes = [e for e in trace["traceEvents"] if e["ph"] == "i"]
-    assert len(notes) == 2 and all("42 more micro-batches" in e["name"] for e in notes)
-    assert len(trace["traceEvents"]) < 400
+    for stage in (0, 1):
+        drawn = {e["args"]["micro_batch"] for e in schedule
+                 if e["pid"] == stage and "micro_batch" in e.get("args", {})}  # fmt: skip
+        assert drawn == set(range(50))
+    assert not [e for e in trace["traceEvents"] if e["ph"] == "i"]
+    assert "draws 50 of 50 micro-batches one by one" in " ".join(trace["otherData"]["notes"])
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert {"schedule", "configurations", "compute", "DRAM"} <= names
     assert any(n.startswith("network tp") for n in names)
+
+
+def test_steps_beyond_the_cap_are_one_slice_with_no_hole(monkeypatch):
+    monkeypatch.setattr("mapshard.report.trace.MAX_DRAWN", 4)
+    plan = inference_plan(decode_steps=12, pp=2)
+    trace = trace_dict(plan)
+    schedule = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == TID_SCHEDULE]
+    rest = [e for e in schedule if "one slice" in e["name"]]
+    assert len(rest) == 2 and all(e["args"]["steps"] == 8 for e in rest)  # 12 - 4, per stage
+    end_us = max(e["ts"] + e["dur"] for e in schedule)
+    assert end_us == pytest.approx(trace["otherData"]["timeline_end_s"] * 1e6, rel=1e-9)
+    # stage 1's covering slice ends with the last step: 7 full steps (both stages) after its
+    # start, plus its own share of the last one
+    s0, s1 = sorted(rest, key=lambda e: e["pid"])
+    assert s1["ts"] + s1["dur"] == pytest.approx(end_us, rel=1e-9)
+    assert "draws 4 of 12 steps one by one" in " ".join(trace["otherData"]["notes"])
 
 
 def test_one_f_one_b_matches_the_textbook_makespan():

@@ -4,6 +4,7 @@ plan.txt is kept, an unwritable --out is refused before the solve, OS errors are
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -74,3 +75,12 @@ def test_generate_and_bounds_beside_results_never_over_user_files(tmp_path: Path
     assert main(["generate", str(scenario)]) == EXIT_BAD_INPUT
     assert "kernels.csv changed since MapShard wrote it" in capsys.readouterr().err
     assert (scenario / "graph" / "kernels.csv").read_text() == "my own table\n"
+
+
+@pytest.mark.slow
+def test_sigterm_after_a_first_plan_writes_it(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, stderr = signal_mid_solve(SCENARIO, out, signal.SIGTERM, after_first_plan=True)
+    assert code == 143, stderr
+    assert stderr.startswith("interrupted: wrote the best plan found so far")
+    assert json.loads((out / "summary.json").read_text())["status"] == "interrupted"

@@ -110,8 +110,25 @@ def test_no_plan_in_time_is_exit_4(
 
 
 @pytest.mark.slow
+def test_ctrl_c_after_a_first_plan_writes_it_marked_interrupted(tmp_path: Path) -> None:
+    """SIGINT once the search holds a plan: that plan is written, marked "interrupted" with
+    its gap to the proven bound, and re-checked like any other; exit 130, one line."""
+    out = tmp_path / "out"
+    scenario = ROOT / "scenarios" / "llama31_70b_decode_8xh100"
+    code, stderr = signal_mid_solve(scenario, out, signal.SIGINT, after_first_plan=True)
+    assert code == 130, stderr
+    assert len(stderr.splitlines()) == 1, stderr
+    assert stderr.startswith(f"interrupted: wrote the best plan found so far to {out} ")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["stop_reason"] == "interrupted"
+    assert 0 <= summary["gap"] < 1 and summary["latency_s"] >= summary["bound"]
+    assert summary["choices_solved"] >= 1
+    assert f"within {summary['gap']:.2%} of optimal" in stderr
+
+
+@pytest.mark.slow
 def test_ctrl_c_mid_solve_ends_cleanly(tmp_path: Path) -> None:
-    """SIGINT while the solver runs: exit 130, one line, nothing written."""
+    """SIGINT before the solver has a plan: exit 130, one line, nothing written."""
     out = tmp_path / "out"
     scenario = ROOT / "scenarios" / "llama31_70b_decode_8xh100"
     code, stderr = signal_mid_solve(scenario, out, signal.SIGINT)

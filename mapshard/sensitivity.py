@@ -1,0 +1,182 @@
+"""What-if: which resource binds. Each of compute, DRAM bandwidth, link bandwidth per
+topology level, SRAM and memory capacity is scaled by x0.5 and x2 and the scenario is
+RE-SOLVED through the same pipeline (pipeline.plan on the scenario's own kernel graph, so
+nothing is regenerated), with a short time limit. A scaled resource changes the MILP's
+constants only, so the same search answers "what if"; no latency is extrapolated.
+
+A re-solve that stops at its time limit gives an upper bound on the new latency (the best
+plan found); its row says so. One that finds no plan, or proves none fits, says that too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hardware.system import System
+from mapshard.report.fmt import fmt_pct, fmt_time
+from schema.errors import InfeasibleError, NoPlanError
+
+FACTORS = (0.5, 2.0)
+#: Each re-solve's time limit at most (seconds): short, and fixed so that the result folder
+#: stays identical for identical input (a limit from the main solve's wall time would not).
+MAX_RESOLVE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One re-solve: `resource` scaled by `factor` -> `latency_s` (None when no plan)."""
+
+    resource: str
+    factor: float
+    status: str  # optimal | time_limit | infeasible | no_plan
+    latency_s: float | None
+    gap: float | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    base_latency_s: float
+    time_limit_s: float
+    rows: tuple[Row, ...]
+    base_status: str = "optimal"  # the plan the rows compare with
+
+    def ratio(self, row: Row) -> float | None:
+        """new latency / base latency: 0.5 = twice as fast (None when no plan)."""
+        if row.latency_s is None or self.base_latency_s <= 0:
+            return None
+        return row.latency_s / self.base_latency_s
+
+    def binding(self) -> str:
+        """The binding resource in words, from the x2 rows: the one doubling helps most,
+        then the others ("DRAM bandwidth binds: 2x gives 40% faster; 2x compute gives 3%")."""
+        doubled = [(self.ratio(r), r) for r in self.rows if r.factor == 2.0]
+        doubled = [(s, r) for s, r in doubled if s is not None]
+        if not doubled:
+            return "no x2 re-solve found a plan"
+        doubled.sort(key=lambda sr: (sr[0], sr[1].resource))
+        best_s, best = doubled[0]
+        if best_s > 1 / 1.005:
+            return "no single resource binds: doubling any one of them gives under 0.5%"
+        others = "; ".join(f"2x {r.resource} gives {_faster(s)}" for s, r in doubled[1:3])
+        head = f"{best.resource} binds: {_faster(best_s)} with 2x {best.resource}"
+        caveat = (
+            f" (the plan itself stopped at {self.base_status.replace('_', ' ')}: changes "
+            "compare best plans found, not proven optima)"
+            if self.base_status != "optimal"
+            else ""
+        )
+        return head + (f"; {others}" if others else "") + caveat
+
+    def as_dict(self) -> dict:
+        """summary.json's `sensitivity` key."""
+        return {
+            "base_latency_s": self.base_latency_s,
+            "base_status": self.base_status,
+            "resolve_time_limit_s": self.time_limit_s,
+            "binding": self.binding(),
+            "rows": [dataclasses.asdict(r) | {"latency_ratio": self.ratio(r)} for r in self.rows],
+        }
+
+    def table_rows(self) -> list[list[str]]:
+        """Rows for people: resource, factor, new latency, change, solve status."""
+        out = []
+        for r in self.rows:
+            s = self.ratio(r)
+            status = {
+                "optimal": "optimal",
+                "time_limit": f"time limit: best found, within {fmt_pct(r.gap)} of optimal",
+                "infeasible": f"infeasible: {r.reason}",
+                "no_plan": f"no plan within {self.time_limit_s:.3g} s",
+            }.get(r.status, r.status)
+            change = "-" if s is None else _faster(s)
+            out.append([r.resource, f"x{r.factor:g}", fmt_time(r.latency_s), change, status])
+        return out
+
+
+def _faster(ratio: float) -> str:
+    """A latency ratio in words: 0.714 -> "40% faster" (1/0.714 - 1), 1.8 -> "80% slower"
+    (takes 80% longer)."""
+    change = 1.0 / ratio - 1.0 if ratio < 1 else ratio - 1.0
+    if change < 0.0005:
+        return "no change"
+    word = "faster" if ratio < 1 else "slower"
+    return f"{change:.0%} {word}" if change >= 0.095 else f"{change:.1%} {word}"
+
+
+def _mem_name(system: System) -> str:
+    """The main memory level's name for people: "DRAM", "HBM" (short names upper-cased)."""
+    name = system.memory[0].name or "DRAM"
+    return name.upper() if len(name) <= 4 else name
+
+
+def scaled_systems(system: System) -> list[tuple[str, float, System]]:
+    """(resource, factor, scaled System) for every resource and factor, in table order."""
+    chip, mem = system.chip, system.memory
+    replace = dataclasses.replace
+
+    def compute(f: float) -> System:
+        peaks = {k: v * f for k, v in chip.peak_flops.items()}
+        return replace(
+            system, chip=replace(chip, peak_flops=peaks, vector_flops=chip.vector_flops * f)
+        )
+
+    def dram_bw(f: float) -> System:
+        first = replace(mem[0], bandwidth_Bps=mem[0].bandwidth_Bps * f)
+        return replace(system, memory=(first, *mem[1:]))
+
+    def capacity(f: float) -> System:
+        first = replace(mem[0], capacity_bytes=mem[0].capacity_bytes * f)
+        return replace(system, memory=(first, *mem[1:]))
+
+    def sram(f: float) -> System:
+        return replace(system, chip=replace(chip, sram_bytes=chip.sram_bytes * f))
+
+    def link(i: int) -> Callable[[float], System]:
+        def scaled(f: float) -> System:
+            levels = list(system.network)
+            levels[i] = replace(levels[i], link_bandwidth_Bps=levels[i].link_bandwidth_Bps * f)
+            return replace(system, network=tuple(levels))
+
+        return scaled
+
+    makers: list[tuple[str, Callable[[float], System]]] = [("compute", compute)]
+    if mem:
+        makers.append((f"{_mem_name(system)} bandwidth", dram_bw))
+    for i, level in enumerate(system.network if system.num_chips > 1 else ()):
+        makers.append((f"link bandwidth ({level.name or f'level {i}'})", link(i)))
+    makers.append(("SRAM", sram))
+    if mem:
+        makers.append((f"{_mem_name(system)} capacity", capacity))
+    return [(name, f, make(f)) for name, make in makers for f in FACTORS]
+
+
+def resolve_time_limit(configured_s: float) -> float:
+    """Each re-solve's limit: the run's own limit, capped at MAX_RESOLVE_S."""
+    return min(configured_s, MAX_RESOLVE_S) if configured_s > 0 else MAX_RESOLVE_S
+
+
+def sensitivity(scenario, plan, time_limit_s: float | None = None) -> Sensitivity:  # noqa: ANN001
+    """Re-solve `scenario` (a pipeline.Scenario) once per scaled resource; `plan` is its
+    checked plan and `time_limit_s` the run's limit (None: the setup's). Every re-solved
+    plan passes the same independent re-check."""
+    from mapshard import pipeline
+
+    time_limit_s = resolve_time_limit(
+        pipeline.solver_options(scenario.setup, time_limit_s).time_limit_s
+    )
+    rows = []
+    for name, factor, system in scaled_systems(scenario.system):
+        what_if = dataclasses.replace(scenario, system=system)
+        try:
+            p = pipeline.plan(what_if, time_limit_s)
+        except InfeasibleError as exc:
+            rows.append(Row(name, factor, "infeasible", None, None, str(exc.resource)))
+            continue
+        except NoPlanError:
+            rows.append(Row(name, factor, "no_plan", None, None))
+            continue
+        rows.append(Row(name, factor, p.stats.status, p.latency_s, p.stats.gap))
+    return Sensitivity(plan.latency_s, time_limit_s, tuple(rows), plan.stats.status)
