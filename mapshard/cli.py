@@ -72,10 +72,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="result folder (default: SCENARIO/results)")
     p.add_argument("--time-limit", type=_seconds, help="solver time limit in seconds")
     p.add_argument("--quiet", action="store_true", help="no progress or summary on the terminal")
-    p.add_argument(
+    what_if = p.add_mutually_exclusive_group()
+    what_if.add_argument(
         "--no-sensitivity",
         action="store_true",
         help="skip the what-if table (each resource x0.5 and x2, re-solved)",
+    )
+    what_if.add_argument(
+        "--what-if",
+        action="store_true",
+        help="compute the what-if table also for large DATAFLOW graphs (skipped by default)",
     )
 
     p = _sub(sub, "generate", "Write a scenario's kernel graph and per-kernel breakdown.")

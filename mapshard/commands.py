@@ -27,9 +27,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = _out_dir(args.scenario, args.out)
     try:
         with Progress(enabled=not args.quiet) as progress:
-            result = pipeline.run(
-                args.scenario, out, args.time_limit, progress.update, not args.no_sensitivity
-            )
+            what_if = True if args.what_if else False if args.no_sensitivity else None
+            result = pipeline.run(args.scenario, out, args.time_limit, progress.update, what_if)
     except Interrupted as stop:
         if stop.result is None:
             raise

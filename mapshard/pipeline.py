@@ -189,11 +189,14 @@ def write(
     )
 
 
-def what_if(scenario: Scenario, plan: Plan, time_limit_s: float | None = None) -> Sensitivity:
-    """Each resource scaled x0.5 and x2, re-solved by `plan` (mapshard/sensitivity.py)."""
+def what_if(
+    scenario: Scenario, plan: Plan, time_limit_s: float | None = None, force: bool = True
+) -> Sensitivity:
+    """Each resource scaled x0.5 and x2, re-solved by `plan` (mapshard/sensitivity.py);
+    without `force`, large DATAFLOW graphs get a table that says why it is empty."""
     from mapshard.sensitivity import sensitivity
 
-    return sensitivity(scenario, plan, time_limit_s)
+    return sensitivity(scenario, plan, time_limit_s, force)
 
 
 # ---------------------------------------------------------------------------------------
@@ -229,9 +232,11 @@ def run(
     out: str | Path,
     time_limit_s: float | None = None,
     progress: Callable[..., None] | None = None,
-    sensitivity: bool = False,
+    sensitivity: bool | None = False,
 ) -> Result:
     """`mapshard run`: load -> resolve -> generate -> solve -> check [-> what-if] -> write.
+    `sensitivity`: True computes the what-if table, None computes it unless the graph is a
+    large DATAFLOW one (the table then says why), False leaves it out.
     The result folder is checked before the solve, so a bad --out costs no solver time.
     Interrupted after a first plan, it writes that plan (status "interrupted") and re-raises
     schema.errors.Interrupted with `.result` set."""
@@ -256,9 +261,9 @@ def run(
             stop.result = Result(sc, p, Path(out), tuple(write(sc, p, out)))
             raise
     table = None
-    if sensitivity:
+    if sensitivity is not False:  # None: unless the graph is too large (sensitivity.py)
         say(Stage("what-if: re-solving with each resource x0.5 and x2"))
-        table = what_if(sc, p, time_limit_s)
+        table = what_if(sc, p, time_limit_s, force=sensitivity is True)
     say(Stage("writing the report"))
     files = write(sc, p, out, table, view)
     return Result(sc, p, Path(out), tuple(files), sensitivity=table, serving=view)

@@ -22,6 +22,10 @@ FACTORS = (0.5, 2.0)
 #: Each re-solve's time limit at most (seconds): short, and fixed so that the result folder
 #: stays identical for identical input (a limit from the main solve's wall time would not).
 MAX_RESOLVE_S = 5.0
+#: Above this many kernels in a DATAFLOW graph a re-solve can take tens of seconds (fusion
+#: search), so the table is computed only when asked (`--what-if`): by graph size, not by
+#: wall time, so whether it is computed is the same on every machine.
+MAX_AUTO_DATAFLOW_KERNELS = 20
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class Sensitivity:
     time_limit_s: float
     rows: tuple[Row, ...]
     base_status: str = "optimal"  # the plan the rows compare with
+    skipped: str = ""  # why the table was not computed ("" = computed)
 
     def ratio(self, row: Row) -> float | None:
         """new latency / base latency: 0.5 = twice as fast (None when no plan)."""
@@ -52,6 +57,8 @@ class Sensitivity:
     def binding(self) -> str:
         """The binding resource in words, from the x2 rows: the one doubling helps most,
         then the others ("DRAM bandwidth binds: 2x gives 40% faster; 2x compute gives 3%")."""
+        if self.skipped:
+            return f"what-if not computed: {self.skipped}"
         doubled = [(self.ratio(r), r) for r in self.rows if r.factor == 2.0]
         doubled = [(s, r) for s, r in doubled if s is not None]
         if not doubled:
@@ -158,12 +165,37 @@ def resolve_time_limit(configured_s: float) -> float:
     return min(configured_s, MAX_RESOLVE_S) if configured_s > 0 else MAX_RESOLVE_S
 
 
-def sensitivity(scenario, plan, time_limit_s: float | None = None) -> Sensitivity:  # noqa: ANN001
-    """Re-solve `scenario` (a pipeline.Scenario) once per scaled resource; `plan` is its
-    checked plan and `time_limit_s` the run's limit (None: the setup's). Every re-solved
-    plan passes the same independent re-check."""
+def skip_reason(scenario) -> str:  # noqa: ANN001
+    """Why the what-if table is not computed unasked ("" = it is): a DATAFLOW graph larger
+    than MAX_AUTO_DATAFLOW_KERNELS kernels."""
     from mapshard import pipeline
 
+    if not pipeline.scenario_options(scenario).dataflow:
+        return ""
+    kernels = max(len(p.graph.kernels) for p in scenario.workload.phases)
+    if kernels <= MAX_AUTO_DATAFLOW_KERNELS:
+        return ""
+    return (
+        f"a DATAFLOW graph of {kernels} kernels takes up to {MAX_RESOLVE_S:g} s per re-solve, "
+        "one per resource and factor; run with --what-if to compute it"
+    )
+
+
+def sensitivity(
+    scenario,  # noqa: ANN001
+    plan,  # noqa: ANN001
+    time_limit_s: float | None = None,
+    force: bool = False,
+) -> Sensitivity:
+    """Re-solve `scenario` (a pipeline.Scenario) once per scaled resource; `plan` is its
+    checked plan and `time_limit_s` the run's limit (None: the setup's). Every re-solved
+    plan passes the same independent re-check. Unless `force`, a scenario `skip_reason`
+    names gets an empty table that says why."""
+    from mapshard import pipeline
+
+    skipped = "" if force else skip_reason(scenario)
+    if skipped:
+        return Sensitivity(plan.latency_s, 0.0, (), plan.stats.status, skipped)
     time_limit_s = resolve_time_limit(
         pipeline.solver_options(scenario.setup, time_limit_s).time_limit_s
     )

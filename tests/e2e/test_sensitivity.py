@@ -130,3 +130,16 @@ def test_a_time_limited_base_plan_is_said_in_the_binding_sentence() -> None:
         "itself stopped at time limit"
     )
     assert "time limit: best found, within 2.0% of optimal" in table.table_rows()[1][4]
+
+
+def test_large_dataflow_graphs_skip_the_table_unless_asked() -> None:
+    """DFModel's 41-kernel DATAFLOW layer: whether the table is computed depends on the
+    graph's size only (same on every machine), and the empty table says why."""
+    from mapshard import sensitivity
+
+    root = Path(__file__).resolve().parents[2]
+    scenario = pipeline.load_scenario(root / "scenarios" / "dfmodel_gpt3_1t_sn30")
+    reason = sensitivity.skip_reason(scenario)
+    assert "DATAFLOW graph of 41 kernels" in reason and "--what-if" in reason
+    small = pipeline.load_scenario(root / "scenarios" / "llama31_8b_decode_h100")
+    assert sensitivity.skip_reason(small) == ""
