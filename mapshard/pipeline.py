@@ -16,7 +16,7 @@ Composed entry points: `load_scenario` (load+resolve+generate), `plan` (solve+ch
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from generator.graph import Workload
@@ -178,17 +178,30 @@ def plan(
     return check(scenario, solve(scenario, time_limit_s, progress))
 
 
+def with_cost_model(scenario: Scenario, cost_model: str | None) -> Scenario:
+    """The scenario with execution.cost_model set to `cost_model` (None: unchanged), so
+    that every stage reading the execution options sees the same choice."""
+    if cost_model is None:
+        return scenario
+    setup = setup_pb2.Setup()
+    setup.CopyFrom(scenario.setup)
+    setup.execution.cost_model = setup_pb2.CostModel.Value(cost_model.upper())
+    return replace(scenario, setup=setup)
+
+
 def run(
     scenario: str | Path,
     out: str | Path,
     time_limit_s: float | None = None,
     progress: Callable[..., None] | None = None,
+    cost_model: str | None = None,
 ) -> Result:
     """`mapshard run`: load -> resolve -> generate -> solve -> check -> write. The result
-    folder is checked before the solve, so a bad --out costs no solver time."""
+    folder is checked before the solve, so a bad --out costs no solver time. `cost_model`
+    (--cost-model) replaces the setup's execution.cost_model."""
     from mapshard.report.write import check_writable
 
-    sc = load_scenario(scenario)
+    sc = with_cost_model(load_scenario(scenario), cost_model)
     check_writable(out)
     p = plan(sc, time_limit_s, progress)
     files = write(sc, p, out)
@@ -200,7 +213,9 @@ def run(
 # ---------------------------------------------------------------------------------------
 
 
-def execution_options(setup: setup_pb2.Setup) -> ExecutionOptions:
+def execution_options(setup: setup_pb2.Setup, cost_model: str | None = None) -> ExecutionOptions:
+    """The solver's execution options; `cost_model` (the command line's --cost-model) wins
+    over `execution.cost_model`."""
     ex = setup.execution
     precision = setup.workload.precision
     math_type = precision.math or precision.activation
@@ -212,6 +227,7 @@ def execution_options(setup: setup_pb2.Setup) -> ExecutionOptions:
         pin_sharding=ex.pin_sharding,
         pipeline_schedule=(ex.pipeline_schedule or "1f1b").lower(),
         serialize_network=ex.serialize_network,
+        cost_model=cost_model or setup_pb2.CostModel.Name(ex.cost_model).lower(),
     )
 
 

@@ -97,6 +97,11 @@ class ExecutionStyle(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     KERNEL_BY_KERNEL: _ClassVar[ExecutionStyle]
     DATAFLOW: _ClassVar[ExecutionStyle]
 
+class CostModel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NATIVE: _ClassVar[CostModel]
+    DFMODEL: _ClassVar[CostModel]
+
 class Combine(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PRODUCT: _ClassVar[Combine]
@@ -152,6 +157,8 @@ FULLY_CONNECTED: TopologyKind
 TORUS: TopologyKind
 KERNEL_BY_KERNEL: ExecutionStyle
 DATAFLOW: ExecutionStyle
+NATIVE: CostModel
+DFMODEL: CostModel
 PRODUCT: Combine
 ZIP: Combine
 
@@ -968,7 +975,7 @@ class Llm(_message.Message):
     def __init__(self, hidden_dim: _Optional[int] = ..., head_dim: _Optional[int] = ..., num_head: _Optional[int] = ..., seq_len: _Optional[int] = ..., num_layer: _Optional[int] = ..., global_batch_size: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_layer_in_graph: _Optional[int] = ..., vocab_size: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "pin_sharding", "pipeline_schedule", "serialize_network")
+    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "pin_sharding", "pipeline_schedule", "serialize_network", "cost_model")
     EXECUTION_STYLE_FIELD_NUMBER: _ClassVar[int]
     NUM_CONFIG_FIELD_NUMBER: _ClassVar[int]
     PERFECT_OVERLAP_FIELD_NUMBER: _ClassVar[int]
@@ -978,6 +985,7 @@ class Execution(_message.Message):
     PIN_SHARDING_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     SERIALIZE_NETWORK_FIELD_NUMBER: _ClassVar[int]
+    COST_MODEL_FIELD_NUMBER: _ClassVar[int]
     execution_style: ExecutionStyle
     num_config: int
     perfect_overlap: bool
@@ -987,7 +995,8 @@ class Execution(_message.Message):
     pin_sharding: bool
     pipeline_schedule: str
     serialize_network: bool
-    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ...) -> None: ...
+    cost_model: CostModel
+    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ..., cost_model: _Optional[_Union[CostModel, str]] = ...) -> None: ...
 
 class Gurobi(_message.Message):
     __slots__ = ("thread", "gap", "time")
