@@ -89,6 +89,10 @@ class Kernel:
     pinned_config: int = -1
     # On-chip tile pinned by the input (schema.tiles syntax; "" = searched).
     pinned_tile: str = ""
+    # DFModel's own reading of a DFModel kernel variant (solver/cost/dfmodel_model.py):
+    # its `tiling` dim ("M", "K", "N"; "" = none) and its `type` ("SYSTOLIC" or "SIMD").
+    dfmodel_tiling: str = ""
+    dfmodel_type: str = ""
 
     @property
     def dim_sizes(self) -> dict[str, int]:

@@ -26,9 +26,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     out = _out_dir(args.scenario, args.out)
     with Progress(enabled=not args.quiet) as progress:
-        result = pipeline.run(
-            args.scenario, out, args.time_limit, progress.update, args.cost_model
-        )
+        result = pipeline.run(args.scenario, out, args.time_limit, progress.update, args.cost_model)
     plan = result.plan
     if not args.quiet:
         print(format_summary(plan))

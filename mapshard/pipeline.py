@@ -228,6 +228,7 @@ def execution_options(setup: setup_pb2.Setup, cost_model: str | None = None) -> 
         pipeline_schedule=(ex.pipeline_schedule or "1f1b").lower(),
         serialize_network=ex.serialize_network,
         cost_model=cost_model or setup_pb2.CostModel.Name(ex.cost_model).lower(),
+        word_bytes=float(ex.word or 2.0),
     )
 
 

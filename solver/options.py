@@ -18,6 +18,7 @@ class ExecutionOptions:
     serialize_network: bool = False
     # whose equations price a mapping: "native" or "dfmodel" (solver/cost/dfmodel_model.py)
     cost_model: str = "native"
+    word_bytes: float = 2.0  # DFModel's execution.word: bytes per element
 
 
 @dataclass(frozen=True)
