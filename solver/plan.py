@@ -145,6 +145,11 @@ class Plan:
     time_breakdown: dict[str, float] = field(default_factory=dict)
     choices: tuple[ChoiceResult, ...] = ()
     warnings: tuple[str, ...] = ()
+    # whose equations priced the plan: "native" or "dfmodel" (--cost-model)
+    cost_model: str = "native"
+    # on a DFModel input priced natively: (term, native s, DFModel s) per step where the two
+    # models differ (solver/compare_models.py)
+    model_differences: tuple[tuple[str, float, float], ...] = ()
 
     def kernels(self) -> list[KernelPlan]:
         return [k for p in self.phases for k in p.kernels]

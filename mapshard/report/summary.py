@@ -149,7 +149,13 @@ def summary_dict(plan: Plan, include_timing: bool = True) -> dict[str, Any]:
         "num_kernels": sum(len(p.kernels) for p in plan.phases),
         "num_configs": sum(len(p.configs) for p in plan.phases),
         "warnings": list(plan.warnings),
+        "cost_model": plan.cost_model,
     }
+    if plan.model_differences:
+        out["native_vs_dfmodel_s"] = [
+            {"term": name, "native_s": a, "dfmodel_s": b, "difference_s": a - b}
+            for name, a, b in plan.model_differences
+        ]
     for key in ("iteration_time_s", "ttft_s", "tpot_s", "tokens_per_s"):
         value = getattr(plan, key)
         if value is not None:

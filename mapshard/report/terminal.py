@@ -147,6 +147,13 @@ def config_table(plan: Plan) -> list[str]:
     return lines
 
 
+def difference_lines(plan: Plan) -> list[str]:
+    """The native-vs-DFModel terms (Plan.model_differences), one sentence each."""
+    from solver.compare_models import Term, describe
+
+    return describe(tuple(Term(*row) for row in plan.model_differences))
+
+
 def dfmodel_lines(plan: Plan) -> list[str]:
     """DFModel's statistics, printed as DFModel prints them (`print(label, value)`)."""
     deg = parallel_degrees(plan)
@@ -172,5 +179,8 @@ def format_summary(plan: Plan, color: bool | None = None) -> str:
     lines += config_table(plan)
     if plan.warnings:
         lines += ["", _bold("Warnings", color)] + [f"- {w}" for w in plan.warnings]
+    if plan.model_differences:
+        lines += ["", _bold("Native model vs DFModel's equations (per step, this plan)", color)]
+        lines += [f"- {line}" for line in difference_lines(plan)]
     lines += [""] + dfmodel_lines(plan)
     return "\n".join(lines) + "\n"

@@ -115,4 +115,5 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
         },
         choices=results,
         warnings=warnings,
+        cost_model="dfmodel",
     )
