@@ -112,6 +112,8 @@ def plan_dram_Bps(plan: Plan) -> float:
 def _p2p(workload: Workload, plan: Plan, system: System) -> float:
     """DFModel's p2p_latency: layers x 2 hidden seq word / B_PP, B_PP the link bandwidth
     of the (first) level the plan's PP spans."""
+    if not any(k.pass_.name != "FWD" for p in workload.phases for k in p.graph.kernels):
+        return 0.0  # DFModel's Intermediate is 0 without backward kernels
     hidden = workload.model.hidden_size if workload.model else 0
     layers = workload.model.num_layers if workload.model else 0
     moved = 2 * hidden * workload.seq_len * _word(workload)
