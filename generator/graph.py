@@ -89,10 +89,12 @@ class Kernel:
     pinned_config: int = -1
     # On-chip tile pinned by the input (schema.tiles syntax; "" = searched).
     pinned_tile: str = ""
-    # DFModel's own reading of a DFModel kernel variant (solver/cost/dfmodel_model.py):
-    # its `tiling` dim ("M", "K", "N"; "" = none) and its `type` ("SYSTOLIC" or "SIMD").
-    dfmodel_tiling: str = ""
-    dfmodel_type: str = ""
+    # DFModel's own reading of a DFModel kernel variant, used only by --cost-model dfmodel
+    # (solver/cost/dfmodel_model.py): its `tiling` dim ("M", "K", "N"; "" = none) and its
+    # `type` ("SYSTOLIC" or "SIMD"). Not part of the kernel's identity: the einsum form
+    # (graph_to_proto) has no place for them, and the native model never reads them.
+    dfmodel_tiling: str = field(default="", compare=False)
+    dfmodel_type: str = field(default="", compare=False)
 
     @property
     def dim_sizes(self) -> dict[str, int]:
