@@ -111,6 +111,7 @@ def solve(
     choice. Use `plan` (solve + check) unless the plan is deliberately not checked."""
     from solver.api import solve_workload
 
+    check_cost_model(scenario)
     return solve_workload(
         scenario.workload,
         scenario.system,
@@ -119,6 +120,20 @@ def solve(
         scenario.name,
         progress,
     )
+
+
+def check_cost_model(scenario: Scenario) -> None:
+    """The DFModel cost model prices compute with DFModel's fixed utilisation only (its
+    lane/stage cycle model is not reproduced): refuse it without one, naming the file."""
+    from schema.errors import SetupError
+
+    chosen = execution_options(scenario.setup).cost_model
+    if chosen == "dfmodel" and scenario.system.chip.efficiency.fixed_compute_util <= 0:
+        raise SetupError(
+            f"{scenario.path}: execution.compute_util must be in (0, 1] with the DFModel cost "
+            "model (--cost-model dfmodel / execution.cost_model: DFMODEL); DFModel's "
+            "lane/stage cycle model for compute_util 0 is not reproduced"
+        )
 
 
 class PlanCheckError(AssertionError):
