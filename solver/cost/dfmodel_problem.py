@@ -11,7 +11,11 @@ network and DRAM numbers are DFModel's (solver/cost/dfmodel_model.py); the fusio
 then chooses the configurations. DFModel charges a crossing edge at both ends; MapShard's
 rule charges a consumer's input per edge and a producer's output once when any consumer is
 elsewhere, so a producer with several consumers in other configurations pays once here
-and once per edge in DFModel (`dfmodel_memory_bytes` re-prices a plan DFModel's way).
+and once per edge in DFModel: the search's objective is a lower bound of DFModel's; the
+found configurations are then re-priced DFModel's way (every edge between two of them cut:
+solver/search/dfmodel_search.py), and the difference is a proven gap (none: optimal).
+SRAM is counted conservatively (every edge's two tiles at both ends, plus depth x tile
+when fused), so a plan found fits DFModel's SRAM.
 """
 
 from __future__ import annotations
@@ -141,59 +145,19 @@ def stage_two_problem(
     numbers. An edge from outside `members` is read at its consumer every time; an edge to
     outside, or in `cut` (edges that always cross, e.g. forward -> backward), is written at
     its producer every time (pseudo-operand "to:<consumer>") and read at its consumer."""
-    kernels = graph.kernels
+    index = {k.name: i for i, k in enumerate(graph.kernels)}
     pos = {k: p for p, k in enumerate(members)}
-    index = {k.name: i for i, k in enumerate(kernels)}
-    depth = buffer_depths(graph)
-    menus, edges = [], []
 
     def inner(e) -> bool:
         return index[e.src] in pos and index[e.dst] in pos and (e.src, e.dst) not in cut
 
-    for k in members:
-        kern, kc = kernels[k], costs[k]
-        traffic: list[tuple[str, float]] = []
-        stream = 0.0
-        for e in graph.edges:
-            a, b = index[e.src], index[e.dst]
-            if b == k:
-                traffic.append((e.dst_operand, costs[a].out_bytes))
-            if a == k:
-                stream += kc.tile_out_bytes * depth[(e.src, e.dst)]
-                if not inner(e):
-                    traffic.append((f"to:{e.dst}", kc.out_bytes))
-        inside = any(inner(e) for e in graph.edges if e.src == kern.name)
-        if inside:
-            traffic.append(("out", kc.out_bytes))
-        # DFModel's SRAM: the weight (a kernel whose weight exceeds it runs alone, tiled)
-        # plus double-buffered tiles of its outgoing edges (depth x tile when fused)
-        outs = sum(1 for e in graph.edges if e.src == kern.name)
-        buffer = min(kc.weight_bytes, c.sram_bytes) + 2 * kc.tile_out_bytes * outs
-        opt = Option(
-            "fixed",
-            "",
-            kc.compute_s,
-            kc.network_s,
-            0.0,
-            buffer,
-            stream,
-            tuple(traffic),
-            flop_per_chip=kc.flop,
-            sizes=tuple(traffic),
-        )
-        menus.append(
-            KernelMenu(
-                kern.name,
-                (opt,),
-                ("fixed",),
-                tuple(n for n, _ in traffic if n != "out" and not n.startswith("to:")),
-                "out",
-            )
-        )
-    for e in graph.edges:
-        a, b = index[e.src], index[e.dst]
-        if inner(e):
-            edges.append(EdgeCost(pos[a], pos[b], e.dst_operand, ((0.0,),)))
+    depth = buffer_depths(graph)
+    menus = [_menu(graph, costs, k, c, inner, depth) for k in members]
+    edges = [
+        EdgeCost(pos[index[e.src]], pos[index[e.dst]], e.dst_operand, ((0.0,),))
+        for e in graph.edges
+        if inner(e)
+    ]
     return MappingProblem(
         tuple(menus),
         tuple(sorted(edges, key=lambda x: (x.dst, x.src))),
@@ -206,15 +170,41 @@ def stage_two_problem(
     )
 
 
-def dfmodel_memory_bytes(
-    graph: KernelGraph, costs: Sequence[KernelCost], config_of: dict[str, int], config: int
-) -> float:
-    """DFModel's DRAM bytes of one configuration (its D matrix): every edge with exactly one
-    end in it moves the producer's output."""
-    total = 0.0
-    index = {k.name: i for i, k in enumerate(graph.kernels)}
+def _menu(graph: KernelGraph, costs, k: int, c: StageTwo, inner, depth) -> KernelMenu:
+    """Kernel k's one option: DFModel's compute and network, the DRAM bytes of each edge
+    end (the producer's output per chip), its SRAM."""
+    index = {kern.name: i for i, kern in enumerate(graph.kernels)}
+    kern, kc = graph.kernels[k], costs[k]
+    traffic: list[tuple[str, float]] = []
+    stream = 0.0
     for e in graph.edges:
-        ends = (config_of[e.src] == config) + (config_of[e.dst] == config)
-        if ends == 1:
-            total += costs[index[e.src]].out_bytes
-    return total
+        a, b = index[e.src], index[e.dst]
+        if b == k:
+            traffic.append((e.dst_operand, costs[a].out_bytes))
+        if a == k:
+            stream += kc.tile_out_bytes * depth[(e.src, e.dst)]
+            if not inner(e):
+                traffic.append((f"to:{e.dst}", kc.out_bytes))
+    if any(inner(e) for e in graph.edges if e.src == kern.name):
+        traffic.append(("out", kc.out_bytes))
+    # DFModel's SRAM, conservatively: the weight (a kernel whose weight exceeds the SRAM
+    # runs alone, tiled) plus two tiles of every edge at each end (DFModel's D buffers of a
+    # crossing edge), and depth x tile when a consumer is fused (its B buffers)
+    ends = sum(
+        costs[index[e.src]].tile_out_bytes for e in graph.edges if kern.name in (e.src, e.dst)
+    )
+    buffer = min(kc.weight_bytes, c.sram_bytes) + 2 * ends
+    opt = Option(
+        "fixed",
+        "",
+        kc.compute_s,
+        kc.network_s,
+        0.0,
+        buffer,
+        stream,
+        tuple(traffic),
+        flop_per_chip=kc.flop,
+        sizes=tuple(traffic),
+    )
+    fed = tuple(n for n, _ in traffic if n != "out" and not n.startswith("to:"))
+    return KernelMenu(kern.name, (opt,), ("fixed",), fed, "out")

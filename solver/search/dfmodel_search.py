@@ -20,7 +20,6 @@ numbers (solver/cost/dfmodel_problem.py), and the step is assembled DFModel's wa
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, replace
 
 from generator.graph import KernelGraph, Pass, Workload
@@ -43,13 +42,15 @@ class DFStep:
     choice: Choice
     problem: MappingProblem
     solution: GraphSolution
-    config_sum_s: float
+    config_sum_s: float  # DFModel's sum of configuration latencies (its D matrix)
     pipeline_factor: float
     layers_per_stage: int
     micro_batches: int
     p2p_s: float
     latency_s: float
-    exact_config_sum_s: float  # the same configurations priced with DFModel's D matrix
+    # the search's proven lower bound of the step (its objective charges a producer once for
+    # all its consumers in other configurations; DFModel, and latency_s, once per edge)
+    lower_latency_s: float
 
 
 def dfmodel_choices(system: System) -> list[Choice]:
@@ -88,9 +89,10 @@ def solve_configs(
     c: dp.StageTwo,
     execution: ExecutionOptions,
     options: SolverOptions,
-) -> tuple[MappingProblem, GraphSolution]:
+) -> tuple[MappingProblem, GraphSolution, float]:
     """The configurations under DFModel's numbers (one problem, or the forward/backward
-    split), as one problem over every kernel and its solution."""
+    split), re-priced exactly: (the problem over every kernel whose rule charges each
+    crossing edge at both ends, its solution, the search's lower bound of the sum)."""
     order = [
         i
         for name in graph.topological_order()
@@ -105,10 +107,11 @@ def solve_configs(
         problem = dp.stage_two_problem(graph, costs, order, c, n, [pins[k] for k in order])
         problem = replace(problem, dataflow=execution.dataflow and limit < n)
         sol = solve_graph(problem, options) if problem.dataflow else _in_order(problem)
-        return problem, sol
+        return _exact(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
     if not any(bwd) or all(bwd):
         problem = dp.stage_two_problem(graph, costs, order, c, limit, [pins[k] for k in order])
-        return problem, solve_graph(problem, options)
+        sol = solve_graph(problem, options)
+        return _exact(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
     fwd_k = [k for k in order if not bwd[k]]
     bwd_k = [k for k in order if bwd[k]]
     names = {k.name: i for i, k in enumerate(graph.kernels)}
@@ -123,22 +126,43 @@ def solve_configs(
         if best is None or total < best[0]:
             best = (total, sf, sb)
     _, sf, sb = best
-    merged = dp.stage_two_problem(graph, costs, fwd_k + bwd_k, c, limit, (), cut)
-    configs = tuple(tuple(fwd_k[p] for p in cf) for cf in sf.configs) + tuple(
-        tuple(bwd_k[p] for p in cb) for cb in sb.configs
-    )
-    pos = {k: p for p, k in enumerate(fwd_k + bwd_k)}
-    configs = tuple(tuple(sorted(pos[k] for k in cf)) for cf in configs)
+    configs = [[fwd_k[p] for p in cf] for cf in sf.configs]
+    configs += [[bwd_k[p] for p in cb] for cb in sb.configs]
     status = "optimal" if sf.status == sb.status == "optimal" else "time_limit"
     sol = GraphSolution(
-        configs,
-        (0,) * n,
-        sf.objective_s + sb.objective_s,
-        sf.bound_s + sb.bound_s,
-        status,
-        sf.stats,
+        (), (), sf.objective_s + sb.objective_s, sf.bound_s + sb.bound_s, status, sf.stats
     )
-    return merged, sol
+    return _exact(graph, costs, c, configs, sol)
+
+
+def _exact(
+    graph: KernelGraph,
+    costs: list[dp.KernelCost],
+    c: dp.StageTwo,
+    configs: list[list[int]],
+    found: GraphSolution,
+) -> tuple[MappingProblem, GraphSolution, float]:
+    """The found configurations (kernel indices) priced with DFModel's own rule: every edge
+    between two configurations is cut, so it is written at its producer and read at its
+    consumer (DFModel's D matrix). The search's objective, which charges a producer once
+    for all its consumers elsewhere, is a lower bound of that price."""
+    from solver.check import mapping_cost
+
+    config_of = {k: ci for ci, cf in enumerate(configs) for k in cf}
+    names = {k.name: i for i, k in enumerate(graph.kernels)}
+    cut = frozenset(
+        (e.src, e.dst) for e in graph.edges if config_of[names[e.src]] != config_of[names[e.dst]]
+    )
+    flat = [k for cf in configs for k in cf]
+    problem = dp.stage_two_problem(graph, costs, flat, c, len(configs), (), cut)
+    pos = {k: p for p, k in enumerate(flat)}
+    local = tuple(tuple(sorted(pos[k] for k in cf)) for cf in configs)
+    choice = (0,) * len(flat)
+    total, _ = mapping_cost(problem, local, choice)
+    if not math.isfinite(found.objective_s):
+        total = math.inf
+    sol = GraphSolution(local, choice, total, found.bound_s, found.status, found.stats)
+    return problem, sol, min(found.objective_s, total)
 
 
 def _in_order(problem: MappingProblem) -> GraphSolution:
@@ -175,8 +199,9 @@ def search_choices(
     system: System,
     execution: ExecutionOptions,
     options: SolverOptions,
-) -> tuple[DFStep | None, list[tuple[Choice, str]]]:
-    """The best DFModel step over every choice, and why the others failed."""
+) -> tuple[DFStep | None, list[tuple[Choice, str]], float]:
+    """The best DFModel step over every choice, why the others failed, and the least
+    lower bound of any choice's step (the proven bound of the best)."""
     if len(workload.phases) != 1:
         raise SetupError("--cost-model dfmodel: DFModel models one graph (one phase) per run")
     graph = workload.phases[0].graph
@@ -188,7 +213,7 @@ def search_choices(
         )
     llm = workload.kind in ("training", "inference") and workload.seq_len > 0
     tiles = dp.num_tile(graph, workload.seq_len if llm else 0)
-    best, failed = None, []
+    best, failed, lower = None, [], math.inf
     shardings: dict[int, tuple[str, ...]] = {}
     for choice in dfmodel_choices(system):
         spans = {name.lower(): span for name, span in choice.spans}
@@ -214,51 +239,32 @@ def search_choices(
             execution.overlap,
         )
         costs = dp.kernel_costs(graph, shardings[tp], c)
-        problem, sol = solve_configs(graph, costs, c, execution, options)
+        problem, sol, floor = solve_configs(graph, costs, c, execution, options)
         if not math.isfinite(sol.objective_s):
             failed.append((choice, f"no configuration fits ({sol.status})"))
             continue
         step = _assemble(
-            workload, choice, problem, sol, costs, (layers, lps, pf, nmb), ratios, c.word_bytes
+            workload, choice, problem, sol, floor, (layers, lps, pf, nmb), ratios, c.word_bytes
         )
+        lower = min(lower, step.lower_latency_s)
         if best is None or step.latency_s < best.latency_s:
             best = step
-    return best, failed
+    return best, failed, lower
 
 
-def _assemble(workload, choice, problem, sol, costs, factors, ratios, word) -> DFStep:
+def _assemble(workload, choice, problem, sol, lower, factors, ratios, word) -> DFStep:
+    """DFModel's step for the configurations' sum (and for its lower bound `lower`)."""
     layers, lps, pf, nmb = factors
     graph = workload.phases[0].graph
-    total = sol.objective_s
-    exact = exact_config_sum(graph, problem, sol, costs)
     if workload.kind in ("training", "inference") and workload.seq_len > 0:
         training = any(backward(graph))
         hidden = workload.model.hidden_size if workload.model else 0
         inter = 2 * hidden * workload.seq_len * word if training else 0.0
         p2p = ratios.p2p * inter * layers
-        latency = total * pf * lps * workload.global_batch / choice.degree("DP") + p2p
+        scale = pf * lps * workload.global_batch / choice.degree("DP")
     else:
-        p2p, latency = 0.0, total
-    return DFStep(choice, problem, sol, total, pf, lps, nmb, p2p, latency, exact)
-
-
-def exact_config_sum(graph: KernelGraph, problem: MappingProblem, sol, costs) -> float:
-    """The plan's configurations re-priced with DFModel's own memory rule (every crossing
-    edge at both ends), compute and network unchanged."""
-    from solver.check import config_cost
-    from solver.cost.latency import config_latency
-
-    config_of = {}
-    for c, seg in enumerate(sol.configs):
-        for p in seg:
-            config_of[problem.kernels[p].name] = c
-    total = 0.0
-    for c, seg in enumerate(sol.configs):
-        cc = config_cost(problem, seg, sol.choice)
-        mem = dp.dfmodel_memory_bytes(graph, costs, config_of, c) / problem.dram_bandwidth_Bps
-        total += config_latency(cc.compute_s, mem, cc.network_s, 0.0, problem.overlap)
-    return total
-
-
-def elapsed(t0: float) -> float:
-    return time.perf_counter() - t0
+        p2p, scale = 0.0, 1.0
+    total = sol.objective_s
+    return DFStep(
+        choice, problem, sol, total, pf, lps, nmb, p2p, total * scale + p2p, lower * scale + p2p
+    )
