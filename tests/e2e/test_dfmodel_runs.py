@@ -94,6 +94,27 @@ def test_mlp_native_run_lists_where_the_models_differ(tmp_path: Path) -> None:
         assert t["difference_s"] == pytest.approx(t["native_s"] - t["dfmodel_s"])
 
 
+def test_fanout_producer_pays_once_per_crossing_edge(tmp_path: Path) -> None:
+    """tests/data/dfmodel/fanout_tp2_pp2: FFN0 feeds GeLU and Add, GeLU feeds Add; three
+    kernels, num_config 3, so one kernel per configuration (DFModel: Config[i] = i).
+    Shardings: FFN0 M, GeLU M, Add M (all row-sharded, no conversion). Per chip, all 16
+    tiles: FFN0's output 32*1*2*16 = 1,024 B, GeLU's 1,024 B; DRAM 1e6 B/s.
+    DFModel's D matrix charges every crossing edge at both ends:
+      config FFN0: edges FFN0->GeLU, FFN0->Add = 2,048 B -> 2,048 us
+      config GeLU: FFN0->GeLU, GeLU->Add       = 2,048 B -> 2,048 us
+      config Add:  FFN0->Add, GeLU->Add        = 2,048 B -> 2,048 us
+    (compute 32.768, 0.512, 0.512 us: memory-bound), sum 6,144 us; step = 6,144 us x 1.25
+    x 4 = 30.72 ms. The search's rule charges FFN0's output once (1,024 us in its
+    configuration), a lower bound of 5,120 us -> 25.6 ms: gap 1 - 25.6/30.72 = 1/6."""
+    s = _run(DATA / "fanout_tp2_pp2", tmp_path / "df", "dfmodel")
+    assert s["latency_s"] == pytest.approx(30.72e-3, rel=1e-9)
+    assert s["gap"] == pytest.approx(1 / 6, rel=1e-9)
+    assert [float(c["memory_s"]) for c in _configs(tmp_path / "df")] == pytest.approx(
+        [2.048e-3] * 3
+    )
+    assert any("once per consumer" in w for w in s["warnings"])
+
+
 @pytest.mark.slow
 def test_readme_gpt3_1t_dfmodel_reaches_the_compute_floor(tmp_path: Path) -> None:
     """DFModel's README example under --cost-model dfmodel.
