@@ -148,6 +148,8 @@ def _exact(
     for all its consumers elsewhere, is a lower bound of that price."""
     from solver.check import mapping_cost
 
+    if not math.isfinite(found.objective_s) or not configs:
+        return dp.stage_two_problem(graph, costs, [], c, 1), found, math.inf
     config_of = {k: ci for ci, cf in enumerate(configs) for k in cf}
     names = {k.name: i for i, k in enumerate(graph.kernels)}
     cut = frozenset(
@@ -159,8 +161,6 @@ def _exact(
     local = tuple(tuple(sorted(pos[k] for k in cf)) for cf in configs)
     choice = (0,) * len(flat)
     total, _ = mapping_cost(problem, local, choice)
-    if not math.isfinite(found.objective_s):
-        total = math.inf
     sol = GraphSolution(local, choice, total, found.bound_s, found.status, found.stats)
     return problem, sol, min(found.objective_s, total)
 
@@ -241,7 +241,14 @@ def search_choices(
         costs = dp.kernel_costs(graph, shardings[tp], c)
         problem, sol, floor = solve_configs(graph, costs, c, execution, options)
         if not math.isfinite(sol.objective_s):
-            failed.append((choice, f"no configuration fits ({sol.status})"))
+            failed.append(
+                (
+                    choice,
+                    f"no grouping into at most {execution.num_config or 'one per kernel'} "
+                    "configurations fits the SRAM (DFModel's weights and edge buffers, "
+                    f"counted conservatively; search status {sol.status})",
+                )
+            )
             continue
         step = _assemble(
             workload, choice, problem, sol, floor, (layers, lps, pf, nmb), ratios, c.word_bytes
