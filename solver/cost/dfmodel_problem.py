@@ -15,7 +15,8 @@ and once per edge in DFModel: the search's objective is a lower bound of DFModel
 found configurations are then re-priced DFModel's way (every edge between two of them cut:
 solver/search/dfmodel_search.py), and the difference is a proven gap (none: optimal).
 SRAM is counted conservatively (every edge's two tiles at both ends, plus depth x tile
-when fused), so a plan found fits DFModel's SRAM.
+when fused; a weight kernel that needs DFModel's tiling_factor runs alone), so a plan found
+fits DFModel's SRAM.
 """
 
 from __future__ import annotations
@@ -187,13 +188,16 @@ def _menu(graph: KernelGraph, costs, k: int, c: StageTwo, inner, depth) -> Kerne
                 traffic.append((f"to:{e.dst}", kc.out_bytes))
     if any(inner(e) for e in graph.edges if e.src == kern.name):
         traffic.append(("out", kc.out_bytes))
-    # DFModel's SRAM, conservatively: the weight (a kernel whose weight exceeds the SRAM
-    # runs alone, tiled) plus two tiles of every edge at each end (DFModel's D buffers of a
-    # crossing edge), and depth x tile when a consumer is fused (its B buffers)
-    ends = sum(
-        costs[index[e.src]].tile_out_bytes for e in graph.edges if kern.name in (e.src, e.dst)
-    )
-    buffer = min(kc.weight_bytes, c.sram_bytes) + 2 * ends
+    # DFModel's SRAM, conservatively: two tiles of every edge at each end (its D buffers of
+    # a crossing edge; depth x tile more when a consumer is fused, its B buffers) plus the
+    # weight. A weight kernel's tiling_factor divides its weight and its outgoing buffers
+    # and then the kernel runs alone: capped so that it fits alone, and nothing beside it.
+    ins = 2 * sum(costs[index[e.src]].tile_out_bytes for e in graph.edges if e.dst == kern.name)
+    outs = 2 * kc.tile_out_bytes * sum(1 for e in graph.edges if e.src == kern.name)
+    own = kc.weight_bytes + outs
+    if kc.weight_bytes > 0:
+        own = min(own, max(c.sram_bytes - ins, 0.0))
+    buffer = ins + own
     opt = Option(
         "fixed",
         "",

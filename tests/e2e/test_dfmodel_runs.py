@@ -94,6 +94,22 @@ def test_mlp_native_run_lists_where_the_models_differ(tmp_path: Path) -> None:
         assert t["difference_s"] == pytest.approx(t["native_s"] - t["dfmodel_s"])
 
 
+def test_sram_too_small_is_infeasible_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GeLU double-buffers one tile of its input and of its output: 2 x 32*1*2 B + 2 x 64 B
+    = 256 B, more than a 100 B SRAM, alone or not (a weight kernel could tile its weight
+    and run alone; GeLU has none): exit 3, the choice named."""
+    scen = tmp_path / "mlp"
+    shutil.copytree(DATA / "mlp_tp2_pp2", scen)
+    text = (scen / "setup.txt").read_text().replace("sram_cap: 1000000.0", "sram_cap: 100.0")
+    (scen / "setup.txt").write_text(text)
+    code = main(["run", str(scen), "--out", str(tmp_path / "o"), "--cost-model", "dfmodel"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "fits the SRAM" in err and "TP=x:2" in err
+
+
 def test_fanout_producer_pays_once_per_crossing_edge(tmp_path: Path) -> None:
     """tests/data/dfmodel/fanout_tp2_pp2: FFN0 feeds GeLU and Add, GeLU feeds Add; three
     kernels, num_config 3, so one kernel per configuration (DFModel: Config[i] = i).
