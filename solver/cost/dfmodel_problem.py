@@ -212,3 +212,23 @@ def _menu(graph: KernelGraph, costs, k: int, c: StageTwo, inner, depth) -> Kerne
     )
     fed = tuple(n for n, _ in traffic if n != "out" and not n.startswith("to:"))
     return KernelMenu(kern.name, (opt,), ("fixed",), fed, "out")
+
+
+def dram_bytes(
+    graph: KernelGraph, costs: Sequence[KernelCost], config_of: dict[str, int]
+) -> tuple[float, float]:
+    """DFModel's DRAM per chip for one graph instance: (weights, activations). Weights: every
+    weight per chip. Activations: the most, over configurations j, of the edges DFModel
+    keeps in DRAM at j (its E matrix: an edge from configuration s to t is live at j when
+    s <= j <= t, unless s == j == t), each the producer's output per chip."""
+    index = {k.name: i for i, k in enumerate(graph.kernels)}
+    weights = sum(kc.weight_bytes for kc in costs)
+    most = 0.0
+    for j in sorted(set(config_of.values())):
+        live = 0.0
+        for e in graph.edges:
+            s, t = config_of[e.src], config_of[e.dst]
+            if s <= j <= t and not s == j == t:
+                live += costs[index[e.src]].out_bytes
+        most = max(most, live)
+    return weights, most

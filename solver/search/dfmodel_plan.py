@@ -100,7 +100,11 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
         phases=phases,
         latency_s=best.latency_s,
         stats=stats,
-        memory=MemoryUse(capacity=system.dram.capacity_bytes),
+        memory=MemoryUse(
+            weights=best.dram_weights_bytes,
+            activations=best.dram_activations_bytes,
+            capacity=system.dram.capacity_bytes,
+        ),
         workload_flop=flop,
         peak_flops_per_chip=peak,
         flops_utilization=util,

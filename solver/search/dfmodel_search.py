@@ -51,6 +51,8 @@ class DFStep:
     # the search's proven lower bound of the step (its objective charges a producer once for
     # all its consumers in other configurations; DFModel, and latency_s, once per edge)
     lower_latency_s: float
+    dram_weights_bytes: float = 0.0  # DFModel's DRAM per chip: weights x layers per stage
+    dram_activations_bytes: float = 0.0  # ... and the most live edges x micro-batch size
 
 
 def dfmodel_choices(system: System) -> list[Choice]:
@@ -221,45 +223,54 @@ def search_choices(
         if factors is None:
             failed.append((choice, "global batch is not a multiple of micro-batch x DP"))
             continue
-        layers, lps, pf, nmb = factors
+        nmb = factors[3]
         tp = choice.degree("TP")
         if tp not in shardings:
             shardings[tp] = stage_one(graph, tp, options)
         ratios = dm.ratios(spans)
         c = dp.StageTwo(
-            tp,
-            tiles,
-            execution.word_bytes,
-            util,
-            system.chip.peak(execution.math_precision),
-            ratios,
-            nmb,
-            system.chip.sram_bytes if llm else math.inf,
-            system.dram.bandwidth_Bps,
-            execution.overlap,
-        )
+            tp, tiles, execution.word_bytes, util, system.chip.peak(execution.math_precision),
+            ratios, nmb, system.chip.sram_bytes if llm else math.inf,
+            system.dram.bandwidth_Bps, execution.overlap,
+        )  # fmt: skip
         costs = dp.kernel_costs(graph, shardings[tp], c)
         problem, sol, floor = solve_configs(graph, costs, c, execution, options)
         if not math.isfinite(sol.objective_s):
-            failed.append(
-                (
-                    choice,
-                    f"no grouping into at most {execution.num_config or 'one per kernel'} "
-                    "configurations fits the SRAM (DFModel's weights and edge buffers, "
-                    f"counted conservatively; search status {sol.status})",
-                )
-            )
+            failed.append((choice, _no_fit(execution, sol.status)))
             continue
         step = _assemble(
-            workload, choice, problem, sol, floor, (layers, lps, pf, nmb), ratios, c.word_bytes
+            workload, choice, problem, sol, floor, factors, ratios, c.word_bytes, costs
         )
+        why = _dram_overflow(step, system)
+        if why:
+            failed.append((choice, why))
+            continue
         lower = min(lower, step.lower_latency_s)
         if best is None or step.latency_s < best.latency_s:
             best = step
     return best, failed, lower
 
 
-def _assemble(workload, choice, problem, sol, lower, factors, ratios, word) -> DFStep:
+def _no_fit(execution: ExecutionOptions, status: str) -> str:
+    return (
+        f"no grouping into at most {execution.num_config or 'one per kernel'} configurations "
+        "fits the SRAM (DFModel's weights and edge buffers, counted conservatively; search "
+        f"status {status})"
+    )
+
+
+def _dram_overflow(step: DFStep, system: System) -> str:
+    """Why DFModel's DRAM capacity row rejects the step ('' when it fits)."""
+    need = step.dram_weights_bytes + step.dram_activations_bytes
+    if need <= system.dram.capacity_bytes * (1 + 1e-9):
+        return ""
+    return (
+        f"DFModel's DRAM use {need:.6g} B per chip exceeds {system.dram.capacity_bytes:.6g} B "
+        "(weights x layers per stage + live edges x micro-batch)"
+    )
+
+
+def _assemble(workload, choice, problem, sol, lower, factors, ratios, word, costs) -> DFStep:
     """DFModel's step for the configurations' sum (and for its lower bound `lower`)."""
     layers, lps, pf, nmb = factors
     graph = workload.phases[0].graph
@@ -272,6 +283,19 @@ def _assemble(workload, choice, problem, sol, lower, factors, ratios, word) -> D
     else:
         p2p, scale = 0.0, 1.0
     total = sol.objective_s
+    config_of = {problem.kernels[p].name: c for c, seg in enumerate(sol.configs) for p in seg}
+    weights, live = dp.dram_bytes(graph, costs, config_of)
     return DFStep(
-        choice, problem, sol, total, pf, lps, nmb, p2p, total * scale + p2p, lower * scale + p2p
+        choice,
+        problem,
+        sol,
+        total,
+        pf,
+        lps,
+        nmb,
+        p2p,
+        total * scale + p2p,
+        lower * scale + p2p,
+        weights * lps,
+        live * max(workload.micro_batch, 1),
     )

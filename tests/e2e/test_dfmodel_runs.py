@@ -63,6 +63,11 @@ def test_mlp_tp2_pp2_kernel_per_config(tmp_path: Path) -> None:
     assert [float(c["latency_s"]) for c in cfgs] == pytest.approx([1.024e-3, 2.048e-3, 1.024e-3])
     assert [float(c["compute_s"]) for c in cfgs] == pytest.approx([32.768e-6, 0.512e-6, 32.768e-6])
     assert float(cfgs[2]["network_s"]) == pytest.approx(0.512e-6)
+    # DFModel's DRAM: weights FFN0 32*32*2 + FFN1 32*32*2 = 4,096 B x 1 layer per stage;
+    # activations: at configuration 1 both edges are live (0 <= 1 <= 1, 1 <= 1 <= 2),
+    # 1,024 B each x micro-batch 1 = 2,048 B
+    mem = s["memory_breakdown_bytes"]
+    assert (mem["weights"], mem["activations"]) == (4096.0, 2048.0)
 
 
 def test_mlp_one_configuration_when_allowed(tmp_path: Path) -> None:
