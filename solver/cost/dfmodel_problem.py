@@ -98,6 +98,7 @@ class KernelCost:
     tile_out_bytes: float  # one tile of the output (an on-chip buffer)
     weight_bytes: float  # the weight per chip (SRAM)
     flop: float  # per chip, all tiles
+    sharding: str = "none"  # stage 1's choice: outer, M, K, N or none
 
 
 def kernel_costs(graph: KernelGraph, shardings: Sequence[str], c: StageTwo) -> list[KernelCost]:
@@ -116,7 +117,7 @@ def kernel_costs(graph: KernelGraph, shardings: Sequence[str], c: StageTwo) -> l
             net = tile_out * c.num_tile * c.ratios.of(own)
         weight = m * kk * c.word_bytes if dims.has_weight else 0.0
         compute = flop / (c.compute_util * c.peak_flops)
-        base.append([compute, net, tile_out * c.num_tile, tile_out, weight, flop])
+        base.append([compute, net, tile_out * c.num_tile, tile_out, weight, flop, s])
     for i, e in enumerate(graph.edges):
         a, b = index[e.src], index[e.dst]
         coll = dm.conversion(graph, i, shardings[a], shardings[b])
@@ -199,7 +200,7 @@ def _menu(graph: KernelGraph, costs, k: int, c: StageTwo, inner, depth) -> Kerne
         own = min(own, max(c.sram_bytes - ins, 0.0))
     buffer = ins + own
     opt = Option(
-        "fixed",
+        kc.sharding,
         "",
         kc.compute_s,
         kc.network_s,
@@ -211,7 +212,7 @@ def _menu(graph: KernelGraph, costs, k: int, c: StageTwo, inner, depth) -> Kerne
         sizes=tuple(traffic),
     )
     fed = tuple(n for n, _ in traffic if n != "out" and not n.startswith("to:"))
-    return KernelMenu(kern.name, (opt,), ("fixed",), fed, "out")
+    return KernelMenu(kern.name, (opt,), (kc.sharding,), fed, "out")
 
 
 def dram_bytes(
