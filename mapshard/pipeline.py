@@ -197,14 +197,15 @@ def compare_models(scenario: Scenario, plan: Plan) -> Plan:
     """On a DFModel input priced by the native model, the terms where DFModel's equations
     differ (solver/compare_models.py) go with the plan to the terminal, report and
     summary.json."""
-    from solver.compare_models import compare, is_dfmodel_input
+    from solver.compare_models import compare, compare_cost, is_dfmodel_input
 
     if plan.cost_model != "native" or not is_dfmodel_input(scenario.workload):
         return plan
     ex = execution_options(scenario.setup)
     terms = compare(plan, scenario.workload, scenario.system, ex.overlap)
     rows = tuple((t.name, t.native_s, t.dfmodel_s) for t in terms)
-    return replace(plan, model_differences=rows)
+    costs = compare_cost(plan, scenario.system)
+    return replace(plan, model_differences=rows, cost_differences=costs)
 
 
 def with_cost_model(scenario: Scenario, cost_model: str | None) -> Scenario:

@@ -55,7 +55,11 @@ def compare(plan: Plan, workload: Workload, system: System, overlap: bool) -> tu
     pp, tp = deg.get("pp", 1), deg.get("tp", 1)
     terms = [
         Term("optimizer step (not in DFModel)", plan.optimizer_s, 0.0),
-        Term("DP gradient all-reduce after the step", plan.dp_allreduce_s, 0.0),
+        Term(
+            "DP gradient all-reduce after the step (DFModel: inside the configurations)",
+            plan.dp_allreduce_s,
+            0.0,
+        ),
         Term(WEIGHTS, _weight_time(plan, workload, tp, pp, overlap), 0.0),
     ]
     if workload.kind == "training" and pp > 1:
@@ -68,6 +72,22 @@ def compare(plan: Plan, workload: Workload, system: System, overlap: bool) -> tu
         terms.append(Term("pipeline transfers", plan.pp_transfer_s, _p2p(workload, plan, system)))
     kept = [t for t in terms if abs(t.delta_s) > 1e-12]
     return tuple(sorted(kept, key=lambda t: (-abs(t.delta_s), t.name)))
+
+
+def compare_cost(plan: Plan, system: System) -> tuple[tuple[str, float, float], ...]:
+    """(name, native, DFModel) for System Cost ($) and System Power (W) where they differ:
+    DFModel's per-variant link and switch counts, no switch at <= 4 chips, no link on one
+    chip. Empty when the topology is not one of DFModel's variants."""
+    from schema.errors import SetupError
+    from solver.cost.dfmodel_model import system_cost_power
+
+    degrees = [lv.degree for lv in system.network]
+    try:
+        cost, power = system_cost_power(system, degrees)
+    except SetupError:
+        return ()
+    rows = (("system_cost", plan.system_cost, cost), ("system_power_W", plan.system_power_W, power))
+    return tuple(r for r in rows if abs(r[1] - r[2]) > 1e-9 * max(abs(r[1]), 1.0))
 
 
 def _instances(plan: Plan, workload: Workload, pp: int) -> dict[str, float]:

@@ -150,6 +150,8 @@ class Plan:
     # on a DFModel input priced natively: (term, native s, DFModel s) per step where the two
     # models differ (solver/compare_models.py)
     model_differences: tuple[tuple[str, float, float], ...] = ()
+    # ... and System Cost / Power where DFModel's formulas give another number
+    cost_differences: tuple[tuple[str, float, float], ...] = ()
 
     def kernels(self) -> list[KernelPlan]:
         return [k for p in self.phases for k in p.kernels]

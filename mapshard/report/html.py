@@ -444,7 +444,7 @@ def report_html(
             + "".join(f"<li>{_e(w)}</li>" for w in plan.warnings)
             + "</ul></div>"
         )
-    if plan.model_differences:
+    if plan.model_differences or plan.cost_differences:
         from mapshard.report.terminal import difference_lines
 
         parts.append(

@@ -156,6 +156,11 @@ def summary_dict(plan: Plan, include_timing: bool = True) -> dict[str, Any]:
             {"term": name, "native_s": a, "dfmodel_s": b, "difference_s": a - b}
             for name, a, b in plan.model_differences
         ]
+    if plan.cost_differences:
+        out["native_vs_dfmodel_cost"] = {
+            name: {"native": a, "dfmodel": b, "difference": a - b}
+            for name, a, b in plan.cost_differences
+        }
     for key in ("iteration_time_s", "ttft_s", "tpot_s", "tokens_per_s"):
         value = getattr(plan, key)
         if value is not None:

@@ -97,6 +97,10 @@ def test_mlp_native_run_lists_where_the_models_differ(tmp_path: Path) -> None:
     assert weights["native_s"] > 0 and weights["dfmodel_s"] == 0.0
     for t in terms.values():
         assert t["difference_s"] == pytest.approx(t["native_s"] - t["dfmodel_s"])
+    # System Cost: DFModel has no switch at <= 4 chips (428, test above); the native
+    # formula charges 2 x degree x GB/s x 24 per level: 2*2*1*24 + 2*2*2*24 = 288 more.
+    cost = s["native_vs_dfmodel_cost"]["system_cost"]
+    assert (cost["native"], cost["dfmodel"]) == (pytest.approx(716.0), pytest.approx(428.0))
 
 
 def test_sram_too_small_is_infeasible_with_the_reason(
