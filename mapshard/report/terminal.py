@@ -188,7 +188,8 @@ def format_summary(plan: Plan, color: bool | None = None) -> str:
     if plan.warnings:
         lines += ["", _bold("Warnings", color)] + [f"- {w}" for w in plan.warnings]
     if plan.model_differences or plan.cost_differences:
-        lines += ["", _bold("Native model vs DFModel's equations (this plan; times per step)", color)]
+        title = "Native model vs DFModel's equations (this plan; times per step)"
+        lines += ["", _bold(title, color)]
         lines += [f"- {line}" for line in difference_lines(plan)]
     lines += [""] + dfmodel_lines(plan)
     return "\n".join(lines) + "\n"
