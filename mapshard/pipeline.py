@@ -123,12 +123,22 @@ def solve(
 
 
 def check_cost_model(scenario: Scenario) -> None:
-    """The DFModel cost model prices compute with DFModel's fixed utilisation only (its
-    lane/stage cycle model is not reproduced): refuse it without one, naming the file."""
+    """What the DFModel cost model does not reproduce is refused, naming the file: compute
+    without DFModel's fixed utilisation (its lane/stage cycle model) and multi-layer graphs
+    (its partition into PP stages)."""
     from schema.errors import SetupError
 
     chosen = execution_options(scenario.setup).cost_model
-    if chosen == "dfmodel" and scenario.system.chip.efficiency.fixed_compute_util <= 0:
+    if chosen != "dfmodel":
+        return
+    per_graph = scenario.setup.execution.llm.num_layer_in_graph
+    if per_graph > 1:
+        raise SetupError(
+            f"{scenario.path}: execution.llm.num_layer_in_graph must be 1 with the DFModel "
+            f"cost model, got {per_graph}: DFModel first splits a multi-layer graph into PP "
+            "partitions and prices the slowest, which is not reproduced"
+        )
+    if scenario.system.chip.efficiency.fixed_compute_util <= 0:
         raise SetupError(
             f"{scenario.path}: execution.compute_util must be in (0, 1] with the DFModel cost "
             "model (--cost-model dfmodel / execution.cost_model: DFMODEL); DFModel's "
