@@ -2,9 +2,9 @@
 
 Stage 1 (inter_chip): each kernel's sharding minimises the bytes communicated, its own
 all-reduce when K is sharded plus every layout conversion on its edges; `sharding_problem`
-writes that as a kernel-by-kernel MappingProblem (network seconds = GB moved), which the
-MILP solves exactly. Ties are broken towards less FLOP per chip (a documented choice:
-DFModel leaves them to Gurobi).
+writes that as a kernel-by-kernel MappingProblem (network "seconds" = bytes moved, in
+units of the largest tensor), which the MILP solves exactly. Ties are broken towards less
+FLOP per chip (a documented choice: DFModel leaves them to Gurobi).
 
 Stage 2 (intra_chip): with the shardings fixed, each kernel has one option whose compute,
 network and DRAM numbers are DFModel's (solver/cost/dfmodel_model.py); the fusion search
@@ -28,9 +28,6 @@ from dataclasses import dataclass
 from generator.graph import KernelGraph
 from solver.cost import dfmodel_model as dm
 from solver.cost.problem import EdgeCost, KernelMenu, MappingProblem, Option
-
-GB = 1e9  # stage 1 counts gigabytes as its "seconds" (coefficients near 1)
-TIE = 1e-6  # weight of FLOP per chip (relative to the largest) in stage 1's ties
 
 
 @dataclass(frozen=True)
@@ -58,22 +55,28 @@ def num_tile(graph: KernelGraph, seq_len: int) -> int:
     return math.gcd(*sizes) if sizes else 1
 
 
-def sharding_problem(graph: KernelGraph, tp: int) -> MappingProblem:
-    """Stage 1 as a kernel-by-kernel problem: option network = GB communicated by the
-    kernel itself (+ the tie-break), edge conv[a][b] = GB of the layout conversion."""
+def sharding_problem(graph: KernelGraph, tp: int) -> tuple[MappingProblem, float]:
+    """Stage 1 as a kernel-by-kernel problem and its unit (bytes): option network = the
+    kernel's own bytes communicated (+ the tie-break), edge conv[a][b] = the bytes of the
+    layout conversion, both in units of the largest tensor (an objective near 1 keeps
+    HiGHS's absolute tolerances meaningless). The tie-break, FLOP per chip relative to the
+    largest, weighs together less than a thousandth of the smallest tensor."""
     kernels = graph.kernels
     index = {k.name: i for i, k in enumerate(kernels)}
     legal = [dm.legal_shardings(k) for k in kernels]
+    outs = [k.operand_bytes(k.outputs[0]) if k.outputs else 0.0 for k in kernels]
+    sizes = [b for b in outs + [e.tensor_bytes for e in graph.edges] if b > 0]
+    unit = max(sizes, default=1.0)
+    tie = 1e-3 * min(sizes, default=1.0) / unit / max(len(kernels), 1)
     flops = [
         [dm.flop_per_tile(dm.dims_of(k), dm.shard_dims(dm.dims_of(k), s, tp, 1)) for s in ss]
         for k, ss in zip(kernels, legal)
     ]
     top = max((f for fs in flops for f in fs), default=1.0) or 1.0
     menus = []
-    for k, ss, fs in zip(kernels, legal, flops):
-        out = k.operand_bytes(k.outputs[0]) if k.outputs else 0.0
+    for k, ss, fs, out in zip(kernels, legal, flops, outs):
         opts = tuple(
-            Option(s, "", 0.0, (out if s == "K" else 0.0) / GB + TIE * f / top, 0.0, 0.0, 0.0, ())
+            Option(s, "", 0.0, (out if s == "K" else 0.0) / unit + tie * f / top, 0, 0, 0, ())
             for s, f in zip(ss, fs)
         )
         menus.append(KernelMenu(k.name, opts, ss, (), ""))
@@ -82,12 +85,13 @@ def sharding_problem(graph: KernelGraph, tp: int) -> MappingProblem:
         a, b = index[e.src], index[e.dst]
         conv = tuple(
             tuple(
-                e.tensor_bytes / GB if dm.conversion(graph, i, sa, sb) else 0.0 for sb in legal[b]
+                e.tensor_bytes / unit if dm.conversion(graph, i, sa, sb) else 0.0 for sb in legal[b]
             )
             for sa in legal[a]
         )
         edges.append(EdgeCost(a, b, e.dst_operand, conv))
-    return MappingProblem(tuple(menus), tuple(edges), math.inf, 1.0, False, False, len(kernels))
+    problem = MappingProblem(tuple(menus), tuple(edges), math.inf, 1.0, False, False, len(kernels))
+    return problem, unit
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def backward(graph: KernelGraph) -> list[bool]:
 
 def stage_one(graph: KernelGraph, tp: int, options: SolverOptions) -> tuple[str, ...]:
     """inter_chip's shardings: least bytes communicated (the MILP over one-hot menus)."""
-    problem = dp.sharding_problem(graph, tp)
+    problem, _ = dp.sharding_problem(graph, tp)
     configs = [[k] for k in range(len(graph.kernels))]
     r = solve_configurations(problem, configs, replace(options, time_limit_s=0.0))
     if r.status == "infeasible" or not r.choice:

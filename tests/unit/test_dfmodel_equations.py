@@ -100,3 +100,32 @@ def test_collective_ratios_per_topology() -> None:
     assert dm.dp_ratio("fc", 4, b) == pytest.approx(1 / (4 * b))
     # README: TP on a 50 GB/s ring of 8: 7/400 ns per byte = 1.75e-11 s/B
     assert dm.tp_ratios("r", 8, b)[0] == pytest.approx(1.75e-11)
+
+
+def test_stage_one_least_communication_matches_enumeration() -> None:
+    """inter_chip's objective on tests/data/dfmodel/mlp_tp2_pp2 (FFN0 -> GeLU -> FFN1), every
+    combination written out by hand. Legal: FFN0 {M, K}, GeLU {M, none}, FFN1 {M, K}
+    (N is the tiling dim, weights are never replicated). K-sharding all-reduces the output
+    (FFN0 2,048 B, FFN1 1,024 B); an edge converts row-sharded -> replicated by all-gather
+    of its tensor (2,048 B each); a replicated tensor feeds anything for free.
+      M,M,M 2048   M,M,K 1024   M,none,M 2048   M,none,K 3072
+      K,M,M 4096   K,M,K 3072   K,none,M 2048   K,none,K 3072
+    The least is (M, M, K) with 1,024 B."""
+    from pathlib import Path
+
+    from mapshard import pipeline
+    from solver.cost.dfmodel_problem import sharding_problem
+    from solver.options import SolverOptions
+    from solver.search.dfmodel_search import stage_one
+
+    root = Path(__file__).resolve().parents[2]
+    sc = pipeline.load_scenario(root / "tests" / "data" / "dfmodel" / "mlp_tp2_pp2")
+    graph = sc.workload.phases[0].graph
+    assert stage_one(graph, 2, SolverOptions()) == ("M", "M", "K")
+    problem, unit = sharding_problem(graph, 2)
+    assert unit == 2048.0  # the largest tensor
+    assert [m.shardings for m in problem.kernels] == [("M", "K"), ("M", "none"), ("M", "K")]
+    # FFN1 sharded K: its 1,024 B all-reduce (+ a tie-break below 1e-3 x 1,024 B)
+    assert problem.kernels[2].options[1].network_s * unit == pytest.approx(1024, abs=1.0)
+    # GeLU M -> FFN1 M needs an all-gather of the 2,048 B tensor; the other pairs are free
+    assert problem.edges[1].conv == ((1.0, 0.0), (0.0, 0.0))
