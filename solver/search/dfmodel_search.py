@@ -28,7 +28,7 @@ from schema.errors import SetupError
 from solver.cost import dfmodel_model as dm
 from solver.cost import dfmodel_problem as dp
 from solver.cost.problem import MappingProblem
-from solver.fusion.segment_search import GraphSolution
+from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.fusion.solve import solve_graph
 from solver.milp.model import solve_configurations
 from solver.options import ExecutionOptions, SolverOptions
@@ -131,8 +131,18 @@ def solve_configs(
     configs = [[fwd_k[p] for p in cf] for cf in sf.configs]
     configs += [[bwd_k[p] for p in cb] for cb in sb.configs]
     status = "optimal" if sf.status == sb.status == "optimal" else "time_limit"
+    stats = SearchStats(
+        milps=sf.stats.milps + sb.stats.milps,
+        notes=sf.stats.notes + sb.stats.notes,
+        stop=sf.stats.stop or sb.stats.stop,
+        space="; ".join(
+            f"{part}: {st.space}"
+            for part, st in (("forward", sf.stats), ("backward", sb.stats))
+            if st.space
+        ),
+    )
     sol = GraphSolution(
-        (), (), sf.objective_s + sb.objective_s, sf.bound_s + sb.bound_s, status, sf.stats
+        (), (), sf.objective_s + sb.objective_s, sf.bound_s + sb.bound_s, status, stats
     )
     return _exact(graph, costs, c, configs, sol)
 
@@ -170,7 +180,6 @@ def _exact(
 def _in_order(problem: MappingProblem) -> GraphSolution:
     """Kernel by kernel (DFModel: Config[i] = i): one configuration per kernel, in order."""
     from solver.check import mapping_cost
-    from solver.fusion.segment_search import SearchStats
 
     configs = tuple((k,) for k in range(len(problem.kernels)))
     choice = (0,) * len(problem.kernels)
