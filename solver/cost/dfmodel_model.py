@@ -25,6 +25,7 @@ Collective ratios (seconds per byte) of a level of degree p and link bandwidth B
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -95,13 +96,13 @@ def ratios(spans: dict[str, Sequence[tuple[NetworkLevel, int]]]) -> Ratios:
     ar = a2a = ag = arp = p2p = 0.0
     if tp:
         ((lv, p),) = tp
-        ar, a2a, ag = tp_ratios(basic(lv), p, lv.link_bandwidth_Bps)
+        ar, a2a, ag = tp_ratios(basic(lv), p, stored_Bps(lv.link_bandwidth_Bps))
     if dp:
         ((lv, p),) = dp
-        arp = dp_ratio(basic(lv), p, lv.link_bandwidth_Bps)
+        arp = dp_ratio(basic(lv), p, stored_Bps(lv.link_bandwidth_Bps))
     if pp:
         ((lv, _),) = pp
-        p2p = 1 / lv.link_bandwidth_Bps
+        p2p = 1 / stored_Bps(lv.link_bandwidth_Bps)
     return Ratios(ar, a2a, ag, arp, p2p)
 
 
@@ -135,29 +136,47 @@ def cost_power_counts(
     return [float(x) for x in links], [float(x) for x in switches]
 
 
+def f32(x: float) -> float:
+    """DFModel stores its real-valued inputs (prices, powers, bandwidths, frequency, SRAM,
+    compute_util, tensor sizes) as protobuf `float`: the value it computes with."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def stored_Bps(bandwidth_Bps: float) -> float:
+    """A bandwidth as DFModel computes with it: its GB/s field stored as a float."""
+    return f32(bandwidth_Bps / 1e9) * 1e9
+
+
+def stored_peak(system: System, precision: str) -> float:
+    """The peak FLOP/s DFModel computes with: 2 w h cores x its float-stored frequency."""
+    ghz = system.chip.frequency_Hz / 1e9
+    peak = system.chip.peak(precision)
+    return peak / ghz * f32(ghz) if ghz > 0 else peak
+
+
 def system_cost_power(
     system: System, shape: Sequence[int], num_copy: int = 1
 ) -> tuple[float, float]:
-    """DFModel's System Cost ($) and System Power (W): n chips, DRAM and per-level link and
-    switch terms; no link term on one chip per copy, no switch term at <= 4 chips per copy."""
+    """DFModel's System Cost ($) and System Power (W), summed in its order: DRAM +
+    accelerators + links + switches; no link term on one chip per copy, no switch term at
+    <= 4 chips per copy; every price, power and bandwidth as the float DFModel stores."""
     c, n = system.cost, system.num_chips
     per_copy = n // num_copy
     links, switches = cost_power_counts(variant(system), shape, n, per_copy)
-    dram_GBps = system.dram.bandwidth_Bps / 1e9
-    bws = [lv.link_bandwidth_Bps / 1e9 for lv in system.network]
+    dram = f32(system.dram.bandwidth_Bps / 1e9)
+    bws = [f32(lv.link_bandwidth_Bps / 1e9) for lv in system.network]
     link_power = list(c.link_unit_power) + [0.0] * (len(bws) - len(c.link_unit_power))
-    with_links = per_copy >= 2
-    with_switches = per_copy >= 5
-    cost = n * c.accelerator_price + n * dram_GBps * c.dram_unit_price
-    power = n * c.accelerator_power_W + n * dram_GBps * c.dram_unit_power
-    for lk, sw, bw, lp in zip(links, switches, bws, link_power):
-        if with_links:
-            cost += lk * bw * c.link_unit_price * num_copy
-            power += lk * bw * lp * num_copy
-        if with_switches:
-            cost += sw * bw * c.switch_unit_price * num_copy
-            power += sw * bw * c.switch_unit_power * num_copy
-    return cost, power
+    link_cost = sum(lk * bw * f32(c.link_unit_price) for lk, bw in zip(links, bws)) * num_copy
+    link_pw = sum(lk * bw * f32(p) for lk, bw, p in zip(links, bws, link_power)) * num_copy
+    sw_cost = sum(sw * bw * f32(c.switch_unit_price) for sw, bw in zip(switches, bws)) * num_copy
+    sw_pw = sum(sw * bw * f32(c.switch_unit_power) for sw, bw in zip(switches, bws)) * num_copy
+    if per_copy < 2:
+        link_cost = link_pw = 0.0
+    if per_copy < 5:
+        sw_cost = sw_pw = 0.0
+    cost = n * dram * f32(c.dram_unit_price) + f32(c.accelerator_price) * n
+    power = n * dram * f32(c.dram_unit_power) + f32(c.accelerator_power_W) * n
+    return cost + link_cost + sw_cost, power + link_pw + sw_pw
 
 
 # ---------------------------------------------------------------------------------------

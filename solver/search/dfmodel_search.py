@@ -216,7 +216,7 @@ def search_choices(
     if len(workload.phases) != 1:
         raise SetupError("--cost-model dfmodel: DFModel models one graph (one phase) per run")
     graph = workload.phases[0].graph
-    util = system.chip.efficiency.fixed_compute_util
+    util = dm.f32(system.chip.efficiency.fixed_compute_util)
     if util <= 0:
         raise SetupError(
             "--cost-model dfmodel needs execution.compute_util > 0: DFModel's lane/stage "
@@ -238,9 +238,9 @@ def search_choices(
             shardings[tp] = stage_one(graph, tp, options)
         ratios = dm.ratios(spans)
         c = dp.StageTwo(
-            tp, tiles, execution.word_bytes, util, system.chip.peak(execution.math_precision),
-            ratios, nmb, system.chip.sram_bytes if llm else math.inf,
-            system.dram.bandwidth_Bps, execution.overlap,
+            tp, tiles, execution.word_bytes, util, dm.stored_peak(system, execution.math_precision),
+            ratios, nmb, dm.f32(system.chip.sram_bytes) if llm else math.inf,
+            dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
         )  # fmt: skip
         costs = dp.kernel_costs(graph, shardings[tp], c)
         problem, sol, floor = solve_configs(graph, costs, c, execution, options)

@@ -28,15 +28,15 @@ def test_readme_cost_and_power_r_r_1024_chips() -> None:
             = 16,918,784.23552 + 307,200 + 204,800 + 326,400 = 17,757,184.23552
       power = 1024*444.7061955 + 1024*300*0.16248 + 1024*50*0.052*2 + 13,600*0.052
             = 455,379.144192 + 49,913.856 + 5,324.8 + 707.2 = 511,325.000192
-    DFModel printed 17757184.0 and 511325.01135 (its Gurobi variables carry ~1e-8 relative
-    error); both agree to 1e-7."""
+    DFModel stores prices, powers and bandwidths as protobuf `float`: accelerator_price
+    16522.25023 is stored as 16522.25 and 444.7061955 as 444.70620727539..., which gives
+    exactly what DFModel printed: 17757184.0 and 511325.01135492325."""
     cost = CostModel(16522.25023, 444.7061955, 1.0, 0.16248, 2.0, (0.052, 0.052), 24.0, 0.052)
     sys_ = _system((Topology.RING, Topology.RING), (8, 128), (50, 50), 1024, 300, cost)
     c, p = dm.system_cost_power(sys_, (8, 128))
-    assert c == pytest.approx(17_757_184.23552, rel=1e-12)
-    assert p == pytest.approx(511_325.000192, rel=1e-12)
-    assert math.isclose(c, 17757184.0, rel_tol=1e-7)
-    assert math.isclose(p, 511325.01135492325, rel_tol=1e-7)
+    assert c == pytest.approx(17_757_184.23552, rel=1e-7)  # in double precision
+    assert p == pytest.approx(511_325.000192, rel=1e-7)
+    assert (c, p) == (17757184.0, 511325.01135492325)  # DFModel's own output, bit for bit
 
 
 def test_fft8_log_cost_and_power_sw_8_chips() -> None:
@@ -44,13 +44,14 @@ def test_fft8_log_cost_and_power_sw_8_chips() -> None:
     sw: link S0*B, switch S0*B.  LINK 8*300*2 = 4,800; SWITCH 8*300*24 = 57,600;
     DRAM 8*2039*1 = 16,312; accelerators 8*33,000 = 264,000 -> total_cost 342,712.
     Power: 8*300*0.0104 = 24.96; 8*300*0.052 = 124.8; 8*2039*0.16248 = 2,650.37376;
-    8*750 = 6,000 -> total_power 8,800.13376 (log: 8800.133708506823)."""
+    8*750 = 6,000 -> total_power 8,800.13376; with DFModel's float-stored unit powers the
+    log's 8800.133708506823 exactly."""
     cost = CostModel(33000.0, 750.0, 1.0, 0.16248, 2.0, (0.0104, 0.0104), 24.0, 0.052)
     sys_ = _system((Topology.SWITCH,), (8,), (300,), 8, 2039, cost)
     c, p = dm.system_cost_power(sys_, (8,))
     assert c == pytest.approx(342_712.0, rel=1e-12)
-    assert p == pytest.approx(8_800.13376, rel=1e-12)
-    assert math.isclose(p, 8800.133708506823, rel_tol=1e-8)
+    assert p == pytest.approx(8_800.13376, rel=1e-7)
+    assert p == 8800.133708506823
 
 
 @pytest.mark.parametrize(
@@ -87,6 +88,15 @@ def test_no_link_at_one_chip_no_switch_up_to_four(n: int, want_cost: float) -> N
 def test_link_and_switch_counts_per_variant(name, shape, links, switches) -> None:
     n = math.prod(shape)
     assert dm.cost_power_counts(name, shape, n, n) == (links, switches)
+
+
+def test_float_storage_of_dfmodel_inputs() -> None:
+    """FFT-8 log: GFLOPS 19491.83953857422 = 2 x 6912 x 1.41 stored as a float
+    (1.40999996662...), and Compute_Latency 281,336,141,292 FLOP / (0.9 as a float x that)
+    = 16,037,261.142489936 ns."""
+    ghz = dm.f32(1.41)
+    assert 2 * 6912 * ghz == 19491.83953857422
+    assert 281_336_141_292 / (dm.f32(0.9) * 2 * 6912 * ghz) == 16037261.142489936
 
 
 def test_collective_ratios_per_topology() -> None:
