@@ -123,14 +123,23 @@ def solve(
 
 
 def check_cost_model(scenario: Scenario) -> None:
-    """What the DFModel cost model does not reproduce is refused, naming the file: compute
-    without DFModel's fixed utilisation (its lane/stage cycle model) and multi-layer graphs
-    (its partition into PP stages)."""
+    """What the DFModel cost model does not reproduce is refused, naming the file: a
+    workload that is not one DFModel graph, compute without DFModel's fixed utilisation
+    (its lane/stage cycle model) and multi-layer graphs (its partition into PP stages)."""
     from schema.errors import SetupError
+    from solver.compare_models import is_dfmodel_input
 
     chosen = execution_options(scenario.setup).cost_model
     if chosen != "dfmodel":
         return
+    graphs = scenario.workload.phases
+    if len(graphs) != 1 or not is_dfmodel_input(scenario.workload):
+        raise SetupError(
+            f"{scenario.path}: the DFModel cost model prices one DFModel dataflow_graph "
+            "(kernel variants gemm_input1_weight, gemm_input1_input2, elementwise_input1, "
+            "elementwise_input1_input2) or execution.llm; this setup's workload is not one "
+            f"({len(graphs)} phase(s) of other kernels): use the native cost model"
+        )
     per_graph = scenario.setup.execution.llm.num_layer_in_graph
     if per_graph > 1:
         raise SetupError(
