@@ -105,10 +105,10 @@ def solve_configs(
     bwd = backward(graph)
     limit = execution.num_config if execution.num_config > 0 else n
     pins = [k.pinned_config for k in graph.kernels]
-    if not execution.dataflow or limit >= n:
+    if not execution.dataflow or limit == n:  # DFModel: C == kernels pins Config[i] = i
         problem = dp.stage_two_problem(graph, costs, order, c, n, [pins[k] for k in order])
-        problem = replace(problem, dataflow=execution.dataflow and limit < n)
-        sol = solve_graph(problem, options) if problem.dataflow else _in_order(problem)
+        problem = replace(problem, dataflow=False)
+        sol = _in_order(problem)
         return _exact(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
     if not any(bwd) or all(bwd):
         problem = dp.stage_two_problem(graph, costs, order, c, limit, [pins[k] for k in order])
