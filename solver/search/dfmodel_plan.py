@@ -42,6 +42,7 @@ def search_dfmodel(
     if sol.status != "optimal" and sol.objective_s > 0:
         bound = min(bound, best.latency_s * sol.bound_s / sol.objective_s)
     gap = max(0.0, 1 - bound / best.latency_s) if best.latency_s > 0 else 0.0
+    gap = 0.0 if gap < 1e-12 else gap  # rounding of the two sums, not a gap
     stats = SolveStats(
         status=sol.status,
         objective=best.latency_s,
