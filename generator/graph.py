@@ -95,6 +95,12 @@ class Kernel:
     pinned_tile: str = ""
     # The unit that runs it, when the input says ("matrix" or "vector"; "" = by kind).
     unit: str = ""
+    # DFModel's own reading of a DFModel kernel variant, used only by --cost-model dfmodel
+    # (solver/cost/dfmodel_model.py): its `tiling` dim ("M", "K", "N"; "" = none) and its
+    # `type` ("SYSTOLIC" or "SIMD"). Not part of the kernel's identity: the einsum form
+    # (graph_to_proto) has no place for them, and the native model never reads them.
+    dfmodel_tiling: str = field(default="", compare=False)
+    dfmodel_type: str = field(default="", compare=False)
 
     @property
     def dim_sizes(self) -> dict[str, int]:

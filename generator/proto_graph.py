@@ -349,7 +349,12 @@ def graph_from_proto(
         if config < -1:
             problems.append(f"{where}.config must be -1 (searched) or >= 0, got {config}")
         kernel = replace(
-            kernel, pinned_sharding=pin, pinned_config=config, pinned_tile=k.tile.strip()
+            kernel,
+            pinned_sharding=pin,
+            pinned_config=config,
+            pinned_tile=k.tile.strip(),
+            dfmodel_tiling=TILING_DIM.get(tiling, "") if variant != "einsum" else "",
+            dfmodel_type=setup_pb2.KernelType.Name(k.type) if variant != "einsum" else "",
         )
         kernels.append(kernel)
         names.add(k.name)

@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", help="scenario folder holding setup.txt (or a setup file)")
     p.add_argument("--out", help="result folder (default: SCENARIO/results)")
     p.add_argument("--time-limit", type=_seconds, help="solver time limit in seconds")
+    p.add_argument(
+        "--cost-model",
+        choices=("native", "dfmodel"),
+        help="whose equations price a mapping (default: the setup's execution.cost_model, "
+        "NATIVE): dfmodel = DFModel's own equations, solved by the same search",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress or summary on the terminal")
     what_if = p.add_mutually_exclusive_group()
     what_if.add_argument(

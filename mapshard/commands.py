@@ -28,7 +28,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with Progress(enabled=not args.quiet) as progress:
             what_if = True if args.what_if else False if args.no_sensitivity else None
-            result = pipeline.run(args.scenario, out, args.time_limit, progress.update, what_if)
+            result = pipeline.run(
+                args.scenario, out, args.time_limit, progress.update, what_if, args.cost_model
+            )
     except Interrupted as stop:
         if stop.result is None:
             raise

@@ -16,7 +16,7 @@ Composed entry points: `load_scenario` (load+resolve+generate), `plan` (solve+ch
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,6 +135,7 @@ def solve(
     choice. Use `plan` (solve + check) unless the plan is deliberately not checked."""
     from solver.api import solve_workload
 
+    check_cost_model(scenario)
     return solve_workload(
         scenario.workload,
         scenario.system,
@@ -143,6 +144,46 @@ def solve(
         scenario.name,
         progress,
     )
+
+
+def check_cost_model(scenario: Scenario) -> None:
+    """What the DFModel cost model does not reproduce is refused, naming the file: a
+    workload that is not one DFModel graph, compute without DFModel's fixed utilisation
+    (its lane/stage cycle model) and multi-layer graphs (its partition into PP stages)."""
+    from schema.errors import SetupError
+    from solver.compare_models import is_dfmodel_input
+
+    chosen = execution_options(scenario.setup).cost_model
+    if chosen != "dfmodel":
+        return
+    graphs = scenario.workload.phases
+    if len(graphs) != 1 or not is_dfmodel_input(scenario.workload):
+        raise SetupError(
+            f"{scenario.path}: the DFModel cost model prices one DFModel dataflow_graph "
+            "(kernel variants gemm_input1_weight, gemm_input1_input2, elementwise_input1, "
+            "elementwise_input1_input2) or execution.llm; this setup's workload is not one "
+            f"({len(graphs)} phase(s) of other kernels): use the native cost model"
+        )
+    branch = scenario.setup.execution.WhichOneof("workload_variant")
+    if branch not in (None, "llm"):
+        raise SetupError(
+            f"{scenario.path}: execution.{branch} is DFModel's {branch} branch, which the "
+            "DFModel cost model does not reproduce (its LLM branch and plain graphs only): "
+            "use the native cost model"
+        )
+    per_graph = scenario.setup.execution.llm.num_layer_in_graph
+    if per_graph > 1:
+        raise SetupError(
+            f"{scenario.path}: execution.llm.num_layer_in_graph must be 1 with the DFModel "
+            f"cost model, got {per_graph}: DFModel first splits a multi-layer graph into PP "
+            "partitions and prices the slowest, which is not reproduced"
+        )
+    if scenario.system.chip.efficiency.fixed_compute_util <= 0:
+        raise SetupError(
+            f"{scenario.path}: execution.compute_util must be in (0, 1] with the DFModel cost "
+            "model (--cost-model dfmodel / execution.cost_model: DFMODEL); DFModel's "
+            "lane/stage cycle model for compute_util 0 is not reproduced"
+        )
 
 
 class PlanCheckError(AssertionError):
@@ -223,8 +264,34 @@ def plan(
     time_limit_s: float | None = None,
     progress: Callable[..., None] | None = None,
 ) -> Plan:
-    """solve -> check: the only way callers get a plan."""
-    return check(scenario, solve(scenario, time_limit_s, progress))
+    """solve -> check -> compare: the only way callers get a plan."""
+    return compare_models(scenario, check(scenario, solve(scenario, time_limit_s, progress)))
+
+
+def compare_models(scenario: Scenario, plan: Plan) -> Plan:
+    """On a DFModel input priced by the native model, the terms where DFModel's equations
+    differ (solver/compare_models.py) go with the plan to the terminal, report and
+    summary.json."""
+    from solver.compare_models import compare, compare_cost, is_dfmodel_input
+
+    if plan.cost_model != "native" or not is_dfmodel_input(scenario.workload):
+        return plan
+    ex = scenario_options(scenario)
+    terms = compare(plan, scenario.workload, scenario.system, ex.overlap)
+    rows = tuple((t.name, t.native_s, t.dfmodel_s) for t in terms)
+    costs = compare_cost(plan, scenario.system)
+    return replace(plan, model_differences=rows, cost_differences=costs)
+
+
+def with_cost_model(scenario: Scenario, cost_model: str | None) -> Scenario:
+    """The scenario with execution.cost_model set to `cost_model` (None: unchanged), so
+    that every stage reading the execution options sees the same choice."""
+    if cost_model is None:
+        return scenario
+    setup = setup_pb2.Setup()
+    setup.CopyFrom(scenario.setup)
+    setup.execution.cost_model = setup_pb2.CostModel.Value(cost_model.upper())
+    return replace(scenario, setup=setup)
 
 
 def run(
@@ -233,10 +300,12 @@ def run(
     time_limit_s: float | None = None,
     progress: Callable[..., None] | None = None,
     sensitivity: bool | None = False,
+    cost_model: str | None = None,
 ) -> Result:
     """`mapshard run`: load -> resolve -> generate -> solve -> check [-> what-if] -> write.
     `sensitivity`: True computes the what-if table, None computes it unless the graph is a
-    large DATAFLOW one (the table then says why), False leaves it out.
+    large DATAFLOW one (the table then says why), False leaves it out. `cost_model`
+    (--cost-model) replaces the setup's execution.cost_model.
     The result folder is checked before the solve, so a bad --out costs no solver time.
     Interrupted after a first plan, it writes that plan (status "interrupted") and re-raises
     schema.errors.Interrupted with `.result` set."""
@@ -253,7 +322,7 @@ def run(
     if serving.wanted(loaded.setup):  # one solve per batch / input length
         view, sc, p = serving.serve(loaded, system, time_limit_s)
     else:
-        sc = assemble(loaded, system)
+        sc = with_cost_model(assemble(loaded, system), cost_model)
         try:
             p = plan(sc, time_limit_s, progress)
         except Interrupted as stop:  # Ctrl-C / SIGTERM after a first plan: write it
@@ -320,6 +389,8 @@ def execution_options(setup: setup_pb2.Setup, chip_overlap: str = "") -> Executi
         pin_sharding=ex.pin_sharding,
         pipeline_schedule=(ex.pipeline_schedule or "1f1b").lower(),
         serialize_network=mode == "serial_network",
+        cost_model=setup_pb2.CostModel.Name(ex.cost_model).lower(),
+        word_bytes=float(ex.word or 2.0),
     )
 
 

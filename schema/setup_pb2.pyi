@@ -134,6 +134,11 @@ class OverlapMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OVERLAP_COMPUTE_MEMORY: _ClassVar[OverlapMode]
     NO_OVERLAP: _ClassVar[OverlapMode]
 
+class CostModel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NATIVE: _ClassVar[CostModel]
+    DFMODEL: _ClassVar[CostModel]
+
 class Combine(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PRODUCT: _ClassVar[Combine]
@@ -214,6 +219,8 @@ PERFECT_OVERLAP: OverlapMode
 SERIAL_NETWORK: OverlapMode
 OVERLAP_COMPUTE_MEMORY: OverlapMode
 NO_OVERLAP: OverlapMode
+NATIVE: CostModel
+DFMODEL: CostModel
 PRODUCT: Combine
 ZIP: Combine
 
@@ -1228,7 +1235,7 @@ class DfmMamba(_message.Message):
     def __init__(self, hidden: _Optional[int] = ..., seq_len: _Optional[int] = ..., tile_size: _Optional[int] = ..., effective_stage: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "dlrm", "hpl", "fft", "gemm_fft_llm", "vector_fft_llm", "regular_fft_llm", "mamba", "separate_rs_ag_for_ar", "skip_inter_chip_optimization", "effective_stage", "pin_sharding", "pipeline_schedule", "serialize_network", "overlap")
+    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "dlrm", "hpl", "fft", "gemm_fft_llm", "vector_fft_llm", "regular_fft_llm", "mamba", "separate_rs_ag_for_ar", "skip_inter_chip_optimization", "effective_stage", "pin_sharding", "pipeline_schedule", "serialize_network", "overlap", "cost_model")
     EXECUTION_STYLE_FIELD_NUMBER: _ClassVar[int]
     NUM_CONFIG_FIELD_NUMBER: _ClassVar[int]
     PERFECT_OVERLAP_FIELD_NUMBER: _ClassVar[int]
@@ -1249,6 +1256,7 @@ class Execution(_message.Message):
     PIPELINE_SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     SERIALIZE_NETWORK_FIELD_NUMBER: _ClassVar[int]
     OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    COST_MODEL_FIELD_NUMBER: _ClassVar[int]
     execution_style: ExecutionStyle
     num_config: int
     perfect_overlap: bool
@@ -1269,7 +1277,8 @@ class Execution(_message.Message):
     pipeline_schedule: str
     serialize_network: bool
     overlap: OverlapMode
-    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., dlrm: _Optional[_Union[DfmDlrm, _Mapping]] = ..., hpl: _Optional[_Union[DfmHpl, _Mapping]] = ..., fft: _Optional[_Union[DfmFft, _Mapping]] = ..., gemm_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., vector_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., regular_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., mamba: _Optional[_Union[DfmMamba, _Mapping]] = ..., separate_rs_ag_for_ar: _Optional[bool] = ..., skip_inter_chip_optimization: _Optional[bool] = ..., effective_stage: _Optional[int] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ..., overlap: _Optional[_Union[OverlapMode, str]] = ...) -> None: ...
+    cost_model: CostModel
+    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., dlrm: _Optional[_Union[DfmDlrm, _Mapping]] = ..., hpl: _Optional[_Union[DfmHpl, _Mapping]] = ..., fft: _Optional[_Union[DfmFft, _Mapping]] = ..., gemm_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., vector_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., regular_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., mamba: _Optional[_Union[DfmMamba, _Mapping]] = ..., separate_rs_ag_for_ar: _Optional[bool] = ..., skip_inter_chip_optimization: _Optional[bool] = ..., effective_stage: _Optional[int] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ..., overlap: _Optional[_Union[OverlapMode, str]] = ..., cost_model: _Optional[_Union[CostModel, str]] = ...) -> None: ...
 
 class Gurobi(_message.Message):
     __slots__ = ("thread", "gap", "time")

@@ -16,6 +16,9 @@ class ExecutionOptions:
     # GPU kernel-by-kernel semantics: a kernel's collective runs after its compute (one
     # stream) and the launch overhead adds: L = overhead + max(compute, memory) + network.
     serialize_network: bool = False
+    # whose equations price a mapping: "native" or "dfmodel" (solver/cost/dfmodel_model.py)
+    cost_model: str = "native"
+    word_bytes: float = 2.0  # DFModel's execution.word: bytes per element
 
     @property
     def overlap_name(self) -> str:

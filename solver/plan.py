@@ -153,6 +153,13 @@ class Plan:
     # overlap of compute, memory and network the plan assumed ("perfect", "serial_network",
     # "none"; setup.proto OverlapMode, from the setup or the chip's calibrated default)
     overlap: str = ""
+    # whose equations priced the plan: "native" or "dfmodel" (--cost-model)
+    cost_model: str = "native"
+    # on a DFModel input priced natively: (term, native s, DFModel s) per step where the two
+    # models differ (solver/compare_models.py)
+    model_differences: tuple[tuple[str, float, float], ...] = ()
+    # ... and System Cost / Power where DFModel's formulas give another number
+    cost_differences: tuple[tuple[str, float, float], ...] = ()
 
     def kernels(self) -> list[KernelPlan]:
         return [k for p in self.phases for k in p.kernels]

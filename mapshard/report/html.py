@@ -468,6 +468,15 @@ def report_html(
             + "".join(f"<li>{_e(w)}</li>" for w in plan.warnings)
             + "</ul></div>"
         )
+    if plan.model_differences or plan.cost_differences:
+        from mapshard.report.terminal import difference_lines
+
+        parts.append(
+            '<div class="warn"><b>Native model vs DFModel\'s equations (per step, this plan)'
+            "</b><ul>"
+            + "".join(f"<li>{_e(d)}</li>" for d in difference_lines(plan))
+            + "</ul></div>"
+        )
     parts += [
         headline_cards(plan),
         inference_section(plan),

@@ -182,9 +182,20 @@ def summary_dict(
         "num_configs": sum(len(p.configs) for p in plan.phases),
         "warnings": list(plan.warnings),
         "overlap": plan.overlap,
+        "cost_model": plan.cost_model,
     }
     if plan.chip_calibration is not None:
         out["chip_calibration"] = plan.chip_calibration.to_json()
+    if plan.model_differences:
+        out["native_vs_dfmodel_s"] = [
+            {"term": name, "native_s": a, "dfmodel_s": b, "difference_s": a - b}
+            for name, a, b in plan.model_differences
+        ]
+    if plan.cost_differences:
+        out["native_vs_dfmodel_cost"] = {
+            name: {"native": a, "dfmodel": b, "difference": a - b}
+            for name, a, b in plan.cost_differences
+        }
     for key in ("iteration_time_s", "ttft_s", "tpot_s", "tokens_per_s"):
         value = getattr(plan, key)
         if value is not None:

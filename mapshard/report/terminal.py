@@ -151,6 +151,21 @@ def config_table(plan: Plan) -> list[str]:
     return lines
 
 
+def difference_lines(plan: Plan) -> list[str]:
+    """The native-vs-DFModel terms (Plan.model_differences), one sentence each."""
+    from solver.compare_models import Term, describe
+
+    lines = describe(tuple(Term(*row) for row in plan.model_differences))
+    labels = {"system_cost": ("System Cost", "$"), "system_power_W": ("System Power", "W")}
+    for name, a, b in plan.cost_differences:
+        label, unit = labels.get(name, (name, ""))
+        lines.append(
+            f"{label} (DFModel's per-topology link/switch counts, no switch at <= 4 chips): "
+            f"{a:,.6g} {unit} here, {b:,.6g} {unit} in DFModel ({a - b:+,.6g} {unit})"
+        )
+    return lines
+
+
 def dfmodel_lines(plan: Plan) -> list[str]:
     """DFModel's statistics, printed as DFModel prints them (`print(label, value)`); a cost
     or power the library does not know says so instead of printing 0."""
@@ -215,5 +230,9 @@ def format_summary(
         lines += sensitivity_lines(sensitivity)
     if plan.warnings:
         lines += ["", _bold("Warnings", color)] + [f"- {w}" for w in plan.warnings]
+    if plan.model_differences or plan.cost_differences:
+        title = "Native model vs DFModel's equations (this plan; times per step)"
+        lines += ["", _bold(title, color)]
+        lines += [f"- {line}" for line in difference_lines(plan)]
     lines += [""] + dfmodel_lines(plan)
     return "\n".join(lines) + "\n"

@@ -56,6 +56,10 @@ def search_workload(
     progress: Callable[[SearchProgress], None] | None = None,
 ) -> Plan:
     """The best plan over every parallel choice (solver.api.solve_workload)."""
+    if execution.cost_model == "dfmodel":
+        from solver.search.dfmodel_plan import search_dfmodel
+
+        return search_dfmodel(workload, system, execution, options, scenario, progress)
     search = _OuterSearch(workload, system, execution, options, time.perf_counter())
     limits = _limits(workload, system)
     choices = enumerate_choices(

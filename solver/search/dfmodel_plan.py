@@ -1,0 +1,128 @@
+"""The Plan of a `--cost-model dfmodel` run: DFModel's step, System Cost/Power and DRAM use
+(solver/search/dfmodel_search.py finds the step; this writes it in the common Plan)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from generator.graph import Workload
+from hardware.system import System
+from schema.errors import InfeasibleError
+from solver.cost import dfmodel_model as dm
+from solver.options import ExecutionOptions, SolverOptions
+from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
+from solver.report_plan import build_phase_plans, workload_flop
+from solver.search.dfmodel_search import DFStep, search_choices
+
+
+def search_dfmodel(
+    workload: Workload,
+    system: System,
+    execution: ExecutionOptions,
+    options: SolverOptions,
+    scenario: str = "",
+    progress: Callable | None = None,
+) -> Plan:
+    """The best plan under DFModel's equations (solver.api.solve_workload with
+    execution.cost_model "dfmodel")."""
+    t0 = time.perf_counter()
+    best, failed, lower = search_choices(workload, system, execution, options)
+    if best is None:
+        why = "; ".join(f"{c.describe()}: {r}" for c, r in failed) or "no parallel choice"
+        raise InfeasibleError("dfmodel", f"no plan under DFModel's equations: {why}")
+    results = [
+        ChoiceResult(_degrees(c), c.describe(), 0.0, None, "infeasible", r) for c, r in failed
+    ]
+    results.append(
+        ChoiceResult(_degrees(best.choice), best.choice.describe(), 0.0, best.latency_s, "solved")
+    )
+    sol = best.solution
+    bound = min(best.lower_latency_s, lower)
+    if sol.status != "optimal" and sol.objective_s > 0:
+        bound = min(bound, best.latency_s * sol.bound_s / sol.objective_s)
+    gap = max(0.0, 1 - bound / best.latency_s) if best.latency_s > 0 else 0.0
+    gap = 0.0 if gap < 1e-12 else gap  # rounding of the two sums, not a gap
+    stats = SolveStats(
+        status=sol.status,
+        objective=best.latency_s,
+        bound=bound,
+        gap=gap,
+        solve_time_s=time.perf_counter() - t0,
+        milps_solved=sol.stats.milps,
+        choices_total=len(results),
+        choices_solved=1,
+        choices_infeasible=len(failed),
+        fusion_search="DFModel's equations (--cost-model dfmodel): " + (sol.stats.space or "all"),
+        stop_reason="proof" if sol.status == "optimal" else "time_limit",
+        search_space=sol.stats.space or "all",
+    )
+    return _plan(workload, system, execution, best, stats, tuple(results), scenario)
+
+
+def _degrees(choice) -> dict[str, int]:
+    return {k.lower(): v for k, v in choice.degrees}
+
+
+def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -> Plan:
+    phase = workload.phases[0]
+    phases = build_phase_plans(workload, {phase.name: (best.problem, best.solution)}, system)
+    shape = [lv.degree for lv in best.choice.levels]
+    cost, power = dm.system_cost_power(system, shape)
+    flop = workload_flop(workload, best.choice)
+    peak = system.chip.peak(execution.math_precision)
+    util = flop / (best.latency_s * system.num_chips * peak) if best.latency_s > 0 else 0.0
+    bubble = (
+        best.latency_s
+        - best.p2p_s
+        - best.config_sum_s
+        * best.layers_per_stage
+        * (workload.global_batch / best.choice.degree("DP") if workload.seq_len > 0 else 1)
+    )
+    placement = {
+        name.lower(): "x".join(f"{lv.name}:{p}" for lv, p in span)
+        for name, span in best.choice.spans
+        if span
+    }
+    warnings = ()
+    if best.lower_latency_s < best.latency_s * (1 - 1e-9):
+        warnings = (
+            "DFModel charges a producer once per consumer in another configuration; the "
+            "search charged it once for all of them, so its optimum "
+            f"{best.lower_latency_s:.6g} s is a lower bound of DFModel's and this plan "
+            f"({best.latency_s:.6g} s, priced DFModel's way) is within {stats.gap:.2%} of it",
+        )
+    return Plan(
+        scenario=scenario,
+        workload_kind=workload.kind,
+        num_chips=system.num_chips,
+        parallelism=_degrees(best.choice),
+        placement=placement,
+        phases=phases,
+        latency_s=best.latency_s,
+        stats=stats,
+        memory=MemoryUse(
+            weights=best.dram_weights_bytes,
+            activations=best.dram_activations_bytes,
+            capacity=system.dram.capacity_bytes,
+        ),
+        workload_flop=flop,
+        peak_flops_per_chip=peak,
+        flops_utilization=util,
+        system_cost=cost,
+        system_power_W=power,
+        iteration_time_s=best.latency_s if workload.kind == "training" else None,
+        num_params=workload.model.num_params if workload.model else 0,
+        num_active_params=workload.model.num_active_params if workload.model else 0,
+        micro_batches=best.micro_batches,
+        pipeline_bubble_s=max(bubble, 0.0),
+        pp_transfer_s=best.p2p_s,
+        time_breakdown={
+            "configurations x layers x batches": best.latency_s - best.p2p_s - max(bubble, 0.0),
+            "pipeline bubble": max(bubble, 0.0),
+            "pp transfer": best.p2p_s,
+        },
+        choices=results,
+        warnings=warnings,
+        cost_model="dfmodel",
+    )

@@ -1,0 +1,310 @@
+"""`--cost-model dfmodel`: DFModel's equations, solved by MapShard's search.
+
+For every parallel choice DFModel's layout allows (each of TP/PP/DP on at most one level):
+stage 1 fixes each kernel's sharding (least communication, solved by the MILP), stage 2
+searches the configurations with the fusion search (solver/fusion/solve.py) on DFModel's
+numbers (solver/cost/dfmodel_problem.py), and the step is assembled DFModel's way
+(intra_chip.py):
+  training split: with backward kernels and num_config C < kernels, forward kernels take
+    configurations 0..C/2-1 and backward ones C/2..C-1 (odd C: the better of the two
+    splits; DFModel also lets both share the middle one, not searched here)
+  LLM:   step = sum_c II_c * (1 + (PP-1) / (micro_batches * c')) * layers_per_stage
+                * global_batch / DP + p2p
+         micro_batches = global_batch / (micro_batch * DP) (an integer, else infeasible),
+         layers = num_layer (num_layer_in_graph = 1) else PP, layers_per_stage =
+         ceil(layers / PP), c' = layers_per_stage - 1 if >= 2 else 1,
+         p2p = layers * (2 hidden seq_len word, training only) / B_PP
+  graph: step = sum_c II_c
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from generator.graph import KernelGraph, Pass, Workload
+from hardware.system import System
+from schema.errors import SetupError
+from solver.cost import dfmodel_model as dm
+from solver.cost import dfmodel_problem as dp
+from solver.cost.problem import MappingProblem
+from solver.fusion.segment_search import GraphSolution, SearchStats
+from solver.fusion.solve import solve_graph
+from solver.milp.model import solve_configurations
+from solver.options import ExecutionOptions, SolverOptions
+from solver.search.parallel import Choice, enumerate_choices
+
+
+@dataclass(frozen=True)
+class DFStep:
+    """One choice's DFModel step: the configurations' sum, the factors, the total."""
+
+    choice: Choice
+    problem: MappingProblem
+    solution: GraphSolution
+    config_sum_s: float  # DFModel's sum of configuration latencies (its D matrix)
+    pipeline_factor: float
+    layers_per_stage: int
+    micro_batches: int
+    p2p_s: float
+    latency_s: float
+    # the search's proven lower bound of the step (its objective charges a producer once for
+    # all its consumers in other configurations; DFModel, and latency_s, once per edge)
+    lower_latency_s: float
+    dram_weights_bytes: float = 0.0  # DFModel's DRAM per chip: weights x layers per stage
+    dram_activations_bytes: float = 0.0  # ... and the most live edges x micro-batch size
+
+
+def dfmodel_choices(system: System) -> list[Choice]:
+    """Parallel choices DFModel can express: each parallelism on at most one level."""
+    n = system.num_chips
+    return [
+        c for c in enumerate_choices(system, n, n, n) if all(len(span) <= 1 for _, span in c.spans)
+    ]
+
+
+def backward(graph: KernelGraph) -> list[bool]:
+    return [k.pass_ != Pass.FWD for k in graph.kernels]
+
+
+def stage_one(graph: KernelGraph, tp: int, options: SolverOptions) -> tuple[str, ...]:
+    """inter_chip's shardings: least bytes communicated (the MILP over one-hot menus)."""
+    problem, _ = dp.sharding_problem(graph, tp)
+    configs = [[k] for k in range(len(graph.kernels))]
+    r = solve_configurations(problem, configs, replace(options, time_limit_s=0.0))
+    if r.status == "infeasible" or not r.choice:
+        raise SetupError("--cost-model dfmodel: no legal sharding of the graph (inter_chip)")
+    return tuple(m.options[o].sharding for m, o in zip(problem.kernels, r.choice))
+
+
+def _splits(n_configs: int) -> list[tuple[int, int]]:
+    """(forward, backward) configuration counts of DFModel's training split."""
+    half = n_configs // 2
+    if n_configs % 2 == 0:
+        return [(half, half)]
+    return [(half + 1, half), (half, half + 1)]
+
+
+def solve_configs(
+    graph: KernelGraph,
+    costs: list[dp.KernelCost],
+    c: dp.StageTwo,
+    execution: ExecutionOptions,
+    options: SolverOptions,
+) -> tuple[MappingProblem, GraphSolution, float]:
+    """The configurations under DFModel's numbers (one problem, or the forward/backward
+    split), re-priced exactly: (the problem over every kernel whose rule charges each
+    crossing edge at both ends, its solution, the search's lower bound of the sum)."""
+    order = [
+        i
+        for name in graph.topological_order()
+        for i, k in enumerate(graph.kernels)
+        if k.name == name
+    ]
+    n = len(order)
+    bwd = backward(graph)
+    limit = execution.num_config if execution.num_config > 0 else n
+    pins = [k.pinned_config for k in graph.kernels]
+    if not execution.dataflow or limit == n:  # DFModel: C == kernels pins Config[i] = i
+        problem = dp.stage_two_problem(graph, costs, order, c, n, [pins[k] for k in order])
+        problem = replace(problem, dataflow=False)
+        sol = _in_order(problem)
+        return _exact(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
+    if not any(bwd) or all(bwd):
+        problem = dp.stage_two_problem(graph, costs, order, c, limit, [pins[k] for k in order])
+        sol = solve_graph(problem, options)
+        return _exact(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
+    fwd_k = [k for k in order if not bwd[k]]
+    bwd_k = [k for k in order if bwd[k]]
+    names = {k.name: i for i, k in enumerate(graph.kernels)}
+    cut = frozenset((e.src, e.dst) for e in graph.edges if bwd[names[e.src]] != bwd[names[e.dst]])
+    best = None
+    for nf, nb in _splits(limit):
+        pf = dp.stage_two_problem(graph, costs, fwd_k, c, nf, [pins[k] for k in fwd_k], cut)
+        fixed = [pins[k] - nf if pins[k] >= 0 else -1 for k in bwd_k]
+        pb = dp.stage_two_problem(graph, costs, bwd_k, c, nb, fixed, cut)
+        sf, sb = solve_graph(pf, options), solve_graph(pb, options)
+        total = sf.objective_s + sb.objective_s
+        if best is None or total < best[0]:
+            best = (total, sf, sb)
+    _, sf, sb = best
+    configs = [[fwd_k[p] for p in cf] for cf in sf.configs]
+    configs += [[bwd_k[p] for p in cb] for cb in sb.configs]
+    status = "optimal" if sf.status == sb.status == "optimal" else "time_limit"
+    stats = SearchStats(
+        milps=sf.stats.milps + sb.stats.milps,
+        notes=sf.stats.notes + sb.stats.notes,
+        stop=sf.stats.stop or sb.stats.stop,
+        space="; ".join(
+            f"{part}: {st.space}"
+            for part, st in (("forward", sf.stats), ("backward", sb.stats))
+            if st.space
+        ),
+    )
+    sol = GraphSolution(
+        (), (), sf.objective_s + sb.objective_s, sf.bound_s + sb.bound_s, status, stats
+    )
+    return _exact(graph, costs, c, configs, sol)
+
+
+def _exact(
+    graph: KernelGraph,
+    costs: list[dp.KernelCost],
+    c: dp.StageTwo,
+    configs: list[list[int]],
+    found: GraphSolution,
+) -> tuple[MappingProblem, GraphSolution, float]:
+    """The found configurations (kernel indices) priced with DFModel's own rule: every edge
+    between two configurations is cut, so it is written at its producer and read at its
+    consumer (DFModel's D matrix). The search's objective, which charges a producer once
+    for all its consumers elsewhere, is a lower bound of that price."""
+    from solver.check import mapping_cost
+
+    if not math.isfinite(found.objective_s) or not configs:
+        return dp.stage_two_problem(graph, costs, [], c, 1), found, math.inf
+    config_of = {k: ci for ci, cf in enumerate(configs) for k in cf}
+    names = {k.name: i for i, k in enumerate(graph.kernels)}
+    cut = frozenset(
+        (e.src, e.dst) for e in graph.edges if config_of[names[e.src]] != config_of[names[e.dst]]
+    )
+    flat = [k for cf in configs for k in cf]
+    problem = dp.stage_two_problem(graph, costs, flat, c, len(configs), (), cut)
+    pos = {k: p for p, k in enumerate(flat)}
+    local = tuple(tuple(sorted(pos[k] for k in cf)) for cf in configs)
+    choice = (0,) * len(flat)
+    total, _ = mapping_cost(problem, local, choice)
+    sol = GraphSolution(local, choice, total, found.bound_s, found.status, found.stats)
+    return problem, sol, min(found.objective_s, total)
+
+
+def _in_order(problem: MappingProblem) -> GraphSolution:
+    """Kernel by kernel (DFModel: Config[i] = i): one configuration per kernel, in order."""
+    from solver.check import mapping_cost
+
+    configs = tuple((k,) for k in range(len(problem.kernels)))
+    choice = (0,) * len(problem.kernels)
+    total, _ = mapping_cost(problem, configs, choice)
+    status = "optimal" if math.isfinite(total) else "infeasible"
+    return GraphSolution(configs, choice, total, total, status, SearchStats())
+
+
+def llm_factors(workload: Workload, choice: Choice) -> tuple[int, int, float, int] | None:
+    """(layers, layers_per_stage, pipeline_factor, micro_batches), None when DFModel's
+    micro-batch count is not an integer."""
+    pp, dpd = choice.degree("PP"), choice.degree("DP")
+    micro = max(workload.micro_batch, 1)
+    if workload.global_batch % (micro * dpd):
+        return None
+    nmb = workload.global_batch // (micro * dpd)
+    phase = workload.phases[0]
+    per_graph = max(1, (workload.model.num_layers if workload.model else 1) // phase.count)
+    layers = workload.model.num_layers if workload.model else phase.count
+    layers = layers if per_graph == 1 else pp
+    lps = math.ceil(layers / pp)
+    tail = lps - 1 if lps >= 2 else 1
+    return layers, lps, 1 + (pp - 1) / (nmb * tail), nmb
+
+
+def search_choices(
+    workload: Workload,
+    system: System,
+    execution: ExecutionOptions,
+    options: SolverOptions,
+) -> tuple[DFStep | None, list[tuple[Choice, str]], float]:
+    """The best DFModel step over every choice, why the others failed, and the least
+    lower bound of any choice's step (the proven bound of the best)."""
+    if len(workload.phases) != 1:
+        raise SetupError("--cost-model dfmodel: DFModel models one graph (one phase) per run")
+    graph = workload.phases[0].graph
+    util = dm.f32(system.chip.efficiency.fixed_compute_util)
+    if util <= 0:
+        raise SetupError(
+            "--cost-model dfmodel needs execution.compute_util > 0: DFModel's lane/stage "
+            "cycle model (compute_util 0) is not reproduced"
+        )
+    llm = workload.kind in ("training", "inference") and workload.seq_len > 0
+    tiles = dp.num_tile(graph, workload.seq_len if llm else 0)
+    best, failed, lower = None, [], math.inf
+    shardings: dict[int, tuple[str, ...]] = {}
+    for choice in dfmodel_choices(system):
+        spans = {name.lower(): span for name, span in choice.spans}
+        factors = llm_factors(workload, choice) if llm else (1, 1, 1.0, 1)
+        if factors is None:
+            failed.append((choice, "global batch is not a multiple of micro-batch x DP"))
+            continue
+        nmb = factors[3]
+        tp = choice.degree("TP")
+        if tp not in shardings:
+            shardings[tp] = stage_one(graph, tp, options)
+        ratios = dm.ratios(spans)
+        c = dp.StageTwo(
+            tp, tiles, execution.word_bytes, util, dm.stored_peak(system, execution.math_precision),
+            ratios, nmb, dm.f32(system.chip.sram_bytes) if llm else math.inf,
+            dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
+        )  # fmt: skip
+        costs = dp.kernel_costs(graph, shardings[tp], c)
+        problem, sol, floor = solve_configs(graph, costs, c, execution, options)
+        if not math.isfinite(sol.objective_s):
+            failed.append((choice, _no_fit(execution, sol.status)))
+            continue
+        step = _assemble(
+            workload, choice, problem, sol, floor, factors, ratios, c.word_bytes, costs
+        )
+        why = _dram_overflow(step, system)
+        if why:
+            failed.append((choice, why))
+            continue
+        lower = min(lower, step.lower_latency_s)
+        if best is None or step.latency_s < best.latency_s:
+            best = step
+    return best, failed, lower
+
+
+def _no_fit(execution: ExecutionOptions, status: str) -> str:
+    return (
+        f"no grouping into at most {execution.num_config or 'one per kernel'} configurations "
+        "fits the SRAM (DFModel's weights and edge buffers, counted conservatively; search "
+        f"status {status})"
+    )
+
+
+def _dram_overflow(step: DFStep, system: System) -> str:
+    """Why DFModel's DRAM capacity row rejects the step ('' when it fits)."""
+    need = step.dram_weights_bytes + step.dram_activations_bytes
+    if need <= system.dram.capacity_bytes * (1 + 1e-9):
+        return ""
+    return (
+        f"DFModel's DRAM use {need:.6g} B per chip exceeds {system.dram.capacity_bytes:.6g} B "
+        "(weights x layers per stage + live edges x micro-batch)"
+    )
+
+
+def _assemble(workload, choice, problem, sol, lower, factors, ratios, word, costs) -> DFStep:
+    """DFModel's step for the configurations' sum (and for its lower bound `lower`)."""
+    layers, lps, pf, nmb = factors
+    graph = workload.phases[0].graph
+    if workload.kind in ("training", "inference") and workload.seq_len > 0:
+        training = any(backward(graph))
+        hidden = workload.model.hidden_size if workload.model else 0
+        inter = 2 * hidden * workload.seq_len * word if training else 0.0
+        p2p = ratios.p2p * inter * layers
+        scale = pf * lps * workload.global_batch / choice.degree("DP")
+    else:
+        p2p, scale = 0.0, 1.0
+    total = sol.objective_s
+    config_of = {problem.kernels[p].name: c for c, seg in enumerate(sol.configs) for p in seg}
+    weights, live = dp.dram_bytes(graph, costs, config_of)
+    return DFStep(
+        choice,
+        problem,
+        sol,
+        total,
+        pf,
+        lps,
+        nmb,
+        p2p,
+        total * scale + p2p,
+        lower * scale + p2p,
+        weights * lps,
+        live * max(workload.micro_batch, 1),
+    )

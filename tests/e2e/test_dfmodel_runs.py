@@ -1,0 +1,232 @@
+"""`mapshard run --cost-model dfmodel` end to end, against numbers derived by hand from
+DFModel's equations (fengqian-ayce/DFModel src/inter_chip.py, src/intra_chip.py @ 04f93d5).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mapshard import pipeline
+from mapshard.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "dfmodel"
+README = ROOT / "scenarios" / "dfmodel_gpt3_1t_sn30"
+
+
+def _configs(out: Path) -> list[dict]:
+    with (out / "configs.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def _run(scenario: Path, out: Path, model: str) -> dict:
+    assert main(["run", str(scenario), "--out", str(out), "--cost-model", model, "--quiet"]) == 0
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_mlp_tp2_pp2_kernel_per_config(tmp_path: Path) -> None:
+    """tests/data/dfmodel/mlp_tp2_pp2: FFN0 (64x32x16) -> GeLU (64x16) -> FFN1 (32x64x16), all
+    N_TILING, r_r TP 2 (1 GB/s) x PP 2, num_config 3 = kernels, so DFModel pins Config[i] = i.
+
+    Stage 1 (least bytes communicated): FFN0 shards M (output SR, no all-reduce); GeLU
+    shards M (SR needs SR: free); FFN1 shards K (needs SR: free; all-reduce of its 1,024 B
+    output) -- sharding FFN1 by M would all-gather GeLU's 2,048 B instead.
+    num_tile = gcd of the tiled dims (N = 16) = 16; per chip and tile:
+      FFN0 shard (M, K, N) = (32, 32, 1): 2*32*32*1 = 2,048 FLOP x 16 tiles = 32,768 FLOP
+      GeLU (32, 1, 1): 32 x 16 = 512 FLOP;  FFN1 (32, 32, 1): 32,768 FLOP
+    peak = 2*1*1*1*1 GHz = 2e9 FLOP/s, util 0.5 -> compute 32.768 us, 0.512 us, 32.768 us.
+    FFN1's all-reduce: 32*1*2 B x 16 tiles = 1,024 B x (2-1)/(2 x 1e9) = 0.512 us.
+    Memory (DRAM 0.001 GB/s = 1e6 B/s), each crossing edge at both ends:
+      FFN0: its output 32*1*2*16 = 1,024 B -> 1,024 us; GeLU: 1,024 B in + 1,024 B out ->
+      2,048 us; FFN1: 1,024 B -> 1,024 us. Every configuration is memory-bound:
+      sum II = 1,024 + 2,048 + 1,024 = 4,096 us.
+    Step (LLM): layers = num_layer = 2, PP 2 -> 1 layer per stage (c' = 1); micro-batches
+    = 4 / (1 x 1) = 4; pipeline factor 1 + (2-1)/(4 x 1) = 1.25; no backward kernel so
+    DFModel's Intermediate (p2p) is 0:
+      step = 4,096 us x 1.25 x 1 x 4 / 1 = 20.48 ms.
+    Cost (r_r, 4 chips: links 4*B per level, no switch at <= 4 chips):
+      4*100 + 4*0.001*1000 + 4*1*2 + 4*2*2 = 400 + 4 + 8 + 16 = 428
+    Power: 4*10 + 4*0.001*100 + 4*1*0.5 + 4*2*0.25 = 40 + 0.4 + 2 + 2 = 44.4
+    DFModel stores dram_bw as a float (0.001 -> 0.00100000005), so every figure here holds
+    to 1e-7 relative."""
+    s = _run(DATA / "mlp_tp2_pp2", tmp_path / "df", "dfmodel")
+    assert s["cost_model"] == "dfmodel"
+    assert s["status"] == "optimal"
+    assert s["latency_s"] == pytest.approx(20.48e-3, rel=1e-7)
+    assert s["system_cost"] == pytest.approx(428.0, rel=1e-7)
+    assert s["system_power_W"] == pytest.approx(44.4, rel=1e-7)
+    assert s["parallelism"]["tp"] == 2 and s["parallelism"]["pp"] == 2
+    cfgs = _configs(tmp_path / "df")
+    assert [float(c["latency_s"]) for c in cfgs] == pytest.approx(
+        [1.024e-3, 2.048e-3, 1.024e-3], rel=1e-7
+    )
+    assert [float(c["compute_s"]) for c in cfgs] == pytest.approx([32.768e-6, 0.512e-6, 32.768e-6])
+    assert float(cfgs[2]["network_s"]) == pytest.approx(0.512e-6)
+    # DFModel's DRAM: weights FFN0 32*32*2 + FFN1 32*32*2 = 4,096 B x 1 layer per stage;
+    # activations: at configuration 1 both edges are live (0 <= 1 <= 1, 1 <= 1 <= 2),
+    # 1,024 B each x micro-batch 1 = 2,048 B
+    mem = s["memory_breakdown_bytes"]
+    assert (mem["weights"], mem["activations"]) == (4096.0, 2048.0)
+
+
+def test_mlp_one_configuration_when_allowed(tmp_path: Path) -> None:
+    """The same MLP with num_config 2 (< 3 kernels: the fusion search decides): all three
+    kernels in one configuration move nothing through DRAM, so II = max(compute 66.048 us,
+    memory 0, network 0.512 us) = 66.048 us < any split (each split moves >= 1,024 B at
+    1e6 B/s = 1,024 us); step = 66.048 us x 1.25 x 4 = 330.24 us."""
+    scen = tmp_path / "mlp"
+    shutil.copytree(DATA / "mlp_tp2_pp2", scen)
+    text = (scen / "setup.txt").read_text().replace("num_config: 3", "num_config: 2")
+    (scen / "setup.txt").write_text(text)
+    s = _run(scen, tmp_path / "df", "dfmodel")
+    assert s["latency_s"] == pytest.approx(330.24e-6, rel=1e-7)
+    assert s["phases"][0]["num_configs"] == 1
+
+
+def test_mlp_native_run_lists_where_the_models_differ(tmp_path: Path) -> None:
+    """The default (native) model on the same DFModel input: summary.json and the terminal
+    carry the terms DFModel's equations price differently; DFModel reads no
+    weights without memory_size."""
+    s = _run(DATA / "mlp_tp2_pp2", tmp_path / "nat", "native")
+    assert s["cost_model"] == "native"
+    terms = {t["term"]: t for t in s["native_vs_dfmodel_s"]}
+    # the MLP is one forward pass (no BWD kernel): a forward-only graph is no training
+    # step in either model, so neither charges an optimizer step
+    assert s["optimizer_s"] == 0.0 and "optimizer step (not in DFModel)" not in terms
+    weights = next(t for name, t in terms.items() if name.startswith("weights read"))
+    assert weights["native_s"] > 0 and weights["dfmodel_s"] == 0.0
+    for t in terms.values():
+        assert t["difference_s"] == pytest.approx(t["native_s"] - t["dfmodel_s"])
+    # System Cost: DFModel has no switch at <= 4 chips (428, test above); the native
+    # formula charges 2 x degree x GB/s x 24 per level: 2*2*1*24 + 2*2*2*24 = 288 more.
+    cost = s["native_vs_dfmodel_cost"]["system_cost"]
+    assert (cost["native"], cost["dfmodel"]) == (pytest.approx(716.0), pytest.approx(428.0))
+
+
+def test_sram_too_small_is_infeasible_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GeLU double-buffers one tile of its input and of its output: 2 x 32*1*2 B + 2 x 64 B
+    = 256 B, more than a 100 B SRAM, alone or not (a weight kernel could tile its weight
+    and run alone; GeLU has none): exit 3, the choice named."""
+    scen = tmp_path / "mlp"
+    shutil.copytree(DATA / "mlp_tp2_pp2", scen)
+    text = (scen / "setup.txt").read_text().replace("sram_cap: 1000000.0", "sram_cap: 100.0")
+    (scen / "setup.txt").write_text(text)
+    code = main(["run", str(scen), "--out", str(tmp_path / "o"), "--cost-model", "dfmodel"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "fits the SRAM" in err and "TP=x:2" in err
+
+
+def test_fanout_producer_pays_once_per_crossing_edge(tmp_path: Path) -> None:
+    """tests/data/dfmodel/fanout_tp2_pp2: FFN0 feeds GeLU and Add, GeLU feeds Add; three
+    kernels, num_config 3, so one kernel per configuration (DFModel: Config[i] = i).
+    Shardings: FFN0 M, GeLU M, Add M (all row-sharded, no conversion). Per chip, all 16
+    tiles: FFN0's output 32*1*2*16 = 1,024 B, GeLU's 1,024 B; DRAM 1e6 B/s.
+    DFModel's D matrix charges every crossing edge at both ends:
+      config FFN0: edges FFN0->GeLU, FFN0->Add = 2,048 B -> 2,048 us
+      config GeLU: FFN0->GeLU, GeLU->Add       = 2,048 B -> 2,048 us
+      config Add:  FFN0->Add, GeLU->Add        = 2,048 B -> 2,048 us
+    (compute 32.768, 0.512, 0.512 us: memory-bound), sum 6,144 us; step = 6,144 us x 1.25
+    x 4 = 30.72 ms. The search's rule charges FFN0's output once (1,024 us in its
+    configuration), a lower bound of 5,120 us -> 25.6 ms: gap 1 - 25.6/30.72 = 1/6."""
+    s = _run(DATA / "fanout_tp2_pp2", tmp_path / "df", "dfmodel")
+    assert s["latency_s"] == pytest.approx(30.72e-3, rel=1e-7)
+    assert s["gap"] == pytest.approx(1 / 6, rel=1e-7)
+    assert [float(c["memory_s"]) for c in _configs(tmp_path / "df")] == pytest.approx(
+        [2.048e-3] * 3, rel=1e-7
+    )
+    assert any("once per consumer" in w for w in s["warnings"])
+
+
+@pytest.mark.slow
+def test_readme_gpt3_1t_dfmodel_reaches_the_compute_floor(tmp_path: Path) -> None:
+    """DFModel's README example under --cost-model dfmodel.
+
+    Stage 1 shards every GEMM over TP 8 (outer for the 160-head kernels, M or K for the
+    others), so per chip and micro-batch the GEMM FLOP of one layer are
+      6 x 2*12800*25600*2048 (FFN0, FFN1, their backward and weight updates) = 8.05306368e12
+      12 x 2*3200*25600*2048 (Q, K, V, PROJ fwd, bwd, weight updates)       = 4.02653184e12
+      6 x 2*40960*160*2048 (MHA GEMMs, forward and backward)               = 1.610612736e11
+      G = 1.2240662528e13 FLOP (no GEMM is replicated: a replicated weight update would
+      need its row-sharded input all-gathered, a sharded one needs nothing); the 18
+      elementwise kernels add at most S = 18 x 102400*2048 = 3.7748736e9 FLOP.
+    With compute_util 0.9 and peak 2*32*6*1280*1.25 GHz = 614.4 TFLOP/s, the
+    configurations take at least G / 5.5296e14 = 22.1366 ms; every plan is >= that and the
+    search proves an optimum at it (all configurations compute-bound).
+    Step = sum II x (1 + 127/3072) x 1 x 3072 / 1 + p2p, with 3072 + 127 = 3199 and
+    p2p = 128 layers x 2*25600*2048*2 B / 50 GB/s = 0.536870912 s:
+      lower = 1.2240662528e13 / 5.5296e14 x 3199 + 0.536870912 = 71.3519 s
+      upper = (1.2240662528e13 + 3.7748736e9) / 5.5296e14 x 3199 + 0.536870912 = 71.3737 s
+    System Cost 17,757,184 and Power 511,325.01135 as DFModel printed them (unit test)."""
+    s = _run(README, tmp_path / "df", "dfmodel")
+    lower = 1.2240662528e13 / 5.5296e14 * 3199 + 0.536870912  # (0.9 as a float: +3e-8)
+    upper = (1.2240662528e13 + 3.7748736e9) / 5.5296e14 * 3199 + 0.536870912
+    assert lower * (1 - 1e-9) <= s["latency_s"] <= upper
+    assert s["status"] == "optimal"
+    assert (s["system_cost"], s["system_power_W"]) == (17757184.0, 511325.01135492325)
+    assert s["pp_transfer_s"] == pytest.approx(0.536870912, rel=1e-9)
+    assert all(c["bound"] == "compute" for c in _configs(tmp_path / "df"))
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="DFModel's README prints 78.99 s (utilisation 0.7748): 78.99 s - 0.537 s p2p "
+    "= 78.45 s = 3199 x 24.52 ms of configurations, 10.8% above the 22.14 ms compute "
+    "floor of its own compute equation with inter_chip's least-communication shardings; "
+    "not reproduced (see the branch report)",
+)
+def test_readme_gpt3_1t_equals_dfmodels_printed_optimum(tmp_path: Path) -> None:
+    s = _run(README, tmp_path / "df", "dfmodel")
+    assert s["flops_utilization"] == pytest.approx(0.7748055154407518, rel=1e-3)
+
+
+@pytest.mark.slow
+def test_readme_native_run_compares_with_dfmodel(tmp_path: Path) -> None:
+    """The README example in the native model: DFModel's p2p term is hand-derived
+    (128 x 2*25600*2048*2 B / 50 GB/s = 0.536870912 s) and its bubble is the native
+    pipeline compute x (128-1) / (3072 x 1)."""
+    result = pipeline.run(README, tmp_path / "nat")
+    plan = result.plan
+    rows = {name: (a, b) for name, a, b in plan.model_differences}
+    assert rows["pipeline transfers"][1] == pytest.approx(0.536870912, rel=1e-12)
+    compute = plan.time_breakdown["pipeline_compute"]
+    assert rows["pipeline bubble"][1] == pytest.approx(compute * 127 / 3072, rel=1e-12)
+    assert rows["optimizer step (not in DFModel)"] == (plan.optimizer_s, 0.0)
+    s = json.loads((tmp_path / "nat" / "summary.json").read_text())
+    assert {t["term"] for t in s["native_vs_dfmodel_s"]} == set(rows)
+
+
+def test_fft8_is_refused_by_the_dfmodel_cost_model_in_one_line(tmp_path: Path, capsys) -> None:
+    """The FFT branch of DFModel's equations is not reproduced: refused, naming the block."""
+    out = tmp_path / "df"
+    assert main(["run", str(DATA / "fft_8"), "--out", str(out), "--cost-model", "dfmodel"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "execution.fft is DFModel's fft branch" in err
+
+
+@pytest.mark.skip(
+    reason="DFModel's FFT branch (shard N over the chips, Step_2 all-to-all) is not in "
+    "--cost-model dfmodel yet: the run is refused (test above)"
+)
+def test_fft8_committed_log(tmp_path: Path) -> None:
+    """tests/data/dfmodel/fft_8 (DFModel FFT/Compare_w_existing/FP32/8/user_input/setup.txt),
+    KERNEL_BY_KERNEL, sw x 8 at 300 GB/s, word 4, compute_util 0.9. DFModel's FFT branch
+    shards N over the 8 chips: shard (M, K, N) = (92681, 131, ceil(92681/8) = 11586).
+      FLOP per kernel = 2*92681*131*11586 = 281,336,141,292
+      GFLOPS = 2*1*1*6912*1.41 = 19,491.84 -> compute = 281,336,141,292 / (0.9 x 19,491.84)
+             = 16,037,261.14 ns per kernel
+      memory = 92681*11586*4 B = 4,295,208,264 B / 2039 GB/s = 2,106,526.86 ns
+      all-to-all (Step_2): 34,359,070,000 B / 8^2 x 28 / (300 x 8) = 6,263,372.14 ns
+    Each configuration is compute-bound: 2 x 16,037,261.14 = 32,074,522.28 ns (the log's
+    final_ns 32074522.284979872)."""
+    s = _run(DATA / "fft_8", tmp_path / "df", "dfmodel")
+    assert s["latency_s"] == pytest.approx(32_074_522.284979872e-9, rel=1e-9)
+    assert s["system_cost"] == pytest.approx(342_712.0)
