@@ -116,8 +116,9 @@ def cost_power_counts(
 ) -> tuple[list[float], list[float]]:
     """(link counts, switch counts) per level of DFModel's variant `name` with level
     degrees `shape`; each count is multiplied by the level's GB/s and the unit price."""
-    s = list(shape) + [1, 1]
+    s = list(shape) + [1, 1, 1]  # every entry below is evaluated: pad to three levels
     table = {
+        "": ([], []),  # one chip, no network: no link, no switch
         "sw": ([s[0]], [s[0]]),
         "fc": ([s[0] * (s[0] - 1)], [0]),
         "r": ([s[0]], [2]),

@@ -139,3 +139,10 @@ def test_stage_one_least_communication_matches_enumeration() -> None:
     assert problem.kernels[2].options[1].network_s * unit == pytest.approx(1024, abs=1.0)
     # GeLU M -> FFN1 M needs an all-gather of the 2,048 B tensor; the other pairs are free
     assert problem.edges[1].conv == ((1.0, 0.0), (0.0, 0.0))
+
+
+def test_one_chip_without_a_network_has_no_links_or_switches() -> None:
+    """A single-chip DFModel graph (no topology block): nothing to count, no IndexError."""
+    from solver.cost.dfmodel_model import cost_power_counts
+
+    assert cost_power_counts("", [], 1, 1) == ([], [])
