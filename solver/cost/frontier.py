@@ -128,7 +128,7 @@ def menu(m: int, k: int, n: int, buffer_elements: float, size: int = 12) -> list
 #   traffic(t) = [A dram]*a(t) + [B dram]*b(t)      (+ MN, the same for every tile)
 # A tile can be optimal in some configuration only if it is on the (sram, traffic) Pareto
 # frontier of some status; the menu is the union of those frontiers over the statuses the
-# kernel's operands can have. A status frontier of at most EXACT_FRONTIER_POINTS points is
+# kernel's operands can have. A status frontier of at most EXACT_FRONTIER_FACTOR * size points is
 # kept whole, so on such shapes the menu is exact: it holds every tile that is optimal for
 # some status (a tile dominated in (buffer, a, b, Tm*Tn) is never needed, and every status
 # cost is monotone in those four). A longer frontier (large GEMMs: hundreds to thousands of
@@ -139,9 +139,10 @@ def menu(m: int, k: int, n: int, buffer_elements: float, size: int = 12) -> list
 # independent brute force of tests/independent/ find plans up to 19% faster on small
 # shapes.)
 
-# Kept whole up to this length: the brute force's shapes (per-chip M, N <= 24, K <= 32)
-# stay below it; menus of small kernels grow, large ones are sampled as before.
-EXACT_FRONTIER_POINTS = 48
+# Kept whole up to this many times `size` (30 points at the default 10): the brute force's
+# shapes (per-chip M <= 16, N <= 24, K <= 32) stay below it; menus of small kernels grow,
+# large ones are sampled as before.
+EXACT_FRONTIER_FACTOR = 3
 
 DRAM, FUSED, HELD = "dram", "fused", "held"
 
@@ -216,7 +217,7 @@ def fusion_menu(
                     continue
                 front = _pareto_2d(sram, traffic, ok)
                 every = size if (sa, sb, sc) == (DRAM, DRAM, DRAM) else max(2, size // 4)
-                if len(front) <= EXACT_FRONTIER_POINTS:
+                if len(front) <= EXACT_FRONTIER_FACTOR * size:
                     every = len(front)  # short: every tile optimal for this status stays
                 chosen.update(_sample(front, sram, every))
     # one tile per distinct (buffer, a, b, Tm*Tn): equal costs in every status
