@@ -208,11 +208,22 @@ def _degrees(most: int) -> list[int]:
 
 def _segment_sram(problem: MappingProblem) -> dict[tuple[int, int], float]:
     """Least SRAM of every segment [i, j) of the order, as check.config_cost sums it: each
-    kernel's tile buffer, plus its output tile when a consumer is in the segment. O(n^2 + nE)."""
+    kernel's tile buffer, plus its output tile when a consumer is in the segment, plus a
+    saved activation held whole when its forward producer is in the segment (its least
+    size over the consumer's options; a re-read input's hold can be 0, so it is left out
+    of this lower bound). O(n^2 + nE)."""
     n = len(problem.kernels)
     alone = [min(o.buffer_bytes for o in m.options) for m in problem.kernels]
     fused = [min(o.buffer_bytes + o.out_tile_bytes for o in m.options) for m in problem.kernels]
     producers = [sorted({e.src for e in problem.in_edges(k)}) for k in range(n)]
+    saved = [
+        [
+            (e.src, min(o.size_of(e.dst_operand) for o in problem.kernels[k].options))
+            for e in problem.in_edges(k)
+            if e.saved
+        ]
+        for k in range(n)
+    ]
     out: dict[tuple[int, int], float] = {}
     for i in range(n):
         total, fed = 0.0, set()
@@ -223,6 +234,7 @@ def _segment_sram(problem: MappingProblem) -> dict[tuple[int, int], float]:
                 if i <= src < k and src not in fed:
                     fed.add(src)
                     total += fused[src] - alone[src]
+            total += sum(held for src, held in saved[k] if i <= src < k)
             out[(i, j)] = total
     return out
 

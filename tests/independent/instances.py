@@ -34,6 +34,7 @@ class Op:
     kind: str  # "gemm" (C[m,n] = A[m,k] B[k,n]) or "eltwise" (streamed row by row)
     dims: tuple[tuple[str, int], ...]  # loop dims in order (m, k, n) or (m, n)
     tensors: tuple[Tensor, ...]  # inputs in order, then the output
+    backward: bool = False  # a backward-pass kernel: forward outputs it reads are saved
 
     @property
     def size(self) -> dict[str, int]:
@@ -209,6 +210,9 @@ def random_instance(rng: random.Random, shape: str, chips: int, dataflow: bool) 
     for v in range(n):
         for u, name in zip(preds[v], _feed(ops[v], preds[v])):
             links.append(Link(u, v, name))
+    if n >= 3 and rng.random() < 0.3:  # a backward tail: its inputs from forward are saved
+        cut = rng.randint(1, n - 1)
+        ops = [replace(op, backward=i >= cut) for i, op in enumerate(ops)]
     machine = random_machine(rng, chips)
     return Instance(
         name=f"{shape}{n}-p{chips}-{'df' if dataflow else 'kbk'}",
@@ -237,8 +241,10 @@ def _kernel_text(i: int, op: Op) -> str:
         for t in op.tensors
     )
     kind = "GEMM" if op.kind == "gemm" else "ELEMENTWISE"
+    direction = "BWD" if op.backward else "FWD"
     return (
-        f'  kernels {{ name: "{op.name}_{i}" id: {i + 1} einsum {{ kind: "{kind}" '
+        f'  kernels {{ name: "{op.name}_{i}" id: {i + 1} fwd_bwd: {direction} '
+        f'einsum {{ kind: "{kind}" '
         f"{dims} {ops} }} }}\n"
     )
 

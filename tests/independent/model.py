@@ -20,7 +20,9 @@ stream two rows.
 
 Fusion (one configuration c holds several kernels):
 - an input fed by an edge from a kernel in c costs no DRAM; it is held whole in SRAM when
-  the tile re-reads it (its traffic exceeds its size), else the producer's stream carries it;
+  the tile re-reads it (its traffic exceeds its size) or when it is a saved activation (a
+  forward kernel's output read by a backward kernel: it lives from one pass to the other),
+  else the producer's stream carries it;
 - an output costs no DRAM when every consumer is in c; a producer with a consumer in c
   keeps its output stream buffer;
 - SRAM of c = sum of members' buffers + streams + held inputs <= the chip's SRAM.
@@ -281,9 +283,14 @@ def kernel_in_config(
     traffic, size = dict(t.traffic), dict(t.sizes)
     dram = 0.0
     sram = t.buffer_bytes
+    saved = {
+        e.operand
+        for e in inst.links
+        if e.dst == k and e.src in members and op.backward and not inst.ops[e.src].backward
+    }
     for x in op.inputs:
         if x.name in fed:
-            if traffic[x.name] > size[x.name] * (1 + 1e-12):
+            if x.name in saved or traffic[x.name] > size[x.name] * (1 + 1e-12):
                 sram += size[x.name]
         else:
             dram += traffic[x.name]
