@@ -85,6 +85,22 @@ class Machine:
     hop_latency_s: float  # the level's latency
     step_latency_s: float  # calibrated software latency per algorithm step
     bus_util: float
+    # a second, outer level (4 chips as 2 x 2): its kind ("" = one level of `chips`), link
+    # bandwidth and latency; the inner level is then `topology` of 2 chips
+    outer: str = ""
+    outer_link_Bps: float = 0.0
+    outer_latency_s: float = 0.0
+
+    @property
+    def levels(self) -> tuple[tuple[str, int, float, float], ...]:
+        """(kind, chips, link bandwidth, level latency) per level, innermost first."""
+        if not self.outer:
+            return ((self.topology, self.chips, self.link_Bps, self.hop_latency_s),)
+        inner = self.chips // 2
+        return (
+            (self.topology, inner, self.link_Bps, self.hop_latency_s),
+            (self.outer, 2, self.outer_link_Bps, self.outer_latency_s),
+        )
 
 
 @dataclass(frozen=True)
@@ -214,7 +230,7 @@ def random_instance(rng: random.Random, shape: str, chips: int, dataflow: bool) 
         cut = rng.randint(1, n - 1)
         ops = [replace(op, backward=i >= cut) for i, op in enumerate(ops)]
     machine = random_machine(rng, chips)
-    return Instance(
+    inst = Instance(
         name=f"{shape}{n}-p{chips}-{'df' if dataflow else 'kbk'}",
         ops=tuple(ops),
         links=tuple(links),
@@ -223,6 +239,13 @@ def random_instance(rng: random.Random, shape: str, chips: int, dataflow: bool) 
         num_config=rng.randint(1, 3) if dataflow else 0,
         overlap=rng.random() < 0.7,
     )
+    if chips == 4 and rng.random() < 0.5:  # two levels of 2 (drawn last: seeds stay put)
+        outer = rng.choice(["RING", "SWITCH"])
+        bw, lat = rng.choice([0.02e9, 0.1e9]), rng.choice([0.0, 3e-6])
+        inst = replace(
+            inst, machine=replace(machine, outer=outer, outer_link_Bps=bw, outer_latency_s=lat)
+        )
+    return inst
 
 
 # --------------------------------------------------------------------------------------
@@ -259,15 +282,17 @@ def setup_text(inst: Instance) -> str:
     )
     topo = ""
     if m.chips > 1:
-        topo = (
-            f"  topology {{ kind: {m.topology} degree: {m.chips} "
-            f"link_bw_GBps: {m.link_Bps / 1e9:g} latency_us: {m.hop_latency_s * 1e6:g} }}\n"
+        topo = "".join(
+            f"  topology {{ kind: {kind} degree: {p} "
+            f"link_bw_GBps: {bw / 1e9:g} latency_us: {lat * 1e6:g} }}\n"
+            for kind, p, bw, lat in m.levels
         )
     coll = ""
     if m.chips > 1:
-        coll = (
-            f"      collective {{ level: 0 bus_bw_util: {m.bus_util:g} "
+        coll = "".join(
+            f"      collective {{ level: {i} bus_bw_util: {m.bus_util:g} "
             f"latency_us: {m.step_latency_s * 1e6:g} }}\n"
+            for i in range(len(m.levels))
         )
     style = "DATAFLOW" if inst.dataflow else "KERNEL_BY_KERNEL"
     return (

@@ -41,6 +41,7 @@ Collectives on one level of p chips, per step latency a = level latency + calibr
 latency, bandwidth b = link bandwidth x bus efficiency, steps s = 1 (switch) or p - 1 (ring):
   all-reduce 2(p-1)/p S/b + 2 s a; all-gather, reduce-scatter (p-1)/p S/b + s a;
   all-to-all (S/p per chip) switch (p-1)/p (S/p)/b + s a, ring (p^2-1)/(4p) (S/p)/b + s a.
+Two levels compose hierarchically (collective_s).
 """
 
 from __future__ import annotations
@@ -143,22 +144,46 @@ def compute_s(op: Op, sh: Sharding, m: Machine) -> float:
     return op.flop * share / rate + m.overhead_s
 
 
-def collective_s(kind: str, size: float, m: Machine) -> float:
-    p = m.chips
+def level_s(kind: str, size: float, level: tuple[str, int, float, float], m: Machine) -> float:
+    """One collective over the p chips of one level (module docstring)."""
+    topology, p, link_Bps, latency_s = level
     if p <= 1 or size <= 0:
         return 0.0
-    a = m.hop_latency_s + m.step_latency_s
-    b = m.link_Bps * m.bus_util
-    steps = 1 if m.topology == "SWITCH" else p - 1
+    a = latency_s + m.step_latency_s
+    b = link_Bps * m.bus_util
+    steps = 1 if topology == "SWITCH" else p - 1
     if kind == "all_reduce":
         return 2 * (p - 1) / p * size / b + 2 * steps * a
     if kind in ("all_gather", "reduce_scatter"):
         return (p - 1) / p * size / b + steps * a
     assert kind == "all_to_all", kind
     per_chip = size / p
-    if m.topology == "RING":
+    if topology == "RING":
         return (p * p - 1) / (4 * p) * per_chip / b + steps * a
     return (p - 1) / p * per_chip / b + steps * a
+
+
+def collective_s(kind: str, size: float, m: Machine) -> float:
+    """Over every chip: one level, or two levels (inner of p_in chips, outer of p_out).
+    Two levels compose as the textbook hierarchical algorithms: an all-reduce is a
+    reduce-scatter inside, an all-reduce across on the 1/p_in share, an all-gather inside;
+    a reduce-scatter (all-gather) runs inside on S (last) and across on S/p_in; an
+    all-to-all exchanges at each level (p_l - 1)/p_l of the S/p each chip holds."""
+    levels = m.levels
+    if len(levels) == 1:
+        return level_s(kind, size, levels[0], m)
+    inner, outer = levels
+    share = size / inner[1]
+    if kind == "all_reduce":
+        return (
+            level_s("reduce_scatter", size, inner, m)
+            + level_s("all_reduce", share, outer, m)
+            + level_s("all_gather", size, inner, m)
+        )
+    if kind in ("reduce_scatter", "all_gather"):
+        return level_s(kind, size, inner, m) + level_s(kind, share, outer, m)
+    per_chip = size / (inner[1] * outer[1])
+    return sum(level_s(kind, per_chip * lv[1], lv, m) for lv in levels)
 
 
 def own_network_s(op: Op, sh: Sharding, m: Machine) -> float:
