@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from generator.graph import KernelGraph, Workload
 from hardware.system import System
 from schema.errors import InfeasibleError
+from solver.check import hold_bytes
 from solver.cost.problem import MappingProblem
 from solver.plan import MemoryUse
 from solver.search import assemble
@@ -207,22 +208,40 @@ def _degrees(most: int) -> list[int]:
 
 
 def _segment_sram(problem: MappingProblem) -> dict[tuple[int, int], float]:
-    """Least SRAM of every segment [i, j) of the order, as check.config_cost sums it: each
-    kernel's tile buffer, plus its output tile when a consumer is in the segment. O(n^2 + nE)."""
+    """A lower bound of the least SRAM of every segment [i, j) of the order, summed as
+    check.config_cost sums it: each kernel's least buffer plus the inputs it must hold
+    given which of them are fed inside the segment (check.hold_bytes: a saved activation
+    always, a re-read input when the tile re-reads it), plus its least output stream when
+    a consumer is in the segment (min(a + b) >= min a + min b keeps it a bound)."""
     n = len(problem.kernels)
-    alone = [min(o.buffer_bytes for o in m.options) for m in problem.kernels]
-    fused = [min(o.buffer_bytes + o.out_tile_bytes for o in m.options) for m in problem.kernels]
+    stream = [min(o.out_tile_bytes for o in m.options) for m in problem.kernels]
     producers = [sorted({e.src for e in problem.in_edges(k)}) for k in range(n)]
+    base: dict[tuple[int, frozenset[int]], float] = {}
+
+    def own(k: int, fed_from: frozenset[int]) -> float:
+        """Least buffer + held inputs of kernel k when its producers `fed_from` share it."""
+        key = (k, fed_from)
+        if key not in base:
+            fed = {}
+            for e in problem.in_edges(k):
+                if e.src in fed_from:
+                    fed[e.dst_operand] = fed.get(e.dst_operand, False) or e.saved
+            base[key] = min(
+                o.buffer_bytes + sum(hold_bytes(problem, k, i, x, sv) for x, sv in fed.items())
+                for i, o in enumerate(problem.kernels[k].options)
+            )
+        return base[key]
+
     out: dict[tuple[int, int], float] = {}
     for i in range(n):
         total, fed = 0.0, set()
         for j in range(i + 1, n + 1):
             k = j - 1
-            total += alone[k]
+            total += own(k, frozenset(p for p in producers[k] if p >= i))
             for src in producers[k]:
                 if i <= src < k and src not in fed:
                     fed.add(src)
-                    total += fused[src] - alone[src]
+                    total += stream[src]
             out[(i, j)] = total
     return out
 

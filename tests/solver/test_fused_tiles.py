@@ -4,6 +4,7 @@ here, independently of solver/ code (project issue #14)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -188,3 +189,57 @@ def test_saved_activation_fused_with_its_backward_consumer_is_held_whole() -> No
     assert config_cost(problem, [0, 1], choice).sram_bytes == (
         kernel_sram_bytes(problem, 0, 0, {0, 1}) + menu.options[0].buffer_bytes + 256
     )
+
+
+def test_default_menu_keeps_a_middle_tile_of_a_fused_output_frontier() -> None:
+    """Found by the independent brute force (tests/independent/, diamond of 4 kernels on 4
+    chips): a GEMM M=16, K=4, N=12 whose output feeds a consumer in its configuration,
+    A and B from DRAM, buffer 625 elements. B-panel resident Tn=6: buffer 6*4 + 4 + 6 = 34,
+    stream 2*16*6 = 192, SRAM 226; A read ceil(12/6) = 2 times (2*64 = 128), B once (48):
+    traffic 176. The menu at the default size used to keep only the two extremes of this
+    status's frontier and dropped it."""
+    states = (frontier.DRAM,)
+    menu = frontier.fusion_menu(16, 4, 12, 625, 10, states, states, (frontier.DRAM, frontier.FUSED))
+    assert (34, 128, 48, "b_resident", 16, 6) in {
+        (p.buffer, p.a_traffic, p.b_traffic, p.family, p.tile_m, p.tile_n) for p in menu
+    }
+
+
+SHAPES = [(16, 4, 12, 625), (8, 8, 8, 40), (12, 16, 6, 120), (6, 24, 16, 300), (16, 16, 16, 90)]
+
+
+def _status_cost(
+    status: tuple[str, str, str], shape: tuple[int, int, int], tile: tuple[int, ...]
+) -> tuple[int, int]:
+    """(SRAM, DRAM traffic) in elements of one tile (buffer, a, b, Tm, Tn) when A, B and C
+    have `status`: a fused input is free in DRAM and held whole when re-read (traffic above
+    its size), a held one always; a fused output takes two output tiles of stream buffer."""
+    m, k, n = shape
+    buf, a, b, tm, tn = tile
+    sram, traffic = buf + (2 * tm * tn if status[2] == frontier.FUSED else 0), 0
+    for state, q, full in ((status[0], a, m * k), (status[1], b, k * n)):
+        traffic += q if state == frontier.DRAM else 0
+        held = state == frontier.HELD or (state == frontier.FUSED and q > full)
+        sram += full if held else 0
+    return sram, traffic
+
+
+@pytest.mark.parametrize("m,k,n,cap", SHAPES)
+def test_default_menu_holds_every_status_frontier_of_a_small_gemm(m, k, n, cap) -> None:
+    """For every status of A, B (dram, fused, held) and C (dram, fused), every point of the
+    (SRAM, traffic) Pareto frontier over every integer tile (enumerated here by _tiles,
+    with the fused-operand rule written out in _status_cost) has a tile of equal cost in
+    the default menu."""
+    d, f, h = frontier.DRAM, frontier.FUSED, frontier.HELD
+    menu = frontier.fusion_menu(m, k, n, cap, 10, (d, f, h), (d, f, h), (d, f))
+    for status in itertools.product((d, f, h), (d, f, h), (d, f)):
+        pts = sorted({_status_cost(status, (m, k, n), t) for t in _tiles(m, k, n)})
+        pts = [p for p in pts if p[0] <= cap]
+        front = [p for i, p in enumerate(pts) if all(q[1] > p[1] for q in pts[:i])]
+        got = {
+            _status_cost(
+                status, (m, k, n), (p.buffer, p.a_traffic, p.b_traffic, p.tile_m, p.tile_n)
+            )
+            for p in menu
+        }
+        assert set(front) <= got, (status, sorted(set(front) - got))

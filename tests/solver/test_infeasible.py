@@ -178,3 +178,82 @@ def test_sweep_records_an_infeasible_point_with_its_reason(tmp_path: Path) -> No
     assert f"activations {_gb(need)}" in row["reason"]
     assert "needs ≥ 3-way TP×PP" in row["reason"]
     assert row["latency_s"] == ""
+
+
+# A forward GEMM whose output (12 x 24 fp32 = 1152 B) a backward GEMM reads: a saved
+# activation, held whole in SRAM when both share a configuration (solver/check.py).
+SAVED = """
+dataflow_graph {
+  kernels { name: "f" id: 1 fwd_bwd: FWD einsum { kind: "GEMM"
+    dims { name: "m" size: 12 } dims { name: "k" size: 8 } dims { name: "n" size: 24 }
+    operands { name: "a" role: INPUT dims: "m" dims: "k" bytes_per_element: 4 }
+    operands { name: "w" role: WEIGHT dims: "k" dims: "n" bytes_per_element: 4 }
+    operands { name: "c" role: OUTPUT dims: "m" dims: "n" bytes_per_element: 4 } } }
+  kernels { name: "b" id: 2 fwd_bwd: BWD einsum { kind: "GEMM"
+    dims { name: "m2" size: 12 } dims { name: "k2" size: 24 } dims { name: "n2" size: 4 }
+    operands { name: "a" role: INPUT dims: "m2" dims: "k2" bytes_per_element: 4 }
+    operands { name: "w" role: WEIGHT dims: "k2" dims: "n2" bytes_per_element: 4 }
+    operands { name: "c" role: OUTPUT dims: "m2" dims: "n2" bytes_per_element: 4 } } }
+  connections { startIdx: 1 endIdx: 2 id: 1 end_operand: "a" }
+}
+system { num_chip: 1
+  accelerator { sram_cap: 900 bf16_tflops: 0.001 }
+  memory { dram_bw: 1 dram_cap: 0 } }
+execution { execution_style: DATAFLOW num_config: 1 }
+"""
+
+
+def test_saved_activation_beyond_sram_in_one_configuration_names_num_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """num_config 1 puts f and b in one configuration, where b holds the saved 12 x 24 x 4 =
+    1152 B > 900 B of SRAM: no mapping fits (found by tests/independent/, reported as
+    'stopped at the time limit (0 s)'). Two configurations fit (each kernel's smallest tile,
+    1 x 1: 3 elements = 12 B)."""
+    code, line = _run(tmp_path, SAVED, capsys)
+    assert code == EXIT_INFEASIBLE
+    assert "infeasible: SRAM" in line and "num_config must be ≥ 2" in line, line
+    # least sharing: 1152 held + f's 1x1 tile (3 elements) and its 1x1 output stream (2)
+    # + b's 1x1 tile (3), at 4 B: 1152 + 20 + 12 = 1184 B = 1.16 KiB
+    assert "needs 1.16 KiB of SRAM in one configuration, SRAM holds 900 B" in line, line
+
+
+def _gemm_text(name: str, i: int, k: int, a: str, b: str) -> str:
+    dims = f'dims {{ name: "m{i}" size: 12 }} dims {{ name: "k{i}" size: {k} }} '
+    dims += f'dims {{ name: "n{i}" size: 12 }}'
+    ops = (
+        f'operands {{ name: "a" role: {a} dims: "m{i}" dims: "k{i}" bytes_per_element: 4 }} '
+        f'operands {{ name: "b" role: {b} dims: "k{i}" dims: "n{i}" bytes_per_element: 4 }} '
+        f'operands {{ name: "c" role: OUTPUT dims: "m{i}" dims: "n{i}" bytes_per_element: 4 }}'
+    )
+    return f'kernels {{ name: "{name}" id: {i} einsum {{ kind: "GEMM" {dims} {ops} }} }}\n'
+
+
+# Two GEMMs feed both inputs of a third (12 x 12 x 12, fp32) in one configuration.
+TWO_FED = (
+    "dataflow_graph {\n"
+    + _gemm_text("p1", 1, 4, "INPUT", "WEIGHT")
+    + _gemm_text("p2", 2, 4, "INPUT", "WEIGHT")
+    + _gemm_text("mm", 3, 12, "INPUT", "INPUT")
+    + 'connections { startIdx: 1 endIdx: 3 id: 1 end_operand: "a" }\n'
+    + 'connections { startIdx: 2 endIdx: 3 id: 2 end_operand: "b" }\n}\n'
+    + "system { num_chip: 1 accelerator { sram_cap: 600 bf16_tflops: 0.001 }\n"
+    + "  memory { dram_bw: 1 dram_cap: 0 } }\n"
+    + "execution { execution_style: DATAFLOW num_config: 1 }\n"
+)
+
+
+def test_a_gemm_fed_on_both_inputs_must_hold_or_read_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by tests/independent/ (reported 'stopped at the time limit (0 s)'). mm's fed
+    inputs cost no DRAM, but a tile that re-reads one holds it whole (144 elements =
+    576 B). Reading both once needs Tm = M and Tn = N: 12*12 + 12 + 12 = 168 elements
+    (672 B), more than the 150 that fit. Reading one once (Tn = N or Tm = M) takes at least
+    a 1 x 12 panel, 12 + 12 + 1 = 25 elements (100 B), and holds the other: 676 B (a tile
+    re-reading both holds 1152 B). p1 and p2 each: 1 x 1 tile (3 elements, 12 B) + its
+    1 x 1 output stream (2 elements, 8 B). 676 + 2 * 20 = 716 B."""
+    code, line = _run(tmp_path, TWO_FED, capsys)
+    assert code == EXIT_INFEASIBLE
+    assert "needs 716 B of SRAM in one configuration, SRAM holds 600 B" in line, line
+    assert "num_config must be ≥ 2" in line, line
