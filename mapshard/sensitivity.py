@@ -26,6 +26,9 @@ MAX_RESOLVE_S = 5.0
 #: search), so the table is computed only when asked (`--what-if`): by graph size, not by
 #: wall time, so whether it is computed is the same on every machine.
 MAX_AUTO_DATAFLOW_KERNELS = 20
+#: ... and above this many kernels in any graph (each re-solve then costs about as much
+#: as the main solve, ten or more times over).
+MAX_AUTO_KERNELS = 500
 
 
 @dataclass(frozen=True)
@@ -167,13 +170,17 @@ def resolve_time_limit(configured_s: float) -> float:
 
 def skip_reason(scenario) -> str:  # noqa: ANN001
     """Why the what-if table is not computed unasked ("" = it is): a DATAFLOW graph larger
-    than MAX_AUTO_DATAFLOW_KERNELS kernels."""
+    than MAX_AUTO_DATAFLOW_KERNELS kernels, any graph larger than MAX_AUTO_KERNELS. By
+    graph size, not wall time: the same answer on every machine."""
     from mapshard import pipeline
 
-    if not pipeline.scenario_options(scenario).dataflow:
-        return ""
     kernels = max(len(p.graph.kernels) for p in scenario.workload.phases)
-    if kernels <= MAX_AUTO_DATAFLOW_KERNELS:
+    if kernels > MAX_AUTO_KERNELS:
+        return (
+            f"a graph of {kernels} kernels: each re-solve (one per resource and factor) "
+            "costs about as much as the solve; run with --what-if to compute it"
+        )
+    if not pipeline.scenario_options(scenario).dataflow or kernels <= MAX_AUTO_DATAFLOW_KERNELS:
         return ""
     return (
         f"a DATAFLOW graph of {kernels} kernels takes up to {MAX_RESOLVE_S:g} s per re-solve, "

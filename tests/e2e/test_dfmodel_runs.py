@@ -145,8 +145,17 @@ def test_fanout_producer_pays_once_per_crossing_edge(tmp_path: Path) -> None:
     assert any("once per consumer" in w for w in s["warnings"])
 
 
+@pytest.fixture(scope="module")
+def readme_dfmodel(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """DFModel's README example under --cost-model dfmodel, solved once for the module."""
+    out = tmp_path_factory.mktemp("readme") / "df"
+    return _run(README, out, "dfmodel"), out
+
+
 @pytest.mark.slow
-def test_readme_gpt3_1t_dfmodel_reaches_the_compute_floor(tmp_path: Path) -> None:
+def test_readme_gpt3_1t_dfmodel_reaches_the_compute_floor(
+    readme_dfmodel: tuple[dict, Path],
+) -> None:
     """DFModel's README example under --cost-model dfmodel.
 
     Stage 1 shards every GEMM over TP 8 (outer for the 160-head kernels, M or K for the
@@ -165,14 +174,14 @@ def test_readme_gpt3_1t_dfmodel_reaches_the_compute_floor(tmp_path: Path) -> Non
       lower = 1.2240662528e13 / 5.5296e14 x 3199 + 0.536870912 = 71.3519 s
       upper = (1.2240662528e13 + 3.7748736e9) / 5.5296e14 x 3199 + 0.536870912 = 71.3737 s
     System Cost 17,757,184 and Power 511,325.01135 as DFModel printed them (unit test)."""
-    s = _run(README, tmp_path / "df", "dfmodel")
+    s, out = readme_dfmodel
     lower = 1.2240662528e13 / 5.5296e14 * 3199 + 0.536870912  # (0.9 as a float: +3e-8)
     upper = (1.2240662528e13 + 3.7748736e9) / 5.5296e14 * 3199 + 0.536870912
     assert lower * (1 - 1e-9) <= s["latency_s"] <= upper
     assert s["status"] == "optimal"
     assert (s["system_cost"], s["system_power_W"]) == (17757184.0, 511325.01135492325)
     assert s["pp_transfer_s"] == pytest.approx(0.536870912, rel=1e-9)
-    assert all(c["bound"] == "compute" for c in _configs(tmp_path / "df"))
+    assert all(c["bound"] == "compute" for c in _configs(out))
 
 
 @pytest.mark.slow
@@ -183,8 +192,10 @@ def test_readme_gpt3_1t_dfmodel_reaches_the_compute_floor(tmp_path: Path) -> Non
     "floor of its own compute equation with inter_chip's least-communication shardings; "
     "not reproduced (see the branch report)",
 )
-def test_readme_gpt3_1t_equals_dfmodels_printed_optimum(tmp_path: Path) -> None:
-    s = _run(README, tmp_path / "df", "dfmodel")
+def test_readme_gpt3_1t_equals_dfmodels_printed_optimum(
+    readme_dfmodel: tuple[dict, Path],
+) -> None:
+    s, _ = readme_dfmodel
     assert s["flops_utilization"] == pytest.approx(0.7748055154407518, rel=1e-3)
 
 
@@ -192,8 +203,9 @@ def test_readme_gpt3_1t_equals_dfmodels_printed_optimum(tmp_path: Path) -> None:
 def test_readme_native_run_compares_with_dfmodel(tmp_path: Path) -> None:
     """The README example in the native model: DFModel's p2p term is hand-derived
     (128 x 2*25600*2048*2 B / 50 GB/s = 0.536870912 s) and its bubble is the native
-    pipeline compute x (128-1) / (3072 x 1)."""
-    result = pipeline.run(README, tmp_path / "nat")
+    pipeline compute x (128-1) / (3072 x 1). Neither needs the proven optimum: whatever
+    plan the native search holds after 8 s is compared (the gallery test proves it)."""
+    result = pipeline.run(README, tmp_path / "nat", time_limit_s=8)
     plan = result.plan
     rows = {name: (a, b) for name, a, b in plan.model_differences}
     assert rows["pipeline transfers"][1] == pytest.approx(0.536870912, rel=1e-12)
