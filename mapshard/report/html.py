@@ -4,7 +4,6 @@ hardware's limits."""
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING, Any
 
 from generator.graph import Kernel, Workload
@@ -14,6 +13,8 @@ from mapshard.report.bounds import frontier_curves, gemm_shape
 from mapshard.report.energy import money_text, step_energy
 from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report.html_views import sensitivity_section, serving_section
+from mapshard.report.markup import escape as _e
+from mapshard.report.markup import table as _table
 from mapshard.report.summary import (
     config_total_s,
     kernel_time_s,
@@ -58,10 +59,6 @@ margin-bottom:12px}
 """
 
 
-def _e(x: object) -> str:
-    return html.escape(str(x), quote=True)
-
-
 def _per_s(tokens: float | None) -> str:
     return f"{fmt_si(tokens)} tokens/s" if tokens is not None else "-"
 
@@ -70,21 +67,6 @@ def _card(label: str, value: str, detail: str = "") -> str:
     d = f'<div class="d">{_e(detail)}</div>' if detail else ""
     body = f'<div class="l">{_e(label)}</div><div class="v">{_e(value)}</div>{d}'
     return f'<div class="card">{body}</div>'
-
-
-def _table(
-    header: list[str], rows: list[list[str]], text_cols: int = 1, narrow: bool = False
-) -> str:
-    def cell(tag: str, i: int, v: str) -> str:
-        cls = ' class="t"' if i < text_cols else ""
-        return f"<{tag}{cls}>{_e(v)}</{tag}>"
-
-    head = "".join(cell("th", i, h) for i, h in enumerate(header))
-    body = "".join(
-        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(r)) + "</tr>" for r in rows
-    )
-    cls = ' class="narrow"' if narrow else ""
-    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _fig(svg: str, caption: str = "", plot: bool = True) -> str:

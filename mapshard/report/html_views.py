@@ -3,30 +3,14 @@ mapshard/sensitivity.py and mapshard/serving.py (kept apart from html.py's plan 
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING
+
+from mapshard.report.markup import escape as _e
+from mapshard.report.markup import table
 
 if TYPE_CHECKING:
     from mapshard.sensitivity import Sensitivity
     from mapshard.serving import Serving
-
-
-def _e(x: object) -> str:
-    return html.escape(str(x), quote=True)
-
-
-def _table(header: list[str], rows: list[list[str]], text_cols: int) -> str:
-    """The same table markup as html.py's (narrow, text columns left-aligned)."""
-
-    def cell(tag: str, i: int, v: str) -> str:
-        cls = ' class="t"' if i < text_cols else ""
-        return f"<{tag}{cls}>{_e(v)}</{tag}>"
-
-    head = "".join(cell("th", i, h) for i, h in enumerate(header))
-    body = "".join(
-        "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(r)) + "</tr>" for r in rows
-    )
-    return f'<table class="narrow"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def sensitivity_section(sensitivity: Sensitivity | None) -> str:
@@ -41,10 +25,11 @@ def sensitivity_section(sensitivity: Sensitivity | None) -> str:
     return (
         "<h2>What if</h2>"
         + f"<p><b>{_e(sensitivity.binding())}</b></p>"
-        + _table(
+        + table(
             ["resource", "scale", "latency", "change", "re-solve"],
             sensitivity.table_rows(),
             2,
+            narrow=True,
         )
         + f"<p class='note'>{_e(note)}</p>"
     )
@@ -62,6 +47,6 @@ def serving_section(serving: Serving | None) -> str:
     )
     return (
         "<h2>Serving: latency and throughput versus batch</h2>"
-        + _table(HEADER, serving.table_rows(), 3)
+        + table(HEADER, serving.table_rows(), 3, narrow=True)
         + f"<p class='note'>{_e(note)}</p>"
     )
