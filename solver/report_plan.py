@@ -13,10 +13,24 @@ from solver.plan import ConfigPlan, KernelPlan, PhasePlan
 from solver.search.parallel import Choice
 
 
-def _bound_by(compute: float, memory: float, network: float, overhead: float = 0.0) -> str:
-    """The binding resource: the largest of the three times; "overhead" when the fixed
-    per-kernel launch/setup time (part of `compute`) outweighs the work itself, so a norm
-    held at the 6 us floor is not called compute-bound."""
+def bound_by(
+    compute: float,
+    memory: float,
+    network: float,
+    overhead: float = 0.0,
+    serialize_network: bool = False,
+) -> str:
+    """The binding resource under the latency rule in force (solver/cost/latency.py), with
+    `compute` counting the launch overhead; "overhead" when the fixed per-kernel launch/
+    setup time outweighs the work, so a norm held at the floor is not called compute-bound.
+    Serialised network (L = overhead + max(C - overhead, M) + N): the largest of the three
+    terms, compute or memory naming the middle one, so a GEMV whose DRAM time exceeds its
+    work is memory-bound even when C (with the overhead) exceeds M."""
+    if serialize_network:
+        work = compute - overhead
+        middle = ("compute", work) if work >= memory else ("memory", memory)
+        parts = [("overhead", overhead), middle, ("network", network)]
+        return max(parts, key=lambda part: part[1])[0]
     if overhead > 0 and overhead >= max(compute - overhead, memory, network):
         return "overhead"
     best = max(compute, memory, network)
@@ -68,7 +82,9 @@ def _config_plan(
         cost.network_s,
         cost.latency_s,
         cost.sram_bytes,
-        _bound_by(cost.compute_s, cost.memory_s, cost.network_s, overhead),
+        bound_by(
+            cost.compute_s, cost.memory_s, cost.network_s, overhead, problem.serialize_network
+        ),
     )
 
 
@@ -111,7 +127,7 @@ def _kernel_plan(
         dram_bytes=dram,
         network_bytes=opt.network_bytes,
         sram_bytes=opt.buffer_bytes,
-        bound=_bound_by(compute, memory, network, menu.overhead_s),
+        bound=bound_by(compute, memory, network, menu.overhead_s, problem.serialize_network),
         collective=opt.collective + ("; layout conversion" if conv > 0 else ""),
         energy_J=_kernel_energy(system, opt.flop_per_chip, dram, opt.network_bytes),
     )
