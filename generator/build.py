@@ -26,6 +26,34 @@ def build_workload(setup: setup_pb2.Setup, setup_path: Path, num_chips: int) -> 
     setup's own `system.num_chip` may be 0 or absent), for generators whose graph covers
     the whole machine (DLRM's global batch). The generator never reads `system`."""
     setup_path = Path(setup_path)
+    workload = _build(setup, setup_path, num_chips)
+    check_loop_sizes(workload, setup_path)
+    return workload
+
+
+# The data-movement frontier counts elements in 64-bit integers (M*K times a pass count of
+# at most N): a kernel's loop nest must stay below 2^62 points. That is 9.2e18 FLOP per
+# kernel, about three hours of one H100 on a single GEMM: only a typo gets there.
+MAX_LOOP_POINTS = 2**62
+
+
+def check_loop_sizes(workload: Workload, setup_path: Path) -> None:
+    """A kernel whose loop nest the cost model cannot count exactly is refused up front."""
+    for phase in workload.phases:
+        for kernel in phase.graph.kernels:
+            points = 1
+            for _, size in kernel.dims:
+                points *= int(size)
+            if points >= MAX_LOOP_POINTS:
+                dims = " x ".join(f"{d}={size}" for d, size in kernel.dims)
+                raise SetupError(
+                    f"{setup_path}: kernel {kernel.name} ({dims}) has {points:.3g} loop "
+                    f"points, beyond the {MAX_LOOP_POINTS:.3g} the cost model counts exactly; "
+                    "check the sizes (one such kernel is over 9.2e18 FLOP)"
+                )
+
+
+def _build(setup: setup_pb2.Setup, setup_path: Path, num_chips: int) -> Workload:
     has_graph = setup.HasField("dataflow_graph")
     has_workload = setup.HasField("workload") and setup.workload.WhichOneof("kind") is not None
     has_llm = setup.execution.HasField("llm")
