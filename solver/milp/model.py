@@ -158,12 +158,13 @@ class _Model:
     dominator: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def shard_cols(self, k: int, s: int) -> list[int]:
-        """The x columns of kernel k's options with sharding s (X[k,s] is their sum)."""
+        """The x columns of kernel k's options with sharding s (X[k,s] is their sum;
+        options fixed to 0 as dominated are left out)."""
         menu = self.problem.kernels[k]
         return [
             self.x_col[k][o]
             for o, opt in enumerate(menu.options)
-            if opt.sharding == menu.shardings[s]
+            if opt.sharding == menu.shardings[s] and (k, o) not in self.dominator
         ]
 
 
@@ -228,6 +229,8 @@ def _resource_terms(m: _Model) -> None:
             m.overhead[c] += problem.kernels[k].overhead_s * US
             terms, dominated = _kernel_terms(problem, k, group)
             for o, (comp, mem, net, sram) in enumerate(terms):
+                if o in dominated:
+                    continue  # fixed to 0 below: its terms would change no row
                 col = m.x_col[k][o]
                 _add(m.compute[c], col, comp)
                 _add(m.memory[c], col, mem)
