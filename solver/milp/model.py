@@ -197,8 +197,8 @@ def _build(
         k: [m.lp.add_col(upper=1.0, integer=True) for _ in problem.kernels[k].options]
         for k in m.members
     }
-    add_one_hot(m)
     _resource_terms(m)
+    add_one_hot(m)
     add_layout_links(m, exact_edges)
     latency = [m.lp.add_col(cost=1.0) for _ in configs]
     for c in range(len(configs)):
@@ -209,11 +209,13 @@ def _build(
 
 
 def add_one_hot(m: _Model) -> None:
-    """Every kernel takes exactly one option: sum_o x[k,o] = 1."""
+    """Every kernel takes exactly one option: sum_o x[k,o] = 1 (options fixed to 0 as
+    dominated left out)."""
     if not m.selection.one_hot:
         return
     for k in m.members:
-        m.lp.add_row({j: 1.0 for j in m.x_col[k]}, 1.0, 1.0, name=f"one_hot[kernel={k}]")
+        cols = [j for o, j in enumerate(m.x_col[k]) if (k, o) not in m.dominator]
+        m.lp.add_row(dict.fromkeys(cols, 1.0), 1.0, 1.0, name=f"one_hot[kernel={k}]")
 
 
 def _resource_terms(m: _Model) -> None:
