@@ -7,7 +7,10 @@ whose LP relaxation is integral), and the exact optimum is proven by bounds:
   2. segments on the current best path are priced exactly by a small MILP
      (`milp.solve_configurations` on that segment alone; producers outside it take their
      cheapest conversion, so the price is still a lower bound) until the best path is made
-     of priced segments only;
+     of priced segments only; with an incumbent, a pricing MILP stops as soon as it
+     proves the price that rules out every path through its segment (HiGHS's cutoff:
+     incumbent/(1+gap) minus the least bound of the rest of such a path), and that
+     proven price is the segment's bound;
   3. that path's true cost comes from one MILP over the fixed segmentation with every edge
      exact (an upper bound); paths are then enumerated best-first by their bound (A* with
      the backward shortest-path distance as heuristic) until the next bound is no better
