@@ -10,6 +10,12 @@ Cases (targets on a 2-core machine, from the solver issue):
   dfmodel_80mib     the DFModel example with 80 MiB of SRAM per chip (no target: the regime
                     where the SRAM forces a training layer into several configurations, so
                     forward->backward skip edges couple their layouts; tracked, not promised)
+  layers_8/32/96    issue #19: L copies of the DFModel GPT-3 1T training layer in ONE graph
+                    (96 layers, num_layer_in_graph = L, PP = 96 / L, TP 8, num_config = 6 L,
+                    DRAM 1 PB so that memory never decides), copy l's last forward kernel
+                    feeding copy l+1's Add_Prev_Layer; target
+                    <= 1% proven gap in <= 60 s (only with --layers or --only; run with
+                    --time-limit 60)
 Prints one row per case with medians over --repeat runs.
 """
 
@@ -31,6 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from generator.graph import Phase, Workload  # noqa: E402
 from mapshard import pipeline  # noqa: E402
 from schema import setup_pb2  # noqa: E402
+from schema.errors import InfeasibleError, NoPlanError  # noqa: E402
 
 SCENARIOS = {
     "dfmodel_gpt3_1t": ("scenarios/dfmodel_gpt3_1t_sn30", 10.0),
@@ -74,6 +81,72 @@ def run_synthetic(time_limit: float):
     return result, time.perf_counter() - t0
 
 
+def layers_setup(num_layers: int) -> setup_pb2.Setup:
+    """The DFModel GPT-3 1T example with `num_layers` copies of its layer in one graph."""
+    from schema.setup_io import load_setup
+
+    base, _ = load_setup(ROOT / SCENARIOS["dfmodel_gpt3_1t"][0])
+    setup = setup_pb2.Setup()
+    setup.CopyFrom(base)
+    layer = base.dataflow_graph
+    del setup.dataflow_graph.kernels[:]
+    del setup.dataflow_graph.connections[:]
+    span = max(k.id for k in layer.kernels)
+    fed = {c.endIdx for c in layer.connections}
+    entry = min(k.id for k in layer.kernels if k.id not in fed)
+    fwd = [k.id for k in layer.kernels if k.fwd_bwd == setup_pb2.FWD]
+    feeds_fwd = {c.startIdx for c in layer.connections if c.endIdx in fwd}
+    exit_ = max(k for k in fwd if k not in feeds_fwd)
+    cid = 0
+    for copy in range(num_layers):
+        for k in layer.kernels:
+            new = setup.dataflow_graph.kernels.add()
+            new.CopyFrom(k)
+            new.id = k.id + copy * span
+            new.name = f"L{copy}_{k.name}"
+        for c in layer.connections:
+            cid += 1
+            new = setup.dataflow_graph.connections.add()
+            new.CopyFrom(c)
+            new.startIdx, new.endIdx, new.id = c.startIdx + copy * span, c.endIdx + copy * span, cid
+        if copy:
+            cid += 1
+            setup.dataflow_graph.connections.add(
+                startIdx=exit_ + (copy - 1) * span, endIdx=entry + copy * span, id=cid
+            )
+    # a 96-layer model, L layers per graph instance, one instance per pipeline stage
+    setup.system.r_r.y = 96 // num_layers
+    setup.system.num_chip = 8 * setup.system.r_r.y
+    # a search-speed case: DRAM large enough that every L fits on one stage
+    setup.system.memory.dram_cap = 1e15
+    setup.execution.llm.num_layer = 96
+    setup.execution.llm.num_layer_in_graph = num_layers
+    setup.execution.num_config = 6 * num_layers  # each layer keeps its own budget
+    setup.name = f"layers_{num_layers}"
+    return setup
+
+
+def run_layers(num_layers: int, time_limit: float):
+    loaded = pipeline.load_message(layers_setup(num_layers), ROOT / f"layers_{num_layers}")
+    system = pipeline.resolve(loaded)
+    scenario = pipeline.assemble(loaded, system)
+    t0 = time.perf_counter()
+    result = pipeline.plan(scenario, time_limit)
+    return result, time.perf_counter() - t0
+
+
+def run_case(name: str, time_limit: float):
+    """(result, seconds, target seconds) of one case."""
+    if name == "synthetic_200":
+        return (*run_synthetic(time_limit), 5.0)
+    if name == "dfmodel_80mib":
+        return (*run_small_sram(time_limit), math.nan)
+    if name.startswith("layers_"):
+        return (*run_layers(int(name.split("_")[1]), time_limit), 60.0)
+    path, target = SCENARIOS[name]
+    return (*run_scenario(path, time_limit), target)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -81,6 +154,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--only", help="run one case")
+    parser.add_argument(
+        "--layers", action="store_true", help="also the whole-model cases layers_8/32/96"
+    )
     args = parser.parse_args()
     header = (
         f"{'case':18} {'status':10} {'gap':>7} {'solve s':>8} {'target s':>8} "
@@ -90,21 +166,21 @@ def main() -> int:
     print(header)
     print("-" * len(header))
     cases = list(SCENARIOS) + ["synthetic_200", "dfmodel_80mib"]
+    if args.layers or (args.only or "").startswith("layers_"):
+        cases += ["layers_8", "layers_32", "layers_96"]
     for name in cases:
         if args.only and name != args.only:
             continue
-        times, result = [], None
-        for _ in range(args.repeat):
-            if name == "synthetic_200":
-                result, seconds = run_synthetic(args.time_limit)
-                target = 5.0
-            elif name == "dfmodel_80mib":
-                result, seconds = run_small_sram(args.time_limit)
-                target = math.nan
-            else:
-                path, target = SCENARIOS[name]
-                result, seconds = run_scenario(path, args.time_limit)
-            times.append(seconds)
+        runs = []
+        try:
+            for _ in range(args.repeat):
+                runs.append(run_case(name, args.time_limit))
+        except (NoPlanError, InfeasibleError) as exc:
+            print(f"{name:18} no plan: {exc}")
+            sys.stdout.flush()
+            continue
+        times = [seconds for _, seconds, _ in runs]
+        result, target = runs[-1][0], runs[-1][2]
         med = statistics.median(times)
         s = result.stats
         print(

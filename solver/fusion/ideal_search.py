@@ -200,7 +200,9 @@ class IdealSearch:
 
     # -- prices and exact costs -------------------------------------------------------
 
-    def price(self, s: int) -> None:
+    def price(self, s: int, enough: float = math.inf) -> None:
+        """The exact price of kernel set `s`; `enough` as in segment_search's price: a
+        price at or above it rules out every path through `s` (the MILP's cutoff)."""
         ks = members(s)
         if self.pricer is not None:
             fast = set_price(self.pricer, ks)
@@ -208,10 +210,13 @@ class IdealSearch:
                 self.values[s] = max(self.values[s], fast) if math.isfinite(fast) else fast
                 self.priced.add(s)
                 return
-        r = solve_configurations(self.problem, [ks], until_deadline(self.options, self.deadline))
+        cut = enough if math.isfinite(enough) and enough > self.values[s] else math.inf
+        options = until_deadline(self.options, self.deadline)
+        r = solve_configurations(self.problem, [ks], options, cutoff_s=cut)
         self.stats.add(r)
         self.stats.segments_priced += 1
-        v = max(self.values[s], r.bound_s) if r.status != "infeasible" else math.inf
+        # infeasible under a cutoff: nothing below it (inf without one)
+        v = cut if r.status == "infeasible" else max(self.values[s], min(r.bound_s, cut))
         self.values[s] = v
         self.priced.add(s)
 
@@ -262,8 +267,10 @@ class IdealSearch:
                 if incumbent_solution is not None:
                     return with_bound(incumbent_solution, lower, stats, gap)
                 return GraphSolution((), (), math.inf, lower, "time_limit", stats)
+            goal = incumbent[0] / (1 + gap)
             for s in todo:
-                self.price(s)
+                # the best path is the cheapest through s: the rest costs lower - v
+                self.price(s, goal - (lower - self.values[s]))
         if not math.isfinite(incumbent[0]):
             incumbent = self.check_path(tuple(path), incumbent, cutoff=False)
         incumbent, bound, status = self.best_first(h, lower, incumbent)
@@ -296,8 +303,10 @@ class IdealSearch:
                 continue
             unpriced = [s for s in path if s not in self.priced]
             if unpriced:
+                goal = incumbent[0] / (1 + gap)
                 for s in unpriced:
-                    self.price(s)
+                    # every open path costs >= f: through s, the rest >= f - v
+                    self.price(s, goal - (f - self.values[s]))
                 g2 = float(sum(self.values[s] for s in path))
                 if math.isfinite(g2):
                     heapq.heappush(heap, (g2, g2, i, used, path))

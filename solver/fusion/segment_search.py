@@ -7,7 +7,10 @@ whose LP relaxation is integral), and the exact optimum is proven by bounds:
   2. segments on the current best path are priced exactly by a small MILP
      (`milp.solve_configurations` on that segment alone; producers outside it take their
      cheapest conversion, so the price is still a lower bound) until the best path is made
-     of priced segments only;
+     of priced segments only; with an incumbent, a pricing MILP stops as soon as it
+     proves the price that rules out every path through its segment (HiGHS's cutoff:
+     incumbent/(1+gap) minus the least bound of the rest of such a path), and that
+     proven price is the segment's bound;
   3. that path's true cost comes from one MILP over the fixed segmentation with every edge
      exact (an upper bound); paths are then enumerated best-first by their bound (A* with
      the backward shortest-path distance as heuristic) until the next bound is no better
@@ -207,9 +210,11 @@ class _ExactSearch:
         self.knapsack = KnapsackBounds(problem) if exact is None else None
         self.tightened: set[int] = set()  # start positions with knapsack bounds in `values`
 
-    def price(self, seg: Segment) -> None:
+    def price(self, seg: Segment, enough: float = math.inf) -> None:
         """The exact price of `seg` (knapsack when every kernel has one sharding, else the
-        MILP's proven bound)."""
+        MILP's proven bound). `enough` (seconds): a price at or above it rules out every
+        path through `seg`, so the MILP stops once it proves that much (HiGHS prunes with
+        it as a cutoff) and `seg` keeps `enough` as its bound."""
         if self.pricer is not None:
             fast = segment_price(self.pricer, seg)
             if fast is not None:
@@ -217,11 +222,16 @@ class _ExactSearch:
                 self.priced.add(seg)
                 return
         options = until_deadline(self.options, self.deadline)
-        r = solve_configurations(self.problem, [list(range(*seg))], options)
+        cut = enough if math.isfinite(enough) and enough > self.values[seg] else math.inf
+        r = solve_configurations(self.problem, [list(range(*seg))], options, cutoff_s=cut)
         self.stats.add(r)
         self.stats.segments_priced += 1
-        # a MILP stopped at its gap may prove less than the knapsack bound already did
-        v = max(self.values[seg], r.bound_s) if r.status != "infeasible" else math.inf
+        if r.status == "infeasible":
+            # under a cutoff: nothing below it (or nothing at all)
+            v = cut
+        else:
+            # a MILP stopped at its gap may prove less than the knapsack bound already did
+            v = max(self.values[seg], min(r.bound_s, cut))
         self.values[seg] = v
         self.priced.add(seg)
 
@@ -276,8 +286,10 @@ class _ExactSearch:
                 return GraphSolution((), (), math.inf, lower, "time_limit", stats), h, path
             if self.tighten(todo):
                 continue
+            goal = math.inf if incumbent is None else incumbent.objective_s / (1 + gap)
             for seg in todo:
-                self.price(seg)
+                # the best path is the cheapest through `seg`: the rest costs lower - v
+                self.price(seg, goal - (lower - float(self.values[seg])))
 
     def out_of_time(self) -> bool:
         return _out_of_time(self.options, self.t_start) or time.perf_counter() > self.deadline
@@ -332,8 +344,10 @@ class _ExactSearch:
             unpriced = [s for s in path if s not in self.priced]
             if unpriced:
                 if not self.tighten(unpriced):
+                    goal = incumbent[0] / (1 + gap)
                     for seg in unpriced:
-                        self.price(seg)
+                        # every path still open costs >= f: through `seg`, the rest >= f - v
+                        self.price(seg, goal - (f - float(self.values[seg])))
                 g2 = float(sum(self.values[s] for s in path))
                 heapq.heappush(heap, (g2, g2, pos, used, path))
                 continue

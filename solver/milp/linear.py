@@ -112,15 +112,16 @@ def _solve_highspy(
     lp.num_row_ = len(model.rows)
     lp.col_cost_ = np.asarray(model.cost, dtype=float)
     lp.col_lower_ = np.asarray(model.col_lower, dtype=float)
-    lp.col_upper_ = np.asarray([min(u, highspy.kHighsInf) for u in model.col_upper], dtype=float)
-    lp.row_lower_ = np.asarray([max(lo, -highspy.kHighsInf) for _, lo, _ in model.rows], float)
-    lp.row_upper_ = np.asarray([min(up, highspy.kHighsInf) for _, _, up in model.rows], float)
+    big = highspy.kHighsInf
+    lp.col_upper_ = np.minimum(np.asarray(model.col_upper, dtype=float), big)
+    lp.row_lower_ = np.maximum(np.asarray([lo for _, lo, _ in model.rows], dtype=float), -big)
+    lp.row_upper_ = np.minimum(np.asarray([up for _, _, up in model.rows], dtype=float), big)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
     starts, index, value = [0], [], []
     for terms, _, _ in model.rows:
-        for j in sorted(terms):
-            index.append(j)
-            value.append(terms[j])
+        keys = sorted(terms)
+        index.extend(keys)
+        value.extend([terms[j] for j in keys])
         starts.append(len(index))
     lp.a_matrix_.start_ = np.asarray(starts, dtype=np.int32)
     lp.a_matrix_.index_ = np.asarray(index, dtype=np.int32)

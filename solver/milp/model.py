@@ -33,12 +33,15 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from solver.check import kernel_memory_bytes, kernel_sram_bytes
 from solver.cost.latency import COMPUTE, MEMORY, NETWORK, epigraph_rows
-from solver.cost.problem import MappingProblem
+from solver.cost.problem import KernelMenu, MappingProblem
 from solver.milp import linear
 from solver.options import SolverOptions
 
@@ -91,7 +94,8 @@ def solve_configurations(
     named in `options.name`); empty = HiGHS directly when that is the named solver.
     `selection`: the constraint families in the model (all by default)."""
     t0 = time.perf_counter()
-    model, x_col, members = build_model(problem, configs, exact_edges, selection)
+    m = _build(problem, configs, exact_edges, selection)
+    model, x_col, members = m.lp, m.x_col, m.members
     build_s = time.perf_counter() - t0
     if not backend:
         backend = "highs" if options.name == "highs" else "pyomo"
@@ -103,7 +107,7 @@ def solve_configurations(
         backend=backend,
         solver_name=options.name,
         threads=options.threads,
-        start=_start_values(x_col, start_choice),
+        start=_start_values(x_col, _undominated(m, start_choice)),
         cutoff=cutoff_s * US,
     )
     sizes = (model.num_cols, model.num_integer, len(model.rows), build_s, res.solve_s)
@@ -115,6 +119,14 @@ def solve_configurations(
         choice[k] = max(range(len(cols)), key=lambda o: (res.values[cols[o]], -o))
     objective = res.objective / US
     return MilpResult(res.status, objective, min(res.bound / US, objective), tuple(choice), *sizes)
+
+
+def _undominated(m: _Model, choice: Sequence[int] | None) -> list[int] | None:
+    """A warm start with each option the model fixed to 0 replaced by the option that
+    dominates it (no worse in every term, so the start stays feasible and no slower)."""
+    if choice is None:
+        return None
+    return [m.dominator.get((k, o), o) for k, o in enumerate(choice)]
 
 
 def _start_values(
@@ -142,14 +154,17 @@ class _Model:
     network: list[dict[int, float]] = field(default_factory=list)
     sram: list[dict[int, float]] = field(default_factory=list)
     overhead: list[float] = field(default_factory=list)
+    # (kernel, option) fixed to 0 -> an option of the same kernel that dominates it
+    dominator: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def shard_cols(self, k: int, s: int) -> list[int]:
-        """The x columns of kernel k's options with sharding s (X[k,s] is their sum)."""
+        """The x columns of kernel k's options with sharding s (X[k,s] is their sum;
+        options fixed to 0 as dominated are left out)."""
         menu = self.problem.kernels[k]
         return [
             self.x_col[k][o]
             for o, opt in enumerate(menu.options)
-            if opt.sharding == menu.shardings[s]
+            if opt.sharding == menu.shardings[s] and (k, o) not in self.dominator
         ]
 
 
@@ -166,29 +181,41 @@ def build_model(
 ) -> tuple[linear.LinearModel, dict[int, list[int]], list[int]]:
     """The MILP of the module docstring as arrays; returns it, the x column of every
     (kernel, option) and the kernels in the model."""
+    m = _build(problem, configs, exact_edges, selection)
+    return m.lp, m.x_col, m.members
+
+
+def _build(
+    problem: MappingProblem,
+    configs: Sequence[Sequence[int]],
+    exact_edges: bool,
+    selection: ConstraintSelection | None,
+) -> _Model:
     m = _Model(problem, configs, selection or ConstraintSelection())
     m.members = sorted({k for config in configs for k in config})
     m.x_col = {
         k: [m.lp.add_col(upper=1.0, integer=True) for _ in problem.kernels[k].options]
         for k in m.members
     }
-    add_one_hot(m)
     _resource_terms(m)
+    add_one_hot(m)
     add_layout_links(m, exact_edges)
     latency = [m.lp.add_col(cost=1.0) for _ in configs]
     for c in range(len(configs)):
         add_latency_epigraph(m, c, latency[c])
         add_sram_capacity(m, c)
     add_memory_capacity(m)
-    return m.lp, m.x_col, m.members
+    return m
 
 
 def add_one_hot(m: _Model) -> None:
-    """Every kernel takes exactly one option: sum_o x[k,o] = 1."""
+    """Every kernel takes exactly one option: sum_o x[k,o] = 1 (options fixed to 0 as
+    dominated left out)."""
     if not m.selection.one_hot:
         return
     for k in m.members:
-        m.lp.add_row({j: 1.0 for j in m.x_col[k]}, 1.0, 1.0, name=f"one_hot[kernel={k}]")
+        cols = [j for o, j in enumerate(m.x_col[k]) if (k, o) not in m.dominator]
+        m.lp.add_row(dict.fromkeys(cols, 1.0), 1.0, 1.0, name=f"one_hot[kernel={k}]")
 
 
 def _resource_terms(m: _Model) -> None:
@@ -201,16 +228,92 @@ def _resource_terms(m: _Model) -> None:
     for c, members in enumerate(m.configs):
         group = set(members)
         for k in members:
-            menu = problem.kernels[k]
-            m.overhead[c] += menu.overhead_s * US
-            for o, opt in enumerate(menu.options):
+            m.overhead[c] += problem.kernels[k].overhead_s * US
+            terms, dominated = _kernel_terms(problem, k, group)
+            for o, (comp, mem, net, sram) in enumerate(terms):
+                if o in dominated:
+                    continue  # fixed to 0 below: its terms would change no row
                 col = m.x_col[k][o]
-                mem_bytes = kernel_memory_bytes(problem, k, o, group)
-                _add(m.compute[c], col, (opt.compute_s + menu.overhead_s) * US)
-                _add(m.memory[c], col, mem_bytes / problem.dram_bandwidth_Bps * US)
-                _add(m.network[c], col, opt.network_s * US)
-                sram = kernel_sram_bytes(problem, k, o, group)
-                _add(m.sram[c], col, sram / MIB)
+                _add(m.compute[c], col, comp)
+                _add(m.memory[c], col, mem)
+                _add(m.network[c], col, net)
+                _add(m.sram[c], col, sram)
+            for o, better in dominated.items():
+                m.lp.col_upper[m.x_col[k][o]] = 0.0
+                m.dominator[(k, o)] = better
+
+
+# per problem (by identity, dropped with it): (kernel, status) -> its terms and dominance
+_TERMS: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def _kernel_terms(
+    problem: MappingProblem, k: int, group: set[int]
+) -> tuple[list[tuple[float, float, float, float]], dict[int, int]]:
+    """Kernel k's options in a configuration `group`: (compute us, memory us, network us,
+    SRAM MiB) each, and the dominated ones (`dominated_options`). They depend on which of
+    k's edges stay inside `group` only, so the fusion search's many MILPs over one problem
+    share them."""
+    entry = _TERMS.get(id(problem))
+    if entry is None or entry[0]() is not problem:
+        key_id = id(problem)
+        entry = (weakref.ref(problem, lambda _: _TERMS.pop(key_id, None)), {})
+        _TERMS[key_id] = entry
+    status = (
+        k,
+        tuple(e.src in group for e in problem.in_edges(k)),
+        tuple(e.dst in group for e in problem.out_edges(k)),
+    )
+    cached = entry[1].get(status)
+    if cached is None:
+        menu = problem.kernels[k]
+        raw, terms = [], []
+        for o, opt in enumerate(menu.options):
+            mem_bytes = kernel_memory_bytes(problem, k, o, group)
+            sram = kernel_sram_bytes(problem, k, o, group)
+            raw.append((opt.compute_s, mem_bytes, opt.network_s, sram))
+            terms.append(
+                (
+                    (opt.compute_s + menu.overhead_s) * US,
+                    mem_bytes / problem.dram_bandwidth_Bps * US,
+                    opt.network_s * US,
+                    sram / MIB,
+                )
+            )
+        cached = entry[1][status] = (terms, dominated_options(menu, raw))
+    return cached
+
+
+def dominated_options(
+    menu: KernelMenu, terms: Sequence[tuple[float, float, float, float]]
+) -> dict[int, int]:
+    """Options of one kernel that can be fixed to 0 without changing the optimum -> the
+    option dominating each: same sharding (so the same layout conversions) and the same
+    stored weights, and no larger compute, DRAM bytes, network time or SRAM in this
+    configuration (`terms[o]`, in that order). Swapping a dominated option for its
+    dominator keeps every constraint satisfied and no configuration slower; among equal
+    options the lowest index stays."""
+    n = len(menu.options)
+    if n < 2:
+        return {}
+    t = np.asarray(terms, dtype=float)
+    group = {}
+    key = [group.setdefault((o.sharding, o.weights), len(group)) for o in menu.options]
+    same = np.equal.outer(key, key)
+    # le[a, b]: option a is no worse than b in every term
+    le = (t[:, None, :] <= t[None, :, :]).all(axis=2) & same
+    lt = (t[:, None, :] < t[None, :, :]).any(axis=2)
+    index = np.arange(n)
+    beats = le & (lt | (index[:, None] < index[None, :]))
+    np.fill_diagonal(beats, False)
+    out: dict[int, int] = {}
+    for b in np.nonzero(beats.any(axis=0))[0]:
+        # the dominator: one that is itself not dominated (the relation is a strict order)
+        a = int(np.nonzero(beats[:, b])[0][0])
+        while beats[:, a].any():
+            a = int(np.nonzero(beats[:, a])[0][0])
+        out[int(b)] = a
+    return out
 
 
 def add_layout_links(m: _Model, exact_edges: bool) -> None:
