@@ -107,8 +107,9 @@ def test_gemm_on_16384_chips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_dfmodel_gpt3_1t_on_1024_chips(monkeypatch: pytest.MonkeyPatch) -> None:
-    """1T parameters, DATAFLOW fusion over a wide layer graph; stopped at 2 s."""
-    scenario, plan, seen = _solve(ROOT / "scenarios" / "dfmodel_gpt3_1t_sn30", 2, monkeypatch)
+    """1T parameters, DATAFLOW fusion over a wide layer graph; stopped at 5 s (a first plan
+    takes about 1.4 s on an idle 2-core machine: 2 s failed under load)."""
+    scenario, plan, seen = _solve(ROOT / "scenarios" / "dfmodel_gpt3_1t_sn30", 5, monkeypatch)
     _check(scenario, plan, seen)
     assert plan.num_params >= 1e12
     assert plan.stats.status in ("optimal", "time_limit")
