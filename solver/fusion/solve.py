@@ -12,6 +12,7 @@ import time
 from dataclasses import replace
 
 from schema.errors import SetupError
+from solver.check import mapping_cost
 from solver.cost.problem import MappingProblem
 from solver.fusion import large
 from solver.fusion.alternate import alternate
@@ -25,6 +26,22 @@ ORDERS = 3  # topological orders tried when the ideal lattice is too large
 
 
 def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
+    return _exact_objective(problem, _search(problem, options))
+
+
+def _exact_objective(problem: MappingProblem, sol: GraphSolution) -> GraphSolution:
+    """The found mapping's latency re-priced by the plain-Python evaluator: a MILP's
+    objective may carry an epigraph variable not pressed down to its rows (HiGHS stops
+    within its tolerances), and the plan's phase latency must equal its configurations'."""
+    if not sol.configs or not math.isfinite(sol.objective_s):
+        return sol
+    exact, _ = mapping_cost(problem, sol.configs, sol.choice)
+    if not math.isfinite(exact) or exact == sol.objective_s:
+        return sol
+    return replace(sol, objective_s=exact, bound_s=min(sol.bound_s, exact))
+
+
+def _search(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
     stats = SearchStats()
     n = len(problem.kernels)
     if not problem.dataflow or n == 1:
