@@ -208,7 +208,8 @@ def _compute_time(
         return flop / (_matrix_precision_peak(chip, precision) * eff)
     if kernel.kind == KernelKind.ATTENTION:
         return flop / (
-            _matrix_precision_peak(chip, precision) * efficiency.attention_efficiency(chip)
+            _matrix_precision_peak(chip, attention_precision(precision))
+            * efficiency.attention_efficiency(chip)
         )
     if kernel.kind.uses_matrix_unit or kernel.unit == "matrix":
         return flop / (
@@ -216,6 +217,12 @@ def _compute_time(
             * efficiency.gemm_efficiency(chip, 1 << 14, 1 << 14, 1 << 14)
         )
     return flop / (chip.vector_flops * efficiency.vector_efficiency(chip))
+
+
+def attention_precision(math_precision: str) -> str:
+    """The precision a fused attention kernel computes in: 16-bit under 8- or 4-bit GEMMs
+    (FP8 recipes quantise the linear layers; softmax(QK^T)V stays in BF16, issue #16)."""
+    return "bf16" if math_precision in ("fp8", "int8", "int4") else math_precision
 
 
 def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
@@ -232,6 +239,7 @@ def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
         util = eff.fixed_compute_util or (eff.gemm_util or 1.0)
         if kernel.kind == KernelKind.ATTENTION and not _is_gemm(kernel):
             util = efficiency.attention_efficiency(chip)
+            precision = attention_precision(precision)
         return _matrix_precision_peak(chip, precision) * max(util, 1e-3)
     return chip.vector_flops * efficiency.vector_efficiency(chip)
 
