@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from training_fixtures import tiny_training
 
-from generator.build import build_workload
 from generator.graph import KernelKind, Pass
 from hardware.system import NetworkLevel, Topology
 from mapshard import pipeline
-from schema import setup_pb2
 from solver.search.context_parallel import kv_block_bytes, ring_exposed_s
 
 SW = NetworkLevel("sw", Topology.SWITCH, 4, 100e9, parallelism=("CP",))
 
 
 def tiny(cp: int):
-    """4 layers, hidden 256, 4 heads of 64 (MHA), 2 sequences of 128 tokens per micro-batch."""
-    s = setup_pb2.Setup()
-    t = s.workload.llm_training
-    m = t.model.inline
-    m.name, m.architecture, m.hidden_size, m.num_layers = "tiny", "llama", 256, 4
-    m.num_heads, m.num_kv_heads, m.intermediate_size, m.vocab_size = 4, 4, 512, 1000
-    m.ffn, m.norm = setup_pb2.SWIGLU, setup_pb2.RMSNORM
-    t.global_batch, t.micro_batch, t.seq_len, t.context_parallel = 16, 2, 128, cp
-    return build_workload(s, Path("setup.txt"), cp)
+    return tiny_training(cp=cp, chips=cp)
 
 
 def test_ring_hops_hide_under_one_step_of_attention_each():

@@ -7,14 +7,11 @@ reduce-scatter of S bytes takes 7/8 * S / 1e11 s, an all-reduce twice that
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from training_fixtures import tiny_training
 
-from generator.build import build_workload
 from generator.graph import Workload
 from hardware.system import NetworkLevel, Topology
-from schema import setup_pb2
 from solver.search import assemble
 from solver.search.data_parallel import BUCKET_BYTES, dp_sync
 from solver.search.parallel import Choice
@@ -71,16 +68,7 @@ def test_no_dp_group_no_sync():
 
 
 def _workload(zero: int, v: int = 1) -> Workload:
-    """A 4-layer model (hidden 256) trained with 2 sequences of 128 tokens per micro-batch."""
-    s = setup_pb2.Setup()
-    t = s.workload.llm_training
-    m = t.model.inline
-    m.name, m.architecture, m.hidden_size, m.num_layers = "tiny", "llama", 256, 4
-    m.num_heads, m.num_kv_heads, m.intermediate_size, m.vocab_size = 4, 4, 512, 1000
-    m.ffn, m.norm = setup_pb2.SWIGLU, setup_pb2.RMSNORM
-    t.global_batch, t.micro_batch, t.seq_len = 16, 2, 128
-    t.zero_stage, t.virtual_pipeline = zero, v
-    return build_workload(s, Path("setup.txt"), 1)
+    return tiny_training(zero=zero, v=v)
 
 
 def test_interleaved_pipeline_charges_v_times_the_p2p_traffic():
