@@ -6,6 +6,8 @@ only, the code is MapShard's. inter_chip.py leaves every kernel of a non-LLM gra
 unsharded and keeps the input's communication_type; intra_chip.py then:
   chips per copy P = num_chip / num_copy; TP = PP = DP = 1; num_tile = 1
   every kernel: shard (M, K, N) = (M, K, ceil(N / P))          (no TP, no tiling)
+             (DFModel writes this for its FFT graphs' two kernels, Step_1 and Step_2;
+             MapShard applies it to every kernel of the graph)
   compute  = FLOP / (compute_util x peak), FLOP = 2 M K shard_N (SIMD: M shard_N)
   memory   = every edge with one end in the configuration, the producer's
              M x shard_N x word, at both ends (the D matrix), over DRAM bandwidth

@@ -15,6 +15,7 @@ numbers (solver/cost/dfmodel_problem.py), and the step is assembled DFModel's wa
          ceil(layers / PP), c' = layers_per_stage - 1 if >= 2 else 1,
          p2p = layers * (2 hidden seq_len word, training only) / B_PP
   graph: step = sum_c II_c
+  FFT (execution.fft): one fixed layout, step = sum_c II_c (solver/search/dfmodel_fft.py)
 """
 
 from __future__ import annotations

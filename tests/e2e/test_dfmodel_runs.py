@@ -256,6 +256,11 @@ def test_fft8_committed_log(tmp_path: Path) -> None:
     assert [float(c["network_s"]) for c in cfgs] == pytest.approx([0.0, 6_263_372.27e-9])
     assert all(c["bound"] == "compute" for c in cfgs)
     assert any("no SRAM capacity row" in w for w in s["warnings"])
+    # dse_final.txt as DFModel's own (FFT/Compare_w_existing/FP32/8/dse_final.txt): N split
+    # but recorded NO_SHARDING, shard_N 11586, shard_tensor_size 92681*11586*4 B
+    final = (tmp_path / "df" / "dse_final.txt").read_text()
+    assert final.count("sharding: NO_SHARDING") == 2 and final.count("shard_N: 11586") == 2
+    assert "shard_tensor_size: 4295208264.0" in final
 
 
 def test_fft_dragonfly_ddr_pcie_network_bound(tmp_path: Path) -> None:
