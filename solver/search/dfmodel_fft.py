@@ -47,7 +47,8 @@ def search_fft(
     if not math.isfinite(sol.objective_s):
         return None, [(choice, f"no grouping into configurations (status {sol.status})")], math.inf
     dram = execution.fft_length * execution.word_bytes / per_copy
-    if dram > system.dram.capacity_bytes * (1 + 1e-9):
+    cap = system.dram.capacity_bytes  # DFModel: dram_cap 0 = no limit
+    if 0 < cap * (1 + 1e-9) < dram:
         why = (
             f"DFModel's FFT DRAM use length x word / chips per copy = {dram:.6g} B exceeds "
             f"{system.dram.capacity_bytes:.6g} B"

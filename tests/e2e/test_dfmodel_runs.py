@@ -291,6 +291,19 @@ def test_fft_dragonfly_ddr_pcie_network_bound(tmp_path: Path) -> None:
     assert [float(c["network_s"]) for c in cfgs] == pytest.approx([0.0, 85_815_459.84e-9])
 
 
+def test_fft_beyond_dram_capacity_is_infeasible(tmp_path: Path, capsys) -> None:
+    """DFModel's FFT DRAM row: length x word / chips = 8,589,934,592 x 4 / 8 = 4.29 GB per
+    chip; FFT-8 with dram_cap 1 GB has no plan (exit 3, one line naming the row)."""
+    text = (DATA / "fft_8" / "setup.txt").read_text()
+    (tmp_path / "small").mkdir()
+    small = text.replace("dram_cap: 85899345920.0", "dram_cap: 1000000000.0")
+    (tmp_path / "small" / "setup.txt").write_text(small)
+    out = tmp_path / "out"
+    assert main(["run", str(tmp_path / "small"), "--out", str(out), "--cost-model", "dfmodel"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert "FFT DRAM use" in err and "4.29497e+09 B exceeds 1e+09 B" in err
+
+
 FFT_FILES = sorted(p.name for p in DATA.glob("fft_*.txt"))
 
 
