@@ -48,6 +48,9 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
     for name in MAPSHARD_ONLY:
         out.execution.ClearField(name)
     tp = max(plan.parallelism.get("tp", 1), 1)
+    options = execution_options(setup)
+    # DFModel's FFT branch splits N over a copy's chips yet records NO_SHARDING
+    fft_chips = scenario.system.num_chips // options.fft_copies if options.fft_copies else 0
     chosen = {k.name: k for p in plan.phases for k in p.kernels}
     level = topological_numbers(out.dataflow_graph)
     split: dict[int, bool] = {}
@@ -62,6 +65,10 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
         kernel.config = k.config
         dim = k.sharding.split("+")[0]
         split[kernel.id] = dim in SHARDING and tp > 1
+        if fft_chips:
+            _shard_sizes(getattr(kernel, variant), "N", fft_chips)
+            getattr(kernel, variant).sharding = setup_pb2.NO_SHARDING
+            continue
         _shard_sizes(getattr(kernel, variant), dim if split[kernel.id] else "", tp)
     by_id = {k.id: k for k in out.dataflow_graph.kernels}
     for c in out.dataflow_graph.connections:
@@ -71,6 +78,9 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
         size = getattr(src, src.WhichOneof("kernel_variant")).output_tensor_size
         c.tensor_size = size
         c.shard_tensor_size = size / tp if split.get(src.id) else size
+        if fft_chips:  # DFModel's: the producer's shard_M x shard_N x word
+            body = getattr(src, src.WhichOneof("kernel_variant"))
+            c.shard_tensor_size = body.shard_outer_M * body.shard_N * options.word_bytes
         c.startName, c.endName = src.name, dst.name
         c.buffer_depth = level[dst.id] - level[src.id] + 1
     header = f"# MapShard's chosen mapping for {plan.scenario}, in DFModel's dse_final.txt shape\n"

@@ -149,7 +149,8 @@ def solve(
 def check_cost_model(scenario: Scenario) -> None:
     """What the DFModel cost model does not reproduce is refused, naming the file: a
     workload that is not one DFModel graph, compute without DFModel's fixed utilisation
-    (its lane/stage cycle model) and multi-layer graphs (its partition into PP stages)."""
+    (its lane/stage cycle model), multi-layer graphs (its partition into PP stages) and
+    DFModel's workload branches other than LLM and FFT (DLRM, HPL, the SSM ones)."""
     from schema.errors import SetupError
     from solver.compare_models import is_dfmodel_input
 
@@ -165,11 +166,11 @@ def check_cost_model(scenario: Scenario) -> None:
             f"({len(graphs)} phase(s) of other kernels): use the native cost model"
         )
     branch = scenario.setup.execution.WhichOneof("workload_variant")
-    if branch not in (None, "llm"):
+    if branch not in (None, "llm", "fft"):
         raise SetupError(
             f"{scenario.path}: execution.{branch} is DFModel's {branch} branch, which the "
-            "DFModel cost model does not reproduce (its LLM branch and plain graphs only): "
-            "use the native cost model"
+            "DFModel cost model does not reproduce (its LLM and FFT branches and plain graphs "
+            "only): use the native cost model"
         )
     per_graph = scenario.setup.execution.llm.num_layer_in_graph
     if per_graph > 1:
@@ -381,6 +382,7 @@ def execution_options(setup: setup_pb2.Setup, chip_overlap: str = "") -> Executi
     math_type = precision.math or precision.activation
     mode = overlap_mode(setup, chip_overlap)
     default_math = default_dtype(setup).lower()  # HPL fp64, FFT fp32, else bf16
+    fft = ex.WhichOneof("workload_variant") == "fft"  # DFModel's FFT branch
     return ExecutionOptions(
         dataflow=ex.execution_style == setup_pb2.DATAFLOW,
         num_config=int(ex.num_config),
@@ -391,6 +393,8 @@ def execution_options(setup: setup_pb2.Setup, chip_overlap: str = "") -> Executi
         serialize_network=mode == "serial_network",
         cost_model=setup_pb2.CostModel.Name(ex.cost_model).lower(),
         word_bytes=float(ex.word or 2.0),
+        fft_copies=max(int(ex.fft.num_copy), 1) if fft else 0,
+        fft_length=int(ex.fft.length) if fft else 0,
     )
 
 

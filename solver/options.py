@@ -19,6 +19,9 @@ class ExecutionOptions:
     # whose equations price a mapping: "native" or "dfmodel" (solver/cost/dfmodel_model.py)
     cost_model: str = "native"
     word_bytes: float = 2.0  # DFModel's execution.word: bytes per element
+    # DFModel's FFT branch (execution.fft): its num_copy (0 = not that branch) and length
+    fft_copies: int = 0
+    fft_length: int = 0
 
     @property
     def overlap_name(self) -> str:

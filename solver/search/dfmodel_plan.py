@@ -68,7 +68,7 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
     phase = workload.phases[0]
     phases = build_phase_plans(workload, {phase.name: (best.problem, best.solution)}, system)
     shape = [lv.degree for lv in best.choice.levels]
-    cost, power = dm.system_cost_power(system, shape)
+    cost, power = dm.system_cost_power(system, shape, best.num_copy)
     flop = workload_flop(workload, best.choice)
     peak = system.chip.peak(execution.math_precision)
     util = flop / (best.latency_s * system.num_chips * peak) if best.latency_s > 0 else 0.0
@@ -92,6 +92,7 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
             f"{best.lower_latency_s:.6g} s is a lower bound of DFModel's and this plan "
             f"({best.latency_s:.6g} s, priced DFModel's way) is within {stats.gap:.2%} of it",
         )
+    warnings += _fft_sram_warning(phases, system, execution)
     return Plan(
         scenario=scenario,
         workload_kind=workload.kind,
@@ -125,4 +126,16 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
         choices=results,
         warnings=warnings,
         cost_model="dfmodel",
+    )
+
+
+def _fft_sram_warning(phases, system: System, execution: ExecutionOptions) -> tuple[str, ...]:
+    """DFModel's FFT branch has no SRAM capacity row: say so when its buffers overflow."""
+    most = max((c.sram_bytes for ph in phases for c in ph.configs), default=0.0)
+    if execution.fft_copies <= 0 or most <= system.chip.sram_bytes * (1 + 1e-9):
+        return ()
+    return (
+        "DFModel's FFT branch has no SRAM capacity row: a configuration's buffers "
+        f"({most:.6g} B) exceed the chip's SRAM ({system.chip.sram_bytes:.6g} B); DFModel's "
+        "figure, reproduced here, assumes they fit",
     )

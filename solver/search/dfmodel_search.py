@@ -15,6 +15,7 @@ numbers (solver/cost/dfmodel_problem.py), and the step is assembled DFModel's wa
          ceil(layers / PP), c' = layers_per_stage - 1 if >= 2 else 1,
          p2p = layers * (2 hidden seq_len word, training only) / B_PP
   graph: step = sum_c II_c
+  FFT (execution.fft): one fixed layout, step = sum_c II_c (solver/search/dfmodel_fft.py)
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class DFStep:
     lower_latency_s: float
     dram_weights_bytes: float = 0.0  # DFModel's DRAM per chip: weights x layers per stage
     dram_activations_bytes: float = 0.0  # ... and the most live edges x micro-batch size
+    num_copy: int = 1  # DFModel's FFT num_copy: copies of the topology (System Cost)
 
 
 def dfmodel_choices(system: System) -> list[Choice]:
@@ -222,6 +224,10 @@ def search_choices(
             "--cost-model dfmodel needs execution.compute_util > 0: DFModel's lane/stage "
             "cycle model (compute_util 0) is not reproduced"
         )
+    if execution.fft_copies > 0:  # DFModel's FFT branch: one fixed layout
+        from solver.search.dfmodel_fft import search_fft
+
+        return search_fft(workload, system, execution, options, util)
     llm = workload.kind in ("training", "inference") and workload.seq_len > 0
     tiles = dp.num_tile(graph, workload.seq_len if llm else 0)
     best, failed, lower = None, [], math.inf

@@ -216,18 +216,19 @@ def test_readme_native_run_compares_with_dfmodel(tmp_path: Path) -> None:
     assert {t["term"] for t in s["native_vs_dfmodel_s"]} == set(rows)
 
 
-def test_fft8_is_refused_by_the_dfmodel_cost_model_in_one_line(tmp_path: Path, capsys) -> None:
-    """The FFT branch of DFModel's equations is not reproduced: refused, naming the block."""
-    out = tmp_path / "df"
-    assert main(["run", str(DATA / "fft_8"), "--out", str(out), "--cost-model", "dfmodel"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "execution.fft is DFModel's fft branch" in err
-
-
-@pytest.mark.skip(
-    reason="DFModel's FFT branch (shard N over the chips, Step_2 all-to-all) is not in "
-    "--cost-model dfmodel yet: the run is refused (test above)"
+@pytest.mark.parametrize(
+    ("name", "branch"), [("damsim_dlrm_2x4.txt", "dlrm"), ("damsim_hpl_4k.txt", "hpl")]
 )
+def test_dlrm_and_hpl_are_refused_by_the_dfmodel_cost_model_in_one_line(
+    name: str, branch: str, tmp_path: Path, capsys
+) -> None:
+    """DFModel's DLRM and HPL branches are not reproduced: refused, naming the block."""
+    out = tmp_path / "df"
+    assert main(["run", str(DATA / name), "--out", str(out), "--cost-model", "dfmodel"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"execution.{branch} is DFModel's {branch} branch" in err
+
+
 def test_fft8_committed_log(tmp_path: Path) -> None:
     """tests/data/dfmodel/fft_8 (DFModel FFT/Compare_w_existing/FP32/8/user_input/setup.txt),
     KERNEL_BY_KERNEL, sw x 8 at 300 GB/s, word 4, compute_util 0.9. DFModel's FFT branch
@@ -237,8 +238,83 @@ def test_fft8_committed_log(tmp_path: Path) -> None:
              = 16,037,261.14 ns per kernel
       memory = 92681*11586*4 B = 4,295,208,264 B / 2039 GB/s = 2,106,526.86 ns
       all-to-all (Step_2): 34,359,070,000 B / 8^2 x 28 / (300 x 8) = 6,263,372.14 ns
+        (communication_size is a protobuf float in DFModel: 34,359,070,720 B, 6,263,372.27 ns)
     Each configuration is compute-bound: 2 x 16,037,261.14 = 32,074,522.28 ns (the log's
-    final_ns 32074522.284979872)."""
+    final_ns 32074522.284979872). System Cost (sw, 8 chips): DRAM 8*2039 + 8*33000 + links
+    8*300*2 + switches 8*300*24 = 16,312 + 264,000 + 4,800 + 57,600 = 342,712; the log's
+    total_power 8800.133708506823. The 4.3 GB edge far exceeds the 105 MB SRAM: DFModel's
+    FFT branch has no SRAM row, and the run says so."""
     s = _run(DATA / "fft_8", tmp_path / "df", "dfmodel")
     assert s["latency_s"] == pytest.approx(32_074_522.284979872e-9, rel=1e-9)
     assert s["system_cost"] == pytest.approx(342_712.0)
+    assert s["system_power_W"] == pytest.approx(8800.133708506823, rel=1e-12)
+    assert s["status"] == "optimal"
+    cfgs = _configs(tmp_path / "df")
+    assert [c["kernels"] for c in cfgs] == ["Step_1", "Step_2"]
+    assert [float(c["compute_s"]) for c in cfgs] == pytest.approx([16_037_261.14e-9] * 2)
+    assert [float(c["memory_s"]) for c in cfgs] == pytest.approx([2_106_526.86e-9] * 2)
+    assert [float(c["network_s"]) for c in cfgs] == pytest.approx([0.0, 6_263_372.27e-9])
+    assert all(c["bound"] == "compute" for c in cfgs)
+    assert any("no SRAM capacity row" in w for w in s["warnings"])
+    # dse_final.txt as DFModel's own (FFT/Compare_w_existing/FP32/8/dse_final.txt): N split
+    # but recorded NO_SHARDING, shard_N 11586, shard_tensor_size 92681*11586*4 B
+    final = (tmp_path / "df" / "dse_final.txt").read_text()
+    assert final.count("sharding: NO_SHARDING") == 2 and final.count("shard_N: 11586") == 2
+    assert "shard_tensor_size: 4295208264.0" in final
+
+
+def test_fft_dragonfly_ddr_pcie_network_bound(tmp_path: Path) -> None:
+    """tests/data/dfmodel/fft_dragonfly_ddr_pcie.txt: fc_fc 32 x 32 at 50 GB/s, 1024 chips,
+    H100-like chip (528 cores of 16x16 at 1.837 GHz), DRAM 300 GB/s, word 2, no overlap.
+      shard N = 1,048,576 / 1024 = 1024; FLOP = 2*1,048,576*512*1024 = 2^40 per kernel
+      compute = 2^40 / (0.9 x 2*16*16*528*1.837 GFLOPS) = 2,460,051.99 ns
+      memory  = 1,048,576*1024*2 B = 2^31 B / 300 GB/s = 7,158,278.83 ns per kernel
+      all-to-all: communication_size 2,199,023,300,000 stored as a float = 2^41 B;
+        per chip 2^41 / 1024^2 = 2,097,152 B; fc_fc levels: x (bw 32^2/4 = 256,
+        msg 32*31/2 = 496) -> 496/(50*256) = 0.03875 ns/B; y (256, 1024*1023/2 = 523,776)
+        -> 40.92 ns/B, the slowest: 2,097,152 x 40.92 = 85,815,459.84 ns
+      no overlap: step = 2 x (2,460,051.99 + 7,158,278.83) + 85,815,459.84
+                       = 105,052,121.48 ns
+    Cost: links (32*31*32 + 32*31) x 50 x 2 = 3,273,600; switches 32^2 x 50 x 24 =
+    1,228,800; DRAM 1024 x 300 = 307,200; chips 1024 x 20,000 (19999.99997 as a float)
+    = 20,480,000 -> 25,289,600. DFModel's committed log for this file prints the same
+    cost, power 661544.8255414963, compute 2460051.992428933 and memory 7158278.826666667
+    ns per configuration; its network (42,949,672.96 ns) comes from an older all-to-all
+    model than the intra_chip.py reproduced here (commit 04f93d5), so its final_ns is not."""
+    s = _run(DATA / "fft_dragonfly_ddr_pcie.txt", tmp_path / "df", "dfmodel")
+    assert s["latency_s"] == pytest.approx(105_052_121.48e-9, rel=1e-9)
+    assert s["system_cost"] == pytest.approx(25_289_600.0)
+    assert s["system_power_W"] == pytest.approx(661544.8255414963, rel=1e-12)
+    cfgs = _configs(tmp_path / "df")
+    assert [float(c["compute_s"]) for c in cfgs] == pytest.approx([2_460_051.992428933e-9] * 2)
+    assert [float(c["memory_s"]) for c in cfgs] == pytest.approx([7_158_278.826666667e-9] * 2)
+    assert [float(c["network_s"]) for c in cfgs] == pytest.approx([0.0, 85_815_459.84e-9])
+
+
+def test_fft_beyond_dram_capacity_is_infeasible(tmp_path: Path, capsys) -> None:
+    """DFModel's FFT DRAM row: length x word / chips = 8,589,934,592 x 4 / 8 = 4.29 GB per
+    chip; FFT-8 with dram_cap 1 GB has no plan (exit 3, one line naming the row)."""
+    text = (DATA / "fft_8" / "setup.txt").read_text()
+    (tmp_path / "small").mkdir()
+    small = text.replace("dram_cap: 85899345920.0", "dram_cap: 1000000000.0")
+    (tmp_path / "small" / "setup.txt").write_text(small)
+    out = tmp_path / "out"
+    assert main(["run", str(tmp_path / "small"), "--out", str(out), "--cost-model", "dfmodel"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert "FFT DRAM use" in err and "4.29497e+09 B exceeds 1e+09 B" in err
+
+
+FFT_FILES = sorted(p.name for p in DATA.glob("fft_*.txt"))
+
+
+@pytest.mark.parametrize("name", FFT_FILES)
+def test_every_fft_file_runs_in_dfmodels_fft_branch(name: str, tmp_path: Path) -> None:
+    """Each FFT/DSE input of DFModel's repository (compute_util 0.9) runs under
+    --cost-model dfmodel (~0.4 s each): one layout (TP = PP = DP = 1), optimal, its latency
+    the sum of its configurations (no pipeline factor) and only Step_2 on the network."""
+    s = _run(DATA / name, tmp_path / "df", "dfmodel")
+    assert s["status"] == "optimal" and s["cost_model"] == "dfmodel"
+    assert (s["parallelism"]["tp"], s["parallelism"]["pp"], s["parallelism"]["dp"]) == (1, 1, 1)
+    cfgs = _configs(tmp_path / "df")
+    assert s["latency_s"] == pytest.approx(sum(float(c["latency_s"]) for c in cfgs), rel=1e-12)
+    assert float(cfgs[0]["network_s"]) == 0.0 < float(cfgs[1]["network_s"])

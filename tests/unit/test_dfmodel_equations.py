@@ -8,6 +8,8 @@ import math
 import pytest
 
 from hardware.system import Chip, CostModel, MemoryLevel, NetworkLevel, System, Topology
+from schema.errors import SetupError
+from solver.cost import dfmodel_fft as fft
 from solver.cost import dfmodel_model as dm
 
 GB = 1e9
@@ -146,3 +148,33 @@ def test_one_chip_without_a_network_has_no_links_or_switches() -> None:
     from solver.cost.dfmodel_model import cost_power_counts
 
     assert cost_power_counts("", [], 1, 1) == ([], [])
+
+
+def test_fft_all_to_all_factors_per_topology() -> None:
+    """DFModel's FFT branch (intra_chip.py): per level (bw factor, message factor), with
+    T(a) = a(a-1)/2 and P chips per copy.
+      sw x=8, P=8: (8, T(8) = 28)
+      r_sw_sw 2x4x8, P=64: (2, T(2) = 1), (4, T(2*4) = 28), (8, T(64) = 2016)
+      r_r_r 2x2x4, P=16: (2*2*2 = 8, 120), (2*2*4 = 16, 120), (2*2*4 = 16, 120)
+      fc_fc 32x32, P=1024: (32^2/4 = 256, T(32) = 496), (256, T(1024) = 523,776)"""
+    assert fft.a2a_factors("sw", (8,), 8) == [(8.0, 28.0)]
+    assert fft.a2a_factors("r_sw_sw", (2, 4, 8), 64) == [(2.0, 1.0), (4.0, 28.0), (8.0, 2016.0)]
+    assert fft.a2a_factors("r_r_r", (2, 2, 4), 16) == [(8.0, 120.0), (16.0, 120.0), (16.0, 120.0)]
+    assert fft.a2a_factors("fc_fc", (32, 32), 1024) == [(256.0, 496.0), (256.0, 523776.0)]
+
+
+def test_fft8_all_to_all_seconds_per_byte_and_copies() -> None:
+    """sw x 8 at 300 GB/s: 28 / (300e9 x 8) s per byte. Two copies of that switch (16 chips,
+    num_copy 2) keep 8 chips per copy and double the links and switches:
+      links 8*300*2 x 2 = 9,600; switches 8*300*24 x 2 = 115,200; DRAM 16*2039 = 32,624;
+      chips 16*33,000 = 528,000 -> 685,424. A copy count that the topology does not span
+      is refused."""
+    cost = CostModel(33000.0, 750.0, 1.0, 0.16248, 2.0, (0.0104, 0.0104), 24.0, 0.052)
+    one = _system((Topology.SWITCH,), (8,), (300,), 8, 2039, cost)
+    assert fft.chips_per_copy(one, 1) == 8
+    assert fft.a2a_seconds_per_byte(one, 8) == pytest.approx(28 / (300 * GB * 8), rel=1e-15)
+    two = _system((Topology.SWITCH,), (8,), (300,), 16, 2039, cost)
+    assert fft.chips_per_copy(two, 2) == 8
+    assert dm.system_cost_power(two, (8,), 2)[0] == pytest.approx(685_424.0, rel=1e-12)
+    with pytest.raises(SetupError, match="num_copy"):
+        fft.chips_per_copy(two, 1)

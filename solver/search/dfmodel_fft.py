@@ -1,0 +1,62 @@
+"""`--cost-model dfmodel` on DFModel's FFT branch: one fixed layout (N over the chips of a
+copy, no TP/PP/DP choice), the configurations searched as on any DFModel graph, the step
+the sum of the configurations (solver/cost/dfmodel_fft.py holds the equations)."""
+
+from __future__ import annotations
+
+import math
+
+from generator.graph import Workload
+from hardware.system import System
+from solver.cost import dfmodel_fft as fft
+from solver.cost import dfmodel_model as dm
+from solver.cost import dfmodel_problem as dp
+from solver.options import ExecutionOptions, SolverOptions
+from solver.search.parallel import Choice
+
+
+def fft_choice(system: System) -> Choice:
+    """DFModel's FFT layout: TP = PP = DP = 1, every level spanned by the FFT's N split."""
+    levels = tuple(system.network)
+    span = tuple((lv, lv.degree) for lv in levels)
+    return Choice((("DP", 1), ("PP", 1), ("TP", 1)), (("FFT", span),) if span else (), levels)
+
+
+def search_fft(
+    workload: Workload,
+    system: System,
+    execution: ExecutionOptions,
+    options: SolverOptions,
+    util: float,
+):
+    """(the best DFStep or None, why the layout failed, its lower bound): the same
+    contract as dfmodel_search.search_choices, for the one layout DFModel's FFT allows."""
+    from solver.search.dfmodel_search import DFStep, solve_configs
+
+    graph = workload.phases[0].graph
+    per_copy = fft.chips_per_copy(system, execution.fft_copies)
+    choice = fft_choice(system)
+    peak = dm.stored_peak(system, execution.math_precision)
+    a2a = fft.a2a_seconds_per_byte(system, per_copy) if per_copy > 1 else 0.0
+    costs = fft.fft_kernel_costs(graph, per_copy, execution.word_bytes, util, peak, a2a)
+    c = dp.StageTwo(
+        1, 1, execution.word_bytes, util, peak, dm.Ratios(), 1, math.inf,
+        dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
+    )  # fmt: skip
+    problem, sol, floor = solve_configs(graph, costs, c, execution, options)
+    if not math.isfinite(sol.objective_s):
+        return None, [(choice, f"no grouping into configurations (status {sol.status})")], math.inf
+    dram = execution.fft_length * execution.word_bytes / per_copy
+    cap = system.dram.capacity_bytes  # DFModel: dram_cap 0 = no limit
+    if 0 < cap * (1 + 1e-9) < dram:
+        why = (
+            f"DFModel's FFT DRAM use length x word / chips per copy = {dram:.6g} B exceeds "
+            f"{system.dram.capacity_bytes:.6g} B"
+        )
+        return None, [(choice, why)], math.inf
+    total = sol.objective_s
+    step = DFStep(
+        choice, problem, sol, total, 1.0, 1, 1, 0.0, total, floor, 0.0, dram,
+        num_copy=max(execution.fft_copies, 1),
+    )  # fmt: skip
+    return step, [], floor
