@@ -12,6 +12,7 @@ from solver.cost import dfmodel_fft as fft
 from solver.cost import dfmodel_model as dm
 from solver.cost import dfmodel_problem as dp
 from solver.options import ExecutionOptions, SolverOptions
+from solver.search.dfmodel_search import DFStep, solve_configs
 from solver.search.parallel import Choice
 
 
@@ -31,8 +32,6 @@ def search_fft(
 ):
     """(the best DFStep or None, why the layout failed, its lower bound): the same
     contract as dfmodel_search.search_choices, for the one layout DFModel's FFT allows."""
-    from solver.search.dfmodel_search import DFStep, solve_configs
-
     graph = workload.phases[0].graph
     per_copy = fft.chips_per_copy(system, execution.fft_copies)
     choice = fft_choice(system)

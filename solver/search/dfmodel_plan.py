@@ -13,7 +13,8 @@ from solver.cost import dfmodel_model as dm
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.report_plan import build_phase_plans, workload_flop
-from solver.search.dfmodel_search import DFStep, search_choices
+from solver.search.dfmodel_fft import search_fft
+from solver.search.dfmodel_search import DFStep, checked_util, search_choices
 
 
 def search_dfmodel(
@@ -27,7 +28,11 @@ def search_dfmodel(
     """The best plan under DFModel's equations (solver.api.solve_workload with
     execution.cost_model "dfmodel")."""
     t0 = time.perf_counter()
-    best, failed, lower = search_choices(workload, system, execution, options)
+    if execution.fft_copies > 0:  # DFModel's FFT branch: one fixed layout
+        util = checked_util(workload, system)
+        best, failed, lower = search_fft(workload, system, execution, options, util)
+    else:
+        best, failed, lower = search_choices(workload, system, execution, options)
     if best is None:
         why = "; ".join(f"{c.describe()}: {r}" for c, r in failed) or "no parallel choice"
         raise InfeasibleError("dfmodel", f"no plan under DFModel's equations: {why}")

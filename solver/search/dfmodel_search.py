@@ -207,6 +207,20 @@ def llm_factors(workload: Workload, choice: Choice) -> tuple[int, int, float, in
     return layers, lps, 1 + (pp - 1) / (nmb * tail), nmb
 
 
+def checked_util(workload: Workload, system: System) -> float:
+    """DFModel's fixed compute utilisation (as the float it stores), after the checks every
+    branch of its equations needs: one graph, a utilisation > 0."""
+    if len(workload.phases) != 1:
+        raise SetupError("--cost-model dfmodel: DFModel models one graph (one phase) per run")
+    util = dm.f32(system.chip.efficiency.fixed_compute_util)
+    if util <= 0:
+        raise SetupError(
+            "--cost-model dfmodel needs execution.compute_util > 0: DFModel's lane/stage "
+            "cycle model (compute_util 0) is not reproduced"
+        )
+    return util
+
+
 def search_choices(
     workload: Workload,
     system: System,
@@ -214,20 +228,10 @@ def search_choices(
     options: SolverOptions,
 ) -> tuple[DFStep | None, list[tuple[Choice, str]], float]:
     """The best DFModel step over every choice, why the others failed, and the least
-    lower bound of any choice's step (the proven bound of the best)."""
-    if len(workload.phases) != 1:
-        raise SetupError("--cost-model dfmodel: DFModel models one graph (one phase) per run")
+    lower bound of any choice's step (the proven bound of the best). DFModel's FFT branch
+    (one fixed layout) is solver/search/dfmodel_fft.search_fft."""
     graph = workload.phases[0].graph
-    util = dm.f32(system.chip.efficiency.fixed_compute_util)
-    if util <= 0:
-        raise SetupError(
-            "--cost-model dfmodel needs execution.compute_util > 0: DFModel's lane/stage "
-            "cycle model (compute_util 0) is not reproduced"
-        )
-    if execution.fft_copies > 0:  # DFModel's FFT branch: one fixed layout
-        from solver.search.dfmodel_fft import search_fft
-
-        return search_fft(workload, system, execution, options, util)
+    util = checked_util(workload, system)
     llm = workload.kind in ("training", "inference") and workload.seq_len > 0
     tiles = dp.num_tile(graph, workload.seq_len if llm else 0)
     best, failed, lower = None, [], math.inf
