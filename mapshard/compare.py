@@ -88,7 +88,7 @@ ROWS: tuple[tuple[str, Any, Any, bool | None], ...] = (
 
 def _ratio(value: Any, ref: Any) -> str:
     ok = isinstance(value, (int, float)) and isinstance(ref, (int, float))
-    if not ok or not ref or value is None:
+    if not ok or not ref or not value:  # "0 s (x0)" says nothing a bare "0 s" does not
         return ""
     return f" (x{value / ref:.2g})"
 
