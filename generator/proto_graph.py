@@ -171,7 +171,7 @@ def _second_comm(v) -> dict:
 
 
 # DFModel's `type`, when given: which unit runs the kernel (a SIMD GEMM runs on the vector
-# unit). Left out (or its placeholder): inferred from the kernel kind.
+# unit). Absent, or DFModel's unset enum value: inferred from the kernel kind.
 UNIT = {setup_pb2.SYSTOLIC: "matrix", setup_pb2.SIMD: "vector"}
 
 

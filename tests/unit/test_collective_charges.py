@@ -3,11 +3,16 @@ gradients, across the boundary of a repeated layer. Numbers by hand."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
-from solver_fixtures import small_system
+from solver_fixtures import small_system, tp2_problem
 
 from generator.graph import Kernel, KernelGraph, KernelKind, Operand, OperandRole, Pass
+from solver.check import brute_force, config_cost, mapping_cost
 from solver.cost.menus import build_problem
+from solver.fusion.solve import solve_graph
+from solver.options import SolverOptions
 
 T, H = 4096, 1024  # tokens, hidden
 
@@ -27,6 +32,16 @@ def norm_wgrad() -> Kernel:
         pass_=Pass.WGRAD,
         shardable_dims=("t",),
     )
+
+
+def _solve_equals_brute_force(problem):
+    """The MILP's optimum equals exhaustive enumeration, and its plan re-prices to it."""
+    solution = solve_graph(problem, SolverOptions(gap=0.0))
+    best, _, _ = brute_force(problem)
+    assert math.isclose(solution.objective_s, best, rel_tol=1e-6)
+    recheck, _ = mapping_cost(problem, solution.configs, solution.choice)
+    assert math.isclose(recheck, solution.objective_s, rel_tol=1e-6)
+    return solution
 
 
 def _problem(graph, system, micro_batches=1, tp=2):
@@ -107,7 +122,6 @@ def _chain_with_boundary() -> KernelGraph:
 
 
 def test_boundary_edge_is_charged_at_its_consumer_and_never_fuses():
-    from solver.check import config_cost
 
     system = small_system(num_chips=2, link_Bps=5e9)
     problem = _problem(_chain_with_boundary(), system)
@@ -132,32 +146,16 @@ def test_boundary_edge_is_charged_at_its_consumer_and_never_fuses():
 
 @pytest.mark.parametrize("dataflow", [False, True])
 def test_milp_with_a_boundary_edge_equals_brute_force(dataflow):
-    import math
-
-    from solver.check import brute_force, mapping_cost
-    from solver.fusion.solve import solve_graph
-    from solver.options import SolverOptions
-
     system = small_system(num_chips=2, sram_bytes=3e4, link_Bps=1e9)
-    span = [(system.network[0], 2)]
-    problem = build_problem(
+    problem = tp2_problem(
         _chain_with_boundary(),
-        system.chip,
-        system.dram.bandwidth_Bps,
-        2,
-        span,
-        {"tp": span},
-        "bf16",
+        system,
         dataflow=dataflow,
         overlap=True,
         max_configs=2,
         tiling_points=2,
     )
-    solution = solve_graph(problem, SolverOptions(gap=0.0))
-    best, _, _ = brute_force(problem)
-    assert math.isclose(solution.objective_s, best, rel_tol=1e-6)
-    recheck, _ = mapping_cost(problem, solution.configs, solution.choice)
-    assert math.isclose(recheck, solution.objective_s, rel_tol=1e-6)
+    _solve_equals_brute_force(problem)
 
 
 def _qkv_graph(pinned: str = "") -> KernelGraph:
@@ -181,7 +179,6 @@ def _qkv_graph(pinned: str = "") -> KernelGraph:
 
 
 def test_split_qkv_projections_pay_one_gather_of_their_shared_input():
-    from solver.check import config_cost
 
     system = small_system(num_chips=2, link_Bps=5e9)
     problem = _problem(_qkv_graph(), system)
@@ -214,32 +211,16 @@ def test_split_qkv_projections_pay_one_gather_of_their_shared_input():
 @pytest.mark.parametrize("dataflow", [False, True])
 @pytest.mark.parametrize("link", [1e8, 1e10])
 def test_milp_with_a_conversion_group_equals_brute_force(dataflow, link, pinned):
-    import math
-
-    from solver.check import brute_force, mapping_cost
-    from solver.fusion.solve import solve_graph
-    from solver.options import SolverOptions
-
     system = small_system(num_chips=2, sram_bytes=3e4, link_Bps=link)
-    span = [(system.network[0], 2)]
-    problem = build_problem(
+    problem = tp2_problem(
         _qkv_graph(pinned),
-        system.chip,
-        system.dram.bandwidth_Bps,
-        2,
-        span,
-        {"tp": span},
-        "bf16",
+        system,
         dataflow=dataflow,
         overlap=False,
         max_configs=2,
         tiling_points=2,
     )
-    solution = solve_graph(problem, SolverOptions(gap=0.0))
-    best, _, _ = brute_force(problem)
-    assert math.isclose(solution.objective_s, best, rel_tol=1e-6)
-    recheck, _ = mapping_cost(problem, solution.configs, solution.choice)
-    assert math.isclose(recheck, solution.objective_s, rel_tol=1e-6)
+    solution = _solve_equals_brute_force(problem)
     if pinned:  # the conversion is forced: one all-gather in the plan, not three,
         # paid at the group's first consumer (q), also when only k and v need it
         sharding = [m.sharding_index(o) for m, o in zip(problem.kernels, solution.choice)]
