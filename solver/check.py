@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from solver.cost.latency import config_latency
-from solver.cost.problem import MappingProblem
+from solver.cost.problem import MappingProblem, config_rank
 
 
 @dataclass(frozen=True)
@@ -98,9 +98,14 @@ def kernel_sram_bytes(problem: MappingProblem, k: int, option: int, members: set
 
 
 def config_cost(
-    problem: MappingProblem, members: Sequence[int], choice: Sequence[int]
+    problem: MappingProblem,
+    members: Sequence[int],
+    choice: Sequence[int],
+    rank: Sequence[int] | None = None,
 ) -> ConfigCost:
-    """Cost of one configuration; `choice[k]` is the option index of kernel k (all kernels)."""
+    """Cost of one configuration; `choice[k]` is the option index of kernel k (all kernels),
+    `rank[k]` the position of k's configuration in the plan (MappingProblem.edge_charges:
+    which configuration pays a layout two consumers need)."""
     group = set(members)
     comp = mem_bytes = net = sram = ovh = 0.0
     for k in members:
@@ -115,7 +120,7 @@ def config_cost(
         sharding = [
             menu.sharding_index(o) if o >= 0 else 0 for menu, o in zip(problem.kernels, choice)
         ]
-        for e, charge in zip(problem.edges, problem.edge_charges(sharding)):
+        for e, charge in zip(problem.edges, problem.edge_charges(sharding, rank)):
             if e.dst in group:
                 net += charge
     mem = mem_bytes / problem.dram_bandwidth_Bps
@@ -128,7 +133,8 @@ def mapping_cost(
     problem: MappingProblem, configs: Sequence[Sequence[int]], choice: Sequence[int]
 ) -> tuple[float, list[ConfigCost]]:
     """Total latency (sum over configurations) and the per-configuration costs."""
-    costs = [config_cost(problem, members, choice) for members in configs]
+    rank = config_rank(len(problem.kernels), configs)
+    costs = [config_cost(problem, members, choice, rank) for members in configs]
     if not all(c.feasible for c in costs):
         return math.inf, costs
     return sum(c.latency_s for c in costs), costs
@@ -141,7 +147,10 @@ def brute_force(problem: MappingProblem) -> tuple[float, list[list[int]], tuple[
     if problem.dataflow:
         segmentations = legal_groupings(problem)
     else:
-        segmentations = [[[k] for k in range(n)]]
+        # kernel by kernel: one kernel per configuration, in any topological order (the
+        # order decides which consumer of a tensor pays a layout two of them need)
+        orders = topological_orders(problem) if placement_matters(problem) else [range(n)]
+        segmentations = [[[k] for k in order] for order in orders]
     best = (math.inf, [], ())
     ranges = [range(len(m.options)) for m in problem.kernels]
     # a configuration's cost depends only on its members' options and on every kernel's
@@ -153,11 +162,13 @@ def brute_force(problem: MappingProblem) -> tuple[float, list[list[int]], tuple[
             if not _pins_ok(problem, segs):
                 continue
             total = 0.0
+            rank = config_rank(n, segs)
+            charges = tuple(problem.edge_charges(shard, rank))
             for members in segs:
-                key = (tuple(members), tuple(choice[k] for k in members), shard)
+                key = (tuple(members), tuple(choice[k] for k in members), shard, charges)
                 cost = cache.get(key)
                 if cost is None:
-                    cost = cache[key] = config_cost(problem, members, choice)
+                    cost = cache[key] = config_cost(problem, members, choice, rank)
                 total += cost.latency_s if cost.feasible else math.inf
             if total < best[0] - 1e-15:
                 best = (total, segs, choice)
@@ -177,6 +188,36 @@ def legal_groupings(problem: MappingProblem) -> list[list[list[int]]]:
         if any(assign[u] > assign[v] for u, v in edges):
             continue
         out.append([[k for k in range(n) if assign[k] == c] for c in range(len(used))])
+    return out
+
+
+def placement_matters(problem: MappingProblem) -> bool:
+    """Whether the configuration that pays a shared layout conversion changes the latency:
+    only when a configuration's network time overlaps its other terms, and some produced
+    tensor has several consumers."""
+    overlapped = problem.overlap and not problem.serialize_network
+    return overlapped and any(e.group >= 0 for e in problem.edges)
+
+
+def topological_orders(problem: MappingProblem) -> list[list[int]]:
+    """Every topological order of the graph (small graphs only: the brute force's)."""
+    n = len(problem.kernels)
+    preds = [{e.src for e in problem.in_edges(k)} for k in range(n)]
+    out: list[list[int]] = []
+
+    def extend(order: list[int], placed: set[int]) -> None:
+        if len(order) == n:
+            out.append(list(order))
+            return
+        for k in range(n):
+            if k not in placed and preds[k] <= placed:
+                order.append(k)
+                placed.add(k)
+                extend(order, placed)
+                order.pop()
+                placed.remove(k)
+
+    extend([], set())
     return out
 
 

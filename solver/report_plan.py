@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from generator.graph import Pass, Phase, Workload
 from hardware.system import System
 from solver.check import config_cost, kernel_memory_bytes
-from solver.cost.problem import MappingProblem
+from solver.cost.problem import MappingProblem, config_rank
 from solver.fusion.segment_search import GraphSolution
 from solver.plan import ConfigPlan, KernelPlan, PhasePlan
 from solver.search.parallel import Choice
@@ -47,9 +47,10 @@ def build_phase_plans(
         problem, sol = solutions[phase.name]
         configs, kernels = [], []
         sharding = [m.sharding_index(o) for m, o in zip(problem.kernels, sol.choice)]
-        charge = dict(zip(map(id, problem.edges), problem.edge_charges(sharding)))
+        rank = config_rank(len(problem.kernels), sol.configs)
+        charge = dict(zip(map(id, problem.edges), problem.edge_charges(sharding, rank)))
         for c, seg in enumerate(sol.configs):
-            configs.append(_config_plan(phase, problem, sol, c, seg))
+            configs.append(_config_plan(phase, problem, sol, c, seg, rank))
             for k in seg:
                 kernels.append(_kernel_plan(phase, problem, sol, c, k, set(seg), charge, system))
         lower = sum(max(min(o.compute_s for o in m.options), 0.0) for m in problem.kernels)
@@ -69,9 +70,14 @@ def build_phase_plans(
 
 
 def _config_plan(
-    phase: Phase, problem: MappingProblem, sol: GraphSolution, c: int, seg: Sequence[int]
+    phase: Phase,
+    problem: MappingProblem,
+    sol: GraphSolution,
+    c: int,
+    seg: Sequence[int],
+    rank: Sequence[int],
 ) -> ConfigPlan:
-    cost = config_cost(problem, seg, sol.choice)
+    cost = config_cost(problem, seg, sol.choice, rank)
     overhead = sum(problem.kernels[k].overhead_s for k in seg)
     return ConfigPlan(
         phase.name,

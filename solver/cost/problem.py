@@ -75,8 +75,10 @@ class EdgeCost:
     # One collective per produced tensor and target layout: edges carrying the whole of
     # one producer's output share a `group` (-1 = alone); `layouts[b]` names the layout
     # (in the producer's dims) that consumer sharding b needs, and conv[a][b] depends on
-    # (a, layouts[b]) only. The group pays each distinct layout once, at the configuration
-    # of its `lead` edge (the first consumer): MappingProblem.edge_charges.
+    # (a, layouts[b]) only. The group pays each distinct layout once, in the earliest
+    # configuration holding a consumer that needs it (MappingProblem.edge_charges).
+    # `lead` marks the group's first consumer in the problem's order: whatever it needs is
+    # paid at its configuration in any segmentation of that order (a bound's anchor).
     group: int = -1
     layouts: tuple[int, ...] = ()
     lead: bool = True
@@ -113,29 +115,29 @@ class MappingProblem:
         boundary (wrap) edges into k."""
         return self._adjacency[2].get(k, [])
 
-    def edge_charges(self, sharding: Sequence[int]) -> list[float]:
+    def edge_charges(
+        self, sharding: Sequence[int], rank: Sequence[int] | None = None
+    ) -> list[float]:
         """Seconds each edge charges (at its consumer's configuration) when kernel k takes
         sharding index sharding[k]: conv[a][b], except that a group pays each distinct
-        target layout once, all on its lead edge."""
+        target layout once, on the edge of the consumer needing it that runs first.
+        `rank[k]`: the position of k's configuration in the plan (default: the kernel
+        index, right for any segmentation of the problem's own order); equal ranks share
+        a configuration, so which of them pays does not matter."""
         out = [0.0] * len(self.edges)
-        seen: dict[tuple[int, int], set[int]] = {}
-        lead_of: dict[int, int] = {}
+        payer: dict[tuple[int, int, int], int] = {}
         for i, e in enumerate(self.edges):
             a, b = sharding[e.src], sharding[e.dst]
             if e.group < 0:
                 out[i] = e.conv[a][b]
                 continue
-            if e.lead:
-                lead_of[e.group] = i
-            layout = e.layouts[b]
-            done = seen.setdefault((e.group, a), set())
-            if layout not in done:
-                done.add(layout)
-                out[i] = e.conv[a][b]
-        for i, e in enumerate(self.edges):
-            if e.group >= 0 and not e.lead and out[i]:
-                out[lead_of[e.group]] += out[i]
-                out[i] = 0.0
+            key = (e.group, a, e.layouts[b])
+            first = payer.get(key)
+            if first is None or _position(e, i, rank) < _position(self.edges[first], first, rank):
+                payer[key] = i
+        for i in payer.values():
+            e = self.edges[i]
+            out[i] = e.conv[sharding[e.src]][sharding[e.dst]]
         return out
 
     @cached_property
@@ -152,3 +154,18 @@ class MappingProblem:
             outs.setdefault(e.src, []).append(e)
             ins.setdefault(e.dst, []).append(e)
         return outs, ins, conv_ins
+
+
+def _position(e: EdgeCost, index: int, rank: Sequence[int] | None) -> tuple[int, int, int]:
+    """Where edge e's consumer runs: its configuration's rank, then the consumer and edge
+    index (a deterministic tie-break inside one configuration)."""
+    return (rank[e.dst] if rank is not None else e.dst, e.dst, index)
+
+
+def config_rank(num_kernels: int, configs: Sequence[Sequence[int]]) -> list[int]:
+    """rank[k]: the position of kernel k's configuration in `configs` (-1 if absent)."""
+    rank = [-1] * num_kernels
+    for c, members in enumerate(configs):
+        for k in members:
+            rank[k] = c
+    return rank

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import math
 import time
+from functools import cached_property
 
 import numpy as np
 
 from solver.check import hold_bytes
 from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem
+from solver.milp.conversions import descendants
 
 FRONT_LIMIT = 20_000  # Pareto states per front before giving up (the caller falls back)
 
@@ -82,7 +84,7 @@ def set_price(pricer: KnapsackPricer, members: list[int]) -> float | None:
         kt = pricer.kernel(k)
         comp += menu.options[0].compute_s + menu.overhead_s
         ovh += menu.overhead_s
-        net += menu.options[0].network_s + pricer._conv_in[k]
+        net += menu.options[0].network_s + pricer.set_conversions(k, group)
         front = _merge(
             front, pareto(np.stack(kt.buffer_traffic(kt.status_in(group)), axis=1)), pricer.cap
         )
@@ -108,8 +110,44 @@ class KnapsackPricer:
     def kernel(self, k: int) -> KernelTraffic:
         if k not in self._kernels:
             self._kernels[k] = KernelTraffic(self.problem, k)
-            self._conv_in[k] = sum(e.conv[0][0] for e in self.problem.conv_in_edges(k))
+            charge = self.charges
+            self._conv_in[k] = sum(charge[id(e)] for e in self.problem.conv_in_edges(k))
         return self._kernels[k]
+
+    @cached_property
+    def charges(self) -> dict[int, float]:
+        """id(edge) -> its conversion seconds (one sharding per kernel), a layout two
+        consumers need paid by the first in the problem's order: exact on its segments."""
+        problem = self.problem
+        charges = problem.edge_charges([0] * len(problem.kernels))
+        return {id(e): c for e, c in zip(problem.edges, charges)}
+
+    @cached_property
+    def descendants(self) -> list[int]:
+        return descendants(self.problem)
+
+    def set_conversions(self, k: int, group: set[int]) -> float:
+        """Conversion seconds charged to kernel k in a configuration that is any kernel set
+        `group`: an edge alone pays; a layout several consumers need is paid here only when
+        every consumer needing it outside `group` runs later (a descendant of `group`),
+        else it is left out (the price stays a lower bound)."""
+        problem = self.problem
+        reach = 0
+        for j in group:
+            reach |= self.descendants[j]
+        total = 0.0
+        for e in problem.conv_in_edges(k):
+            if e.group < 0:
+                total += e.conv[0][0]
+                continue
+            same = [f for f in problem.edges if f.group == e.group and f.layouts[0] == e.layouts[0]]
+            if any(f.dst not in group and not reach >> f.dst & 1 for f in same):
+                continue
+            if min(f.dst for f in same if f.dst in group) == k and e is min(
+                (f for f in same if f.dst == k), key=lambda f: f.dst_operand
+            ):
+                total += e.conv[0][0]
+        return total
 
     def row(self, i: int, stop: int, out: np.ndarray) -> bool:
         """out[j] = price of [i, j) for j in i+1..stop (left inf where nothing fits);

@@ -223,7 +223,10 @@ class _ExactSearch:
                 return
         options = until_deadline(self.options, self.deadline)
         cut = enough if math.isfinite(enough) and enough > self.values[seg] else math.inf
-        r = solve_configurations(self.problem, [list(range(*seg))], options, cutoff_s=cut)
+        later = frozenset(range(seg[1], len(self.problem.kernels)))  # the order's rest
+        r = solve_configurations(
+            self.problem, [list(range(*seg))], options, cutoff_s=cut, later=later
+        )
         self.stats.add(r)
         self.stats.segments_priced += 1
         if r.status == "infeasible":

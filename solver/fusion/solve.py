@@ -46,7 +46,9 @@ def _search(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
     n = len(problem.kernels)
     if not problem.dataflow or n == 1:
         configs = tuple((k,) for k in range(n))
-        r = solve_configurations(problem, configs, options)
+        r = solve_configurations(problem, configs, options, order_free=True)
+        if r.order:
+            configs = tuple((k,) for k in r.order)
         stats.add(r)
         stats.stop = "" if r.status != "time_limit" else "time_limit"
         return GraphSolution(configs, r.choice, r.objective_s, r.bound_s, r.status, stats)

@@ -43,6 +43,7 @@ from solver.check import kernel_memory_bytes, kernel_sram_bytes
 from solver.cost.latency import COMPUTE, MEMORY, NETWORK, epigraph_rows
 from solver.cost.problem import KernelMenu, MappingProblem
 from solver.milp import linear
+from solver.milp.conversions import add_conversion_groups, link_marginals
 from solver.options import SolverOptions
 
 US = 1e6  # seconds -> microseconds
@@ -72,6 +73,9 @@ class MilpResult:
     num_rows: int
     build_s: float
     solve_s: float
+    # kernel by kernel with the order in play (`order_free`): the model's kernels in the
+    # order the plan runs them; empty otherwise
+    order: tuple[int, ...] = ()
 
 
 def solve_configurations(
@@ -83,8 +87,15 @@ def solve_configurations(
     start_choice: Sequence[int] | None = None,
     cutoff_s: float = math.inf,
     selection: ConstraintSelection | None = None,
+    order_free: bool = False,
+    later: frozenset[int] | None = None,
 ) -> MilpResult:
     """Best options for fixed configurations `configs` (lists of kernel indices).
+
+    `order_free`: the configurations are single kernels whose order the model chooses
+    (kernel by kernel); `later`: kernels known to run after the model's configurations
+    (default: the descendants of a one-configuration model's kernels); both decide where
+    a layout conversion shared by several consumers is paid (solver.milp.conversions).
 
     `start_choice`: an option per kernel (all kernels) of a known solution, a warm start.
     `cutoff_s`: only solutions faster than this matter (HiGHS prunes with it, so the
@@ -94,7 +105,7 @@ def solve_configurations(
     named in `options.name`); empty = HiGHS directly when that is the named solver.
     `selection`: the constraint families in the model (all by default)."""
     t0 = time.perf_counter()
-    m = _build(problem, configs, exact_edges, selection)
+    m = _build(problem, configs, exact_edges, selection, order_free, later)
     model, x_col, members = m.lp, m.x_col, m.members
     build_s = time.perf_counter() - t0
     if not backend:
@@ -118,7 +129,11 @@ def solve_configurations(
         cols = x_col[k]
         choice[k] = max(range(len(cols)), key=lambda o: (res.values[cols[o]], -o))
     objective = res.objective / US
-    return MilpResult(res.status, objective, min(res.bound / US, objective), tuple(choice), *sizes)
+    order = ()
+    if m.positions:
+        order = tuple(sorted(members, key=lambda k: (res.values[m.positions[k]], k)))
+    bound = min(res.bound / US, objective)
+    return MilpResult(res.status, objective, bound, tuple(choice), *sizes, order=order)
 
 
 def _undominated(m: _Model, choice: Sequence[int] | None) -> list[int] | None:
@@ -156,6 +171,9 @@ class _Model:
     overhead: list[float] = field(default_factory=list)
     # (kernel, option) fixed to 0 -> an option of the same kernel that dominates it
     dominator: dict[tuple[int, int], int] = field(default_factory=dict)
+    # kernel -> its position column in a kernel-by-kernel order the model chooses
+    # (solver.milp.conversions; empty when the order does not matter)
+    positions: dict[int, int] = field(default_factory=dict)
 
     def shard_cols(self, k: int, s: int) -> list[int]:
         """The x columns of kernel k's options with sharding s (X[k,s] is their sum;
@@ -190,6 +208,8 @@ def _build(
     configs: Sequence[Sequence[int]],
     exact_edges: bool,
     selection: ConstraintSelection | None,
+    order_free: bool = False,
+    later: frozenset[int] | None = None,
 ) -> _Model:
     m = _Model(problem, configs, selection or ConstraintSelection())
     m.members = sorted({k for config in configs for k in config})
@@ -199,7 +219,7 @@ def _build(
     }
     _resource_terms(m)
     add_one_hot(m)
-    add_layout_links(m, exact_edges)
+    add_layout_links(m, exact_edges, order_free, later)
     latency = [m.lp.add_col(cost=1.0) for _ in configs]
     for c in range(len(configs)):
         add_latency_epigraph(m, c, latency[c])
@@ -316,22 +336,23 @@ def dominated_options(
     return out
 
 
-def add_layout_links(m: _Model, exact_edges: bool) -> None:
+def add_layout_links(
+    m: _Model, exact_edges: bool, order_free: bool = False, later: frozenset[int] | None = None
+) -> None:
     """Layout-conversion time of every edge into the model, added to its consumer's
     network time. Both ends in the model with several shardings each: p[e,a,b] with
     sum_b p[e,a,b] = X[src,a] and sum_a p[e,a,b] = X[dst,b] (the local-polytope
     linearisation of X[src,a] * X[dst,b]); one end with one sharding: linear in the other;
-    producer outside the model (or not `exact_edges`): its cheapest sharding."""
+    producer outside the model (or not `exact_edges`): its cheapest sharding. Edges of one
+    produced tensor to several consumers: solver.milp.conversions."""
     problem = m.problem
     in_model = set(m.members)
     config_of = {k: c for c, members in enumerate(m.configs) for k in members}
     groups: dict[int, list[int]] = {}
     for index, e in enumerate(problem.edges):
-        if e.group >= 0 and e.src in in_model and exact_edges:
+        if e.group >= 0:
             groups.setdefault(e.group, []).append(index)
             continue
-        if not e.lead:
-            continue  # its group's producer is outside: bounded by the lead edge
         if e.dst not in in_model or not any(v > 0 for row in e.conv for v in row):
             continue
         net = m.network[config_of[e.dst]]
@@ -350,75 +371,11 @@ def add_layout_links(m: _Model, exact_edges: bool) -> None:
         else:
             p = [[m.lp.add_col(upper=1.0) for _ in range(nb)] for _ in range(na)]
             if m.selection.layout_links:
-                _link_marginals(m, index, p)
+                link_marginals(m, index, p)
             for a in range(na):
                 for b in range(nb):
                     _add(net, p[a][b], e.conv[a][b] * US)
-    for members in groups.values():
-        _add_conversion_group(m, members, config_of)
-
-
-def _add_conversion_group(m: _Model, members: list[int], config_of: dict[int, int]) -> None:
-    """One conversion per produced tensor and target layout: q[a,L] >= [producer takes a
-    and some consumer in the model needs L] (x columns, or the p[e,a,b] of
-    `_link_marginals` where both ends have several shardings); cost(a, L) q[a,L] on the
-    network of the group's lead consumer, whose configuration pays the group (a group whose
-    lead is outside the model is left out: a lower bound)."""
-    problem = m.problem
-    edges = [problem.edges[i] for i in members]
-    lead = next((e for e in edges if e.lead), None)
-    if lead is None or lead.dst not in config_of:
-        return
-    net = m.network[config_of[lead.dst]]
-    cost: dict[tuple[int, int], float] = {}
-    for e in edges:
-        for a, row in enumerate(e.conv):
-            for b, c in enumerate(row):
-                cost[(a, e.layouts[b])] = c
-    q = {key: m.lp.add_col(upper=1.0) for key, c in cost.items() if c > 0}
-    for key, col in q.items():
-        _add(net, col, cost[key] * US)
-    for index, e in zip(members, edges):
-        if e.dst not in config_of:
-            continue
-        na, nb = len(e.conv), len(e.conv[0])
-        p = None
-        if na > 1 and nb > 1:
-            p = [[m.lp.add_col(upper=1.0) for _ in range(nb)] for _ in range(na)]
-            if m.selection.layout_links:
-                _link_marginals(m, index, p)
-        for a in range(na):
-            for b in range(nb):
-                col = q.get((a, e.layouts[b]))
-                if col is None:
-                    continue
-                if p is not None:
-                    ind = {p[a][b]: 1.0}
-                elif na == 1:
-                    ind = dict.fromkeys(m.shard_cols(e.dst, b), 1.0)
-                else:
-                    ind = dict.fromkeys(m.shard_cols(e.src, a), 1.0)
-                if m.selection.layout_links:
-                    row = {col: 1.0, **{c: -v for c, v in ind.items()}}
-                    name = f"conversion_group[edge={index},src={a},dst={b}]"
-                    m.lp.add_row(row, 0.0, math.inf, name=name)
-
-
-def _link_marginals(m: _Model, index: int, p: list[list[int]]) -> None:
-    """The rows of add_layout_links for edge `index`: p's row sums are the producer's
-    sharding, its column sums the consumer's."""
-    e = m.problem.edges[index]
-    na, nb = len(p), len(p[0])
-    for a in range(na):
-        row = {p[a][b]: 1.0 for b in range(nb)}
-        for col in m.shard_cols(e.src, a):
-            row[col] = -1.0
-        m.lp.add_row(row, 0.0, 0.0, name=f"layout_link[edge={index},src={a}]")
-    for b in range(nb):
-        row = {p[a][b]: 1.0 for a in range(na)}
-        for col in m.shard_cols(e.dst, b):
-            row[col] = -1.0
-        m.lp.add_row(row, 0.0, 0.0, name=f"layout_link[edge={index},dst={b}]")
+    add_conversion_groups(m, groups, exact_edges, order_free, later)
 
 
 def add_latency_epigraph(m: _Model, c: int, latency_col: int) -> None:

@@ -121,23 +121,16 @@ def test_the_brute_force_imports_nothing_of_the_product() -> None:
     assert not wrong, wrong
 
 
-# Known disagreement, reported to the lead (not fixed here): where a layout conversion is
-# charged. The product charges every distinct target layout of one produced tensor on its
-# "lead" edge, the consumer with the lowest index in its topological order (ties by
-# declaration order), even a layout only another consumer needs; the brute force charges
-# each layout in the earliest configuration holding a consumer that needs it. Under
-# overlap the charge's configuration matters, and the lead moves when kernels are
-# renumbered. Seed 199 (dag of 4 GEMMs on 2 x 2 chips, KERNEL_BY_KERNEL): producer mm1
-# split on m feeds mm2 (needs n: an all-to-all) and mm3 (needs m: free); declared as is,
-# the lead is mm2 and both agree (12.787 us); relabelled [1, 3, 2, 0] the lead is mm3 and
-# the product charges mm2's all-to-all in mm3's configuration: 13.156 us (+2.9%; +22% on
-# the one-level ring this seed drew before two-level machines were added). Seed 229 (dag
-# of 5 on 2 chips, KERNEL_BY_KERNEL): both optima are 6.195 us, but the product's plan
-# re-priced by the brute force's rule is 7.024 us.
+# Where a layout conversion two consumers share is charged: each layout in the earliest
+# configuration holding a consumer that needs it, whatever the numbering. Seed 199 (dag of
+# 4 GEMMs on 2 x 2 chips, KERNEL_BY_KERNEL): producer mm1 split on m feeds mm2 (needs n: an
+# all-to-all) and mm3 (needs m: free); charged at the lowest-numbered consumer, the
+# relabelling [1, 3, 2, 0] put mm2's all-to-all in mm3's configuration: 13.156 us instead
+# of 12.787 us. Seed 229 (dag of 5 on 2 chips, KERNEL_BY_KERNEL): both optima 6.195 us, but
+# the plan re-priced by the brute force's rule was 7.024 us.
 CHARGE_PLACEMENT = [199, 229]
 
 
-@pytest.mark.xfail(strict=True, reason="conversion charged at the group's lead consumer")
 @pytest.mark.parametrize("seed", CHARGE_PLACEMENT)
 def test_conversion_charged_where_it_is_needed(seed: int) -> None:
     inst = _instance(seed)

@@ -11,6 +11,7 @@ from solver_fixtures import small_system, tp2_problem
 from generator.graph import Kernel, KernelGraph, KernelKind, Operand, OperandRole, Pass
 from solver.check import brute_force, config_cost, mapping_cost
 from solver.cost.menus import build_problem
+from solver.cost.problem import config_rank
 from solver.fusion.solve import solve_graph
 from solver.options import SolverOptions
 
@@ -210,19 +211,26 @@ def test_split_qkv_projections_pay_one_gather_of_their_shared_input():
 @pytest.mark.parametrize("pinned", ["", "all", "kv"])
 @pytest.mark.parametrize("dataflow", [False, True])
 @pytest.mark.parametrize("link", [1e8, 1e10])
-def test_milp_with_a_conversion_group_equals_brute_force(dataflow, link, pinned):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_milp_with_a_conversion_group_equals_brute_force(overlap, dataflow, link, pinned):
     system = small_system(num_chips=2, sram_bytes=3e4, link_Bps=link)
     problem = tp2_problem(
         _qkv_graph(pinned),
         system,
         dataflow=dataflow,
-        overlap=False,
+        overlap=overlap,
         max_configs=2,
         tiling_points=2,
     )
     solution = _solve_equals_brute_force(problem)
-    if pinned:  # the conversion is forced: one all-gather in the plan, not three,
-        # paid at the group's first consumer (q), also when only k and v need it
+    if pinned:  # the conversion is forced: one all-gather in the plan, not three, paid
+        # by the first consumer that needs it (q; k or v, whichever runs first, when only
+        # they need it)
         sharding = [m.sharding_index(o) for m, o in zip(problem.kernels, solution.choice)]
-        charges = problem.edge_charges(sharding)
-        assert charges == pytest.approx([0.5 * 65536 / link + 1e-6, 0.0, 0.0])
+        rank = config_rank(len(problem.kernels), solution.configs)
+        charges = problem.edge_charges(sharding, rank)
+        gather = 0.5 * 65536 / link + 1e-6
+        assert sum(charges) == pytest.approx(gather)
+        needing = [0, 1, 2] if pinned == "all" else [1, 2]
+        payer = min(needing, key=lambda i: (rank[problem.edges[i].dst], i))
+        assert charges[payer] == pytest.approx(gather)
