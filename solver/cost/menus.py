@@ -12,6 +12,7 @@ from generator.graph import Kernel, KernelGraph, KernelKind, OperandRole, Pass
 from hardware.system import Chip
 from schema.tiles import STREAM, parse_tile
 from solver.cost import efficiency, frontier
+from solver.cost.attention_tiles import attention_tilings
 from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
 from solver.cost.own_network import own_network
 from solver.cost.problem import REPLICATED, EdgeCost, KernelMenu, MappingProblem, Option, Span
@@ -106,7 +107,7 @@ def gemm_dims(kernel: Kernel) -> tuple[int, int, int, float] | None:
     )
 
 
-def _compulsory(kernel: Kernel, sizes: dict[str, int]) -> dict[str, float]:
+def compulsory_bytes(kernel: Kernel, sizes: dict[str, int]) -> dict[str, float]:
     traffic: dict[str, float] = {}
     for op in kernel.operands:
         elems = math.prod(sizes[d] for d in op.dims)
@@ -158,7 +159,7 @@ def build_menu(
                 net_b += bytes_sent_per_chip("all_reduce", grad, tp) * weights.sync_weight
                 label = f"grad all_reduce {grad / 1e6:.3g} MB over tp per step"
                 coll = f"{coll}; {label}" if coll else label
-        compulsory = _compulsory(kernel, sizes)
+        compulsory = compulsory_bytes(kernel, sizes)
         for tile, buf, traffic, out_tile in _tilings(
             kernel, sizes, sram_bytes, dataflow, tiling_points
         ):
@@ -248,12 +249,17 @@ def _tilings(
     kernel: Kernel, sizes: dict[str, int], sram_bytes: float, dataflow: bool, points: int
 ) -> list[tuple[str, float, dict[str, float], float]]:
     """(tile description, buffer bytes, traffic per operand, output tile bytes)."""
-    compulsory = _compulsory(kernel, sizes)
+    compulsory = compulsory_bytes(kernel, sizes)
     out_bytes = sum(compulsory[o.name] for o in kernel.outputs)
     pin = parse_tile(kernel.pinned_tile) if kernel.pinned_tile else None
     if not _is_gemm(kernel):
         if pin is not None and pin.family != STREAM:
             return []  # a GEMM tile pinned on a streamed kernel: no option (untileable says)
+        if kernel.kind == KernelKind.ATTENTION:
+            tiles = attention_tilings(kernel, sizes, compulsory, sram_bytes)
+            if tiles is not None:
+                # pinned "stream": the largest tile that fits (fewest re-reads)
+                return tiles[-1:] if pin is not None else tiles
         # streamed row by row: a row spans the innermost dim (a norm's or softmax's
         # reduction), every outer dim is a loop over rows
         rows = math.prod(sizes[d] for d, _ in kernel.dims[:-1]) if kernel.dims else 1

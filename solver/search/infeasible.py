@@ -15,10 +15,12 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from generator.graph import KernelGraph, Workload
+from generator.graph import Kernel, KernelGraph, KernelKind, Workload
 from hardware.system import System
 from schema.errors import InfeasibleError
 from solver.check import hold_bytes
+from solver.cost.attention_tiles import attention_tilings
+from solver.cost.menus import compulsory_bytes
 from solver.cost.problem import MappingProblem
 from solver.plan import MemoryUse
 from solver.search import assemble
@@ -130,12 +132,29 @@ def untileable(problem: MappingProblem, graph: KernelGraph, phase: str) -> Reaso
         fix = f"clear or change the tile of kernel {kernel.name} (dataflow_graph.kernels[].tile)"
         return Reason("tile pin", text, math.inf, fix)
     need = 3 * max(o.bytes_per_element for o in kernel.operands)
+    smallest = "1x1 output, one element of each input"
+    attention = least_attention_tile(kernel)
+    if attention is not None:
+        smallest, need = attention
     text = (
         f"phase {phase}: kernel {kernel.name} has no tiling that fits {_bytes(sram)} of "
-        f"SRAM: its smallest tile (1x1 output, one element of each input) needs {_bytes(need)}"
+        f"SRAM: its smallest tile ({smallest}) needs {_bytes(need)}"
     )
     fix = f"SRAM must be ≥ {_bytes(need, up=True)} per chip (system.accelerator.sram_cap)"
     return Reason("SRAM", text, need / sram if sram > 0 else math.inf, fix)
+
+
+def least_attention_tile(kernel: Kernel) -> tuple[str, float] | None:
+    """(description, bytes) of a fused attention kernel's smallest tile (its per-row bytes
+    do not change with sharding); None for any other kernel."""
+    if kernel.kind != KernelKind.ATTENTION:
+        return None
+    sizes = dict(kernel.dims)
+    tiles = attention_tilings(kernel, sizes, compulsory_bytes(kernel, sizes), math.inf)
+    if not tiles:
+        return None
+    name, buffer, _, _ = tiles[0]
+    return f"{name}: query rows with their accumulators, a K/V chunk, the scores", buffer
 
 
 def no_layout(workload: Workload, system: System, limits: Limits) -> InfeasibleError:
