@@ -174,7 +174,6 @@ def _sample(front: np.ndarray, sram: np.ndarray, size: int) -> list[int]:
     return [int(front[i]) for i in sorted(c for c in chosen if c >= 0)]
 
 
-@functools.lru_cache(maxsize=1024)
 def fusion_menu(
     m: int,
     k: int,
@@ -187,18 +186,48 @@ def fusion_menu(
 ) -> tuple[TilePoint, ...]:
     """Tiles that fit `buffer_elements` and can be optimal for some status of the operands
     (the states each operand may take: DRAM, FUSED, HELD; see the comment above), by
-    increasing buffer. With every state DRAM it is `menu`'s total-traffic frontier.
-    Cached (layers repeat their shapes): a tuple, to share."""
+    increasing buffer. With every state DRAM it is `menu`'s total-traffic frontier."""
+    return _fusion_points(m, k, n, buffer_elements, size, a_states, b_states, c_states)[0]
+
+
+def fusion_menu_sampled(
+    m: int,
+    k: int,
+    n: int,
+    buffer_elements: float,
+    size: int = 12,
+    a_states: tuple[str, ...] = (DRAM,),
+    b_states: tuple[str, ...] = (DRAM,),
+    c_states: tuple[str, ...] = (DRAM,),
+) -> bool:
+    """Whether `fusion_menu` sampled a status frontier (so it may miss a tile that some
+    fused configuration would prefer)."""
+    return _fusion_points(m, k, n, buffer_elements, size, a_states, b_states, c_states)[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _fusion_points(
+    m: int,
+    k: int,
+    n: int,
+    buffer_elements: float,
+    size: int,
+    a_states: tuple[str, ...],
+    b_states: tuple[str, ...],
+    c_states: tuple[str, ...],
+) -> tuple[tuple[TilePoint, ...], bool]:
+    """fusion_menu and whether it sampled. Cached (layers repeat their shapes)."""
     m, k, n = int(m), int(k), int(n)
     buf, a, b, fam, tm, tn = _candidates(m, k, n)
     fits = buf <= buffer_elements
     if not fits.any():
-        return ()
+        return (), False
     # only the tiles that fit alone can fit with anything added: work on those
     buf, a, b, fam, tm, tn = (x[fits] for x in (buf, a, b, fam, tm, tn))
     fits = np.arange(len(buf))
     sizes = {"a": m * k, "b": k * n}
     chosen: set[int] = set()
+    sampled = False
     for sa in a_states:
         for sb in b_states:
             for sc in c_states:
@@ -220,12 +249,13 @@ def fusion_menu(
                 every = size if (sa, sb, sc) == (DRAM, DRAM, DRAM) else max(2, size // 4)
                 if len(front) <= EXACT_FRONTIER_FACTOR * size:
                     every = len(front)  # short: every tile optimal for this status stays
+                sampled = sampled or every < len(front)
                 chosen.update(_sample(front, sram, every))
     # one tile per distinct (buffer, a, b, Tm*Tn): equal costs in every status
     unique: dict[tuple[int, int, int, int], int] = {}
     for i in sorted(chosen, key=lambda i: (buf[i], a[i] + b[i], fam[i], tm[i], tn[i])):
         unique.setdefault((int(buf[i]), int(a[i]), int(b[i]), int(tm[i] * tn[i])), i)
-    return tuple(
+    points = tuple(
         TilePoint(
             int(buf[i]),
             int(a[i] + b[i] + m * n),
@@ -238,6 +268,7 @@ def fusion_menu(
         )
         for i in unique.values()
     )
+    return points, sampled
 
 
 def tile_point(m: int, k: int, n: int, family: str, tile_m: int, tile_n: int) -> TilePoint | None:

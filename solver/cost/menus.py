@@ -16,7 +16,7 @@ from solver.cost.attention_tiles import attention_tilings
 from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
 from solver.cost.own_network import own_network
 from solver.cost.problem import REPLICATED, EdgeCost, KernelMenu, MappingProblem, Option, Span
-from solver.cost.weights import WeightRule, weight_storage
+from solver.cost.weights import WeightRule, per_step_gradient_reduction, weight_storage
 
 # --------------------------------------------------------------------------------------
 # Building menus
@@ -182,6 +182,17 @@ def build_menu(
             )
     inputs = tuple(o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT)
     outputs = kernel.outputs
+    sampled = (
+        dataflow
+        and _is_gemm(kernel)
+        and not kernel.pinned_tile
+        and any(
+            frontier.fusion_menu_sampled(
+                *fusion_args(kernel, _shard_sizes(kernel, s, tp), sram_bytes, tiling_points)
+            )
+            for s in shardings
+        )
+    )
     return KernelMenu(
         name=kernel.name,
         options=tuple(options),
@@ -189,6 +200,7 @@ def build_menu(
         input_operands=inputs,
         output_operand=outputs[0].name if outputs else "",
         overhead_s=chip.efficiency.kernel_overhead_s,
+        sampled_tiles=sampled,
     )
 
 
@@ -280,20 +292,7 @@ def _tilings(
             point = frontier.tile_point(bm, bk, bn, pin.family, pin.tile_m, pin.tile_n)
         pts = [point] if point is not None and point.buffer <= fit else []
     elif dataflow:
-        # every status an operand can have in a configuration (frontier.fusion_menu)
-        fed = {o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT}
-        saved = kernel.pass_ != Pass.FWD
-        states = {
-            x: (frontier.DRAM, frontier.FUSED, frontier.HELD)
-            if x in fed and saved
-            else (frontier.DRAM, frontier.FUSED)
-            if x in fed
-            else (frontier.DRAM,)
-            for x in (a, b)
-        }
-        pts = frontier.fusion_menu(
-            bm, bk, bn, fit, points, states[a], states[b], (frontier.DRAM, frontier.FUSED)
-        )
+        pts = frontier.fusion_menu(*fusion_args(kernel, sizes, sram_bytes, points))
     else:
         pts = frontier.menu(bm, bk, bn, fit, size=1)[-1:]
     out = []
@@ -308,35 +307,25 @@ def _tilings(
     return out
 
 
-def _per_step_gradient_reduction(
-    kernel: Kernel, menu: KernelMenu, tp: int, tp_span: Span, micro_batches: int
-) -> KernelMenu:
-    """A weight-gradient kernel split over TP on a reduction dim (tokens: the sequence-
-    parallel LayerNorm gradient) produces partial gradients that accumulate locally over the
-    step's micro-batches and are all-reduced once per step (Megatron-LM reduces them after
-    the last micro-batch; reduce-scattered, for a "+rs" sharding): each of the
-    `micro_batches` instances pays 1/micro_batches of the collective that `own_network`
-    charged it in full."""
-    if kernel.pass_ != Pass.WGRAD or tp <= 1 or micro_batches <= 1:
-        return menu
-    out_bytes_full = sum(kernel.operand_bytes(o) for o in kernel.outputs)
-    keep = 1.0 / micro_batches
-    options = []
-    for o in menu.options:
-        split = o.sharding.split("+")[0]
-        if split != REPLICATED and split in kernel.reduction_dims:
-            # the same collective `own_network` charged: reduce-scatter or all-reduce
-            kind = "reduce_scatter" if o.sharding.endswith("+rs") else "all_reduce"
-            full_t = hierarchical_time(kind, out_bytes_full, tp_span)
-            full_b = bytes_sent_per_chip(kind, out_bytes_full, tp)
-            o = replace(
-                o,
-                network_s=max(o.network_s - full_t * (1 - keep), 0.0),
-                network_bytes=max(o.network_bytes - full_b * (1 - keep), 0.0),
-                collective=f"{o.collective} (once per step of {micro_batches} micro-batches)",
-            )
-        options.append(o)
-    return replace(menu, options=tuple(options))
+def fusion_args(kernel: Kernel, sizes: dict[str, int], sram_bytes: float, points: int) -> tuple:
+    """frontier.fusion_menu's arguments for a GEMM on per-chip `sizes`: its M, K, N, the
+    buffer in elements, and every status each operand can have in a configuration."""
+    a, b, c, _, m, n, k = _gemm_roles(kernel)
+    ops = {o.name: o for o in kernel.operands}
+    elem = max(ops[a].bytes_per_element, ops[b].bytes_per_element, ops[c].bytes_per_element)
+    fed = {o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT}
+    saved = kernel.pass_ != Pass.FWD
+    states = {
+        x: (frontier.DRAM, frontier.FUSED, frontier.HELD)
+        if x in fed and saved
+        else (frontier.DRAM, frontier.FUSED)
+        if x in fed
+        else (frontier.DRAM,)
+        for x in (a, b)
+    }
+    dims = [math.prod(sizes[d] for d in group) for group in (m, k, n)]
+    fused_out = (frontier.DRAM, frontier.FUSED)
+    return (*dims, sram_bytes / elem, points, states[a], states[b], fused_out)
 
 
 def layout_conversion(
@@ -434,7 +423,7 @@ def build_problem(
     kernels = [graph.kernel(n) for n in order]
     sram = chip.sram_bytes
     menus = tuple(
-        _per_step_gradient_reduction(
+        per_step_gradient_reduction(
             k,
             build_menu(
                 k,

@@ -53,6 +53,9 @@ class KernelMenu:
     input_operands: tuple[str, ...]  # operands that can be fed by an edge
     output_operand: str
     overhead_s: float = 0.0
+    # its tile menu samples a long status frontier (frontier.fusion_menu_sampled): the
+    # search is optimal over the sampled tiles
+    sampled_tiles: bool = False
 
     def sharding_index(self, option: int) -> int:
         return self.shardings.index(self.options[option].sharding)
@@ -139,6 +142,16 @@ class MappingProblem:
             e = self.edges[i]
             out[i] = e.conv[sharding[e.src]][sharding[e.dst]]
         return out
+
+    def sampled_space(self) -> str:
+        """The restriction a sampled tile menu puts on a fused search ("" when none)."""
+        sampled = sum(m.sampled_tiles for m in self.kernels)
+        if not self.dataflow or not sampled:
+            return ""
+        return (
+            f"sampled tile menus on {sampled} of {len(self.kernels)} kernels (their status "
+            "frontiers are longer than 24 tiles)"
+        )
 
     @cached_property
     def _adjacency(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from generator.graph import Kernel, OperandRole
-from solver.cost.problem import REPLICATED, MappingProblem
+from generator.graph import Kernel, OperandRole, Pass
+from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
+from solver.cost.problem import REPLICATED, KernelMenu, MappingProblem, Span
 
 
 @dataclass(frozen=True)
@@ -91,3 +92,34 @@ def stored_params(problem: MappingProblem, choice: tuple[int, ...]) -> float:
         for w, elems in menu.options[o].weights:
             stored[w] = max(stored.get(w, 0.0), elems)
     return sum(stored.values())
+
+
+def per_step_gradient_reduction(
+    kernel: Kernel, menu: KernelMenu, tp: int, tp_span: Span, micro_batches: int
+) -> KernelMenu:
+    """A weight-gradient kernel split over TP on a reduction dim (tokens: the sequence-
+    parallel LayerNorm gradient) produces partial gradients that accumulate locally over the
+    step's micro-batches and are all-reduced once per step (Megatron-LM reduces them after
+    the last micro-batch; reduce-scattered, for a "+rs" sharding): each of the
+    `micro_batches` instances pays 1/micro_batches of the collective that `own_network`
+    charged it in full."""
+    if kernel.pass_ != Pass.WGRAD or tp <= 1 or micro_batches <= 1:
+        return menu
+    out_bytes_full = sum(kernel.operand_bytes(o) for o in kernel.outputs)
+    keep = 1.0 / micro_batches
+    options = []
+    for o in menu.options:
+        split = o.sharding.split("+")[0]
+        if split != REPLICATED and split in kernel.reduction_dims:
+            # the same collective `own_network` charged: reduce-scatter or all-reduce
+            kind = "reduce_scatter" if o.sharding.endswith("+rs") else "all_reduce"
+            full_t = hierarchical_time(kind, out_bytes_full, tp_span)
+            full_b = bytes_sent_per_chip(kind, out_bytes_full, tp)
+            o = replace(
+                o,
+                network_s=max(o.network_s - full_t * (1 - keep), 0.0),
+                network_bytes=max(o.network_bytes - full_b * (1 - keep), 0.0),
+                collective=f"{o.collective} (once per step of {micro_batches} micro-batches)",
+            )
+        options.append(o)
+    return replace(menu, options=tuple(options))

@@ -262,8 +262,9 @@ class _OuterSearch:
             self.count(sol)
             if sol.stats.stop:
                 self.stops.append(sol.stats.stop)
-            if sol.stats.space and sol.stats.space not in self.spaces:
-                self.spaces.append(sol.stats.space)
+            for space in (sol.stats.space, problem.sampled_space()):
+                if space and space not in self.spaces:
+                    self.spaces.append(space)
             self.cache[key] = (problem, sol)
         return self.cache[key]
 
