@@ -188,6 +188,21 @@ class _OuterSearch:
         lb = bound_of(workload, choice, bounds, self.system)
         return lb >= self.best.times.latency_s * (1 - 1e-9)
 
+    def reuse_free(self, group: tuple, key: tuple, problem: MappingProblem) -> None:
+        """At TP 1 no weight is replicated, so the relaxed problem (weights free) has the
+        same menus and objective as the real one, which only adds the memory row: a proven
+        optimum of the relaxation whose stored weights fit the row is optimal for the real
+        problem, and is cached under its key instead of a second solve."""
+        graph, tp, spans, micro_batches = group
+        free = training_space.FREE_WEIGHTS
+        cached = self.cache.get((graph, tp, spans, free, micro_batches, math.inf))
+        if key in self.cache or cached is None or cached[1].status != "optimal":
+            return
+        sol = cached[1]
+        need = stored_params(problem, sol.choice) * problem.resident_bytes_per_param
+        if need <= problem.resident_budget_bytes * (1 + 1e-9):
+            self.cache[key] = (problem, sol)
+
     def solve_phases(
         self, candidate: Candidate
     ) -> tuple[
@@ -236,6 +251,8 @@ class _OuterSearch:
             problem = replace(problems[phase.name], resident_budget_bytes=budget)
             spans = spans_key(choice.spans)
             key = (id(phase.graph), tp, spans, rule, micro_batches, round(budget, 3))
+            if tp == 1:  # the relaxed solve of beaten_by_graph_bound may already answer it
+                self.reuse_free((id(phase.graph), 1, spans, micro_batches), key, problem)
             problem, sol = self.solve_cached(key, problem)
             phase_bound[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
             if sol.status == "infeasible":
@@ -265,8 +282,13 @@ class _OuterSearch:
         """Each phase's inner problem under `choice` (cached), or why one cannot be tiled."""
         problems: dict[str, MappingProblem] = {}
         tp = choice.degree("TP")
+        # The menus depend on the rule only through a replicated weight's gradient sync
+        # (none at TP 1); its bytes per parameter are the memory row's coefficient alone
+        # (solver.cost.menus.build_problem): candidates that differ in ZeRO stage share one
+        # build.
+        sync = (rule.grad_bytes_per_param, rule.sync_weight) if tp > 1 else None
         for phase in workload.phases:
-            key = (id(phase.graph), tp, spans_key(choice.spans), rule, micro_batches)
+            key = (id(phase.graph), tp, spans_key(choice.spans), sync, micro_batches)
             if key not in self.problems:
                 problem = _problem(
                     phase.graph, self.system, choice, self.execution, micro_batches, rule
@@ -275,7 +297,8 @@ class _OuterSearch:
                 if failed is not None:
                     return failed
                 self.problems[key] = problem
-            problems[phase.name] = self.problems[key]
+            per_param = rule.bytes_per_param
+            problems[phase.name] = replace(self.problems[key], resident_bytes_per_param=per_param)
         return problems
 
     def solve_cached(
