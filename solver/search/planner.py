@@ -150,7 +150,9 @@ class _OuterSearch:
         if failed is None:
             solutions, phase_latency, phase_bound, failed, memory = self.solve_phases(candidate)
         if failed is not None:
-            self.infeasible_reasons.append((failed, choice.describe()))
+            knobs = training_space.describe(workload)
+            where = choice.describe() + (f"; {knobs}" if knobs else "")
+            self.infeasible_reasons.append((failed, where))
             result(None, "infeasible", failed.text)
             return False
         if all(math.isfinite(v) for v in phase_latency.values()):
@@ -350,7 +352,8 @@ class _OuterSearch:
                 "first plan; raise solver.time_limit_s (or --time-limit)"
             )
         suggest = limits if workload.kind in ("training", "inference") else _any_tp(limits)
-        infeasible.raise_infeasible(self.infeasible_reasons, workload, self.system, suggest)
+        least = training_space.least_memory(workload)  # the layout suggestion's knobs
+        infeasible.raise_infeasible(self.infeasible_reasons, least, self.system, suggest)
 
     def solve_stats(self) -> SolveStats:
         """The search's statistics; choices never reached are listed as pruned."""

@@ -181,3 +181,20 @@ def chosen_workload(workload: Workload, knobs: dict[str, object]) -> Workload:
     z, v = knobs["zero_stage"], knobs["virtual_pipeline"]
     assert isinstance(z, int) and isinstance(v, int)
     return replace(base, zero_stage=z, virtual_pipeline=v, variants=())
+
+
+def least_memory(workload: Workload) -> Workload:
+    """The searched knobs at their least memory (smallest micro-batch, full recompute,
+    ZeRO-3, no interleaving): what a suggestion of more chips or DRAM must assume."""
+    if not workload.searched:
+        return workload
+    bases, searched = workload.variants or (workload,), workload.searched
+    knobs = {
+        "micro_batch": min(b.micro_batch for b in bases)
+        if "micro_batch" in searched
+        else workload.micro_batch,
+        "recompute": "full" if "recompute" in searched else workload.recompute,
+        "zero_stage": 3 if "zero_stage" in searched else workload.zero_stage,
+        "virtual_pipeline": 1 if "virtual_pipeline" in searched else workload.virtual_pipeline,
+    }
+    return chosen_workload(workload, knobs)
