@@ -12,11 +12,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from generator.graph import KernelGraph, Workload
+from generator.graph import Workload
 from hardware.system import System
 from schema.errors import Interrupted, NoPlanError
-from solver.cost import efficiency
-from solver.cost.menus import build_problem
 from solver.cost.problem import MappingProblem
 from solver.cost.weights import WeightRule, least_stored, stored_params
 from solver.fusion.segment_search import GraphSolution
@@ -26,6 +24,7 @@ from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.search import assemble, infeasible, training_space
 from solver.search.bounds import bound_of, step_times
 from solver.search.parallel import Choice, enumerate_choices, spans_key
+from solver.search.phase_problem import build_key, micro_batches_of, param_cap, phase_problem
 from solver.search.plan_build import Solved, build_plan
 from solver.search.progress import SearchProgress
 from solver.search.training_space import Candidate
@@ -111,6 +110,8 @@ class _OuterSearch:
     group_sizes: dict[tuple, int] = field(default_factory=dict)  # training_space.group_key
     cache: dict[tuple, tuple[MappingProblem, GraphSolution]] = field(default_factory=dict)
     problems: dict[tuple, MappingProblem] = field(default_factory=dict)
+    # per problem build (build_key): (parameter cap, optimal solution) of each solve
+    capped: dict[tuple, list[tuple[float, GraphSolution]]] = field(default_factory=dict)
     best: Solved | None = None
     results: list[ChoiceResult] = field(default_factory=list)
     infeasible_reasons: list[tuple[infeasible.Reason, str]] = field(default_factory=list)
@@ -177,7 +178,7 @@ class _OuterSearch:
             return False
         workload, choice = candidate.workload, candidate.choice
         tp, spans = choice.degree("TP"), spans_key(choice.spans)
-        micro_batches = _micro_batches(workload, choice)
+        micro_batches = micro_batches_of(workload, choice)
         free = training_space.FREE_WEIGHTS
         problems = self.phase_problems(workload, choice, free, micro_batches)
         if not isinstance(problems, dict):
@@ -186,24 +187,29 @@ class _OuterSearch:
         for phase in workload.phases:
             key = (id(phase.graph), tp, spans, free, micro_batches, math.inf)
             _, sol = self.solve_cached(key, problems[phase.name])
+            self.remember(build_key(phase, choice, free, micro_batches), problems[phase.name], sol)
             bounds[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
         lb = bound_of(workload, choice, bounds, self.system)
         return lb >= self.best.times.latency_s * (1 - 1e-9)
 
-    def reuse_free(self, group: tuple, key: tuple, problem: MappingProblem) -> None:
-        """At TP 1 no weight is replicated, so the relaxed problem (weights free) has the
-        same menus and objective as the real one, which only adds the memory row: a proven
-        optimum of the relaxation whose stored weights fit the row is optimal for the real
-        problem, and is cached under its key instead of a second solve."""
-        graph, tp, spans, micro_batches = group
-        free = training_space.FREE_WEIGHTS
-        cached = self.cache.get((graph, tp, spans, free, micro_batches, math.inf))
-        if key in self.cache or cached is None or cached[1].status != "optimal":
+    def reuse(self, build: tuple, key: tuple, problem: MappingProblem) -> None:
+        """Problems of one build (`build_key`) differ only in the memory row, sum of the
+        stored parameters <= cap = budget / bytes per parameter. An optimum found under
+        cap c1 that stores s1 <= c2 <= c1 parameters is optimal under c2 too (a smaller
+        feasible set that still holds it; its bound stays valid): cached under `key`
+        instead of a second solve. The relaxation of beaten_by_graph_bound is such a
+        solve with no cap at TP 1, where it shares the build."""
+        if key in self.cache:
             return
-        sol = cached[1]
-        need = stored_params(problem, sol.choice) * problem.resident_bytes_per_param
-        if need <= problem.resident_budget_bytes * (1 + 1e-9):
-            self.cache[key] = (problem, sol)
+        cap = param_cap(problem)
+        for cap1, sol in self.capped.get(build, ()):
+            if cap <= cap1 and stored_params(problem, sol.choice) <= cap * (1 + 1e-9):
+                self.cache[key] = (problem, sol)
+                return
+
+    def remember(self, build: tuple, problem: MappingProblem, sol: GraphSolution) -> None:
+        if sol.status == "optimal":
+            self.capped.setdefault(build, []).append((param_cap(problem), sol))
 
     def solve_phases(
         self, candidate: Candidate
@@ -230,7 +236,7 @@ class _OuterSearch:
         solutions: dict[str, tuple[MappingProblem, GraphSolution]] = {}
         phase_latency: dict[str, float] = {}
         phase_bound: dict[str, float] = {}
-        micro_batches = _micro_batches(workload, choice)
+        micro_batches = micro_batches_of(workload, choice)
         problems = self.phase_problems(workload, choice, rule, micro_batches)
         if not isinstance(problems, dict):
             return solutions, phase_latency, phase_bound, problems, _Memory()
@@ -253,9 +259,10 @@ class _OuterSearch:
             problem = replace(problems[phase.name], resident_budget_bytes=budget)
             spans = spans_key(choice.spans)
             key = (id(phase.graph), tp, spans, rule, micro_batches, round(budget, 3))
-            if tp == 1:  # the relaxed solve of beaten_by_graph_bound may already answer it
-                self.reuse_free((id(phase.graph), 1, spans, micro_batches), key, problem)
+            build = build_key(phase, choice, rule, micro_batches)
+            self.reuse(build, key, problem)
             problem, sol = self.solve_cached(key, problem)
+            self.remember(build, problem, sol)
             phase_bound[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
             if sol.status == "infeasible":
                 # None: a mapping fits the SRAM, so the search stopped before finding it
@@ -283,16 +290,10 @@ class _OuterSearch:
     ) -> dict[str, MappingProblem] | infeasible.Reason:
         """Each phase's inner problem under `choice` (cached), or why one cannot be tiled."""
         problems: dict[str, MappingProblem] = {}
-        tp = choice.degree("TP")
-        # The menus depend on the rule only through a replicated weight's gradient sync
-        # (none at TP 1); its bytes per parameter are the memory row's coefficient alone
-        # (solver.cost.menus.build_problem): candidates that differ in ZeRO stage share one
-        # build.
-        sync = (rule.grad_bytes_per_param, rule.sync_weight) if tp > 1 else None
         for phase in workload.phases:
-            key = (id(phase.graph), tp, spans_key(choice.spans), sync, micro_batches)
+            key = build_key(phase, choice, rule, micro_batches)
             if key not in self.problems:
-                problem = _problem(
+                problem = phase_problem(
                     phase.graph, self.system, choice, self.execution, micro_batches, rule
                 )
                 failed = infeasible.untileable(problem, phase.graph, phase.name)
@@ -436,43 +437,6 @@ def _limits(workload: Workload, system: System) -> infeasible.Limits:
 def _any_tp(limits: infeasible.Limits) -> infeasible.Limits:
     """A distributed kernel can spread over any number of chips: for suggesting more."""
     return replace(limits, max_tp=2**20)
-
-
-def _micro_batches(workload: Workload, choice: Choice) -> int:
-    """Graph instances per step that accumulate weight gradients (assemble.training_times'
-    count): global batch / (micro-batch x DP) in training, else 1."""
-    if workload.kind != "training":
-        return 1
-    micro = max(workload.micro_batch, 1)
-    return max(1, math.ceil(workload.global_batch / (micro * choice.degree("DP"))))
-
-
-def _problem(
-    graph: KernelGraph,
-    system: System,
-    choice: Choice,
-    execution: ExecutionOptions,
-    micro_batches: int = 1,
-    weights: WeightRule | None = None,
-) -> MappingProblem:
-    spans = {name.lower(): span for name, span in choice.spans}
-    # every chip: DFModel's non-LLM graphs run their kernels' collectives over all of them
-    spans["all"] = tuple(level for _, span in choice.spans for level in span)
-    return build_problem(
-        graph,
-        efficiency.for_precision(system.chip, execution.math_precision),
-        system.dram.bandwidth_Bps,
-        choice.degree("TP"),
-        choice.span("TP"),
-        spans,
-        execution.math_precision,
-        execution.dataflow,
-        execution.overlap,
-        execution.num_config,
-        serialize_network=execution.serialize_network,
-        micro_batches=micro_batches,
-        weights=weights,
-    )
 
 
 def _remaining(options: SolverOptions, t0: float) -> SolverOptions:
