@@ -176,3 +176,26 @@ def test_interleaving_charges_the_first_stage_extra_activations() -> None:
         workload = build_workload(setup, Path("setup.txt"), 2)
         acts.append(memory_use(workload, choice, 80e9).activations)
     assert acts == [2 * 65536 * 2, 2 * 65536 * 2 * 1.25]
+
+
+def test_nothing_fits_names_the_knobs_and_assumes_their_least_memory(tmp_path: Path) -> None:
+    """A DRAM below the parameters alone (2 bytes x PARAMS ~ 6.3 MB for the weights): every
+    candidate is infeasible; the message names the closest candidate's knobs, and the
+    smallest-layout suggestion assumes full recompute and ZeRO-3 (the searched knobs at
+    their least memory), so it needs fewer chips than the same message for a setup
+    pinned to no recompute and ZeRO-0."""
+    from schema.errors import InfeasibleError
+
+    cap = 2 * PARAMS
+    with pytest.raises(InfeasibleError) as searched:
+        solve(tmp_path / "searched", setup_text("", dram_cap=cap))
+    text = str(searched.value)
+    assert "micro-batch" in text and "recompute" in text and "ZeRO-" in text
+    pinned_knobs = "recompute: RECOMPUTE_NONE zero_stage: 0"
+    with pytest.raises(InfeasibleError) as pinned:
+        solve(tmp_path / "pinned", setup_text(pinned_knobs, dram_cap=cap))
+
+    def chips(message: str) -> int:
+        return int(message.split("num_chip ≥ ")[1].split(")")[0])
+
+    assert chips(text) < chips(str(pinned.value))
