@@ -1,8 +1,10 @@
 """The outer search: KernelGraph phases + System -> Plan.
 
-Outer loop over parallel choices ordered by a roofline lower bound (DESIGN.md 1): a choice
-is solved only while its bound is below the best plan found, so the result is optimal over
-the whole space, and the report says how many choices were solved and pruned.
+Outer loop over candidates (each parallel choice, times the training knobs the setup left
+unset: solver/search/training_space.py) ordered by a roofline lower bound (DESIGN.md 1): a
+candidate is solved only while its bound is below the best plan found, so the result is
+optimal over the whole space, and the report says how many were solved, pruned and found
+infeasible.
 """
 
 from __future__ import annotations
