@@ -135,6 +135,9 @@ def summary(workload: Workload) -> dict:
         "input_len": workload.input_len,
         "output_len": workload.output_len,
         "recompute": workload.recompute,
+        # training knobs the outer search chooses (the values above are then the first
+        # candidate's): see `mapshard run`'s summary.json "training"
+        "searched": list(workload.searched),
         "compute_dtype": workload.compute_dtype,
         "notes": list(workload.notes),
     }

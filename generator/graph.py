@@ -264,6 +264,9 @@ class ModelInfo:
     attention: str = ""  # mha, gqa, mqa, mla
 
 
+TRAINING_KNOBS = ("micro_batch", "recompute", "zero_stage", "virtual_pipeline")
+
+
 @dataclass(frozen=True)
 class Workload:
     """What a generator returns: graphs with counts, and the workload's bookkeeping."""
@@ -309,6 +312,13 @@ class Workload:
     chunk_size: int = 0
     decode_batch: int = 0
     context_len: int = 0
+    # Training knobs the setup left unset, chosen by the solver's outer search: any of
+    # "micro_batch", "recompute", "zero_stage", "virtual_pipeline" (TRAINING_KNOBS).
+    searched: tuple[str, ...] = ()
+    # When the micro-batch or the recompute mode is searched, the graphs differ per value:
+    # one workload per (micro_batch, recompute) pair, each with every graph built (this
+    # workload is the first of them); empty when neither is searched.
+    variants: tuple[Workload, ...] = ()
 
     @property
     def flop_per_step(self) -> float:

@@ -41,7 +41,7 @@ def check_training(req: setup_pb2.LlmTraining, path: Path) -> None:
     if req.global_batch <= 0:
         p.append(f"{where}.global_batch must be > 0 sequences, got {req.global_batch}")
     if req.micro_batch < 0:
-        p.append(f"{where}.micro_batch must be >= 0 (0 = 1), got {req.micro_batch}")
+        p.append(f"{where}.micro_batch must be >= 0 (0 = searched), got {req.micro_batch}")
     elif req.global_batch > 0 and req.micro_batch > req.global_batch:
         p.append(f"{where}.micro_batch {req.micro_batch} exceeds global_batch {req.global_batch}")
     if not 0 <= req.dropout < 1:
@@ -79,19 +79,62 @@ def _replicated_vector_kernels(graph: KernelGraph) -> KernelGraph:
     return replace(graph, kernels=tuple(kernels))
 
 
+def searched_knobs(req: setup_pb2.LlmTraining) -> tuple[str, ...]:
+    """The training knobs the setup leaves to the outer search (graph.TRAINING_KNOBS): a
+    micro-batch of 0, and a recompute mode, ZeRO stage or interleaving depth not given (an
+    interleaving depth of 0 too). A value given pins the knob, as a topology degree does."""
+    searched = []
+    if req.micro_batch <= 0:
+        searched.append("micro_batch")
+    if not req.HasField("recompute"):
+        searched.append("recompute")
+    if not req.HasField("zero_stage"):
+        searched.append("zero_stage")
+    if req.virtual_pipeline <= 0:
+        searched.append("virtual_pipeline")
+    return tuple(searched)
+
+
+def micro_batch_sizes(global_batch: int) -> tuple[int, ...]:
+    """Micro-batch sizes the outer search tries: every divisor of the global batch (the
+    search keeps those that also divide global_batch / DP, Megatron-LM's rule)."""
+    return tuple(d for d in range(1, global_batch + 1) if global_batch % d == 0)
+
+
 def training_workload(
     req: setup_pb2.LlmTraining, cfg: ModelConfig, prec: Precision, path: Path
 ) -> Workload:
+    """The workload; with the micro-batch or recompute mode searched, one pinned variant per
+    (micro-batch, recompute) pair rides along in `variants` (graph.Workload)."""
     check_training(req, path)
     if req.virtual_pipeline > cfg.layers:
         raise SetupError(
             f"{path}: workload.llm_training.virtual_pipeline {req.virtual_pipeline} exceeds the "
             f"model's {cfg.layers} layers; each virtual stage holds at least one layer"
         )
-    mb = req.micro_batch or 1
+    searched = searched_knobs(req)
+    sizes = micro_batch_sizes(req.global_batch) if "micro_batch" in searched else (req.micro_batch,)
+    modes = tuple(RECOMPUTE.values()) if "recompute" in searched else (RECOMPUTE[req.recompute],)
+    variants = tuple(
+        _pinned_workload(req, cfg, prec, mb, mode, searched) for mb in sizes for mode in modes
+    )
+    if len(variants) == 1:
+        return variants[0]
+    return replace(variants[0], variants=variants)
+
+
+def _pinned_workload(
+    req: setup_pb2.LlmTraining,
+    cfg: ModelConfig,
+    prec: Precision,
+    mb: int,
+    recompute: str,
+    searched: tuple[str, ...],
+) -> Workload:
+    """The workload at one micro-batch size and recompute mode (ZeRO stage and interleaving
+    depth are plain numbers the solver sets per candidate)."""
     s = req.seq_len
     cp = max(req.context_parallel, 1)
-    recompute = RECOMPUTE[req.recompute]
     unfused = req.attention == setup_pb2.UNFUSED_ATTENTION
     # one CP rank: s / CP query tokens against all s keys (the ring brings every K/V block)
     shape = LayerShape(
@@ -127,6 +170,8 @@ def training_workload(
         notes.append("unfused attention: QK^T, softmax, dropout and AV through DRAM")
     if req.dropout > 0:
         notes.append(f"dropout {req.dropout:g}: 1-byte keep masks written and read back")
+    if searched:
+        notes.append("searched by the outer search: " + ", ".join(searched))
     return Workload(
         kind="training",
         phases=(*layers, head),
@@ -138,6 +183,7 @@ def training_workload(
         sequence_parallel=req.sequence_parallel,
         zero_stage=req.zero_stage,
         virtual_pipeline=req.virtual_pipeline or 1,
+        searched=searched,
         context_parallel=cp,
         weight_bytes_per_param=prec.weight_bytes,
         optimizer_bytes_per_param=prec.optimizer_bytes_per_param,

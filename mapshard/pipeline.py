@@ -198,7 +198,7 @@ def check(scenario: Scenario, plan: Plan) -> Plan:
 
     problems = verify_plan(
         plan,
-        scenario.workload,
+        plan_workload(scenario, plan),
         scenario.system,
         scenario_options(scenario),
     )
@@ -227,8 +227,16 @@ def write(
     final = dse_final_text(scenario, plan)  # DFModel's record, for DFModel graphs
     extra = {FILE_NAME: final} if final is not None else None
     return write_results(
-        plan, out, text, scenario.system, scenario.workload, extra, sensitivity, serving
+        plan, out, text, scenario.system, plan_workload(scenario, plan), extra, sensitivity, serving
     )
+
+
+def plan_workload(scenario: Scenario, plan: Plan) -> Workload:
+    """The workload the plan was made for: the scenario's, with the training knobs the
+    outer search chose (micro-batch, recompute, ZeRO stage, interleaving) pinned."""
+    from solver.api import chosen_workload
+
+    return chosen_workload(scenario.workload, plan.training)
 
 
 def what_if(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from google.protobuf import text_format
 
-from mapshard.pipeline import Scenario, scenario_options
+from mapshard.pipeline import Scenario, plan_workload, scenario_options
 from schema import setup_pb2
 from solver.plan import Plan
 
@@ -25,7 +25,8 @@ def plan_setup_texts(scenario: Scenario, plan: Plan) -> str:
     if not setup.HasField("dataflow_graph"):
         from generator.proto_write import graph_to_proto
 
-        graph = next(p.graph for p in scenario.workload.phases if p.name == phase.name)
+        phases = plan_workload(scenario, plan).phases
+        graph = next(p.graph for p in phases if p.name == phase.name)
         setup.ClearField("workload")
         setup.dataflow_graph.CopyFrom(graph_to_proto(graph))
         header.append(f"# Generated from the workload; the graph runs {phase.count} time(s).")

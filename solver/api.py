@@ -4,5 +4,6 @@ solver's insides (menus, MILPs and searches may move; these names stay)."""
 from __future__ import annotations
 
 from solver.search.planner import search_workload as solve_workload
+from solver.search.training_space import chosen_workload
 
-__all__ = ["solve_workload"]
+__all__ = ["chosen_workload", "solve_workload"]

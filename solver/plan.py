@@ -114,6 +114,9 @@ class ChoiceResult:
     latency_s: float | None  # None when pruned or infeasible
     status: str  # "solved" | "pruned" | "infeasible"
     reason: str = ""
+    # the training knobs this candidate pinned, when the outer search chose them
+    # ("micro-batch 2, recompute selective, ZeRO-1, interleave 2"; solver.search.training_space)
+    knobs: str = ""
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,9 @@ class Plan:
     model_differences: tuple[tuple[str, float, float], ...] = ()
     # ... and System Cost / Power where DFModel's formulas give another number
     cost_differences: tuple[tuple[str, float, float], ...] = ()
+    # training: the micro-batch, recompute mode, ZeRO stage and interleaving depth the plan
+    # runs, and which of them the outer search chose ("searched"); empty otherwise
+    training: dict[str, object] = field(default_factory=dict)
 
     def kernels(self) -> list[KernelPlan]:
         return [k for p in self.phases for k in p.kernels]

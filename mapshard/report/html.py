@@ -22,6 +22,7 @@ from mapshard.report.summary import (
     phase_instances,
     phase_total_s,
     step_components,
+    training_text,
 )
 from mapshard.report.tables import dims_text
 from solver.plan import KernelPlan, Plan
@@ -394,10 +395,12 @@ def solver_section(plan: Plan) -> str:
             f"{st.choices_total} total, {st.choices_solved} solved, "
             f"{st.choices_pruned} pruned, {st.choices_infeasible} infeasible",
         ],
+        *([["training knobs", training_text(plan)]] if plan.training else []),
     ]
     rows = [
         [
-            " ".join(f"{k}={v}" for k, v in sorted(c.parallelism.items())),
+            " ".join(f"{k}={v}" for k, v in sorted(c.parallelism.items()))
+            + (f"; {c.knobs}" if c.knobs else ""),
             c.placement,
             c.status,
             fmt_time(c.lower_bound_s),

@@ -65,6 +65,26 @@ def parallelism_text(plan: Plan, sep: str = " ", skip_ones: bool = False) -> str
     return " ".join(parts)
 
 
+def training_text(plan: Plan) -> str:
+    """ "micro-batch 2 (searched), recompute selective (searched), ZeRO-1 (given),
+    interleave 1 (searched)": the training knobs the plan runs and which the outer search
+    chose; "" for a plan that is not LLM training."""
+    t = plan.training
+    if not t:
+        return ""
+    searched = set(t.get("searched", ()))  # type: ignore[arg-type]
+    names = (
+        ("micro_batch", "micro-batch {}"),
+        ("recompute", "recompute {}"),
+        ("zero_stage", "ZeRO-{}"),
+        ("virtual_pipeline", "interleave {}"),
+    )
+    return ", ".join(
+        form.format(t[key]) + (" (searched)" if key in searched else " (given)")
+        for key, form in names
+    )
+
+
 def step_components(plan: Plan) -> list[tuple[str, float]]:
     """How the solver splits the step time: its time_breakdown when given, else the step
     terms outside the graphs (bubble, DP all-reduce, optimizer, pipeline transfers)."""
@@ -184,6 +204,8 @@ def summary_dict(
         "overlap": plan.overlap,
         "cost_model": plan.cost_model,
     }
+    if plan.training:
+        out["training"] = dict(plan.training)
     if plan.chip_calibration is not None:
         out["chip_calibration"] = plan.chip_calibration.to_json()
     if plan.model_differences:

@@ -16,6 +16,7 @@ from mapshard.report.summary import (
     phase_instances,
     phase_total_s,
     step_components,
+    training_text,
 )
 from solver.plan import Plan
 
@@ -74,6 +75,8 @@ def headline_lines(plan: Plan) -> list[str]:
         + (f"  ({placed})" if placed else "")
         + (f"; {plan.micro_batches} micro-batches" if plan.micro_batches > 1 else "")
     )
+    if plan.training:
+        lines.append(f"Training {training_text(plan)}")
     if plan.chip_calibration is not None:
         lines.append(f"Chip efficiency {plan.chip_calibration.describe()}")
     lines.append(

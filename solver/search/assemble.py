@@ -331,7 +331,7 @@ def memory_use(
     opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
     optimizer = stored * opt_extra / (shard if z >= 1 else 1)
     m = micro_batches(workload, dp)
-    in_flight = min(pp, m)
+    in_flight = min(pp, m) * interleave_memory_factor(pp, workload.virtual_pipeline)
     act = 0.0
     for p in layer_phases(workload):
         per_layer = _saved_activation(workload, p)
@@ -339,6 +339,15 @@ def memory_use(
     return MemoryUse(
         weights=weights, gradients=grads, optimizer=optimizer, activations=act, capacity=capacity
     )
+
+
+def interleave_memory_factor(pp: int, interleave: int) -> float:
+    """Activations the first stage holds with v model chunks per stage, relative to 1F1B:
+    1 + (p - 1) / (v p) (Korthikanti et al. 2022, sec. 4.2.3; Calculon's Megatron model
+    uses the same factor): the warm-up runs extra forward chunks before the first backward."""
+    if pp <= 1 or interleave <= 1:
+        return 1.0
+    return 1 + (pp - 1) / (interleave * pp)
 
 
 def _saved_activation(workload: Workload, phase: Phase) -> float:

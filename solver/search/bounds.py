@@ -36,7 +36,15 @@ def roofline_bound(
     peak at the workload's math precision times its calibrated efficiency), its weights
     read once at the achievable DRAM bandwidth, split perfectly over the TP group;
     assembled like a real plan. Never above the latency of any plan of the choice."""
-    tp = choice.degree("TP")
+    lat = roofline_phase_latency(workload, system, choice.degree("TP"), execution)
+    return step_times(workload, choice, lat, system).latency_s
+
+
+def roofline_phase_latency(
+    workload: Workload, system: System, tp: int, execution: ExecutionOptions
+) -> dict[str, float]:
+    """Each phase's graph at its roofline bound over a TP group of `tp` chips (seconds, by
+    phase name): the part of `roofline_bound` that depends only on the graphs and TP."""
     chip = efficiency.for_precision(system.chip, execution.math_precision)
     bw = system.dram.bandwidth_Bps * efficiency.dram_efficiency(chip)
     lat = {}
@@ -46,7 +54,7 @@ def roofline_bound(
         )
         weights = sum(bytes_read_at_least(k) for k in p.graph.kernels)
         lat[p.name] = max(compute, weights / bw) / tp
-    return step_times(workload, choice, lat, system).latency_s
+    return lat
 
 
 def bytes_read_at_least(kernel: Kernel) -> float:

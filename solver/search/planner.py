@@ -1,8 +1,10 @@
 """The outer search: KernelGraph phases + System -> Plan.
 
-Outer loop over parallel choices ordered by a roofline lower bound (DESIGN.md 1): a choice
-is solved only while its bound is below the best plan found, so the result is optimal over
-the whole space, and the report says how many choices were solved and pruned.
+Outer loop over candidates (each parallel choice, times the training knobs the setup left
+unset: solver/search/training_space.py) ordered by a roofline lower bound (DESIGN.md 1): a
+candidate is solved only while its bound is below the best plan found, so the result is
+optimal over the whole space, and the report says how many were solved, pruned and found
+infeasible.
 """
 
 from __future__ import annotations
@@ -12,22 +14,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from generator.graph import KernelGraph, Workload
+from generator.graph import Workload
 from hardware.system import System
 from schema.errors import Interrupted, NoPlanError
-from solver.cost import efficiency
-from solver.cost.menus import build_problem
 from solver.cost.problem import MappingProblem
 from solver.cost.weights import WeightRule, least_stored, stored_params
 from solver.fusion.segment_search import GraphSolution
 from solver.fusion.solve import solve_graph
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
-from solver.report_plan import build_phase_plans, energy_of, workload_flop
-from solver.search import assemble, infeasible
-from solver.search.bounds import bound_of, plan_warnings, roofline_bound, step_times
+from solver.search import assemble, infeasible, training_space
+from solver.search.bounds import bound_of, step_times
 from solver.search.parallel import Choice, enumerate_choices, spans_key
+from solver.search.phase_problem import build_key, micro_batches_of, param_cap, phase_problem
+from solver.search.plan_build import Solved, build_plan
 from solver.search.progress import SearchProgress
+from solver.search.training_space import Candidate
 
 
 @dataclass(frozen=True)
@@ -37,14 +39,6 @@ class _Memory:
 
     use: MemoryUse = field(default_factory=MemoryUse)
     stored: float | None = None
-
-
-@dataclass
-class _Solved:
-    choice: Choice
-    times: assemble.StepTimes
-    solutions: dict[str, tuple[MappingProblem, GraphSolution]]
-    memory: object
 
 
 def search_workload(
@@ -70,17 +64,18 @@ def search_workload(
         allow_dp=limits.allow_dp,
         cp=workload.context_parallel,
     )
-    if not choices:
+    candidates = training_space.expand(workload, choices)
+    if not candidates:
         raise infeasible.no_layout(workload, system, limits)
-    bounds = [(roofline_bound(workload, system, c, execution), i, c) for i, c in enumerate(choices)]
-    bounds.sort(key=lambda t: (t[0], t[1]))
+    bounds = training_space.ordered_bounds(candidates, system, execution)
     search.bounds = bounds
+    search.group_sizes = training_space.group_sizes(candidates)
     stop: KeyboardInterrupt | None = None
     try:
         if progress is not None:  # from the start: the first choice and its roofline bound
             progress(search.progress())
-        for lb, _, choice in bounds:
-            if not search.settle(lb, choice):
+        for lb, _, candidate in bounds:
+            if not search.settle(lb, candidate):
                 continue
             if progress is not None:
                 progress(search.progress())
@@ -97,7 +92,7 @@ def search_workload(
     if search.best is None:
         search.raise_no_plan(limits)
     stats = search.solve_stats()
-    plan = _build_plan(workload, system, execution, search.best, stats, search.results, scenario)
+    plan = build_plan(system, execution, search.best, stats, search.results, scenario)
     if stop is not None:
         raise Interrupted(plan) from stop
     return plan
@@ -105,18 +100,21 @@ def search_workload(
 
 @dataclass
 class _OuterSearch:
-    """What the outer search has found so far over the parallel choices (`bounds`: the
-    choices with their roofline bounds, in the order they are settled)."""
+    """What the outer search has found so far over the candidates (`bounds`: each parallel
+    choice with its training knobs, and its roofline bound, in the order they are settled)."""
 
     workload: Workload
     system: System
     execution: ExecutionOptions
     options: SolverOptions
     t0: float
-    bounds: list[tuple[float, int, Choice]] = field(default_factory=list)
+    bounds: list[tuple[float, int, Candidate]] = field(default_factory=list)
+    group_sizes: dict[tuple, int] = field(default_factory=dict)  # training_space.group_key
     cache: dict[tuple, tuple[MappingProblem, GraphSolution]] = field(default_factory=dict)
     problems: dict[tuple, MappingProblem] = field(default_factory=dict)
-    best: _Solved | None = None
+    # per problem build (build_key): (parameter cap, optimal solution) of each solve
+    capped: dict[tuple, list[tuple[float, GraphSolution]]] = field(default_factory=dict)
+    best: Solved | None = None
     results: list[ChoiceResult] = field(default_factory=list)
     infeasible_reasons: list[tuple[infeasible.Reason, str]] = field(default_factory=list)
     milps: int = 0
@@ -134,37 +132,89 @@ class _OuterSearch:
     stops: list[str] = field(default_factory=list)
     spaces: list[str] = field(default_factory=list)
 
-    def settle(self, lb: float, choice: Choice) -> bool:
-        """Prune, reject or solve one choice; True when it was solved (or ran out of time)."""
-        workload, system = self.workload, self.system
+    def settle(self, lb: float, candidate: Candidate) -> bool:
+        """Prune, reject or solve one candidate; True when it was solved (or ran out of time)."""
+        workload, choice, system = candidate.workload, candidate.choice, self.system
         deg = {k.lower(): v for k, v in choice.degrees}
-        if self.best is not None and lb >= self.best.times.latency_s * (1 - 1e-9):
-            self.results.append(ChoiceResult(deg, choice.describe(), lb, None, "pruned"))
-            return False
-        solutions, phase_latency, phase_bound, failed, memory = self.solve_phases(choice)
-        if failed is not None:
-            self.infeasible_reasons.append((failed, choice.describe()))
+
+        def result(latency: float | None, status: str, reason: str = "") -> None:
+            knobs = training_space.describe(workload)
             self.results.append(
-                ChoiceResult(deg, choice.describe(), lb, None, "infeasible", failed.text)
+                ChoiceResult(deg, choice.describe(), lb, latency, status, reason, knobs)
             )
+
+        if self.best is not None and lb >= self.best.times.latency_s * (1 - 1e-9):
+            result(None, "pruned")
+            return False
+        failed = training_space.memory_floor_reason(candidate, system.dram.capacity_bytes)
+        if failed is None and self.beaten_by_graph_bound(candidate):
+            result(None, "pruned", "graph bound")
+            return False
+        if failed is None:
+            solutions, phase_latency, phase_bound, failed, memory = self.solve_phases(candidate)
+        if failed is not None:
+            knobs = training_space.describe(workload)
+            where = choice.describe() + (f"; {knobs}" if knobs else "")
+            self.infeasible_reasons.append((failed, where))
+            result(None, "infeasible", failed.text)
             return False
         if all(math.isfinite(v) for v in phase_latency.values()):
             times = step_times(workload, choice, phase_latency, system, memory.stored)
-            self.results.append(ChoiceResult(deg, choice.describe(), lb, times.latency_s, "solved"))
+            result(times.latency_s, "solved")
             self.open_bounds.append(bound_of(workload, choice, phase_bound, system))
             if self.best is None or times.latency_s < self.best.times.latency_s:
-                self.best = _Solved(choice, times, solutions, memory.use)
+                self.best = Solved(workload, choice, times, solutions, memory.use)
         else:  # stopped at the time limit without a plan: only its bounds are known
             self.no_plan += 1
             self.statuses.append("time_limit")
-            self.results.append(
-                ChoiceResult(deg, choice.describe(), lb, None, "pruned", "no plan in time")
-            )
+            result(None, "pruned", "no plan in time")
             self.open_bounds.append(max(lb, bound_of(workload, choice, phase_bound, system)))
         return True
 
+    def beaten_by_graph_bound(self, candidate: Candidate) -> bool:
+        """True when the candidate's step, assembled from its graphs' proven bounds with
+        weights free (`training_space.FREE_WEIGHTS`), cannot beat the best plan. Worth it
+        only for a group of candidates that share graphs, TP and placement (they differ in
+        ZeRO stage or interleaving): one relaxed solve serves them all."""
+        if self.best is None or self.group_sizes.get(training_space.group_key(candidate), 0) < 2:
+            return False
+        workload, choice = candidate.workload, candidate.choice
+        tp, spans = choice.degree("TP"), spans_key(choice.spans)
+        micro_batches = micro_batches_of(workload, choice)
+        free = training_space.FREE_WEIGHTS
+        problems = self.phase_problems(workload, choice, free, micro_batches)
+        if not isinstance(problems, dict):
+            return False
+        bounds = {}
+        for phase in workload.phases:
+            key = (id(phase.graph), tp, spans, free, micro_batches, math.inf)
+            _, sol = self.solve_cached(key, problems[phase.name])
+            self.remember(build_key(phase, choice, free, micro_batches), problems[phase.name], sol)
+            bounds[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
+        lb = bound_of(workload, choice, bounds, self.system)
+        return lb >= self.best.times.latency_s * (1 - 1e-9)
+
+    def reuse(self, build: tuple, key: tuple, problem: MappingProblem) -> None:
+        """Problems of one build (`build_key`) differ only in the memory row, sum of the
+        stored parameters <= cap = budget / bytes per parameter. An optimum found under
+        cap c1 that stores s1 <= c2 <= c1 parameters is optimal under c2 too (a smaller
+        feasible set that still holds it; its bound stays valid): cached under `key`
+        instead of a second solve. The relaxation of beaten_by_graph_bound is such a
+        solve with no cap at TP 1, where it shares the build."""
+        if key in self.cache:
+            return
+        cap = param_cap(problem)
+        for cap1, sol in self.capped.get(build, ()):
+            if cap <= cap1 and stored_params(problem, sol.choice) <= cap * (1 + 1e-9):
+                self.cache[key] = (problem, sol)
+                return
+
+    def remember(self, build: tuple, problem: MappingProblem, sol: GraphSolution) -> None:
+        if sol.status == "optimal":
+            self.capped.setdefault(build, []).append((param_cap(problem), sol))
+
     def solve_phases(
-        self, choice: Choice
+        self, candidate: Candidate
     ) -> tuple[
         dict[str, tuple[MappingProblem, GraphSolution]],
         dict[str, float],
@@ -181,15 +231,15 @@ class _OuterSearch:
         infeasible. The rest (`slack`) goes to the phases in order: each phase's MILP has
         the row memory_capacity[graph] with the bytes its weight group may store, its
         least storage plus the slack earlier weight groups left."""
-        workload = self.workload
+        workload, choice = candidate.workload, candidate.choice
         capacity = self.system.dram.capacity_bytes
         tp, pp = choice.degree("TP"), choice.degree("PP")
         rule = assemble.weight_rule(workload, choice)
         solutions: dict[str, tuple[MappingProblem, GraphSolution]] = {}
         phase_latency: dict[str, float] = {}
         phase_bound: dict[str, float] = {}
-        micro_batches = _micro_batches(workload, choice)
-        problems = self.phase_problems(choice, rule, micro_batches)
+        micro_batches = micro_batches_of(workload, choice)
+        problems = self.phase_problems(workload, choice, rule, micro_batches)
         if not isinstance(problems, dict):
             return solutions, phase_latency, phase_bound, problems, _Memory()
         least = {name: least_stored(problem) for name, problem in problems.items()}
@@ -211,7 +261,10 @@ class _OuterSearch:
             problem = replace(problems[phase.name], resident_budget_bytes=budget)
             spans = spans_key(choice.spans)
             key = (id(phase.graph), tp, spans, rule, micro_batches, round(budget, 3))
+            build = build_key(phase, choice, rule, micro_batches)
+            self.reuse(build, key, problem)
             problem, sol = self.solve_cached(key, problem)
+            self.remember(build, problem, sol)
             phase_bound[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
             if sol.status == "infeasible":
                 # None: a mapping fits the SRAM, so the search stopped before finding it
@@ -235,22 +288,22 @@ class _OuterSearch:
         return solutions, phase_latency, phase_bound, None, _Memory(use, total)
 
     def phase_problems(
-        self, choice: Choice, rule: WeightRule, micro_batches: int
+        self, workload: Workload, choice: Choice, rule: WeightRule, micro_batches: int
     ) -> dict[str, MappingProblem] | infeasible.Reason:
         """Each phase's inner problem under `choice` (cached), or why one cannot be tiled."""
         problems: dict[str, MappingProblem] = {}
-        tp = choice.degree("TP")
-        for phase in self.workload.phases:
-            key = (id(phase.graph), tp, spans_key(choice.spans), rule, micro_batches)
+        for phase in workload.phases:
+            key = build_key(phase, choice, rule, micro_batches)
             if key not in self.problems:
-                problem = _problem(
+                problem = phase_problem(
                     phase.graph, self.system, choice, self.execution, micro_batches, rule
                 )
                 failed = infeasible.untileable(problem, phase.graph, phase.name)
                 if failed is not None:
                     return failed
                 self.problems[key] = problem
-            problems[phase.name] = self.problems[key]
+            per_param = rule.bytes_per_param
+            problems[phase.name] = replace(self.problems[key], resident_bytes_per_param=per_param)
         return problems
 
     def solve_cached(
@@ -303,7 +356,8 @@ class _OuterSearch:
                 "first plan; raise solver.time_limit_s (or --time-limit)"
             )
         suggest = limits if workload.kind in ("training", "inference") else _any_tp(limits)
-        infeasible.raise_infeasible(self.infeasible_reasons, workload, self.system, suggest)
+        least = training_space.least_memory(workload)  # the layout suggestion's knobs
+        infeasible.raise_infeasible(self.infeasible_reasons, least, self.system, suggest)
 
     def solve_stats(self) -> SolveStats:
         """The search's statistics; choices never reached are listed as pruned."""
@@ -316,14 +370,17 @@ class _OuterSearch:
         # other choice contributes its proven bound, and a choice never reached (time
         # limit) its roofline bound.
         unexplored = [lb for lb, _, _ in bounds[len(results) :]]
-        proven = _proven_bound(self.workload, best, self.system)
+        proven = _proven_bound(best, self.system)
         bound_latency = min([proven, *self.open_bounds, *unexplored])
         gap = max(0.0, (best.times.latency_s - bound_latency) / best.times.latency_s)
         if status != "optimal" and len(results) < len(bounds):
             why = status.replace("_", " ")
-            for lb, _, choice in bounds[len(results) :]:
-                deg = {k.lower(): v for k, v in choice.degrees}
-                results.append(ChoiceResult(deg, choice.describe(), lb, None, "pruned", why))
+            for lb, _, cand in bounds[len(results) :]:
+                deg = {k.lower(): v for k, v in cand.choice.degrees}
+                knobs = training_space.describe(cand.workload)
+                results.append(
+                    ChoiceResult(deg, cand.choice.describe(), lb, None, "pruned", why, knobs)
+                )
         return SolveStats(
             status=status,
             objective=best.times.latency_s,
@@ -385,43 +442,6 @@ def _any_tp(limits: infeasible.Limits) -> infeasible.Limits:
     return replace(limits, max_tp=2**20)
 
 
-def _micro_batches(workload: Workload, choice: Choice) -> int:
-    """Graph instances per step that accumulate weight gradients (assemble.training_times'
-    count): global batch / (micro-batch x DP) in training, else 1."""
-    if workload.kind != "training":
-        return 1
-    micro = max(workload.micro_batch, 1)
-    return max(1, math.ceil(workload.global_batch / (micro * choice.degree("DP"))))
-
-
-def _problem(
-    graph: KernelGraph,
-    system: System,
-    choice: Choice,
-    execution: ExecutionOptions,
-    micro_batches: int = 1,
-    weights: WeightRule | None = None,
-) -> MappingProblem:
-    spans = {name.lower(): span for name, span in choice.spans}
-    # every chip: DFModel's non-LLM graphs run their kernels' collectives over all of them
-    spans["all"] = tuple(level for _, span in choice.spans for level in span)
-    return build_problem(
-        graph,
-        efficiency.for_precision(system.chip, execution.math_precision),
-        system.dram.bandwidth_Bps,
-        choice.degree("TP"),
-        choice.span("TP"),
-        spans,
-        execution.math_precision,
-        execution.dataflow,
-        execution.overlap,
-        execution.num_config,
-        serialize_network=execution.serialize_network,
-        micro_batches=micro_batches,
-        weights=weights,
-    )
-
-
 def _remaining(options: SolverOptions, t0: float) -> SolverOptions:
     from dataclasses import replace
 
@@ -431,69 +451,6 @@ def _remaining(options: SolverOptions, t0: float) -> SolverOptions:
     return replace(options, time_limit_s=left)
 
 
-def _proven_bound(workload: Workload, best: _Solved, system: System) -> float:
+def _proven_bound(best: Solved, system: System) -> float:
     lat = {name: sol.bound_s for name, (_, sol) in best.solutions.items()}
-    return min(bound_of(workload, best.choice, lat, system), best.times.latency_s)
-
-
-def _build_plan(
-    workload: Workload,
-    system: System,
-    execution: ExecutionOptions,
-    best: _Solved,
-    stats: SolveStats,
-    results: list[ChoiceResult],
-    scenario: str,
-) -> Plan:
-    from hardware.cost import system_cost, system_power
-
-    phases = build_phase_plans(workload, best.solutions, system)
-    levels = [lv.degree for lv in best.choice.levels]
-    flop = workload_flop(workload, best.choice)
-    peak = system.chip.peak(execution.math_precision)
-    t = best.times
-    util = flop / (t.latency_s * system.num_chips * peak) if t.latency_s > 0 else 0.0
-    deg = {k.lower(): v for k, v in best.choice.degrees}
-    if any(k.sharding.startswith("experts") for p in phases for k in p.kernels):
-        deg["ep"] = deg.get("tp", 1)
-    placement = {
-        name.lower(): "x".join(f"{lv.name}:{p}" for lv, p in span)
-        for name, span in best.choice.spans
-        if span
-    }
-    model = workload.model
-    return Plan(
-        scenario=scenario,
-        workload_kind=workload.kind,
-        num_chips=system.num_chips,
-        parallelism=deg,
-        placement=placement,
-        phases=phases,
-        latency_s=t.latency_s,
-        stats=stats,
-        memory=best.memory,
-        workload_flop=flop,
-        peak_flops_per_chip=peak,
-        flops_utilization=util,
-        system_cost=system_cost(system, levels),
-        system_power_W=system_power(system, levels),
-        energy_J=energy_of(phases, workload, system, best.choice),
-        iteration_time_s=t.iteration_time_s,
-        ttft_s=t.ttft_s,
-        tpot_s=t.tpot_s,
-        tokens_per_s=t.tokens_per_s,
-        num_params=model.num_params if model else int(assemble.param_count(workload)),
-        num_active_params=(
-            model.num_active_params if model else int(assemble.param_count(workload))
-        ),
-        micro_batches=t.micro_batches,
-        pipeline_bubble_s=t.bubble_s,
-        dp_allreduce_s=t.dp_allreduce_s,
-        optimizer_s=t.optimizer_s,
-        pp_transfer_s=t.pp_transfer_s,
-        time_breakdown=dict(t.breakdown),
-        choices=tuple(results),
-        chip_calibration=system.chip.calibration,
-        warnings=plan_warnings(workload, system, execution),
-        overlap=execution.overlap_name,
-    )
+    return min(bound_of(best.workload, best.choice, lat, system), best.times.latency_s)

@@ -1,0 +1,68 @@
+"""One phase's inner problem for a candidate of the outer search: how it is built, what
+its build depends on (so candidates share builds), and the memory row's parameter cap."""
+
+from __future__ import annotations
+
+import math
+
+from generator.graph import KernelGraph, Phase, Workload
+from hardware.system import System
+from solver.cost import efficiency
+from solver.cost.menus import build_problem
+from solver.cost.problem import MappingProblem
+from solver.cost.weights import WeightRule
+from solver.options import ExecutionOptions
+from solver.search.parallel import Choice, spans_key
+
+
+def build_key(phase: Phase, choice: Choice, rule: WeightRule, micro_batches: int) -> tuple:
+    """What a phase's problem build depends on. The menus see the weight rule only through
+    a replicated weight's gradient sync (none at TP 1); its bytes per parameter are the
+    memory row's coefficient alone (solver.cost.menus.build_problem), set per candidate:
+    candidates that differ in ZeRO stage share one build."""
+    tp = choice.degree("TP")
+    sync = (rule.grad_bytes_per_param, rule.sync_weight) if tp > 1 else None
+    return (id(phase.graph), tp, spans_key(choice.spans), sync, micro_batches)
+
+
+def param_cap(problem: MappingProblem) -> float:
+    """The memory row's limit on stored parameters per graph instance (inf: no row)."""
+    per_param, budget = problem.resident_bytes_per_param, problem.resident_budget_bytes
+    return budget / per_param if per_param > 0 and math.isfinite(budget) else math.inf
+
+
+def micro_batches_of(workload: Workload, choice: Choice) -> int:
+    """Graph instances per step that accumulate weight gradients (assemble.training_times'
+    count): global batch / (micro-batch x DP) in training, else 1."""
+    if workload.kind != "training":
+        return 1
+    micro = max(workload.micro_batch, 1)
+    return max(1, math.ceil(workload.global_batch / (micro * choice.degree("DP"))))
+
+
+def phase_problem(
+    graph: KernelGraph,
+    system: System,
+    choice: Choice,
+    execution: ExecutionOptions,
+    micro_batches: int = 1,
+    weights: WeightRule | None = None,
+) -> MappingProblem:
+    spans = {name.lower(): span for name, span in choice.spans}
+    # every chip: DFModel's non-LLM graphs run their kernels' collectives over all of them
+    spans["all"] = tuple(level for _, span in choice.spans for level in span)
+    return build_problem(
+        graph,
+        efficiency.for_precision(system.chip, execution.math_precision),
+        system.dram.bandwidth_Bps,
+        choice.degree("TP"),
+        choice.span("TP"),
+        spans,
+        execution.math_precision,
+        execution.dataflow,
+        execution.overlap,
+        execution.num_config,
+        serialize_network=execution.serialize_network,
+        micro_batches=micro_batches,
+        weights=weights,
+    )

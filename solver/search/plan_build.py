@@ -1,0 +1,95 @@
+"""Plan assembly: the best candidate of the outer search -> the Plan the rest of the program
+reads (phase plans, totals, energy, cost, the training knobs chosen)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.graph import Workload
+from hardware.system import System
+from solver.cost.problem import MappingProblem
+from solver.fusion.segment_search import GraphSolution
+from solver.options import ExecutionOptions
+from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
+from solver.report_plan import build_phase_plans, energy_of, workload_flop
+from solver.search import assemble
+from solver.search.bounds import plan_warnings
+from solver.search.parallel import Choice
+from solver.search.training_space import knob_values
+
+
+@dataclass
+class Solved:
+    """The best candidate so far: its pinned workload, parallel choice, step times, each
+    phase's (problem, solution) and its memory footprint."""
+
+    workload: Workload
+    choice: Choice
+    times: assemble.StepTimes
+    solutions: dict[str, tuple[MappingProblem, GraphSolution]]
+    memory: MemoryUse
+
+
+def build_plan(
+    system: System,
+    execution: ExecutionOptions,
+    best: Solved,
+    stats: SolveStats,
+    results: list[ChoiceResult],
+    scenario: str,
+) -> Plan:
+    """The Plan of the best candidate, for its own (pinned) workload."""
+    from hardware.cost import system_cost, system_power
+
+    workload = best.workload
+    phases = build_phase_plans(workload, best.solutions, system)
+    levels = [lv.degree for lv in best.choice.levels]
+    flop = workload_flop(workload, best.choice)
+    peak = system.chip.peak(execution.math_precision)
+    t = best.times
+    util = flop / (t.latency_s * system.num_chips * peak) if t.latency_s > 0 else 0.0
+    deg = {k.lower(): v for k, v in best.choice.degrees}
+    if any(k.sharding.startswith("experts") for p in phases for k in p.kernels):
+        deg["ep"] = deg.get("tp", 1)
+    placement = {
+        name.lower(): "x".join(f"{lv.name}:{p}" for lv, p in span)
+        for name, span in best.choice.spans
+        if span
+    }
+    model = workload.model
+    return Plan(
+        scenario=scenario,
+        workload_kind=workload.kind,
+        num_chips=system.num_chips,
+        parallelism=deg,
+        placement=placement,
+        phases=phases,
+        latency_s=t.latency_s,
+        stats=stats,
+        memory=best.memory,
+        workload_flop=flop,
+        peak_flops_per_chip=peak,
+        flops_utilization=util,
+        system_cost=system_cost(system, levels),
+        system_power_W=system_power(system, levels),
+        energy_J=energy_of(phases, workload, system, best.choice),
+        iteration_time_s=t.iteration_time_s,
+        ttft_s=t.ttft_s,
+        tpot_s=t.tpot_s,
+        tokens_per_s=t.tokens_per_s,
+        num_params=model.num_params if model else int(assemble.param_count(workload)),
+        num_active_params=(
+            model.num_active_params if model else int(assemble.param_count(workload))
+        ),
+        micro_batches=t.micro_batches,
+        pipeline_bubble_s=t.bubble_s,
+        dp_allreduce_s=t.dp_allreduce_s,
+        optimizer_s=t.optimizer_s,
+        pp_transfer_s=t.pp_transfer_s,
+        time_breakdown=dict(t.breakdown),
+        choices=tuple(results),
+        chip_calibration=system.chip.calibration,
+        warnings=plan_warnings(workload, system, execution),
+        overlap=execution.overlap_name,
+        training=knob_values(workload),
+    )

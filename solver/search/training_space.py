@@ -1,0 +1,200 @@
+"""The training knobs of the outer search (issue #19): micro-batch size, recompute mode, ZeRO
+stage and interleaving depth, searched beside the TP/PP/DP choices when the setup leaves
+them unset (setup.proto LlmTraining; generator.llm_training.searched_knobs).
+
+Why they are searched and not defaulted: recompute and ZeRO trade time for DRAM, the
+micro-batch trades kernel efficiency and pipeline bubble for activation memory, and
+interleaving trades bubble for point-to-point traffic and activation memory. Which trade
+wins depends on the machine, and the DRAM capacity decides which candidates exist at all.
+
+Each candidate pins every knob and one parallel choice, so every collective, shard and
+pipeline factor is a constant and the inner MILP stays linear (DESIGN.md 1). Candidates
+are ordered by the roofline bound of their step and pruned like the TP/PP/DP choices
+(planner); a candidate whose least DRAM footprint (`assemble.memory_use` with every
+parameter split over TP x PP, the least any mapping stores) exceeds the capacity is
+rejected before any MILP is built.
+
+The grid, per parallel choice (the same valid values as Calculon's Megatron search,
+calculon/megatron.py get_valid_pipeline_interleavings / get_valid_minibatch_sizes):
+  micro-batch  divisors of global_batch / DP
+  recompute    none, selective, full
+  ZeRO stage   0-3 when DP x CP > 1 (else 0: there is nothing to shard)
+  interleave   divisors of the layers per pipeline stage when PP > 1 (else 1)
+A knob the setup gives is pinned to that one value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from generator.graph import Workload
+from hardware.system import System
+from solver.cost.weights import WeightRule
+from solver.options import ExecutionOptions
+from solver.search import assemble, infeasible
+from solver.search.bounds import roofline_phase_latency, step_times
+from solver.search.parallel import Choice, divisors, spans_key
+
+ZERO_STAGES = (0, 1, 2, 3)
+# The weight rule of the relaxation that bounds a group of candidates: weights take no
+# DRAM and a replicated weight pays no gradient synchronisation. Every real rule only adds
+# cost and constraints to the same menus, so each graph's latency under it is a lower
+# bound for every ZeRO stage and interleaving depth (planner.beaten_by_graph_bound).
+FREE_WEIGHTS = WeightRule(0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One point of the outer search: a workload with every training knob pinned (its
+    graphs built for its micro-batch and recompute mode) and one parallel choice."""
+
+    workload: Workload
+    choice: Choice
+
+
+def expand(workload: Workload, choices: list[Choice]) -> list[Candidate]:
+    """Every candidate of the grid (module docstring), parallel choice outermost; a
+    workload with nothing searched gives one candidate per choice."""
+    if not workload.searched:
+        return [Candidate(workload, c) for c in choices]
+    bases = workload.variants or (workload,)
+    out = []
+    for choice in choices:
+        for base in bases:
+            if not _micro_batch_divides(base, choice):
+                continue
+            for z in zero_stages(base, choice):
+                for v in interleavings(base, choice):
+                    w = replace(base, zero_stage=z, virtual_pipeline=v, variants=())
+                    out.append(Candidate(w, choice))
+    return out
+
+
+def group_key(cand: Candidate) -> tuple:
+    """Candidates with one key share their graphs, TP degree, placement and micro-batch
+    count: they differ only in ZeRO stage or interleaving depth."""
+    choice = cand.choice
+    per_rank = choice.degree("DP") * max(cand.workload.micro_batch, 1)
+    return (
+        id(cand.workload.phases),
+        spans_key(choice.spans),
+        -(-cand.workload.global_batch // per_rank),
+    )
+
+
+def group_sizes(candidates: list[Candidate]) -> dict[tuple, int]:
+    sizes: dict[tuple, int] = {}
+    for cand in candidates:
+        key = group_key(cand)
+        sizes[key] = sizes.get(key, 0) + 1
+    return sizes
+
+
+def _micro_batch_divides(workload: Workload, choice: Choice) -> bool:
+    """A searched micro-batch must divide each DP rank's share of the global batch."""
+    if "micro_batch" not in workload.searched:
+        return True
+    per_rank, left = divmod(workload.global_batch, choice.degree("DP"))
+    return left == 0 and per_rank % workload.micro_batch == 0
+
+
+def zero_stages(workload: Workload, choice: Choice) -> tuple[int, ...]:
+    if "zero_stage" not in workload.searched:
+        return (workload.zero_stage,)
+    return ZERO_STAGES if choice.degree("DP") * choice.degree("CP") > 1 else (0,)
+
+
+def interleavings(workload: Workload, choice: Choice) -> tuple[int, ...]:
+    if "virtual_pipeline" not in workload.searched:
+        return (workload.virtual_pipeline,)
+    pp = choice.degree("PP")
+    if pp <= 1:
+        return (1,)
+    layers = max((p.count for p in assemble.layer_phases(workload)), default=1)
+    return tuple(divisors(math.ceil(layers / pp)))
+
+
+def ordered_bounds(
+    candidates: list[Candidate], system: System, execution: ExecutionOptions
+) -> list[tuple[float, int, Candidate]]:
+    """(roofline bound, index, candidate), cheapest bound first (ties: grid order). The
+    per-graph part of the bound depends only on the graphs and TP: computed once each."""
+    cache: dict[tuple[int, int], dict[str, float]] = {}
+    out = []
+    for i, cand in enumerate(candidates):
+        tp = cand.choice.degree("TP")
+        key = (id(cand.workload.phases), tp)
+        if key not in cache:
+            cache[key] = roofline_phase_latency(cand.workload, system, tp, execution)
+        lb = step_times(cand.workload, cand.choice, cache[key], system).latency_s
+        out.append((lb, i, cand))
+    out.sort(key=lambda t: (t[0], t[1]))
+    return out
+
+
+def memory_floor_reason(cand: Candidate, capacity_bytes: float) -> infeasible.Reason | None:
+    """Why the candidate cannot fit however its kernels are sharded (its footprint with
+    every parameter split over TP x PP exceeds the DRAM), or None."""
+    memory = assemble.memory_use(cand.workload, cand.choice, capacity_bytes)
+    if memory.total > capacity_bytes * (1 + 1e-9):
+        return infeasible.dram_reason(memory)
+    return None
+
+
+def knob_values(workload: Workload) -> dict[str, object]:
+    """The training knobs of a (pinned) workload and which were searched, for reports;
+    empty for other workloads."""
+    if workload.kind != "training" or workload.forward_only:
+        return {}
+    return {
+        "micro_batch": workload.micro_batch,
+        "recompute": workload.recompute,
+        "zero_stage": workload.zero_stage,
+        "virtual_pipeline": workload.virtual_pipeline,
+        "searched": list(workload.searched),
+    }
+
+
+def describe(workload: Workload) -> str:
+    """The searched knobs of a candidate in words ("" when none is searched)."""
+    text = {
+        "micro_batch": f"micro-batch {workload.micro_batch}",
+        "recompute": f"recompute {workload.recompute}",
+        "zero_stage": f"ZeRO-{workload.zero_stage}",
+        "virtual_pipeline": f"interleave {workload.virtual_pipeline}",
+    }
+    return ", ".join(text[k] for k in workload.searched if k in text)
+
+
+def chosen_workload(workload: Workload, knobs: dict[str, object]) -> Workload:
+    """The pinned workload a plan was made for, from the setup's workload and the plan's
+    `training` knobs (the independent re-check and the report need its graphs)."""
+    if not workload.searched or not knobs:
+        return workload
+    bases = workload.variants or (workload,)
+    base = next(
+        b
+        for b in bases
+        if b.micro_batch == knobs["micro_batch"] and b.recompute == knobs["recompute"]
+    )
+    z, v = knobs["zero_stage"], knobs["virtual_pipeline"]
+    assert isinstance(z, int) and isinstance(v, int)
+    return replace(base, zero_stage=z, virtual_pipeline=v, variants=())
+
+
+def least_memory(workload: Workload) -> Workload:
+    """The searched knobs at their least memory (smallest micro-batch, full recompute,
+    ZeRO-3, no interleaving): what a suggestion of more chips or DRAM must assume."""
+    if not workload.searched:
+        return workload
+    bases, searched = workload.variants or (workload,), workload.searched
+    knobs = {
+        "micro_batch": min(b.micro_batch for b in bases)
+        if "micro_batch" in searched
+        else workload.micro_batch,
+        "recompute": "full" if "recompute" in searched else workload.recompute,
+        "zero_stage": 3 if "zero_stage" in searched else workload.zero_stage,
+        "virtual_pipeline": 1 if "virtual_pipeline" in searched else workload.virtual_pipeline,
+    }
+    return chosen_workload(workload, knobs)
