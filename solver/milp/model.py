@@ -283,6 +283,7 @@ def _kernel_terms(
         k,
         tuple(e.src in group for e in problem.in_edges(k)),
         tuple(e.dst in group for e in problem.out_edges(k)),
+        len(group) == 1,  # alone, SRAM cannot tell options apart (below)
     )
     cached = entry[1].get(status)
     if cached is None:
@@ -300,6 +301,11 @@ def _kernel_terms(
                     sram / MIB,
                 )
             )
+        if len(group) == 1 and all(r[3] <= problem.sram_bytes * (1 + 1e-9) for r in raw):
+            # alone in its configuration with every option fitting: the SRAM row cannot
+            # bind, so SRAM does not tell options apart (a larger tile that reads no less
+            # is dominated)
+            raw = [(c, m, n, 0.0) for c, m, n, _ in raw]
         cached = entry[1][status] = (terms, dominated_options(menu, raw))
     return cached
 
