@@ -247,6 +247,42 @@ def attention_impl(case: Case) -> tuple[int, float]:
     return setup_pb2.FUSED_ATTENTION, dropout
 
 
+# TensorRT-LLM's first release with XQA generation kernels for GQA/MQA models (its XQA blog,
+# docs/source/blogs/XQA-kernel.md; NVIDIA/TensorRT-LLM issue #1240 tests it on 0.8.0; the
+# Hopper XQA kernels for Llama-2-70B followed in 0.10.0). Before it the masked-MHA generation
+# kernel ran one thread block per query head, each reading its KV head from memory.
+TRTLLM_XQA_VERSION = (0, 8)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split("."))
+    except ValueError as exc:
+        raise Unmodelable(f"engine_version={text} is not a dotted version number") from exc
+
+
+def decode_attention(case: Case) -> int:
+    """DecodeAttention of the row's serving stack, from its fields:
+    - extra_params `decode_attention=kv_shared|kv_per_query_head` when the row says;
+    - KV_PER_QUERY_HEAD for TensorRT-LLM older than TRTLLM_XQA_VERSION (`engine=TensorRT-LLM`
+      with `engine_version`, the release its source states);
+    - KV_SHARED otherwise (the modern kernels; also when the version is not stated)."""
+    given = case.extra.get("decode_attention", "")
+    if given:
+        values = {
+            "kv_shared": setup_pb2.KV_SHARED,
+            "kv_per_query_head": setup_pb2.KV_PER_QUERY_HEAD,
+        }
+        if given not in values:
+            raise Unmodelable(f"decode_attention={given} is not kv_shared/kv_per_query_head")
+        return values[given]
+    version = case.extra.get("engine_version", "")
+    if case.extra.get("engine") == "TensorRT-LLM" and version:
+        if _version(version) < TRTLLM_XQA_VERSION:
+            return setup_pb2.KV_PER_QUERY_HEAD
+    return setup_pb2.KV_SHARED
+
+
 def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
     """C[m,n] = A[m,k] B[k,n]. An FP8 GEMM reads 1-byte inputs and writes a 16-bit C (as
     cuBLASLt's FP8 GEMMs do); the setup has one activation type for A and C, so the larger
@@ -324,6 +360,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         i.input_len = case.int("input_len")
         i.output_len = case.int("output_len")
         i.attention, _ = attention_impl(case)
+        i.decode_attention = decode_attention(case)
         if kind in ("inference_prefill", "layer_prefill"):
             i.phase = setup_pb2.PREFILL
         elif kind == "inference_static_batch":
