@@ -27,6 +27,7 @@ EXPECTED_CALIBRATED = {
     "H100-SXM5-80GB",
     "H200-SXM-141GB",
     "GB200",
+    "B200",  # the GB200 GEMM fit (same die)
     "Gaudi2",
     "Gaudi3",
 }

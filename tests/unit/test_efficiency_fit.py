@@ -72,6 +72,13 @@ def test_gemm_parameters_are_the_fit(cases, chip, split, plateau_from):
     assert eff.kernel_overhead_s * 1e6 == pytest.approx(f.kernel_overhead_us)
 
 
+def test_b200_carries_the_gb200_gemm_fit():
+    """Same B200 die and SMs: the plateau is a share of each chip's own peak."""
+    b200, gb200 = system("B200").chip.efficiency, system("GB200").chip.efficiency
+    for name in ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "kernel_overhead_s"):
+        assert getattr(b200, name) == getattr(gb200, name), name
+
+
 def test_a100_40gb_carries_the_80gb_compute_fit():
     small, big = system("A100-SXM4-40GB").chip.efficiency, system("A100-SXM4-80GB").chip.efficiency
     for name in ("gemm_util", "gemm_half_dim", "kernel_overhead_s", "vector_util"):
