@@ -89,13 +89,29 @@ def node_size(case: Case, spec: setup_pb2.ChipSpec) -> int:
 
 
 def scale_up_kind(case: Case, spec: setup_pb2.ChipSpec) -> Topology:
-    """NVSwitch boards are switches; 4-GPU HGX A100 boards and AMD Infinity Fabric platforms
-    are fully connected (direct links between every pair of GPUs)."""
-    if spec.vendor == "AMD" or (spec.name.startswith("A100") and node_size(case, spec) <= 4):
+    """NVSwitch boards are switches; 4-GPU HGX A100 boards, AMD Infinity Fabric platforms and
+    Intel HLS-Gaudi servers (21 RoCE ports all-to-all, 3 to each of the 7 peers; Gaudi 2/3
+    white papers) are fully connected (direct links between every pair of chips)."""
+    if spec.vendor in ("AMD", "Intel") or (
+        spec.name.startswith("A100") and node_size(case, spec) <= 4
+    ):
         return Topology.FULLY_CONNECTED
     if spec.vendor == "Google":
         return Topology.RING
     return Topology.SWITCH
+
+
+def scale_up_share(case: Case, spec: setup_pb2.ChipSpec, degree: int) -> float:
+    """Share of a chip's scale-up bandwidth a group of `degree` chips of its node can use.
+
+    On a switch every chip reaches any peer at its full bandwidth: 1. In a fully connected
+    node of N chips each chip's links are spread evenly over its N - 1 peers, so a group of
+    d chips uses only the links to its d - 1 peers: (d - 1) / (N - 1) (TP 2 on an 8-chip
+    Gaudi or MI300X node: 1/7 of the aggregate)."""
+    if scale_up_kind(case, spec) != Topology.FULLY_CONNECTED:
+        return 1.0
+    n = node_size(case, spec)
+    return (degree - 1) / (n - 1) if 1 < degree < n else 1.0
 
 
 # Megatron-LM's rank order, innermost first (context parallel next to tensor parallel)
@@ -170,6 +186,8 @@ def _system(
         t.kind = kind if lv.scale_up else setup_pb2.SWITCH
         bw = spec.scale_up_bw_GBps if lv.scale_up else spec.scale_out_bw_GBps
         t.link_bw_GBps = bw or spec.scale_up_bw_GBps
+        if lv.scale_up:
+            t.link_bw_GBps *= scale_up_share(case, spec, lv.degree)
         lat = spec.scale_up_latency_us if lv.scale_up else spec.scale_out_latency_us
         t.latency_us = lat
 

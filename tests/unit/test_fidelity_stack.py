@@ -1,5 +1,6 @@
-"""Decode attention that reads the KV cache once per query head (TensorRT-LLM's masked-MHA
-generation kernel before XQA), by hand, and which validation rows get it."""
+"""What the validation builder reads from a row's stack and machine, by hand: decode
+attention that reads the KV cache once per query head (TensorRT-LLM's masked-MHA generation
+kernel before XQA) and the link share of a group inside a fully connected node."""
 
 from __future__ import annotations
 
@@ -97,3 +98,19 @@ def test_the_tensorrt_llm_v061_rows_get_it_in_their_setup():
     assert setup.workload.llm_inference.decode_attention == setup_pb2.KV_PER_QUERY_HEAD
     setup, _ = build_setup(rows["P-AZL03"])  # Llama-3-70B, version not stated
     assert setup.workload.llm_inference.decode_attention == setup_pb2.KV_SHARED
+
+
+def test_a_fully_connected_node_gives_a_small_group_its_share_of_links():
+    """HLS-Gaudi3: 21 x 200 GbE scale-up ports all-to-all over 8 chips, 525 GB/s per chip
+    per direction, 3 ports = 75 GB/s to each peer. A TP 2 run (P-GD305) uses one peer's
+    links: 525 x 1/7 = 75 GB/s; a switch (H100) keeps its full 450 GB/s for TP 2."""
+    from mapshard.fidelity.scenarios import scale_up_share
+
+    rows = {c.id: c for c in read_cases(DATA / "validation_public_fit.csv")}
+    setup, _ = build_setup(rows["P-GD305"])
+    (level,) = setup.system.topology
+    assert (level.degree, level.kind) == (2, setup_pb2.FULLY_CONNECTED)
+    assert level.link_bw_GBps == pytest.approx(525 / 7) == pytest.approx(75.0)
+    assert scale_up_share(rows["P-GD317"], setup_pb2.ChipSpec(vendor="Intel"), 8) == 1.0
+    setup, _ = build_setup(rows["P-TRT08"])  # Llama-2-70B TP 2 on H100 (NVSwitch)
+    assert setup.system.topology[0].link_bw_GBps == 450
