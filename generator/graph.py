@@ -101,6 +101,9 @@ class Kernel:
     # (graph_to_proto) has no place for them, and the native model never reads them.
     dfmodel_tiling: str = field(default="", compare=False)
     dfmodel_type: str = field(default="", compare=False)
+    # The precision its matrix work runs in when it is not the workload's math precision
+    # ("" = the workload's): the LM head stays 16-bit under FP8 recipes.
+    math_precision: str = ""
 
     @property
     def dim_sizes(self) -> dict[str, int]:

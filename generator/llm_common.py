@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from generator.builder import GraphBuilder
 from generator.graph import KernelGraph, KernelKind, ModelInfo, OperandRole, Pass, Phase
 from generator.llm_layer import Layer, LayerShape
@@ -85,7 +87,29 @@ def head_graph(
     if training:
         cross_entropy(b, "loss", logits, abpe=a)
         b.backward([emb])
-    return b.graph()
+    return sixteen_bit_head(b.graph(), prec)
+
+
+# Math precisions that FP8/INT8 recipes apply to the transformer's linear layers only: the LM
+# head (output projection) stays in the 16-bit activation type. Megatron-LM/NeMo build it
+# as a plain ColumnParallelLinear, outside Transformer Engine's fp8_autocast modules;
+# TensorRT-LLM's FP8 quantisation excludes lm_head by default.
+LOW_BIT_MATH = ("FP8", "INT8", "INT4")
+
+
+def sixteen_bit_head(graph: KernelGraph, prec: Precision) -> KernelGraph:
+    """The head graph with its LM-head GEMMs (forward, backward, weight update) at the
+    activation precision when the workload's math is 8- or 4-bit."""
+    if prec.math not in LOW_BIT_MATH:
+        return graph
+    act = prec.activation.lower()
+    kernels = tuple(
+        replace(k, math_precision=act)
+        if k.name.startswith("lm_head") and k.kind.uses_matrix_unit
+        else k
+        for k in graph.kernels
+    )
+    return replace(graph, kernels=kernels)
 
 
 def graph_params(graph: KernelGraph, cfg: ModelConfig) -> tuple[int, int]:

@@ -20,7 +20,10 @@ Phases (layer graphs have count = num_layers; heads have role "head"):
 
 Attention FLOP is the non-causal 4 b s_q s_kv heads head_dim (Megatron convention).
 `attention: UNFUSED_ATTENTION` runs it as QK^T, softmax and AV kernels with the scores in
-DRAM (plain PyTorch); MLA attention is always fused.
+DRAM (plain PyTorch); MLA attention is always fused. `decode_attention: KV_PER_QUERY_HEAD`
+makes a decode step's attention read the KV cache once per query head (G times per KV head
+for G query heads per KV head), as the masked-MHA generation kernel of TensorRT-LLM before
+its XQA kernels did; the default reads it once (FlashDecoding, XQA, vLLM).
 KV-cache bytes: 2 layers kv_heads head_dim context bytes batch (MLA: layers (kv_lora_rank +
 qk_rope_head_dim) context bytes batch); Workload.kv_cache_bytes is taken at the longest
 context any step attends to.
@@ -91,9 +94,10 @@ def inference_workload(
     notes: list[str] = []
 
     unfused = req.attention == setup_pb2.UNFUSED_ATTENTION
+    per_head = req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD
 
     def add(base: str, shape: LayerShape, embed: int, head: int, cls: str, steps: int = 1) -> None:
-        shape = replace(shape, unfused_attention=unfused)
+        shape = replace(shape, unfused_attention=unfused, kv_per_query_head=per_head)
         layers = layer_phases(base, cfg, shape, prec, steps=steps)
         graph = head_graph(f"{base}_head", cfg, prec, embed_tokens=embed, head_tokens=head, cls=cls)
         hd = Phase(f"{base}_head", graph, steps=steps, role="head")

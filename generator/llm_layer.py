@@ -62,6 +62,9 @@ class LayerShape:
     kv_write: bool = False  # inference: store the new tokens' K/V
     absorbed: bool = False  # MLA inference: attention over the latent cache
     unfused_attention: bool = False  # QK^T, softmax, (dropout), AV as kernels of their own
+    # decode attention reads each KV head once per query head (DecodeAttention
+    # KV_PER_QUERY_HEAD: masked-MHA kernels before XQA), not once per group
+    kv_per_query_head: bool = False
     dropout: bool = False  # training dropout on attention probabilities and layer outputs
 
 
@@ -171,6 +174,8 @@ class Layer:
             Bd, Q, K = ("batch", seg.batch), ("q_seq", seg.q_seq), ("kv_seq", seg.kv_seq)
             qd, kvd = (Bd, Q, *qh, D), (Bd, K, KVd, *kh, D)
             if seg.cached:
+                if self.shape.kv_per_query_head and seg.q_seq == 1:
+                    kvd = (Bd, K, KVd, *qh, D)  # G reads of each KV head: one per query head
                 kv_in = ("kv_cache", None, kvd, KV, self.kvb)
             else:
                 kv_in = ("kv", self.seg_view(kv, kvd), kvd, IN, self.a)

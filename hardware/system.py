@@ -69,6 +69,10 @@ class Efficiency:
     gpu_wave_model: bool = False
     fixed_compute_util: float = 0.0  # efficiency.compute_util: overrides the GEMM model
     source: str = ""
+    # the chip's own gemm_util when `solver.cost.efficiency.for_precision` has put another
+    # precision's plateau in its place (0 = not replaced); kernels that run at another
+    # precision than the workload's (a 16-bit LM head under FP8) take their plateau from it
+    base_gemm_util: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,11 @@ class InferencePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DECODE: _ClassVar[InferencePhase]
     CHUNKED_PREFILL: _ClassVar[InferencePhase]
 
+class DecodeAttention(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    KV_SHARED: _ClassVar[DecodeAttention]
+    KV_PER_QUERY_HEAD: _ClassVar[DecodeAttention]
+
 class ServingObjective(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     MIN_LATENCY: _ClassVar[ServingObjective]
@@ -201,6 +206,8 @@ REQUEST: InferencePhase
 PREFILL: InferencePhase
 DECODE: InferencePhase
 CHUNKED_PREFILL: InferencePhase
+KV_SHARED: DecodeAttention
+KV_PER_QUERY_HEAD: DecodeAttention
 MIN_LATENCY: ServingObjective
 MAX_THROUGHPUT: ServingObjective
 TOPOLOGY_UNSET: TopologyKind
@@ -661,7 +668,7 @@ class LlmTraining(_message.Message):
     def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ...) -> None: ...
 
 class LlmInference(_message.Message):
-    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving")
+    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -672,6 +679,7 @@ class LlmInference(_message.Message):
     DECODE_BATCH_FIELD_NUMBER: _ClassVar[int]
     ATTENTION_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
+    DECODE_ATTENTION_FIELD_NUMBER: _ClassVar[int]
     model: Model
     phase: InferencePhase
     batch: int
@@ -682,7 +690,8 @@ class LlmInference(_message.Message):
     decode_batch: int
     attention: AttentionImpl
     serving: Serving
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ...) -> None: ...
+    decode_attention: DecodeAttention
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ..., decode_attention: _Optional[_Union[DecodeAttention, str]] = ...) -> None: ...
 
 class Serving(_message.Message):
     __slots__ = ("objective", "batch", "input_len", "max_ttft_ms", "max_tpot_ms")

@@ -5,12 +5,16 @@ validation cases (tests/test_efficiency_fit.py checks they agree), so every fitt
 can be re-derived:
 - dram_util: STREAM/BabelStream copy bandwidth / DRAM peak (memory_copy rows);
 - gemm_util, gemm_half_dim, kernel_overhead_us: least mean |relative error| of the GEMM
-  model (`solver.cost.efficiency`) against every compute-bound GEMM point of the chip: the gemm
-  rows, the same source's companion sizes in extra_params (also_<n>cube_flops,
-  also_down_proj_s), and the separately timed GEMMs of layer rows (op_qkv_s, op_wo_s,
-  op_w1_s, op_w2_s, op_qk_s, op_av_s); memory-bound points (time below 1.5x their DRAM
-  time) are left out. Precisions named in `split` get a plateau of their own
-  (gemm_util_by_precision), the others share gemm_util;
+  model against every GEMM point of the chip: the gemm rows, the same source's companion
+  sizes in extra_params (also_<n>cube_flops, also_down_proj_s), and the separately timed
+  GEMMs of layer rows (op_qkv_s, op_wo_s, op_w1_s, op_w2_s, op_qk_s, op_av_s). The model is
+  the solver's kernel time, overhead + max(compute at the `solver.cost.efficiency` fraction,
+  compulsory DRAM bytes at the chip's copy bandwidth), so a bandwidth-bound point constrains
+  the overhead instead of being dropped. Each source (the measurement campaign: its GitHub
+  repository) weighs the same however many points it has: the A100 sources disagree by ~15%
+  at like shapes (LLMCompass torch.matmul 0.87-0.92 of peak, cuBLASLt 0.81, vidur 0.77), and
+  counting points let the one with the most points set the plateau. Precisions named in
+  `split` get a plateau of their own (gemm_util_by_precision), the others share gemm_util;
 - vector_util: least mean |relative error| of the solver's vector-kernel time,
   overhead + max(nominal FLOP / (vector peak x util), bytes / achievable DRAM bandwidth),
   against the softmax, LayerNorm and GeLU ops a layer_prefill row timed one by one (the
@@ -48,6 +52,7 @@ class GemmPoint:
     precision: str
     time_s: float
     batch: int = 1
+    family: str = ""  # the measurement campaign (source repository); equal weight per family
 
     @property
     def flop(self) -> float:
@@ -84,25 +89,35 @@ def layer_op_points(c: Case) -> list[GemmPoint]:
     return out
 
 
+_REPO = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+def family(c: Case) -> str:
+    """The measurement campaign of a row: the first owner/name in its `source`."""
+    found = _REPO.search(c.text("source"))
+    return found.group(0) if found else c.text("source")
+
+
 def gemm_points(cases: list[Case], chip: str) -> list[GemmPoint]:
     """Every GEMM measurement of `chip`: rows plus their companion sizes."""
     out = []
     for c in cases:
         if c.usable and c.text("chip") == chip:
-            out.extend(layer_op_points(c))
+            out.extend(replace(p, family=family(c)) for p in layer_op_points(c))
         if c.kind != "gemm" or not c.usable or c.text("chip") != chip:
             continue
-        m, k, n, prec = c.int("m"), c.int("k"), c.int("n"), c.text("precision")
+        m, k, n, prec, fam = c.int("m"), c.int("k"), c.int("n"), c.text("precision"), family(c)
         value = c.measured or 0.0
         t = value if c.metric == "kernel_time_s" else 2.0 * m * n * k / value
-        out.append(GemmPoint(c.id, m, n, k, prec, t))
+        out.append(GemmPoint(c.id, m, n, k, prec, t, 1, fam))
         for key, raw in sorted(c.extra.items()):
             cube = re.fullmatch(r"also_(\d+)cube_flops", key)
             if cube:
                 d = int(cube.group(1))
-                out.append(GemmPoint(f"{c.id}:{key}", d, d, d, prec, 2.0 * d**3 / float(raw)))
+                t = 2.0 * d**3 / float(raw)
+                out.append(GemmPoint(f"{c.id}:{key}", d, d, d, prec, t, 1, fam))
             elif key == "also_down_proj_s":  # vidur mlp.csv: down_proj is (m, k=n/2) x (n/2, k)
-                out.append(GemmPoint(f"{c.id}:{key}", m, k, n // 2, prec, float(raw)))
+                out.append(GemmPoint(f"{c.id}:{key}", m, k, n // 2, prec, float(raw), 1, fam))
     return out
 
 
@@ -121,9 +136,12 @@ def memory_time(p: GemmPoint, dram_Bps: float) -> float:
     return ((p.m * p.k + p.k * p.n) * a + p.m * p.n * c) * p.batch / dram_Bps
 
 
-def compute_bound(points: list[GemmPoint], dram_Bps: float) -> list[GemmPoint]:
-    """Points whose measured time is well above their compulsory DRAM time."""
-    return [p for p in points if p.time_s > 1.5 * memory_time(p, dram_Bps)]
+def family_weights(points: list[GemmPoint]) -> list[float]:
+    """1 / (points of the same family): every measurement campaign weighs the same."""
+    count: dict[str, int] = {}
+    for p in points:
+        count[p.family] = count.get(p.family, 0) + 1
+    return [1.0 / count[p.family] for p in points]
 
 
 @dataclass(frozen=True)
@@ -143,19 +161,23 @@ def fit_gemm(
     fix_overhead_us: float | None = None,
     fix_half_dim: float | None = None,
     split: tuple[str, ...] = (),
+    copy_Bps: float = 0.0,
 ) -> GemmFit:
-    """Grid search of (plateaus, gemm_half_dim, kernel_overhead_us) minimising the mean
-    absolute relative time error over `points` (the chip's tile sizes are kept). Each
-    precision in `split` gets its own plateau, the other points share gemm_util; for a given
-    roll-off and overhead each group's best plateau is independent of the others'. With
-    fewer than three points only the plateau is determined: pass the other two (taken from
-    a chip of the same SM architecture)."""
+    """Grid search of (plateaus, gemm_half_dim, kernel_overhead_us) minimising the family-
+    weighted mean absolute relative time error over `points` (the chip's tile sizes are
+    kept) of overhead + max(compute, compulsory DRAM bytes / copy_Bps) (0: no DRAM floor).
+    Each precision in `split` gets its own plateau, the other points share gemm_util; for a
+    given roll-off and overhead each group's best plateau is independent of the others'.
+    With fewer than three points only the plateau is determined: pass the other two (taken
+    from a chip of the same SM architecture). `mean_abs_err` is the plain (unweighted) mean."""
     assert points, "no GEMM points to fit"
     import numpy as np
 
     overheads = OVERHEADS_US if fix_overhead_us is None else (fix_overhead_us,)
     utils = np.array(UTILS)
     times = np.array([p.time_s for p in points])
+    weights = np.array(family_weights(points))
+    floor = np.array([memory_time(p, copy_Bps) if copy_Bps > 0 else 0.0 for p in points])
     keys = [p.precision if p.precision in split else "" for p in points]
     groups = {g: [i for i, k in enumerate(keys) if k == g] for g in dict.fromkeys(keys)}
     best: tuple[float, float, float, dict[str, float], object] | None = None
@@ -164,22 +186,29 @@ def fit_gemm(
     for half in halves:
         base = replace(chip, efficiency=replace(plain, gemm_half_dim=float(half)))
         raw = np.array([model_time(base, p, 0.0) for p in points])
+        compute = np.maximum(raw[None, :] / utils[:, None], floor[None, :])
         for ovh in overheads:
-            errs = np.abs((ovh * 1e-6 + raw[None, :] / utils[:, None]) / times[None, :] - 1)
+            errs = np.abs((ovh * 1e-6 + compute) / times[None, :] - 1)
             chosen, total = {}, 0.0
             err = np.zeros(len(points))
             for g, idx in groups.items():
-                sums = errs[:, idx].sum(axis=1)
+                sums = (errs[:, idx] * weights[idx]).sum(axis=1)
                 i = int(np.argmin(sums))
                 chosen[g], total = float(utils[i]), total + float(sums[i])
                 err[idx] = errs[i, idx]
-            if best is None or total / len(points) < best[0] - 1e-12:
-                best = (total / len(points), float(half), ovh, chosen, err)
+            if best is None or total < best[0] - 1e-12:
+                best = (total, float(half), ovh, chosen, err)
     assert best is not None
-    mean, half, ovh, chosen, err = best
+    _, half, ovh, chosen, err = best
     by_precision = tuple(sorted((g, u) for g, u in chosen.items() if g))
     return GemmFit(
-        chosen.get("", 0.0), half, ovh, mean, float(err.max()), tuple(points), by_precision
+        chosen.get("", 0.0),
+        half,
+        ovh,
+        float(err.mean()),
+        float(err.max()),
+        tuple(points),
+        by_precision,
     )
 
 

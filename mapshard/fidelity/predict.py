@@ -27,6 +27,7 @@ from mapshard.fidelity.scenarios import (
     node_size,
     scale_efficiency,
     scale_up_kind,
+    scale_up_share,
 )
 
 TIME_METRICS = ("kernel_time_s", "iteration_time_s", "ttft_s", "layer_time_s", "collective_time_s")
@@ -103,7 +104,7 @@ def collective_span(case: Case) -> list[tuple[NetworkLevel, int]]:
                 "node",
                 scale_up_kind(case, spec),
                 node,
-                spec.scale_up_bw_GBps * 1e9,
+                spec.scale_up_bw_GBps * 1e9 * scale_up_share(case, spec, node),
                 spec.scale_up_latency_us * 1e-6,
                 efficiency=scale_efficiency(spec, True),
             ),

@@ -89,13 +89,29 @@ def node_size(case: Case, spec: setup_pb2.ChipSpec) -> int:
 
 
 def scale_up_kind(case: Case, spec: setup_pb2.ChipSpec) -> Topology:
-    """NVSwitch boards are switches; 4-GPU HGX A100 boards and AMD Infinity Fabric platforms
-    are fully connected (direct links between every pair of GPUs)."""
-    if spec.vendor == "AMD" or (spec.name.startswith("A100") and node_size(case, spec) <= 4):
+    """NVSwitch boards are switches; 4-GPU HGX A100 boards, AMD Infinity Fabric platforms and
+    Intel HLS-Gaudi servers (21 RoCE ports all-to-all, 3 to each of the 7 peers; Gaudi 2/3
+    white papers) are fully connected (direct links between every pair of chips)."""
+    if spec.vendor in ("AMD", "Intel") or (
+        spec.name.startswith("A100") and node_size(case, spec) <= 4
+    ):
         return Topology.FULLY_CONNECTED
     if spec.vendor == "Google":
         return Topology.RING
     return Topology.SWITCH
+
+
+def scale_up_share(case: Case, spec: setup_pb2.ChipSpec, degree: int) -> float:
+    """Share of a chip's scale-up bandwidth a group of `degree` chips of its node can use.
+
+    On a switch every chip reaches any peer at its full bandwidth: 1. In a fully connected
+    node of N chips each chip's links are spread evenly over its N - 1 peers, so a group of
+    d chips uses only the links to its d - 1 peers: (d - 1) / (N - 1) (TP 2 on an 8-chip
+    Gaudi or MI300X node: 1/7 of the aggregate)."""
+    if scale_up_kind(case, spec) != Topology.FULLY_CONNECTED:
+        return 1.0
+    n = node_size(case, spec)
+    return (degree - 1) / (n - 1) if 1 < degree < n else 1.0
 
 
 # Megatron-LM's rank order, innermost first (context parallel next to tensor parallel)
@@ -170,6 +186,8 @@ def _system(
         t.kind = kind if lv.scale_up else setup_pb2.SWITCH
         bw = spec.scale_up_bw_GBps if lv.scale_up else spec.scale_out_bw_GBps
         t.link_bw_GBps = bw or spec.scale_up_bw_GBps
+        if lv.scale_up:
+            t.link_bw_GBps *= scale_up_share(case, spec, lv.degree)
         lat = spec.scale_up_latency_us if lv.scale_up else spec.scale_out_latency_us
         t.latency_us = lat
 
@@ -245,6 +263,42 @@ def attention_impl(case: Case) -> tuple[int, float]:
     if case.kind == "training_step" and megatron:
         return unfused, dropout or MEGATRON_DROPOUT
     return setup_pb2.FUSED_ATTENTION, dropout
+
+
+# TensorRT-LLM's first release with XQA generation kernels for GQA/MQA models (its XQA blog,
+# docs/source/blogs/XQA-kernel.md; NVIDIA/TensorRT-LLM issue #1240 tests it on 0.8.0; the
+# Hopper XQA kernels for Llama-2-70B followed in 0.10.0). Before it the masked-MHA generation
+# kernel ran one thread block per query head, each reading its KV head from memory.
+TRTLLM_XQA_VERSION = (0, 8)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split("."))
+    except ValueError as exc:
+        raise Unmodelable(f"engine_version={text} is not a dotted version number") from exc
+
+
+def decode_attention(case: Case) -> int:
+    """DecodeAttention of the row's serving stack, from its fields:
+    - extra_params `decode_attention=kv_shared|kv_per_query_head` when the row says;
+    - KV_PER_QUERY_HEAD for TensorRT-LLM older than TRTLLM_XQA_VERSION (`engine=TensorRT-LLM`
+      with `engine_version`, the release its source states);
+    - KV_SHARED otherwise (the modern kernels; also when the version is not stated)."""
+    given = case.extra.get("decode_attention", "")
+    if given:
+        values = {
+            "kv_shared": setup_pb2.KV_SHARED,
+            "kv_per_query_head": setup_pb2.KV_PER_QUERY_HEAD,
+        }
+        if given not in values:
+            raise Unmodelable(f"decode_attention={given} is not kv_shared/kv_per_query_head")
+        return values[given]
+    version = case.extra.get("engine_version", "")
+    if case.extra.get("engine") == "TensorRT-LLM" and version:
+        if _version(version) < TRTLLM_XQA_VERSION:
+            return setup_pb2.KV_PER_QUERY_HEAD
+    return setup_pb2.KV_SHARED
 
 
 def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
@@ -324,6 +378,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         i.input_len = case.int("input_len")
         i.output_len = case.int("output_len")
         i.attention, _ = attention_impl(case)
+        i.decode_attention = decode_attention(case)
         if kind in ("inference_prefill", "layer_prefill"):
             i.phase = setup_pb2.PREFILL
         elif kind == "inference_static_batch":

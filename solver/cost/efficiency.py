@@ -83,13 +83,19 @@ OWN_UNITS = ("fp64", "fp32")
 
 def for_precision(chip: Chip, precision: str) -> Chip:
     """The chip with the GEMM plateau of `precision` (its own when the chip file gives one;
-    1.0 of the precision's peak for OWN_UNITS, flagged by `plateau_warning`; else gemm_util)."""
-    util = dict(chip.efficiency.gemm_util_by_precision).get(precision, 0.0)
-    if util <= 0 and precision in OWN_UNITS and chip.efficiency.fixed_compute_util <= 0:
+    1.0 of the precision's peak for OWN_UNITS, flagged by `plateau_warning`; else gemm_util).
+    The chip's own gemm_util is kept as `base_gemm_util`, so `for_precision` of the result
+    at another precision still finds it."""
+    eff = chip.efficiency
+    base = eff.base_gemm_util or eff.gemm_util
+    util = dict(eff.gemm_util_by_precision).get(precision, 0.0)
+    if util <= 0 and precision in OWN_UNITS and eff.fixed_compute_util <= 0:
         util = 1.0
     if util <= 0:
+        util = base
+    if util == eff.gemm_util:
         return chip
-    return replace(chip, efficiency=replace(chip.efficiency, gemm_util=util))
+    return replace(chip, efficiency=replace(eff, gemm_util=util, base_gemm_util=base))
 
 
 def plateau_warning(chip: Chip, precision: str) -> str:

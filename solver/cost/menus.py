@@ -209,6 +209,10 @@ def _compute_time(
 ) -> float:
     if flop <= 0:
         return 0.0
+    if kernel.math_precision and kernel.math_precision != precision:
+        # a kernel at its own precision (the 16-bit LM head under FP8): that peak and plateau
+        precision = kernel.math_precision
+        chip = efficiency.for_precision(chip, precision)
     if kernel.unit == "vector":  # the input says the vector unit runs it (DFModel SIMD)
         return flop / (chip.vector_flops * efficiency.vector_efficiency(chip))
     if _is_gemm(kernel):
@@ -242,9 +246,13 @@ def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
     """The highest FLOP/s any option of `kernel` reaches (`_compute_time` never runs it
     faster): the matrix peak at the workload's math precision times the GEMM plateau (the
     roll-off and occupancy factors are at most 1) or the fused-attention efficiency, the
-    vector rate for the rest. `chip` is the chip after `efficiency.for_precision`."""
+    vector rate for the rest. `chip` is the chip after `efficiency.for_precision`; a kernel
+    at its own precision (`Kernel.math_precision`) takes that precision's peak and plateau."""
     if kernel.flop <= 0:
         return math.inf
+    if kernel.math_precision and kernel.math_precision != precision:
+        precision = kernel.math_precision
+        chip = efficiency.for_precision(chip, precision)
     if kernel.unit != "vector" and (
         _is_gemm(kernel) or kernel.kind.uses_matrix_unit or kernel.unit == "matrix"
     ):

@@ -18,16 +18,20 @@ from schema import setup_pb2
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "validation"
-# The chips with public kernel measurements in the FIT set (VALIDATION_SCHEMA.md); every
-# other library chip must say it is uncalibrated.
+# The chips with public measurements in the FIT set (VALIDATION_SCHEMA.md): kernels, or for
+# Gaudi 2/3 single-chip model runs (mapshard.fidelity.fit_runs); every other library chip
+# must say it is uncalibrated.
 EXPECTED_CALIBRATED = {
     "A100-SXM4-40GB",
     "A100-SXM4-80GB",
     "H100-SXM5-80GB",
     "H200-SXM-141GB",
     "GB200",
+    "B200",  # the GB200 GEMM fit (same die)
+    "Gaudi2",
+    "Gaudi3",
 }
-ROW_ID = re.compile(r"\b(?:[TIKCH]\d{2}|P-[A-Z]{3}\d{2})(?:\.\.\d{2})?\b")
+ROW_ID = re.compile(r"\b(?:[TIKCH]\d{2}|P-[A-Z]{3}\d{2}|P-GD[23]\d{2})(?:\.\.\d{2})?\b")
 
 
 def _ids(text: str) -> set[str]:
@@ -124,15 +128,16 @@ def test_sweep_rows_have_a_calibration_column():
 
 
 def test_validate_names_the_uncalibrated_chips_it_predicted(tmp_path, capsys):
-    """The Gaudi 3 CHECK rows are predicted at peak: the validate summary says so, and the
-    calibrated chips' rows are not listed."""
-    cases = DATA / "validation_public_check.csv"
+    """Two CHECK rows moved to an uncalibrated chip (MI300X) are predicted at peak: the
+    validate summary says so, and the calibrated chips' rows are not listed."""
+    src = DATA / "validation_public_check.csv"
+    lines = src.read_text(encoding="utf-8").splitlines()
+    keep = [ln for ln in lines[1:] if ln.startswith(("P-GD209,", "P-GD310,", "P-TRT03,"))]
+    moved = [ln.replace(",Gaudi2,", ",MI300X,").replace(",Gaudi3,", ",MI300X,") for ln in keep]
+    cases = tmp_path / "cases.csv"
+    cases.write_text("\n".join([lines[0], *moved]) + "\n", encoding="utf-8")
     assert main(["validate", str(cases), "--out", str(tmp_path / "v")]) == 0
     out = capsys.readouterr().out
     (line,) = [ln for ln in out.splitlines() if ln.startswith("predicted on uncalibrated chips")]
-    gaudi3 = {ln.split(",", 1)[0] for ln in cases.read_text().splitlines() if ",Gaudi3," in ln}
-    results = (tmp_path / "v" / "validation.csv").read_text().splitlines()[1:]
-    predicted = [r for r in results if r.split(",")[0] in gaudi3 and r.split(",")[4]]
-    assert 0 < len(predicted) <= len(gaudi3)  # a row with no plan is not counted
-    assert f"Gaudi3 ({len(predicted)})" in line
-    assert "H100" not in line and "GB200" not in line
+    assert "MI300X (2)" in line
+    assert "H100" not in line and "Gaudi" not in line
