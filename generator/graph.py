@@ -8,9 +8,12 @@ before any splitting across chips); the solver decides how each kernel is split.
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import Any
 
 
 class KernelKind(str, Enum):
@@ -200,9 +203,43 @@ class KernelGraph:
     def flop(self) -> float:
         return sum(k.flop for k in self.kernels)
 
-    def topological_order(self) -> tuple[str, ...]:
-        """Kahn's algorithm, ties broken by declaration order (deterministic)."""
+    def canonical_order(self) -> tuple[str, ...]:
+        """A topological order that does not depend on how the input numbers or declares its
+        kernels: ties go to the kernel whose structural signature (its own content and its
+        neighbourhood's, names left out) sorts first, then to declaration order (only
+        between kernels that look alike). A search restricted to one order then gives the
+        same answer for every numbering of the same graph."""
+        sig = structural_signatures(self)
         index = {k.name: i for i, k in enumerate(self.kernels)}
+        deg = {k.name: 0 for k in self.kernels}
+        succ: dict[str, list[str]] = {k.name: [] for k in self.kernels}
+        for e in self.edges:
+            deg[e.dst] += 1
+            succ[e.src].append(e.dst)
+
+        def key(name: str) -> tuple[str, int]:
+            return (sig[name], index[name])
+
+        # depth first (a branch is finished before the next starts: fusion-friendly)
+        ready = sorted((n for n, d in deg.items() if d == 0), key=key, reverse=True)
+        order: list[str] = []
+        while ready:
+            name = ready.pop()
+            order.append(name)
+            new = []
+            for m in succ[name]:
+                deg[m] -= 1
+                if deg[m] == 0:
+                    new.append(m)
+            ready.extend(sorted(new, key=key, reverse=True))
+        return tuple(order)
+
+    def topological_order(self, key: Callable[[str, int], Any] | None = None) -> tuple[str, ...]:
+        """Kahn's algorithm, ties broken by `key(name, declaration index)` (default: the
+        declaration order), deterministic."""
+        index = {k.name: i for i, k in enumerate(self.kernels)}
+        if key is not None:
+            index = {name: key(name, i) for name, i in index.items()}
         indeg = {k.name: 0 for k in self.kernels}
         succ: dict[str, list[str]] = {k.name: [] for k in self.kernels}
         for e in self.edges:
@@ -221,6 +258,26 @@ class KernelGraph:
         if len(order) != len(self.kernels):
             raise ValueError(f"graph {self.name} has a cycle")
         return tuple(order)
+
+
+def structural_signatures(graph: KernelGraph, rounds: int = 4) -> dict[str, str]:
+    """kernel name -> a digest of its content (every field but its name) refined `rounds`
+    times by its producers' and consumers' digests along the edges (Weisfeiler-Lehman):
+    equal for kernels the graph cannot tell apart, whatever their names or order."""
+    sig = {k.name: _digest(repr(replace(k, name=""))) for k in graph.kernels}
+    tagged = [("e", e) for e in graph.edges] + [("b", e) for e in graph.boundary]
+    for _ in range(rounds):
+        around: dict[str, list[str]] = {k.name: [] for k in graph.kernels}
+        for tag, e in tagged:
+            what = repr((e.dst_operand, e.src_operand, e.dim_map, e.tensor_bytes))
+            around[e.dst].append(f"{tag}<{sig[e.src]}{what}")
+            around[e.src].append(f"{tag}>{sig[e.dst]}{what}")
+        sig = {name: _digest(sig[name] + "".join(sorted(around[name]))) for name in sig}
+    return sig
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -426,7 +426,7 @@ def build_problem(
     """`micro_batches`: graph instances per step that accumulate weight gradients (training:
     global batch / (micro-batch x DP)); a weight gradient's TP reduction runs once per step,
     so each instance carries 1/micro_batches of it."""
-    order = graph.topological_order()
+    order = graph.canonical_order()
     index = {name: i for i, name in enumerate(order)}
     kernels = [graph.kernel(n) for n in order]
     sram = chip.sram_bytes

@@ -86,9 +86,13 @@ def _deadline(options: SolverOptions) -> float:
     return time.perf_counter() + options.time_limit_s
 
 
+EXACT_KERNELS = 20  # beyond, with several shardings, one order (a 22-kernel DAG took minutes)
+
+
 def _small(problem: MappingProblem) -> bool:
     """Small enough for the direct exact search (every sharding combination in play)."""
-    return len(problem.kernels) <= 10 or all(len(m.shardings) == 1 for m in problem.kernels)
+    n = len(problem.kernels)
+    return n <= EXACT_KERNELS or all(len(m.shardings) == 1 for m in problem.kernels)
 
 
 def check_pins(problem: MappingProblem) -> None:
