@@ -70,6 +70,17 @@ class Operand:
 
 
 @dataclass(frozen=True)
+class DFModelExtra:
+    """A DFModel kernel variant's fields that only DFModel's equations read
+    (solver/cost/dfmodel_lanes.py, dfmodel_problem.py)."""
+
+    memory_size_bytes: float = 0.0  # explicit DRAM bytes DFModel charges to the kernel
+    num_input: int = 0  # streamed inputs (0 = unset: DFModel counts 1)
+    use_effective_stage: bool = False  # lane/stage: K over execution's effective_stage
+    skip_weight: bool = False  # no weight buffer in SRAM
+
+
+@dataclass(frozen=True)
 class Kernel:
     name: str
     kind: KernelKind
@@ -101,6 +112,9 @@ class Kernel:
     # (graph_to_proto) has no place for them, and the native model never reads them.
     dfmodel_tiling: str = field(default="", compare=False)
     dfmodel_type: str = field(default="", compare=False)
+    # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
+    # skip_weight), read by --cost-model dfmodel only; same reasons as above.
+    dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)
 
     @property
     def dim_sizes(self) -> dict[str, int]:

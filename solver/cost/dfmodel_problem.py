@@ -120,7 +120,9 @@ def kernel_costs(graph: KernelGraph, shardings: Sequence[str], c: StageTwo) -> l
         else:
             net = tile_out * c.num_tile * c.ratios.of(own)
         weight = m * kk * c.word_bytes if dims.has_weight else 0.0
-        compute = flop / (c.compute_util * c.peak_flops)
+        # compute_util 0: DFModel's lane/stage model, priced per configuration
+        # (solver/cost/dfmodel_lanes.py); 0 here
+        compute = flop / (c.compute_util * c.peak_flops) if c.compute_util > 0 else 0.0
         base.append([compute, net, tile_out * c.num_tile, tile_out, weight, flop, s])
     for i, e in enumerate(graph.edges):
         a, b = index[e.src], index[e.dst]
@@ -193,16 +195,9 @@ def _menu(graph: KernelGraph, costs, k: int, c: StageTwo, inner, depth) -> Kerne
                 traffic.append((f"to:{e.dst}", kc.out_bytes))
     if any(inner(e) for e in graph.edges if e.src == kern.name):
         traffic.append(("out", kc.out_bytes))
-    # DFModel's SRAM, conservatively: two tiles of every edge at each end (its D buffers of
-    # a crossing edge; depth x tile more when a consumer is fused, its B buffers) plus the
-    # weight. A weight kernel's tiling_factor divides its weight and its outgoing buffers
-    # and then the kernel runs alone: capped so that it fits alone, and nothing beside it.
-    ins = 2 * sum(costs[index[e.src]].tile_out_bytes for e in graph.edges if e.dst == kern.name)
-    outs = 2 * kc.tile_out_bytes * sum(1 for e in graph.edges if e.src == kern.name)
-    own = kc.weight_bytes + outs
-    if kc.weight_bytes > 0:
-        own = min(own, max(c.sram_bytes - ins, 0.0))
-    buffer = ins + own
+    if memory_size(kern) > 0:  # DFModel's explicit memory_size: read whatever is fused
+        traffic.append((MEMORY_SIZE, memory_size(kern)))
+    buffer, _ = sram_parts(graph, costs, k, c)
     opt = Option(
         kc.sharding,
         "",
@@ -215,8 +210,36 @@ def _menu(graph: KernelGraph, costs, k: int, c: StageTwo, inner, depth) -> Kerne
         flop_per_chip=kc.flop,
         sizes=tuple(traffic),
     )
-    fed = tuple(n for n, _ in traffic if n != "out" and not n.startswith("to:"))
+    fed = tuple(n for n, _ in traffic if n not in ("out", MEMORY_SIZE) and not n.startswith("to:"))
     return KernelMenu(kern.name, (opt,), (kc.sharding,), fed, "out")
+
+
+MEMORY_SIZE = "memory_size"  # the pseudo-operand of DFModel's explicit DRAM bytes
+
+
+def memory_size(kernel) -> float:
+    """DFModel's explicit memory_size of a kernel (bytes, as the float it stores)."""
+    extra = kernel.dfmodel_extra
+    return dm.f32(extra.memory_size_bytes) if extra is not None else 0.0
+
+
+def sram_parts(graph: KernelGraph, costs, k: int, c: StageTwo) -> tuple[float, float]:
+    """Kernel k's SRAM: (its buffers wherever it runs, the stream buffers its fused
+    consumers add). DFModel's SRAM, conservatively: two tiles of every edge at each end
+    (its D buffers of a crossing edge; depth x tile more when a consumer is fused, its B
+    buffers) plus the weight. A weight kernel's tiling_factor divides its weight and its
+    outgoing buffers and then the kernel runs alone: capped so that it fits alone, and
+    nothing beside it."""
+    index = {kern.name: i for i, kern in enumerate(graph.kernels)}
+    kern, kc = graph.kernels[k], costs[k]
+    depth = buffer_depths(graph)
+    stream = sum(kc.tile_out_bytes * depth[(e.src, e.dst)] for e in graph.edges if e.src == kern.name)
+    ins = 2 * sum(costs[index[e.src]].tile_out_bytes for e in graph.edges if e.dst == kern.name)
+    outs = 2 * kc.tile_out_bytes * sum(1 for e in graph.edges if e.src == kern.name)
+    own = kc.weight_bytes + outs
+    if kc.weight_bytes > 0:
+        own = min(own, max(c.sram_bytes - ins, 0.0))
+    return ins + own, stream
 
 
 def dram_bytes(

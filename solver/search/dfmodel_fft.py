@@ -42,7 +42,13 @@ def search_fft(
         1, 1, execution.word_bytes, util, peak, dm.Ratios(), 1, math.inf,
         dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
     )  # fmt: skip
-    problem, sol, floor = solve_configs(graph, costs, c, execution, options)
+    lanes = None
+    if util <= 0:  # DFModel's lane/stage compute at the FFT shard (M, K, ceil(N / P))
+        from solver.search.dfmodel_lanes import lane_compute
+
+        shards = [(d.M, d.K, math.ceil(d.N / per_copy)) for d in map(dm.dims_of, graph.kernels)]
+        lanes = lane_compute(graph, shards, execution.dfmodel, 1)
+    problem, sol, floor = solve_configs(graph, costs, c, execution, options, lanes)
     if not math.isfinite(sol.objective_s):
         return None, [(choice, f"no grouping into configurations (status {sol.status})")], math.inf
     dram = execution.fft_length * execution.word_bytes / per_copy

@@ -14,6 +14,7 @@ from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.report_plan import build_phase_plans, workload_flop
 from solver.search.dfmodel_fft import search_fft
+from solver.verify import dfmodel_sram_row
 from solver.search.dfmodel_search import DFStep, checked_util, search_choices
 
 
@@ -28,9 +29,16 @@ def search_dfmodel(
     """The best plan under DFModel's equations (solver.api.solve_workload with
     execution.cost_model "dfmodel")."""
     t0 = time.perf_counter()
+    branch = execution.dfmodel.branch
     if execution.fft_copies > 0:  # DFModel's FFT branch: one fixed layout
         util = checked_util(workload, system)
         best, failed, lower = search_fft(workload, system, execution, options, util)
+    elif branch in ("dlrm", "hpl"):  # DFModel's DLRM / HPL branches: one fixed layout
+        from solver.search.dfmodel_branch_search import search_dlrm, search_hpl
+
+        util = checked_util(workload, system)
+        search = search_dlrm if branch == "dlrm" else search_hpl
+        best, failed, lower = search(workload, system, execution, options, util)
     else:
         best, failed, lower = search_choices(workload, system, execution, options)
     if best is None:
@@ -98,6 +106,12 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
             f"({best.latency_s:.6g} s, priced DFModel's way) is within {stats.gap:.2%} of it",
         )
     warnings += _fft_sram_warning(phases, system, execution)
+    if execution.dfmodel.pmu > 0:
+        warnings += (
+            f"DFModel prices this chip (pmu {execution.dfmodel.pmu}) with its PMU "
+            "place-and-route rows instead of an SRAM row; those rows are not reproduced, so "
+            "this step can only be shorter than DFModel's",
+        )
     return Plan(
         scenario=scenario,
         workload_kind=workload.kind,
@@ -135,12 +149,13 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
 
 
 def _fft_sram_warning(phases, system: System, execution: ExecutionOptions) -> tuple[str, ...]:
-    """DFModel's FFT branch has no SRAM capacity row: say so when its buffers overflow."""
+    """DFModel's FFT and HPL branches and its PMU chips have no SRAM capacity row: say so
+    when the buffers overflow."""
     most = max((c.sram_bytes for ph in phases for c in ph.configs), default=0.0)
-    if execution.fft_copies <= 0 or most <= system.chip.sram_bytes * (1 + 1e-9):
+    if dfmodel_sram_row(execution) or most <= system.chip.sram_bytes * (1 + 1e-9):
         return ()
     return (
-        "DFModel's FFT branch has no SRAM capacity row: a configuration's buffers "
+        "DFModel's equations have no SRAM capacity row here: a configuration's buffers "
         f"({most:.6g} B) exceed the chip's SRAM ({system.chip.sram_bytes:.6g} B); DFModel's "
         "figure, reproduced here, assumes they fit",
     )

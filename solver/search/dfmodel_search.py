@@ -69,6 +69,12 @@ def backward(graph: KernelGraph) -> list[bool]:
     return [k.pass_ != Pass.FWD for k in graph.kernels]
 
 
+def streamed(graph: KernelGraph) -> list[bool]:
+    """DFModel's num_input_set: a kernel with num_input given never shares a
+    configuration with one without."""
+    return [bool(k.dfmodel_extra and k.dfmodel_extra.num_input > 0) for k in graph.kernels]
+
+
 def stage_one(graph: KernelGraph, tp: int, options: SolverOptions) -> tuple[str, ...]:
     """inter_chip's shardings: least bytes communicated (the MILP over one-hot menus)."""
     problem, _ = dp.sharding_problem(graph, tp)
@@ -93,10 +99,30 @@ def solve_configs(
     c: dp.StageTwo,
     execution: ExecutionOptions,
     options: SolverOptions,
+    lanes=None,
+    network=None,
 ) -> tuple[MappingProblem, GraphSolution, float]:
     """The configurations under DFModel's numbers (one problem, or the forward/backward
     split), re-priced exactly: (the problem over every kernel whose rule charges each
-    crossing edge at both ends, its solution, the search's lower bound of the sum)."""
+    crossing edge at both ends, its solution, the search's lower bound of the sum).
+    `lanes` (a dfmodel_lanes.LaneCompute) or `network` (a per-set rule): a configuration's
+    cost is no sum over its kernels, searched exhaustively (solver/search/dfmodel_lanes.py)."""
+    if lanes is not None or network is not None or any(streamed(graph)):
+        from solver.search.dfmodel_assign import Rules
+        from solver.search.dfmodel_lanes import lane_configs
+
+        n = len(graph.kernels)
+        limit = execution.num_config if execution.num_config > 0 else n
+        bwd = backward(graph)
+        split = any(bwd) and not all(bwd) and limit < n
+        rules = Rules(
+            limit,
+            tuple(k.pinned_config for k in graph.kernels),
+            tuple(bwd) if split else (),
+            tuple(streamed(graph)),
+        )
+        in_order = not execution.dataflow or limit == n
+        return lane_configs(graph, costs, c, rules, in_order, lanes, network)
     order = [
         i
         for name in graph.topological_order()
@@ -111,11 +137,11 @@ def solve_configs(
         problem = dp.stage_two_problem(graph, costs, order, c, n, [pins[k] for k in order])
         problem = replace(problem, dataflow=False)
         sol = _in_order(problem)
-        return _exact(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
+        return exact_price(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
     if not any(bwd) or all(bwd):
         problem = dp.stage_two_problem(graph, costs, order, c, limit, [pins[k] for k in order])
         sol = solve_graph(problem, options)
-        return _exact(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
+        return exact_price(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
     fwd_k = [k for k in order if not bwd[k]]
     bwd_k = [k for k in order if bwd[k]]
     names = {k.name: i for i, k in enumerate(graph.kernels)}
@@ -146,10 +172,10 @@ def solve_configs(
     sol = GraphSolution(
         (), (), sf.objective_s + sb.objective_s, sf.bound_s + sb.bound_s, status, stats
     )
-    return _exact(graph, costs, c, configs, sol)
+    return exact_price(graph, costs, c, configs, sol)
 
 
-def _exact(
+def exact_price(
     graph: KernelGraph,
     costs: list[dp.KernelCost],
     c: dp.StageTwo,
@@ -209,16 +235,10 @@ def llm_factors(workload: Workload, choice: Choice) -> tuple[int, int, float, in
 
 def checked_util(workload: Workload, system: System) -> float:
     """DFModel's fixed compute utilisation (as the float it stores), after the checks every
-    branch of its equations needs: one graph, a utilisation > 0."""
+    branch of its equations needs: one graph. 0 = DFModel's lane/stage compute."""
     if len(workload.phases) != 1:
         raise SetupError("--cost-model dfmodel: DFModel models one graph (one phase) per run")
-    util = dm.f32(system.chip.efficiency.fixed_compute_util)
-    if util <= 0:
-        raise SetupError(
-            "--cost-model dfmodel needs execution.compute_util > 0: DFModel's lane/stage "
-            "cycle model (compute_util 0) is not reproduced"
-        )
-    return util
+    return max(dm.f32(system.chip.efficiency.fixed_compute_util), 0.0)  # 0: lane/stage
 
 
 def search_choices(
@@ -233,7 +253,7 @@ def search_choices(
     graph = workload.phases[0].graph
     util = checked_util(workload, system)
     llm = workload.kind in ("training", "inference") and workload.seq_len > 0
-    tiles = dp.num_tile(graph, workload.seq_len if llm else 0)
+    tile_counts = tiles_to_try(graph, workload.seq_len if llm else 0, execution, util)
     best, failed, lower = None, [], math.inf
     shardings: dict[int, tuple[str, ...]] = {}
     for choice in dfmodel_choices(system):
@@ -247,13 +267,20 @@ def search_choices(
         if tp not in shardings:
             shardings[tp] = stage_one(graph, tp, options)
         ratios = dm.ratios(spans)
-        c = dp.StageTwo(
-            tp, tiles, execution.word_bytes, util, dm.stored_peak(system, execution.math_precision),
-            ratios, nmb, dm.f32(system.chip.sram_bytes) if llm else math.inf,
-            dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
-        )  # fmt: skip
-        costs = dp.kernel_costs(graph, shardings[tp], c)
-        problem, sol, floor = solve_configs(graph, costs, c, execution, options)
+        sram = dm.f32(system.chip.sram_bytes) if llm and not execution.dfmodel.pmu else math.inf
+        found = None
+        for tiles in tile_counts:
+            c = dp.StageTwo(
+                tp, tiles, execution.word_bytes, util,
+                dm.stored_peak(system, execution.math_precision), ratios, nmb, sram,
+                dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
+            )  # fmt: skip
+            costs = dp.kernel_costs(graph, shardings[tp], c)
+            lanes = _lanes(graph, shardings[tp], c, execution) if util <= 0 else None
+            got = solve_configs(graph, costs, c, execution, options, lanes)
+            if found is None or got[1].objective_s < found[0][1].objective_s:
+                found = (got, costs)
+        (problem, sol, floor), costs = found
         if not math.isfinite(sol.objective_s):
             failed.append((choice, _no_fit(execution, sol.status)))
             continue
@@ -268,6 +295,28 @@ def search_choices(
         if best is None or step.latency_s < best.latency_s:
             best = step
     return best, failed, lower
+
+
+def tiles_to_try(graph: KernelGraph, seq_len: int, execution: ExecutionOptions, util: float):
+    """DFModel's num_tile is free with tile_size x num_tile >= seq_len (tile_size free when
+    unset). Tried: the largest count dividing every tiled dim (FLOP exact, buffers least)
+    and, with lane/stage compute (where every extra tile rounds cycles up), the fewest
+    tiles allowed; the better plan wins. A documented restriction of DFModel's integer."""
+    exact = dp.num_tile(graph, seq_len)
+    size = execution.dfmodel.tile_size
+    least = math.ceil(seq_len / size) if size > 0 and seq_len > 0 else 1
+    if size > 0 and exact * size < seq_len:
+        exact = least
+    return sorted({exact, least}) if util <= 0 else [exact]
+
+
+def _lanes(graph: KernelGraph, shardings, c: dp.StageTwo, execution: ExecutionOptions):
+    from solver.search.dfmodel_lanes import lane_compute
+
+    shards = [
+        dm.shard_dims(dm.dims_of(k), s, c.tp, c.num_tile) for k, s in zip(graph.kernels, shardings)
+    ]
+    return lane_compute(graph, shards, execution.dfmodel, c.num_tile)
 
 
 def _no_fit(execution: ExecutionOptions, status: str) -> str:
