@@ -1,0 +1,142 @@
+"""`--cost-model dfmodel` on DFModel's HPL and DLRM branches and its lane/stage compute
+(compute_util 0), against numbers derived by hand from DFModel's equations
+(fengqian-ayce/DFModel src/intra_chip.py @ 04f93d5; the SSM file's own commit b9a3e2f for
+its unset sram_cap). Files: tests/data/dfmodel (SOURCES.md)."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from mapshard.cli import main
+from solver.cost.dfmodel_lanes import config_cycles, lane_kernel
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "dfmodel"
+GHZ_1_6 = 1.600000023841858  # freq 1.6 as the protobuf float DFModel computes with
+
+
+def _run(name: str, out: Path) -> tuple[dict, list[dict]]:
+    args = ["run", str(DATA / name), "--out", str(out), "--cost-model", "dfmodel", "--quiet"]
+    assert main(args) == 0
+    with (out / "configs.csv").open() as f:
+        configs = list(csv.DictReader(f))
+    return json.loads((out / "summary.json").read_text()), configs
+
+
+def test_hpl_4k_process_grid_and_panel_broadcasts(tmp_path: Path) -> None:
+    """damsim_hpl_4k.txt: r_r 4 x 4 at 10 GB/s, 16 chips, num_copy 1 -> grid X = 4, Y = 4;
+    two SYSTOLIC gemm_input1_input2 kernels (4096 x 4096 x 32, 4064 x 4064 x 32), one
+    configuration (num_config 1), lane/stage compute (compute_util unset) on 1040 cores
+    of 32 x 6, no overlap.
+      shards: (ceil(4096/4), ceil(4096/4), 32) = (1024, 1024, 32); (1016, 1016, 32)
+      cycles = ceil(M / (32 lane)) x ceil(32 / (6 stage)) x K: lane 32, stage 6 (192 cores
+        each, 384 <= 1040) -> 1 x 1 x 1024 = 1024 and 1 x 1 x 1016 = 1016; the slower
+        kernel cannot go below K = 1024 cycles -> compute = 1024 / 1.6 GHz = 640 ns
+      memory: the one edge stays inside the configuration, no memory_size -> 0
+      network: POINT_TO_POINT (communication_type_2) of communication_size / Y:
+        262,144/4 + 260,096/4 = 130,560 B over link_bw_x 10 GB/s = 13,056 ns;
+        BROADCAST of communication_size / X: the same 130,560 B over link_bw_y = 13,056 ns;
+        network = max = 13,056 ns
+      no overlap: II = 640 + 0 + 13,056 = 13,696 ns; HPL's step = the sum of the IIs."""
+    s, cfgs = _run("damsim_hpl_4k.txt", tmp_path / "df")
+    assert s["status"] == "optimal"
+    assert s["latency_s"] == pytest.approx(1024 / GHZ_1_6 * 1e-9 + 13_056e-9, rel=1e-12)
+    assert [c["kernels"] for c in cfgs] == ["Iteration_1;Iteration_2"]
+    assert float(cfgs[0]["compute_s"]) == pytest.approx(640e-9, rel=1e-7)
+    assert float(cfgs[0]["network_s"]) == pytest.approx(13_056e-9, rel=1e-12)
+    assert any("PMU place-and-route rows" in w for w in s["warnings"])
+    # DFModel's HPL DRAM row: n^2 x word / chips = 4096^2 x 2 / 16 = 2,097,152 B
+    assert s["memory_breakdown_bytes"]["activations"] == 2_097_152.0
+
+
+def test_dlrm_2x4_data_parallel_with_embedding_all_to_all(tmp_path: Path) -> None:
+    """damsim_dlrm_2x4.txt: a chain of 8 SYSTOLIC 8000 x 8000 x 16 MLPs on r_r 2 x 4
+    (10 GB/s), 8 chips, num_copy 1 -> DP = 8; global batch 4096; num_config 2; no overlap;
+    1040 cores of 32 x 6 at 1.6 GHz; DRAM 1638 GB/s. MLP_4 has ALL_TO_ALL 20,480 B and
+    memory_size 20,480 B.
+      One configuration of all 8: 130 cores each; cycles = ceil(250/lane) x
+        ceil(16/(6 stage)) x 8000: stage 3, lane 43 -> 6 x 1 x 8000 = 48,000 (stage 1,
+        lane 130 -> 2 x 3 = 6 too); 40,000 would need 5 x 1 (lane 50 x stage 3 = 150
+        cores) > 130 -> compute 48,000 / 1.6 GHz = 30,000 ns
+      memory: no crossing edge; memory_size 20,480 B / 1638 GB/s = 12.5031 ns
+      all-to-all: 20,480 / 8 chips = 2,560 B per chip; r_r factors (2x = 4, 8*7/2 = 28),
+        (2y = 8, 28): 28 / (10 x 4) = 0.7 ns/B is the slower level -> 1,792 ns
+      II = 30,000 + 12.5031 + 1,792 = 31,804.5031 ns
+      Two configurations (4 + 4 kernels, 260 cores each: lane 84, stage 3 -> 3 x 1 x 8000
+        = 24,000 cycles = 15,000 ns each) have the same compute sum but move the cut edge
+        (256,000 B) through DRAM at both ends: one configuration is the optimum.
+      step = II x global batch / DP = 31,804.5031 ns x 4096 / 8 = 16.2839 ms."""
+    s, cfgs = _run("damsim_dlrm_2x4.txt", tmp_path / "df")
+    ii = 48_000 / GHZ_1_6 * 1e-9 + 20_480 / 1638e9 + 1_792e-9
+    assert s["latency_s"] == pytest.approx(ii * 4096 / 8, rel=1e-12)
+    assert s["parallelism"]["dp"] == 8 and s["parallelism"]["tp"] == 1
+    assert len(cfgs) == 1 and float(cfgs[0]["network_s"]) == pytest.approx(1_792e-9)
+    assert float(cfgs[0]["memory_s"]) == pytest.approx(20_480 / 1638e9, rel=1e-12)
+
+
+def test_mamba_lane_stage_without_sram_cap(tmp_path: Path) -> None:
+    """ssm_mamba_hsscan_256k.txt (no sram_cap: DFModel reads it as no limit), 1 chip of 520
+    cores (32 x 12, 1.6 GHz), num_config 3, perfect overlap, effective_stage 5.
+    The four Scan_stage kernels have num_input 32 (the others none), so they share a
+    configuration with no other kernel; Conv -> scans -> Multiply forces Conv (and Proj1)
+    into configuration 0, the scans into 1, Multiply and Proj3 into 2; Proj2 goes to 0 or
+    2 (both give the same sum). With Proj2 beside Multiply:
+      config 0 {Proj1 32x32x262144 N-tiled, Conv 262144x32x1}: num_tile 1;
+        Proj1 cycles = 1 x ceil(262144 / (12 stage)) x 32, Conv = ceil(8192 / lane) x 1 x 32.
+        T = 32 q needs stage >= 262144 / (12 q) and lane >= 8192 / q: q = 58 -> 377 + 142
+        = 519 <= 520 cores, q = 57 -> 384 + 144 = 528 > 520: T = 1,856 cycles = 1,160 ns
+      config 1 {4 scans 262144x5x1, use_effective_stage}: cycles = ceil(8192 / lane) x
+        ceil(5 / (5 stage)) x 1 x num_input 32; 130 cores each -> 64 x 32 = 2,048 cycles
+        (129 cores give 64 too, 520/4 = 130 gives no lower: 8192/130 -> 64) = 1,280 ns
+      config 2 {Proj2, Multiply (SIMD 262144 x 32), Proj3}: Proj q: stage >= 21845.3 / q,
+        Multiply: ceil(8192 / lane) x 32 -> lane >= 8192 / q; q = 100 -> 219 + 82 + 219 =
+        520, q = 99 -> 221 + 83 + 221 = 525 > 520: T = 3,200 cycles = 2,000 ns
+      memory is below compute everywhere (e.g. config 0: Conv's 524,288 B / 8192 GB/s = 64
+      ns), network 0: step = 1,160 + 1,280 + 2,000 = 4,440 ns."""
+    s, cfgs = _run("ssm_mamba_hsscan_256k.txt", tmp_path / "df")
+    assert s["status"] == "optimal"
+    assert s["latency_s"] == pytest.approx((1856 + 2048 + 3200) / GHZ_1_6 * 1e-9, rel=1e-12)
+    assert cfgs[1]["kernels"] == "Scan_stage_0;Scan_stage_1;Scan_stage_2;Scan_stage_3"
+    assert all(c["bound"] == "compute" for c in cfgs)
+
+
+def _brute(kernels, cores: int, widths, effective: int) -> int:
+    """Every (lane, stage) per kernel with the total <= cores: the least max cycles."""
+    best = math.inf
+    pairs = [(lane, stage) for lane in range(1, cores + 1) for stage in range(1, cores + 1)]
+    pairs = [p for p in pairs if p[0] * p[1] <= cores]
+    for pick in itertools.product(pairs, repeat=len(kernels)):
+        if sum(lane * stage for lane, stage in pick) > cores:
+            continue
+        worst = 0
+        for (m, k, n, simd, num_input), (lane, stage) in zip(kernels, pick):
+            mf = math.ceil(m / (lane * widths[0]))
+            if simd:
+                cyc = mf * n if stage == 1 else math.inf
+            elif effective:
+                cyc = mf * math.ceil(k / (stage * effective)) * n
+            else:
+                cyc = mf * math.ceil(n / (stage * widths[1])) * k
+            worst = max(worst, cyc * num_input)
+        best = min(best, worst)
+    return best
+
+
+@pytest.mark.parametrize("effective", [0, 3])
+def test_lane_stage_min_max_equals_exhaustive_enumeration(effective: int) -> None:
+    """The configuration's min-max over core splits equals brute force over every
+    (lane, stage) of every kernel on a 12-core chip of 4 x 3 units."""
+    kernels = [(37, 7, 11, False, 1), (20, 9, 5, False, 2), (50, 1, 6, True, 1)]
+    widths = (4, 3)
+    tables = [
+        lane_kernel((m, k, n), simd, 0 if simd else effective, widths, 12, streams)
+        for m, k, n, simd, streams in kernels
+    ]
+    got, cores = config_cycles(tables, 12)
+    assert got == _brute(kernels, 12, widths, effective)
+    assert sum(cores) <= 12 and max(t.cycles(c) for t, c in zip(tables, cores)) == got
