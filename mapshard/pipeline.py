@@ -137,17 +137,22 @@ def solve(
 ) -> Plan:
     """The MILP search. `progress` is called with the search's progress after each outer
     choice. Use `plan` (solve + check) unless the plan is deliberately not checked."""
+    from schema.errors import SetupError
     from solver.api import solve_workload
 
     check_cost_model(scenario)
-    return solve_workload(
-        scenario.workload,
-        scenario.system,
-        scenario_options(scenario),
-        solver_options(scenario.setup, time_limit_s),
-        scenario.name,
-        progress,
-    )
+    try:
+        return solve_workload(
+            scenario.workload,
+            scenario.system,
+            scenario_options(scenario),
+            solver_options(scenario.setup, time_limit_s),
+            scenario.name,
+            progress,
+        )
+    except SetupError as exc:  # found while solving (DFModel's branches): name the file
+        where = str(scenario.path)
+        raise SetupError([m if where in m else f"{where}: {m}" for m in exc.problems]) from None
 
 
 def check_cost_model(scenario: Scenario) -> None:
@@ -183,7 +188,6 @@ def check_cost_model(scenario: Scenario) -> None:
             f"cost model, got {per_graph}: DFModel first splits a multi-layer graph into PP "
             "partitions and prices the slowest, which is not reproduced"
         )
-
 
 
 class PlanCheckError(AssertionError):
@@ -296,7 +300,11 @@ def setup_with_cost_model(setup: setup_pb2.Setup, cost_model: str) -> setup_pb2.
     out = setup_pb2.Setup()
     out.CopyFrom(setup)
     # a DFModel file may still name the block `miscellany` (respelled after loading)
-    block = out.miscellany if out.HasField("miscellany") and not out.HasField("execution") else out.execution
+    block = (
+        out.miscellany
+        if out.HasField("miscellany") and not out.HasField("execution")
+        else out.execution
+    )
     block.cost_model = setup_pb2.CostModel.Value(cost_model.upper())
     return out
 

@@ -24,8 +24,8 @@ from; they are not touched here.
 
 from __future__ import annotations
 
-import sys
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -97,8 +97,7 @@ def sram_unbounded(setup: setup_pb2.Setup) -> bool:
     unset sram_cap on a DFModel graph is unbounded; the native model still refuses it."""
     acc = setup.system.accelerator
     dfmodel_graph = any(
-        k.WhichOneof("kernel_variant") not in (None, "einsum")
-        for k in setup.dataflow_graph.kernels
+        k.WhichOneof("kernel_variant") not in (None, "einsum") for k in setup.dataflow_graph.kernels
     )
     return (
         setup.execution.cost_model == setup_pb2.DFMODEL

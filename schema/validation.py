@@ -21,8 +21,8 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from schema import setup_pb2
-from schema.errors import SetupError
 from schema.dfmodel import sram_unbounded
+from schema.errors import SetupError
 
 MAX_CHIPS = 1 << 20  # a million chips: beyond every built or planned system
 MAX_THREADS = 256  # HiGHS aborts the process on absurd thread counts

@@ -233,7 +233,9 @@ def sram_parts(graph: KernelGraph, costs, k: int, c: StageTwo) -> tuple[float, f
     index = {kern.name: i for i, kern in enumerate(graph.kernels)}
     kern, kc = graph.kernels[k], costs[k]
     depth = buffer_depths(graph)
-    stream = sum(kc.tile_out_bytes * depth[(e.src, e.dst)] for e in graph.edges if e.src == kern.name)
+    stream = sum(
+        kc.tile_out_bytes * depth[(e.src, e.dst)] for e in graph.edges if e.src == kern.name
+    )
     ins = 2 * sum(costs[index[e.src]].tile_out_bytes for e in graph.edges if e.dst == kern.name)
     outs = 2 * kc.tile_out_bytes * sum(1 for e in graph.edges if e.src == kern.name)
     own = kc.weight_bytes + outs

@@ -35,8 +35,15 @@ def _with_compute(graph, costs, c: dp.StageTwo) -> list[dp.KernelCost]:
         return costs
     scale = 1 / (c.compute_util * c.peak_flops)
     return [
-        dp.KernelCost(k.flop * scale, k.network_s, k.out_bytes, k.tile_out_bytes, k.weight_bytes,
-                      k.flop, k.sharding)  # fmt: skip
+        dp.KernelCost(
+            k.flop * scale,
+            k.network_s,
+            k.out_bytes,
+            k.tile_out_bytes,
+            k.weight_bytes,
+            k.flop,
+            k.sharding,
+        )  # fmt: skip
         for k in costs
     ]
 

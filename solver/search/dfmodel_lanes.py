@@ -24,8 +24,8 @@ from solver.cost import dfmodel_model as dm
 from solver.cost import dfmodel_problem as dp
 from solver.cost.dfmodel_lanes import LaneKernel, config_cycles, lane_kernel
 from solver.cost.problem import MappingProblem
-from solver.options import DFModelOptions
 from solver.fusion.segment_search import GraphSolution, SearchStats
+from solver.options import DFModelOptions
 from solver.search import dfmodel_assign as da
 
 # a set's network: (seconds, per-member shares); None = the sum of each kernel's network_s
@@ -85,7 +85,9 @@ def set_price(
         sram = 0.0
         for k in members:
             buffer, stream = dp.sram_parts(graph, costs, k, c)
-            feeds = any(e.src == graph.kernels[k].name and index[e.dst] in inside for e in graph.edges)
+            feeds = any(
+                e.src == graph.kernels[k].name and index[e.dst] in inside for e in graph.edges
+            )
             sram += buffer + (stream if feeds else 0.0)
         if sram > c.sram_bytes * (1 + 1e-9) + 1e-6:
             return None

@@ -14,8 +14,8 @@ from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.report_plan import build_phase_plans, workload_flop
 from solver.search.dfmodel_fft import search_fft
-from solver.verify import dfmodel_sram_row
 from solver.search.dfmodel_search import DFStep, checked_util, search_choices
+from solver.verify import dfmodel_sram_row
 
 
 def search_dfmodel(

@@ -222,7 +222,10 @@ def test_hpl_on_one_level_is_refused_by_the_dfmodel_cost_model_in_one_line(
     """DFModel's HPL network row reads link_bw_x and link_bw_y; on a one-level topology
     it fails. MapShard refuses it in one line (exit 2), naming the branch."""
     text = (DATA / "damsim_hpl_4k.txt").read_text()
-    one = text.replace("r_r {\n    x: 4\n    y: 4\n    link_bw_x: 10\n    link_bw_y: 10", "r {\n    x: 16\n    link_bw_x: 10")
+    one = text.replace(
+        "r_r {\n    x: 4\n    y: 4\n    link_bw_x: 10\n    link_bw_y: 10",
+        "r {\n    x: 16\n    link_bw_x: 10",
+    )
     assert one != text
     (tmp_path / "one").mkdir()
     (tmp_path / "one" / "setup.txt").write_text(one)
