@@ -157,5 +157,5 @@ def _fft_sram_warning(phases, system: System, execution: ExecutionOptions) -> tu
     return (
         "DFModel's equations have no SRAM capacity row here: a configuration's buffers "
         f"({most:.6g} B) exceed the chip's SRAM ({system.chip.sram_bytes:.6g} B); DFModel's "
-        "figure, reproduced here, assumes they fit",
+        "figure assumes they fit",
     )

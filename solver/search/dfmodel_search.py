@@ -16,6 +16,11 @@ numbers (solver/cost/dfmodel_problem.py), and the step is assembled DFModel's wa
          p2p = layers * (2 hidden seq_len word, training only) / B_PP
   graph: step = sum_c II_c
   FFT (execution.fft): one fixed layout, step = sum_c II_c (solver/search/dfmodel_fft.py)
+  DLRM / HPL (execution.dlrm / hpl): one fixed layout each
+    (solver/search/dfmodel_branch_search.py)
+  compute_util 0 (DFModel's lane/stage compute), num_input, HPL's network: a configuration
+    costs no sum over its kernels; its configurations are searched exhaustively
+    (solver/search/dfmodel_lanes.py). num_tile: solver/search/dfmodel_search.tiles_to_try.
 """
 
 from __future__ import annotations
