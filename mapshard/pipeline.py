@@ -436,6 +436,7 @@ def dfmodel_options(setup: setup_pb2.Setup) -> DFModelOptions:
         cores=int(acc.core),
         freq_GHz=float(acc.freq),
         pmu=int(acc.pmu),
+        pmu_cap=float(acc.pmu_cap),
         sram_bounded=acc.sram_cap > 0,
     )
 

@@ -22,6 +22,7 @@ class DFModelOptions:
     cores: int = 0
     freq_GHz: float = 0.0
     pmu: int = 0  # pattern memory units (0 = DFModel's SRAM row instead)
+    pmu_cap: float = 0.0  # bytes per PMU
     sram_bounded: bool = True  # False: sram_cap 0, which DFModel reads as no limit
 
 

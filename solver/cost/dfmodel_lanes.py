@@ -14,9 +14,8 @@ DFModel chooses the split of the cores; here it is exact: f_k(t) = the least cyc
 kernel k on at most t cores, and the least T with sum_k min{t : f_k(t) <= T} <= core is the
 configuration's min-max (every f_k is non-increasing, so the test is monotone in T).
 
-Not reproduced: DFModel's place-and-route rows of a chip with `pmu > 0` (pattern memory
-units per buffer, PMU count per configuration): a plan on such a chip is priced without
-them (it warns), which can only make the step shorter than DFModel's.
+A chip with `pmu > 0` adds DFModel's place-and-route rows, which couple the core split
+with the buffers: solver/search/dfmodel_pmu.py (a MILP per assignment).
 """
 
 from __future__ import annotations

@@ -49,7 +49,11 @@ def _with_compute(graph, costs, c: dp.StageTwo) -> list[dp.KernelCost]:
 
 
 def _lanes(graph, execution: ExecutionOptions, shards, util: float):
-    return lane_compute(graph, shards, execution.dfmodel, 1) if util <= 0 else None
+    return (
+        lane_compute(graph, shards, execution.dfmodel, 1, execution.word_bytes)
+        if util <= 0
+        else None
+    )
 
 
 def search_dlrm(

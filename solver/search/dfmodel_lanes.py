@@ -27,6 +27,8 @@ from solver.cost.problem import MappingProblem
 from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.options import DFModelOptions
 from solver.search import dfmodel_assign as da
+from solver.search import dfmodel_pmu as pmu
+from solver.search.dfmodel_pmu import PmuChip, PmuData
 
 # a set's network: (seconds, per-member shares); None = the sum of each kernel's network_s
 NetworkRule = Callable[[Sequence[int]], tuple[float, list[float]]]
@@ -40,6 +42,7 @@ class LaneCompute:
     cores: int
     num_tile: int
     freq_Hz: float  # as DFModel stores it (a float GHz)
+    pmu: PmuData | None = None  # a chip with pmu > 0: DFModel's PMU rows (dfmodel_pmu.py)
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class SetPrice:
     latency_s: float
     compute: list[float]  # per member, summing to the set's compute
     network: list[float]
+    memory_s: float = 0.0
+    network_s: float = 0.0
 
 
 def set_price(
@@ -92,7 +97,7 @@ def set_price(
         if sram > c.sram_bytes * (1 + 1e-9) + 1e-6:
             return None
     latency = config_latency(comp, mem, net, 0.0, c.overlap, False)
-    return SetPrice(latency, _shares(comp, own), _shares(net, net_own))
+    return SetPrice(latency, _shares(comp, own), _shares(net, net_own), mem, net)
 
 
 def _shares(total: float, own: Sequence[float]) -> list[float]:
@@ -125,6 +130,8 @@ def lane_configs(
         got = set_price(graph, costs, c, members, lanes, network)
         return got.latency_s if got is not None else math.inf
 
+    if lanes is not None and lanes.pmu is not None:
+        return pmu_configs(graph, costs, c, rules, in_order, lanes, network, preds)
     if in_order:
         configs = da.in_order(n, preds) or []
         total = sum(price(cf) for cf in configs) if configs else math.inf
@@ -134,15 +141,69 @@ def lane_configs(
     found = GraphSolution((), (), total, total, "optimal", stats)
     if not math.isfinite(total):
         return exact_price(graph, costs, c, [], replace(found, status="infeasible"))
+    prices = [set_price(graph, costs, c, cf, lanes, network) for cf in configs]
+    return _assemble(graph, costs, c, configs, prices, found)
+
+
+def _assemble(graph, costs, c, configs, prices, found):
+    """The configurations written as the common MappingProblem (each kernel's compute and
+    network its share of its configuration's), re-priced by solver/check.py: equal."""
+    from solver.search.dfmodel_search import exact_price
+
     shared = list(costs)
-    for cf in configs:
-        got = set_price(graph, costs, c, cf, lanes, network)
-        assert got is not None  # priced above
+    for cf, got in zip(configs, prices):
+        assert got is not None  # priced by the search
         for k, comp, net in zip(cf, got.compute, got.network):
             shared[k] = replace(costs[k], compute_s=comp, network_s=net)
     problem, sol, floor = exact_price(graph, shared, c, configs, found)
-    assert math.isclose(sol.objective_s, total, rel_tol=1e-9), (sol.objective_s, total)
+    assert math.isclose(sol.objective_s, found.objective_s, rel_tol=1e-6), (
+        sol.objective_s,
+        found.objective_s,
+    )
     return problem, sol, floor
+
+
+def pmu_configs(graph, costs, c, rules, in_order, lanes: LaneCompute, network, preds):
+    """The best assignment under DFModel's PMU rows (solver/search/dfmodel_pmu.py):
+    assignments in order of their price without those rows (a lower bound); each priced
+    by the cores-and-PMUs MILP until the next bound reaches the best."""
+    n = len(graph.kernels)
+    data = lanes.pmu
+    assert data is not None
+    candidates = [da.in_order(n, preds) or []] if in_order else pmu.assignments(n, preds, rules)
+    priced = []
+    for configs in candidates:
+        prices = [set_price(graph, costs, c, cf, lanes, network) for cf in configs]
+        if configs and all(p is not None for p in prices):
+            priced.append((sum(p.latency_s for p in prices), configs, prices))
+    priced.sort(key=lambda t: t[0])
+    best = None
+    per_cycle = lanes.num_tile / lanes.freq_Hz
+    for bound, configs, prices in priced:
+        if best is not None and bound >= best[0] * (1 - 1e-12):
+            break
+        fixed = [(p.memory_s, p.network_s) for p in prices]
+        got = pmu.solve_assignment(
+            graph, configs, data.menus, data.streams, data.shards, data.word, data.chip,
+            fixed, c.overlap, per_cycle,
+        )  # fmt: skip
+        if got is not None and (best is None or got[0] < best[0]):
+            best = (got[0], configs, prices, got[1])
+    stats = SearchStats()
+    if best is None:
+        found = GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
+        return _assemble(graph, costs, c, [], [], found)
+    total, configs, prices, picks = best
+    exact = []
+    for cf, p in zip(configs, prices):
+        own = [data.menus[k][picks[k]][2] * data.streams[k] for k in cf]
+        comp = max(own) * per_cycle
+        mem, net = p.memory_s, p.network_s
+        latency = max(comp, mem, net) if c.overlap else comp + mem + net
+        exact.append(SetPrice(latency, _shares(comp, own), p.network, mem, net))
+    total = sum(p.latency_s for p in exact)
+    found = GraphSolution((), (), total, total, "optimal", stats)
+    return _assemble(graph, costs, c, configs, exact, found)
 
 
 def lane_compute(
@@ -150,6 +211,7 @@ def lane_compute(
     shards: Sequence[tuple[int, int, int]],
     o: DFModelOptions,
     num_tile: int,
+    word: float = 2.0,
 ) -> LaneCompute:
     """DFModel's lane/stage tables of every kernel at its per-chip shard (M, K, N)."""
     if min(o.cores, o.lane_width, o.stage_width) <= 0 or o.freq_GHz <= 0:
@@ -172,4 +234,16 @@ def lane_compute(
         widths = (o.lane_width, o.stage_width)
         simd = dm.dims_of(k).simd
         tables.append(lane_kernel(shard, simd, effective, widths, o.cores, streams))
-    return LaneCompute(tuple(tables), o.cores, num_tile, dm.f32(o.freq_GHz) * 1e9)
+    data = None
+    if o.pmu > 0:  # DFModel's place-and-route rows instead of its SRAM row
+        chip = PmuChip(o.pmu, dm.f32(o.pmu_cap), o.cores, (o.lane_width, o.stage_width))
+        menus, streams = [], []
+        for k, shard, table in zip(graph.kernels, shards, tables):
+            extra = k.dfmodel_extra
+            effective = o.effective_stage if extra is not None and extra.use_effective_stage else 0
+            menus.append(
+                tuple(pmu.pairs(shard, dm.dims_of(k).simd, effective, chip.widths, o.cores))
+            )
+            streams.append(extra.num_input if extra is not None and extra.num_input > 0 else 1)
+        data = PmuData(chip, tuple(menus), tuple(streams), tuple(shards), word)
+    return LaneCompute(tuple(tables), o.cores, num_tile, dm.f32(o.freq_GHz) * 1e9, data)

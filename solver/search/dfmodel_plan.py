@@ -109,8 +109,9 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
     if execution.dfmodel.pmu > 0:
         warnings += (
             f"DFModel prices this chip (pmu {execution.dfmodel.pmu}) with its PMU "
-            "place-and-route rows instead of an SRAM row; those rows are not reproduced, so "
-            "this step can only be shorter than DFModel's",
+            "place-and-route rows instead of an SRAM row: reproduced with tiling_factor 1 "
+            "(DFModel may also split a lone weight kernel's buffers) and each edge's own "
+            "size (solver/search/dfmodel_pmu.py)",
         )
     return Plan(
         scenario=scenario,

@@ -57,26 +57,31 @@ def test_hpl_4k_process_grid_and_panel_broadcasts(tmp_path: Path) -> None:
 def test_dlrm_2x4_data_parallel_with_embedding_all_to_all(tmp_path: Path) -> None:
     """damsim_dlrm_2x4.txt: a chain of 8 SYSTOLIC 8000 x 8000 x 16 MLPs on r_r 2 x 4
     (10 GB/s), 8 chips, num_copy 1 -> DP = 8; global batch 4096; num_config 2; no overlap;
-    1040 cores of 32 x 6 at 1.6 GHz; DRAM 1638 GB/s. MLP_4 has ALL_TO_ALL 20,480 B and
-    memory_size 20,480 B.
-      One configuration of all 8: 130 cores each; cycles = ceil(250/lane) x
-        ceil(16/(6 stage)) x 8000: stage 3, lane 43 -> 6 x 1 x 8000 = 48,000 (stage 1,
-        lane 130 -> 2 x 3 = 6 too); 40,000 would need 5 x 1 (lane 50 x stage 3 = 150
-        cores) > 130 -> compute 48,000 / 1.6 GHz = 30,000 ns
-      memory: no crossing edge; memory_size 20,480 B / 1638 GB/s = 12.5031 ns
-      all-to-all: 20,480 / 8 chips = 2,560 B per chip; r_r factors (2x = 4, 8*7/2 = 28),
-        (2y = 8, 28): 28 / (10 x 4) = 0.7 ns/B is the slower level -> 1,792 ns
-      II = 30,000 + 12.5031 + 1,792 = 31,804.5031 ns
-      Two configurations (4 + 4 kernels, 260 cores each: lane 84, stage 3 -> 3 x 1 x 8000
-        = 24,000 cycles = 15,000 ns each) have the same compute sum but move the cut edge
-        (256,000 B) through DRAM at both ends: one configuration is the optimum.
-      step = II x global batch / DP = 31,804.5031 ns x 4096 / 8 = 16.2839 ms."""
+    1040 cores of 32 x 6 at 1.6 GHz; pmu 1040 of 524,288 B; DRAM 1638 GB/s. MLP_4 has
+    ALL_TO_ALL 20,480 B and memory_size 20,480 B.
+      PMU rows: each weight 8000 x 8000 x 2 B = 128,000,000 B takes ceil(/524,288) = 245
+        PMUs, so 5 or more MLPs (>= 1,225) never fit 1040: the split is 4 + 4 (3 + 5 and
+        one configuration are infeasible). Each edge: 8000 x 16 x 2 = 256,000 B; x 2
+        (depth 2 on a chain, or crossing) = 512,000 B -> 1 PMU; its lane/stage rows
+        (stage x 6 / 32, lane x stage x 6 / 8000) need 1 too: 980 + 4 <= 1040.
+      compute: 4 kernels, 260 cores each; cycles = ceil(250/lane) x ceil(16/(6 stage)) x
+        8000: lane 84, stage 3 (252 cores) -> 3 x 1 x 8000 = 24,000; 16,000 would need
+        2 x 1 (lane 125 x stage 3 = 375 cores) > 260 -> 24,000 / 1.6 GHz = 15,000 ns each
+      memory (each crossing edge at both ends): config 0: MLP_4 -> MLP_5 256,000 B +
+        memory_size 20,480 B = 276,480 B / 1638 GB/s = 168.79 ns; config 1: 256,000 B =
+        156.29 ns
+      all-to-all (config 0): 20,480 / 8 chips = 2,560 B per chip; r_r factors (2x = 4,
+        8*7/2 = 28), (2y = 8, 28): 28 / (10 x 4) = 0.7 ns/B is the slower level -> 1,792 ns
+      II = (15,000 + 168.79 + 1,792) + (15,000 + 156.29) = 32,117.08 ns
+      step = II x global batch / DP = 32,117.08 ns x 4096 / 8 = 16.4439 ms."""
     s, cfgs = _run("damsim_dlrm_2x4.txt", tmp_path / "df")
-    ii = 48_000 / GHZ_1_6 * 1e-9 + 20_480 / 1638e9 + 1_792e-9
+    compute = 24_000 / GHZ_1_6 * 1e-9
+    ii = 2 * compute + (276_480 + 256_000) / 1638e9 + 1_792e-9
     assert s["latency_s"] == pytest.approx(ii * 4096 / 8, rel=1e-12)
     assert s["parallelism"]["dp"] == 8 and s["parallelism"]["tp"] == 1
-    assert len(cfgs) == 1 and float(cfgs[0]["network_s"]) == pytest.approx(1_792e-9)
-    assert float(cfgs[0]["memory_s"]) == pytest.approx(20_480 / 1638e9, rel=1e-12)
+    assert [c["kernels"] for c in cfgs] == ["MLP_1;MLP_2;MLP_3;MLP_4", "MLP_5;MLP_6;MLP_7;MLP_8"]
+    assert [float(c["network_s"]) for c in cfgs] == pytest.approx([1_792e-9, 0.0])
+    assert float(cfgs[0]["memory_s"]) == pytest.approx(276_480 / 1638e9, rel=1e-12)
 
 
 def test_mamba_lane_stage_without_sram_cap(tmp_path: Path) -> None:
