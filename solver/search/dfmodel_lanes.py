@@ -238,12 +238,11 @@ def lane_compute(
     if o.pmu > 0:  # DFModel's place-and-route rows instead of its SRAM row
         chip = PmuChip(o.pmu, dm.f32(o.pmu_cap), o.cores, (o.lane_width, o.stage_width))
         menus, streams = [], []
-        for k, shard, table in zip(graph.kernels, shards, tables):
+        for k, shard in zip(graph.kernels, shards):
             extra = k.dfmodel_extra
             effective = o.effective_stage if extra is not None and extra.use_effective_stage else 0
-            menus.append(
-                tuple(pmu.pairs(shard, dm.dims_of(k).simd, effective, chip.widths, o.cores))
-            )
+            simd = dm.dims_of(k).simd
+            menus.append(tuple(pmu.pairs(shard, simd, effective, chip.widths, o.cores)))
             streams.append(extra.num_input if extra is not None and extra.num_input > 0 else 1)
         data = PmuData(chip, tuple(menus), tuple(streams), tuple(shards), word)
     return LaneCompute(tuple(tables), o.cores, num_tile, dm.f32(o.freq_GHz) * 1e9, data)
