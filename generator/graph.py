@@ -78,6 +78,8 @@ class DFModelExtra:
     num_input: int = 0  # streamed inputs (0 = unset: DFModel counts 1)
     use_effective_stage: bool = False  # lane/stage: K over execution's effective_stage
     skip_weight: bool = False  # no weight buffer in SRAM
+    sram_extra_bytes: float = 0.0  # DFModel's newer schema: SRAM the kernel adds
+    dram_extra_bytes: float = 0.0  # ... and DRAM (per layer of a stage)
 
 
 @dataclass(frozen=True)

@@ -171,6 +171,8 @@ def _extra(v) -> DFModelExtra:
         num_input=int(v.num_input),
         use_effective_stage=bool(getattr(v, "use_effective_stage", False)),
         skip_weight=bool(getattr(v, "skip_weight", False)),
+        sram_extra_bytes=float(v.sram_extra),
+        dram_extra_bytes=float(v.dram_extra),
     )
 
 

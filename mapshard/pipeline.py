@@ -438,6 +438,7 @@ def dfmodel_options(setup: setup_pb2.Setup) -> DFModelOptions:
         pmu=int(acc.pmu),
         pmu_cap=float(acc.pmu_cap),
         sram_bounded=acc.sram_cap > 0,
+        newer_schema=bool(ex.effective_stage or ex.overlap),
     )
 
 

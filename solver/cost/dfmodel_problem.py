@@ -103,6 +103,10 @@ class KernelCost:
     weight_bytes: float  # the weight per chip (SRAM)
     flop: float  # per chip, all tiles
     sharding: str = "none"  # stage 1's choice: outer, M, K, N or none
+    # DFModel's newer schema: the kernel's configuration moves its edges x edge_scale and
+    # its memory_size x size_scale (one tile, x num_input: solver/search/dfmodel_lanes.py)
+    edge_scale: float = 1.0
+    size_scale: float = 1.0
 
 
 def kernel_costs(graph: KernelGraph, shardings: Sequence[str], c: StageTwo) -> list[KernelCost]:
@@ -188,15 +192,15 @@ def _menu(graph: KernelGraph, costs, k: int, c: StageTwo, inner, depth) -> Kerne
     for e in graph.edges:
         a, b = index[e.src], index[e.dst]
         if b == k:
-            traffic.append((e.dst_operand, costs[a].out_bytes))
+            traffic.append((e.dst_operand, costs[a].out_bytes * kc.edge_scale))
         if a == k:
             stream += kc.tile_out_bytes * depth[(e.src, e.dst)]
             if not inner(e):
-                traffic.append((f"to:{e.dst}", kc.out_bytes))
+                traffic.append((f"to:{e.dst}", kc.out_bytes * kc.edge_scale))
     if any(inner(e) for e in graph.edges if e.src == kern.name):
         traffic.append(("out", kc.out_bytes))
     if memory_size(kern) > 0:  # DFModel's explicit memory_size: read whatever is fused
-        traffic.append((MEMORY_SIZE, memory_size(kern)))
+        traffic.append((MEMORY_SIZE, memory_size(kern) * kc.size_scale))
     buffer, _ = sram_parts(graph, costs, k, c)
     opt = Option(
         kc.sharding,
@@ -238,10 +242,12 @@ def sram_parts(graph: KernelGraph, costs, k: int, c: StageTwo) -> tuple[float, f
     )
     ins = 2 * sum(costs[index[e.src]].tile_out_bytes for e in graph.edges if e.dst == kern.name)
     outs = 2 * kc.tile_out_bytes * sum(1 for e in graph.edges if e.src == kern.name)
-    own = kc.weight_bytes + outs
-    if kc.weight_bytes > 0:
+    extra = kern.dfmodel_extra
+    weight = 0.0 if extra is not None and extra.skip_weight else kc.weight_bytes
+    own = weight + outs
+    if weight > 0:
         own = min(own, max(c.sram_bytes - ins, 0.0))
-    return ins + own, stream
+    return ins + own + (extra.sram_extra_bytes if extra is not None else 0.0), stream
 
 
 def dram_bytes(

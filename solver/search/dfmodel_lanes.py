@@ -43,6 +43,7 @@ class LaneCompute:
     num_tile: int
     freq_Hz: float  # as DFModel stores it (a float GHz)
     pmu: PmuData | None = None  # a chip with pmu > 0: DFModel's PMU rows (dfmodel_pmu.py)
+    streams_per_config: bool = False  # DFModel's newer schema (DFModelOptions.newer_schema)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class SetPrice:
     network: list[float]
     memory_s: float = 0.0
     network_s: float = 0.0
+    edge_scale: float = 1.0  # the members' edge bytes (one tile, x num_input: newer schema)
+    size_scale: float = 1.0  # their memory_size
 
 
 def set_price(
@@ -62,19 +65,27 @@ def set_price(
     lanes: LaneCompute | None,
     network: NetworkRule | None,
 ) -> SetPrice | None:
-    """DFModel's price of one configuration (module docstring); None when not allowed."""
+    """DFModel's price of one configuration (module docstring); None when not allowed.
+    DFModel's newer schema (lanes.streams_per_config): a configuration with a streamed
+    kernel runs one tile (compute, edges and collectives at 1 / num_tile) and its II is
+    multiplied by its largest num_input."""
     inside = set(members)
+    tiles, times = 1.0, 1  # this configuration's tiles / num_tile, its num_input factor
+    if lanes is not None and lanes.streams_per_config:
+        streams = [_streams(graph.kernels[k]) for k in members]
+        if max(streams) > 1 or any(_streamed(graph.kernels[k]) for k in members):
+            tiles, times = 1.0 / lanes.num_tile, max(streams)
     if lanes is not None:
         target, cores = config_cycles([lanes.kernels[k] for k in members], lanes.cores)
         if target < 0:
             return None
-        comp = target * lanes.num_tile / lanes.freq_Hz
+        comp = target * lanes.num_tile * tiles / lanes.freq_Hz
         own = [lanes.kernels[k].cycles(t) for k, t in zip(members, cores)]
     else:
         own = [costs[k].compute_s for k in members]
         comp = sum(own)
     index = {k.name: i for i, k in enumerate(graph.kernels)}
-    moved = sum(
+    moved = tiles * sum(
         costs[index[e.src]].out_bytes
         for e in graph.edges
         if (index[e.src] in inside) != (index[e.dst] in inside)
@@ -84,7 +95,7 @@ def set_price(
     if network is not None:
         net, net_own = network(members)
     else:
-        net_own = [costs[k].network_s for k in members]
+        net_own = [costs[k].network_s * tiles for k in members]
         net = sum(net_own)
     if math.isfinite(c.sram_bytes):
         sram = 0.0
@@ -96,8 +107,25 @@ def set_price(
             sram += buffer + (stream if feeds else 0.0)
         if sram > c.sram_bytes * (1 + 1e-9) + 1e-6:
             return None
-    latency = config_latency(comp, mem, net, 0.0, c.overlap, False)
-    return SetPrice(latency, _shares(comp, own), _shares(net, net_own), mem, net)
+    latency = config_latency(comp, mem, net, 0.0, c.overlap, False) * times
+    return SetPrice(
+        latency,
+        _shares(comp * times, own),
+        _shares(net * times, net_own),
+        mem * times,
+        net * times,
+        tiles * times,
+        float(times),
+    )
+
+
+def _streams(kernel) -> int:
+    extra = kernel.dfmodel_extra
+    return extra.num_input if extra is not None and extra.num_input > 0 else 1
+
+
+def _streamed(kernel) -> bool:
+    return kernel.dfmodel_extra is not None and kernel.dfmodel_extra.num_input > 0
 
 
 def _shares(total: float, own: Sequence[float]) -> list[float]:
@@ -154,7 +182,13 @@ def _assemble(graph, costs, c, configs, prices, found):
     for cf, got in zip(configs, prices):
         assert got is not None  # priced by the search
         for k, comp, net in zip(cf, got.compute, got.network):
-            shared[k] = replace(costs[k], compute_s=comp, network_s=net)
+            shared[k] = replace(
+                costs[k],
+                compute_s=comp,
+                network_s=net,
+                edge_scale=got.edge_scale,
+                size_scale=got.size_scale,
+            )
     problem, sol, floor = exact_price(graph, shared, c, configs, found)
     assert math.isclose(sol.objective_s, found.objective_s, rel_tol=1e-6), (
         sol.objective_s,
@@ -231,10 +265,17 @@ def lane_compute(
                 )
             effective = o.effective_stage
         streams = extra.num_input if extra is not None and extra.num_input > 0 else 1
+        if o.newer_schema:  # num_input multiplies the configuration's II instead
+            streams = 1
         widths = (o.lane_width, o.stage_width)
         simd = dm.dims_of(k).simd
         tables.append(lane_kernel(shard, simd, effective, widths, o.cores, streams))
     data = None
+    if o.pmu > 0 and o.newer_schema and any(_streamed(k) for k in graph.kernels):
+        raise SetupError(
+            "--cost-model dfmodel: DFModel's PMU rows (accelerator.pmu) together with its "
+            "newer schema's per-configuration num_input are not reproduced"
+        )
     if o.pmu > 0:  # DFModel's place-and-route rows instead of its SRAM row
         chip = PmuChip(o.pmu, dm.f32(o.pmu_cap), o.cores, (o.lane_width, o.stage_width))
         menus, streams = [], []
@@ -245,4 +286,5 @@ def lane_compute(
             menus.append(tuple(pmu.pairs(shard, simd, effective, chip.widths, o.cores)))
             streams.append(extra.num_input if extra is not None and extra.num_input > 0 else 1)
         data = PmuData(chip, tuple(menus), tuple(streams), tuple(shards), word)
-    return LaneCompute(tuple(tables), o.cores, num_tile, dm.f32(o.freq_GHz) * 1e9, data)
+    freq = dm.f32(o.freq_GHz) * 1e9
+    return LaneCompute(tuple(tables), o.cores, num_tile, freq, data, o.newer_schema)
