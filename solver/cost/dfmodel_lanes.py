@@ -21,6 +21,7 @@ with the buffers: solver/search/dfmodel_pmu.py (a MILP per assignment).
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ class LaneKernel:
         return bisect.bisect_left(self.neg_cycles, -target) + 1
 
 
+@functools.lru_cache(maxsize=4096)
 def lane_kernel(
     shard: tuple[int, int, int],
     simd: bool,
@@ -73,24 +75,41 @@ def lane_kernel(
     return LaneKernel(tuple(out))
 
 
+_SEEN: dict[tuple[int, ...], tuple[tuple[LaneKernel, ...], tuple[int, list[int]]]] = {}
+
+
 def config_cycles(kernels: Sequence[LaneKernel], cores: int) -> tuple[int, list[int]]:
     """(the configuration's least max-cycles, the cores each kernel takes); (-1, []) when
-    the kernels outnumber the cores (each needs one)."""
+    the kernels outnumber the cores (each needs one). Remembered per set of tables (the
+    exhaustive searches ask for the same set under every num_tile)."""
+    key = (cores, *map(id, kernels))
+    held = _SEEN.get(key)
+    if held is not None and all(a is b for a, b in zip(held[0], kernels)):
+        return held[1][0], list(held[1][1])
+    got = _config_cycles(kernels, cores)
+    if len(_SEEN) > 200_000:
+        _SEEN.clear()
+    _SEEN[key] = (tuple(kernels), got)
+    return got[0], list(got[1])
+
+
+def _config_cycles(kernels: Sequence[LaneKernel], cores: int) -> tuple[int, list[int]]:
     if not kernels:
         return 0, []
     if len(kernels) > cores:
         return -1, []
-    values = sorted({-v for lk in kernels for v in lk.neg_cycles})
-    lo, hi = 0, len(values) - 1  # values[hi] (everything on one core) is always feasible
+    # the least integer target that fits is a value some f_k takes (each kernel's core
+    # count only changes there); everything on one core always fits, all cores bound it
+    lo = max(-lk.neg_cycles[-1] for lk in kernels)
+    hi = max(-lk.neg_cycles[0] for lk in kernels)
 
     def fits(target: int) -> bool:
         return sum(lk.cores_for(target) for lk in kernels) <= cores
 
     while lo < hi:
         mid = (lo + hi) // 2
-        if fits(values[mid]):
+        if fits(mid):
             hi = mid
         else:
             lo = mid + 1
-    target = values[lo]
-    return target, [lk.cores_for(target) for lk in kernels]
+    return lo, [lk.cores_for(lo) for lk in kernels]

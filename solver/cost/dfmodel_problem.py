@@ -135,13 +135,26 @@ def kernel_costs(graph: KernelGraph, shardings: Sequence[str], c: StageTwo) -> l
     return [KernelCost(*row) for row in base]
 
 
+_DEPTHS: dict[int, tuple[KernelGraph, dict[tuple[str, str], int]]] = {}
+
+
 def buffer_depths(graph: KernelGraph) -> dict[tuple[str, str], int]:
-    """inter_chip's buffer_depth: topological level of the consumer - of the producer + 1."""
+    """inter_chip's buffer_depth: topological level of the consumer - of the producer + 1
+    (kept per graph object: the exhaustive searches ask for it per configuration)."""
+    held = _DEPTHS.get(id(graph))
+    if held is None or held[0] is not graph:
+        if len(_DEPTHS) > 16:
+            _DEPTHS.clear()
+        held = _DEPTHS[id(graph)] = (graph, dict(_depths(graph)))
+    return held[1]
+
+
+def _depths(graph: KernelGraph) -> tuple[tuple[tuple[str, str], int], ...]:
     level: dict[str, int] = {}
     for name in graph.topological_order():
         preds = [level[e.src] + 1 for e in graph.edges if e.dst == name]
         level[name] = max(preds, default=0)
-    return {(e.src, e.dst): level[e.dst] - level[e.src] + 1 for e in graph.edges}
+    return tuple(((e.src, e.dst), level[e.dst] - level[e.src] + 1) for e in graph.edges)
 
 
 def stage_two_problem(

@@ -14,6 +14,7 @@ shares a configuration with one without).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -84,35 +85,55 @@ def best_assignment(
     kernels to at most rules.num_configs configurations; `cost(members)` is a set's
     latency (math.inf: not allowed). (math.inf, []) when none is allowed."""
     full = (1 << n) - 1
-    downs = ideals(n, preds)
     cache: dict[int, float] = {}
 
-    def price(mask: int, j: int) -> float:
-        members = tuple(k for k in range(n) if mask >> k & 1)
-        if not rules.allows(j, members):
-            return math.inf
+    def price(mask: int) -> float:
         if mask not in cache:
-            cache[mask] = cost(members)
+            cache[mask] = cost(tuple(k for k in range(n) if mask >> k & 1))
         return cache[mask]
 
     layer: dict[int, tuple[float, list[int]]] = {0: (0.0, [])}
-    for j in range(rules.num_configs):
-        last = j == rules.num_configs - 1
+    for steps in transitions(n, tuple(preds), rules):
         nxt: dict[int, tuple[float, list[int]]] = {}
-        for low, (total, path) in layer.items():
-            for high in (full,) if last else downs:
-                if high & low != low:
-                    continue
-                step = 0.0 if high == low else price(high & ~low, j)
-                if step == math.inf:
-                    continue
-                if high not in nxt or total + step < nxt[high][0]:
-                    nxt[high] = (total + step, path + [high & ~low])
+        for low, high in steps:
+            if low not in layer:
+                continue
+            total, path = layer[low]
+            step = 0.0 if high == low else price(high & ~low)
+            if step == math.inf:
+                continue
+            if high not in nxt or total + step < nxt[high][0]:
+                nxt[high] = (total + step, path + [high & ~low])
         layer = nxt
     if full not in layer:
         return math.inf, []
     total, masks = layer[full]
     return total, [[k for k in range(n) if m >> k & 1] for m in masks if m]
+
+
+@functools.lru_cache(maxsize=8)
+def transitions(
+    n: int, preds: tuple[int, ...], rules: Rules
+) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Per configuration j, every (ideal before, ideal after) step the rules allow (the
+    same whatever the prices: computed once, e.g. for every num_tile tried)."""
+    full = (1 << n) - 1
+    downs = ideals(n, preds)
+    reach = {0}
+    out = []
+    for j in range(rules.num_configs):
+        last = j == rules.num_configs - 1
+        steps = []
+        for low in sorted(reach):
+            for high in (full,) if last else downs:
+                if high & low != low:
+                    continue
+                members = tuple(k for k in range(n) if (high & ~low) >> k & 1)
+                if high == low or rules.allows(j, members):
+                    steps.append((low, high))
+        reach = {high for _, high in steps}
+        out.append(tuple(steps))
+    return tuple(out)
 
 
 def in_order(n: int, preds: Sequence[int]) -> list[list[int]] | None:

@@ -57,6 +57,37 @@ class SetPrice:
     size_scale: float = 1.0  # their memory_size
 
 
+@dataclass(frozen=True)
+class SetTables:
+    """Per-kernel constants of set_price, computed once per search (not per set)."""
+
+    edges: tuple[tuple[int, int, float], ...]  # (producer, consumer, producer's out bytes)
+    sizes: tuple[float, ...]  # memory_size per kernel
+    sram: tuple[tuple[float, float, int], ...]  # (buffer, stream, consumers mask)
+    streams: tuple[int, ...]  # num_input (1 when unset)
+    streamed: tuple[bool, ...]  # num_input set
+
+
+def set_tables(graph: KernelGraph, costs: Sequence[dp.KernelCost], c: dp.StageTwo) -> SetTables:
+    index = {k.name: i for i, k in enumerate(graph.kernels)}
+    edges = tuple((index[e.src], index[e.dst], costs[index[e.src]].out_bytes) for e in graph.edges)
+    sram = []
+    for k in range(len(graph.kernels)):
+        buffer, stream = (
+            dp.sram_parts(graph, costs, k, c) if math.isfinite(c.sram_bytes) else (0, 0)
+        )
+        consumers = sum(1 << d for s, d, _ in edges if s == k)
+        sram.append((buffer, stream, consumers))
+    kernels = graph.kernels
+    return SetTables(
+        edges,
+        tuple(dp.memory_size(k) for k in kernels),
+        tuple(sram),
+        tuple(_streams(k) for k in kernels),
+        tuple(_streamed(k) for k in kernels),
+    )
+
+
 def set_price(
     graph: KernelGraph,
     costs: Sequence[dp.KernelCost],
@@ -64,50 +95,41 @@ def set_price(
     members: Sequence[int],
     lanes: LaneCompute | None,
     network: NetworkRule | None,
+    tables: SetTables | None = None,
+    shares: bool = True,
 ) -> SetPrice | None:
     """DFModel's price of one configuration (module docstring); None when not allowed.
     DFModel's newer schema (lanes.streams_per_config): a configuration with a streamed
     kernel runs one tile (compute, edges and collectives at 1 / num_tile) and its II is
     multiplied by its largest num_input."""
-    inside = set(members)
+    t = tables or set_tables(graph, costs, c)
+    mask = sum(1 << k for k in members)
     tiles, times = 1.0, 1  # this configuration's tiles / num_tile, its num_input factor
-    if lanes is not None and lanes.streams_per_config:
-        streams = [_streams(graph.kernels[k]) for k in members]
-        if max(streams) > 1 or any(_streamed(graph.kernels[k]) for k in members):
-            tiles, times = 1.0 / lanes.num_tile, max(streams)
+    if lanes is not None and lanes.streams_per_config and any(t.streamed[k] for k in members):
+        tiles, times = 1.0 / lanes.num_tile, max(t.streams[k] for k in members)
     if lanes is not None:
         target, cores = config_cycles([lanes.kernels[k] for k in members], lanes.cores)
         if target < 0:
             return None
         comp = target * lanes.num_tile * tiles / lanes.freq_Hz
-        own = [lanes.kernels[k].cycles(t) for k, t in zip(members, cores)]
+        own = [lanes.kernels[k].cycles(n) for k, n in zip(members, cores)] if shares else []
     else:
         own = [costs[k].compute_s for k in members]
         comp = sum(own)
-    index = {k.name: i for i, k in enumerate(graph.kernels)}
-    moved = tiles * sum(
-        costs[index[e.src]].out_bytes
-        for e in graph.edges
-        if (index[e.src] in inside) != (index[e.dst] in inside)
-    )
-    moved += sum(dp.memory_size(graph.kernels[k]) for k in members)
-    mem = moved / c.dram_Bps
+    moved = tiles * sum(b for s, d, b in t.edges if (mask >> s & 1) != (mask >> d & 1))
+    mem = (moved + sum(t.sizes[k] for k in members)) / c.dram_Bps
     if network is not None:
         net, net_own = network(members)
     else:
         net_own = [costs[k].network_s * tiles for k in members]
         net = sum(net_own)
     if math.isfinite(c.sram_bytes):
-        sram = 0.0
-        for k in members:
-            buffer, stream = dp.sram_parts(graph, costs, k, c)
-            feeds = any(
-                e.src == graph.kernels[k].name and index[e.dst] in inside for e in graph.edges
-            )
-            sram += buffer + (stream if feeds else 0.0)
+        sram = sum(t.sram[k][0] + (t.sram[k][1] if t.sram[k][2] & mask else 0) for k in members)
         if sram > c.sram_bytes * (1 + 1e-9) + 1e-6:
             return None
     latency = config_latency(comp, mem, net, 0.0, c.overlap, False) * times
+    if not shares:  # the search needs the latency alone
+        return SetPrice(latency, [], [])
     return SetPrice(
         latency,
         _shares(comp * times, own),
@@ -143,6 +165,7 @@ def lane_configs(
     in_order: bool,
     lanes: LaneCompute | None,
     network: NetworkRule | None = None,
+    quick: bool = False,
 ) -> tuple[MappingProblem, GraphSolution, float]:
     """The best configurations (solve_configs' contract: the problem over every kernel, its
     solution, a lower bound of the sum: here the sum itself, the search being exhaustive)."""
@@ -154,8 +177,10 @@ def lane_configs(
     for e in graph.edges:
         preds[index[e.dst]] |= 1 << index[e.src]
 
+    tables = set_tables(graph, costs, c)
+
     def price(members: Sequence[int]) -> float:
-        got = set_price(graph, costs, c, members, lanes, network)
+        got = set_price(graph, costs, c, members, lanes, network, tables, shares=False)
         return got.latency_s if got is not None else math.inf
 
     if lanes is not None and lanes.pmu is not None:
@@ -165,6 +190,8 @@ def lane_configs(
         total = sum(price(cf) for cf in configs) if configs else math.inf
     else:
         total, configs = da.best_assignment(n, preds, rules, price)
+    if quick:  # the total alone (e.g. to compare num_tile counts)
+        return None, GraphSolution((), (), total, total, "optimal", SearchStats()), total  # type: ignore[return-value]
     stats = SearchStats()  # every assignment: the whole space
     found = GraphSolution((), (), total, total, "optimal", stats)
     if not math.isfinite(total):

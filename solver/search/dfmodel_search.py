@@ -106,6 +106,7 @@ def solve_configs(
     options: SolverOptions,
     lanes=None,
     network=None,
+    quick: bool = False,
 ) -> tuple[MappingProblem, GraphSolution, float]:
     """The configurations under DFModel's numbers (one problem, or the forward/backward
     split), re-priced exactly: (the problem over every kernel whose rule charges each
@@ -127,7 +128,7 @@ def solve_configs(
             tuple(streamed(graph)),
         )
         in_order = not execution.dataflow or limit == n
-        return lane_configs(graph, costs, c, rules, in_order, lanes, network)
+        return lane_configs(graph, costs, c, rules, in_order, lanes, network, quick)
     order = [
         i
         for name in graph.topological_order()
@@ -272,20 +273,15 @@ def search_choices(
         if tp not in shardings:
             shardings[tp] = stage_one(graph, tp, options)
         ratios = dm.ratios(spans)
-        sram = dm.f32(system.chip.sram_bytes) if llm and not execution.dfmodel.pmu else math.inf
-        found = None
-        for tiles in tile_counts:
-            c = dp.StageTwo(
-                tp, tiles, execution.word_bytes, util,
-                dm.stored_peak(system, execution.math_precision), ratios, nmb, sram,
-                dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
-            )  # fmt: skip
-            costs = dp.kernel_costs(graph, shardings[tp], c)
-            lanes = _lanes(graph, shardings[tp], c, execution) if util <= 0 else None
-            got = solve_configs(graph, costs, c, execution, options, lanes)
-            if found is None or got[1].objective_s < found[0][1].objective_s:
-                found = (got, costs)
-        (problem, sol, floor), costs = found
+        row = llm and not execution.dfmodel.pmu and execution.dfmodel.sram_bounded
+        sram = dm.f32(system.chip.sram_bytes) if row else math.inf
+        base = dp.StageTwo(
+            tp, 1, execution.word_bytes, util, dm.stored_peak(system, execution.math_precision),
+            ratios, nmb, sram, dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
+        )  # fmt: skip
+        c, costs, (problem, sol, floor) = _best_tiling(
+            graph, shardings[tp], base, tile_counts, execution, options
+        )
         if not math.isfinite(sol.objective_s):
             failed.append((choice, _no_fit(execution, sol.status)))
             continue
@@ -312,7 +308,53 @@ def tiles_to_try(graph: KernelGraph, seq_len: int, execution: ExecutionOptions, 
     least = math.ceil(seq_len / size) if size > 0 and seq_len > 0 else 1
     if size > 0 and exact * size < seq_len:
         exact = least
-    return sorted({exact, least}) if util <= 0 else [exact]
+    if util > 0:
+        return [exact]
+    if execution.dfmodel.newer_schema and seq_len > 0:
+        # every count where some tiled dim's ceil(X / num_tile) changes (the fewest tiles
+        # for each shard size): exact over DFModel's free integer
+        dims = {getattr(dm.dims_of(k), k.dfmodel_tiling) for k in graph.kernels if k.dfmodel_tiling}
+        return sorted({t for x in dims for t in breakpoints(x) if t >= least} | {least})
+    return sorted({exact, least})
+
+
+def breakpoints(size: int) -> list[int]:
+    """The fewest tiles giving each distinct ceil(size / tiles), tiles = 1..size."""
+    out, tiles = [], 1
+    while tiles <= size:
+        out.append(tiles)
+        shard = math.ceil(size / tiles)
+        if shard == 1:
+            break
+        tiles = math.ceil(size / (shard - 1))
+    return out
+
+
+def _best_tiling(graph, shardings, base: dp.StageTwo, counts, execution, options):
+    """(StageTwo, kernel costs, solve_configs' result) of the best num_tile in `counts`:
+    with many counts (lane/stage), each first priced by the search's total alone."""
+    from dataclasses import replace as with_
+
+    def setup(tiles: int):
+        c = with_(base, num_tile=tiles)
+        costs = dp.kernel_costs(graph, shardings, c)
+        lanes = _lanes(graph, shardings, c, execution) if c.compute_util <= 0 else None
+        return c, costs, lanes
+
+    if len(counts) > 2:
+        totals = []
+        for tiles in counts:
+            c, costs, lanes = setup(tiles)
+            got = solve_configs(graph, costs, c, execution, options, lanes, quick=True)
+            totals.append((got[2], tiles))
+        counts = [min(totals)[1]]
+    found = None
+    for tiles in counts:
+        c, costs, lanes = setup(tiles)
+        got = solve_configs(graph, costs, c, execution, options, lanes)
+        if found is None or got[1].objective_s < found[2][1].objective_s:
+            found = (c, costs, got)
+    return found
 
 
 def _lanes(graph: KernelGraph, shardings, c: dp.StageTwo, execution: ExecutionOptions):
