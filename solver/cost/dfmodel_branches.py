@@ -13,8 +13,9 @@ kernel runs whole (shard = (M, K, N)).
     that many nanoseconds. DFModel's row for DLRM compares the bytes with the latency
     directly (no link bandwidth, unlike its LLM branch): taken literally, i.e. 1 GB/s;
     ambiguous in DFModel, none of its DLRM inputs uses it
-  step = sum_c II_c x global_batch / P; DRAM per chip = weights + the most live edges +
-    num_table x row x emb_dim x word / P; SRAM row as for LLM graphs.
+  step = sum_c II_c x global_batch / P / num_copy (DFModel's objective is final_ns with
+    final_ns x num_copy >= the step, in every branch); DRAM per chip = weights + the most
+    live edges + num_table x row x emb_dim x word / P; SRAM row as for LLM graphs.
 HPL (process grid, panel broadcasts): TP = PP = DP = 1; the P chips form an X x Y grid:
   one level: X = 1, Y = x; two: X = x, Y = y; three: X = x y, Y = z
   shard = (ceil(M / X), ceil(K / Y), N)
@@ -24,7 +25,7 @@ HPL (process grid, panel broadcasts): TP = PP = DP = 1; the P chips form an X x 
   a configuration's network = max(sum P2P / link_bw_x, sum BROADCAST / link_bw_y)
     (DFModel indexes the first two levels whatever the grid; one level has no second
     link and DFModel fails on it: refused here)
-  step = sum_c II_c; DRAM per chip = n^2 x word / P; no SRAM row.
+  step = sum_c II_c / num_copy; DRAM per chip = n^2 x word / P; no SRAM row.
 """
 
 from __future__ import annotations

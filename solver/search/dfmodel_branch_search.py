@@ -90,10 +90,11 @@ def search_dlrm(
     why = _dram(dram, system, "weights + live edges + embedding tables / chips per copy")
     if why:
         return None, [(choice, why)], math.inf
-    scale = o.global_batch / per_copy
+    scale = o.global_batch / per_copy / max(o.num_copy, 1)  # DFModel: final = step / num_copy
     step = DFStep(
         choice, problem, sol, sol.objective_s, 1.0, 1, micro, 0.0, sol.objective_s * scale,
         floor * scale, weights, live + o.table_bytes / per_copy, num_copy=o.num_copy,
+        repeat=scale,
     )  # fmt: skip
     return step, [], step.lower_latency_s
 
@@ -131,12 +132,12 @@ def search_hpl(
     why = _dram(dram, system, "n^2 x word / chips per copy")
     if why:
         return None, [(choice, why)], math.inf
-    total = sol.objective_s
+    total, copies = sol.objective_s, max(o.num_copy, 1)  # DFModel: final = step / num_copy
     step = DFStep(
-        choice, problem, sol, total, 1.0, 1, 1, 0.0, total, floor, 0.0, dram,
-        num_copy=o.num_copy,
+        choice, problem, sol, total, 1.0, 1, 1, 0.0, total / copies, floor / copies, 0.0, dram,
+        num_copy=o.num_copy, repeat=1 / copies,
     )  # fmt: skip
-    return step, [], floor
+    return step, [], step.lower_latency_s
 
 
 def _dp_choice(system: System, per_copy: int) -> Choice:

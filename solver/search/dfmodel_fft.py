@@ -59,9 +59,9 @@ def search_fft(
             f"{system.dram.capacity_bytes:.6g} B"
         )
         return None, [(choice, why)], math.inf
-    total = sol.objective_s
-    step = DFStep(
-        choice, problem, sol, total, 1.0, 1, 1, 0.0, total, floor, 0.0, dram,
-        num_copy=max(execution.fft_copies, 1),
+    total, copies = sol.objective_s, max(execution.fft_copies, 1)
+    step = DFStep(  # DFModel's objective: final_ns x num_copy >= the step
+        choice, problem, sol, total, 1.0, 1, 1, 0.0, total / copies, floor / copies, 0.0, dram,
+        num_copy=copies, repeat=1 / copies,
     )  # fmt: skip
-    return step, [], floor
+    return step, [], step.lower_latency_s

@@ -85,13 +85,7 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
     flop = workload_flop(workload, best.choice)
     peak = system.chip.peak(execution.math_precision)
     util = flop / (best.latency_s * system.num_chips * peak) if best.latency_s > 0 else 0.0
-    bubble = (
-        best.latency_s
-        - best.p2p_s
-        - best.config_sum_s
-        * best.layers_per_stage
-        * (workload.global_batch / best.choice.degree("DP") if workload.seq_len > 0 else 1)
-    )
+    bubble = best.latency_s - best.p2p_s - best.config_sum_s * best.repeat
     placement = {
         name.lower(): "x".join(f"{lv.name}:{p}" for lv, p in span)
         for name, span in best.choice.spans

@@ -60,6 +60,9 @@ class DFStep:
     dram_weights_bytes: float = 0.0  # DFModel's DRAM per chip: weights x layers per stage
     dram_activations_bytes: float = 0.0  # ... and the most live edges x micro-batch size
     num_copy: int = 1  # DFModel's FFT num_copy: copies of the topology (System Cost)
+    # what multiplies config_sum_s besides the pipeline factor: layers per stage x
+    # batches / DP (LLM), global batch / DP / num_copy (DLRM), 1 / num_copy (FFT, HPL)
+    repeat: float = 1.0
 
 
 def dfmodel_choices(system: System) -> list[Choice]:
@@ -413,4 +416,5 @@ def _assemble(workload, choice, problem, sol, lower, factors, ratios, word, cost
         lower * scale + p2p,
         weights * lps,
         live * max(workload.micro_batch, 1),
+        repeat=scale / pf,
     )

@@ -73,7 +73,10 @@ def test_dlrm_2x4_data_parallel_with_embedding_all_to_all(tmp_path: Path) -> Non
       all-to-all (config 0): 20,480 / 8 chips = 2,560 B per chip; r_r factors (2x = 4,
         8*7/2 = 28), (2y = 8, 28): 28 / (10 x 4) = 0.7 ns/B is the slower level -> 1,792 ns
       II = (15,000 + 168.79 + 1,792) + (15,000 + 156.29) = 32,117.08 ns
-      step = II x global batch / DP = 32,117.08 ns x 4096 / 8 = 16.4439 ms."""
+      step = II x global batch / DP = 32,117.08 ns x 4096 / 8 = 16.4439 ms (no pipeline:
+      no bubble).
+    DFModel's own dse_final.txt for this input (DAMSim/DLRM/2x4 @ d818f8b) has the same
+    split: MLP_1-4 in configuration 0, MLP_5-8 in 1."""
     s, cfgs = _run("damsim_dlrm_2x4.txt", tmp_path / "df")
     compute = 24_000 / GHZ_1_6 * 1e-9
     ii = 2 * compute + (276_480 + 256_000) / 1638e9 + 1_792e-9
@@ -82,6 +85,7 @@ def test_dlrm_2x4_data_parallel_with_embedding_all_to_all(tmp_path: Path) -> Non
     assert [c["kernels"] for c in cfgs] == ["MLP_1;MLP_2;MLP_3;MLP_4", "MLP_5;MLP_6;MLP_7;MLP_8"]
     assert [float(c["network_s"]) for c in cfgs] == pytest.approx([1_792e-9, 0.0])
     assert float(cfgs[0]["memory_s"]) == pytest.approx(276_480 / 1638e9, rel=1e-12)
+    assert s["pipeline_bubble_s"] == 0.0
 
 
 def test_mamba_reproduces_dfmodels_committed_log(tmp_path: Path) -> None:
