@@ -8,7 +8,9 @@ per-chip shard (M, K, N), lane width W (systolic_width), stage width H (systolic
   SYSTOLIC:             cycles = ceil(M / (lane W)) x ceil(N / (stage H)) x K
   SYSTOLIC, use_effective_stage (effective_stage E):
                         cycles = ceil(M / (lane W)) x ceil(K / (stage E)) x N
-  x num_input (DFModel's streaming count, 1 when unset)
+  x num_input (DFModel's streaming count, 1 when unset) -- at 04f93d5; DFModel's newer
+  schema (its SSM inputs, commit b9a3e2f) instead multiplies the configuration's II by its
+  largest num_input and runs such a configuration as one tile (solver/search/dfmodel_lanes.py)
 A configuration's compute = max over its kernels of cycles x num_tile / freq (GHz -> ns).
 DFModel chooses the split of the cores; here it is exact: f_k(t) = the least cycles of
 kernel k on at most t cores, and the least T with sum_k min{t : f_k(t) <= T} <= core is the
