@@ -29,6 +29,7 @@ from solver.options import DFModelOptions
 from solver.search import dfmodel_assign as da
 from solver.search import dfmodel_pmu as pmu
 from solver.search.dfmodel_pmu import PmuChip, PmuData
+from solver.search.dfmodel_price import exact_price
 
 # a set's network: (seconds, per-member shares); None = the sum of each kernel's network_s
 NetworkRule = Callable[[Sequence[int]], tuple[float, list[float]]]
@@ -169,8 +170,6 @@ def lane_configs(
 ) -> tuple[MappingProblem, GraphSolution, float]:
     """The best configurations (solve_configs' contract: the problem over every kernel, its
     solution, a lower bound of the sum: here the sum itself, the search being exhaustive)."""
-    from solver.search.dfmodel_search import exact_price
-
     n = len(graph.kernels)
     index = {k.name: i for i, k in enumerate(graph.kernels)}
     preds = [0] * n
@@ -203,8 +202,6 @@ def lane_configs(
 def _assemble(graph, costs, c, configs, prices, found):
     """The configurations written as the common MappingProblem (each kernel's compute and
     network its share of its configuration's), re-priced by solver/check.py: equal."""
-    from solver.search.dfmodel_search import exact_price
-
     shared = list(costs)
     for cf, got in zip(configs, prices):
         assert got is not None  # priced by the search

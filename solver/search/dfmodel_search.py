@@ -38,6 +38,7 @@ from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.fusion.solve import solve_graph
 from solver.milp.model import solve_configurations
 from solver.options import ExecutionOptions, SolverOptions
+from solver.search.dfmodel_price import exact_price
 from solver.search.parallel import Choice, enumerate_choices
 
 
@@ -117,21 +118,7 @@ def solve_configs(
     `lanes` (a dfmodel_lanes.LaneCompute) or `network` (a per-set rule): a configuration's
     cost is no sum over its kernels, searched exhaustively (solver/search/dfmodel_lanes.py)."""
     if lanes is not None or network is not None or any(streamed(graph)):
-        from solver.search.dfmodel_assign import Rules
-        from solver.search.dfmodel_lanes import lane_configs
-
-        n = len(graph.kernels)
-        limit = execution.num_config if execution.num_config > 0 else n
-        bwd = backward(graph)
-        split = any(bwd) and not all(bwd) and limit < n
-        rules = Rules(
-            limit,
-            tuple(k.pinned_config for k in graph.kernels),
-            tuple(bwd) if split else (),
-            tuple(streamed(graph)),
-        )
-        in_order = not execution.dataflow or limit == n
-        return lane_configs(graph, costs, c, rules, in_order, lanes, network, quick)
+        return _exhaustive(graph, costs, c, execution, lanes, network, quick)
     order = [
         i
         for name in graph.topological_order()
@@ -184,34 +171,24 @@ def solve_configs(
     return exact_price(graph, costs, c, configs, sol)
 
 
-def exact_price(
-    graph: KernelGraph,
-    costs: list[dp.KernelCost],
-    c: dp.StageTwo,
-    configs: list[list[int]],
-    found: GraphSolution,
-) -> tuple[MappingProblem, GraphSolution, float]:
-    """The found configurations (kernel indices) priced with DFModel's own rule: every edge
-    between two configurations is cut, so it is written at its producer and read at its
-    consumer (DFModel's D matrix). The search's objective, which charges a producer once
-    for all its consumers elsewhere, is a lower bound of that price."""
-    from solver.check import mapping_cost
+def _exhaustive(graph, costs, c, execution, lanes, network, quick: bool):
+    """solve_configs when a configuration's cost is no sum over its kernels (lane/stage,
+    HPL's links, num_input): every assignment DFModel allows (dfmodel_lanes.py)."""
+    from solver.search.dfmodel_assign import Rules
+    from solver.search.dfmodel_lanes import lane_configs
 
-    if not math.isfinite(found.objective_s) or not configs:
-        return dp.stage_two_problem(graph, costs, [], c, 1), found, math.inf
-    config_of = {k: ci for ci, cf in enumerate(configs) for k in cf}
-    names = {k.name: i for i, k in enumerate(graph.kernels)}
-    cut = frozenset(
-        (e.src, e.dst) for e in graph.edges if config_of[names[e.src]] != config_of[names[e.dst]]
+    n = len(graph.kernels)
+    limit = execution.num_config if execution.num_config > 0 else n
+    bwd = backward(graph)
+    split = any(bwd) and not all(bwd) and limit < n
+    rules = Rules(
+        limit,
+        tuple(k.pinned_config for k in graph.kernels),
+        tuple(bwd) if split else (),
+        tuple(streamed(graph)),
     )
-    flat = [k for cf in configs for k in cf]
-    problem = dp.stage_two_problem(graph, costs, flat, c, len(configs), (), cut)
-    pos = {k: p for p, k in enumerate(flat)}
-    local = tuple(tuple(sorted(pos[k] for k in cf)) for cf in configs)
-    choice = (0,) * len(flat)
-    total, _ = mapping_cost(problem, local, choice)
-    sol = GraphSolution(local, choice, total, found.bound_s, found.status, found.stats)
-    return problem, sol, min(found.objective_s, total)
+    in_order = not execution.dataflow or limit == n
+    return lane_configs(graph, costs, c, rules, in_order, lanes, network, quick)
 
 
 def _in_order(problem: MappingProblem) -> GraphSolution:
