@@ -307,7 +307,8 @@ def lane_compute(
             extra = k.dfmodel_extra
             effective = o.effective_stage if extra is not None and extra.use_effective_stage else 0
             simd = dm.dims_of(k).simd
-            menus.append(tuple(pmu.pairs(shard, simd, effective, chip.widths, o.cores)))
+            whole = any(op.role.name == "WEIGHT" for op in k.operands)
+            menus.append(tuple(pmu.pairs(shard, simd, effective, chip.widths, o.cores, whole)))
             streams.append(extra.num_input if extra is not None and extra.num_input > 0 else 1)
         data = PmuData(chip, tuple(menus), tuple(streams), tuple(shards), word)
     freq = dm.f32(o.freq_GHz) * 1e9

@@ -10,10 +10,11 @@ at most `pmu` of them, counting every edge with an end in it and every weight in
       weight GEMM's input, the second input of a two-input GEMM)
     PMU_e x K_s >= lane_s x stage_s x H (a GEMM producer), PMU_e >= lane_s (element-wise)
   weight of kernel w: PMU_w >= shard M x K x word / pmu_cap, PMU_w >= lane_w
-DFModel's tiling_factor (a weight kernel alone on all the cores may split its weight and
-output buffers) is not searched: tiling factor 1. For a weight kernel's out-edges DFModel
-bounds PMU_e by the size and depth of the edge whose *index* is the weight's index (an
-indexing slip, it seems); MapShard uses the edge's own. Both are documented deviations.
+  DFModel's tiling_factor: a weight kernel alone in its configuration on exactly all the
+  cores may split its weight and its out-edges' buffers (then >= 1 PMU each).
+For a weight kernel's out-edges DFModel bounds PMU_e by the size and depth of the edge
+whose *index* is the weight's index (an indexing slip, it seems); MapShard uses the
+edge's own: a documented deviation.
 
 For one assignment of kernels to configurations the cores and PMUs are chosen by one MILP
 (HiGHS): per kernel a one-hot menu of (lane, stage) pairs that are each the fewest lanes
@@ -45,10 +46,17 @@ class PmuChip:
 
 
 def pairs(
-    shard: tuple[int, int, int], simd: bool, effective: int, widths: tuple[int, int], cores: int
+    shard: tuple[int, int, int],
+    simd: bool,
+    effective: int,
+    widths: tuple[int, int],
+    cores: int,
+    whole: bool = False,
 ) -> list[tuple[int, int, int]]:
     """(lane, stage, cycles) with lane the fewest for its ceil(M / (lane W)) and stage the
-    fewest for its column count, lane x stage <= cores (cycles without num_input)."""
+    fewest for its column count, lane x stage <= cores (cycles without num_input); with
+    `whole` also every (lane, stage) taking exactly all the cores (a weight kernel's
+    tiling_factor needs that, and more stages than useful cost PMUs: all are offered)."""
     m, k, n = shard
     lane_w, stage_w = widths
 
@@ -63,15 +71,17 @@ def pairs(
 
     lanes = fewest(m, lane_w, cores)
     if simd:
-        return [(lane, 1, math.ceil(m / (lane * lane_w)) * n) for lane in lanes]
+        picks = [(lane, 1) for lane in lanes] + ([(cores, 1)] if whole else [])
+        return [(lane, 1, math.ceil(m / (lane * lane_w)) * n) for lane, _ in sorted(set(picks))]
     depth, width = (k, effective) if effective > 0 else (n, stage_w)
     stages = fewest(depth, width, cores)
     rest = n if effective > 0 else k
+    picks = {(lane, stage) for lane in lanes for stage in stages if lane * stage <= cores}
+    if whole:  # every split of exactly all the cores (DFModel's tiled weight kernel)
+        picks |= {(lane, cores // lane) for lane in range(1, cores + 1) if cores % lane == 0}
     return [
         (lane, stage, math.ceil(m / (lane * lane_w)) * math.ceil(depth / (stage * width)) * rest)
-        for lane in lanes
-        for stage in stages
-        if lane * stage <= cores
+        for lane, stage in sorted(picks)
     ]
 
 
@@ -136,7 +146,6 @@ def solve_assignment(
     menu index each kernel takes), None when infeasible. `fixed`: per configuration
     (memory s, network s); `seconds_per_cycle`: num_tile / freq."""
     model = LinearModel()
-    index = {k.name: i for i, k in enumerate(graph.kernels)}
     config_of = {k: c for c, cf in enumerate(configs) for k in cf}
     x = [[model.add_col(0.0, 0, 1, True) for _ in menu] for menu in menus]
     for k, cols in enumerate(x):
@@ -146,31 +155,8 @@ def solve_assignment(
         return {col: float(what(p)) for col, p in zip(x[k], menus[k])}
 
     pmu_terms: list[dict[int, float]] = [{} for _ in configs]
-    w_, h_ = chip.widths
-    for k, kern in enumerate(graph.kernels):
-        if any(o.role == OperandRole.WEIGHT for o in kern.operands):
-            m, kk, _ = shards[k]
-            col = model.add_col(0.0, math.ceil(m * kk * word / chip.pmu_cap), math.inf, True)
-            model.add_row({col: 1.0, **_neg(use(k, lambda p: p[0]))}, 0, math.inf)
-            pmu_terms[config_of[k]][col] = 1.0
-    stage_in = stage_inputs(graph)
-    for i, e in enumerate(graph.edges):
-        s, d = index[e.src], index[e.dst]
-        b = shards[s][0] * shards[s][2] * word
-        crossing = config_of[s] != config_of[d]
-        depth = 2 if crossing else graph_depth(graph, e)
-        col = model.add_col(0.0, math.ceil(depth * b / chip.pmu_cap), math.inf, True)
-        if i in stage_in:
-            model.add_row({col: float(w_), **_neg(use(d, lambda p: p[1] * h_))}, 0, math.inf)
-        else:
-            model.add_row({col: 1.0, **_neg(use(d, lambda p: p[0]))}, 0, math.inf)
-        if "K" in graph.kernels[s].dim_sizes:
-            ks = float(shards[s][1])
-            model.add_row({col: ks, **_neg(use(s, lambda p: p[0] * p[1] * h_))}, 0, math.inf)
-        else:
-            model.add_row({col: 1.0, **_neg(use(s, lambda p: p[0]))}, 0, math.inf)
-        for c in {config_of[s], config_of[d]}:
-            pmu_terms[c][col] = 1.0
+    tiled = _weight_rows(model, graph, configs, config_of, use, shards, word, chip, pmu_terms)
+    _edge_rows(model, graph, config_of, use, shards, word, chip, pmu_terms, tiled)
     for c, cf in enumerate(configs):
         cores: dict[int, float] = {}
         for k in cf:
@@ -183,6 +169,59 @@ def solve_assignment(
         return None
     picks = [max(range(len(cols)), key=lambda j: got.values[cols[j]]) for cols in x]
     return got.objective / US, picks
+
+
+def _weight_rows(model, graph, configs, config_of, use, shards, word, chip, pmu_terms):
+    """PMU_w >= weight bytes / pmu_cap and >= lane_w, per weight kernel w. DFModel's
+    tiling_factor: a weight kernel alone in its configuration may take every core
+    (lane x stage = core) and split its weight and out-edge buffers into as many tiles as
+    it likes (binary z_w): then one PMU each holds a tile. Returns {w: z_w column}."""
+    tiled: dict[int, int] = {}
+    for k, kern in enumerate(graph.kernels):
+        if not any(o.role == OperandRole.WEIGHT for o in kern.operands):
+            continue
+        m, kk, _ = shards[k]
+        need = math.ceil(m * kk * word / chip.pmu_cap)
+        col = model.add_col(0.0, min(need, 1), math.inf, True)
+        row = {col: 1.0}
+        if len(configs[config_of[k]]) == 1 and need > 1:
+            z = tiled[k] = model.add_col(0.0, 0, 1, True)
+            row[z] = float(need - 1)
+            model.add_row({z: -float(chip.cores), **use(k, lambda p: p[0] * p[1])}, 0, math.inf)
+        model.add_row(row, need, math.inf, f"weight_bytes[{kern.name}]")
+        model.add_row({col: 1.0, **_neg(use(k, lambda p: p[0]))}, 0, math.inf)
+        pmu_terms[config_of[k]][col] = 1.0
+    return tiled
+
+
+def _edge_rows(model, graph, config_of, use, shards, word, chip, pmu_terms, tiled) -> None:
+    """PMU_e of every edge: its bytes (2 tiles crossing, depth tiles fused; a tiled
+    producer's at least one PMU), its consumer's lane or stage input, its producer's
+    lanes (x stages x H / K for a GEMM); counted in both ends' configurations."""
+    index = {k.name: i for i, k in enumerate(graph.kernels)}
+    w_, h_ = chip.widths
+    stage_in = stage_inputs(graph)
+    for i, e in enumerate(graph.edges):
+        s, d = index[e.src], index[e.dst]
+        b = shards[s][0] * shards[s][2] * word
+        crossing = config_of[s] != config_of[d]
+        need = math.ceil((2 if crossing else graph_depth(graph, e)) * b / chip.pmu_cap)
+        col = model.add_col(0.0, min(need, 1), math.inf, True)
+        row = {col: 1.0}
+        if s in tiled and need > 1:
+            row[tiled[s]] = float(need - 1)
+        model.add_row(row, need, math.inf, f"edge_bytes[{e.src}->{e.dst}]")
+        if i in stage_in:
+            model.add_row({col: float(w_), **_neg(use(d, lambda p: p[1] * h_))}, 0, math.inf)
+        else:
+            model.add_row({col: 1.0, **_neg(use(d, lambda p: p[0]))}, 0, math.inf)
+        if "K" in graph.kernels[s].dim_sizes:
+            ks = float(shards[s][1])
+            model.add_row({col: ks, **_neg(use(s, lambda p: p[0] * p[1] * h_))}, 0, math.inf)
+        else:
+            model.add_row({col: 1.0, **_neg(use(s, lambda p: p[0]))}, 0, math.inf)
+        for c in {config_of[s], config_of[d]}:
+            pmu_terms[c][col] = 1.0
 
 
 def _latency(model, members, x, menus, streams, fixed, overlap, seconds_per_cycle) -> None:

@@ -86,3 +86,30 @@ def test_pmu_rows_equal_exhaustive_enumeration(cores: int, pmu: int, cycles: flo
         assert got is None
     else:
         assert got is not None and got[0] == pytest.approx(want, rel=1e-9)
+
+
+ALONE = """
+kernels { name: "G" id: 1 type: SYSTOLIC
+  gemm_input1_weight { M: 8 K: 4 N: 6 tiling: NO_TILING } }
+"""
+
+
+@pytest.mark.parametrize(("cores", "pmu", "cycles"), [(7, 3, 16), (7, 4, 8), (6, 3, 8)])
+def test_a_lone_weight_kernel_may_tile_its_weight_on_all_cores(
+    cores: int, pmu: int, cycles: int
+) -> None:
+    """DFModel's tiling_factor: G (8 x 4 x 6, lanes of 2, stages of 3) alone; its weight
+    8 x 4 x 2 = 64 B needs ceil(64 / 16) = 4 PMUs of 16 B, or, tiled, 1 PMU when G takes
+    exactly all the cores (lane x stage = cores). Always PMU_w >= lanes.
+    cycles = ceil(8 / (2 lane)) x ceil(6 / (3 stage)) x 4:
+      7 cores, 3 PMUs: untiled needs 4 > 3; tiled: (1, 7) -> 4 x 1 x 4 = 16 ((7, 1) has
+        7 lanes > 3 PMUs)
+      7 cores, 4 PMUs: untiled, (2, 2) -> 2 x 1 x 4 = 8 (2 lanes <= 4 PMUs)
+      6 cores, 3 PMUs: tiled, (2, 3) -> 2 x 1 x 4 = 8."""
+    dg = text_format.Parse(ALONE, setup_pb2.DataflowGraph())
+    graph = graph_from_proto(dg, path="alone.txt", word=WORD)
+    chip = PmuChip(pmu, 16.0, cores, (W, H))
+    menus = [pairs((8, 4, 6), False, 0, (W, H), cores, whole=True)]
+    got = solve_assignment(graph, [[0]], menus, [1], [(8, 4, 6)], WORD, chip,
+                           [(0.0, 0.0)], True, 1.0)  # fmt: skip
+    assert got is not None and got[0] == pytest.approx(cycles, rel=1e-9)
