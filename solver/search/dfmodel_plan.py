@@ -103,9 +103,9 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
     if execution.dfmodel.pmu > 0:
         warnings += (
             f"DFModel prices this chip (pmu {execution.dfmodel.pmu}) with its PMU "
-            "place-and-route rows instead of an SRAM row: reproduced with tiling_factor 1 "
-            "(DFModel may also split a lone weight kernel's buffers) and each edge's own "
-            "size (solver/search/dfmodel_pmu.py)",
+            "place-and-route rows instead of an SRAM row: reproduced, except that a weight "
+            "kernel's out-edges are bounded by their own size where DFModel reads another "
+            "edge's (an indexing slip; solver/search/dfmodel_pmu.py)",
         )
     return Plan(
         scenario=scenario,
