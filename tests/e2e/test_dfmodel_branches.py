@@ -12,8 +12,10 @@ import math
 from pathlib import Path
 
 import pytest
+from google.protobuf import text_format
 
 from mapshard.cli import main
+from schema import setup_pb2
 from solver.cost.dfmodel_lanes import config_cycles, lane_kernel
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "dfmodel"
@@ -52,6 +54,18 @@ def test_hpl_4k_process_grid_and_panel_broadcasts(tmp_path: Path) -> None:
     assert any("PMU place-and-route rows" in w for w in s["warnings"])
     # DFModel's HPL DRAM row: n^2 x word / chips = 4096^2 x 2 / 16 = 2,097,152 B
     assert s["memory_breakdown_bytes"]["activations"] == 2_097_152.0
+    # dse_final.txt as DFModel's own (DAMSim/HPL/4K/dse_final.txt @ 04f93d5): the grid's
+    # shards, NO_SHARDING, the edge's 1024 x 32 x 2 = 65,536 B, a LANE input
+    final = text_format.Parse((tmp_path / "df" / "dse_final.txt").read_text(), setup_pb2.Setup())
+    shards = [
+        (k.gemm_input1_input2.shard_outer_M, k.gemm_input1_input2.shard_K,
+         k.gemm_input1_input2.shard_N, k.gemm_input1_input2.sharding)
+        for k in final.dataflow_graph.kernels
+    ]  # fmt: skip
+    none = setup_pb2.NO_SHARDING
+    assert shards == [(1024, 1024, 32, none), (1016, 1016, 32, none)]
+    (edge,) = final.dataflow_graph.connections
+    assert (edge.shard_tensor_size, edge.lane_stage_type) == (65_536.0, setup_pb2.LANE)
 
 
 def test_dlrm_2x4_data_parallel_with_embedding_all_to_all(tmp_path: Path) -> None:
@@ -86,6 +100,11 @@ def test_dlrm_2x4_data_parallel_with_embedding_all_to_all(tmp_path: Path) -> Non
     assert [float(c["network_s"]) for c in cfgs] == pytest.approx([1_792e-9, 0.0])
     assert float(cfgs[0]["memory_s"]) == pytest.approx(276_480 / 1638e9, rel=1e-12)
     assert s["pipeline_bubble_s"] == 0.0
+    # dse_final.txt as DFModel's own (DAMSim/DLRM/2x4 @ d818f8b): configurations 0 0 0 0
+    # 1 1 1 1, every edge a STAGE input (a weight GEMM's first input)
+    final = text_format.Parse((tmp_path / "df" / "dse_final.txt").read_text(), setup_pb2.Setup())
+    assert [k.config for k in final.dataflow_graph.kernels] == [0] * 4 + [1] * 4
+    assert {c.lane_stage_type for c in final.dataflow_graph.connections} == {setup_pb2.STAGE}
 
 
 def test_mamba_reproduces_dfmodels_committed_log(tmp_path: Path) -> None:
