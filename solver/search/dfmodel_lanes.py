@@ -182,14 +182,14 @@ def lane_configs(
         got = set_price(graph, costs, c, members, lanes, network, tables, shares=False)
         return got.latency_s if got is not None else math.inf
 
-    if lanes is not None and lanes.pmu is not None:
+    if lanes is not None and lanes.pmu is not None and not quick:
         return pmu_configs(graph, costs, c, rules, in_order, lanes, network, preds)
     if in_order:
         configs = da.in_order(n, preds) or []
         total = sum(price(cf) for cf in configs) if configs else math.inf
     else:
         total, configs = da.best_assignment(n, preds, rules, price)
-    if quick:  # the total alone (e.g. to compare num_tile counts)
+    if quick:  # the total alone, without PMU rows a lower bound (to order num_tile counts)
         return None, GraphSolution((), (), total, total, "optimal", SearchStats()), total  # type: ignore[return-value]
     stats = SearchStats()  # every assignment: the whole space
     found = GraphSolution((), (), total, total, "optimal", stats)

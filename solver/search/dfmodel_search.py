@@ -280,9 +280,10 @@ def search_choices(
 
 def tiles_to_try(graph: KernelGraph, seq_len: int, execution: ExecutionOptions, util: float):
     """DFModel's num_tile is free with tile_size x num_tile >= seq_len (tile_size free when
-    unset). Tried: the largest count dividing every tiled dim (FLOP exact, buffers least)
-    and, with lane/stage compute (where every extra tile rounds cycles up), the fewest
-    tiles allowed; the better plan wins. A documented restriction of DFModel's integer."""
+    unset). With compute_util: the largest count dividing every tiled dim (FLOP exact,
+    buffers least). With lane/stage compute, where cycles round up per tile: every count
+    at which some tiled dim's shard ceil(X / num_tile) changes (a smaller count with the
+    same shards is never worse), from the fewest allowed: exact over DFModel's integer."""
     exact = dp.num_tile(graph, seq_len)
     size = execution.dfmodel.tile_size
     least = math.ceil(seq_len / size) if size > 0 and seq_len > 0 else 1
@@ -290,7 +291,7 @@ def tiles_to_try(graph: KernelGraph, seq_len: int, execution: ExecutionOptions, 
         exact = least
     if util > 0:
         return [exact]
-    if execution.dfmodel.newer_schema and seq_len > 0:
+    if seq_len > 0:
         # every count where some tiled dim's ceil(X / num_tile) changes (the fewest tiles
         # for each shard size): exact over DFModel's free integer
         dims = {getattr(dm.dims_of(k), k.dfmodel_tiling) for k in graph.kernels if k.dfmodel_tiling}
@@ -321,15 +322,18 @@ def _best_tiling(graph, shardings, base: dp.StageTwo, counts, execution, options
         lanes = _lanes(graph, shardings, c, execution) if c.compute_util <= 0 else None
         return c, costs, lanes
 
-    if len(counts) > 2:
-        totals = []
+    bounds = [(0.0, tiles) for tiles in counts]
+    if len(counts) > 2:  # each count's total without PMU rows: exact, or a lower bound
+        bounds = []
         for tiles in counts:
             c, costs, lanes = setup(tiles)
             got = solve_configs(graph, costs, c, execution, options, lanes, quick=True)
-            totals.append((got[2], tiles))
-        counts = [min(totals)[1]]
+            bounds.append((got[2], tiles))
+        bounds.sort()
     found = None
-    for tiles in counts:
+    for bound, tiles in bounds:
+        if found is not None and bound >= found[2][1].objective_s * (1 - 1e-12):
+            break  # no later count can do better
         c, costs, lanes = setup(tiles)
         got = solve_configs(graph, costs, c, execution, options, lanes)
         if found is None or got[1].objective_s < found[2][1].objective_s:
