@@ -52,7 +52,8 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
     # DFModel's FFT branch splits N over a copy's chips yet records NO_SHARDING; its HPL
     # branch splits M and K over the process grid, NO_SHARDING too
     fft_chips = scenario.system.num_chips // options.fft_copies if options.fft_copies else 0
-    grid = hpl_grid(scenario, options) if options.dfmodel.branch == "hpl" else None
+    hpl = options.dfmodel.branch == "hpl" and plan.cost_model == "dfmodel"
+    grid = hpl_grid(scenario, options) if hpl else None
     chosen = {k.name: k for p in plan.phases for k in p.kernels}
     level = topological_numbers(out.dataflow_graph)
     split: dict[int, bool] = {}
