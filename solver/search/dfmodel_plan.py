@@ -73,6 +73,18 @@ def search_dfmodel(
     return _plan(workload, system, execution, best, stats, tuple(results), scenario)
 
 
+def _streamed_flop(workload: Workload, flop: float) -> float:
+    """DFModel's Workload FLOP counts a kernel num_input times (its statistics block)."""
+    kernels = workload.phases[0].graph.kernels
+    once = sum(k.flop for k in kernels)
+    extra = sum(
+        k.flop * (k.dfmodel_extra.num_input - 1)
+        for k in kernels
+        if k.dfmodel_extra is not None and k.dfmodel_extra.num_input > 1
+    )
+    return flop * (once + extra) / once if once > 0 else flop
+
+
 def _degrees(choice) -> dict[str, int]:
     return {k.lower(): v for k, v in choice.degrees}
 
@@ -82,7 +94,7 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
     phases = build_phase_plans(workload, {phase.name: (best.problem, best.solution)}, system)
     shape = [lv.degree for lv in best.choice.levels]
     cost, power = dm.system_cost_power(system, shape, best.num_copy)
-    flop = workload_flop(workload, best.choice)
+    flop = _streamed_flop(workload, workload_flop(workload, best.choice))
     peak = system.chip.peak(execution.math_precision)
     util = flop / (best.latency_s * system.num_chips * peak) if best.latency_s > 0 else 0.0
     bubble = best.latency_s - best.p2p_s - best.config_sum_s * best.repeat

@@ -136,6 +136,13 @@ def test_mamba_reproduces_dfmodels_committed_log(tmp_path: Path) -> None:
     ii = [compute[0], (26_216 + 524_288) / 8192e9 * 32, compute[2]]
     assert [float(c["latency_s"]) for c in cfgs] == pytest.approx(ii, rel=1e-12)
     assert cfgs[1]["kernels"] == "Scan_stage_0;Scan_stage_1;Scan_stage_2;Scan_stage_3"
+    # the log's statistics: System Cost 16522.25 (a float) + 8192 x 1 (DRAM) = 24714.25,
+    # no link or switch on one chip; Workload FLOP counts each kernel num_input times:
+    # 3 x 2*32*32*262144 + 2*262144*32*1 + 4 x 2*262144*5*1 x 32 + 262144*32
+    # = 1,610,612,736 + 16,777,216 + 335,544,320 + 8,388,608 = 1,971,322,880
+    assert s["system_cost"] == 24714.25
+    assert s["system_power_W"] == pytest.approx(1775.7423400878906, rel=1e-12)  # the log's
+    assert s["workload_flop"] == 1_971_322_880
 
 
 def _brute(kernels, cores: int, widths, effective: int) -> int:
