@@ -48,12 +48,10 @@ def _with_compute(graph, costs, c: dp.StageTwo) -> list[dp.KernelCost]:
     ]
 
 
-def _lanes(graph, execution: ExecutionOptions, shards, util: float):
-    return (
-        lane_compute(graph, shards, execution.dfmodel, 1, execution.word_bytes)
-        if util <= 0
-        else None
-    )
+def _lanes(graph, execution: ExecutionOptions, shards, c: dp.StageTwo):
+    if c.compute_util > 0:
+        return None
+    return lane_compute(graph, shards, execution.dfmodel, 1, c.word_bytes, c.peak_flops)
 
 
 def search_dlrm(
@@ -79,7 +77,7 @@ def search_dlrm(
     costs = br.dlrm_kernel_costs(graph, per_copy, execution.word_bytes, micro, a2a)
     costs = _with_compute(graph, costs, c)
     shards = [(d.M, d.K, d.N) for d in map(dm.dims_of, graph.kernels)]
-    lanes = _lanes(graph, execution, shards, util)
+    lanes = _lanes(graph, execution, shards, c)
     problem, sol, floor = solve_configs(graph, costs, c, execution, options, lanes)
     choice = _dp_choice(system, per_copy)
     if not math.isfinite(sol.objective_s):
@@ -123,7 +121,7 @@ def search_hpl(
 
     x, y = grid
     shards = [(math.ceil(d.M / x), math.ceil(d.K / y), d.N) for d in map(dm.dims_of, graph.kernels)]
-    lanes = _lanes(graph, execution, shards, util)
+    lanes = _lanes(graph, execution, shards, c)
     problem, sol, floor = solve_configs(graph, costs, c, execution, options, lanes, network)
     choice = fft_choice(system)
     if not math.isfinite(sol.objective_s):

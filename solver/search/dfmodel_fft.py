@@ -47,7 +47,7 @@ def search_fft(
         from solver.search.dfmodel_lanes import lane_compute
 
         shards = [(d.M, d.K, math.ceil(d.N / per_copy)) for d in map(dm.dims_of, graph.kernels)]
-        lanes = lane_compute(graph, shards, execution.dfmodel, 1, execution.word_bytes)
+        lanes = lane_compute(graph, shards, execution.dfmodel, 1, execution.word_bytes, peak)
     problem, sol, floor = solve_configs(graph, costs, c, execution, options, lanes)
     if not math.isfinite(sol.objective_s):
         return None, [(choice, f"no grouping into configurations (status {sol.status})")], math.inf

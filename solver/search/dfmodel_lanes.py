@@ -270,8 +270,12 @@ def lane_compute(
     o: DFModelOptions,
     num_tile: int,
     word: float = 2.0,
+    peak_flops: float = 0.0,
 ) -> LaneCompute:
-    """DFModel's lane/stage tables of every kernel at its per-chip shard (M, K, N)."""
+    """DFModel's lane/stage tables of every kernel at its per-chip shard (M, K, N).
+    `peak_flops` (DFModel's GFLOPS = 2 W H core freq, as it stores freq): the clock is
+    peak / (2 W H core), so that a what-if that scales the chip's peak scales it too
+    (0: the setup's freq)."""
     if min(o.cores, o.lane_width, o.stage_width) <= 0 or o.freq_GHz <= 0:
         raise SetupError(
             "--cost-model dfmodel: DFModel's lane/stage compute (compute_util 0) needs "
@@ -311,5 +315,6 @@ def lane_compute(
             menus.append(tuple(pmu.pairs(shard, simd, effective, chip.widths, o.cores, whole)))
             streams.append(extra.num_input if extra is not None and extra.num_input > 0 else 1)
         data = PmuData(chip, tuple(menus), tuple(streams), tuple(shards), word)
-    freq = dm.f32(o.freq_GHz) * 1e9
+    units = 2 * o.lane_width * o.stage_width * o.cores
+    freq = peak_flops / units if peak_flops > 0 else dm.f32(o.freq_GHz) * 1e9
     return LaneCompute(tuple(tables), o.cores, num_tile, freq, data, o.newer_schema)

@@ -347,7 +347,7 @@ def _lanes(graph: KernelGraph, shardings, c: dp.StageTwo, execution: ExecutionOp
     shards = [
         dm.shard_dims(dm.dims_of(k), s, c.tp, c.num_tile) for k, s in zip(graph.kernels, shardings)
     ]
-    return lane_compute(graph, shards, execution.dfmodel, c.num_tile, c.word_bytes)
+    return lane_compute(graph, shards, execution.dfmodel, c.num_tile, c.word_bytes, c.peak_flops)
 
 
 def _no_fit(execution: ExecutionOptions, status: str) -> str:
