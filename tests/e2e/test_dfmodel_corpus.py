@@ -83,7 +83,8 @@ def _run(name: str, tmp_path: Path, cost_model: str | None = None) -> None:
 )
 def test_every_file_runs_end_to_end_in_both_models(name: str, model: str, tmp_path: Path) -> None:
     """Native: ~17 s on one core for all (3 s solver limit each); DFModel's equations:
-    ~0.5-2.5 s each (its lane/stage, DLRM, HPL, FFT and LLM branches)."""
+    ~0.3-2 s each, ~9 s for the 38-kernel Hyena study (every num_tile count where a shard
+    changes, each with every allowed assignment of its 3 configurations)."""
     _run(name, tmp_path, model)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["cost_model"] == model
