@@ -73,6 +73,19 @@ class Operand:
 
 
 @dataclass(frozen=True)
+class DFModelExtra:
+    """A DFModel kernel variant's fields that only DFModel's equations read
+    (solver/cost/dfmodel_lanes.py, dfmodel_problem.py)."""
+
+    memory_size_bytes: float = 0.0  # explicit DRAM bytes DFModel charges to the kernel
+    num_input: int = 0  # streamed inputs (0 = unset: DFModel counts 1)
+    use_effective_stage: bool = False  # lane/stage: K over execution's effective_stage
+    skip_weight: bool = False  # no weight buffer in SRAM
+    sram_extra_bytes: float = 0.0  # DFModel's newer schema: SRAM the kernel adds
+    dram_extra_bytes: float = 0.0  # ... and DRAM (per layer of a stage)
+
+
+@dataclass(frozen=True)
 class Kernel:
     name: str
     kind: KernelKind
@@ -107,6 +120,9 @@ class Kernel:
     # The precision its matrix work runs in when it is not the workload's math precision
     # ("" = the workload's): the LM head stays 16-bit under FP8 recipes.
     math_precision: str = ""
+    # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
+    # skip_weight), read by --cost-model dfmodel only; same reasons as above.
+    dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)
 
     @property
     def dim_sizes(self) -> dict[str, int]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from generator.builder import DEFAULT_GROUP, infer_dim_map
 from generator.graph import (
     Communication,
+    DFModelExtra,
     Edge,
     Kernel,
     KernelGraph,
@@ -159,6 +160,19 @@ def _dfmodel_kernel(
         unit=_unit(k, kind),
         **_comm(comm, v.communication_size, group),
         **_second_comm(v),
+    )
+
+
+def _extra(v) -> DFModelExtra:
+    """The variant's fields only DFModel's equations read (gemm_input1_weight alone has
+    skip_weight and use_effective_stage)."""
+    return DFModelExtra(
+        memory_size_bytes=float(v.memory_size),
+        num_input=int(v.num_input),
+        use_effective_stage=bool(getattr(v, "use_effective_stage", False)),
+        skip_weight=bool(getattr(v, "skip_weight", False)),
+        sram_extra_bytes=float(v.sram_extra),
+        dram_extra_bytes=float(v.dram_extra),
     )
 
 
@@ -355,6 +369,7 @@ def graph_from_proto(
             pinned_tile=k.tile.strip(),
             dfmodel_tiling=TILING_DIM.get(tiling, "") if variant != "einsum" else "",
             dfmodel_type=setup_pb2.KernelType.Name(k.type) if variant != "einsum" else "",
+            dfmodel_extra=_extra(getattr(k, variant)) if variant != "einsum" else None,
         )
         kernels.append(kernel)
         names.add(k.name)

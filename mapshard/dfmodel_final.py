@@ -49,8 +49,11 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
         out.execution.ClearField(name)
     tp = max(plan.parallelism.get("tp", 1), 1)
     options = execution_options(setup)
-    # DFModel's FFT branch splits N over a copy's chips yet records NO_SHARDING
+    # DFModel's FFT branch splits N over a copy's chips yet records NO_SHARDING; its HPL
+    # branch splits M and K over the process grid, NO_SHARDING too
     fft_chips = scenario.system.num_chips // options.fft_copies if options.fft_copies else 0
+    hpl = options.dfmodel.branch == "hpl" and plan.cost_model == "dfmodel"
+    grid = hpl_grid(scenario, options) if hpl else None
     chosen = {k.name: k for p in plan.phases for k in p.kernels}
     level = topological_numbers(out.dataflow_graph)
     split: dict[int, bool] = {}
@@ -69,8 +72,12 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
             _shard_sizes(getattr(kernel, variant), "N", fft_chips)
             getattr(kernel, variant).sharding = setup_pb2.NO_SHARDING
             continue
+        if grid:
+            _grid_sizes(getattr(kernel, variant), grid)
+            continue
         _shard_sizes(getattr(kernel, variant), dim if split[kernel.id] else "", tp)
     by_id = {k.id: k for k in out.dataflow_graph.kernels}
+    stage = stage_edges(out.dataflow_graph) if options.dfmodel.pmu > 0 else None
     for c in out.dataflow_graph.connections:
         src, dst = by_id.get(c.startIdx), by_id.get(c.endIdx)
         if src is None or dst is None or src.WhichOneof("kernel_variant") not in DFMODEL_VARIANTS:
@@ -78,9 +85,13 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
         size = getattr(src, src.WhichOneof("kernel_variant")).output_tensor_size
         c.tensor_size = size
         c.shard_tensor_size = size / tp if split.get(src.id) else size
-        if fft_chips:  # DFModel's: the producer's shard_M x shard_N x word
+        if fft_chips or grid:  # DFModel's: the producer's shard_M x shard_N x word
             body = getattr(src, src.WhichOneof("kernel_variant"))
             c.shard_tensor_size = body.shard_outer_M * body.shard_N * options.word_bytes
+        if stage is not None:  # a PMU chip: DFModel labels each edge a lane or stage input
+            c.lane_stage_type = (
+                setup_pb2.STAGE if (c.startIdx, c.endIdx) in stage else setup_pb2.LANE
+            )
         c.startName, c.endName = src.name, dst.name
         c.buffer_depth = level[dst.id] - level[src.id] + 1
     header = f"# MapShard's chosen mapping for {plan.scenario}, in DFModel's dse_final.txt shape\n"
@@ -111,6 +122,40 @@ def topological_numbers(graph: setup_pb2.DataflowGraph) -> dict[int, int]:
                 indegree[j] -= 1
         rnd += 1
     return level
+
+
+def hpl_grid(scenario: Scenario, options) -> tuple[int, int] | None:
+    """DFModel's HPL process grid (X, Y) of the topology (solver/cost/dfmodel_branches)."""
+    from solver.cost.dfmodel_branches import hpl_grid as grid_of
+
+    per_copy = scenario.system.num_chips // max(options.dfmodel.num_copy, 1)
+    return grid_of(scenario.system, per_copy)
+
+
+def _grid_sizes(body, grid: tuple[int, int]) -> None:
+    """shard_outer_M = ceil(outer M / X), shard_K = ceil(K / Y), shard_N = N."""
+    outer = body.outer if body.HasField("outer") else 1
+    body.sharding = setup_pb2.NO_SHARDING
+    body.shard_outer_M = math.ceil(outer * body.M / grid[0])
+    body.shard_N = body.N
+    if hasattr(body, "K"):
+        body.shard_K = math.ceil(body.K / grid[1])
+
+
+def stage_edges(graph: setup_pb2.DataflowGraph) -> set[tuple[int, int]]:
+    """(startIdx, endIdx) of the connections DFModel labels STAGE: a weight GEMM's first
+    input, a two-input GEMM's second, in the order of the connections (the rule of
+    solver/search/dfmodel_pmu.stage_inputs); every other one is LANE."""
+    variant = {k.id: k.WhichOneof("kernel_variant") for k in graph.kernels}
+    seen: dict[int, int] = {}
+    out = set()
+    for c in graph.connections:
+        nth = seen.get(c.endIdx, 0)
+        seen[c.endIdx] = nth + 1
+        v = variant.get(c.endIdx)
+        if (v == "gemm_input1_weight" and nth == 0) or (v == "gemm_input1_input2" and nth == 1):
+            out.add((c.startIdx, c.endIdx))
+    return out
 
 
 def _shard_sizes(body, dim: str, tp: int) -> None:

@@ -26,7 +26,7 @@ from hardware.system import System
 from schema import setup_pb2
 from schema.dfmodel import native_solver, normalise
 from schema.dtypes import precision_name
-from solver.options import ExecutionOptions, SolverOptions
+from solver.options import DFModelOptions, ExecutionOptions, SolverOptions
 from solver.plan import Plan
 
 if TYPE_CHECKING:
@@ -83,11 +83,15 @@ class Result:
 # ---------------------------------------------------------------------------------------
 
 
-def load(scenario: str | Path) -> Loaded:
-    """Read a scenario folder (its setup.txt) or a setup file, and validate it."""
+def load(scenario: str | Path, cost_model: str | None = None) -> Loaded:
+    """Read a scenario folder (its setup.txt) or a setup file, and validate it;
+    `cost_model` (--cost-model) replaces execution.cost_model first (validation reads it:
+    DFModel's equations take an unset sram_cap as no limit)."""
     from schema.setup_io import load_setup
 
     setup, path = load_setup(scenario)
+    if cost_model is not None:
+        setup = setup_with_cost_model(setup, cost_model)
     return load_message(setup, path)
 
 
@@ -133,24 +137,29 @@ def solve(
 ) -> Plan:
     """The MILP search. `progress` is called with the search's progress after each outer
     choice. Use `plan` (solve + check) unless the plan is deliberately not checked."""
+    from schema.errors import SetupError
     from solver.api import solve_workload
 
     check_cost_model(scenario)
-    return solve_workload(
-        scenario.workload,
-        scenario.system,
-        scenario_options(scenario),
-        solver_options(scenario.setup, time_limit_s),
-        scenario.name,
-        progress,
-    )
+    try:
+        return solve_workload(
+            scenario.workload,
+            scenario.system,
+            scenario_options(scenario),
+            solver_options(scenario.setup, time_limit_s),
+            scenario.name,
+            progress,
+        )
+    except SetupError as exc:  # found while solving (DFModel's branches): name the file
+        where = str(scenario.path)
+        raise SetupError([m if where in m else f"{where}: {m}" for m in exc.problems]) from None
 
 
 def check_cost_model(scenario: Scenario) -> None:
     """What the DFModel cost model does not reproduce is refused, naming the file: a
-    workload that is not one DFModel graph, compute without DFModel's fixed utilisation
-    (its lane/stage cycle model), multi-layer graphs (its partition into PP stages) and
-    DFModel's workload branches other than LLM and FFT (DLRM, HPL, the SSM ones)."""
+    workload that is not one DFModel graph, multi-layer graphs (its partition into PP
+    stages) and DFModel's workload branches other than LLM, DLRM, HPL and FFT (its
+    gemm_fft_llm, vector_fft_llm, regular_fft_llm and mamba blocks)."""
     from schema.errors import SetupError
     from solver.compare_models import is_dfmodel_input
 
@@ -166,11 +175,11 @@ def check_cost_model(scenario: Scenario) -> None:
             f"({len(graphs)} phase(s) of other kernels): use the native cost model"
         )
     branch = scenario.setup.execution.WhichOneof("workload_variant")
-    if branch not in (None, "llm", "fft"):
+    if branch not in (None, "llm", "fft", "dlrm", "hpl"):
         raise SetupError(
             f"{scenario.path}: execution.{branch} is DFModel's {branch} branch, which the "
-            "DFModel cost model does not reproduce (its LLM and FFT branches and plain graphs "
-            "only): use the native cost model"
+            "DFModel cost model does not reproduce (its LLM, DLRM, HPL and FFT branches and "
+            "plain graphs only): use the native cost model"
         )
     per_graph = scenario.setup.execution.llm.num_layer_in_graph
     if per_graph > 1:
@@ -178,12 +187,6 @@ def check_cost_model(scenario: Scenario) -> None:
             f"{scenario.path}: execution.llm.num_layer_in_graph must be 1 with the DFModel "
             f"cost model, got {per_graph}: DFModel first splits a multi-layer graph into PP "
             "partitions and prices the slowest, which is not reproduced"
-        )
-    if scenario.system.chip.efficiency.fixed_compute_util <= 0:
-        raise SetupError(
-            f"{scenario.path}: execution.compute_util must be in (0, 1] with the DFModel cost "
-            "model (--cost-model dfmodel / execution.cost_model: DFMODEL); DFModel's "
-            "lane/stage cycle model for compute_util 0 is not reproduced"
         )
 
 
@@ -297,10 +300,21 @@ def with_cost_model(scenario: Scenario, cost_model: str | None) -> Scenario:
     that every stage reading the execution options sees the same choice."""
     if cost_model is None:
         return scenario
-    setup = setup_pb2.Setup()
-    setup.CopyFrom(scenario.setup)
-    setup.execution.cost_model = setup_pb2.CostModel.Value(cost_model.upper())
-    return replace(scenario, setup=setup)
+    return replace(scenario, setup=setup_with_cost_model(scenario.setup, cost_model))
+
+
+def setup_with_cost_model(setup: setup_pb2.Setup, cost_model: str) -> setup_pb2.Setup:
+    """A copy of `setup` with execution.cost_model set to `cost_model`."""
+    out = setup_pb2.Setup()
+    out.CopyFrom(setup)
+    # a DFModel file may still name the block `miscellany` (respelled after loading)
+    block = (
+        out.miscellany
+        if out.HasField("miscellany") and not out.HasField("execution")
+        else out.execution
+    )
+    block.cost_model = setup_pb2.CostModel.Value(cost_model.upper())
+    return out
 
 
 def run(
@@ -323,7 +337,7 @@ def run(
     from schema.errors import Interrupted
 
     say = progress or (lambda stage: None)
-    loaded = load(scenario)
+    loaded = load(scenario, cost_model)
     system = resolve(loaded)
     check_writable(out)
     say(Stage("generating the kernel graph"))
@@ -403,6 +417,36 @@ def execution_options(setup: setup_pb2.Setup, chip_overlap: str = "") -> Executi
         word_bytes=float(ex.word or 2.0),
         fft_copies=max(int(ex.fft.num_copy), 1) if fft else 0,
         fft_length=int(ex.fft.length) if fft else 0,
+        dfmodel=dfmodel_options(setup),
+    )
+
+
+def dfmodel_options(setup: setup_pb2.Setup) -> DFModelOptions:
+    """DFModel's workload block and lane/stage fields (read by --cost-model dfmodel only)."""
+    ex, acc = setup.execution, setup.system.accelerator
+    branch = ex.WhichOneof("workload_variant") or ""
+    block = getattr(ex, branch) if branch else None
+    word = float(ex.word or 2.0)
+    copies = int(getattr(block, "num_copy", 0) or 1)
+    table = 0.0
+    if branch == "dlrm":
+        table = float(ex.dlrm.num_table * ex.dlrm.row * ex.dlrm.emb_dim) * word
+    return DFModelOptions(
+        branch=branch,
+        num_copy=copies,
+        global_batch=int(ex.dlrm.global_batch_size) if branch == "dlrm" else 1,
+        table_bytes=table,
+        hpl_n=int(ex.hpl.n) if branch == "hpl" else 0,
+        tile_size=int(ex.llm.tile_size) if branch == "llm" else 0,
+        effective_stage=int(ex.effective_stage or getattr(block, "effective_stage", 0) or 0),
+        lane_width=int(acc.systolic_width),
+        stage_width=int(acc.systolic_height),
+        cores=int(acc.core),
+        freq_GHz=float(acc.freq),
+        pmu=int(acc.pmu),
+        pmu_cap=float(acc.pmu_cap),
+        sram_bounded=acc.sram_cap > 0,
+        newer_schema=bool(ex.effective_stage or ex.overlap),
     )
 
 

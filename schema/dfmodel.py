@@ -25,6 +25,7 @@ from; they are not touched here.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -85,7 +86,25 @@ def normalise(setup: setup_pb2.Setup | NormalisedSetup) -> NormalisedSetup:
         origins[COMPUTE_UTIL] = "execution.compute_util"
     if native.execution.compute_util:  # (assigning would make an absent block present)
         native.execution.compute_util = 0.0
+    if sram_unbounded(native):
+        native.system.accelerator.sram_cap = float(sys.maxsize)  # DFModel's own reading
     return NormalisedSetup(native, origins, replaces, conflicts, degrees)
+
+
+def sram_unbounded(setup: setup_pb2.Setup) -> bool:
+    """DFModel's lane/stage studies leave sram_cap out, which its equations read as no
+    SRAM limit (sys.maxsize, intra_chip.py @ b9a3e2f): under --cost-model dfmodel an
+    unset sram_cap on a DFModel graph is unbounded; the native model still refuses it."""
+    acc = setup.system.accelerator
+    dfmodel_graph = any(
+        k.WhichOneof("kernel_variant") not in (None, "einsum") for k in setup.dataflow_graph.kernels
+    )
+    return (
+        setup.execution.cost_model == setup_pb2.DFMODEL
+        and acc.sram_cap == 0
+        and not setup.system.chip
+        and dfmodel_graph
+    )
 
 
 def native_solver(

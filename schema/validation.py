@@ -21,6 +21,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from schema import setup_pb2
+from schema.dfmodel import sram_unbounded
 from schema.errors import SetupError
 
 MAX_CHIPS = 1 << 20  # a million chips: beyond every built or planned system
@@ -56,7 +57,7 @@ def validate_setup(
     negatives = _check_numbers(setup, "", p)  # NaN, inf, huge, undefined enum numbers
     _check_sources(setup, p)
     if setup.HasField("system"):
-        _check_system(setup.system, p)
+        _check_system(setup.system, p, sram_unbounded(setup))
     else:
         p.add("system", "is missing", NOTHING, f"add system {{ chip num_chip ... }} {LIBRARY}")
     if setup.HasField("dataflow_graph"):
@@ -173,8 +174,9 @@ def _check_sources(setup: setup_pb2.Setup, p: Problems) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def _check_system(s: setup_pb2.System, p: Problems) -> None:
-    """Sizes the hardware library cannot fill in, fractions, parallelism assignments."""
+def _check_system(s: setup_pb2.System, p: Problems, sram_optional: bool = False) -> None:
+    """Sizes the hardware library cannot fill in, fractions, parallelism assignments.
+    `sram_optional`: DFModel's equations read an unset sram_cap as no limit."""
     library = bool(s.chip or s.preset)
     if s.num_chip < 0:
         p.add("system.num_chip", "is negative", s.num_chip, "give the number of chips (>= 1)")
@@ -190,7 +192,7 @@ def _check_system(s: setup_pb2.System, p: Problems) -> None:
         valid = f"give a .csv or .xlsx path relative to {p.path.name}"
         p.add("system.chip_table", "names no file", s.chip_table, valid)
     if not library:
-        _check_custom_chip(s, p)
+        _check_custom_chip(s, p, sram_optional)
     eff = s.accelerator.efficiency
     for name in ("gemm_util", "dram_util", "attention_util", "vector_util"):
         p.fraction(f"system.accelerator.efficiency.{name}", getattr(eff, name), False, True)
@@ -202,14 +204,15 @@ def _check_system(s: setup_pb2.System, p: Problems) -> None:
     _check_topology(s, library, p)
 
 
-def _check_custom_chip(s: setup_pb2.System, p: Problems) -> None:
+def _check_custom_chip(s: setup_pb2.System, p: Problems, sram_optional: bool = False) -> None:
     """Without system.chip or system.preset the setup must describe the chip itself."""
     if not s.HasField("accelerator"):
         valid = f"describe the chip: accelerator {{ core systolic_width ... freq }} {LIBRARY}"
         p.add("system.accelerator", "is missing", NOTHING, valid)
     else:
         acc = s.accelerator
-        p.positive(acc, "system.accelerator", "sram_cap")
+        if not (sram_optional and acc.sram_cap == 0):
+            p.positive(acc, "system.accelerator", "sram_cap")
         precisions = "fp64 fp32 tf32 bf16 fp16 fp8 int8 int4".split()
         if not any(getattr(acc, f"{t}_tflops") > 0 for t in precisions):
             why = " (or give a peak such as bf16_tflops)"

@@ -6,6 +6,31 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class DFModelOptions:
+    """DFModel's workload block and lane/stage hardware fields, read only by
+    --cost-model dfmodel (solver/search/dfmodel_*); mapshard.pipeline fills it."""
+
+    branch: str = ""  # execution's workload block: llm, dlrm, hpl, fft, mamba, ... ("" none)
+    num_copy: int = 1  # dlrm / hpl / fft num_copy
+    global_batch: int = 1  # dlrm global_batch_size
+    table_bytes: float = 0.0  # dlrm num_table x row x emb_dim x word
+    hpl_n: int = 0  # hpl matrix side
+    tile_size: int = 0  # llm tile_size (0 = free)
+    effective_stage: int = 0  # lane/stage pipeline depth of use_effective_stage kernels
+    lane_width: int = 0  # accelerator systolic_width
+    stage_width: int = 0  # accelerator systolic_height
+    cores: int = 0
+    freq_GHz: float = 0.0
+    pmu: int = 0  # pattern memory units (0 = DFModel's SRAM row instead)
+    pmu_cap: float = 0.0  # bytes per PMU
+    sram_bounded: bool = True  # False: sram_cap 0, which DFModel reads as no limit
+    # DFModel's newer schema (the `overlap` enum, execution.effective_stage): its
+    # num_input multiplies a configuration's II (not a kernel's cycles) and a configuration
+    # with a streamed kernel runs one tile (solver/search/dfmodel_lanes.py)
+    newer_schema: bool = False
+
+
+@dataclass(frozen=True)
 class ExecutionOptions:
     dataflow: bool = False  # True: fusion into configurations is searched
     num_config: int = 0  # most configurations per graph (0 = number of kernels)
@@ -22,6 +47,7 @@ class ExecutionOptions:
     # DFModel's FFT branch (execution.fft): its num_copy (0 = not that branch) and length
     fft_copies: int = 0
     fft_length: int = 0
+    dfmodel: DFModelOptions = DFModelOptions()
 
     @property
     def overlap_name(self) -> str:

@@ -107,6 +107,6 @@ def fft_kernel_costs(
         if k.communication == Communication.ALL_TO_ALL and per_copy > 1:
             per_chip = dm.f32(k.communication_bytes) / (per_copy * per_copy)
             net = per_chip * a2a_s_per_byte
-        compute = flop / (compute_util * peak_flops)
+        compute = flop / (compute_util * peak_flops) if compute_util > 0 else 0.0  # 0: lanes
         costs.append(KernelCost(compute, net, out, out, 0.0, flop, "N" if per_copy > 1 else "none"))
     return costs

@@ -103,6 +103,10 @@ class KernelCost:
     weight_bytes: float  # the weight per chip (SRAM)
     flop: float  # per chip, all tiles
     sharding: str = "none"  # stage 1's choice: outer, M, K, N or none
+    # DFModel's newer schema: the kernel's configuration moves its edges x edge_scale and
+    # its memory_size x size_scale (one tile, x num_input: solver/search/dfmodel_lanes.py)
+    edge_scale: float = 1.0
+    size_scale: float = 1.0
 
 
 def kernel_costs(graph: KernelGraph, shardings: Sequence[str], c: StageTwo) -> list[KernelCost]:
@@ -120,7 +124,9 @@ def kernel_costs(graph: KernelGraph, shardings: Sequence[str], c: StageTwo) -> l
         else:
             net = tile_out * c.num_tile * c.ratios.of(own)
         weight = m * kk * c.word_bytes if dims.has_weight else 0.0
-        compute = flop / (c.compute_util * c.peak_flops)
+        # compute_util 0: DFModel's lane/stage model, priced per configuration
+        # (solver/cost/dfmodel_lanes.py); 0 here
+        compute = flop / (c.compute_util * c.peak_flops) if c.compute_util > 0 else 0.0
         base.append([compute, net, tile_out * c.num_tile, tile_out, weight, flop, s])
     for i, e in enumerate(graph.edges):
         a, b = index[e.src], index[e.dst]
@@ -129,13 +135,26 @@ def kernel_costs(graph: KernelGraph, shardings: Sequence[str], c: StageTwo) -> l
     return [KernelCost(*row) for row in base]
 
 
+_DEPTHS: dict[int, tuple[KernelGraph, dict[tuple[str, str], int]]] = {}
+
+
 def buffer_depths(graph: KernelGraph) -> dict[tuple[str, str], int]:
-    """inter_chip's buffer_depth: topological level of the consumer - of the producer + 1."""
+    """inter_chip's buffer_depth: topological level of the consumer - of the producer + 1
+    (kept per graph object: the exhaustive searches ask for it per configuration)."""
+    held = _DEPTHS.get(id(graph))
+    if held is None or held[0] is not graph:
+        if len(_DEPTHS) > 16:
+            _DEPTHS.clear()
+        held = _DEPTHS[id(graph)] = (graph, dict(_depths(graph)))
+    return held[1]
+
+
+def _depths(graph: KernelGraph) -> tuple[tuple[tuple[str, str], int], ...]:
     level: dict[str, int] = {}
     for name in graph.topological_order():
         preds = [level[e.src] + 1 for e in graph.edges if e.dst == name]
         level[name] = max(preds, default=0)
-    return {(e.src, e.dst): level[e.dst] - level[e.src] + 1 for e in graph.edges}
+    return tuple(((e.src, e.dst), level[e.dst] - level[e.src] + 1) for e in graph.edges)
 
 
 def stage_two_problem(
@@ -186,23 +205,16 @@ def _menu(graph: KernelGraph, costs, k: int, c: StageTwo, inner, depth) -> Kerne
     for e in graph.edges:
         a, b = index[e.src], index[e.dst]
         if b == k:
-            traffic.append((e.dst_operand, costs[a].out_bytes))
+            traffic.append((e.dst_operand, costs[a].out_bytes * kc.edge_scale))
         if a == k:
             stream += kc.tile_out_bytes * depth[(e.src, e.dst)]
             if not inner(e):
-                traffic.append((f"to:{e.dst}", kc.out_bytes))
+                traffic.append((f"to:{e.dst}", kc.out_bytes * kc.edge_scale))
     if any(inner(e) for e in graph.edges if e.src == kern.name):
         traffic.append(("out", kc.out_bytes))
-    # DFModel's SRAM, conservatively: two tiles of every edge at each end (its D buffers of
-    # a crossing edge; depth x tile more when a consumer is fused, its B buffers) plus the
-    # weight. A weight kernel's tiling_factor divides its weight and its outgoing buffers
-    # and then the kernel runs alone: capped so that it fits alone, and nothing beside it.
-    ins = 2 * sum(costs[index[e.src]].tile_out_bytes for e in graph.edges if e.dst == kern.name)
-    outs = 2 * kc.tile_out_bytes * sum(1 for e in graph.edges if e.src == kern.name)
-    own = kc.weight_bytes + outs
-    if kc.weight_bytes > 0:
-        own = min(own, max(c.sram_bytes - ins, 0.0))
-    buffer = ins + own
+    if memory_size(kern) > 0:  # DFModel's explicit memory_size: read whatever is fused
+        traffic.append((MEMORY_SIZE, memory_size(kern) * kc.size_scale))
+    buffer, _ = sram_parts(graph, costs, k, c)
     opt = Option(
         kc.sharding,
         "",
@@ -215,8 +227,40 @@ def _menu(graph: KernelGraph, costs, k: int, c: StageTwo, inner, depth) -> Kerne
         flop_per_chip=kc.flop,
         sizes=tuple(traffic),
     )
-    fed = tuple(n for n, _ in traffic if n != "out" and not n.startswith("to:"))
+    fed = tuple(n for n, _ in traffic if n not in ("out", MEMORY_SIZE) and not n.startswith("to:"))
     return KernelMenu(kern.name, (opt,), (kc.sharding,), fed, "out")
+
+
+MEMORY_SIZE = "memory_size"  # the pseudo-operand of DFModel's explicit DRAM bytes
+
+
+def memory_size(kernel) -> float:
+    """DFModel's explicit memory_size of a kernel (bytes, as the float it stores)."""
+    extra = kernel.dfmodel_extra
+    return dm.f32(extra.memory_size_bytes) if extra is not None else 0.0
+
+
+def sram_parts(graph: KernelGraph, costs, k: int, c: StageTwo) -> tuple[float, float]:
+    """Kernel k's SRAM: (its buffers wherever it runs, the stream buffers its fused
+    consumers add). DFModel's SRAM, conservatively: two tiles of every edge at each end
+    (its D buffers of a crossing edge; depth x tile more when a consumer is fused, its B
+    buffers) plus the weight. A weight kernel's tiling_factor divides its weight and its
+    outgoing buffers and then the kernel runs alone: capped so that it fits alone, and
+    nothing beside it."""
+    index = {kern.name: i for i, kern in enumerate(graph.kernels)}
+    kern, kc = graph.kernels[k], costs[k]
+    depth = buffer_depths(graph)
+    stream = sum(
+        kc.tile_out_bytes * depth[(e.src, e.dst)] for e in graph.edges if e.src == kern.name
+    )
+    ins = 2 * sum(costs[index[e.src]].tile_out_bytes for e in graph.edges if e.dst == kern.name)
+    outs = 2 * kc.tile_out_bytes * sum(1 for e in graph.edges if e.src == kern.name)
+    extra = kern.dfmodel_extra
+    weight = 0.0 if extra is not None and extra.skip_weight else kc.weight_bytes
+    own = weight + outs
+    if weight > 0:
+        own = min(own, max(c.sram_bytes - ins, 0.0))
+    return ins + own + (extra.sram_extra_bytes if extra is not None else 0.0), stream
 
 
 def dram_bytes(

@@ -42,7 +42,13 @@ def search_fft(
         1, 1, execution.word_bytes, util, peak, dm.Ratios(), 1, math.inf,
         dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
     )  # fmt: skip
-    problem, sol, floor = solve_configs(graph, costs, c, execution, options)
+    lanes = None
+    if util <= 0:  # DFModel's lane/stage compute at the FFT shard (M, K, ceil(N / P))
+        from solver.search.dfmodel_lanes import lane_compute
+
+        shards = [(d.M, d.K, math.ceil(d.N / per_copy)) for d in map(dm.dims_of, graph.kernels)]
+        lanes = lane_compute(graph, shards, execution.dfmodel, 1, execution.word_bytes, peak)
+    problem, sol, floor = solve_configs(graph, costs, c, execution, options, lanes)
     if not math.isfinite(sol.objective_s):
         return None, [(choice, f"no grouping into configurations (status {sol.status})")], math.inf
     dram = execution.fft_length * execution.word_bytes / per_copy
@@ -53,9 +59,9 @@ def search_fft(
             f"{system.dram.capacity_bytes:.6g} B"
         )
         return None, [(choice, why)], math.inf
-    total = sol.objective_s
-    step = DFStep(
-        choice, problem, sol, total, 1.0, 1, 1, 0.0, total, floor, 0.0, dram,
-        num_copy=max(execution.fft_copies, 1),
+    total, copies = sol.objective_s, max(execution.fft_copies, 1)
+    step = DFStep(  # DFModel's objective: final_ns x num_copy >= the step
+        choice, problem, sol, total, 1.0, 1, 1, 0.0, total / copies, floor / copies, 0.0, dram,
+        num_copy=copies, repeat=1 / copies,
     )  # fmt: skip
-    return step, [], floor
+    return step, [], step.lower_latency_s

@@ -15,6 +15,7 @@ from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.report_plan import build_phase_plans, workload_flop
 from solver.search.dfmodel_fft import search_fft
 from solver.search.dfmodel_search import DFStep, checked_util, search_choices
+from solver.verify import dfmodel_sram_row
 
 
 def search_dfmodel(
@@ -28,9 +29,16 @@ def search_dfmodel(
     """The best plan under DFModel's equations (solver.api.solve_workload with
     execution.cost_model "dfmodel")."""
     t0 = time.perf_counter()
+    branch = execution.dfmodel.branch
     if execution.fft_copies > 0:  # DFModel's FFT branch: one fixed layout
         util = checked_util(workload, system)
         best, failed, lower = search_fft(workload, system, execution, options, util)
+    elif branch in ("dlrm", "hpl"):  # DFModel's DLRM / HPL branches: one fixed layout
+        from solver.search.dfmodel_branch_search import search_dlrm, search_hpl
+
+        util = checked_util(workload, system)
+        search = search_dlrm if branch == "dlrm" else search_hpl
+        best, failed, lower = search(workload, system, execution, options, util)
     else:
         best, failed, lower = search_choices(workload, system, execution, options)
     if best is None:
@@ -65,6 +73,18 @@ def search_dfmodel(
     return _plan(workload, system, execution, best, stats, tuple(results), scenario)
 
 
+def _streamed_flop(workload: Workload, flop: float) -> float:
+    """DFModel's Workload FLOP counts a kernel num_input times (its statistics block)."""
+    kernels = workload.phases[0].graph.kernels
+    once = sum(k.flop for k in kernels)
+    extra = sum(
+        k.flop * (k.dfmodel_extra.num_input - 1)
+        for k in kernels
+        if k.dfmodel_extra is not None and k.dfmodel_extra.num_input > 1
+    )
+    return flop * (once + extra) / once if once > 0 else flop
+
+
 def _degrees(choice) -> dict[str, int]:
     return {k.lower(): v for k, v in choice.degrees}
 
@@ -74,16 +94,10 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
     phases = build_phase_plans(workload, {phase.name: (best.problem, best.solution)}, system)
     shape = [lv.degree for lv in best.choice.levels]
     cost, power = dm.system_cost_power(system, shape, best.num_copy)
-    flop = workload_flop(workload, best.choice)
+    flop = _streamed_flop(workload, workload_flop(workload, best.choice))
     peak = system.chip.peak(execution.math_precision)
     util = flop / (best.latency_s * system.num_chips * peak) if best.latency_s > 0 else 0.0
-    bubble = (
-        best.latency_s
-        - best.p2p_s
-        - best.config_sum_s
-        * best.layers_per_stage
-        * (workload.global_batch / best.choice.degree("DP") if workload.seq_len > 0 else 1)
-    )
+    bubble = best.latency_s - best.p2p_s - best.config_sum_s * best.repeat
     placement = {
         name.lower(): "x".join(f"{lv.name}:{p}" for lv, p in span)
         for name, span in best.choice.spans
@@ -98,6 +112,13 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
             f"({best.latency_s:.6g} s, priced DFModel's way) is within {stats.gap:.2%} of it",
         )
     warnings += _fft_sram_warning(phases, system, execution)
+    if execution.dfmodel.pmu > 0:
+        warnings += (
+            f"DFModel prices this chip (pmu {execution.dfmodel.pmu}) with its PMU "
+            "place-and-route rows instead of an SRAM row: reproduced, except that a weight "
+            "kernel's out-edges are bounded by their own size where DFModel reads another "
+            "edge's (an indexing slip; solver/search/dfmodel_pmu.py)",
+        )
     return Plan(
         scenario=scenario,
         workload_kind=workload.kind,
@@ -135,12 +156,13 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
 
 
 def _fft_sram_warning(phases, system: System, execution: ExecutionOptions) -> tuple[str, ...]:
-    """DFModel's FFT branch has no SRAM capacity row: say so when its buffers overflow."""
+    """DFModel's FFT and HPL branches and its PMU chips have no SRAM capacity row: say so
+    when the buffers overflow."""
     most = max((c.sram_bytes for ph in phases for c in ph.configs), default=0.0)
-    if execution.fft_copies <= 0 or most <= system.chip.sram_bytes * (1 + 1e-9):
+    if dfmodel_sram_row(execution) or most <= system.chip.sram_bytes * (1 + 1e-9):
         return ()
     return (
-        "DFModel's FFT branch has no SRAM capacity row: a configuration's buffers "
+        "DFModel's equations have no SRAM capacity row here: a configuration's buffers "
         f"({most:.6g} B) exceed the chip's SRAM ({system.chip.sram_bytes:.6g} B); DFModel's "
-        "figure, reproduced here, assumes they fit",
+        "figure assumes they fit",
     )

@@ -16,6 +16,11 @@ numbers (solver/cost/dfmodel_problem.py), and the step is assembled DFModel's wa
          p2p = layers * (2 hidden seq_len word, training only) / B_PP
   graph: step = sum_c II_c
   FFT (execution.fft): one fixed layout, step = sum_c II_c (solver/search/dfmodel_fft.py)
+  DLRM / HPL (execution.dlrm / hpl): one fixed layout each
+    (solver/search/dfmodel_branch_search.py)
+  compute_util 0 (DFModel's lane/stage compute), num_input, HPL's network: a configuration
+    costs no sum over its kernels; its configurations are searched exhaustively
+    (solver/search/dfmodel_lanes.py). num_tile: solver/search/dfmodel_search.tiles_to_try.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.fusion.solve import solve_graph
 from solver.milp.model import solve_configurations
 from solver.options import ExecutionOptions, SolverOptions
+from solver.search.dfmodel_price import exact_price
 from solver.search.parallel import Choice, enumerate_choices
 
 
@@ -55,6 +61,9 @@ class DFStep:
     dram_weights_bytes: float = 0.0  # DFModel's DRAM per chip: weights x layers per stage
     dram_activations_bytes: float = 0.0  # ... and the most live edges x micro-batch size
     num_copy: int = 1  # DFModel's FFT num_copy: copies of the topology (System Cost)
+    # what multiplies config_sum_s besides the pipeline factor: layers per stage x
+    # batches / DP (LLM), global batch / DP / num_copy (DLRM), 1 / num_copy (FFT, HPL)
+    repeat: float = 1.0
 
 
 def dfmodel_choices(system: System) -> list[Choice]:
@@ -67,6 +76,12 @@ def dfmodel_choices(system: System) -> list[Choice]:
 
 def backward(graph: KernelGraph) -> list[bool]:
     return [k.pass_ != Pass.FWD for k in graph.kernels]
+
+
+def streamed(graph: KernelGraph) -> list[bool]:
+    """DFModel's num_input_set: a kernel with num_input given never shares a
+    configuration with one without."""
+    return [bool(k.dfmodel_extra and k.dfmodel_extra.num_input > 0) for k in graph.kernels]
 
 
 def stage_one(graph: KernelGraph, tp: int, options: SolverOptions) -> tuple[str, ...]:
@@ -93,10 +108,17 @@ def solve_configs(
     c: dp.StageTwo,
     execution: ExecutionOptions,
     options: SolverOptions,
+    lanes=None,
+    network=None,
+    quick: bool = False,
 ) -> tuple[MappingProblem, GraphSolution, float]:
     """The configurations under DFModel's numbers (one problem, or the forward/backward
     split), re-priced exactly: (the problem over every kernel whose rule charges each
-    crossing edge at both ends, its solution, the search's lower bound of the sum)."""
+    crossing edge at both ends, its solution, the search's lower bound of the sum).
+    `lanes` (a dfmodel_lanes.LaneCompute) or `network` (a per-set rule): a configuration's
+    cost is no sum over its kernels, searched exhaustively (solver/search/dfmodel_lanes.py)."""
+    if lanes is not None or network is not None or any(streamed(graph)):
+        return _exhaustive(graph, costs, c, execution, lanes, network, quick)
     order = [
         i
         for name in graph.topological_order()
@@ -111,11 +133,11 @@ def solve_configs(
         problem = dp.stage_two_problem(graph, costs, order, c, n, [pins[k] for k in order])
         problem = replace(problem, dataflow=False)
         sol = _in_order(problem)
-        return _exact(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
+        return exact_price(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
     if not any(bwd) or all(bwd):
         problem = dp.stage_two_problem(graph, costs, order, c, limit, [pins[k] for k in order])
         sol = solve_graph(problem, options)
-        return _exact(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
+        return exact_price(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
     fwd_k = [k for k in order if not bwd[k]]
     bwd_k = [k for k in order if bwd[k]]
     names = {k.name: i for i, k in enumerate(graph.kernels)}
@@ -146,37 +168,27 @@ def solve_configs(
     sol = GraphSolution(
         (), (), sf.objective_s + sb.objective_s, sf.bound_s + sb.bound_s, status, stats
     )
-    return _exact(graph, costs, c, configs, sol)
+    return exact_price(graph, costs, c, configs, sol)
 
 
-def _exact(
-    graph: KernelGraph,
-    costs: list[dp.KernelCost],
-    c: dp.StageTwo,
-    configs: list[list[int]],
-    found: GraphSolution,
-) -> tuple[MappingProblem, GraphSolution, float]:
-    """The found configurations (kernel indices) priced with DFModel's own rule: every edge
-    between two configurations is cut, so it is written at its producer and read at its
-    consumer (DFModel's D matrix). The search's objective, which charges a producer once
-    for all its consumers elsewhere, is a lower bound of that price."""
-    from solver.check import mapping_cost
+def _exhaustive(graph, costs, c, execution, lanes, network, quick: bool):
+    """solve_configs when a configuration's cost is no sum over its kernels (lane/stage,
+    HPL's links, num_input): every assignment DFModel allows (dfmodel_lanes.py)."""
+    from solver.search.dfmodel_assign import Rules
+    from solver.search.dfmodel_lanes import lane_configs
 
-    if not math.isfinite(found.objective_s) or not configs:
-        return dp.stage_two_problem(graph, costs, [], c, 1), found, math.inf
-    config_of = {k: ci for ci, cf in enumerate(configs) for k in cf}
-    names = {k.name: i for i, k in enumerate(graph.kernels)}
-    cut = frozenset(
-        (e.src, e.dst) for e in graph.edges if config_of[names[e.src]] != config_of[names[e.dst]]
+    n = len(graph.kernels)
+    limit = execution.num_config if execution.num_config > 0 else n
+    bwd = backward(graph)
+    split = any(bwd) and not all(bwd) and limit < n
+    rules = Rules(
+        limit,
+        tuple(k.pinned_config for k in graph.kernels),
+        tuple(bwd) if split else (),
+        tuple(streamed(graph)),
     )
-    flat = [k for cf in configs for k in cf]
-    problem = dp.stage_two_problem(graph, costs, flat, c, len(configs), (), cut)
-    pos = {k: p for p, k in enumerate(flat)}
-    local = tuple(tuple(sorted(pos[k] for k in cf)) for cf in configs)
-    choice = (0,) * len(flat)
-    total, _ = mapping_cost(problem, local, choice)
-    sol = GraphSolution(local, choice, total, found.bound_s, found.status, found.stats)
-    return problem, sol, min(found.objective_s, total)
+    in_order = not execution.dataflow or limit == n
+    return lane_configs(graph, costs, c, rules, in_order, lanes, network, quick)
 
 
 def _in_order(problem: MappingProblem) -> GraphSolution:
@@ -209,16 +221,10 @@ def llm_factors(workload: Workload, choice: Choice) -> tuple[int, int, float, in
 
 def checked_util(workload: Workload, system: System) -> float:
     """DFModel's fixed compute utilisation (as the float it stores), after the checks every
-    branch of its equations needs: one graph, a utilisation > 0."""
+    branch of its equations needs: one graph. 0 = DFModel's lane/stage compute."""
     if len(workload.phases) != 1:
         raise SetupError("--cost-model dfmodel: DFModel models one graph (one phase) per run")
-    util = dm.f32(system.chip.efficiency.fixed_compute_util)
-    if util <= 0:
-        raise SetupError(
-            "--cost-model dfmodel needs execution.compute_util > 0: DFModel's lane/stage "
-            "cycle model (compute_util 0) is not reproduced"
-        )
-    return util
+    return max(dm.f32(system.chip.efficiency.fixed_compute_util), 0.0)  # 0: lane/stage
 
 
 def search_choices(
@@ -233,7 +239,7 @@ def search_choices(
     graph = workload.phases[0].graph
     util = checked_util(workload, system)
     llm = workload.kind in ("training", "inference") and workload.seq_len > 0
-    tiles = dp.num_tile(graph, workload.seq_len if llm else 0)
+    tile_counts = tiles_to_try(graph, workload.seq_len if llm else 0, execution, util)
     best, failed, lower = None, [], math.inf
     shardings: dict[int, tuple[str, ...]] = {}
     for choice in dfmodel_choices(system):
@@ -247,13 +253,15 @@ def search_choices(
         if tp not in shardings:
             shardings[tp] = stage_one(graph, tp, options)
         ratios = dm.ratios(spans)
-        c = dp.StageTwo(
-            tp, tiles, execution.word_bytes, util, dm.stored_peak(system, execution.math_precision),
-            ratios, nmb, dm.f32(system.chip.sram_bytes) if llm else math.inf,
-            dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
+        row = llm and not execution.dfmodel.pmu and execution.dfmodel.sram_bounded
+        sram = dm.f32(system.chip.sram_bytes) if row else math.inf
+        base = dp.StageTwo(
+            tp, 1, execution.word_bytes, util, dm.stored_peak(system, execution.math_precision),
+            ratios, nmb, sram, dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
         )  # fmt: skip
-        costs = dp.kernel_costs(graph, shardings[tp], c)
-        problem, sol, floor = solve_configs(graph, costs, c, execution, options)
+        c, costs, (problem, sol, floor) = _best_tiling(
+            graph, shardings[tp], base, tile_counts, execution, options
+        )
         if not math.isfinite(sol.objective_s):
             failed.append((choice, _no_fit(execution, sol.status)))
             continue
@@ -268,6 +276,78 @@ def search_choices(
         if best is None or step.latency_s < best.latency_s:
             best = step
     return best, failed, lower
+
+
+def tiles_to_try(graph: KernelGraph, seq_len: int, execution: ExecutionOptions, util: float):
+    """DFModel's num_tile is free with tile_size x num_tile >= seq_len (tile_size free when
+    unset). With compute_util: the largest count dividing every tiled dim (FLOP exact,
+    buffers least). With lane/stage compute, where cycles round up per tile: every count
+    at which some tiled dim's shard ceil(X / num_tile) changes (a smaller count with the
+    same shards is never worse), from the fewest allowed: exact over DFModel's integer."""
+    exact = dp.num_tile(graph, seq_len)
+    size = execution.dfmodel.tile_size
+    least = math.ceil(seq_len / size) if size > 0 and seq_len > 0 else 1
+    if size > 0 and exact * size < seq_len:
+        exact = least
+    if util > 0:
+        return [exact]
+    if seq_len > 0:
+        # every count where some tiled dim's ceil(X / num_tile) changes (the fewest tiles
+        # for each shard size): exact over DFModel's free integer
+        dims = {getattr(dm.dims_of(k), k.dfmodel_tiling) for k in graph.kernels if k.dfmodel_tiling}
+        return sorted({t for x in dims for t in breakpoints(x) if t >= least} | {least})
+    return sorted({exact, least})
+
+
+def breakpoints(size: int) -> list[int]:
+    """The fewest tiles giving each distinct ceil(size / tiles), tiles = 1..size."""
+    out, tiles = [], 1
+    while tiles <= size:
+        out.append(tiles)
+        shard = math.ceil(size / tiles)
+        if shard == 1:
+            break
+        tiles = math.ceil(size / (shard - 1))
+    return out
+
+
+def _best_tiling(graph, shardings, base: dp.StageTwo, counts, execution, options):
+    """(StageTwo, kernel costs, solve_configs' result) of the best num_tile in `counts`:
+    with many counts (lane/stage), each first priced by the search's total alone."""
+    from dataclasses import replace as with_
+
+    def setup(tiles: int):
+        c = with_(base, num_tile=tiles)
+        costs = dp.kernel_costs(graph, shardings, c)
+        lanes = _lanes(graph, shardings, c, execution) if c.compute_util <= 0 else None
+        return c, costs, lanes
+
+    bounds = [(0.0, tiles) for tiles in counts]
+    if len(counts) > 2:  # each count's total without PMU rows: exact, or a lower bound
+        bounds = []
+        for tiles in counts:
+            c, costs, lanes = setup(tiles)
+            got = solve_configs(graph, costs, c, execution, options, lanes, quick=True)
+            bounds.append((got[2], tiles))
+        bounds.sort()
+    found = None
+    for bound, tiles in bounds:
+        if found is not None and bound >= found[2][1].objective_s * (1 - 1e-12):
+            break  # no later count can do better
+        c, costs, lanes = setup(tiles)
+        got = solve_configs(graph, costs, c, execution, options, lanes)
+        if found is None or got[1].objective_s < found[2][1].objective_s:
+            found = (c, costs, got)
+    return found
+
+
+def _lanes(graph: KernelGraph, shardings, c: dp.StageTwo, execution: ExecutionOptions):
+    from solver.search.dfmodel_lanes import lane_compute
+
+    shards = [
+        dm.shard_dims(dm.dims_of(k), s, c.tp, c.num_tile) for k, s in zip(graph.kernels, shardings)
+    ]
+    return lane_compute(graph, shards, execution.dfmodel, c.num_tile, c.word_bytes, c.peak_flops)
 
 
 def _no_fit(execution: ExecutionOptions, status: str) -> str:
@@ -317,4 +397,5 @@ def _assemble(workload, choice, problem, sol, lower, factors, ratios, word, cost
         lower * scale + p2p,
         weights * lps,
         live * max(workload.micro_batch, 1),
+        repeat=scale / pf,
     )

@@ -216,17 +216,23 @@ def test_readme_native_run_compares_with_dfmodel(tmp_path: Path) -> None:
     assert {t["term"] for t in s["native_vs_dfmodel_s"]} == set(rows)
 
 
-@pytest.mark.parametrize(
-    ("name", "branch"), [("damsim_dlrm_2x4.txt", "dlrm"), ("damsim_hpl_4k.txt", "hpl")]
-)
-def test_dlrm_and_hpl_are_refused_by_the_dfmodel_cost_model_in_one_line(
-    name: str, branch: str, tmp_path: Path, capsys
+def test_hpl_on_one_level_is_refused_by_the_dfmodel_cost_model_in_one_line(
+    tmp_path: Path, capsys
 ) -> None:
-    """DFModel's DLRM and HPL branches are not reproduced: refused, naming the block."""
+    """DFModel's HPL network row reads link_bw_x and link_bw_y; on a one-level topology
+    it fails. MapShard refuses it in one line (exit 2), naming the branch."""
+    text = (DATA / "damsim_hpl_4k.txt").read_text()
+    one = text.replace(
+        "r_r {\n    x: 4\n    y: 4\n    link_bw_x: 10\n    link_bw_y: 10",
+        "r {\n    x: 16\n    link_bw_x: 10",
+    )
+    assert one != text
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "setup.txt").write_text(one)
     out = tmp_path / "df"
-    assert main(["run", str(DATA / name), "--out", str(out), "--cost-model", "dfmodel"]) == 2
+    assert main(["run", str(tmp_path / "one"), "--out", str(out), "--cost-model", "dfmodel"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"execution.{branch} is DFModel's {branch} branch" in err
+    assert len(err.splitlines()) == 1 and "DFModel's HPL branch needs a two- or three-level" in err
 
 
 def test_fft8_committed_log(tmp_path: Path) -> None:
