@@ -187,26 +187,11 @@ def fusion_menu(
     """Tiles that fit `buffer_elements` and can be optimal for some status of the operands
     (the states each operand may take: DRAM, FUSED, HELD; see the comment above), by
     increasing buffer. With every state DRAM it is `menu`'s total-traffic frontier."""
-    return _fusion_points(m, k, n, buffer_elements, size, a_states, b_states, c_states)[0]
-
-
-def fusion_menu_sampled(
-    m: int,
-    k: int,
-    n: int,
-    buffer_elements: float,
-    size: int = 12,
-    a_states: tuple[str, ...] = (DRAM,),
-    b_states: tuple[str, ...] = (DRAM,),
-    c_states: tuple[str, ...] = (DRAM,),
-) -> bool:
-    """Whether `fusion_menu` sampled a status frontier (so it may miss a tile that some
-    fused configuration would prefer)."""
-    return _fusion_points(m, k, n, buffer_elements, size, a_states, b_states, c_states)[1]
+    return fusion_points(m, k, n, buffer_elements, size, a_states, b_states, c_states)[0]
 
 
 @functools.lru_cache(maxsize=1024)
-def _fusion_points(
+def fusion_points(
     m: int,
     k: int,
     n: int,
@@ -216,7 +201,8 @@ def _fusion_points(
     b_states: tuple[str, ...],
     c_states: tuple[str, ...],
 ) -> tuple[tuple[TilePoint, ...], bool]:
-    """fusion_menu and whether it sampled. Cached (layers repeat their shapes)."""
+    """fusion_menu and whether it sampled a status frontier (so it may miss a tile that
+    some fused configuration would prefer). Cached (layers repeat their shapes)."""
     m, k, n = int(m), int(k), int(n)
     buf, a, b, fam, tm, tn = _candidates(m, k, n)
     fits = buf <= buffer_elements

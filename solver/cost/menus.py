@@ -187,9 +187,9 @@ def build_menu(
         and _is_gemm(kernel)
         and not kernel.pinned_tile
         and any(
-            frontier.fusion_menu_sampled(
+            frontier.fusion_points(
                 *fusion_args(kernel, _shard_sizes(kernel, s, tp), sram_bytes, tiling_points)
-            )
+            )[1]
             for s in shardings
         )
     )
