@@ -53,7 +53,7 @@ class KernelMenu:
     input_operands: tuple[str, ...]  # operands that can be fed by an edge
     output_operand: str
     overhead_s: float = 0.0
-    # its tile menu samples a long status frontier (frontier.fusion_menu_sampled): the
+    # its tile menu samples a long status frontier (frontier.fusion_points): the
     # search is optimal over the sampled tiles
     sampled_tiles: bool = False
 
