@@ -1,0 +1,76 @@
+"""Per-process memo of the cost model's pure tables (kernel menus, layout-conversion tables).
+
+Why: the points of a sweep rebuild the same tables over and over (a decode GEMM's menu does
+not depend on the context length; every length pair of a sweep on one chip and TP degree
+rebuilds it). Each table is a pure function of its arguments, so it is kept under a key
+made of every argument it reads, compared by value: a hit returns exactly what the
+function would have computed, and two inputs that differ in any field never share an entry
+(at worst equal inputs written differently miss, which only costs the rebuild).
+
+Bounded (least recently used entries go first), so a long-lived sweep worker's memory stays
+flat; `clear()` empties every memo (tests that want the plain path, per point).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+
+class Memo:
+    """A bounded least-recently-used map from a value key to a computed table."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.enabled = True
+        self.hits = 0
+        self.misses = 0
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def get(self, key: Hashable, make: Callable[..., Any], *args: Any) -> Any:
+        """The table under `key`, computed by `make(*args)` on a miss."""
+        if not self.enabled:
+            return make(*args)
+        try:
+            value = self._items[key]
+        except KeyError:
+            self.misses += 1
+            value = self._items[key] = make(*args)
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+            return value
+        self.hits += 1
+        self._items.move_to_end(key)
+        return value
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+# a kernel menu is a few kilobytes: 8,192 of them stay well under 100 MB
+MENUS = Memo(8192)
+CONVERSIONS = Memo(16384)
+ALL = (MENUS, CONVERSIONS)
+
+
+def value_key(*parts: object) -> str:
+    """A key naming its arguments by value: the repr of frozen dataclasses, tuples and
+    dicts of numbers and strings (floats repr exactly), e.g. a Chip with its dict of peaks."""
+    return repr(parts)
+
+
+def clear() -> None:
+    for memo in ALL:
+        memo.clear()
+
+
+def set_enabled(enabled: bool) -> None:
+    """Switch every memo on or off (off: each table is recomputed; for A/B checks)."""
+    for memo in ALL:
+        memo.enabled = enabled
+        memo.clear()
