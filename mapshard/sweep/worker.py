@@ -48,6 +48,9 @@ class Batch:
 
 def run_batch(batch: Batch) -> list[dict[str, str]]:
     """Solve every point of a batch; returns the rows (also reported one by one)."""
+    from solver.search.solve_memo import SOLUTIONS
+
+    SOLUTIONS.enabled = True  # this process runs sweep points: reuse equal graphs' solutions
     rows = []
     for job in batch.jobs:
         _report(batch, ("start", batch.batch_id, job.point_id))

@@ -8,7 +8,8 @@ function would have computed, and two inputs that differ in any field never shar
 (at worst equal inputs written differently miss, which only costs the rebuild).
 
 Bounded (least recently used entries go first), so a long-lived sweep worker's memory stays
-flat; `clear()` empties every memo (tests that want the plain path, per point).
+flat; `set_enabled(False)` recomputes everything (the plain path, for A/B tests) and
+`restore()` returns every memo to its default.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from typing import Any
 class Memo:
     """A bounded least-recently-used map from a value key to a computed table."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, enabled: bool = True):
         self.size = size
-        self.enabled = True
+        self.default = enabled  # what `restore()` switches it back to
+        self.enabled = enabled
         self.hits = 0
         self.misses = 0
         self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        ALL.append(self)  # for clear() and set_enabled()
 
     def get(self, key: Hashable, make: Callable[..., Any], *args: Any) -> Any:
         """The table under `key`, computed by `make(*args)` on a miss."""
@@ -44,6 +47,23 @@ class Memo:
         self._items.move_to_end(key)
         return value
 
+    def find(self, key: Hashable) -> Any:
+        """The value under `key`, or None (always None when switched off)."""
+        if not self.enabled or key not in self._items:
+            self.misses += self.enabled
+            return None
+        self.hits += 1
+        self._items.move_to_end(key)
+        return self._items[key]
+
+    def put(self, key: Hashable, value: Any) -> None:
+        if not self.enabled:
+            return
+        self._items[key] = value
+        self._items.move_to_end(key)
+        if len(self._items) > self.size:
+            self._items.popitem(last=False)
+
     def clear(self) -> None:
         self._items.clear()
         self.hits = self.misses = 0
@@ -52,10 +72,10 @@ class Memo:
         return len(self._items)
 
 
+ALL: list[Memo] = []  # every memo of the process (solver.search.solve_memo has one too)
 # a kernel menu is a few kilobytes: 8,192 of them stay well under 100 MB
 MENUS = Memo(8192)
 CONVERSIONS = Memo(16384)
-ALL = (MENUS, CONVERSIONS)
 
 
 def value_key(*parts: object) -> str:
@@ -70,7 +90,14 @@ def clear() -> None:
 
 
 def set_enabled(enabled: bool) -> None:
-    """Switch every memo on or off (off: each table is recomputed; for A/B checks)."""
+    """Switch every memo on or off, emptied (off: each table is recomputed; A/B checks)."""
     for memo in ALL:
         memo.enabled = enabled
+        memo.clear()
+
+
+def restore() -> None:
+    """Every memo emptied and back to its default (on, except opt-in ones)."""
+    for memo in ALL:
+        memo.enabled = memo.default
         memo.clear()

@@ -1,0 +1,55 @@
+"""Graph solutions reused across the points of a sweep when the inner problem is the same.
+
+Why: many sweep axes do not touch a graph's inner problem (a price, a power, the DRAM
+bandwidth of a phase that is compute bound is another matter: it changes the numbers), and
+a worker process solves point after point. `solve_graph` is deterministic for a given
+MappingProblem and solver settings when it finishes without a limit (HiGHS runs with a fixed
+seed; the searches have no randomness), so a solution that finished is kept under the
+problem's full value (every menu, edge, capacity and budget, compared field by field) and the
+settings that steer the search, and handed back for an equal problem.
+
+Never kept: a search stopped by a limit (time, path cap: not reproducible), and a hit whose
+time limit is shorter than the stored solve took (that solve could have been cut short).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+
+from solver.cost.memo import Memo
+from solver.cost.problem import MappingProblem
+from solver.fusion.segment_search import GraphSolution
+from solver.fusion.solve import solve_graph
+from solver.options import SolverOptions
+
+SOLUTIONS = Memo(512, enabled=False)
+_KEPT = ("optimal", "infeasible")
+
+
+def solve_graph_memo(
+    problem: MappingProblem,
+    options: SolverOptions,
+    solve: Callable[[MappingProblem, SolverOptions], GraphSolution] = solve_graph,
+) -> GraphSolution:
+    """`solve(problem, options)`, from SOLUTIONS when an equal problem finished (off by
+    default: a sweep worker switches it on, `mapshard.sweep.worker.run_batch`)."""
+    key: Hashable = (
+        problem,
+        options.gap,
+        options.threads,
+        options.name,
+        options.node_limit,
+        options.max_paths,
+    )
+    found = SOLUTIONS.find(key)
+    if found is not None:
+        sol, took_s = found
+        if options.time_limit_s <= 0 or took_s < options.time_limit_s:
+            return sol
+    t0 = time.perf_counter()
+    sol = solve(problem, options)
+    took_s = time.perf_counter() - t0
+    if sol.status in _KEPT and not sol.stats.stop:
+        SOLUTIONS.put(key, (sol, took_s))
+    return sol

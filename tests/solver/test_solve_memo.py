@@ -1,0 +1,84 @@
+"""The sweep worker's memo of graph solutions (solver/search/solve_memo.py) and of menus
+(solver/cost/memo.py): an equal problem, built again from scratch, gets the solution the
+first solve found without a second solve; anything a limit stopped is solved again; a
+memoised menu build returns the menus a plain build returns."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from solver.cost import memo
+from solver.fusion.solve import solve_graph
+from solver.options import SolverOptions
+from solver.search.solve_memo import SOLUTIONS, solve_graph_memo
+from tests.solver_fixtures import random_chain, small_system, tp2_problem
+
+
+def _problem(seed: int = 3):
+    """A fresh kernel-by-kernel TP-2 problem (new objects every call, equal by value)."""
+    graph = random_chain(random.Random(seed), 5)
+    return tp2_problem(
+        graph, small_system(), dataflow=False, overlap=True, max_configs=0, tiling_points=4
+    )
+
+
+@pytest.fixture
+def solutions_on():
+    memo.set_enabled(True)
+    yield
+    memo.restore()
+
+
+def test_equal_problem_is_solved_once(solutions_on: None) -> None:
+    calls = []
+
+    def counting(problem, options):
+        calls.append(problem)
+        return solve_graph(problem, options)
+
+    options = SolverOptions()
+    first = solve_graph_memo(_problem(), options, counting)
+    again = _problem()
+    assert again is not calls[0] and again == calls[0]
+    second = solve_graph_memo(again, options, counting)
+    assert len(calls) == 1 and second is first
+    assert first.status == "optimal"
+    # another gap, or another problem (one kernel's menu differs): solved again
+    solve_graph_memo(_problem(), replace(options, gap=1e-3), counting)
+    solve_graph_memo(_problem(seed=4), options, counting)
+    assert len(calls) == 3
+
+
+def test_stopped_search_is_not_kept(solutions_on: None) -> None:
+    calls = []
+
+    def stopped(problem, options):
+        calls.append(problem)
+        sol = solve_graph(problem, options)
+        sol.stats.stop = "time_limit"
+        return replace(sol, status="time_limit")
+
+    solve_graph_memo(_problem(), SolverOptions(), stopped)
+    solve_graph_memo(_problem(), SolverOptions(), stopped)
+    assert len(calls) == 2
+
+
+def test_off_by_default_outside_sweeps() -> None:
+    """`mapshard run` and the tests solve every graph (tests replace solve_graph)."""
+    memo.restore()
+    assert not SOLUTIONS.enabled
+    assert memo.MENUS.enabled and memo.CONVERSIONS.enabled
+
+
+def test_memoised_menus_equal_plain_menus() -> None:
+    memo.set_enabled(False)
+    try:
+        plain = [_problem(seed) for seed in range(6)]
+    finally:
+        memo.restore()
+    fast = [_problem(seed) for seed in range(6)] + [_problem(seed) for seed in range(6)]
+    assert memo.MENUS.hits > 0 and memo.CONVERSIONS.hits > 0
+    assert fast == plain + plain
