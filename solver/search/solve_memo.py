@@ -1,15 +1,17 @@
 """Graph solutions reused across the points of a sweep when the inner problem is the same.
 
-Why: many sweep axes do not touch a graph's inner problem (a price, a power, the DRAM
-bandwidth of a phase that is compute bound is another matter: it changes the numbers), and
-a worker process solves point after point. `solve_graph` is deterministic for a given
-MappingProblem and solver settings when it finishes without a limit (HiGHS runs with a fixed
-seed; the searches have no randomness), so a solution that finished is kept under the
-problem's full value (every menu, edge, capacity and budget, compared field by field) and the
-settings that steer the search, and handed back for an equal problem.
+Why: many sweep axes leave a graph's inner problem unchanged (a price, a power, a link
+bandwidth at TP 1), and a worker process solves point after point. A kernel-by-kernel graph
+is one MILP, and HiGHS (fixed seed, one thread) returns the same solution for the same model
+whenever it finishes without a limit. So such a solution is kept under the problem's full
+value (every menu, edge, capacity and budget, compared field by field) and the settings
+that steer the search, and handed back for an equal problem.
 
-Never kept: a search stopped by a limit (time, path cap: not reproducible), and a hit whose
-time limit is shorter than the stored solve took (that solve could have been cut short).
+Never kept: a search stopped by a limit (time, path cap: not reproducible); a hit whose
+time limit is shorter than the stored solve took (that solve could have been cut short);
+DATAFLOW graphs, whose fusion search spends wall-clock budgets (the alternation before the
+proof search) that can steer which of several equal plans it returns; other solvers and
+thread counts than HiGHS on one thread (always solved).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from solver.options import SolverOptions
 
 SOLUTIONS = Memo(512, enabled=False)
 _KEPT = ("optimal", "infeasible")
+_HIGHS = ("highs", 1)  # the solver and thread count whose runs were checked to repeat
 
 
 def solve_graph_memo(
@@ -34,14 +37,9 @@ def solve_graph_memo(
 ) -> GraphSolution:
     """`solve(problem, options)`, from SOLUTIONS when an equal problem finished (off by
     default: a sweep worker switches it on, `mapshard.sweep.worker.run_batch`)."""
-    key: Hashable = (
-        problem,
-        options.gap,
-        options.threads,
-        options.name,
-        options.node_limit,
-        options.max_paths,
-    )
+    if problem.dataflow or not SOLUTIONS.enabled or (options.name, options.threads) != _HIGHS:
+        return solve(problem, options)
+    key: Hashable = (problem, options.gap, options.node_limit, options.max_paths)
     found = SOLUTIONS.find(key)
     if found is not None:
         sol, took_s = found

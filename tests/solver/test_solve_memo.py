@@ -66,6 +66,23 @@ def test_stopped_search_is_not_kept(solutions_on: None) -> None:
     assert len(calls) == 2
 
 
+def test_dataflow_search_is_not_kept(solutions_on: None) -> None:
+    """The fusion search's wall-clock budgets can steer which equal plan it returns."""
+    calls = []
+
+    def counting(problem, options):
+        calls.append(problem)
+        return solve_graph(problem, options)
+
+    graph = random_chain(random.Random(5), 4)
+    for _ in range(2):
+        problem = tp2_problem(
+            graph, small_system(), dataflow=True, overlap=True, max_configs=0, tiling_points=4
+        )
+        solve_graph_memo(problem, SolverOptions(), counting)
+    assert len(calls) == 2
+
+
 def test_off_by_default_outside_sweeps() -> None:
     """`mapshard run` and the tests solve every graph (tests replace solve_graph)."""
     memo.restore()
