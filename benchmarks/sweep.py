@@ -1,9 +1,11 @@
 """Sweep throughput: a 1,000-point Llama-3.1-70B inference sweep in local worker processes.
 
-    python benchmarks/sweep.py [--points 1000] [--workers 2] [--repeat 1] [--keep DIR]
+    python benchmarks/sweep.py [--points 1000] [--workers 2] [--repeat 1] [--phase REQUEST]
+                               [--keep DIR]
 
 Points: 10 library chips x TP in {1, 2, 4, 8} x batch in {1, 8, 32, 64, 128} x 5
-(input, output) length pairs, each a whole request (prefill + decode). TP is set by a
+(input, output) length pairs, each a whole request (prefill + decode; `--phase DECODE`: the
+decode step alone, the issue's decode sweep). TP is set by a
 single-level topology, `topology { kind: SWITCH degree: TP link_bw_GBps: 450
 parallelism: "TP" }` with num_chip left to the degree product; every chip gets the same
 450 GB/s links so the sweep compares compute and memory. Infeasible points (the model does
@@ -54,7 +56,7 @@ def chips(n: int = 10) -> list[str]:
     return picked
 
 
-def sweep_text(chip_names: list[str]) -> str:
+def sweep_text(chip_names: list[str], phase: str = "REQUEST") -> str:
     def values(items: list[str]) -> str:
         return "[" + ", ".join(f'"{v}"' for v in items) + "]"
 
@@ -65,7 +67,7 @@ inline {{
   workload {{
     llm_inference {{
       model {{ hf_model: "Llama-3.1-70B" }}
-      phase: REQUEST
+      phase: {phase}
       batch: 8
       input_len: 1024
       output_len: 256
@@ -91,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", type=int, default=1000, help="points to run (<= 1000)")
     parser.add_argument("--workers", type=int, default=2, help="local worker processes")
     parser.add_argument("--repeat", type=int, default=1, help="runs (prints the median)")
+    parser.add_argument(
+        "--phase", default="REQUEST", choices=("REQUEST", "DECODE", "PREFILL"), help="phase"
+    )
     parser.add_argument("--keep", help="write the sweep here instead of a temp folder")
     args = parser.parse_args(argv)
     rates = [run_once(args) for _ in range(max(1, args.repeat))]
@@ -110,7 +115,7 @@ def run_once(args: argparse.Namespace) -> float:
         folder = Path(args.keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)
         sweep_file = folder / "sweep.txt"
-        sweep_file.write_text(sweep_text(chips()), encoding="utf-8")
+        sweep_file.write_text(sweep_text(chips(), args.phase), encoding="utf-8")
         out = folder / "out"
         if out.exists():
             shutil.rmtree(out)  # a kept folder: measure a full sweep, not a resume
