@@ -20,52 +20,56 @@ from typing import Any
 
 
 class Memo:
-    """A bounded least-recently-used map from a value key to a computed table."""
+    """A bounded least-recently-used map from a value key to a computed table. `size`
+    bounds the total `weight` of the entries kept (1 per entry unless `weight` says, e.g.
+    a menu's option count: memory follows options, about 2 kB each)."""
 
-    def __init__(self, size: int, enabled: bool = True):
+    def __init__(self, size: int, enabled: bool = True, weight: Callable[[Any], int] | None = None):
         self.size = size
         self.default = enabled  # what `restore()` switches it back to
         self.enabled = enabled
+        self.weight = weight or (lambda value: 1)
         self.hits = 0
         self.misses = 0
-        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._total = 0
         ALL.append(self)  # for clear() and set_enabled()
 
     def get(self, key: Hashable, make: Callable[..., Any], *args: Any) -> Any:
         """The table under `key`, computed by `make(*args)` on a miss."""
-        if not self.enabled:
-            return make(*args)
-        try:
-            value = self._items[key]
-        except KeyError:
-            self.misses += 1
-            value = self._items[key] = make(*args)
-            if len(self._items) > self.size:
-                self._items.popitem(last=False)
-            return value
-        self.hits += 1
-        self._items.move_to_end(key)
+        value = self.find(key)
+        if value is None:
+            value = make(*args)
+            self.put(key, value)
         return value
 
     def find(self, key: Hashable) -> Any:
         """The value under `key`, or None (always None when switched off)."""
-        if not self.enabled or key not in self._items:
-            self.misses += self.enabled
+        if not self.enabled:
+            return None
+        entry = self._items.get(key)
+        if entry is None:
+            self.misses += 1
             return None
         self.hits += 1
         self._items.move_to_end(key)
-        return self._items[key]
+        return entry[0]
 
     def put(self, key: Hashable, value: Any) -> None:
-        if not self.enabled:
+        """Keep `value` under `key`, dropping the least recently used entries over `size`."""
+        if not self.enabled or value is None:
             return
-        self._items[key] = value
-        self._items.move_to_end(key)
-        if len(self._items) > self.size:
-            self._items.popitem(last=False)
+        w = max(1, int(self.weight(value)))
+        old = self._items.pop(key, None)
+        self._total += w - (old[1] if old else 0)
+        self._items[key] = (value, w)
+        while self._total > self.size and len(self._items) > 1:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self._total -= dropped
 
     def clear(self) -> None:
         self._items.clear()
+        self._total = 0
         self.hits = self.misses = 0
 
     def __len__(self) -> int:
@@ -73,9 +77,10 @@ class Memo:
 
 
 ALL: list[Memo] = []  # every memo of the process (solver.search.solve_memo has one too)
-# a kernel menu is a few kilobytes: 8,192 of them stay well under 100 MB
-MENUS = Memo(8192)
-CONVERSIONS = Memo(16384)
+# menus by option count: 50,000 options (about 100 MB; a kernel-by-kernel menu has a few
+# options, a DATAFLOW one tens); a conversion table is a few hundred bytes
+MENUS = Memo(50_000, weight=lambda menu: len(menu.options))
+CONVERSIONS = Memo(16_384)
 
 
 def value_key(*parts: object) -> str:

@@ -25,7 +25,8 @@ from solver.fusion.segment_search import GraphSolution
 from solver.fusion.solve import solve_graph
 from solver.options import SolverOptions
 
-SOLUTIONS = Memo(512, enabled=False)
+# an entry holds its problem (menus included): a kernel-by-kernel graph's is ~100 kB
+SOLUTIONS = Memo(256, enabled=False)
 _KEPT = ("optimal", "infeasible")
 _HIGHS = ("highs", 1)  # the solver and thread count whose runs were checked to repeat
 

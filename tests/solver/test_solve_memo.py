@@ -99,3 +99,20 @@ def test_memoised_menus_equal_plain_menus() -> None:
     fast = [_problem(seed) for seed in range(6)] + [_problem(seed) for seed in range(6)]
     assert memo.MENUS.hits > 0 and memo.CONVERSIONS.hits > 0
     assert fast == plain + plain
+
+
+def test_memo_drops_least_recent_by_weight() -> None:
+    """size 10, entries of weight 4: a third entry (total 12 > 10) drops the least recently
+    used one, and reading an entry makes it the most recent."""
+    m = memo.Memo(10, weight=len)
+    try:
+        m.put("a", "xxxx")
+        m.put("b", "yyyy")
+        assert m.find("a") == "xxxx"  # now "b" is the least recent
+        m.put("c", "zzzz")
+        assert m.find("b") is None and m.find("a") == "xxxx" and m.find("c") == "zzzz"
+        assert len(m) == 2
+        assert m.get("d", str.upper, "ww") == "WW"  # weight 2: 4 + 4 + 2 = 10 fits
+        assert len(m) == 3
+    finally:
+        memo.ALL.remove(m)
