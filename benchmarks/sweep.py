@@ -1,9 +1,11 @@
 """Sweep throughput: a 1,000-point Llama-3.1-70B inference sweep in local worker processes.
 
-    python benchmarks/sweep.py [--points 1000] [--workers 2] [--keep DIR]
+    python benchmarks/sweep.py [--points 1000] [--workers 2] [--repeat 1] [--phase REQUEST]
+                               [--keep DIR]
 
 Points: 10 library chips x TP in {1, 2, 4, 8} x batch in {1, 8, 32, 64, 128} x 5
-(input, output) length pairs, each a whole request (prefill + decode). TP is set by a
+(input, output) length pairs, each a whole request (prefill + decode; `--phase DECODE`: the
+decode step alone, the issue's decode sweep). TP is set by a
 single-level topology, `topology { kind: SWITCH degree: TP link_bw_GBps: 450
 parallelism: "TP" }` with num_chip left to the degree product; every chip gets the same
 450 GB/s links so the sweep compares compute and memory. Infeasible points (the model does
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -53,7 +56,7 @@ def chips(n: int = 10) -> list[str]:
     return picked
 
 
-def sweep_text(chip_names: list[str]) -> str:
+def sweep_text(chip_names: list[str], phase: str = "REQUEST") -> str:
     def values(items: list[str]) -> str:
         return "[" + ", ".join(f'"{v}"' for v in items) + "]"
 
@@ -64,7 +67,7 @@ inline {{
   workload {{
     llm_inference {{
       model {{ hf_model: "Llama-3.1-70B" }}
-      phase: REQUEST
+      phase: {phase}
       batch: 8
       input_len: 1024
       output_len: 256
@@ -89,9 +92,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--points", type=int, default=1000, help="points to run (<= 1000)")
     parser.add_argument("--workers", type=int, default=2, help="local worker processes")
+    parser.add_argument("--repeat", type=int, default=1, help="runs (prints the median)")
+    parser.add_argument(
+        "--phase", default="REQUEST", choices=("REQUEST", "DECODE", "PREFILL"), help="phase"
+    )
     parser.add_argument("--keep", help="write the sweep here instead of a temp folder")
     args = parser.parse_args(argv)
+    rates = [run_once(args) for _ in range(max(1, args.repeat))]
+    if len(rates) > 1:
+        rates_text = ", ".join(f"{r:.2f}" for r in rates)
+        print(f"points/second over {len(rates)} runs: median {statistics.median(rates):.2f} "
+              f"({rates_text})")  # fmt: skip
+    return 0
 
+
+def run_once(args: argparse.Namespace) -> float:
+    """One sweep into a fresh folder; prints its figures and returns points/second."""
     from mapshard.sweep import load_sweep, run_sweep
     from mapshard.sweep.runner import make_batches
 
@@ -99,8 +115,12 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(args.keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)
         sweep_file = folder / "sweep.txt"
-        sweep_file.write_text(sweep_text(chips()), encoding="utf-8")
+        sweep_file.write_text(sweep_text(chips(), args.phase), encoding="utf-8")
+        out = folder / "out"
+        if out.exists():
+            shutil.rmtree(out)  # a kept folder: measure a full sweep, not a resume
         load0 = os.getloadavg()[0]
+        cpu0 = _cpu_s()
         t0 = time.perf_counter()
         spec = load_sweep(sweep_file)
         if args.points < spec.num_points:  # whole chips first: cut the first axis
@@ -108,22 +128,20 @@ def main(argv: list[str] | None = None) -> int:
             keep = max(1, -(-args.points * len(first.values) // spec.num_points))
             first = replace(first, values=first.values[:keep], labels=first.labels[:keep])
             spec = replace(spec, axes=(first, *spec.axes[1:]))
-        outcome = run_sweep(spec, out=folder / "out", workers=args.workers, quiet=True)
+        outcome = run_sweep(spec, out=out, workers=args.workers, quiet=True)
         total_s = time.perf_counter() - t0
-        cpu_s = sum(
-            resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
-            for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-        )
+        driver_s, workers_s = (b - a for a, b in zip(cpu0, _cpu_s()))
         rows = outcome.rows
+        n = len(rows)
         solve = [float(r["solve_time_s"]) for r in rows if r["solve_time_s"]]
         batches = len(make_batches(outcome.points, spec, args.workers))
-        print(f"sweep benchmark: {len(rows)} points, {args.workers} workers, {batches} batches")
+        print(f"sweep benchmark: {n} points, {args.workers} workers, {batches} batches")
         print(f"  total            {total_s:8.1f} s (sweep {outcome.elapsed_s:.1f} s)")
-        print(f"  points/second    {len(rows) / total_s:8.2f}")
+        print(f"  points/second    {n / total_s:8.2f}")
         print(
-            f"  CPU time         {cpu_s:8.1f} s (driver + workers; {cpu_s / len(rows):.3f} s "
-            f"per point; load average {load0:.1f} -> {os.getloadavg()[0]:.1f} on "
-            f"{os.cpu_count()} cores)"
+            f"  CPU per point    {(driver_s + workers_s) / n * 1e3:8.1f} ms (workers "
+            f"{workers_s / n * 1e3:.1f} ms, driver {driver_s / n * 1e3:.1f} ms; load average "
+            f"{load0:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
         )
         for status in ("optimal", "time_limit", "infeasible", "failed", "filtered"):
             print(f"  {status:<16} {outcome.counts.get(status, 0):8d}")
@@ -136,7 +154,13 @@ def main(argv: list[str] | None = None) -> int:
         failed = [r for r in rows if r["status"] == "failed"]
         for r in failed[:3]:
             print(f"  failed example: {r['reason'][:160]}", file=sys.stderr)
-    return 0
+    return n / total_s
+
+
+def _cpu_s() -> tuple[float, float]:
+    """CPU seconds (user + system) of this process and of its finished children."""
+    own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
 if __name__ == "__main__":

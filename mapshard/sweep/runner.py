@@ -76,9 +76,7 @@ def run_sweep(
     driver = _Driver(spec, store, stored, points, quiet)
     try:
         with _sigterm_as_interrupt():
-            for p in points:
-                if p.row is not None:
-                    driver.record(p.row)
+            driver.record_many([p.row for p in points if p.row is not None])
             driver.progress.rebase(len(driver.written))
             jobs = [p for p in points if p.row is None and p.point_id not in driver.written]
             if jobs:
@@ -165,23 +163,33 @@ class _Driver:
 
     def record(self, row: dict[str, str]) -> None:
         """Store a finished point's row (once)."""
-        pid = row["point_id"]
-        if pid in self.written:
+        self.record_many([row])
+
+    def record_many(self, rows: list[dict[str, str]]) -> None:
+        """Store finished points' rows (each once), in one write to results.csv."""
+        new: dict[str, dict[str, str]] = {}
+        for row in rows:
+            if row["point_id"] not in self.written:
+                new.setdefault(row["point_id"], row)
+        if not new:
             return
-        self.store.append(row)
-        self.written.add(pid)
-        self.rows[pid] = row
-        self.ran += 1
-        self.counts[row["status"]] = self.counts.get(row["status"], 0) + 1
+        self.store.append_many(list(new.values()))
+        for pid, row in new.items():
+            self.written.add(pid)
+            self.rows[pid] = row
+            self.ran += 1
+            self.counts[row["status"]] = self.counts.get(row["status"], 0) + 1
         self.progress.update(len(self.written), self.counts)
 
     def _handle(self, messages: list[Any]) -> None:
+        rows = []
         for msg in messages:
             kind = msg[0]
             if kind == "start":
                 self._started.setdefault(int(msg[1]), set()).add(str(msg[2]))
             elif kind == "row":
-                self.record(dict(msg[2]))
+                rows.append(dict(msg[2]))
+        self.record_many(rows)
 
     def run(self, backend: Any, batches: list[Batch]) -> None:
         self._next_id = len(batches)
@@ -219,8 +227,7 @@ class _Driver:
         self._handle(backend.reports(0))
         backend.forget(fut)
         if rows is not None:
-            for row in rows:
-                self.record(row)
+            self.record_many(rows)
             return
         assert exc is not None
         left = [j for j in batch.jobs if j.point_id not in self.written]

@@ -1,6 +1,7 @@
 """results.csv: one row per finished point, appended by the driver the moment it finishes.
 
-Crash safety: the file is opened O_APPEND and each row is one complete line written with a
+Crash safety: the file is opened O_APPEND and the rows that reach the driver together
+(usually one, a few when workers finish at once) are written as complete lines with a
 single os.write, then fsync'ed; rows never contain a newline. On open, a trailing partial line
 (an interrupted write) is cut off and lines with the wrong number of cells are dropped, so
 the rows read back are exactly the points that finished; their point_ids are skipped on
@@ -60,10 +61,19 @@ class ResultsStore:
         return rows
 
     def append(self, row: dict[str, str]) -> None:
+        self.append_many([row])
+
+    def append_many(self, rows: list[dict[str, str]]) -> None:
+        """Rows that arrived together: one write and one fsync for all of them (an
+        interrupted write leaves whole rows and at most one partial last line, which
+        `open` cuts off)."""
         assert self._fd is not None, "open() the store first"
-        data = csv_line(row.get(c, "") for c in self.columns).encode("utf-8")
-        written = os.write(self._fd, data)
-        assert written == len(data), "short write to results.csv"
+        if not rows:
+            return
+        data = "".join(csv_line(r.get(c, "") for c in self.columns) for r in rows)
+        raw = data.encode("utf-8")
+        written = os.write(self._fd, raw)
+        assert written == len(raw), "short write to results.csv"
         os.fsync(self._fd)
 
     def close(self) -> None:

@@ -2,10 +2,14 @@
 
 The workload is generated once per workload key and kept in a small per-process cache, so a
 batch (and later batches of the same key landing in the same process) pays graph generation,
-Pyomo import and HiGHS start-up once. Each point reports ("start", batch, point_id) before
-and ("row", batch, row) after it is solved, through a sink set up per process (a socket to
-the driver for local workers, a Dask event topic on a cluster), so the driver can store a
-row the moment its point finishes and knows which point a dead worker was running.
+Pyomo import and HiGHS start-up once. The solver keeps, per process, the kernel menus and
+conversion tables it built (solver/cost/memo.py) and, switched on here, the solutions of
+graphs whose search finished (solver/search/solve_memo.py), each under the full value of
+its inputs: a later point with equal inputs reuses them and gets the same numbers.
+Each point reports ("start", batch, point_id) before and ("row", batch, row) after it is
+solved, through a sink set up per process (a socket to the driver for local workers, a Dask
+event topic on a cluster), so the driver can store a row the moment its point finishes and
+knows which point a dead worker was running.
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ class Batch:
 
 def run_batch(batch: Batch) -> list[dict[str, str]]:
     """Solve every point of a batch; returns the rows (also reported one by one)."""
+    from solver.search.solve_memo import SOLUTIONS
+
+    SOLUTIONS.enabled = True  # this process runs sweep points: reuse equal graphs' solutions
     rows = []
     for job in batch.jobs:
         _report(batch, ("start", batch.batch_id, job.point_id))

@@ -114,6 +114,52 @@ def menu(m: int, k: int, n: int, buffer_elements: float, size: int = 12) -> list
     return [front[i] for i in sorted(chosen)]
 
 
+@functools.lru_cache(maxsize=4096)
+def best_fit(m: int, k: int, n: int, buffer_elements: float) -> tuple[TilePoint, ...]:
+    """The frontier point with the largest buffer that fits (the least traffic), as
+    `menu(m, k, n, buffer_elements, size=1)[-1:]`, without building the whole frontier.
+
+    Why it is the same point: the frontier keeps, in (buffer, traffic, family, candidate
+    order) order, each candidate that lowers the running least traffic, so its last point
+    within the buffer is the first candidate in that order reaching the least traffic among
+    those that fit. For an output-stationary Tm, a smaller Tn than the largest pass tile
+    that fits has more passes over A, so strictly more traffic: only that largest Tn can
+    reach the least traffic, and the other (Tm, Tn) pairs are never built (O(sqrt(M))
+    candidates instead of O(sqrt(M) sqrt(N)))."""
+    m, k, n = int(m), int(k), int(n)
+    tm, tn = pass_tiles(m), pass_tiles(n)
+    pm, pn = -(-m // tm), -(-n // tn)
+    # output-stationary: per Tm, the largest Tn with Tm*Tn + Tm + Tn <= S
+    room = (buffer_elements - tm) / (tm + 1)
+    j = np.searchsorted(tn, np.floor(np.maximum(room, 0.0)), side="right") - 1
+    ok = j >= 0
+    i_os, j_os = np.nonzero(ok)[0], j[ok]
+    TM, TN, PM, PN = tm[i_os], tn[j_os], pm[i_os], pn[j_os]
+    buf = np.concatenate([TM * TN + TM + TN, tm * k + k + tm, tn * k + k + tn])
+    a = np.concatenate([m * k * PN, np.full_like(tm, m * k), m * k * pn])
+    b = np.concatenate([k * n * PM, k * n * pm, np.full_like(tn, k * n)])
+    fam = np.concatenate(
+        [np.zeros(len(TM), np.int64), np.ones(len(tm), np.int64), np.full(len(tn), 2)]
+    )
+    # the candidate's position in `_candidates` (meshgrid of tm x tn, then tm, then tn)
+    n_os = len(tm) * len(tn)
+    order = np.concatenate([i_os * len(tn) + j_os, n_os + np.arange(len(tm)),
+                            n_os + len(tm) + np.arange(len(tn))])  # fmt: skip
+    tile_m = np.concatenate([TM, tm, np.full_like(tn, m)])
+    tile_n = np.concatenate([TN, np.full_like(tm, n), tn])
+    fits = np.nonzero(buf <= buffer_elements)[0]
+    if len(fits) == 0:
+        return ()
+    traffic = a + b + m * n
+    least = fits[traffic[fits] == traffic[fits].min()]
+    i = least[np.lexsort((order[least], fam[least], buf[least]))[0]]
+    point = TilePoint(
+        int(buf[i]), int(traffic[i]), int(a[i]), int(b[i]), m * n, _FAMILIES[fam[i]],
+        int(tile_m[i]), int(tile_n[i]),
+    )  # fmt: skip
+    return (point,)
+
+
 # --------------------------------------------------------------------------------------
 # Menus that stay optimal when operands are fused (project issue #14)
 # --------------------------------------------------------------------------------------

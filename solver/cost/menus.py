@@ -5,15 +5,14 @@ the MILP over them is linear; the data types are in solver/cost/problem.py."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import replace
 
 from generator.graph import Kernel, KernelGraph, KernelKind, OperandRole, Pass
 from hardware.system import Chip
 from schema.tiles import STREAM, parse_tile
-from solver.cost import efficiency, frontier
+from solver.cost import efficiency, frontier, memo
 from solver.cost.attention_tiles import attention_tilings
 from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
+from solver.cost.layouts import conversion_groups, conversion_table, rs_dim
 from solver.cost.own_network import own_network
 from solver.cost.problem import REPLICATED, EdgeCost, KernelMenu, MappingProblem, Option, Span
 from solver.cost.weights import WeightRule, per_step_gradient_reduction, weight_storage
@@ -34,32 +33,12 @@ def sharding_choices(kernel: Kernel, tp: int) -> list[str]:
     for d in allowed:
         if sizes.get(d, 0) >= tp:
             choices.append(d)
-            if d not in out_dims and _rs_dim(kernel, tp):
+            if d not in out_dims and rs_dim(kernel, tp):
                 choices.append(f"{d}+rs")
     if kernel.pinned_sharding:
         pinned = [c for c in choices if c == kernel.pinned_sharding]
         return pinned or [REPLICATED]
     return choices
-
-
-def _rs_dim(kernel: Kernel, tp: int) -> str:
-    """Output dim a reduce-scatter leaves the result split along (first large enough)."""
-    sizes = kernel.dim_sizes
-    for o in kernel.outputs:
-        for d in o.dims:
-            if sizes[d] >= tp:
-                return d
-    return ""
-
-
-def output_layout(kernel: Kernel, sharding: str, tp: int) -> str:
-    """The dim the kernel's output is split along under `sharding` ('' = replicated)."""
-    if sharding == REPLICATED or tp <= 1:
-        return ""
-    if sharding.endswith("+rs"):
-        return _rs_dim(kernel, tp)
-    out_dims = {d for o in kernel.outputs for d in o.dims}
-    return sharding if sharding in out_dims else ""
 
 
 def _shard_sizes(kernel: Kernel, sharding: str, tp: int) -> dict[str, int]:
@@ -302,7 +281,7 @@ def _tilings(
     elif dataflow:
         pts = frontier.fusion_menu(*fusion_args(kernel, sizes, sram_bytes, points))
     else:
-        pts = frontier.menu(bm, bk, bn, fit, size=1)[-1:]
+        pts = list(frontier.best_fit(bm, bk, bn, fit))  # = menu(..., size=1)[-1:]
     out = []
     for p in pts:
         traffic = {
@@ -336,77 +315,6 @@ def fusion_args(kernel: Kernel, sizes: dict[str, int], sram_bytes: float, points
     return (*dims, sram_bytes / elem, points, states[a], states[b], fused_out)
 
 
-def layout_conversion(
-    src: Kernel,
-    dst: Kernel,
-    dst_operand: str,
-    dim_map: dict[str, str],
-    tensor_bytes: float,
-    s_src: str,
-    s_dst: str,
-    tp: int,
-    tp_span: Span,
-) -> float:
-    """Seconds to turn the producer's output layout into the layout the consumer needs."""
-    if tp <= 1:
-        return 0.0
-    have = output_layout(src, s_src, tp)
-    if not have:
-        return 0.0  # replicated: every chip slices what it needs
-    have_dst = dim_map.get(have, have if not dim_map else "")
-    need_split = s_dst.split("+")[0]
-    operand_dims = dst.operand(dst_operand).dims
-    need = need_split if need_split != REPLICATED and need_split in operand_dims else ""
-    if need and need == have_dst:
-        return 0.0
-    kind = "all_gather" if not need else "all_to_all"
-    return hierarchical_time(kind, tensor_bytes, tp_span)
-
-
-def target_layout(dst: Kernel, dst_operand: str, dim_map: dict[str, str], s_dst: str) -> str:
-    """The layout of the producer's output (its split dim, in the producer's dim names; ""
-    = whole on every chip) that consumer sharding s_dst needs, as `layout_conversion` reads
-    it; a split on a dim the producer lacks is its own layout ("~dst.operand.dim")."""
-    need_split = s_dst.split("+")[0]
-    operand_dims = dst.operand(dst_operand).dims
-    need = need_split if need_split != REPLICATED and need_split in operand_dims else ""
-    if not need:
-        return ""
-    if not dim_map:
-        return need
-    back = [d for d, v in dim_map.items() if v == need]
-    return back[0] if len(back) == 1 else f"~{dst.name}.{dst_operand}.{need}"
-
-
-def _conversion_groups(
-    edges: list[EdgeCost], kernels: list[Kernel], menus: Sequence[KernelMenu], raw: list
-) -> list[EdgeCost]:
-    """Edges that carry the whole output of one producer form a group (one conversion per
-    target layout); the first consumer (lowest index) leads."""
-    whole: dict[int, list[int]] = {}
-    for i, (e, (edge, _)) in enumerate(zip(edges, raw)):
-        src = kernels[e.src]
-        full = sum(src.operand_bytes(o) for o in src.outputs)
-        if edge.tensor_bytes and abs(edge.tensor_bytes - full) <= 1e-9 * full:
-            whole.setdefault(e.src, []).append(i)
-    out = list(edges)
-    for g, (_src, members) in enumerate(sorted(whole.items())):
-        if len(members) < 2:
-            continue
-        ids: dict[str, int] = {}
-        lead = min(members, key=lambda i: (edges[i].dst, i))
-        for i in members:
-            e, (edge, _) = edges[i], raw[i]
-            dst = kernels[e.dst]
-            dim_map = dict(edge.dim_map)
-            layouts = tuple(
-                ids.setdefault(target_layout(dst, e.dst_operand, dim_map, s), len(ids))
-                for s in menus[e.dst].shardings
-            )
-            out[i] = replace(e, group=g, layouts=layouts, lead=i == lead)
-    return out
-
-
 def build_problem(
     graph: KernelGraph,
     chip: Chip,
@@ -430,51 +338,36 @@ def build_problem(
     index = {name: i for i, name in enumerate(order)}
     kernels = [graph.kernel(n) for n in order]
     sram = chip.sram_bytes
-    menus = tuple(
-        per_step_gradient_reduction(
-            k,
-            build_menu(
-                k,
-                chip,
-                tp,
-                tp_span,
-                group_spans,
-                sram,
-                math_precision,
-                dataflow,
-                tiling_points,
-                weights,
-            ),
-            tp,
-            tp_span,
-            micro_batches,
-        )
-        for k in kernels
-    )
+    # memoised by value (solver.cost.memo): a sweep rebuilds the same menus point after
+    # point; the key holds every argument build_menu / conversion_table read
+    chip_key, tp_key = memo.value_key(chip), memo.value_key(tp_span)
+    spans_key = memo.value_key(tp_span, group_spans)
+    menus = []
+    for k in kernels:
+        key = (k, chip_key, tp, spans_key, math_precision, dataflow, tiling_points, weights)
+        args = (k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow)
+        menu = memo.MENUS.get(key, build_menu, *args, tiling_points, weights)
+        menus.append(per_step_gradient_reduction(k, menu, tp, tp_span, micro_batches))
     edges, raw = [], []
     wraps = [(e, True) for e in graph.boundary]
     for e, wrap in [(e, False) for e in graph.edges] + wraps:
         u, v = index[e.src], index[e.dst]
         src, dst = kernels[u], kernels[v]
         tensor = e.tensor_bytes or sum(src.operand_bytes(o) for o in src.outputs)
-        dim_map = dict(e.dim_map)
-        conv = tuple(
-            tuple(
-                layout_conversion(src, dst, e.dst_operand, dim_map, tensor, a, b, tp, tp_span)
-                for b in menus[v].shardings
-            )
-            for a in menus[u].shardings
-        )
+        shardings = (menus[u].shardings, menus[v].shardings)
+        key = (src, dst, e.dst_operand, e.dim_map, tensor, shardings, tp, tp_key)
+        args = (src, dst, e.dst_operand, dict(e.dim_map), tensor, shardings, tp, tp_span)
+        conv = memo.CONVERSIONS.get(key, conversion_table, *args)
         if wrap and not any(c > 0 for row in conv for c in row):
             continue
         saved = src.pass_ == Pass.FWD and dst.pass_ != Pass.FWD
         edges.append(EdgeCost(u, v, e.dst_operand, conv, saved=saved, wrap=wrap))
         raw.append((e, wrap))
-    edges = _conversion_groups(edges, kernels, menus, raw)
+    edges = conversion_groups(edges, kernels, menus, raw)
     pinned = tuple(k.pinned_config for k in kernels)
     eff_bw = dram_bandwidth_Bps * efficiency.dram_efficiency(chip)
     return MappingProblem(
-        kernels=menus,
+        kernels=tuple(menus),
         edges=tuple(edges),
         sram_bytes=sram,
         dram_bandwidth_Bps=eff_bw,

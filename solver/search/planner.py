@@ -29,6 +29,7 @@ from solver.search.parallel import Choice, enumerate_choices, spans_key
 from solver.search.phase_problem import build_key, micro_batches_of, param_cap, phase_problem
 from solver.search.plan_build import Solved, build_plan
 from solver.search.progress import SearchProgress
+from solver.search.solve_memo import solve_graph_memo
 from solver.search.training_space import Candidate
 
 
@@ -311,7 +312,7 @@ class _OuterSearch:
     ) -> tuple[MappingProblem, GraphSolution]:
         """The graph's solution (solved once per key), counted in the statistics."""
         if key not in self.cache:
-            sol = solve_graph(problem, _remaining(self.options, self.t0))
+            sol = solve_graph_memo(problem, _remaining(self.options, self.t0), solve_graph)
             self.count(sol)
             if sol.stats.stop:
                 self.stops.append(sol.stats.stop)

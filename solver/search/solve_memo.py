@@ -1,0 +1,54 @@
+"""Graph solutions reused across the points of a sweep when the inner problem is the same.
+
+Why: many sweep axes leave a graph's inner problem unchanged (a price, a power, a link
+bandwidth at TP 1), and a worker process solves point after point. A kernel-by-kernel graph
+is one MILP, and HiGHS (fixed seed, one thread) returns the same solution for the same model
+whenever it finishes without a limit. So such a solution is kept under the problem's full
+value (every menu, edge, capacity and budget, compared field by field) and the settings
+that steer the search, and handed back for an equal problem.
+
+Never kept: a search stopped by a limit (time, path cap: not reproducible); a hit whose
+time limit is shorter than the stored solve took (that solve could have been cut short);
+DATAFLOW graphs, whose fusion search spends wall-clock budgets (the alternation before the
+proof search) that can steer which of several equal plans it returns; other solvers and
+thread counts than HiGHS on one thread (always solved).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+
+from solver.cost.memo import Memo
+from solver.cost.problem import MappingProblem
+from solver.fusion.segment_search import GraphSolution
+from solver.fusion.solve import solve_graph
+from solver.options import SolverOptions
+
+# an entry holds its problem (menus included): a kernel-by-kernel graph's is ~100 kB
+SOLUTIONS = Memo(256, enabled=False)
+_KEPT = ("optimal", "infeasible")
+_HIGHS = ("highs", 1)  # the solver and thread count whose runs were checked to repeat
+
+
+def solve_graph_memo(
+    problem: MappingProblem,
+    options: SolverOptions,
+    solve: Callable[[MappingProblem, SolverOptions], GraphSolution] = solve_graph,
+) -> GraphSolution:
+    """`solve(problem, options)`, from SOLUTIONS when an equal problem finished (off by
+    default: a sweep worker switches it on, `mapshard.sweep.worker.run_batch`)."""
+    if problem.dataflow or not SOLUTIONS.enabled or (options.name, options.threads) != _HIGHS:
+        return solve(problem, options)
+    key: Hashable = (problem, options.gap, options.node_limit, options.max_paths)
+    found = SOLUTIONS.find(key)
+    if found is not None:
+        sol, took_s = found
+        if options.time_limit_s <= 0 or took_s < options.time_limit_s:
+            return sol
+    t0 = time.perf_counter()
+    sol = solve(problem, options)
+    took_s = time.perf_counter() - t0
+    if sol.status in _KEPT and not sol.stats.stop:
+        SOLUTIONS.put(key, (sol, took_s))
+    return sol
