@@ -446,6 +446,7 @@ def dfmodel_options(setup: setup_pb2.Setup) -> DFModelOptions:
         pmu=int(acc.pmu),
         pmu_cap=float(acc.pmu_cap),
         sram_bounded=acc.sram_cap > 0,
+        separate_rs_ag_for_ar=bool(ex.separate_rs_ag_for_ar),
         newer_schema=bool(ex.effective_stage or ex.overlap),
     )
 

@@ -24,6 +24,8 @@ class DFModelOptions:
     pmu: int = 0  # pattern memory units (0 = DFModel's SRAM row instead)
     pmu_cap: float = 0.0  # bytes per PMU
     sram_bounded: bool = True  # False: sram_cap 0, which DFModel reads as no limit
+    # execution.separate_rs_ag_for_ar: an all-reduce costs a reduce-scatter + an all-gather
+    separate_rs_ag_for_ar: bool = False
     # DFModel's newer schema (the `overlap` enum, execution.effective_stage): its
     # num_input multiplies a configuration's II (not a kernel's cycles) and a configuration
     # with a streamed kernel runs one tile (solver/search/dfmodel_lanes.py)

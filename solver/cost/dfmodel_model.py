@@ -20,6 +20,10 @@ Collective ratios (seconds per byte) of a level of degree p and link bandwidth B
   fc:     all-reduce 1/(pB),     all-to-all 1/B,      all-gather 1/(pB)
   switch: all-reduce (p-1)/(pB), all-to-all p/(4B),   all-gather (p-1)/(pB)
   DP all-reduce-periodic: (p-1)/(pB) on ring and switch, 1/(pB) on fc; PP point-to-point 1/B.
+execution.separate_rs_ag_for_ar (DFModel's newer intra_chip.py, e.g. commit f9cda5e) charges
+an all-reduce as a reduce-scatter plus an all-gather: the TP all-reduce ratio doubles on every
+basic topology (2(p-1)/(pB), 2/(pB) on fc) and the DP one on ring and switch (fc keeps 1/(pB)).
+DFModel's README example (GPT-3 1T, 1024 SN30) printed its 78.99 s with that rate.
 """
 
 from __future__ import annotations
@@ -74,20 +78,30 @@ def basic(level: NetworkLevel) -> str:
     return _BASIC[level.kind]
 
 
-def tp_ratios(kind: str, p: int, bw_Bps: float) -> tuple[float, float, float]:
-    """(all-reduce, all-to-all, all-gather) seconds per byte on a TP level."""
+def tp_ratios(
+    kind: str, p: int, bw_Bps: float, separate_rs_ag: bool = False
+) -> tuple[float, float, float]:
+    """(all-reduce, all-to-all, all-gather) seconds per byte on a TP level; with
+    `separate_rs_ag` (DFModel's separate_rs_ag_for_ar) the all-reduce is a reduce-scatter
+    plus an all-gather, twice the bytes."""
+    twice = 2 if separate_rs_ag else 1
     if kind == "fc":
-        return 1 / (p * bw_Bps), 1 / bw_Bps, 1 / (p * bw_Bps)
+        return twice / (p * bw_Bps), 1 / bw_Bps, 1 / (p * bw_Bps)
     a2a = p * p / (8 * bw_Bps) if kind == "r" else p / (4 * bw_Bps)
-    return (p - 1) / (p * bw_Bps), a2a, (p - 1) / (p * bw_Bps)
+    return twice * (p - 1) / (p * bw_Bps), a2a, (p - 1) / (p * bw_Bps)
 
 
-def dp_ratio(kind: str, p: int, bw_Bps: float) -> float:
-    """ALL_REDUCE_PERIODIC seconds per byte on a DP level."""
-    return 1 / (p * bw_Bps) if kind == "fc" else (p - 1) / (p * bw_Bps)
+def dp_ratio(kind: str, p: int, bw_Bps: float, separate_rs_ag: bool = False) -> float:
+    """ALL_REDUCE_PERIODIC seconds per byte on a DP level (DFModel doubles the ring and
+    switch rates under separate_rs_ag_for_ar, not the fully-connected one)."""
+    if kind == "fc":
+        return 1 / (p * bw_Bps)
+    return (2 if separate_rs_ag else 1) * (p - 1) / (p * bw_Bps)
 
 
-def ratios(spans: dict[str, Sequence[tuple[NetworkLevel, int]]]) -> Ratios:
+def ratios(
+    spans: dict[str, Sequence[tuple[NetworkLevel, int]]], separate_rs_ag: bool = False
+) -> Ratios:
     """The ratios of one choice; each parallelism spans at most one level (DFModel's
     par_x/y/z), whose degree is the parallel degree."""
     tp = spans.get("tp", ())
@@ -96,10 +110,11 @@ def ratios(spans: dict[str, Sequence[tuple[NetworkLevel, int]]]) -> Ratios:
     ar = a2a = ag = arp = p2p = 0.0
     if tp:
         ((lv, p),) = tp
-        ar, a2a, ag = tp_ratios(basic(lv), p, stored_Bps(lv.link_bandwidth_Bps))
+        bw = stored_Bps(lv.link_bandwidth_Bps)
+        ar, a2a, ag = tp_ratios(basic(lv), p, bw, separate_rs_ag)
     if dp:
         ((lv, p),) = dp
-        arp = dp_ratio(basic(lv), p, stored_Bps(lv.link_bandwidth_Bps))
+        arp = dp_ratio(basic(lv), p, stored_Bps(lv.link_bandwidth_Bps), separate_rs_ag)
     if pp:
         ((lv, _),) = pp
         p2p = 1 / stored_Bps(lv.link_bandwidth_Bps)

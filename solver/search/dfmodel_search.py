@@ -252,7 +252,7 @@ def search_choices(
         tp = choice.degree("TP")
         if tp not in shardings:
             shardings[tp] = stage_one(graph, tp, options)
-        ratios = dm.ratios(spans)
+        ratios = dm.ratios(spans, execution.dfmodel.separate_rs_ag_for_ar)
         row = llm and not execution.dfmodel.pmu and execution.dfmodel.sram_bounded
         sram = dm.f32(system.chip.sram_bytes) if row else math.inf
         base = dp.StageTwo(

@@ -114,6 +114,23 @@ def test_collective_ratios_per_topology() -> None:
     assert dm.tp_ratios("r", 8, b)[0] == pytest.approx(1.75e-11)
 
 
+def test_separate_rs_ag_for_ar_doubles_the_all_reduce() -> None:
+    """intra_chip.py @ f9cda5e, execution.separate_rs_ag_for_ar: ALL_REDUCE_ratio * TP * B
+    = 2 (TP - 1) on ring and switch, 2 on fc; ALL_REDUCE_PERIODIC_ratio * DP * B = 2 (DP - 1)
+    on ring and switch, still 1 on fc; all-to-all and all-gather unchanged. README: 8 chips
+    at 50 GB/s, 104,857,600 B: 2 x 7 / 400 = 0.035 ns/B -> 3.670016 ms (1.835008 without)."""
+    b = 50 * GB
+    on = {k: dm.tp_ratios(k, 8, b, True) for k in ("r", "sw", "fc")}
+    assert on["r"] == pytest.approx((14 / (8 * b), 64 / (8 * b), 7 / (8 * b)))
+    assert on["sw"] == pytest.approx((14 / (8 * b), 8 / (4 * b), 7 / (8 * b)))
+    assert on["fc"] == pytest.approx((2 / (8 * b), 1 / b, 1 / (8 * b)))
+    assert dm.dp_ratio("r", 4, b, True) == pytest.approx(6 / (4 * b))
+    assert dm.dp_ratio("sw", 4, b, True) == pytest.approx(6 / (4 * b))
+    assert dm.dp_ratio("fc", 4, b, True) == pytest.approx(1 / (4 * b))
+    assert 104_857_600 * on["r"][0] == pytest.approx(3.670016e-3, rel=1e-12)
+    assert 104_857_600 * dm.tp_ratios("r", 8, b)[0] == pytest.approx(1.835008e-3, rel=1e-12)
+
+
 def test_stage_one_least_communication_matches_enumeration() -> None:
     """inter_chip's objective on tests/data/dfmodel/mlp_tp2_pp2 (FFN0 -> GeLU -> FFN1), every
     combination written out by hand. Legal: FFN0 {M, K}, GeLU {M, none}, FFN1 {M, K}
