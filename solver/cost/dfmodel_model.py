@@ -20,10 +20,11 @@ Collective ratios (seconds per byte) of a level of degree p and link bandwidth B
   fc:     all-reduce 1/(pB),     all-to-all 1/B,      all-gather 1/(pB)
   switch: all-reduce (p-1)/(pB), all-to-all p/(4B),   all-gather (p-1)/(pB)
   DP all-reduce-periodic: (p-1)/(pB) on ring and switch, 1/(pB) on fc; PP point-to-point 1/B.
-execution.separate_rs_ag_for_ar (DFModel's newer intra_chip.py, e.g. commit f9cda5e) charges
-an all-reduce as a reduce-scatter plus an all-gather: the TP all-reduce ratio doubles on every
-basic topology (2(p-1)/(pB), 2/(pB) on fc) and the DP one on ring and switch (fc keeps 1/(pB)).
-DFModel's README example (GPT-3 1T, 1024 SN30) printed its 78.99 s with that rate.
+execution.separate_rs_ag_for_ar (DFModel's newer intra_chip.py; 04f93d5 has no such option)
+charges an all-reduce as a reduce-scatter plus an all-gather: the TP all-reduce ratio doubles
+(2(p-1)/(pB); on fc 2/(pB) as at commit f9cda5e, a33985b kept 1/(pB) there) and the DP one on
+ring and switch (fc keeps 1/(pB)). DFModel's README example (GPT-3 1T, 1024 SN30) printed its
+78.99 s at that rate (tests/data/dfmodel/SOURCES.md).
 """
 
 from __future__ import annotations
