@@ -156,14 +156,18 @@ def brute_force(problem: MappingProblem) -> tuple[float, list[list[int]], tuple[
     # a configuration's cost depends only on its members' options and on every kernel's
     # sharding (layout conversions): cache it by those, the rest of the choice varies freely
     cache: dict[tuple, ConfigCost] = {}
+    ranks = {id(segs): config_rank(n, segs) for segs in segmentations}
+    charge_of: dict[tuple, tuple[float, ...]] = {}
     for choice in itertools.product(*ranges):
         shard = tuple(m.sharding_index(o) for m, o in zip(problem.kernels, choice))
         for segs in segmentations:
             if not _pins_ok(problem, segs):
                 continue
             total = 0.0
-            rank = config_rank(n, segs)
-            charges = tuple(problem.edge_charges(shard, rank))
+            rank = ranks[id(segs)]
+            charges = charge_of.get((shard, id(segs)))
+            if charges is None:
+                charges = charge_of[(shard, id(segs))] = tuple(problem.edge_charges(shard, rank))
             for members in segs:
                 key = (tuple(members), tuple(choice[k] for k in members), shard, charges)
                 cost = cache.get(key)

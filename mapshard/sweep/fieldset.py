@@ -23,6 +23,7 @@ Semantics of setting a value:
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -79,8 +80,8 @@ def parse_field_path(path: str, root: Descriptor | None = None) -> FieldPath:
         m = _PART.match(raw.strip())
         if not m:
             raise ValueError(
-                f'field path "{path}": "{raw}" is not a field name (or name[index]); give '
-                'dotted names such as "system.topology[0].degree"'
+                f"field path {json.dumps(path)}: {json.dumps(raw)} is not a field name (or "
+                'name[index]); give dotted names such as "system.topology[0].degree"'
             )
         parts.append((m.group(1), int(m.group(2)) if m.group(2) is not None else None))
     plain = ".".join(name for name, _ in parts)
@@ -90,7 +91,9 @@ def parse_field_path(path: str, root: Descriptor | None = None) -> FieldPath:
         assert desc is not None
         fd = desc.fields_by_name[name]
         if index is not None and not fd.is_repeated:
-            raise ValueError(f'field path "{path}": "{name}" is not repeated; drop "[{index}]"')
+            raise ValueError(
+                f'field path {json.dumps(path)}: "{name}" is not repeated; drop "[{index}]"'
+            )
         desc = fd.message_type
     return FieldPath(text=path.strip(), parts=tuple(parts), leaf=leaf)
 
