@@ -22,6 +22,7 @@ import numpy as np
 from solver.check import hold_bytes
 from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem
+from solver.fusion.period import Periodicity, periodicity
 from solver.milp.conversions import descendants
 
 FRONT_LIMIT = 20_000  # Pareto states per front before giving up (the caller falls back)
@@ -50,12 +51,32 @@ def fixed_sharding_prices(problem: MappingProblem, deadline: float = math.inf) -
     pricer = KnapsackPricer(problem)
     n = len(problem.kernels)
     prices = np.full((n, n + 1), math.inf)
+    period = periodicity(problem)
     for i in range(n):
         if time.perf_counter() > deadline:
             return None
+        if period is not None and _copy_row(prices, i, period):
+            continue
         if not pricer.row(i, n, prices[i]):
             return None
     return prices
+
+
+def _copy_row(prices: np.ndarray, i: int, period: Periodicity) -> bool:
+    """Row i as row i - p shifted by p, when every kernel that row i - p's sweep read (up
+    to the segment that first did not fit, or to n - p) equals its copy p later: the sweep
+    from i would then do the same arithmetic on the same numbers. False when it does not
+    apply (the row is then computed)."""
+    p, n = period.period, prices.shape[0]
+    src = i - p
+    if src < 0:
+        return False
+    finite = np.nonzero(np.isfinite(prices[src, src + 1 :]))[0]
+    last = src + 1 + int(finite[-1]) if len(finite) else src  # the longest segment that fits
+    if not period.copyable(src, min(last + 1, n - p)):
+        return False
+    prices[i, i + 1 :] = prices[src, src + 1 : n - p + 1]
+    return True
 
 
 def segment_price(pricer: KnapsackPricer, seg: tuple[int, int]) -> float | None:
