@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -162,3 +163,54 @@ def test_search_answer_unchanged(seed: int, monkeypatch: pytest.MonkeyPatch) -> 
     assert with_copies.configs == direct.configs
     assert with_copies.choice == direct.choice
     assert with_copies.status == direct.status == "optimal"
+
+
+ROLES = ("f0", "f1", "f2", "f3", "f4", "g0", "g1", "g2", "g3")
+
+
+def _headed_model(layers: int, names: dict[tuple[int, str], str] | None = None) -> KernelGraph:
+    """Layers like a training layer's: a forward chain f0..f4 with a residual f0 -> f4, and
+    a chain g0 -> g1 -> g2 -> g3 that starts from nothing (as a layer's backward pass starts
+    from its loss gradient) and joins f2 at g2. Copy l's f4 feeds copy l + 1's f0, the only
+    edge between copies. `names` renames kernels (copy, role) -> name."""
+    t, h = 16, 32
+    name = (lambda c, r: names[(c, r)]) if names else (lambda c, r: f"L{c}_{r}")
+    kernels: list[Kernel] = []
+    edges: list[Edge] = []
+    size = 2 * t * h
+    for c in range(layers):
+        for role in ROLES:
+            two = role in ("f4", "g2")
+            maker = residual_add if two else elementwise
+            kernels.append(maker(name(c, role), t, h, ("t", "h")))
+        pairs = [("f0", "f1", "x"), ("f1", "f2", "x"), ("f2", "f3", "x"), ("f3", "f4", "x")]
+        pairs += [("f0", "f4", "r"), ("g0", "g1", "x"), ("g1", "g2", "x"), ("f2", "g2", "r")]
+        pairs += [("g2", "g3", "x")]
+        edges += [Edge(name(c, a), name(c, b), op, tensor_bytes=size) for a, b, op in pairs]
+        if c:
+            edges.append(Edge(name(c - 1, "f4"), name(c, "f0"), "x", tensor_bytes=size))
+    return KernelGraph("headed", tuple(kernels), tuple(edges))
+
+
+def test_canonical_order_of_repeated_layers_is_periodic_whatever_the_numbering() -> None:
+    layers, p = 5, len(ROLES)
+    graph = _headed_model(layers)
+    order = graph.canonical_order()
+    pos = {name: i for i, name in enumerate(order)}
+    assert all(pos[e.src] < pos[e.dst] for e in graph.edges)
+    roles = [name.split("_", 1)[1] for name in order]
+    # layer by layer: each copy's 9 kernels together, in the same order in every copy
+    # (a plain depth-first order started every copy's g0 chain first)
+    assert [name.split("_")[0] for name in order] == [f"L{c}" for c in range(layers) for _ in ROLES]
+    assert roles[p:] == roles[:-p]
+    assert find_period(_problem(layers, graph=graph)) == p
+    # any numbering and naming: the same order of (copy, role)
+    rng = random.Random(3)
+    keys = [(c, r) for c in range(layers) for r in ROLES]
+    names = dict(zip(keys, (f"k{i}" for i in rng.sample(range(len(keys)), len(keys)))))
+    shuffled = _headed_model(layers, names)
+    shuffled = replace(shuffled, kernels=tuple(rng.sample(shuffled.kernels, len(keys))))
+    back = {v: k for k, v in names.items()}
+    assert [back[name] for name in shuffled.canonical_order()] == [
+        (int(name.split("_")[0][1:]), name.split("_", 1)[1]) for name in order
+    ]
