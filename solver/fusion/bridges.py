@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from generator.layers import bridge_indices, components, wide_bridges
 from solver.check import mapping_cost
 from solver.cost.problem import EdgeCost, KernelMenu, MappingProblem, Option
 from solver.fusion.period import menu_key
@@ -36,60 +37,13 @@ MIN_SIDE = 8  # kernels on each side of a bridge worth cutting (smaller: one MIL
 
 
 def bridges(problem: MappingProblem) -> list[int]:
-    """Indices of the problem's edges that are bridges of its undirected multigraph
-    (Tarjan's low-link, iterative; parallel edges are never bridges)."""
-    n = len(problem.kernels)
-    adj: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for i, e in enumerate(problem.edges):
-        adj[e.src].append((e.dst, i))
-        adj[e.dst].append((e.src, i))
-    disc, low = [-1] * n, [0] * n
-    found: list[int] = []
-    clock = 0
-    for root in range(n):
-        if disc[root] >= 0:
-            continue
-        disc[root] = low[root] = clock
-        clock += 1
-        stack = [(root, -1, iter(adj[root]))]
-        while stack:
-            node, via, it = stack[-1]
-            step = next(it, None)
-            if step is None:
-                stack.pop()
-                if stack:
-                    parent = stack[-1][0]
-                    low[parent] = min(low[parent], low[node])
-                    if low[node] > disc[parent]:
-                        found.append(via)
-                continue
-            other, edge = step
-            if edge == via:
-                continue
-            if disc[other] < 0:
-                disc[other] = low[other] = clock
-                clock += 1
-                stack.append((other, edge, iter(adj[other])))
-            else:
-                low[node] = min(low[node], disc[other])
-    return sorted(found)
+    """Indices of the problem's edges that are bridges of its undirected multigraph."""
+    return bridge_indices(len(problem.kernels), [(e.src, e.dst) for e in problem.edges])
 
 
 def _components(n: int, edges: list[EdgeCost], removed: set[int]) -> list[int]:
     """Component id of every kernel once the edges in `removed` are taken out."""
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for i, e in enumerate(edges):
-        if i not in removed:
-            parent[find(e.src)] = find(e.dst)
-    ids: dict[int, int] = {}
-    return [ids.setdefault(find(k), len(ids)) for k in range(n)]
+    return components(n, [(e.src, e.dst) for e in edges], removed)
 
 
 @dataclass(frozen=True)
@@ -108,27 +62,12 @@ def block_tree(problem: MappingProblem) -> BlockTree | None:
     """The tree of blocks joined by the bridges worth cutting (a lone edge, MIN_SIDE
     kernels on each side); None when there is none."""
     n, edges = len(problem.kernels), list(problem.edges)
-    members: dict[int, int] = {}
+    count: dict[int, int] = {}
     for e in edges:
-        members[e.group] = members.get(e.group, 0) + 1
+        count[e.group] = count.get(e.group, 0) + 1
     # a conversion group of one edge is an edge alone
-    cand = {i for i in bridges(problem) if edges[i].group < 0 or members[edges[i].group] == 1}
-    if not cand:
-        return None
-    tree = _tree(n, edges, cand)
-    # side sizes: the subtree below each bridge, and the rest
-    size = [len(m) for m in tree.members]
-    for b in reversed(tree.order):
-        e = tree.parent_edge[b]
-        if e >= 0:
-            up = tree.block_of[edges[e].src] if tree.block_of[edges[e].dst] == b else None
-            parent = up if up is not None else tree.block_of[edges[e].dst]
-            size[parent] += size[b]
-    keep = {
-        tree.parent_edge[b]
-        for b in tree.order
-        if tree.parent_edge[b] >= 0 and MIN_SIDE <= size[b] <= n - MIN_SIDE
-    }
+    wide = wide_bridges(n, [(e.src, e.dst) for e in edges], MIN_SIDE)
+    keep = {i for i in wide if edges[i].group < 0 or count[edges[i].group] == 1}
     return _tree(n, edges, keep) if keep else None
 
 
