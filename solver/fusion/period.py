@@ -12,6 +12,8 @@ Two notions, both exact comparisons of every field the solver reads:
   [p, n - p) (the first layer may differ; edges leaving the graph's end are cut off);
 - `Periodicity.same_as_next[k]`: kernel k and kernel k + p are equal with nothing cut off
   (their whole neighbourhoods, in and out, shifted): what a copied price needs.
+`likely_period` is the fallback hint when a few layers differ (each layer took its own
+shardings): copies are then made between the layers that are equal.
 """
 
 from __future__ import annotations
@@ -123,9 +125,24 @@ class Periodicity:
         return all(self.same_as_next[start:stop])
 
 
+def likely_period(problem: MappingProblem) -> int | None:
+    """The smallest p under which at least half of the kernels k in [0, n - p) have the
+    same menu as kernel k + p: the layer length of a model whose layers took different
+    shardings here and there (a restricted problem of the alternation), where
+    `find_period` finds none. A hint only: copies still check every kernel."""
+    n = len(problem.kernels)
+    ids: dict[tuple, int] = {}
+    menu_id = np.array([ids.setdefault(menu_key(m), len(ids)) for m in problem.kernels])
+    for p in range(1, (n - 1) // 2 + 1):
+        if 2 * int(np.count_nonzero(menu_id[p:] == menu_id[:-p])) >= n - p:
+            return p
+    return None
+
+
 def periodicity(problem: MappingProblem) -> Periodicity | None:
-    """The problem's period with the exact kernel-by-kernel equality a copy needs, or None."""
-    p = find_period(problem)
+    """The problem's period (strict, else likely) with the exact kernel-by-kernel equality
+    a copy needs; None when there is none or no kernel equals its copy."""
+    p = find_period(problem) or likely_period(problem)
     if p is None:
         return None
     n = len(problem.kernels)
@@ -136,4 +153,4 @@ def periodicity(problem: MappingProblem) -> Periodicity | None:
         menus[k] == menus[k + p] and edges.view(k, big) == edges.view(k + p, big)
         for k in range(n - p)
     )
-    return Periodicity(p, same)
+    return Periodicity(p, same) if any(same) else None

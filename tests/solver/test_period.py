@@ -100,13 +100,17 @@ def test_no_period_without_repetition() -> None:
     assert find_period(_problem(3, graph=graph)) is None
 
 
-def _fixed(layers: int, seed: int, sram_bytes: float):
+def _fixed(layers: int, seed: int, sram_bytes: float, odd_layer: int = -1):
     """The problem with one sharding per kernel, the same one at the same place of every
-    layer (what the alternation's restricted problems look like on a periodic graph)."""
+    layer (what the alternation's restricted problems look like on a periodic graph), but
+    for layer `odd_layer`, whose shardings are drawn on their own."""
     problem = _problem(layers, sram_bytes)
     rng = random.Random(seed)
     per_layer = [rng.choice(m.shardings) for m in problem.kernels[:LAYER]]
     shardings = [per_layer[k % LAYER] for k in range(len(problem.kernels))]
+    if odd_layer >= 0:
+        own = [s for s in problem.kernels[0].shardings if s != per_layer[0]]
+        shardings[odd_layer * LAYER] = own[0]
     for k, s in enumerate(shardings):
         if s not in problem.kernels[k].shardings:
             shardings[k] = problem.kernels[k].shardings[0]
@@ -130,6 +134,23 @@ def test_copied_prices_equal_the_row_by_row_prices(
     assert np.isfinite(direct).sum() >= len(fixed.kernels)  # every kernel fits alone
     # bit for bit, inf where nothing fits included
     assert np.array_equal(copied, direct)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_copies_around_a_layer_sharded_its_own_way(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # layer 5's first GEMM takes another sharding: no strict period, the likely one is
+    # the layer's length and copies are made between the layers that are alike
+    fixed = _fixed(10, seed, 2e3, odd_layer=5)
+    assert find_period(fixed) is None
+    period = periodicity(fixed)
+    assert period is not None and period.period == LAYER
+    assert not period.same_as_next[4 * LAYER] and not period.same_as_next[5 * LAYER]
+    copied = segment_price.fixed_sharding_prices(fixed)
+    monkeypatch.setattr(segment_price, "periodicity", lambda problem: None)
+    direct = segment_price.fixed_sharding_prices(fixed)
+    assert copied is not None and np.array_equal(copied, direct)
 
 
 def test_copies_are_made(monkeypatch: pytest.MonkeyPatch) -> None:
