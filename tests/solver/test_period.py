@@ -147,7 +147,12 @@ def test_copies_around_a_layer_sharded_its_own_way(
     period = periodicity(fixed)
     assert period is not None and period.period == LAYER
     assert not period.same_as_next[4 * LAYER] and not period.same_as_next[5 * LAYER]
+    swept = _sweeps(monkeypatch)
     copied = segment_price.fixed_sharding_prices(fixed)
+    # rows of layers 3-4 reach layer 5's odd kernel: their prefix is copied and the
+    # sweep resumes there from the copied state (bit for bit the same, below)
+    assert any(resumed for _, resumed in swept)
+    assert len(swept) < len(fixed.kernels)
     monkeypatch.setattr(segment_price, "periodicity", lambda problem: None)
     direct = segment_price.fixed_sharding_prices(fixed)
     assert copied is not None and np.array_equal(copied, direct)
@@ -158,18 +163,25 @@ def test_copies_are_made(monkeypatch: pytest.MonkeyPatch) -> None:
     # segments reach the unlike last layer), not those in between (2 kB: a row's segments
     # span at most 7 kernels)
     fixed = _fixed(10, 0, 2e3)
-    swept: list[int] = []
-    row = segment_price.KnapsackPricer.row
-
-    def counting(self, i, stop, out):
-        swept.append(i)
-        return row(self, i, stop, out)
-
-    monkeypatch.setattr(segment_price.KnapsackPricer, "row", counting)
+    swept = _sweeps(monkeypatch)
     segment_price.fixed_sharding_prices(fixed)
     n = len(fixed.kernels)
-    assert all(i < 2 * LAYER or i >= n - 2 * LAYER for i in swept)
-    assert len(swept) < n / 2
+    whole = [i for i, resumed in swept if not resumed]
+    assert all(i < 2 * LAYER or i >= n - 2 * LAYER for i in whole)
+    assert len(whole) < n / 2
+
+
+def _sweeps(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool]]:
+    """(row, resumed from a copied state) of every sweep the pricer makes from now on."""
+    swept: list[tuple[int, bool]] = []
+    row = segment_price.KnapsackPricer.row
+
+    def counting(self, i, stop, out, **kw):
+        swept.append((i, kw.get("resume") is not None))
+        return row(self, i, stop, out, **kw)
+
+    monkeypatch.setattr(segment_price.KnapsackPricer, "row", counting)
+    return swept
 
 
 @pytest.mark.parametrize("seed", range(2))
