@@ -245,6 +245,7 @@ class _Solver:
         self.deadline = deadline
         self.builder = _Builder(problem)
         self.cache: dict[str, MilpResult] = {}
+        self.total = 0.0  # the optimum: the root MILP's plus every message's shift
         self.runs: list[MilpResult] = []
 
     def solve(self, sub: _Sub) -> MilpResult:
@@ -286,6 +287,7 @@ class _Solver:
         if not states:
             return None
         least = min(costs)
+        self.total += least  # what the shift takes out of the side's costs
         # rounded to the picosecond: a repeated layer's message is then the same numbers
         # as its neighbour's, not equal up to the last bit, so their MILPs are one MILP
         shifted = tuple(round(c - least, 12) for c in costs)
@@ -307,6 +309,7 @@ class _Solver:
         r = self.solve(sub)
         if r.status == "infeasible" or not math.isfinite(r.objective_s):
             return None
+        self.total += r.objective_s
         return self.choices(sub, r, inbox[root])
 
 
@@ -330,7 +333,9 @@ def solve_singles(
         return None
     n = len(problem.kernels)
     choice = tuple(picked[k] for k in range(n))
-    objective, _ = mapping_cost(problem, tuple((k,) for k in range(n)), choice)
+    objective = dp.total
+    if n <= problem.max_configs:  # a plan in its own right: priced by the checker
+        objective, _ = mapping_cost(problem, tuple((k,) for k in range(n)), choice)
     status = "optimal" if all(r.status == "optimal" for r in runs) else "time_limit"
     return MilpResult(
         status=status,

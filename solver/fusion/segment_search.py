@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+import weakref
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -124,6 +125,7 @@ class _Bounds:
         for i in range(n):
             c = m = w = b = o = 0.0
             out_pending: dict[int, float] = {}
+            expiry: list[tuple[int, int]] = []  # (last use, kernel) of out_pending
             for j in range(i + 1, n + 1):
                 k = j - 1
                 b += buf[k]
@@ -136,8 +138,9 @@ class _Bounds:
                 m += weights[k] + sum(t for src, t in inputs[k] if src < i)
                 if last_use[k] >= j:
                     out_pending[k] = outputs[k]
-                for kk in [kk for kk in out_pending if last_use[kk] < j]:
-                    del out_pending[kk]
+                    heapq.heappush(expiry, (last_use[k], k))
+                while expiry and expiry[0][0] < j:
+                    del out_pending[heapq.heappop(expiry)[1]]
                 mem = (m + sum(out_pending.values())) / bw
                 self.values[(i, j)] = config_latency(
                     c, mem, w, o, problem.overlap, problem.serialize_network
@@ -195,9 +198,7 @@ class _ExactSearch:
         self.t_start = time.perf_counter()
         n = self.n = len(problem.kernels)
         self.K = max(1, min(problem.max_configs, n))
-        self.values = np.full((n, n + 1), math.inf)
-        for (i, j), v in _Bounds(problem).values.items():
-            self.values[i, j] = v
+        self.values = separable_bounds(problem).copy()
         self.allowed = _allowed_mask(problem, n, self.K)
         self.priced: set[Segment] = set()
         single = all(len(m.shardings) == 1 for m in problem.kernels)
@@ -380,10 +381,17 @@ def _backward(values: np.ndarray, allowed: np.ndarray | None, K: int) -> np.ndar
     n = values.shape[0]
     h = np.full((n + 1, K + 1), math.inf)
     h[n, :] = 0.0
+    # segments past a row's last finite bound cannot be on a path: leave them out (the
+    # same minimum, without an n x n x K sweep on graphs of thousands of kernels)
+    finite = np.isfinite(values)
+    ends = np.where(finite.any(axis=1), n - np.argmax(finite[:, ::-1], axis=1), 0)
     for pos in range(n - 1, -1, -1):
-        cand = values[pos, pos + 1 :, None] + h[pos + 1 :, 1:]
+        end = int(ends[pos]) + 1
+        if end <= pos + 1:
+            continue
+        cand = values[pos, pos + 1 : end, None] + h[pos + 1 : end, 1:]
         if allowed is not None:
-            cand = np.where(allowed[pos, pos + 1 :, :], cand, math.inf)
+            cand = np.where(allowed[pos, pos + 1 : end, :], cand, math.inf)
         h[pos, :K] = cand.min(axis=0)
     return h
 
@@ -393,10 +401,26 @@ def root_bound(problem: MappingProblem) -> float:
     the optimum that costs no MILP."""
     n = len(problem.kernels)
     K = max(1, min(problem.max_configs, n))
+    values = separable_bounds(problem)
+    return float(_backward(values, _allowed_mask(problem, n, K), K)[0, 0])
+
+
+_SEPARABLE: list[tuple[weakref.ref, np.ndarray]] = []  # the last problem's, reused
+
+
+def separable_bounds(problem: MappingProblem) -> np.ndarray:
+    """`_Bounds` as an array (inf where a segment cannot fit), computed once for the same
+    problem object: the root bound and the proof search of the alternation share it (on
+    thousands of kernels it is tens of seconds of Python). Read-only: copy to change."""
+    if _SEPARABLE and _SEPARABLE[0][0]() is problem:
+        return _SEPARABLE[0][1]
+    n = len(problem.kernels)
     values = np.full((n, n + 1), math.inf)
     for (i, j), v in _Bounds(problem).values.items():
         values[i, j] = v
-    return float(_backward(values, _allowed_mask(problem, n, K), K)[0, 0])
+    values.flags.writeable = False
+    _SEPARABLE[:] = [(weakref.ref(problem), values)]
+    return values
 
 
 def _allowed_mask(problem: MappingProblem, n: int, K: int) -> np.ndarray | None:

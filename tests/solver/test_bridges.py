@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -59,6 +60,10 @@ def _assert_same_optimum(problem) -> None:
     # the plan it returns costs what it says, re-priced by the independent checker
     again, _ = mapping_cost(problem, singles, dp.choice)
     assert again == dp.objective_s
+    # more kernels than configurations (not a plan, a seed): the programme's own total
+    seed = solve_singles(replace(problem, max_configs=2), options)
+    assert seed is not None and seed.choice == dp.choice
+    assert math.isclose(seed.objective_s, full.objective_s, rel_tol=1e-9)
 
 
 @pytest.mark.parametrize("seed", range(4))
