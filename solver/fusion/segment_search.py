@@ -31,6 +31,7 @@ import numpy as np
 
 from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem
+from solver.fusion.period import Periodicity, periodicity
 from solver.fusion.segment_bound import KnapsackBounds
 from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, segment_price
 from solver.milp.model import MilpResult, solve_configurations
@@ -210,6 +211,8 @@ class _ExactSearch:
             self.priced = {(i, j) for i, j in zip(*np.nonzero(np.isfinite(exact)), strict=True)}
         self.knapsack = KnapsackBounds(problem) if exact is None else None
         self.tightened: set[int] = set()  # start positions with knapsack bounds in `values`
+        self.knapsack_rows: dict[int, np.ndarray] = {}  # those bounds, by start
+        self.period = periodicity(problem) if self.knapsack is not None else None
 
     def price(self, seg: Segment, enough: float = math.inf) -> None:
         """The exact price of `seg` (knapsack when every kernel has one sharding, else the
@@ -247,7 +250,7 @@ class _ExactSearch:
             return False
         values = self.values
         for i in sorted(starts):
-            row = self.knapsack.row(i)
+            row = knapsack_row(self.knapsack, self.knapsack_rows, self.period, i)
             keep = [j for j in range(i + 1, self.n + 1) if (i, j) in self.priced]
             kept = values[i, keep]
             np.maximum(values[i], row, out=values[i])
@@ -374,6 +377,27 @@ class _ExactSearch:
             if self.allowed is not None and not self.allowed[pos, j, used]:
                 continue
             heapq.heappush(heap, (g + v + rest, g + v, j, used + 1, path + ((pos, j),)))
+
+
+def knapsack_row(
+    bounds: KnapsackBounds, rows: dict[int, np.ndarray], period: Periodicity | None, i: int
+) -> np.ndarray:
+    """bounds.row(i), kept in `rows`; copied from row i - p shifted by p when that row is
+    known and every kernel its sweep read (up to the first segment that did not fit, or
+    to n - p) equals its copy p later: the same arithmetic on the same numbers."""
+    n = bounds.n
+    src = i - period.period if period is not None else -1
+    if period is not None and src in rows:
+        p, before = period.period, rows[src]
+        finite = np.nonzero(np.isfinite(before[src + 1 :]))[0]
+        last = src + 1 + int(finite[-1]) if len(finite) else src
+        if period.copyable(src, min(last + 1, n - p)):
+            row = np.full(n + 1, math.inf)
+            row[i + 1 :] = before[src + 1 : n - p + 1]
+            rows[i] = row
+            return row
+    rows[i] = bounds.row(i)
+    return rows[i]
 
 
 def _backward(values: np.ndarray, allowed: np.ndarray | None, K: int) -> np.ndarray:

@@ -17,6 +17,8 @@ from generator.graph import Edge, Kernel, KernelGraph
 from solver.fusion import segment_price
 from solver.fusion.alternate import restrict
 from solver.fusion.period import find_period, periodicity
+from solver.fusion.segment_bound import KnapsackBounds
+from solver.fusion.segment_search import knapsack_row
 from solver.fusion.solve import solve_graph
 from solver.options import SolverOptions
 
@@ -247,3 +249,25 @@ def test_canonical_order_of_repeated_layers_is_periodic_whatever_the_numbering()
     assert [back[name] for name in shuffled.canonical_order()] == [
         (int(name.split("_")[0][1:]), name.split("_", 1)[1]) for name in order
     ]
+
+
+@pytest.mark.parametrize("sram_bytes", [2e3, 4e3])
+def test_copied_knapsack_bounds_equal_the_direct_rows(sram_bytes: float) -> None:
+    # every sharding in play (the proof search's bounds): rows copied from p earlier
+    problem = _problem(10, sram_bytes)
+    period = periodicity(problem)
+    assert period is not None and period.period == LAYER
+    bounds, reference = KnapsackBounds(problem), KnapsackBounds(problem)
+    swept: list[int] = []
+    row = bounds.row
+    bounds.row = lambda i: (swept.append(i), row(i))[1]  # type: ignore[method-assign]
+    rows: dict[int, np.ndarray] = {}
+    n = len(problem.kernels)
+    for i in range(n):
+        got = knapsack_row(bounds, rows, period, i)
+        assert np.array_equal(got, reference.row(i)), i
+    assert np.isfinite(rows[3 * LAYER]).sum() >= 2
+    # the rows of the first layers and of those reaching the last are swept; at least
+    # two layers' rows are copies
+    assert len(swept) <= n - 2 * LAYER
+    assert all(i < 2 * LAYER or i >= n // 2 for i in swept)
