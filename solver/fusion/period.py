@@ -18,7 +18,7 @@ shardings): copies are then made between the layers that are equal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -26,36 +26,34 @@ from solver.cost.problem import EdgeCost, KernelMenu, MappingProblem, Option
 
 
 def option_key(opt: Option, shardings: tuple[str, ...]) -> tuple:
-    """Every field of an option but its weight identities (kept: their sizes) and its
-    sharding's label (kept: its index in the kernel's menu; a label may name a dimension
-    after its kernel, and the solver only compares labels within one kernel)."""
-    return (
-        shardings.index(opt.sharding),
-        opt.tile,
-        opt.compute_s,
-        opt.network_s,
-        opt.network_bytes,
-        opt.buffer_bytes,
-        opt.out_tile_bytes,
-        opt.traffic,
-        opt.collective,
-        opt.flop_per_chip,
-        tuple(size for _, size in opt.weights),
-        opt.grad_sync_s,
-        opt.sizes,
-    )
+    """Every field of an option (a field added later included) but its weight identities
+    (kept: their sizes) and its sharding's label (kept: its index in the kernel's menu; a
+    label may name a dimension after its kernel, and the solver only compares labels
+    within one kernel)."""
+    out = []
+    for f in fields(opt):
+        value = getattr(opt, f.name)
+        if f.name == "sharding":
+            value = shardings.index(value)
+        elif f.name == "weights":
+            value = tuple(size for _, size in value)
+        out.append(value)
+    return tuple(out)
 
 
 def menu_key(menu: KernelMenu) -> tuple:
-    """A kernel's menu without its name (a layer's copies differ in names only)."""
-    return (
-        tuple(option_key(o, menu.shardings) for o in menu.options),
-        len(menu.shardings),
-        menu.input_operands,
-        menu.output_operand,
-        menu.overhead_s,
-        menu.sampled_tiles,
-    )
+    """A kernel's menu, every field but its name (a layer's copies differ in names only)."""
+    out = []
+    for f in fields(menu):
+        value = getattr(menu, f.name)
+        if f.name == "name":
+            continue
+        if f.name == "options":
+            value = tuple(option_key(o, menu.shardings) for o in value)
+        elif f.name == "shardings":
+            value = len(value)
+        out.append(value)
+    return tuple(out)
 
 
 class _Edges:
