@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from generator.layers import layer_levels
+
 
 class KernelKind(str, Enum):
     GEMM = "GEMM"
@@ -224,8 +226,14 @@ class KernelGraph:
         kernels: ties go to the kernel whose structural signature (its own content and its
         neighbourhood's, names left out) sorts first, then to declaration order (only
         between kernels that look alike). A search restricted to one order then gives the
-        same answer for every numbering of the same graph."""
-        sig = structural_signatures(self)
+        same answer for every numbering of the same graph.
+
+        Repeated layers joined by lone edges (generator.layers) run layer by layer: the
+        kernels of a lower level first, each level's ready kernels sorted afresh when it
+        starts, ties by signatures within the layer, so every copy comes out in the same
+        order and the problem's order is periodic (solver.fusion.period)."""
+        layers = layer_levels(self)
+        level, sig = layers if layers is not None else ({}, structural_signatures(self))
         index = {k.name: i for i, k in enumerate(self.kernels)}
         deg = {k.name: 0 for k in self.kernels}
         succ: dict[str, list[str]] = {k.name: [] for k in self.kernels}
@@ -236,18 +244,27 @@ class KernelGraph:
         def key(name: str) -> tuple[str, int]:
             return (sig[name], index[name])
 
-        # depth first (a branch is finished before the next starts: fusion-friendly)
-        ready = sorted((n for n, d in deg.items() if d == 0), key=key, reverse=True)
+        # depth first (a branch is finished before the next starts: fusion-friendly), one
+        # stack per level (a single one without repeated layers)
+        stacks: dict[int, list[str]] = {}
+        for n in sorted((n for n, d in deg.items() if d == 0), key=key, reverse=True):
+            stacks.setdefault(level.get(n, 0), []).append(n)
         order: list[str] = []
-        while ready:
-            name = ready.pop()
+        current = -1
+        while any(stacks.values()):
+            lowest = min(lv for lv, stack in stacks.items() if stack)
+            if lowest != current:
+                current = lowest
+                stacks[current].sort(key=key, reverse=True)
+            name = stacks[current].pop()
             order.append(name)
             new = []
             for m in succ[name]:
                 deg[m] -= 1
                 if deg[m] == 0:
                     new.append(m)
-            ready.extend(sorted(new, key=key, reverse=True))
+            for m in sorted(new, key=key, reverse=True):
+                stacks.setdefault(level.get(m, 0), []).append(m)
         return tuple(order)
 
     def topological_order(self, key: Callable[[str, int], Any] | None = None) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 
 from solver.cost.problem import KernelMenu, MappingProblem
+from solver.fusion.bridges import solve_singles
 from solver.fusion.segment_search import (
     GraphSolution,
     SearchStats,
@@ -64,7 +65,13 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
     deadline = t0 + options.time_limit_s if options.time_limit_s > 0 else math.inf
     n = len(problem.kernels)
     singles = tuple((k,) for k in range(n))
-    r = solve_configurations(problem, singles, options)
+    # one configuration per kernel: block by block over the graph's bridges when it has
+    # some (the same optimum, a model's repeated layers solved once), else one MILP
+    r = solve_singles(problem, options, deadline)
+    if r is None:
+        r = solve_configurations(problem, singles, options)
+    else:
+        stats.notes.append("kernel-by-kernel seed: solved block by block over bridges")
     stats.add(r)
     if r.status == "infeasible":
         return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)

@@ -13,8 +13,11 @@ segmentation for that sharding (no MILP, no best-first search).
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -22,6 +25,7 @@ import numpy as np
 from solver.check import hold_bytes
 from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem
+from solver.fusion.period import Periodicity, periodicity
 from solver.milp.conversions import descendants
 
 FRONT_LIMIT = 20_000  # Pareto states per front before giving up (the caller falls back)
@@ -50,12 +54,59 @@ def fixed_sharding_prices(problem: MappingProblem, deadline: float = math.inf) -
     pricer = KnapsackPricer(problem)
     n = len(problem.kernels)
     prices = np.full((n, n + 1), math.inf)
+    period = periodicity(problem)
+    if period is not None:
+        return prices if _periodic_rows(pricer, prices, period, deadline) else None
     for i in range(n):
         if time.perf_counter() > deadline:
             return None
         if not pricer.row(i, n, prices[i]):
             return None
     return prices
+
+
+def _periodic_rows(
+    pricer: KnapsackPricer, prices: np.ndarray, period: Periodicity, deadline: float
+) -> bool:
+    """Every row of `prices`, each row i reusing row i - p where the kernels its sweep
+    reads equal their copies p later: the whole row when they all do (up to the first
+    segment that does not fit), else the prefix up to the first unlike kernel u, the sweep
+    resuming from row i - p's state at u shifted by p. Both are the same arithmetic on the
+    same numbers as the direct sweep, so the prices are equal bit for bit. Each row keeps
+    its sweep's state at the positions a later row resumes from (u - m p); False when a
+    front grows past FRONT_LIMIT or the sweep passes `deadline`."""
+    p, n = period.period, prices.shape[0]
+    unlike = [k for k, same in enumerate(period.same_as_next) if not same]
+    residues = frozenset(u % p for u in unlike)
+    unlike.append(n - p)  # past it nothing is compared
+
+    def keep(j: int) -> bool:
+        return j % p in residues
+
+    states: dict[int, dict[int, RowState]] = {}
+    for i in range(n):
+        if time.perf_counter() > deadline:
+            return False
+        src, saved = i - p, {}
+        resume = None
+        if src >= 0:
+            u = unlike[bisect.bisect_left(unlike, src)]
+            finite = np.nonzero(np.isfinite(prices[src, src + 1 :]))[0]
+            last = src + 1 + int(finite[-1]) if len(finite) else src
+            if u >= min(last + 1, n - p):  # every kernel row src read equals its copy
+                prices[i, i + 1 :] = prices[src, src + 1 : n - p + 1]
+                states[i] = {j + p: st.shifted(p) for j, st in states[src].items() if j + p <= n}
+                del states[src]
+                continue
+            if u in states[src]:
+                prices[i, i + 1 : u + p + 1] = prices[src, src + 1 : u + 1]
+                saved = {j + p: st.shifted(p) for j, st in states[src].items() if j <= u}
+                resume = states[src][u].shifted(p)
+            del states[src]
+        if not pricer.row(i, n, prices[i], resume=resume, keep=keep, saved=saved):
+            return False
+        states[i] = saved
+    return True
 
 
 def segment_price(pricer: KnapsackPricer, seg: tuple[int, int]) -> float | None:
@@ -94,6 +145,24 @@ def set_price(pricer: KnapsackPricer, members: list[int]) -> float | None:
             return math.inf
     mem = float(front[-1, 1]) / problem.dram_bandwidth_Bps
     return config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
+
+
+@dataclass(frozen=True)
+class RowState:
+    """A row's sweep after kernels [i, j): all the next step reads (the settled front,
+    the kernels still waiting for a consumer, the running sums)."""
+
+    j: int
+    final: np.ndarray
+    pending: tuple[int, ...]
+    comp: float
+    net: float
+    ovh: float
+
+    def shifted(self, p: int) -> RowState:
+        """The same state seen p kernels later (a copy of the layer)."""
+        pending = tuple(q + p for q in self.pending)
+        return RowState(self.j + p, self.final, pending, self.comp, self.net, self.ovh)
 
 
 class KnapsackPricer:
@@ -149,14 +218,30 @@ class KnapsackPricer:
                 total += e.conv[0][0]
         return total
 
-    def row(self, i: int, stop: int, out: np.ndarray) -> bool:
+    def row(
+        self,
+        i: int,
+        stop: int,
+        out: np.ndarray,
+        resume: RowState | None = None,
+        keep: Callable[[int], bool] | None = None,
+        saved: dict[int, RowState] | None = None,
+    ) -> bool:
         """out[j] = price of [i, j) for j in i+1..stop (left inf where nothing fits);
-        False when a front grows past FRONT_LIMIT."""
+        False when a front grows past FRONT_LIMIT. `resume`: start from this state of
+        the sweep (kernels [i, resume.j) done); `saved[j]`: the state at each j with
+        keep(j)."""
         problem = self.problem
         final = np.zeros((1, 2))  # Pareto rows (buffer bytes, traffic bytes)
         pending: list[int] = []
         comp = net = ovh = 0.0
-        for j in range(i + 1, stop + 1):
+        first = i + 1
+        if resume is not None:
+            final, pending, first = resume.final, list(resume.pending), resume.j + 1
+            comp, net, ovh = resume.comp, resume.net, resume.ovh
+            for q in pending:
+                self.kernel(q)
+        for j in range(first, stop + 1):
             k = j - 1
             menu = problem.kernels[k]
             self.kernel(k)
@@ -171,6 +256,8 @@ class KnapsackPricer:
                 break  # buffers only grow with j: no longer segment from i fits either
             mem = least / problem.dram_bandwidth_Bps
             out[j] = config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
+            if saved is not None and keep is not None and keep(j):
+                saved[j] = RowState(j, final, tuple(pending), comp, net, ovh)
         return True
 
     def _settle(

@@ -24,12 +24,14 @@ from __future__ import annotations
 import heapq
 import math
 import time
+import weakref
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem
+from solver.fusion.period import Periodicity, periodicity
 from solver.fusion.segment_bound import KnapsackBounds
 from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, segment_price
 from solver.milp.model import MilpResult, solve_configurations
@@ -124,6 +126,7 @@ class _Bounds:
         for i in range(n):
             c = m = w = b = o = 0.0
             out_pending: dict[int, float] = {}
+            expiry: list[tuple[int, int]] = []  # (last use, kernel) of out_pending
             for j in range(i + 1, n + 1):
                 k = j - 1
                 b += buf[k]
@@ -136,8 +139,9 @@ class _Bounds:
                 m += weights[k] + sum(t for src, t in inputs[k] if src < i)
                 if last_use[k] >= j:
                     out_pending[k] = outputs[k]
-                for kk in [kk for kk in out_pending if last_use[kk] < j]:
-                    del out_pending[kk]
+                    heapq.heappush(expiry, (last_use[k], k))
+                while expiry and expiry[0][0] < j:
+                    del out_pending[heapq.heappop(expiry)[1]]
                 mem = (m + sum(out_pending.values())) / bw
                 self.values[(i, j)] = config_latency(
                     c, mem, w, o, problem.overlap, problem.serialize_network
@@ -195,9 +199,7 @@ class _ExactSearch:
         self.t_start = time.perf_counter()
         n = self.n = len(problem.kernels)
         self.K = max(1, min(problem.max_configs, n))
-        self.values = np.full((n, n + 1), math.inf)
-        for (i, j), v in _Bounds(problem).values.items():
-            self.values[i, j] = v
+        self.values = separable_bounds(problem).copy()
         self.allowed = _allowed_mask(problem, n, self.K)
         self.priced: set[Segment] = set()
         single = all(len(m.shardings) == 1 for m in problem.kernels)
@@ -209,6 +211,8 @@ class _ExactSearch:
             self.priced = {(i, j) for i, j in zip(*np.nonzero(np.isfinite(exact)), strict=True)}
         self.knapsack = KnapsackBounds(problem) if exact is None else None
         self.tightened: set[int] = set()  # start positions with knapsack bounds in `values`
+        self.knapsack_rows: dict[int, np.ndarray] = {}  # those bounds, by start
+        self.period = periodicity(problem) if self.knapsack is not None else None
 
     def price(self, seg: Segment, enough: float = math.inf) -> None:
         """The exact price of `seg` (knapsack when every kernel has one sharding, else the
@@ -246,7 +250,7 @@ class _ExactSearch:
             return False
         values = self.values
         for i in sorted(starts):
-            row = self.knapsack.row(i)
+            row = knapsack_row(self.knapsack, self.knapsack_rows, self.period, i)
             keep = [j for j in range(i + 1, self.n + 1) if (i, j) in self.priced]
             kept = values[i, keep]
             np.maximum(values[i], row, out=values[i])
@@ -375,15 +379,43 @@ class _ExactSearch:
             heapq.heappush(heap, (g + v + rest, g + v, j, used + 1, path + ((pos, j),)))
 
 
+def knapsack_row(
+    bounds: KnapsackBounds, rows: dict[int, np.ndarray], period: Periodicity | None, i: int
+) -> np.ndarray:
+    """bounds.row(i), kept in `rows`; copied from row i - p shifted by p when that row is
+    known and every kernel its sweep read (up to the first segment that did not fit, or
+    to n - p) equals its copy p later: the same arithmetic on the same numbers."""
+    n = bounds.n
+    src = i - period.period if period is not None else -1
+    if period is not None and src in rows:
+        p, before = period.period, rows[src]
+        finite = np.nonzero(np.isfinite(before[src + 1 :]))[0]
+        last = src + 1 + int(finite[-1]) if len(finite) else src
+        if period.copyable(src, min(last + 1, n - p)):
+            row = np.full(n + 1, math.inf)
+            row[i + 1 :] = before[src + 1 : n - p + 1]
+            rows[i] = row
+            return row
+    rows[i] = bounds.row(i)
+    return rows[i]
+
+
 def _backward(values: np.ndarray, allowed: np.ndarray | None, K: int) -> np.ndarray:
     """h[pos, used]: least bound to finish from pos having used `used` configs."""
     n = values.shape[0]
     h = np.full((n + 1, K + 1), math.inf)
     h[n, :] = 0.0
+    # segments past a row's last finite bound cannot be on a path: leave them out (the
+    # same minimum, without an n x n x K sweep on graphs of thousands of kernels)
+    finite = np.isfinite(values)
+    ends = np.where(finite.any(axis=1), n - np.argmax(finite[:, ::-1], axis=1), 0)
     for pos in range(n - 1, -1, -1):
-        cand = values[pos, pos + 1 :, None] + h[pos + 1 :, 1:]
+        end = int(ends[pos]) + 1
+        if end <= pos + 1:
+            continue
+        cand = values[pos, pos + 1 : end, None] + h[pos + 1 : end, 1:]
         if allowed is not None:
-            cand = np.where(allowed[pos, pos + 1 :, :], cand, math.inf)
+            cand = np.where(allowed[pos, pos + 1 : end, :], cand, math.inf)
         h[pos, :K] = cand.min(axis=0)
     return h
 
@@ -393,10 +425,26 @@ def root_bound(problem: MappingProblem) -> float:
     the optimum that costs no MILP."""
     n = len(problem.kernels)
     K = max(1, min(problem.max_configs, n))
+    values = separable_bounds(problem)
+    return float(_backward(values, _allowed_mask(problem, n, K), K)[0, 0])
+
+
+_SEPARABLE: list[tuple[weakref.ref, np.ndarray]] = []  # the last problem's, reused
+
+
+def separable_bounds(problem: MappingProblem) -> np.ndarray:
+    """`_Bounds` as an array (inf where a segment cannot fit), computed once for the same
+    problem object: the root bound and the proof search of the alternation share it (on
+    thousands of kernels it is tens of seconds of Python). Read-only: copy to change."""
+    if _SEPARABLE and _SEPARABLE[0][0]() is problem:
+        return _SEPARABLE[0][1]
+    n = len(problem.kernels)
     values = np.full((n, n + 1), math.inf)
     for (i, j), v in _Bounds(problem).values.items():
         values[i, j] = v
-    return float(_backward(values, _allowed_mask(problem, n, K), K)[0, 0])
+    values.flags.writeable = False
+    _SEPARABLE[:] = [(weakref.ref(problem), values)]
+    return values
 
 
 def _allowed_mask(problem: MappingProblem, n: int, K: int) -> np.ndarray | None:
