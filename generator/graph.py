@@ -9,6 +9,7 @@ before any splitting across chips); the solver decides how each kernel is split.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -247,16 +248,25 @@ class KernelGraph:
         # depth first (a branch is finished before the next starts: fusion-friendly), one
         # stack per level (a single one without repeated layers)
         stacks: dict[int, list[str]] = {}
+        live: list[int] = []  # heap of the levels whose stack holds a kernel
+
+        def push(name: str) -> None:
+            stack = stacks.setdefault(level.get(name, 0), [])
+            if not stack:
+                heapq.heappush(live, level.get(name, 0))
+            stack.append(name)
+
         for n in sorted((n for n, d in deg.items() if d == 0), key=key, reverse=True):
-            stacks.setdefault(level.get(n, 0), []).append(n)
+            push(n)
         order: list[str] = []
         current = -1
-        while any(stacks.values()):
-            lowest = min(lv for lv, stack in stacks.items() if stack)
-            if lowest != current:
-                current = lowest
+        while live:
+            if live[0] != current:
+                current = live[0]
                 stacks[current].sort(key=key, reverse=True)
             name = stacks[current].pop()
+            if not stacks[current]:
+                heapq.heappop(live)
             order.append(name)
             new = []
             for m in succ[name]:
@@ -264,7 +274,7 @@ class KernelGraph:
                 if deg[m] == 0:
                     new.append(m)
             for m in sorted(new, key=key, reverse=True):
-                stacks.setdefault(level.get(m, 0), []).append(m)
+                push(m)
         return tuple(order)
 
     def topological_order(self, key: Callable[[str, int], Any] | None = None) -> tuple[str, ...]:

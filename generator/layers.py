@@ -136,24 +136,35 @@ def layer_levels(graph: KernelGraph) -> tuple[dict[str, int], dict[str, str]] | 
     count = max(block) + 1
     sig: dict[str, str] = {}
     looks: list[tuple[str, ...]] = []
+    members: list[list] = [[] for _ in range(count)]
+    for k in graph.kernels:
+        members[block[index[k.name]]].append(k)
+    edges: list[list] = [[] for _ in range(count)]
+    for i, e in enumerate(graph.edges):
+        if i not in cut:
+            edges[block[pairs[i][0]]].append(e)
     for b in range(count):
-        kernels = tuple(k for k in graph.kernels if block[index[k.name]] == b)
-        inside = tuple(
-            e for i, e in enumerate(graph.edges) if i not in cut and block[pairs[i][0]] == b
-        )
-        local = structural_signatures(KernelGraph(graph.name, kernels, inside))
+        block_graph = KernelGraph(graph.name, tuple(members[b]), tuple(edges[b]))
+        local = structural_signatures(block_graph)
         sig.update(local)
         looks.append(tuple(sorted(local.values())))
     if len(set(looks)) == len(looks):
         return None  # no two blocks alike: not repeated layers
-    # level: the longest chain of bridges into a block (bridges point from producer)
+    # level: the longest chain of bridges into a block (bridges point from producer),
+    # over the blocks in a topological order (Kahn)
+    succ: list[list[int]] = [[] for _ in range(count)]
+    indeg = [0] * count
+    for i in sorted(cut):
+        a, b = block[pairs[i][0]], block[pairs[i][1]]
+        succ[a].append(b)
+        indeg[b] += 1
     level = [0] * count
-    for _ in range(count):
-        changed = False
-        for i in sorted(cut):
-            a, b = block[pairs[i][0]], block[pairs[i][1]]
-            if level[b] < level[a] + 1:
-                level[b], changed = level[a] + 1, True
-        if not changed:
-            break
+    ready = [b for b in range(count) if indeg[b] == 0]
+    while ready:
+        a = ready.pop()
+        for b in succ[a]:
+            level[b] = max(level[b], level[a] + 1)
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                ready.append(b)
     return {name: level[block[index[name]]] for name in names}, sig
