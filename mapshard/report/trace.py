@@ -39,12 +39,20 @@ def is_forward(phase: PhasePlan, config: ConfigPlan) -> bool:
     return all(passes.get(name, "FWD") == "FWD" for name in config.kernels)
 
 
+# id(phase) -> (phase, its forward configurations' latency): a trace asks for it per slice
+# (hundreds of thousands on a long pipeline); trace_dict empties it per plan
+_FORWARD_S: dict[int, tuple[PhasePlan, float]] = {}
+
+
 def part_latency(phase: PhasePlan, part: str) -> float:
     """One instance's time of the forward part ("F"), the rest ("B") or all of it."""
     if part == "all":
         return phase.latency_s
-    fwd = sum(c.latency_s for c in phase.configs if is_forward(phase, c))
-    return fwd if part == "F" else phase.latency_s - fwd
+    known = _FORWARD_S.get(id(phase))
+    if known is None or known[0] is not phase:
+        fwd = sum(c.latency_s for c in phase.configs if is_forward(phase, c))
+        known = _FORWARD_S[id(phase)] = (phase, fwd)
+    return known[1] if part == "F" else phase.latency_s - known[1]
 
 
 def _configs_of(phase: PhasePlan, part: str) -> list[ConfigPlan]:
@@ -390,6 +398,7 @@ def _drawn_note(plan: Plan) -> str:
 
 def trace_dict(plan: Plan) -> dict[str, Any]:
     """The trace as a JSON-ready dict (events sorted: metadata, then by process/thread/time)."""
+    _FORWARD_S.clear()
     stages = max(1, parallel_degrees(plan)["pp"])
     detail = set(range(min(stages, MAX_DETAIL_STAGES))) | {stages - 1}
     tr = _Trace(plan)
