@@ -199,8 +199,7 @@ def placement_matters(problem: MappingProblem) -> bool:
     """Whether the configuration that pays a shared layout conversion changes the latency:
     only when a configuration's network time overlaps its other terms, and some produced
     tensor has several consumers."""
-    overlapped = problem.overlap and not problem.serialize_network
-    return overlapped and any(e.group >= 0 for e in problem.edges)
+    return problem.network_overlapped and any(e.group >= 0 for e in problem.edges)
 
 
 def topological_orders(problem: MappingProblem) -> list[list[int]]:

@@ -143,6 +143,12 @@ class MappingProblem:
             out[i] = e.conv[sharding[e.src]][sharding[e.dst]]
         return out
 
+    @property
+    def network_overlapped(self) -> bool:
+        """A configuration's network time overlaps its other terms (max), so which
+        configuration pays a shared layout conversion changes the latency."""
+        return self.overlap and not self.serialize_network
+
     def sampled_space(self) -> str:
         """The restriction a sampled tile menu puts on a fused search ("" when none)."""
         if not self.dataflow or not any(m.sampled_tiles for m in self.kernels):

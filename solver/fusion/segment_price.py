@@ -24,7 +24,7 @@ import numpy as np
 
 from solver.check import hold_bytes
 from solver.cost.latency import config_latency
-from solver.cost.problem import MappingProblem
+from solver.cost.problem import EdgeCost, MappingProblem
 from solver.fusion.period import Periodicity, periodicity
 from solver.milp.conversions import descendants
 
@@ -195,6 +195,16 @@ class KnapsackPricer:
     def descendants(self) -> list[int]:
         return descendants(self.problem)
 
+    @cached_property
+    def sharing(self) -> dict[tuple[int, int], list[EdgeCost]]:
+        """(conversion group, layout) -> the edges whose consumer needs that layout (one
+        sharding per kernel: layouts[0])."""
+        out: dict[tuple[int, int], list[EdgeCost]] = {}
+        for f in self.problem.edges:
+            if f.group >= 0:
+                out.setdefault((f.group, f.layouts[0]), []).append(f)
+        return out
+
     def set_conversions(self, k: int, group: set[int]) -> float:
         """Conversion seconds charged to kernel k in a configuration that is any kernel set
         `group`: an edge alone pays; a layout several consumers need is paid here only when
@@ -209,7 +219,7 @@ class KnapsackPricer:
             if e.group < 0:
                 total += e.conv[0][0]
                 continue
-            same = [f for f in problem.edges if f.group == e.group and f.layouts[0] == e.layouts[0]]
+            same = self.sharing[(e.group, e.layouts[0])]
             if any(f.dst not in group and not reach >> f.dst & 1 for f in same):
                 continue
             if min(f.dst for f in same if f.dst in group) == k and e is min(

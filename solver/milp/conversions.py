@@ -34,6 +34,7 @@ from solver.milp.linear import LinearModel
 US = 1e6  # seconds -> microseconds
 
 Expr = dict[int, float]
+Key = tuple[int, int]  # (producer sharding, -1 when the model does not see it; target layout)
 
 
 class _Model(Protocol):
@@ -86,6 +87,8 @@ def add_conversion_groups(
     later: frozenset[int] | None,
 ) -> None:
     """Every group's charges (module docstring); `groups`: group -> its edge indices."""
+    if not groups:
+        return
     config_of = {k: c for c, members in enumerate(m.configs) for k in members}
     desc = descendants(m.problem)
     if later is None and len(m.configs) == 1:
@@ -122,14 +125,13 @@ def _add_group(
                 key = (a if known else -1, e.layouts[b])
                 cost[key] = min(cost.get(key, math.inf), c) if not known else c
     configs = {config_of[problem.edges[i].dst] for i in members}
-    overlapped = problem.overlap and not problem.serialize_network
     for key, c in sorted(cost.items()):
         if c <= 0:
             continue
         needs = [i for i in members if key in ind[i]]
         if not needs:
             continue
-        if len(configs) == 1 or not overlapped:
+        if len(configs) == 1 or not problem.network_overlapped:
             _pay_once(m, key, c, needs, ind, config_of)
         else:
             _pay_first(m, key, c, needs, ind, config_of, desc, order_free)
@@ -170,7 +172,14 @@ def _row(m: _Model, terms: list[tuple[Expr, float]], lower: float, upper: float,
     m.lp.add_row(row, lower, upper, name=name)
 
 
-def _pay_once(m, key, cost, needs, ind, config_of) -> None:
+def _pay_once(
+    m: _Model,
+    key: Key,
+    cost: float,
+    needs: list[int],
+    ind: dict[int, dict[Key, Expr]],
+    config_of: dict[int, int],
+) -> None:
     """q[a,L] >= ind[e,a,L] for every consumer e, paid at the earliest configuration."""
     q = m.lp.add_col(upper=1.0)
     first = min(config_of[m.problem.edges[i].dst] for i in needs)
@@ -180,7 +189,16 @@ def _pay_once(m, key, cost, needs, ind, config_of) -> None:
         _row(m, [({q: 1.0}, 1.0), (ind[i][key], -1.0)], 0.0, math.inf, f"conversion_once[edge={i}]")
 
 
-def _pay_first(m, key, cost, needs, ind, config_of, desc, order_free) -> None:
+def _pay_first(
+    m: _Model,
+    key: Key,
+    cost: float,
+    needs: list[int],
+    ind: dict[int, dict[Key, Expr]],
+    config_of: dict[int, int],
+    desc: list[int],
+    order_free: bool,
+) -> None:
     """Binary payers y[e,a,L] (module docstring): the consumer that runs first pays."""
     edges = m.problem.edges
     y = {i: m.lp.add_col(upper=1.0, integer=True) for i in needs}
