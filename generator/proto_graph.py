@@ -39,6 +39,7 @@ from generator.graph import (
     Pass,
 )
 from schema import setup_pb2
+from schema.dtypes import PRECISIONS
 from schema.errors import SetupError
 
 VARIANTS = (
@@ -252,6 +253,11 @@ def _einsum_kernel(
     for d in e.shardable_dims:
         if d not in dims:
             problems.append(f"{where}.einsum.shardable_dims {d!r} is not a loop dim")
+    if e.math_precision and e.math_precision not in PRECISIONS:
+        problems.append(
+            f"{where}.einsum.math_precision {e.math_precision!r} is not a precision; "
+            f"valid: {', '.join(PRECISIONS)} (or empty: the execution's)"
+        )
     if len(problems) > n0:
         return None
     kind = KernelKind[kind_name]
@@ -272,6 +278,7 @@ def _einsum_kernel(
         flop=float(flop),
         pass_=pass_of(k.name, k.fwd_bwd),
         kernel_class=e.kernel_class,
+        math_precision=e.math_precision,
         shardable_dims=tuple(e.shardable_dims),
         unit=_unit(k, kind),
         **_comm(comm, e.communication_size),

@@ -112,6 +112,10 @@ CASES = {
     "hpl": "workload { hpl { N: 4096 B: 256 sample_iterations: 4 } }",
     "fft": "workload { fft { length: 65536 batch: 4 } }",
     "gemm": "workload { gemm { M: 64 K: 32 N: 16 batch: 3 weight_operand: true } }",
+    # FP8 math: the LM head keeps 16-bit math (Kernel.math_precision), which must survive.
+    "gemma_fp8_head": 'workload { llm_inference { model { hf_model: "%s" } phase: PREFILL '
+    "batch: 1 input_len: 16 } precision { weight: FP8 activation: BF16 math: FP8 } }"
+    % (ROOT / "tests/data/models/gemma-2-9b"),
 }
 
 
@@ -124,6 +128,9 @@ def test_round_trip_is_identical(case):
     w = build_workload(setup, path, 1)
     for phase in w.phases:
         assert _round_trip(phase.graph) == phase.graph, phase.name
+    if case == "gemma_fp8_head":
+        heads = [k for p in w.phases for k in p.graph.kernels if k.name.startswith("lm_head")]
+        assert heads and {k.math_precision for k in heads} == {"bf16"}
 
 
 def test_graph_file_with_repeat():
@@ -170,6 +177,14 @@ def test_validation_messages():
     dg.connections.add(startIdx=1, endIdx=2, id=2)
     (msg,) = _errors(dg)
     assert "connections[1]" in msg and "more incoming connections than it has inputs" in msg
+    dg = _two_kernels()
+    dg.kernels[0].ClearField("elementwise_input1")
+    dg.kernels[0].einsum.kind = "ELEMENTWISE"
+    dg.kernels[0].einsum.dims.add(name="m", size=4)
+    dg.kernels[0].einsum.operands.add(name="y", role=setup_pb2.OUTPUT, dims=["m"])
+    dg.kernels[0].einsum.math_precision = "fp9"
+    (msg,) = _errors(dg)
+    assert "einsum.math_precision 'fp9' is not a precision; valid: fp64," in msg
     dg = _two_kernels()
     dg.kernels[0].elementwise_input1.M = 0
     (msg,) = _errors(dg)
