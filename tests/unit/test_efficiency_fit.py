@@ -70,12 +70,14 @@ def test_gemm_parameters_are_the_fit(cases, chip, split, plateau_from):
     assert dict(eff.gemm_util_by_precision) == pytest.approx(dict(f.by_precision))
     assert eff.gemm_half_dim == pytest.approx(f.gemm_half_dim)
     assert eff.kernel_overhead_s * 1e6 == pytest.approx(f.kernel_overhead_us)
+    assert eff.kernel_min_time_s * 1e6 == pytest.approx(f.kernel_min_time_us)
 
 
 def test_b200_carries_the_gb200_gemm_fit():
     """Same B200 die and SMs: the plateau is a share of each chip's own peak."""
     b200, gb200 = system("B200").chip.efficiency, system("GB200").chip.efficiency
-    for name in ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "kernel_overhead_s"):
+    names = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "kernel_overhead_s")
+    for name in names + ("kernel_min_time_s",):
         assert getattr(b200, name) == getattr(gb200, name), name
 
 
@@ -247,12 +249,30 @@ def test_gb200_legacy_curve_by_hand(cases):
 
 def test_gb200_gemm_fit_by_hand(cases):
     """GB200 FP8 32768^3 (P-GEM15, 2825.6 TF measured): 256x256 tiles, 16384 of them over
-    the SMs in whole waves, roll-off 32768 / (32768 + 400): time = 2.5 us + 2 x 32768^3 /
-    (5000 TF x 0.61 x 0.98794 x occupancy) with occupancy within 1% of 1, i.e. 3013 TF
-    modelled, 6.6% above the measurement."""
+    the SMs in whole waves, roll-off 32768 / (32768 + 416): time = 0 us overhead + 2 x
+    32768^3 / (5000 TF x 0.61 x 0.98747 x occupancy) with occupancy within 1% of 1, i.e.
+    3012 TF modelled, 6.6% above the measurement."""
     sysm = system("GB200")
     p = fit.GemmPoint("P-GEM15", 32768, 32768, 32768, "fp8", 2 * 32768**3 / 2825.6e12)
     t = fit.model_time(sysm.chip, p, sysm.chip.efficiency.kernel_overhead_s)
-    by_hand = 2.5e-6 + 2 * 32768**3 / (5000e12 * 0.61 * 32768 / (32768 + 400))
+    by_hand = 2 * 32768**3 / (5000e12 * 0.61 * 32768 / (32768 + 416))
     assert t == pytest.approx(by_hand, rel=0.01)
     assert 2 * 32768**3 / t == pytest.approx(2825.6e12 * 1.066, rel=0.01)
+
+
+def test_launch_floor_paces_the_smallest_gb200_gemms(cases):
+    """GB200 1024^3 (P-GEM12, 4.39 us measured) and 1024 x 2145 x 1024 (P-GEM16, 4.40 us)
+    take the same time at 2.09x the work: both sit on the 4.5 us floor. By hand, 1024^3 at
+    the plateau is 2 x 1024^3 / (5000 TF x 0.61) = 0.70 us of work, the other 1.47 us
+    (roll-off and occupancy lengthen both, not past 4.5 us), so the model is
+    max(4.5 us, 0 + work) = 4.5 us for both; the 2048^3 (CHECK row P-GEM13) at 17.2 GFLOP
+    is past the floor and priced by its work."""
+    sysm = system("GB200")
+    assert sysm.chip.efficiency.kernel_min_time_s == pytest.approx(4.5e-6)
+    ovh = sysm.chip.efficiency.kernel_overhead_s
+    for m, n, k in ((1024, 1024, 1024), (1024, 2145, 1024)):
+        p = fit.GemmPoint("x", m, n, k, "fp8", 1.0)
+        assert 2 * m * n * k / (5000e12 * 0.61) < 1.5e-6
+        assert fit.model_time(sysm.chip, p, ovh) == pytest.approx(4.5e-6)
+    big = fit.GemmPoint("x", 2048, 2048, 2048, "fp8", 1.0)
+    assert fit.model_time(sysm.chip, big, ovh) > 4.5e-6 * 1.3
