@@ -235,16 +235,23 @@ def test_h200_alpha_beta_fit_by_hand(cases):
     assert dict(f.curve)[2**23] == pytest.approx(0.642, abs=1e-3)
 
 
-def test_gb200_legacy_curve_by_hand(cases):
-    """GB200 has no small message among its FIT rows (1 KiB and 1 MiB are CHECK rows), so
-    the legacy form: util = mean(679.61, 646.87) / 900 = 0.7369 at >= 1 GiB; half_bw_bytes =
-    (64 MiB / 4) x (0.7369 x 900 / 550.73 - 1) = 16777216 x 0.2043 = 3.43e6."""
+def test_gb200_alpha_beta_fit_by_hand(cases):
+    """GB200 (Azure ND GB200 v6 sweep, 4 GPUs, Ring): 2 KiB and 4 KiB at 0.19 and 0.38 GB/s
+    busbw both take 1.5 x 2048 / 0.19e9 = 1.5 x 4096 / 0.38e9 = 16.17 us = 2 steps of
+    8.08 us; 8 MiB at 253.46 GB/s takes 1.5 x 2^23 / 253.46e9 = 49.64 us, of which 33.47 us
+    move the bus bytes: 1.5 x 2^23 / 33.47 us / 900 GB/s = 0.418. The plateau is the mean
+    busbw at >= 1 GiB, (646.87 + 666.63 + 679.61) / 3 / 900 = 0.738 (P-NCC14, P-NCC30, C05);
+    the 1 KiB and 1 MiB CHECK rows (P-NCC10, P-NCC11) are not used."""
     f = fit.fit_collective(cases, "GB200", 900e9)
-    assert f.latency_us == 0.0 and f.curve == ()
-    util = (679.61 + 646.87) / 2 / 900
-    assert f.bus_bw_util == pytest.approx(round(util, 3))
-    assert f.half_bw_bytes == pytest.approx(2**26 / 4 * (util * 900 / 550.73 - 1), rel=2e-3)
-    assert f.half_bw_bytes == pytest.approx(3.43e6, rel=2e-3)
+    alpha = 1.5 * 2048 / 0.19e9 / 2
+    assert f.latency_us == pytest.approx(alpha * 1e6, abs=0.01)
+    assert f.latency_us == pytest.approx(8.08, abs=0.01)
+    t = 1.5 * 2**23 / 253.46e9 - 2 * alpha
+    assert t == pytest.approx(33.47e-6, rel=1e-3)
+    assert dict(f.curve)[2**23] == pytest.approx(1.5 * 2**23 / t / 900e9, abs=1e-3)
+    assert f.bus_bw_util == pytest.approx(round((646.87 + 666.63 + 679.61) / 3 / 900, 3))
+    assert f.half_bw_bytes == 0.0
+    assert not {"P-NCC10", "P-NCC11"} & set(f.sources)
 
 
 def test_gb200_gemm_fit_by_hand(cases):
