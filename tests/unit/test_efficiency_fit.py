@@ -81,6 +81,17 @@ def test_b200_carries_the_gb200_gemm_fit():
         assert getattr(b200, name) == getattr(gb200, name), name
 
 
+def test_b200_carries_the_gb200_nvlink5_collective_fit():
+    """Same NVLink5 links and switch ASIC: the B200's scale-up level is the GB200 fit."""
+    b200, gb200 = (
+        [e for e in library.find_chip(c).accelerator.efficiency.collective if e.level == 0]
+        for c in ("B200", "GB200")
+    )
+    assert len(b200) == len(gb200) == 1
+    assert b200[0] == gb200[0]
+    assert b200[0].latency_us > 0 and len(b200[0].bus_bw_at_size) > 10
+
+
 def test_a100_40gb_carries_the_80gb_compute_fit():
     small, big = system("A100-SXM4-40GB").chip.efficiency, system("A100-SXM4-80GB").chip.efficiency
     for name in ("gemm_util", "gemm_half_dim", "kernel_overhead_s", "vector_util"):
