@@ -197,33 +197,27 @@ def fit_gemm(
     for half in halves:
         base = replace(chip, efficiency=replace(plain, gemm_half_dim=float(half)))
         raw = np.array([model_time(base, p, 0.0) for p in points])
-        work = np.maximum(raw[None, :] / utils[:, None], floor[None, :])  # (util, point)
-        # (overhead, min time, util, point)
-        t = np.maximum(
-            overheads[:, None, None, None] * 1e-6 + work[None, None],
-            mins[None, :, None, None] * 1e-6,
-        )
-        errs = np.abs(t / times - 1)
-        total = np.zeros((len(overheads), len(mins)))
-        pick = {}
-        for g, idx in groups.items():
-            sums = (errs[..., idx] * weights[idx]).sum(axis=-1)  # (overhead, min, util)
-            pick[g] = sums.argmin(axis=-1)
-            total += sums.min(axis=-1)
-        o, f = np.unravel_index(int(total.argmin()), total.shape)  # first minimum: C order
-        if best is None or total[o, f] < best[0] - 1e-12:
-            chosen = {g: float(utils[pick[g][o, f]]) for g in groups}
-            err = np.zeros(len(points))
+        work = np.maximum(raw[None, :] / utils[:, None], floor[None, :]) / times  # (util, pt)
+        for ovh in overheads:
+            # a min time at or below the overhead never binds: one candidate stands for them
+            live = [0.0] + [m for m in mins if m > ovh] if mins[0] <= ovh else list(mins)
+            busy = work + ovh * 1e-6 / times  # (util, point), relative to the measurement
+            rel = np.maximum(busy[None], (np.array(live)[:, None] * 1e-6 / times)[:, None, :])
+            errs = np.abs(rel - 1)  # (min time, util, point)
+            total = np.zeros(len(live))
+            pick = {}
             for g, idx in groups.items():
-                err[idx] = errs[o, f, pick[g][o, f], idx]
-            best = (
-                float(total[o, f]),
-                float(half),
-                float(overheads[o]),
-                float(mins[f]),
-                chosen,
-                err,
-            )
+                sums = errs[..., idx] @ weights[idx]  # (min time, util)
+                pick[g] = sums.argmin(axis=-1)
+                total += sums.min(axis=-1)
+            f = int(total.argmin())  # the first minimum: the smallest min time
+            if best is None or total[f] < best[0] - 1e-12:
+                chosen = {g: float(utils[pick[g][f]]) for g in groups}
+                err = np.zeros(len(points))
+                for g, idx in groups.items():
+                    err[idx] = errs[f, pick[g][f], idx]
+                min_us = live[f] if fix_min_time_us is None else fix_min_time_us
+                best = (float(total[f]), float(half), float(ovh), float(min_us), chosen, err)
     assert best is not None
     _, half, ovh, min_us, chosen, err = best
     by_precision = tuple(sorted((g, u) for g, u in chosen.items() if g))

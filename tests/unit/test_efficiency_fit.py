@@ -38,7 +38,18 @@ def copy_Bps(chip: str) -> float:
     return sysm.dram.bandwidth_Bps * (sysm.chip.efficiency.dram_util or 1.0)
 
 
+_FITS: dict[tuple, fit.GemmFit] = {}
+
+
 def gemm_fit(cases, chip: str, like: str | None = None, split=()) -> fit.GemmFit:
+    """The fit of `chip` (cached: several tests read the same fit of the FIT rows)."""
+    key = (chip, like, tuple(split))
+    if key not in _FITS:
+        _FITS[key] = _gemm_fit(cases, chip, like, tuple(split))
+    return _FITS[key]
+
+
+def _gemm_fit(cases, chip: str, like: str | None, split: tuple) -> fit.GemmFit:
     sysm = system(chip)
     pts = fit.gemm_points(cases, chip)
     if like is None:
