@@ -66,7 +66,7 @@ def calibration_of(e: setup_pb2.Efficiency) -> Calibration:
     has_gemm = bool(measured)
     if e.dram_util > 0:
         measured.append("dram")
-    if e.kernel_overhead_us > 0:
+    if e.kernel_overhead_us > 0 or e.kernel_min_time_us > 0:  # added time or a launch floor
         measured.append("kernel overhead")
     if e.attention_util > 0:
         measured.append("attention")

@@ -206,7 +206,13 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
     base = "system.accelerator.efficiency"
     for fname in ("gemm_util", "dram_util", "attention_util", "vector_util"):
         fraction(getattr(e, fname), f"{base}.{fname}", problems)
-    for fname in ("gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "kernel_overhead_us"):
+    for fname in (
+        "gemm_half_dim",
+        "gemm_tile_m",
+        "gemm_tile_n",
+        "kernel_overhead_us",
+        "kernel_min_time_us",
+    ):
         non_negative(getattr(e, fname), f"{base}.{fname}", problems)
     fraction(e.compute_util, util_field, problems)
     by_precision: dict[str, float] = {}
@@ -227,6 +233,7 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         attention_util=e.attention_util,
         vector_util=e.vector_util or 1.0,
         kernel_overhead_s=e.kernel_overhead_us * 1e-6,
+        kernel_min_time_s=e.kernel_min_time_us * 1e-6,
         gpu_wave_model=e.gpu_wave_model,
         fixed_compute_util=max(e.compute_util, 0.0),
         source=e.source,

@@ -66,6 +66,8 @@ class Efficiency:
     attention_util: float = 0.0  # 0 = gemm_util
     vector_util: float = 1.0
     kernel_overhead_s: float = 0.0
+    # shortest time of one kernel, overhead included (0 = none): the launch-rate floor
+    kernel_min_time_s: float = 0.0
     gpu_wave_model: bool = False
     fixed_compute_util: float = 0.0  # efficiency.compute_util: overrides the GEMM model
     source: str = ""

@@ -4,13 +4,15 @@ The chip files' `efficiency` blocks cite the numbers this module computes from t
 validation cases (tests/test_efficiency_fit.py checks they agree), so every fitted value
 can be re-derived:
 - dram_util: STREAM/BabelStream copy bandwidth / DRAM peak (memory_copy rows);
-- gemm_util, gemm_half_dim, kernel_overhead_us: least mean |relative error| of the GEMM
-  model against every GEMM point of the chip: the gemm rows, the same source's companion
-  sizes in extra_params (also_<n>cube_flops, also_down_proj_s), and the separately timed
-  GEMMs of layer rows (op_qkv_s, op_wo_s, op_w1_s, op_w2_s, op_qk_s, op_av_s). The model is
-  the solver's kernel time, overhead + max(compute at the `solver.cost.efficiency` fraction,
-  compulsory DRAM bytes at the chip's copy bandwidth), so a bandwidth-bound point constrains
-  the overhead instead of being dropped. Each source (the measurement campaign: its GitHub
+- gemm_util, gemm_half_dim, kernel_overhead_us, kernel_min_time_us: least mean |relative
+  error| of the GEMM model against every GEMM point of the chip: the gemm rows, the same
+  source's companion sizes in extra_params (also_<n>cube_flops, also_down_proj_s), and the
+  separately timed GEMMs of layer rows (op_qkv_s, op_wo_s, op_w1_s, op_w2_s, op_qk_s,
+  op_av_s). The model is the solver's kernel time, max(min time, overhead + max(compute at the
+  `solver.cost.efficiency` fraction, compulsory DRAM bytes at the chip's copy bandwidth)),
+  so a bandwidth-bound point constrains the overhead instead of being dropped, and the
+  smallest GEMMs (launch-paced) set the min time instead of inflating the overhead that
+  every larger kernel pays. Each source (the measurement campaign: its GitHub
   repository) weighs the same however many points it has: the A100 sources disagree by ~15%
   at like shapes (LLMCompass torch.matmul 0.87-0.92 of peak, cuBLASLt 0.81, vidur 0.77), and
   counting points let the one with the most points set the plateau. Precisions named in
@@ -34,10 +36,11 @@ from dataclasses import dataclass, replace
 
 from hardware.system import Chip
 from mapshard.fidelity.cases import Case
-from solver.cost.efficiency import for_precision, gemm_efficiency
+from solver.cost.efficiency import for_precision, gemm_compute_time
 
 HALF_DIMS = tuple(range(0, 1025, 16))
 OVERHEADS_US = tuple(x / 2 for x in range(0, 21))  # launch + fill/drain: 0-10 us
+MIN_TIMES_US = tuple(x / 2 for x in range(0, 21))  # launch-rate floor of a GEMM: 0-10 us
 UTILS = tuple(u / 1000 for u in range(400, 1001, 2))
 
 
@@ -123,9 +126,10 @@ def gemm_points(cases: list[Case], chip: str) -> list[GemmPoint]:
 
 def model_time(chip: Chip, p: GemmPoint, overhead_s: float) -> float:
     """Compute-side time of a GEMM point under the chip's efficiency model (the plateau of
-    the point's precision)."""
-    eff = gemm_efficiency(for_precision(chip, p.precision), p.m, p.n, p.k, p.batch)
-    return overhead_s + p.flop / (chip.peak(p.precision) * eff)
+    the point's precision, the min time less `overhead_s` as its floor)."""
+    c = replace(chip, efficiency=replace(chip.efficiency, kernel_overhead_s=overhead_s))
+    c = for_precision(c, p.precision)
+    return overhead_s + gemm_compute_time(c, p.flop, chip.peak(p.precision), p.m, p.n, p.k, p.batch)
 
 
 def memory_time(p: GemmPoint, dram_Bps: float) -> float:
@@ -153,6 +157,7 @@ class GemmFit:
     max_abs_err: float
     points: tuple[GemmPoint, ...]
     by_precision: tuple[tuple[str, float], ...] = ()  # the split precisions' plateaus
+    kernel_min_time_us: float = 0.0  # launch-rate floor (0 = none)
 
 
 def fit_gemm(
@@ -162,44 +167,59 @@ def fit_gemm(
     fix_half_dim: float | None = None,
     split: tuple[str, ...] = (),
     copy_Bps: float = 0.0,
+    fix_min_time_us: float | None = None,
 ) -> GemmFit:
-    """Grid search of (plateaus, gemm_half_dim, kernel_overhead_us) minimising the family-
-    weighted mean absolute relative time error over `points` (the chip's tile sizes are
-    kept) of overhead + max(compute, compulsory DRAM bytes / copy_Bps) (0: no DRAM floor).
-    Each precision in `split` gets its own plateau, the other points share gemm_util; for a
-    given roll-off and overhead each group's best plateau is independent of the others'.
-    With fewer than three points only the plateau is determined: pass the other two (taken
-    from a chip of the same SM architecture). `mean_abs_err` is the plain (unweighted) mean."""
+    """Grid search of (plateaus, gemm_half_dim, kernel_overhead_us, kernel_min_time_us)
+    minimising the family-weighted mean absolute relative time error over `points` (the
+    chip's tile sizes are kept) of max(min time, overhead + max(compute, compulsory DRAM
+    bytes / copy_Bps)) (copy_Bps 0: no DRAM floor). Each precision in `split` gets its own
+    plateau, the other points share gemm_util; for a given roll-off, overhead and min time
+    each group's best plateau is independent of the others'. Ties go to the smaller
+    roll-off, overhead and min time (in that order). With fewer than three points only the
+    plateau is determined: pass the others (taken from a chip of the same SM architecture).
+    `mean_abs_err` is the plain (unweighted) mean."""
     assert points, "no GEMM points to fit"
     import numpy as np
 
-    overheads = OVERHEADS_US if fix_overhead_us is None else (fix_overhead_us,)
+    overheads = np.array(OVERHEADS_US if fix_overhead_us is None else (fix_overhead_us,))
+    mins = np.array(MIN_TIMES_US if fix_min_time_us is None else (fix_min_time_us,))
     utils = np.array(UTILS)
     times = np.array([p.time_s for p in points])
     weights = np.array(family_weights(points))
     floor = np.array([memory_time(p, copy_Bps) if copy_Bps > 0 else 0.0 for p in points])
     keys = [p.precision if p.precision in split else "" for p in points]
     groups = {g: [i for i, k in enumerate(keys) if k == g] for g in dict.fromkeys(keys)}
-    best: tuple[float, float, float, dict[str, float], object] | None = None
+    best: tuple | None = None
     halves = HALF_DIMS if fix_half_dim is None else (fix_half_dim,)
-    plain = replace(chip.efficiency, gemm_util=1.0, gemm_util_by_precision=())
+    plain = replace(
+        chip.efficiency, gemm_util=1.0, gemm_util_by_precision=(), kernel_min_time_s=0.0
+    )
     for half in halves:
         base = replace(chip, efficiency=replace(plain, gemm_half_dim=float(half)))
         raw = np.array([model_time(base, p, 0.0) for p in points])
-        compute = np.maximum(raw[None, :] / utils[:, None], floor[None, :])
+        work = np.maximum(raw[None, :] / utils[:, None], floor[None, :]) / times  # (util, pt)
         for ovh in overheads:
-            errs = np.abs((ovh * 1e-6 + compute) / times[None, :] - 1)
-            chosen, total = {}, 0.0
-            err = np.zeros(len(points))
+            # a min time at or below the overhead never binds: one candidate stands for them
+            live = [0.0] + [m for m in mins if m > ovh] if mins[0] <= ovh else list(mins)
+            busy = work + ovh * 1e-6 / times  # (util, point), relative to the measurement
+            rel = np.maximum(busy[None], (np.array(live)[:, None] * 1e-6 / times)[:, None, :])
+            errs = np.abs(rel - 1)  # (min time, util, point)
+            total = np.zeros(len(live))
+            pick = {}
             for g, idx in groups.items():
-                sums = (errs[:, idx] * weights[idx]).sum(axis=1)
-                i = int(np.argmin(sums))
-                chosen[g], total = float(utils[i]), total + float(sums[i])
-                err[idx] = errs[i, idx]
-            if best is None or total < best[0] - 1e-12:
-                best = (total, float(half), ovh, chosen, err)
+                sums = errs[..., idx] @ weights[idx]  # (min time, util)
+                pick[g] = sums.argmin(axis=-1)
+                total += sums.min(axis=-1)
+            f = int(total.argmin())  # the first minimum: the smallest min time
+            if best is None or total[f] < best[0] - 1e-12:
+                chosen = {g: float(utils[pick[g][f]]) for g in groups}
+                err = np.zeros(len(points))
+                for g, idx in groups.items():
+                    err[idx] = errs[f, pick[g][f], idx]
+                min_us = live[f] if fix_min_time_us is None else fix_min_time_us
+                best = (float(total[f]), float(half), float(ovh), float(min_us), chosen, err)
     assert best is not None
-    _, half, ovh, chosen, err = best
+    _, half, ovh, min_us, chosen, err = best
     by_precision = tuple(sorted((g, u) for g, u in chosen.items() if g))
     return GemmFit(
         chosen.get("", 0.0),
@@ -209,6 +229,7 @@ def fit_gemm(
         float(err.max()),
         tuple(points),
         by_precision,
+        min_us,
     )
 
 

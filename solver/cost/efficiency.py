@@ -18,7 +18,11 @@ GEMM (per chip shard, C[m,n] += A[m,k] B[k,n], `batch` independent GEMMs):
     partial last wave and padding of m, n to whole tiles idle the machine:
     occupancy = useful MACs / (waves x cores x tile MACs), best candidate tile.
 A fixed per-kernel latency (launch, pipeline fill and drain) is `kernel_overhead_s`, added
-by the solver's menus per kernel, not here.
+by the solver's menus per kernel, not here. A kernel also takes at least `kernel_min_time_s`
+in all (the launch-rate floor: back-to-back launches of a tiny kernel are paced by the
+launch path, not by its work; fitted on GEMMs, like the overhead), so its compute time is at
+least `busy_floor` = that floor less the overhead: overhead + max(compute, memory) is then
+max(floor, overhead + max(compute, memory)).
 
 DRAM: `dram_util` x bandwidth (STREAM copy / peak). Attention: `attention_util` x matrix
 peak for the fused attention kernel (0 = gemm_util); unfused attention is batched GEMMs and
@@ -119,6 +123,21 @@ def gemm_efficiency(chip: Chip, m: int, n: int, k: int, batch: int = 1) -> float
     if eff.gemm_tile_m > 0 and eff.gemm_tile_n > 0:
         util *= occupancy(m, n, max(batch, 1), chip.cores, eff.gemm_tile_m, eff.gemm_tile_n, k)
     return max(util, 1e-3)
+
+
+def busy_floor(chip: Chip) -> float:
+    """Shortest compute time of one kernel (s): the launch-rate floor less the per-kernel
+    overhead the caller adds."""
+    eff = chip.efficiency
+    return max(eff.kernel_min_time_s - eff.kernel_overhead_s, 0.0)
+
+
+def gemm_compute_time(
+    chip: Chip, flop: float, peak_flops: float, m: int, n: int, k: int, batch: int = 1
+) -> float:
+    """Compute time of one GEMM kernel at `peak_flops` (its precision's peak): the work at
+    `gemm_efficiency`, never below `busy_floor`."""
+    return max(flop / (peak_flops * gemm_efficiency(chip, m, n, k, batch)), busy_floor(chip))
 
 
 def attention_efficiency(chip: Chip) -> float:

@@ -186,6 +186,15 @@ def build_menu(
 def _compute_time(
     kernel: Kernel, chip: Chip, sizes: dict[str, int], flop: float, precision: str
 ) -> float:
+    """Compute time of one option: its work at the kernel's efficiency, never below the
+    chip's launch-rate floor (`efficiency.busy_floor`; a kernel without FLOPs, a copy or a
+    layout change, is launched all the same)."""
+    return max(_work_time(kernel, chip, sizes, flop, precision), efficiency.busy_floor(chip))
+
+
+def _work_time(
+    kernel: Kernel, chip: Chip, sizes: dict[str, int], flop: float, precision: str
+) -> float:
     if flop <= 0:
         return 0.0
     if kernel.math_precision and kernel.math_precision != precision:
@@ -200,8 +209,8 @@ def _compute_time(
         bn = math.prod(sizes[d] for d in n)
         bk = math.prod(sizes[d] for d in k)
         bb = math.prod(sizes[d] for d in batch)
-        eff = efficiency.gemm_efficiency(chip, bm, bn, bk, bb)
-        return flop / (_matrix_precision_peak(chip, precision) * eff)
+        peak = _matrix_precision_peak(chip, precision)
+        return efficiency.gemm_compute_time(chip, flop, peak, bm, bn, bk, bb)
     if kernel.kind == KernelKind.ATTENTION:
         return flop / (
             _matrix_precision_peak(chip, attention_precision(precision))

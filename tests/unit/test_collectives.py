@@ -157,3 +157,25 @@ def test_curve_size_of_an_all_to_all_is_one_chips_send_buffer():
     # 8 chips x 1e6 each: the curve sees 1e6 (fraction 0.2); each chip sends 7/8 of 1e6
     t = level_collective_time("all_to_all", 8e6, 8, level)
     assert t == pytest.approx(7 / 8 * 1e6 / 20e9)
+
+
+def test_gb200_nvlink_all_reduce_by_hand():
+    """The GB200 chip file's NVLink level (4 GPUs, a switch level: one latency step per
+    phase): a 1 MiB all-reduce takes 2 x 8.08 us + 2 x 3/4 x 2^20 / (900 GB/s x f), where
+    f = 0.317 + (2/3) x (0.284 - 0.317) = 0.295 interpolates the 256 KiB and 2 MiB points in
+    log size (log(4)/log(8) = 2/3 of the way): 16.16 + 5.92 = 22.09 us. At 8 GiB the curve's
+    last point, 0.756: 2 x 3/4 x 2^33 / (900e9 x 0.756) + 16.16 us = 18.953 ms."""
+    from hardware.resolve import resolve_system
+    from schema import setup_pb2
+
+    s = setup_pb2.Setup()
+    s.system.chip, s.system.num_chip = "GB200", 4
+    level = resolve_system(s, "setup.txt").network[0]
+    assert level.link_bandwidth_Bps == pytest.approx(900 * GB)
+    f = 0.317 + 2 / 3 * (0.284 - 0.317)
+    by_hand = 2 * 8.08e-6 + 2 * 0.75 * 2**20 / (900 * GB * f)
+    assert by_hand == pytest.approx(22.09e-6, rel=1e-3)
+    assert level_collective_time("all_reduce", 2**20, 4, level) == pytest.approx(by_hand, rel=1e-6)
+    big = 2 * 0.75 * 2**33 / (900 * GB * 0.756) + 2 * 8.08e-6
+    assert big == pytest.approx(18.953e-3, rel=1e-3)
+    assert level_collective_time("all_reduce", 2**33, 4, level) == pytest.approx(big, rel=1e-6)

@@ -164,3 +164,24 @@ def test_a_setup_plateau_overrides_the_librarys(tmp_path):
     )
     eff = pipeline.load_scenario(setup).system.chip.efficiency
     assert dict(eff.gemm_util_by_precision) == {"fp8": 0.5}
+
+
+def test_launch_floor_bounds_every_kernel_time_by_hand():
+    """H100 (chip file: kernel_overhead_us 4.5, kernel_min_time_us 8.0): a kernel's compute
+    time is at least 8.0 - 4.5 = 3.5 us, so with the overhead added it takes at least 8 us;
+    an FP8 1024^3 GEMM at the 0.694 plateau is 2 x 1024^3 / (1978.9 TF x 0.694) = 1.56 us of
+    work (less still after occupancy), so it sits on the floor; an 8192^3 one (800 us) does not."""
+    from hardware.resolve import resolve_system
+    from schema import setup_pb2
+    from solver.cost import efficiency as ef
+
+    s = setup_pb2.Setup()
+    s.system.chip, s.system.num_chip = "H100-SXM5-80GB", 1
+    chip = ef.for_precision(resolve_system(s, "setup.txt").chip, "fp8")
+    assert ef.busy_floor(chip) == pytest.approx(3.5e-6)
+    assert 2 * 1024**3 / (1978.9e12 * 0.694) == pytest.approx(1.56e-6, rel=0.01)
+    assert ef.gemm_compute_time(chip, 2 * 1024**3, 1978.9e12, 1024, 1024, 1024) == pytest.approx(
+        3.5e-6
+    )
+    big = ef.gemm_compute_time(chip, 2 * 8192**3, 1978.9e12, 8192, 8192, 8192)
+    assert big > 700e-6

@@ -38,7 +38,18 @@ def copy_Bps(chip: str) -> float:
     return sysm.dram.bandwidth_Bps * (sysm.chip.efficiency.dram_util or 1.0)
 
 
+_FITS: dict[tuple, fit.GemmFit] = {}
+
+
 def gemm_fit(cases, chip: str, like: str | None = None, split=()) -> fit.GemmFit:
+    """The fit of `chip` (cached: several tests read the same fit of the FIT rows)."""
+    key = (chip, like, tuple(split))
+    if key not in _FITS:
+        _FITS[key] = _gemm_fit(cases, chip, like, tuple(split))
+    return _FITS[key]
+
+
+def _gemm_fit(cases, chip: str, like: str | None, split: tuple) -> fit.GemmFit:
     sysm = system(chip)
     pts = fit.gemm_points(cases, chip)
     if like is None:
@@ -70,13 +81,26 @@ def test_gemm_parameters_are_the_fit(cases, chip, split, plateau_from):
     assert dict(eff.gemm_util_by_precision) == pytest.approx(dict(f.by_precision))
     assert eff.gemm_half_dim == pytest.approx(f.gemm_half_dim)
     assert eff.kernel_overhead_s * 1e6 == pytest.approx(f.kernel_overhead_us)
+    assert eff.kernel_min_time_s * 1e6 == pytest.approx(f.kernel_min_time_us)
 
 
 def test_b200_carries_the_gb200_gemm_fit():
     """Same B200 die and SMs: the plateau is a share of each chip's own peak."""
     b200, gb200 = system("B200").chip.efficiency, system("GB200").chip.efficiency
-    for name in ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "kernel_overhead_s"):
+    names = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "kernel_overhead_s")
+    for name in names + ("kernel_min_time_s",):
         assert getattr(b200, name) == getattr(gb200, name), name
+
+
+def test_b200_carries_the_gb200_nvlink5_collective_fit():
+    """Same NVLink5 links and switch ASIC: the B200's scale-up level is the GB200 fit."""
+    b200, gb200 = (
+        [e for e in library.find_chip(c).accelerator.efficiency.collective if e.level == 0]
+        for c in ("B200", "GB200")
+    )
+    assert len(b200) == len(gb200) == 1
+    assert b200[0] == gb200[0]
+    assert b200[0].latency_us > 0 and len(b200[0].bus_bw_at_size) > 10
 
 
 def test_a100_40gb_carries_the_80gb_compute_fit():
@@ -233,26 +257,51 @@ def test_h200_alpha_beta_fit_by_hand(cases):
     assert dict(f.curve)[2**23] == pytest.approx(0.642, abs=1e-3)
 
 
-def test_gb200_legacy_curve_by_hand(cases):
-    """GB200 has no small message among its FIT rows (1 KiB and 1 MiB are CHECK rows), so
-    the legacy form: util = mean(679.61, 646.87) / 900 = 0.7369 at >= 1 GiB; half_bw_bytes =
-    (64 MiB / 4) x (0.7369 x 900 / 550.73 - 1) = 16777216 x 0.2043 = 3.43e6."""
+def test_gb200_alpha_beta_fit_by_hand(cases):
+    """GB200 (Azure ND GB200 v6 sweep, 4 GPUs, Ring): 2 KiB and 4 KiB at 0.19 and 0.38 GB/s
+    busbw both take 1.5 x 2048 / 0.19e9 = 1.5 x 4096 / 0.38e9 = 16.17 us = 2 steps of
+    8.08 us; 8 MiB at 253.46 GB/s takes 1.5 x 2^23 / 253.46e9 = 49.64 us, of which 33.47 us
+    move the bus bytes: 1.5 x 2^23 / 33.47 us / 900 GB/s = 0.418. The plateau is the mean
+    busbw at >= 1 GiB, (646.87 + 666.63 + 679.61) / 3 / 900 = 0.738 (P-NCC14, P-NCC30, C05);
+    the 1 KiB and 1 MiB CHECK rows (P-NCC10, P-NCC11) are not used."""
     f = fit.fit_collective(cases, "GB200", 900e9)
-    assert f.latency_us == 0.0 and f.curve == ()
-    util = (679.61 + 646.87) / 2 / 900
-    assert f.bus_bw_util == pytest.approx(round(util, 3))
-    assert f.half_bw_bytes == pytest.approx(2**26 / 4 * (util * 900 / 550.73 - 1), rel=2e-3)
-    assert f.half_bw_bytes == pytest.approx(3.43e6, rel=2e-3)
+    alpha = 1.5 * 2048 / 0.19e9 / 2
+    assert f.latency_us == pytest.approx(alpha * 1e6, abs=0.01)
+    assert f.latency_us == pytest.approx(8.08, abs=0.01)
+    t = 1.5 * 2**23 / 253.46e9 - 2 * alpha
+    assert t == pytest.approx(33.47e-6, rel=1e-3)
+    assert dict(f.curve)[2**23] == pytest.approx(1.5 * 2**23 / t / 900e9, abs=1e-3)
+    assert f.bus_bw_util == pytest.approx(round((646.87 + 666.63 + 679.61) / 3 / 900, 3))
+    assert f.half_bw_bytes == 0.0
+    assert not {"P-NCC10", "P-NCC11"} & set(f.sources)
 
 
 def test_gb200_gemm_fit_by_hand(cases):
     """GB200 FP8 32768^3 (P-GEM15, 2825.6 TF measured): 256x256 tiles, 16384 of them over
-    the SMs in whole waves, roll-off 32768 / (32768 + 400): time = 2.5 us + 2 x 32768^3 /
-    (5000 TF x 0.61 x 0.98794 x occupancy) with occupancy within 1% of 1, i.e. 3013 TF
-    modelled, 6.6% above the measurement."""
+    the SMs in whole waves, roll-off 32768 / (32768 + 416): time = 0 us overhead + 2 x
+    32768^3 / (5000 TF x 0.61 x 0.98747 x occupancy) with occupancy within 1% of 1, i.e.
+    3012 TF modelled, 6.6% above the measurement."""
     sysm = system("GB200")
     p = fit.GemmPoint("P-GEM15", 32768, 32768, 32768, "fp8", 2 * 32768**3 / 2825.6e12)
     t = fit.model_time(sysm.chip, p, sysm.chip.efficiency.kernel_overhead_s)
-    by_hand = 2.5e-6 + 2 * 32768**3 / (5000e12 * 0.61 * 32768 / (32768 + 400))
+    by_hand = 2 * 32768**3 / (5000e12 * 0.61 * 32768 / (32768 + 416))
     assert t == pytest.approx(by_hand, rel=0.01)
     assert 2 * 32768**3 / t == pytest.approx(2825.6e12 * 1.066, rel=0.01)
+
+
+def test_launch_floor_paces_the_smallest_gb200_gemms(cases):
+    """GB200 1024^3 (P-GEM12, 4.39 us measured) and 1024 x 2145 x 1024 (P-GEM16, 4.40 us)
+    take the same time at 2.09x the work: both sit on the 4.5 us floor. By hand, 1024^3 at
+    the plateau is 2 x 1024^3 / (5000 TF x 0.61) = 0.70 us of work, the other 1.47 us
+    (roll-off and occupancy lengthen both, not past 4.5 us), so the model is
+    max(4.5 us, 0 + work) = 4.5 us for both; the 2048^3 (CHECK row P-GEM13) at 17.2 GFLOP
+    is past the floor and priced by its work."""
+    sysm = system("GB200")
+    assert sysm.chip.efficiency.kernel_min_time_s == pytest.approx(4.5e-6)
+    ovh = sysm.chip.efficiency.kernel_overhead_s
+    for m, n, k in ((1024, 1024, 1024), (1024, 2145, 1024)):
+        p = fit.GemmPoint("x", m, n, k, "fp8", 1.0)
+        assert 2 * m * n * k / (5000e12 * 0.61) < 1.5e-6
+        assert fit.model_time(sysm.chip, p, ovh) == pytest.approx(4.5e-6)
+    big = fit.GemmPoint("x", 2048, 2048, 2048, "fp8", 1.0)
+    assert fit.model_time(sysm.chip, big, ovh) > 4.5e-6 * 1.3
