@@ -18,11 +18,12 @@ GEMM (per chip shard, C[m,n] += A[m,k] B[k,n], `batch` independent GEMMs):
     partial last wave and padding of m, n to whole tiles idle the machine:
     occupancy = useful MACs / (waves x cores x tile MACs), best candidate tile.
 A fixed per-kernel latency (launch, pipeline fill and drain) is `kernel_overhead_s`, added
-by the solver's menus per kernel, not here. A kernel also takes at least `kernel_min_time_s`
-in all (the launch-rate floor: back-to-back launches of a tiny kernel are paced by the
-launch path, not by its work; fitted on GEMMs, like the overhead), so its compute time is at
-least `busy_floor` = that floor less the overhead: overhead + max(compute, memory) is then
-max(floor, overhead + max(compute, memory)).
+by the solver's menus per kernel, not here. A GEMM also takes at least `kernel_min_time_s`
+in all (the shortest GEMM the chip's measurements show: GB200 runs 1024^3 and 1024x2145x1024
+in the same 4.4 us), so its compute time is at least `busy_floor` = that floor less the
+overhead: overhead + max(compute, memory) is then max(floor, overhead + max(compute,
+memory)). The floor is fitted on GEMMs and charged to GEMMs only: no measurement shows it
+for elementwise, norm or copy kernels, which keep overhead + their work.
 
 DRAM: `dram_util` x bandwidth (STREAM copy / peak). Attention: `attention_util` x matrix
 peak for the fused attention kernel (0 = gemm_util); unfused attention is batched GEMMs and

@@ -186,15 +186,8 @@ def build_menu(
 def _compute_time(
     kernel: Kernel, chip: Chip, sizes: dict[str, int], flop: float, precision: str
 ) -> float:
-    """Compute time of one option: its work at the kernel's efficiency, never below the
-    chip's launch-rate floor (`efficiency.busy_floor`; a kernel without FLOPs, a copy or a
-    layout change, is launched all the same)."""
-    return max(_work_time(kernel, chip, sizes, flop, precision), efficiency.busy_floor(chip))
-
-
-def _work_time(
-    kernel: Kernel, chip: Chip, sizes: dict[str, int], flop: float, precision: str
-) -> float:
+    """Compute time of one option at the kernel's efficiency; a GEMM never below the chip's
+    GEMM floor (`efficiency.gemm_compute_time`)."""
     if flop <= 0:
         return 0.0
     if kernel.math_precision and kernel.math_precision != precision:

@@ -166,8 +166,8 @@ def test_a_setup_plateau_overrides_the_librarys(tmp_path):
     assert dict(eff.gemm_util_by_precision) == {"fp8": 0.5}
 
 
-def test_launch_floor_bounds_every_kernel_time_by_hand():
-    """H100 (chip file: kernel_overhead_us 4.5, kernel_min_time_us 8.0): a kernel's compute
+def test_launch_floor_bounds_every_gemm_time_by_hand():
+    """H100 (chip file: kernel_overhead_us 4.5, kernel_min_time_us 8.0): a GEMM's compute
     time is at least 8.0 - 4.5 = 3.5 us, so with the overhead added it takes at least 8 us;
     an FP8 1024^3 GEMM at the 0.694 plateau is 2 x 1024^3 / (1978.9 TF x 0.694) = 1.56 us of
     work (less still after occupancy), so it sits on the floor; an 8192^3 one (800 us) does not."""
