@@ -24,6 +24,11 @@ DRAM (plain PyTorch); MLA attention is always fused. `decode_attention: KV_PER_Q
 makes a decode step's attention read the KV cache once per query head (G times per KV head
 for G query heads per KV head), as the masked-MHA generation kernel of TensorRT-LLM before
 its XQA kernels did; the default reads it once (FlashDecoding, XQA, vLLM).
+`tensor_parallel_split: MODEL_DIMS_SPLIT` lets the tensor-parallel group split a kernel only
+along model dims (ENGINE_TP_DIMS) and runs the rest whole on every chip: an engine's
+column-parallel QKV / gate-up and row-parallel output / down projections (with their
+all-reduce), head-split attention, replicated norms and residual adds; the default leaves
+every loop dim to the search.
 KV-cache bytes: 2 layers kv_heads head_dim context bytes batch (MLA: layers (kv_lora_rank +
 qk_rope_head_dim) context bytes batch); Workload.kv_cache_bytes is taken at the longest
 context any step attends to.
@@ -34,7 +39,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from generator.graph import Phase, Workload
+from generator.graph import KernelGraph, Phase, Workload
 from generator.llm_common import head_graph, layer_phases, model_info
 from generator.llm_layer import AttnSegment, LayerShape
 from generator.models import ModelConfig
@@ -71,6 +76,24 @@ def check_inference(req: setup_pb2.LlmInference, path: Path) -> None:
         raise SetupError(p)
 
 
+# The loop dims a serving engine's tensor parallelism splits (Megatron-LM's layout as
+# TensorRT-LLM and vLLM implement it): attention heads (query heads within a KV group when
+# the KV heads are fewer than the TP degree), the MLP width, experts and the vocabulary.
+ENGINE_TP_DIMS = ("heads", "kv_heads", "group", "ffn", "experts", "vocab")
+
+
+def model_dims_split(graph: KernelGraph) -> KernelGraph:
+    """Every kernel may split only along ENGINE_TP_DIMS; one without such a dim (a norm, a
+    residual add) is pinned replicated: it runs whole on every chip of the TP group."""
+    kernels = []
+    for k in graph.kernels:
+        allowed = k.shardable_dims or tuple(d for d, _ in k.dims)
+        keep = tuple(d for d in allowed if d in ENGINE_TP_DIMS)
+        k = replace(k, shardable_dims=keep) if keep else replace(k, pinned_sharding="none")
+        kernels.append(k)
+    return replace(graph, kernels=tuple(kernels))
+
+
 def _prefill_shape(batch: int, length: int) -> LayerShape:
     seg = AttnSegment("attention", batch, length, length, cached=False, cls="Ma_Mqa")
     return LayerShape(batch * length, (seg,), "Ma_Mw", kv_write=True)
@@ -95,11 +118,15 @@ def inference_workload(
 
     unfused = req.attention == setup_pb2.UNFUSED_ATTENTION
     per_head = req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD
+    model_split = req.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT
 
     def add(base: str, shape: LayerShape, embed: int, head: int, cls: str, steps: int = 1) -> None:
         shape = replace(shape, unfused_attention=unfused, kv_per_query_head=per_head)
         layers = layer_phases(base, cfg, shape, prec, steps=steps)
         graph = head_graph(f"{base}_head", cfg, prec, embed_tokens=embed, head_tokens=head, cls=cls)
+        if model_split:
+            layers = [replace(p, graph=model_dims_split(p.graph)) for p in layers]
+            graph = model_dims_split(graph)
         hd = Phase(f"{base}_head", graph, steps=steps, role="head")
         phases.extend([*layers, hd])
         first.append((layers, hd))

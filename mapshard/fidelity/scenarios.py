@@ -301,6 +301,24 @@ def decode_attention(case: Case) -> int:
     return setup_pb2.KV_SHARED
 
 
+def tensor_parallel_split(case: Case) -> int:
+    """TensorParallelSplit of the row's measured run, from its fields:
+    - extra_params `tp_split=model_dims|searched` when the row says;
+    - MODEL_DIMS_SPLIT otherwise: every measured inference run in the schema comes from a
+      stack with Megatron-style tensor parallelism (TensorRT-LLM, optimum-habana's DeepSpeed
+      AutoTP, LLMCompass's TP blocks): heads / MLP width / vocabulary split, norms and
+      residual adds whole on every chip, an all-reduce after each row-parallel linear. The
+      row predicts that engine's measurement, so it gets that engine's split; `mapshard run`
+      of a user's setup keeps the searched split (the default)."""
+    given = case.extra.get("tp_split", "")
+    if given:
+        values = {"model_dims": setup_pb2.MODEL_DIMS_SPLIT, "searched": setup_pb2.SEARCHED_SPLIT}
+        if given not in values:
+            raise Unmodelable(f"tp_split={given} is not model_dims/searched")
+        return values[given]
+    return setup_pb2.MODEL_DIMS_SPLIT
+
+
 def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
     """C[m,n] = A[m,k] B[k,n]. An FP8 GEMM reads 1-byte inputs and writes a 16-bit C (as
     cuBLASLt's FP8 GEMMs do); the setup has one activation type for A and C, so the larger
@@ -379,6 +397,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         i.output_len = case.int("output_len")
         i.attention, _ = attention_impl(case)
         i.decode_attention = decode_attention(case)
+        i.tensor_parallel_split = tensor_parallel_split(case)
         if kind in ("inference_prefill", "layer_prefill"):
             i.phase = setup_pb2.PREFILL
         elif kind == "inference_static_batch":
