@@ -109,6 +109,9 @@ class Kernel:
     communication_2_bytes: float = 0.0
     # Sharding pinned by the input ("" = searched, "none" = replicated).
     pinned_sharding: str = ""
+    # The tensor-parallel group must split it when one of its dims can be split: an
+    # engine's linear layers and attention are never replicated (MODEL_DIMS_SPLIT).
+    must_split: bool = False
     pinned_config: int = -1
     # On-chip tile pinned by the input (schema.tiles syntax; "" = searched).
     pinned_tile: str = ""

@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from generator.graph import KernelGraph, Phase, Workload
+from generator.graph import KernelGraph, KernelKind, OperandRole, Phase, Workload
 from generator.llm_common import head_graph, layer_phases, model_info
 from generator.llm_layer import AttnSegment, LayerShape
 from generator.models import ModelConfig
@@ -84,12 +84,20 @@ ENGINE_TP_DIMS = ("heads", "kv_heads", "group", "ffn", "experts", "vocab")
 
 def model_dims_split(graph: KernelGraph) -> KernelGraph:
     """Every kernel may split only along ENGINE_TP_DIMS; one without such a dim (a norm, a
-    residual add) is pinned replicated: it runs whole on every chip of the TP group."""
+    residual add) is pinned replicated: it runs whole on every chip of the TP group. A
+    linear layer, and attention, must split when it can (engines never replicate a linear
+    layer's weights over the TP group); the embedding table may stay whole (TensorRT-LLM's
+    default) or split over the vocabulary."""
     kernels = []
     for k in graph.kernels:
         allowed = k.shardable_dims or tuple(d for d, _ in k.dims)
         keep = tuple(d for d in allowed if d in ENGINE_TP_DIMS)
-        k = replace(k, shardable_dims=keep) if keep else replace(k, pinned_sharding="none")
+        if not keep:
+            k = replace(k, pinned_sharding="none")
+        else:
+            weights = k.bytes_by_role(OperandRole.WEIGHT) > 0 and k.kind != KernelKind.EMBEDDING
+            split = k.kind == KernelKind.ATTENTION or weights
+            k = replace(k, shardable_dims=keep, must_split=split)
         kernels.append(k)
     return replace(graph, kernels=tuple(kernels))
 
