@@ -110,8 +110,10 @@ class Kernel:
     # Sharding pinned by the input ("" = searched, "none" = replicated).
     pinned_sharding: str = ""
     # The tensor-parallel group must split it when one of its dims can be split: an
-    # engine's linear layers and attention are never replicated (MODEL_DIMS_SPLIT).
-    must_split: bool = False
+    # engine's linear layers and attention are never replicated (MODEL_DIMS_SPLIT). Out
+    # of repr: structural signatures (canonical order) hash the repr, and a field added
+    # there would reorder every existing graph's ties.
+    must_split: bool = field(default=False, repr=False)
     pinned_config: int = -1
     # On-chip tile pinned by the input (schema.tiles syntax; "" = searched).
     pinned_tile: str = ""
