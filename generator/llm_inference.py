@@ -4,6 +4,8 @@ Phases (layer graphs have count = num_layers; heads have role "head"):
 - PREFILL: `prefill` (batch x input_len tokens, attention over the prompt, KV write of every
   token) and `prefill_head` (embedding of every token; final norm + LM head only on the last
   token of each sequence).
+  With `prefill_tokens_per_pass` the batch is prefilled in passes of whole sequences
+  (prefill_passes): the phases run once per pass (steps = passes).
 - DECODE: one step: `decode` (batch x 1 token, attention over context_len cached tokens,
   context_len 0 = input_len; KV write of the new token) and `decode_head`.
 - CHUNKED_PREFILL: one Sarathi-style scheduler step: the GEMMs run over chunk_size prefill
@@ -58,7 +60,16 @@ PHASE = {
 def check_inference(req: setup_pb2.LlmInference, path: Path) -> None:
     where = f"{path}: workload.llm_inference"
     p = []
-    for field in ("batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch"):
+    fields = (
+        "batch",
+        "input_len",
+        "output_len",
+        "context_len",
+        "chunk_size",
+        "decode_batch",
+        "prefill_tokens_per_pass",
+    )
+    for field in fields:
         if getattr(req, field) < 0:
             p.append(f"{where}.{field} must be >= 0, got {getattr(req, field)}")
     if req.phase in (setup_pb2.PREFILL, setup_pb2.REQUEST) and req.input_len <= 0:
@@ -102,6 +113,17 @@ def model_dims_split(graph: KernelGraph) -> KernelGraph:
     return replace(graph, kernels=tuple(kernels))
 
 
+def prefill_passes(batch: int, input_len: int, tokens_per_pass: int) -> tuple[int, int]:
+    """(sequences per pass, passes) of a batch's prefill under a token budget per forward
+    pass (0 = no budget: one pass). Whole sequences per pass, at least one; the passes are
+    balanced (ceil(batch / passes) each), so the last pass is never a small remainder."""
+    if tokens_per_pass <= 0 or batch * input_len <= tokens_per_pass:
+        return batch, 1
+    most = max(1, tokens_per_pass // input_len)
+    passes = -(-batch // most)
+    return -(-batch // passes), passes
+
+
 def _prefill_shape(batch: int, length: int) -> LayerShape:
     seg = AttnSegment("attention", batch, length, length, cached=False, cls="Ma_Mqa")
     return LayerShape(batch * length, (seg,), "Ma_Mw", kv_write=True)
@@ -140,7 +162,13 @@ def inference_workload(
         first.append((layers, hd))
 
     if kind in ("prefill", "request"):
-        add("prefill", _prefill_shape(batch, ilen), batch * ilen, batch, "Va_Mw")
+        seqs, passes = prefill_passes(batch, ilen, req.prefill_tokens_per_pass)
+        add("prefill", _prefill_shape(seqs, ilen), seqs * ilen, seqs, "Va_Mw", steps=passes)
+        if passes > 1:
+            notes.append(
+                f"prefill: {passes} passes of {seqs} sequences ({seqs * ilen} tokens; "
+                f"prefill_tokens_per_pass {req.prefill_tokens_per_pass})"
+            )
         kv_tokens = batch * ilen
     if kind == "decode":
         ctx = req.context_len or ilen

@@ -398,6 +398,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         i.attention, _ = attention_impl(case)
         i.decode_attention = decode_attention(case)
         i.tensor_parallel_split = tensor_parallel_split(case)
+        i.prefill_tokens_per_pass = int(case.extra_float("max_num_tokens"))
         if kind in ("inference_prefill", "layer_prefill"):
             i.phase = setup_pb2.PREFILL
         elif kind == "inference_static_batch":
@@ -445,14 +446,17 @@ def tag_levels(system: System, levels: list[LevelSpec], spec: setup_pb2.ChipSpec
     return replace(system, network=network)
 
 
-def load_case_scenario(case: Case, where: Path) -> Scenario:
+def load_case_scenario(case: Case, where: Path, prefill_tokens_per_pass: int = 0) -> Scenario:
     """The row's scenario through the pipeline's own stages, with the degrees fixed on the
     resolved system. Only what a setup file can express is pinned (parallel degrees,
     schedule, recompute, precision, optimizer sharding); the per-kernel sharding is
-    searched, as `mapshard run` would."""
+    searched, as `mapshard run` would. `prefill_tokens_per_pass` > 0 overrides the row's
+    prefill token budget (extra_params max_num_tokens)."""
     from mapshard import pipeline
 
     setup, levels = build_setup(case)
+    if prefill_tokens_per_pass > 0:
+        setup.workload.llm_inference.prefill_tokens_per_pass = prefill_tokens_per_pass
     loaded = pipeline.load_message(setup, where)
     system = tag_levels(pipeline.resolve(loaded), levels, chip_spec(case))
     workload = pipeline.generate(loaded, system)

@@ -185,6 +185,8 @@ def inference_times(
             t += (pp - 1) * hierarchical_time(
                 "p2p", boundary_bytes(workload, p) / tp, choice.span("PP")
             )
+        if kind == "prefill":  # prefill in passes (prefill_tokens_per_pass): once per pass
+            t *= p.steps
         groups[kind] = groups.get(kind, 0.0) + t
         steps[kind] = max(steps.get(kind, 1), p.steps)
     prefill = groups.get("prefill")

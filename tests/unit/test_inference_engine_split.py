@@ -1,0 +1,106 @@
+"""Serving-engine execution of inference, by hand: Megatron-style tensor parallelism
+(MODEL_DIMS_SPLIT) and a static batch's prefill in passes under a token budget
+(prefill_tokens_per_pass), and how the validation builder gives a measured row both."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from generator.build import build_workload
+from generator.llm_inference import prefill_passes
+from mapshard import pipeline
+from mapshard.fidelity.cases import Case, parse_extra
+from mapshard.fidelity.scenarios import Unmodelable, tensor_parallel_split
+from schema import setup_pb2
+from solver.cost.menus import sharding_choices
+
+
+def _prefill(batch: int, input_len: int, split: int = setup_pb2.SEARCHED_SPLIT) -> setup_pb2.Setup:
+    s = setup_pb2.Setup()
+    i = s.workload.llm_inference
+    i.model.hf_model = "Llama-3.1-8B"
+    i.phase, i.batch, i.input_len = setup_pb2.PREFILL, batch, input_len
+    i.tensor_parallel_split = split
+    return s
+
+
+def _choices(split: int, tp: int = 8) -> dict[str, list[str]]:
+    w = build_workload(_prefill(2, 256, split), Path("setup.txt"), tp)
+    return {k.name: sharding_choices(k, tp) for p in w.phases for k in p.graph.kernels}
+
+
+def test_engine_split_is_megatron_tensor_parallelism():
+    """Llama-3.1-8B at TP 8: 8 KV heads of 4 query heads each (group 4 < 8 cannot split),
+    MLP width 14336. Megatron: QKV column-parallel over the 8 KV heads, attention per head,
+    the output projection row-parallel over the same heads (an all-reduce, or its
+    reduce-scatter half), gate/up column-parallel and down row-parallel over ffn, norms and
+    residual adds whole on every chip, the LM head over the vocabulary. No linear layer
+    keeps its weights whole; no kernel splits the tokens."""
+    c = _choices(setup_pb2.MODEL_DIMS_SPLIT)
+    for name in ("attn_norm", "attn_residual", "mlp_norm", "mlp_residual", "final_norm"):
+        assert c[name] == ["none"], name
+    assert c["q_proj"] == c["kv_proj"] == c["attention"] == ["kv_heads"]
+    assert c["o_proj"] == ["kv_heads", "kv_heads+rs"]
+    assert c["mlp_gate_up"] == ["ffn"]
+    assert c["mlp_down"] == ["ffn", "ffn+rs"]
+    assert c["lm_head"] == ["vocab"]
+    assert "none" in c["embedding"]  # TensorRT-LLM keeps the table whole by default
+    assert not any(ch.startswith("tokens") for chs in c.values() for ch in chs)
+
+
+def test_the_default_split_is_searched():
+    """Without the engine split the search may split the tokens of a projection and keep
+    its weights whole (sequence-parallel style), as before."""
+    c = _choices(setup_pb2.SEARCHED_SPLIT)
+    assert {"none", "tokens", "kv_heads"} <= set(c["q_proj"])
+    assert "tokens" in c["attn_norm"]
+
+
+@pytest.mark.parametrize(
+    ("batch", "input_len", "budget", "expected"),
+    [
+        (364, 2048, 0, (364, 1)),  # no budget: one pass
+        (364, 2048, 364 * 2048, (364, 1)),  # the whole batch fits the budget
+        (364, 2048, 8192, (4, 91)),  # 8192 // 2048 = 4 sequences, 364 / 4 = 91 passes
+        (364, 2048, 1000, (1, 364)),  # a budget below one prompt: one sequence per pass
+        (10, 100, 400, (4, 3)),  # 4 a pass at most -> 3 passes, balanced: ceil(10/3) = 4
+    ],
+)
+def test_prefill_passes(batch, input_len, budget, expected):
+    assert prefill_passes(batch, input_len, budget) == expected
+
+
+def _solve(batch: int, budget: int):
+    s = _prefill(batch, 256)
+    s.workload.llm_inference.prefill_tokens_per_pass = budget
+    s.system.chip, s.system.num_chip = "H100-SXM5-80GB", 1
+    loaded = pipeline.load_message(s, Path("x/setup.txt"))
+    system = pipeline.resolve(loaded)
+    return pipeline.plan(pipeline.assemble(loaded, system, pipeline.generate(loaded, system)))
+
+
+def test_a_prefill_in_passes_costs_its_passes_and_holds_one():
+    """Batch 4 x 256 tokens under a 512-token budget = 2 passes of 2 sequences: the time to
+    the first token is 2 x that of one 2-sequence prefill (each pass re-reads the weights),
+    the live activations those of one pass, the KV cache that of all 4 sequences
+    (2 x 32 layers x 8 KV heads x 128 x 2 bytes = 128 KiB a token)."""
+    two_passes, one_pass = _solve(4, 512), _solve(2, 0)
+    assert two_passes.ttft_s == pytest.approx(2 * one_pass.ttft_s, rel=1e-9)
+    assert two_passes.memory.activations == pytest.approx(one_pass.memory.activations)
+    assert two_passes.memory.kv_cache == 4 * 256 * 2 * 32 * 8 * 128 * 2
+    assert one_pass.memory.kv_cache == 2 * 256 * 2 * 32 * 8 * 128 * 2
+
+
+def _case(**extra: str) -> Case:
+    text = ";".join(f"{k}={v}" for k, v in extra.items())
+    return Case({"id": "X", "kind": "inference_prefill", "extra_params": text}, parse_extra(text))
+
+
+def test_a_measured_row_gets_its_engines_split():
+    assert tensor_parallel_split(_case(engine="TensorRT-LLM")) == setup_pb2.MODEL_DIMS_SPLIT
+    assert tensor_parallel_split(_case()) == setup_pb2.MODEL_DIMS_SPLIT
+    assert tensor_parallel_split(_case(tp_split="searched")) == setup_pb2.SEARCHED_SPLIT
+    with pytest.raises(Unmodelable, match="tp_split=rows"):
+        tensor_parallel_split(_case(tp_split="rows"))
