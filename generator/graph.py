@@ -420,6 +420,8 @@ class Workload:
     chunk_size: int = 0
     decode_batch: int = 0
     context_len: int = 0
+    # Inference: the serving runtime's host time per generate call (request_overhead_us)
+    request_overhead_s: float = 0.0
     # Training knobs the setup left unset, chosen by the solver's outer search: any of
     # "micro_batch", "recompute", "zero_stage", "virtual_pipeline" (TRAINING_KNOBS).
     searched: tuple[str, ...] = ()

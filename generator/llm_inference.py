@@ -31,6 +31,9 @@ along model dims (ENGINE_TP_DIMS) and runs the rest whole on every chip: an engi
 column-parallel QKV / gate-up and row-parallel output / down projections (with their
 all-reduce), head-split attention, replicated norms and residual adds; the default leaves
 every loop dim to the search.
+`request_overhead_us` is the runtime's host time per generate call, added once to the time
+to first token and the end-to-end latency of PREFILL and REQUEST (not to one decode or
+chunked-prefill step).
 KV-cache bytes: 2 layers kv_heads head_dim context bytes batch (MLA: layers (kv_lora_rank +
 qk_rope_head_dim) context bytes batch); Workload.kv_cache_bytes is taken at the longest
 context any step attends to.
@@ -57,6 +60,10 @@ PHASE = {
 }
 
 
+# Phases that are one whole generate call of the runtime (request_overhead_us applies).
+ONE_CALL = ("prefill", "request")
+
+
 def check_inference(req: setup_pb2.LlmInference, path: Path) -> None:
     where = f"{path}: workload.llm_inference"
     p = []
@@ -74,6 +81,8 @@ def check_inference(req: setup_pb2.LlmInference, path: Path) -> None:
             p.append(f"{where}.{field} must be >= 0, got {getattr(req, field)}")
     if req.phase in (setup_pb2.PREFILL, setup_pb2.REQUEST) and req.input_len <= 0:
         p.append(f"{where}.input_len must be > 0 tokens for phase {PHASE[req.phase].upper()}")
+    if req.request_overhead_us < 0:
+        p.append(f"{where}.request_overhead_us must be >= 0 us, got {req.request_overhead_us:g}")
     if req.phase == setup_pb2.REQUEST and req.output_len <= 0:
         p.append(f"{where}.output_len must be > 0 tokens for phase REQUEST")
     if req.phase == setup_pb2.DECODE and req.context_len <= 0 and req.input_len <= 0:
@@ -226,6 +235,9 @@ def inference_workload(
         activation_bytes_per_element=prec.activation_bytes,
         kv_bytes_per_element=prec.kv_bytes,
         compute_dtype=prec.math,
+        request_overhead_s=req.request_overhead_us * 1e-6
+        if kind in ("prefill", "request")
+        else 0.0,
         notes=tuple(notes),
         **extra,
     )

@@ -204,7 +204,7 @@ def _solved(case: Case, where: Path) -> Prediction:
         p, note = pipeline.plan(load_case_scenario(case, where)), ""
     kind = case.kind
     if kind in LLM_KINDS and kind != "training_step" and case.int("tp", 1) > 1:
-        note += "; engine TP split (scenarios.tensor_parallel_split)"
+        note += "; engine TP split"
     if kind in ("gemm", "hpl"):
         t = p.latency_s
     elif kind == "training_step":

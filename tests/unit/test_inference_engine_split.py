@@ -104,3 +104,34 @@ def test_a_measured_row_gets_its_engines_split():
     assert tensor_parallel_split(_case(tp_split="searched")) == setup_pb2.SEARCHED_SPLIT
     with pytest.raises(Unmodelable, match="tp_split=rows"):
         tensor_parallel_split(_case(tp_split="rows"))
+
+
+def test_the_runtimes_request_overhead_is_paid_once_per_generate_call():
+    """request_overhead_us = 3600: the time to first token of the same prefill is exactly
+    3.6 ms longer and the plan names it in its time breakdown; a decode step is a step of
+    a generate call, not a call, and does not pay it."""
+    plain = _solve(2, 0)
+    s = _prefill(2, 256)
+    s.workload.llm_inference.request_overhead_us = 3600
+    s.system.chip, s.system.num_chip = "H100-SXM5-80GB", 1
+    loaded = pipeline.load_message(s, Path("x/setup.txt"))
+    system = pipeline.resolve(loaded)
+    paid = pipeline.plan(pipeline.assemble(loaded, system, pipeline.generate(loaded, system)))
+    assert paid.ttft_s == pytest.approx(plain.ttft_s + 3.6e-3, rel=1e-12)
+    assert paid.time_breakdown["request_overhead"] == pytest.approx(3.6e-3)
+    s.workload.llm_inference.phase, s.workload.llm_inference.context_len = setup_pb2.DECODE, 64
+    assert build_workload(s, Path("setup.txt"), 1).request_overhead_s == 0.0
+
+
+def test_tensorrt_llm_sessions_get_the_fitted_overhead():
+    from mapshard.fidelity.scenarios import TRTLLM_SESSION_REQUEST_OVERHEAD_US as FITTED
+    from mapshard.fidelity.scenarios import request_overhead_us
+
+    session = {"engine": "TensorRT-LLM", "harness": "gptSessionBenchmark"}
+    assert request_overhead_us(_case(**session)) == FITTED == 3600.0
+    python_runtime = {"engine": "TensorRT-LLM", "harness": "benchmarks/python/benchmark.py"}
+    assert request_overhead_us(_case(**python_runtime)) == 0.0
+    assert request_overhead_us(_case(engine="optimum-habana")) == 0.0
+    assert request_overhead_us(_case(request_overhead_us="250")) == 250.0
+    with pytest.raises(Unmodelable, match="request_overhead_us=-1"):
+        request_overhead_us(_case(request_overhead_us="-1"))
