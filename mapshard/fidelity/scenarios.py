@@ -162,11 +162,27 @@ def _precision(case: Case, msg: setup_pb2.Precision) -> None:
     math_t = DTYPES[prec]
     act = "BF16" if prec == "fp8" else math_t
     weight = DTYPES.get(case.extra.get("weights_dtype", ""), math_t)
+    if prec == "fp8" and trtllm_dequantized_fp8(case):
+        math_t = weight = act
     kv = DTYPES.get(case.extra.get("kv_cache_dtype", ""), act)
     msg.weight = setup_pb2.DType.Value(weight)
     msg.activation = setup_pb2.DType.Value(act)
     msg.kv_cache = setup_pb2.DType.Value(kv)
     msg.math = setup_pb2.DType.Value(math_t)
+
+
+def trtllm_dequantized_fp8(case: Case) -> bool:
+    """An FP8 checkpoint that TensorRT-LLM ran through 16-bit GEMMs: its FP8Linear /
+    FP8RowLinear layers (tensorrt_llm/quantization/layers.py) use the FP8 GEMM only with
+    `gemm_plugin` (or low_latency_gemm_plugin) `fp8`; with any other plugin setting they
+    dequantize the activations and the FP8 weights to the model dtype and multiply in it.
+    `--gemm_plugin auto` means the model dtype (PluginConfig), float16 for a checkpoint
+    quantized with `--dtype float16`. The row says which through extra_params
+    `gemm_plugin` (the build flag of its harness); rows without it keep FP8 GEMMs. The
+    dequantized weights are a constant the engine builder folds, so they are read at 16
+    bits; the KV cache keeps its own type (the attention plugin's FP8 cache)."""
+    plugin = case.extra.get("gemm_plugin", "")
+    return case.extra.get("engine") == "TensorRT-LLM" and plugin not in ("", "fp8")
 
 
 def _system(

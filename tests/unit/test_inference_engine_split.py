@@ -135,3 +135,27 @@ def test_tensorrt_llm_sessions_get_the_fitted_overhead():
     assert request_overhead_us(_case(request_overhead_us="250")) == 250.0
     with pytest.raises(Unmodelable, match="request_overhead_us=-1"):
         request_overhead_us(_case(request_overhead_us="-1"))
+
+
+def test_tensorrt_llm_fp8_without_the_fp8_gemm_plugin_multiplies_in_16_bit():
+    """TensorRT-LLM's FP8Linear uses the FP8 GEMM only with gemm_plugin fp8; built with
+    `--gemm_plugin auto` (the model dtype) it dequantizes to 16 bits: math and weights
+    16-bit, the KV cache still FP8. Rows that do not name the plugin keep FP8 GEMMs."""
+    from mapshard.fidelity.scenarios import build_setup
+
+    def precision(**extra: str) -> tuple[str, str, str]:
+        base = {"engine": "TensorRT-LLM", "weights_dtype": "fp8", "kv_cache_dtype": "fp8"}
+        text = ";".join(f"{k}={v}" for k, v in {**base, **extra}.items())
+        cells = {
+            "id": "X", "kind": "inference_prefill", "usable": "1", "chip": "H100-SXM5-80GB",
+            "num_chips": "1", "precision": "fp8", "batch": "1", "input_len": "128",
+            "output_len": "1", "extra_params": text,
+            "model": "m", "hidden": "4096", "layers": "2", "heads": "32", "ffn_hidden": "11008",
+            "ffn_kind": "swiglu", "vocab": "32000",
+        }  # fmt: skip
+        p = build_setup(Case(cells, parse_extra(text)))[0].workload.precision
+        return tuple(setup_pb2.DType.Name(x) for x in (p.math, p.weight, p.kv_cache))
+
+    assert precision() == ("FP8", "FP8", "FP8")
+    assert precision(gemm_plugin="fp8") == ("FP8", "FP8", "FP8")
+    assert precision(gemm_plugin="auto") == ("BF16", "BF16", "FP8")
