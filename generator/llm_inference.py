@@ -25,7 +25,8 @@ Attention FLOP is the non-causal 4 b s_q s_kv heads head_dim (Megatron conventio
 DRAM (plain PyTorch); MLA attention is always fused. `decode_attention: KV_PER_QUERY_HEAD`
 makes a decode step's attention read the KV cache once per query head (G times per KV head
 for G query heads per KV head), as the masked-MHA generation kernel of TensorRT-LLM before
-its XQA kernels did; the default reads it once (FlashDecoding, XQA, vLLM).
+its XQA kernels did (`kv_reread_dram_share` of the G - 1 repeated reads from DRAM, the rest
+from the on-chip cache); the default reads it once (FlashDecoding, XQA, vLLM).
 `tensor_parallel_split: MODEL_DIMS_SPLIT` lets the tensor-parallel group split a kernel only
 along model dims (ENGINE_TP_DIMS) and runs the rest whole on every chip: an engine's
 column-parallel QKV / gate-up and row-parallel output / down projections (with their
@@ -81,6 +82,11 @@ def check_inference(req: setup_pb2.LlmInference, path: Path) -> None:
             p.append(f"{where}.{field} must be >= 0, got {getattr(req, field)}")
     if req.phase in (setup_pb2.PREFILL, setup_pb2.REQUEST) and req.input_len <= 0:
         p.append(f"{where}.input_len must be > 0 tokens for phase {PHASE[req.phase].upper()}")
+    if not 0 <= req.kv_reread_dram_share <= 1:
+        p.append(
+            f"{where}.kv_reread_dram_share must be in [0, 1] (0 = unset = 1), got "
+            f"{req.kv_reread_dram_share:g}"
+        )
     if req.request_overhead_us < 0:
         p.append(f"{where}.request_overhead_us must be >= 0 us, got {req.request_overhead_us:g}")
     if req.phase == setup_pb2.REQUEST and req.output_len <= 0:
@@ -158,9 +164,12 @@ def inference_workload(
     unfused = req.attention == setup_pb2.UNFUSED_ATTENTION
     per_head = req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD
     model_split = req.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT
+    reread = req.kv_reread_dram_share or 1.0
 
     def add(base: str, shape: LayerShape, embed: int, head: int, cls: str, steps: int = 1) -> None:
-        shape = replace(shape, unfused_attention=unfused, kv_per_query_head=per_head)
+        shape = replace(
+            shape, unfused_attention=unfused, kv_per_query_head=per_head, kv_reread_share=reread
+        )
         layers = layer_phases(base, cfg, shape, prec, steps=steps)
         graph = head_graph(f"{base}_head", cfg, prec, embed_tokens=embed, head_tokens=head, cls=cls)
         if model_split:

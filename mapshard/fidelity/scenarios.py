@@ -317,6 +317,32 @@ def decode_attention(case: Case) -> int:
     return setup_pb2.KV_SHARED
 
 
+# TensorRT-LLM's masked-MHA generation kernel (before XQA): the share of a KV head's G - 1
+# repeated reads (one per query head of its group) that reach DRAM, the rest hitting L2
+# while the group's thread blocks run side by side. Least mean |relative error| of the
+# FIT rows that decode a GQA model with it (P-TRT08, 09, 10, 12, 14, 15: H100, v0.6.1) on
+# a 0.1 grid: 1.0 (every read from DRAM) 10.1% -> 0.7 4.8%. No CHECK row was used.
+TRTLLM_MMHA_KV_REREAD_DRAM_SHARE = 0.7
+
+
+def kv_reread_dram_share(case: Case, mode: int) -> float:
+    """LlmInference.kv_reread_dram_share of the row: extra_params `kv_reread_dram_share`
+    when given; TRTLLM_MMHA_KV_REREAD_DRAM_SHARE for a TensorRT-LLM row whose decode
+    attention reads the KV cache per query head; else 0 (unset: every read from DRAM)."""
+    given = case.extra.get("kv_reread_dram_share", "")
+    if given:
+        try:
+            value = float(given)
+        except ValueError:
+            value = -1.0
+        if not 0 < value <= 1:
+            raise Unmodelable(f"kv_reread_dram_share={given} is not a number in (0, 1]")
+        return value
+    if mode == setup_pb2.KV_PER_QUERY_HEAD and case.extra.get("engine") == "TensorRT-LLM":
+        return TRTLLM_MMHA_KV_REREAD_DRAM_SHARE
+    return 0.0
+
+
 def tensor_parallel_split(case: Case) -> int:
     """TensorParallelSplit of the row's measured run, from its fields:
     - extra_params `tp_split=model_dims|searched` when the row says;
@@ -441,6 +467,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         i.output_len = case.int("output_len")
         i.attention, _ = attention_impl(case)
         i.decode_attention = decode_attention(case)
+        i.kv_reread_dram_share = kv_reread_dram_share(case, i.decode_attention)
         i.tensor_parallel_split = tensor_parallel_split(case)
         i.prefill_tokens_per_pass = int(case.extra_float("max_num_tokens"))
         i.request_overhead_us = request_overhead_us(case)
