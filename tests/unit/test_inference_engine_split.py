@@ -193,3 +193,19 @@ def test_tensorrt_llm_before_xqa_gets_the_fitted_reread_share():
     assert kv_reread_dram_share(given, setup_pb2.KV_PER_QUERY_HEAD) == 0.5
     with pytest.raises(Unmodelable, match="kv_reread_dram_share=1.5"):
         kv_reread_dram_share(_case(kv_reread_dram_share="1.5"), setup_pb2.KV_PER_QUERY_HEAD)
+
+
+def test_an_infeasible_prefill_is_told_the_pass_budget_that_fits():
+    """100 GB needed of which 60 activations, 70 GB of DRAM: the other 40 stay, so p passes
+    need 40 + 60 / p <= 70 -> p = 2, 10 sequences / 2 = 5 a pass x 100 tokens = 500; a
+    decode step or a machine too small for the weights alone gets no such fix."""
+    from generator.graph import Workload
+    from solver.search.infeasible import Reason, prefill_pass_fix
+
+    gb = 1e9
+    best = Reason("DRAM capacity", "", 100 / 70, "", 100 * gb, 60 * gb)
+    prefill = Workload("inference", (), phase="prefill", batch=10, input_len=100)
+    assert prefill_pass_fix(prefill, best, 70 * gb).endswith("prefill_tokens_per_pass ≤ 500")
+    decode = Workload("inference", (), phase="decode", batch=10, input_len=100)
+    assert prefill_pass_fix(decode, best, 70 * gb) == ""
+    assert prefill_pass_fix(prefill, best, 39 * gb) == ""
