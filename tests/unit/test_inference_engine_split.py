@@ -12,7 +12,7 @@ from generator.build import build_workload
 from generator.llm_inference import prefill_passes
 from mapshard import pipeline
 from mapshard.fidelity.cases import Case, parse_extra
-from mapshard.fidelity.scenarios import Unmodelable, tensor_parallel_split
+from mapshard.fidelity.engines import Unmodelable, tensor_parallel_split
 from schema import setup_pb2
 from solver.cost.menus import sharding_choices
 
@@ -124,8 +124,8 @@ def test_the_runtimes_request_overhead_is_paid_once_per_generate_call():
 
 
 def test_tensorrt_llm_sessions_get_the_fitted_overhead():
-    from mapshard.fidelity.scenarios import TRTLLM_SESSION_REQUEST_OVERHEAD_US as FITTED
-    from mapshard.fidelity.scenarios import request_overhead_us
+    from mapshard.fidelity.engines import TRTLLM_SESSION_REQUEST_OVERHEAD_US as FITTED
+    from mapshard.fidelity.engines import request_overhead_us
 
     session = {"engine": "TensorRT-LLM", "harness": "gptSessionBenchmark"}
     assert request_overhead_us(_case(**session)) == FITTED == 3600.0
@@ -183,8 +183,8 @@ def test_repeated_kv_reads_that_hit_the_cache_are_not_dram_traffic():
 
 
 def test_tensorrt_llm_before_xqa_gets_the_fitted_reread_share():
-    from mapshard.fidelity.scenarios import TRTLLM_MMHA_KV_REREAD_DRAM_SHARE as FITTED
-    from mapshard.fidelity.scenarios import kv_reread_dram_share
+    from mapshard.fidelity.engines import TRTLLM_MMHA_KV_REREAD_DRAM_SHARE as FITTED
+    from mapshard.fidelity.engines import kv_reread_dram_share
 
     trt = _case(engine="TensorRT-LLM", engine_version="0.6.1")
     assert kv_reread_dram_share(trt, setup_pb2.KV_PER_QUERY_HEAD) == FITTED == 0.7
