@@ -244,9 +244,7 @@ def inference_workload(
         activation_bytes_per_element=prec.activation_bytes,
         kv_bytes_per_element=prec.kv_bytes,
         compute_dtype=prec.math,
-        request_overhead_s=req.request_overhead_us * 1e-6
-        if kind in ("prefill", "request")
-        else 0.0,
+        request_overhead_s=req.request_overhead_us * 1e-6 if kind in ONE_CALL else 0.0,
         notes=tuple(notes),
         **extra,
     )

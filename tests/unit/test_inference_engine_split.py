@@ -209,3 +209,32 @@ def test_an_infeasible_prefill_is_told_the_pass_budget_that_fits():
     decode = Workload("inference", (), phase="decode", batch=10, input_len=100)
     assert prefill_pass_fix(decode, best, 70 * gb) == ""
     assert prefill_pass_fix(prefill, best, 39 * gb) == ""
+
+
+def _row(**cells: str) -> Case:
+    base = {
+        "id": "X", "kind": "inference_static_batch", "usable": "1", "chip": "H100-SXM5-80GB",
+        "num_chips": "1", "precision": "bf16", "model": "Llama-3.1-8B", "hidden": "4096",
+        "layers": "32", "heads": "32", "kv_heads": "8", "head_dim": "128",
+        "ffn_hidden": "14336", "ffn_kind": "swiglu", "vocab": "128256", "tp": "1",
+        "batch": "160", "input_len": "2048", "output_len": "2", "metric": "tokens_per_s",
+        "value": "1000",
+    }  # fmt: skip
+    base.update(cells)
+    text = "hf_config=meta-llama/Llama-3.1-8B;" + base.pop("extra_params", "")
+    return Case({**base, "extra_params": text}, parse_extra(text))
+
+
+def test_a_measured_batch_that_cannot_prefill_at_once_is_prefilled_in_passes():
+    """Llama-3.1-8B, 160 x 2048 prompt tokens on one 80 GiB H100 in 16 bits: weights 16 GB
+    + KV cache 160 x 2050 x 128 KiB = 43 GB leave ~27 GB of 85.9, the one-pass MLP activations
+    (327,680 tokens x 14,336 x 3 tensors x 2 bytes = 28 GB) do not fit; 2 passes of 80
+    sequences (14 GB) do, and the row's prediction is that plan: the same time as the row
+    with max_num_tokens = 80 x 2048 given."""
+    from mapshard.fidelity.predict import predict
+
+    where = Path("x/cases.csv")
+    free = predict(_row(), where)
+    assert free.detail.endswith("prefill in 2 passes (whole batch: OOM)")
+    given = predict(_row(extra_params=f"max_num_tokens={80 * 2048}"), where)
+    assert free.value == pytest.approx(given.value, rel=1e-12)
