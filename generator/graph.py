@@ -109,6 +109,11 @@ class Kernel:
     communication_2_bytes: float = 0.0
     # Sharding pinned by the input ("" = searched, "none" = replicated).
     pinned_sharding: str = ""
+    # The tensor-parallel group must split it when one of its dims can be split: an
+    # engine's linear layers and attention are never replicated (MODEL_DIMS_SPLIT). Out
+    # of repr: structural signatures (canonical order) hash the repr, and a field added
+    # there would reorder every existing graph's ties.
+    must_split: bool = field(default=False, repr=False)
     pinned_config: int = -1
     # On-chip tile pinned by the input (schema.tiles syntax; "" = searched).
     pinned_tile: str = ""
@@ -415,6 +420,8 @@ class Workload:
     chunk_size: int = 0
     decode_batch: int = 0
     context_len: int = 0
+    # Inference: the serving runtime's host time per generate call (request_overhead_us)
+    request_overhead_s: float = 0.0
     # Training knobs the setup left unset, chosen by the solver's outer search: any of
     # "micro_batch", "recompute", "zero_stage", "virtual_pipeline" (TRAINING_KNOBS).
     searched: tuple[str, ...] = ()

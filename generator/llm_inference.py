@@ -4,6 +4,8 @@ Phases (layer graphs have count = num_layers; heads have role "head"):
 - PREFILL: `prefill` (batch x input_len tokens, attention over the prompt, KV write of every
   token) and `prefill_head` (embedding of every token; final norm + LM head only on the last
   token of each sequence).
+  With `prefill_tokens_per_pass` the batch is prefilled in passes of whole sequences
+  (prefill_passes): the phases run once per pass (steps = passes).
 - DECODE: one step: `decode` (batch x 1 token, attention over context_len cached tokens,
   context_len 0 = input_len; KV write of the new token) and `decode_head`.
 - CHUNKED_PREFILL: one Sarathi-style scheduler step: the GEMMs run over chunk_size prefill
@@ -23,7 +25,16 @@ Attention FLOP is the non-causal 4 b s_q s_kv heads head_dim (Megatron conventio
 DRAM (plain PyTorch); MLA attention is always fused. `decode_attention: KV_PER_QUERY_HEAD`
 makes a decode step's attention read the KV cache once per query head (G times per KV head
 for G query heads per KV head), as the masked-MHA generation kernel of TensorRT-LLM before
-its XQA kernels did; the default reads it once (FlashDecoding, XQA, vLLM).
+its XQA kernels did (`kv_reread_dram_share` of the G - 1 repeated reads from DRAM, the rest
+from the on-chip cache); the default reads it once (FlashDecoding, XQA, vLLM).
+`tensor_parallel_split: MODEL_DIMS_SPLIT` lets the tensor-parallel group split a kernel only
+along model dims (ENGINE_TP_DIMS) and runs the rest whole on every chip: an engine's
+column-parallel QKV / gate-up and row-parallel output / down projections (with their
+all-reduce), head-split attention, replicated norms and residual adds; the default leaves
+every loop dim to the search.
+`request_overhead_us` is the runtime's host time per generate call, added once to the time
+to first token and the end-to-end latency of PREFILL and REQUEST (not to one decode or
+chunked-prefill step).
 KV-cache bytes: 2 layers kv_heads head_dim context bytes batch (MLA: layers (kv_lora_rank +
 qk_rope_head_dim) context bytes batch); Workload.kv_cache_bytes is taken at the longest
 context any step attends to.
@@ -34,7 +45,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from generator.graph import Phase, Workload
+from generator.graph import KernelGraph, KernelKind, OperandRole, Phase, Workload
 from generator.llm_common import head_graph, layer_phases, model_info
 from generator.llm_layer import AttnSegment, LayerShape
 from generator.models import ModelConfig
@@ -50,14 +61,34 @@ PHASE = {
 }
 
 
+# Phases that are one whole generate call of the runtime (request_overhead_us applies).
+ONE_CALL = ("prefill", "request")
+
+
 def check_inference(req: setup_pb2.LlmInference, path: Path) -> None:
     where = f"{path}: workload.llm_inference"
     p = []
-    for field in ("batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch"):
+    fields = (
+        "batch",
+        "input_len",
+        "output_len",
+        "context_len",
+        "chunk_size",
+        "decode_batch",
+        "prefill_tokens_per_pass",
+    )
+    for field in fields:
         if getattr(req, field) < 0:
             p.append(f"{where}.{field} must be >= 0, got {getattr(req, field)}")
     if req.phase in (setup_pb2.PREFILL, setup_pb2.REQUEST) and req.input_len <= 0:
         p.append(f"{where}.input_len must be > 0 tokens for phase {PHASE[req.phase].upper()}")
+    if not 0 <= req.kv_reread_dram_share <= 1:
+        p.append(
+            f"{where}.kv_reread_dram_share must be in [0, 1] (0 = unset = 1), got "
+            f"{req.kv_reread_dram_share:g}"
+        )
+    if req.request_overhead_us < 0:
+        p.append(f"{where}.request_overhead_us must be >= 0 us, got {req.request_overhead_us:g}")
     if req.phase == setup_pb2.REQUEST and req.output_len <= 0:
         p.append(f"{where}.output_len must be > 0 tokens for phase REQUEST")
     if req.phase == setup_pb2.DECODE and req.context_len <= 0 and req.input_len <= 0:
@@ -69,6 +100,43 @@ def check_inference(req: setup_pb2.LlmInference, path: Path) -> None:
             p.append(f"{where}: decode_batch > 0 needs context_len (or input_len) > 0")
     if p:
         raise SetupError(p)
+
+
+# The loop dims a serving engine's tensor parallelism splits (Megatron-LM's layout as
+# TensorRT-LLM and vLLM implement it): attention heads (query heads within a KV group when
+# the KV heads are fewer than the TP degree), the MLP width, experts and the vocabulary.
+ENGINE_TP_DIMS = ("heads", "kv_heads", "group", "ffn", "experts", "vocab")
+
+
+def model_dims_split(graph: KernelGraph) -> KernelGraph:
+    """Every kernel may split only along ENGINE_TP_DIMS; one without such a dim (a norm, a
+    residual add) is pinned replicated: it runs whole on every chip of the TP group. A
+    linear layer, and attention, must split when it can (engines never replicate a linear
+    layer's weights over the TP group); the embedding table may stay whole (TensorRT-LLM's
+    default) or split over the vocabulary."""
+    kernels = []
+    for k in graph.kernels:
+        allowed = k.shardable_dims or tuple(d for d, _ in k.dims)
+        keep = tuple(d for d in allowed if d in ENGINE_TP_DIMS)
+        if not keep:
+            k = replace(k, pinned_sharding="none")
+        else:
+            weights = k.bytes_by_role(OperandRole.WEIGHT) > 0 and k.kind != KernelKind.EMBEDDING
+            split = k.kind == KernelKind.ATTENTION or weights
+            k = replace(k, shardable_dims=keep, must_split=split)
+        kernels.append(k)
+    return replace(graph, kernels=tuple(kernels))
+
+
+def prefill_passes(batch: int, input_len: int, tokens_per_pass: int) -> tuple[int, int]:
+    """(sequences per pass, passes) of a batch's prefill under a token budget per forward
+    pass (0 = no budget: one pass). Whole sequences per pass, at least one; the passes are
+    balanced (ceil(batch / passes) each), so the last pass is never a small remainder."""
+    if tokens_per_pass <= 0 or batch * input_len <= tokens_per_pass:
+        return batch, 1
+    most = max(1, tokens_per_pass // input_len)
+    passes = -(-batch // most)
+    return -(-batch // passes), passes
 
 
 def _prefill_shape(batch: int, length: int) -> LayerShape:
@@ -95,17 +163,30 @@ def inference_workload(
 
     unfused = req.attention == setup_pb2.UNFUSED_ATTENTION
     per_head = req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD
+    model_split = req.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT
+    reread = req.kv_reread_dram_share or 1.0
 
     def add(base: str, shape: LayerShape, embed: int, head: int, cls: str, steps: int = 1) -> None:
-        shape = replace(shape, unfused_attention=unfused, kv_per_query_head=per_head)
+        shape = replace(
+            shape, unfused_attention=unfused, kv_per_query_head=per_head, kv_reread_share=reread
+        )
         layers = layer_phases(base, cfg, shape, prec, steps=steps)
         graph = head_graph(f"{base}_head", cfg, prec, embed_tokens=embed, head_tokens=head, cls=cls)
+        if model_split:
+            layers = [replace(p, graph=model_dims_split(p.graph)) for p in layers]
+            graph = model_dims_split(graph)
         hd = Phase(f"{base}_head", graph, steps=steps, role="head")
         phases.extend([*layers, hd])
         first.append((layers, hd))
 
     if kind in ("prefill", "request"):
-        add("prefill", _prefill_shape(batch, ilen), batch * ilen, batch, "Va_Mw")
+        seqs, passes = prefill_passes(batch, ilen, req.prefill_tokens_per_pass)
+        add("prefill", _prefill_shape(seqs, ilen), seqs * ilen, seqs, "Va_Mw", steps=passes)
+        if passes > 1:
+            notes.append(
+                f"prefill: {passes} passes of {seqs} sequences ({seqs * ilen} tokens; "
+                f"prefill_tokens_per_pass {req.prefill_tokens_per_pass})"
+            )
         kv_tokens = batch * ilen
     if kind == "decode":
         ctx = req.context_len or ilen
@@ -163,6 +244,7 @@ def inference_workload(
         activation_bytes_per_element=prec.activation_bytes,
         kv_bytes_per_element=prec.kv_bytes,
         compute_dtype=prec.math,
+        request_overhead_s=req.request_overhead_us * 1e-6 if kind in ONE_CALL else 0.0,
         notes=tuple(notes),
         **extra,
     )

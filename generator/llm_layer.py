@@ -65,6 +65,9 @@ class LayerShape:
     # decode attention reads each KV head once per query head (DecodeAttention
     # KV_PER_QUERY_HEAD: masked-MHA kernels before XQA), not once per group
     kv_per_query_head: bool = False
+    # ... of which this share of the G - 1 repeated reads reaches DRAM (the rest hit the
+    # on-chip cache): the KV cache operand carries 1 + (G - 1) x share reads of each head
+    kv_reread_share: float = 1.0
     dropout: bool = False  # training dropout on attention probabilities and layer outputs
 
 
@@ -174,9 +177,12 @@ class Layer:
             Bd, Q, K = ("batch", seg.batch), ("q_seq", seg.q_seq), ("kv_seq", seg.kv_seq)
             qd, kvd = (Bd, Q, *qh, D), (Bd, K, KVd, *kh, D)
             if seg.cached:
+                bpe = self.kvb
                 if self.shape.kv_per_query_head and seg.q_seq == 1:
                     kvd = (Bd, K, KVd, *qh, D)  # G reads of each KV head: one per query head
-                kv_in = ("kv_cache", None, kvd, KV, self.kvb)
+                    g = c.heads // c.kv_heads  # ... of which 1 + (G - 1) x share from DRAM
+                    bpe = self.kvb * (1 + (g - 1) * self.shape.kv_reread_share) / g
+                kv_in = ("kv_cache", None, kvd, KV, bpe)
             else:
                 kv_in = ("kv", self.seg_view(kv, kvd), kvd, IN, self.a)
             flop = 4 * seg.batch * seg.q_seq * seg.kv_seq * c.heads * c.head_dim

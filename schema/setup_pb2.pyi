@@ -104,6 +104,11 @@ class InferencePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DECODE: _ClassVar[InferencePhase]
     CHUNKED_PREFILL: _ClassVar[InferencePhase]
 
+class TensorParallelSplit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SEARCHED_SPLIT: _ClassVar[TensorParallelSplit]
+    MODEL_DIMS_SPLIT: _ClassVar[TensorParallelSplit]
+
 class DecodeAttention(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     KV_SHARED: _ClassVar[DecodeAttention]
@@ -206,6 +211,8 @@ REQUEST: InferencePhase
 PREFILL: InferencePhase
 DECODE: InferencePhase
 CHUNKED_PREFILL: InferencePhase
+SEARCHED_SPLIT: TensorParallelSplit
+MODEL_DIMS_SPLIT: TensorParallelSplit
 KV_SHARED: DecodeAttention
 KV_PER_QUERY_HEAD: DecodeAttention
 MIN_LATENCY: ServingObjective
@@ -670,7 +677,7 @@ class LlmTraining(_message.Message):
     def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ...) -> None: ...
 
 class LlmInference(_message.Message):
-    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention")
+    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention", "tensor_parallel_split", "prefill_tokens_per_pass", "request_overhead_us", "kv_reread_dram_share")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -682,6 +689,10 @@ class LlmInference(_message.Message):
     ATTENTION_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
     DECODE_ATTENTION_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_PARALLEL_SPLIT_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_TOKENS_PER_PASS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_OVERHEAD_US_FIELD_NUMBER: _ClassVar[int]
+    KV_REREAD_DRAM_SHARE_FIELD_NUMBER: _ClassVar[int]
     model: Model
     phase: InferencePhase
     batch: int
@@ -693,7 +704,11 @@ class LlmInference(_message.Message):
     attention: AttentionImpl
     serving: Serving
     decode_attention: DecodeAttention
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ..., decode_attention: _Optional[_Union[DecodeAttention, str]] = ...) -> None: ...
+    tensor_parallel_split: TensorParallelSplit
+    prefill_tokens_per_pass: int
+    request_overhead_us: float
+    kv_reread_dram_share: float
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ..., decode_attention: _Optional[_Union[DecodeAttention, str]] = ..., tensor_parallel_split: _Optional[_Union[TensorParallelSplit, str]] = ..., prefill_tokens_per_pass: _Optional[int] = ..., request_overhead_us: _Optional[float] = ..., kv_reread_dram_share: _Optional[float] = ...) -> None: ...
 
 class Serving(_message.Message):
     __slots__ = ("objective", "batch", "input_len", "max_ttft_ms", "max_tpot_ms")

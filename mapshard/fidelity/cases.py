@@ -62,6 +62,10 @@ BOUNDS_PCT = {
 }
 
 
+class Unmodelable(Exception):
+    """The case cannot be modelled; the message is the reason written to validation.csv."""
+
+
 @dataclass(frozen=True)
 class Case:
     """One row: its cells as text, plus parsed `extra_params`."""

@@ -29,7 +29,11 @@ from mapshard.fidelity.scenarios import (
     scale_up_kind,
     scale_up_share,
 )
+from schema.errors import InfeasibleError
+from solver.plan import Plan
 
+# Kinds whose scenario prefills a static batch (the prefill-passes fallback applies).
+PREFILL_KINDS = ("inference_prefill", "inference_static_batch")
 TIME_METRICS = ("kernel_time_s", "iteration_time_s", "ttft_s", "layer_time_s", "collective_time_s")
 NOT_PREDICTED = {
     "attention_fwd": "fused-attention kernel rows are not predicted (the attention kernel's "
@@ -163,11 +167,44 @@ def _collective(case: Case) -> Prediction:
 # ---------------------------------------------------------------------------------------
 
 
+def _plan_in_memory(case: Case, where: Path) -> tuple[Plan, str]:
+    """The row's plan; for a static-batch prefill whose activations do not fit when the whole
+    batch is one forward pass, the fewest passes that fit: the batch was measured, so the
+    engine prefilled it in parts (TensorRT-LLM's max_num_tokens, a graph compiler splitting
+    the first-token graph). Passes of ceil(batch / 2^j) sequences, j = 1, 2, ... (a row's
+    own max_num_tokens is tried first and kept when it fits)."""
+    from mapshard import pipeline
+
+    try:
+        return pipeline.plan(load_case_scenario(case, where)), ""
+    except InfeasibleError as exc:
+        batch, ilen = case.int("batch", 1), case.int("input_len")
+        if exc.resource != "DRAM capacity" or case.kind not in PREFILL_KINDS or batch < 2:
+            raise
+        first = exc
+    seqs = batch
+    while seqs > 1:
+        seqs = -(-seqs // 2)
+        try:
+            scenario = load_case_scenario(case, where, prefill_tokens_per_pass=seqs * ilen)
+            passes = -(-batch // seqs)
+            return pipeline.plan(scenario), f"; prefill in {passes} passes (whole batch: OOM)"
+        except InfeasibleError as exc:
+            if exc.resource != "DRAM capacity":
+                raise
+    raise first
+
+
 def _solved(case: Case, where: Path) -> Prediction:
     from mapshard import pipeline
 
-    p = pipeline.plan(load_case_scenario(case, where))
+    if case.kind in PREFILL_KINDS and case.int("batch", 1) > 1:
+        p, note = _plan_in_memory(case, where)
+    else:
+        p, note = pipeline.plan(load_case_scenario(case, where)), ""
     kind = case.kind
+    if kind in LLM_KINDS and kind != "training_step" and case.int("tp", 1) > 1:
+        note += "; engine TP split"
     if kind in ("gemm", "hpl"):
         t = p.latency_s
     elif kind == "training_step":
@@ -178,7 +215,7 @@ def _solved(case: Case, where: Path) -> Prediction:
         t = p.latency_s
     else:  # layer rows: the layer graph(s) only, not the embedding / LM head
         t = sum(ph.latency_s * ph.count * ph.steps for ph in p.phases if ph.role == "layer")
-    return Prediction(metric_from_time(case, t, p.peak_flops_per_chip), f"t={t:.4g}s")
+    return Prediction(metric_from_time(case, t, p.peak_flops_per_chip), f"t={t:.4g}s{note}")
 
 
 def _tokens(case: Case) -> float:

@@ -27,7 +27,20 @@ from generator.models import MODELS_DIR
 from hardware import library
 from hardware.system import CollectiveEfficiency, System, Topology
 from hardware.topology import collective_efficiency
-from mapshard.fidelity.cases import Case
+from mapshard.fidelity.cases import Case, Unmodelable
+from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-exported)
+    ATTENTION_OP_KEYS,
+    MEGATRON_DROPOUT,
+    TRTLLM_MMHA_KV_REREAD_DRAM_SHARE,
+    TRTLLM_SESSION_REQUEST_OVERHEAD_US,
+    TRTLLM_XQA_VERSION,
+    attention_impl,
+    decode_attention,
+    kv_reread_dram_share,
+    request_overhead_us,
+    tensor_parallel_split,
+    trtllm_dequantized_fp8,
+)
 from mapshard.pipeline import Scenario
 from schema import setup_pb2
 
@@ -53,17 +66,6 @@ LLM_KINDS = (
     "layer_prefill",
     "layer_decode",
 )
-
-
-# Megatron-LM's GPT default dropout (--attention-dropout, --hidden-dropout) in the
-# Megatron-era runs below.
-MEGATRON_DROPOUT = 0.1
-# extra_params keys of rows that timed the attention core op by op (LLMCompass layer rows).
-ATTENTION_OP_KEYS = ("op_qk_s", "op_softmax_s", "op_av_s")
-
-
-class Unmodelable(Exception):
-    """The case cannot be modelled; the message is the reason written to validation.csv."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,8 @@ def _precision(case: Case, msg: setup_pb2.Precision) -> None:
     math_t = DTYPES[prec]
     act = "BF16" if prec == "fp8" else math_t
     weight = DTYPES.get(case.extra.get("weights_dtype", ""), math_t)
+    if prec == "fp8" and trtllm_dequantized_fp8(case):
+        math_t = weight = act
     kv = DTYPES.get(case.extra.get("kv_cache_dtype", ""), act)
     msg.weight = setup_pb2.DType.Value(weight)
     msg.activation = setup_pb2.DType.Value(act)
@@ -235,70 +239,6 @@ def _model(case: Case, msg: setup_pb2.Model) -> None:
     if case.int("experts") > 0:
         spec.num_experts = case.int("experts")
         spec.experts_per_token = case.int("experts_per_token")
-
-
-def attention_impl(case: Case) -> tuple[int, float]:
-    """(AttentionImpl, dropout probability) of the row's software stack, from its fields:
-    - extra_params `attention_impl=fused|unfused` (and `dropout=<p>`) when the row says;
-    - unfused when the row timed the attention core op by op (op_qk_s, op_softmax_s,
-      op_av_s: the QK^T, softmax and AV kernels were separate);
-    - unfused with Megatron-LM's dropout 0.1 for Megatron-LM training runs from before fused
-      attention kernels: rows counted with the megatron_sc21_eq3 convention (Narayanan et al.
-      2021) and rows carrying Calculon's flags (calculon_*: Korthikanti et al. 2022, whose
-      Calculon block is QK^T, softmax, dropout, AV as separate layers);
-    - fused without dropout otherwise (FlashAttention-era stacks: TensorRT-LLM's context
-      FMHA, NeMo, ...)."""
-    unfused = setup_pb2.UNFUSED_ATTENTION
-    dropout = case.extra_float("dropout")
-    given = case.extra.get("attention_impl", "")
-    if given:
-        if given not in ("fused", "unfused"):
-            raise Unmodelable(f"attention_impl={given} is not fused/unfused")
-        return (unfused if given == "unfused" else setup_pb2.FUSED_ATTENTION), dropout
-    if all(k in case.extra for k in ATTENTION_OP_KEYS):
-        return unfused, dropout
-    megatron = case.text("flop_convention") == "megatron_sc21_eq3" or any(
-        k.startswith("calculon_") for k in case.extra
-    )
-    if case.kind == "training_step" and megatron:
-        return unfused, dropout or MEGATRON_DROPOUT
-    return setup_pb2.FUSED_ATTENTION, dropout
-
-
-# TensorRT-LLM's first release with XQA generation kernels for GQA/MQA models (its XQA blog,
-# docs/source/blogs/XQA-kernel.md; NVIDIA/TensorRT-LLM issue #1240 tests it on 0.8.0; the
-# Hopper XQA kernels for Llama-2-70B followed in 0.10.0). Before it the masked-MHA generation
-# kernel ran one thread block per query head, each reading its KV head from memory.
-TRTLLM_XQA_VERSION = (0, 8)
-
-
-def _version(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split("."))
-    except ValueError as exc:
-        raise Unmodelable(f"engine_version={text} is not a dotted version number") from exc
-
-
-def decode_attention(case: Case) -> int:
-    """DecodeAttention of the row's serving stack, from its fields:
-    - extra_params `decode_attention=kv_shared|kv_per_query_head` when the row says;
-    - KV_PER_QUERY_HEAD for TensorRT-LLM older than TRTLLM_XQA_VERSION (`engine=TensorRT-LLM`
-      with `engine_version`, the release its source states);
-    - KV_SHARED otherwise (the modern kernels; also when the version is not stated)."""
-    given = case.extra.get("decode_attention", "")
-    if given:
-        values = {
-            "kv_shared": setup_pb2.KV_SHARED,
-            "kv_per_query_head": setup_pb2.KV_PER_QUERY_HEAD,
-        }
-        if given not in values:
-            raise Unmodelable(f"decode_attention={given} is not kv_shared/kv_per_query_head")
-        return values[given]
-    version = case.extra.get("engine_version", "")
-    if case.extra.get("engine") == "TensorRT-LLM" and version:
-        if _version(version) < TRTLLM_XQA_VERSION:
-            return setup_pb2.KV_PER_QUERY_HEAD
-    return setup_pb2.KV_SHARED
 
 
 def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
@@ -379,6 +319,10 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         i.output_len = case.int("output_len")
         i.attention, _ = attention_impl(case)
         i.decode_attention = decode_attention(case)
+        i.kv_reread_dram_share = kv_reread_dram_share(case, i.decode_attention)
+        i.tensor_parallel_split = tensor_parallel_split(case)
+        i.prefill_tokens_per_pass = int(case.extra_float("max_num_tokens"))
+        i.request_overhead_us = request_overhead_us(case)
         if kind in ("inference_prefill", "layer_prefill"):
             i.phase = setup_pb2.PREFILL
         elif kind == "inference_static_batch":
@@ -426,14 +370,17 @@ def tag_levels(system: System, levels: list[LevelSpec], spec: setup_pb2.ChipSpec
     return replace(system, network=network)
 
 
-def load_case_scenario(case: Case, where: Path) -> Scenario:
+def load_case_scenario(case: Case, where: Path, prefill_tokens_per_pass: int = 0) -> Scenario:
     """The row's scenario through the pipeline's own stages, with the degrees fixed on the
     resolved system. Only what a setup file can express is pinned (parallel degrees,
     schedule, recompute, precision, optimizer sharding); the per-kernel sharding is
-    searched, as `mapshard run` would."""
+    searched, as `mapshard run` would. `prefill_tokens_per_pass` > 0 overrides the row's
+    prefill token budget (extra_params max_num_tokens)."""
     from mapshard import pipeline
 
     setup, levels = build_setup(case)
+    if prefill_tokens_per_pass > 0:
+        setup.workload.llm_inference.prefill_tokens_per_pass = prefill_tokens_per_pass
     loaded = pipeline.load_message(setup, where)
     system = tag_levels(pipeline.resolve(loaded), levels, chip_spec(case))
     workload = pipeline.generate(loaded, system)

@@ -35,6 +35,8 @@ def sharding_choices(kernel: Kernel, tp: int) -> list[str]:
             choices.append(d)
             if d not in out_dims and rs_dim(kernel, tp):
                 choices.append(f"{d}+rs")
+    if kernel.must_split and len(choices) > 1:
+        choices.remove(REPLICATED)
     if kernel.pinned_sharding:
         pinned = [c for c in choices if c == kernel.pinned_sharding]
         return pinned or [REPLICATED]

@@ -185,24 +185,29 @@ def inference_times(
             t += (pp - 1) * hierarchical_time(
                 "p2p", boundary_bytes(workload, p) / tp, choice.span("PP")
             )
+        if kind == "prefill":  # prefill in passes (prefill_tokens_per_pass): once per pass
+            t *= p.steps
         groups[kind] = groups.get(kind, 0.0) + t
         steps[kind] = max(steps.get(kind, 1), p.steps)
     prefill = groups.get("prefill")
     decode = groups.get("decode")
     phase = workload.phase
     tpot = decode
+    # the serving runtime's host time per generate call, once (request_overhead_us)
+    over = workload.request_overhead_s
+    runtime = (("request_overhead", over),) if over > 0 else ()
     if phase == "request":
-        e2e = (prefill or 0.0) + steps.get("decode", 1) * (decode or 0.0)
-        ttft = prefill
+        e2e = over + (prefill or 0.0) + steps.get("decode", 1) * (decode or 0.0)
         tokens = workload.batch * max(workload.output_len, 1)
         return StepTimes(
             latency_s=e2e,
-            ttft_s=ttft,
+            ttft_s=over + (prefill or 0.0),
             tpot_s=tpot,
             tokens_per_s=tokens / e2e,
             breakdown=(
                 ("prefill", prefill or 0.0),
                 ("decode", steps.get("decode", 1) * (decode or 0.0)),
+                *runtime,
             ),
         )
     if phase == "decode":
@@ -212,7 +217,8 @@ def inference_times(
             tokens_per_s=workload.batch / (decode or math.inf),
             breakdown=(("decode", decode or 0.0),),
         )
-    step = (prefill or 0.0) + (decode or 0.0)
+    work = (prefill or 0.0) + (decode or 0.0)
+    step = work + over
     # prefill throughput counts the prompt tokens it processes (input tokens/s), as serving
     # benchmarks quote it; decode and whole requests count generated tokens
     tokens_per_step = workload.batch * max(workload.input_len, 1) if phase == "prefill" else 0
@@ -220,7 +226,7 @@ def inference_times(
         latency_s=step,
         ttft_s=step if phase == "prefill" else None,
         tokens_per_s=(tokens_per_step / step) if tokens_per_step else None,
-        breakdown=(("step", step),),
+        breakdown=(("step", work), *runtime),
     )
 
 

@@ -49,6 +49,7 @@ class Reason:
     ratio: float
     suggestion: str = ""
     memory_total: float = math.inf  # DRAM bytes per chip the layout needs
+    activations: float = 0.0  # ... of which activations (DRAM reasons)
 
 
 def dram_reason(memory: MemoryUse) -> Reason:
@@ -58,7 +59,8 @@ def dram_reason(memory: MemoryUse) -> Reason:
         f"{_gb(memory.activations)}, KV {_gb(memory.kv_cache)}), DRAM holds "
         f"{_gb(memory.capacity)} GB"
     )
-    return Reason("DRAM capacity", text, memory.total / memory.capacity, "", memory.total)
+    ratio = memory.total / memory.capacity
+    return Reason("DRAM capacity", text, ratio, "", memory.total, memory.activations)
 
 
 def weights_reason(problem: MappingProblem, phase: str, floor: MemoryUse) -> Reason | None:
@@ -198,9 +200,30 @@ def raise_infeasible(
         more = f"num_chip ≥ {chips}" if chips > system.num_chips else TAGS_HINT
         fixes.append(f"needs ≥ {tp * pp}-way TP×PP ({shown}; {more})")
     fixes.append(f"≥ {_gb(least, up=True)} GB of DRAM per chip")
+    passes = prefill_pass_fix(workload, best, system.dram.capacity_bytes)
+    if passes:
+        fixes.append(passes)
     raise InfeasibleError(
         "DRAM capacity", f"best layout ({where}) {best.text}", ", or ".join(fixes)
     )
+
+
+def prefill_pass_fix(workload: Workload, best: Reason, capacity: float) -> str:
+    """For a static-batch prefill whose activations (one pass of the whole batch) are what
+    does not fit on the best layout: the largest prefill_tokens_per_pass that fits it.
+    Activations scale with the sequences of a pass, everything else stays, so p passes
+    need total - activations + activations / p <= capacity. "" when passes cannot help."""
+    if workload.kind != "inference" or workload.phase not in ("prefill", "request"):
+        return ""
+    rest = best.memory_total - best.activations
+    if best.activations <= 0 or rest >= capacity or workload.batch < 2:
+        return ""
+    passes = math.ceil(best.activations / (capacity - rest))
+    seqs = workload.batch // passes
+    if seqs < 1:
+        return ""
+    tokens = seqs * max(workload.input_len, 1)
+    return f"prefill in passes: llm_inference.prefill_tokens_per_pass ≤ {tokens}"
 
 
 def smallest_layout(

@@ -1,0 +1,165 @@
+"""What a validation row's software stack does, read from its fields: the serving engine's
+tensor-parallel split, decode attention, runtime overhead and FP8 path, and the attention
+implementation of a training stack. Each rule names the engine behaviour it follows; the
+constants fitted to measurements say on which FIT rows (never a CHECK row)."""
+
+from __future__ import annotations
+
+from mapshard.fidelity.cases import Case, Unmodelable
+from schema import setup_pb2
+
+# Megatron-LM's GPT default dropout (--attention-dropout, --hidden-dropout) in the
+# Megatron-era runs below.
+MEGATRON_DROPOUT = 0.1
+# extra_params keys of rows that timed the attention core op by op (LLMCompass layer rows).
+ATTENTION_OP_KEYS = ("op_qk_s", "op_softmax_s", "op_av_s")
+
+
+def trtllm_dequantized_fp8(case: Case) -> bool:
+    """An FP8 checkpoint that TensorRT-LLM ran through 16-bit GEMMs: its FP8Linear /
+    FP8RowLinear layers (tensorrt_llm/quantization/layers.py) use the FP8 GEMM only with
+    `gemm_plugin` (or low_latency_gemm_plugin) `fp8`; with any other plugin setting they
+    dequantize the activations and the FP8 weights to the model dtype and multiply in it.
+    `--gemm_plugin auto` means the model dtype (PluginConfig), float16 for a checkpoint
+    quantized with `--dtype float16`. The row says which through extra_params
+    `gemm_plugin` (the build flag of its harness); rows without it keep FP8 GEMMs. The
+    dequantized weights are a constant the engine builder folds, so they are read at 16
+    bits; the KV cache keeps its own type (the attention plugin's FP8 cache)."""
+    plugin = case.extra.get("gemm_plugin", "")
+    return case.extra.get("engine") == "TensorRT-LLM" and plugin not in ("", "fp8")
+
+
+def attention_impl(case: Case) -> tuple[int, float]:
+    """(AttentionImpl, dropout probability) of the row's software stack, from its fields:
+    - extra_params `attention_impl=fused|unfused` (and `dropout=<p>`) when the row says;
+    - unfused when the row timed the attention core op by op (op_qk_s, op_softmax_s,
+      op_av_s: the QK^T, softmax and AV kernels were separate);
+    - unfused with Megatron-LM's dropout 0.1 for Megatron-LM training runs from before fused
+      attention kernels: rows counted with the megatron_sc21_eq3 convention (Narayanan et al.
+      2021) and rows carrying Calculon's flags (calculon_*: Korthikanti et al. 2022, whose
+      Calculon block is QK^T, softmax, dropout, AV as separate layers);
+    - fused without dropout otherwise (FlashAttention-era stacks: TensorRT-LLM's context
+      FMHA, NeMo, ...)."""
+    unfused = setup_pb2.UNFUSED_ATTENTION
+    dropout = case.extra_float("dropout")
+    given = case.extra.get("attention_impl", "")
+    if given:
+        if given not in ("fused", "unfused"):
+            raise Unmodelable(f"attention_impl={given} is not fused/unfused")
+        return (unfused if given == "unfused" else setup_pb2.FUSED_ATTENTION), dropout
+    if all(k in case.extra for k in ATTENTION_OP_KEYS):
+        return unfused, dropout
+    megatron = case.text("flop_convention") == "megatron_sc21_eq3" or any(
+        k.startswith("calculon_") for k in case.extra
+    )
+    if case.kind == "training_step" and megatron:
+        return unfused, dropout or MEGATRON_DROPOUT
+    return setup_pb2.FUSED_ATTENTION, dropout
+
+
+# TensorRT-LLM's first release with XQA generation kernels for GQA/MQA models (its XQA blog,
+# docs/source/blogs/XQA-kernel.md; NVIDIA/TensorRT-LLM issue #1240 tests it on 0.8.0; the
+# Hopper XQA kernels for Llama-2-70B followed in 0.10.0). Before it the masked-MHA generation
+# kernel ran one thread block per query head, each reading its KV head from memory.
+TRTLLM_XQA_VERSION = (0, 8)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split("."))
+    except ValueError as exc:
+        raise Unmodelable(f"engine_version={text} is not a dotted version number") from exc
+
+
+def decode_attention(case: Case) -> int:
+    """DecodeAttention of the row's serving stack, from its fields:
+    - extra_params `decode_attention=kv_shared|kv_per_query_head` when the row says;
+    - KV_PER_QUERY_HEAD for TensorRT-LLM older than TRTLLM_XQA_VERSION (`engine=TensorRT-LLM`
+      with `engine_version`, the release its source states);
+    - KV_SHARED otherwise (the modern kernels; also when the version is not stated)."""
+    given = case.extra.get("decode_attention", "")
+    if given:
+        values = {
+            "kv_shared": setup_pb2.KV_SHARED,
+            "kv_per_query_head": setup_pb2.KV_PER_QUERY_HEAD,
+        }
+        if given not in values:
+            raise Unmodelable(f"decode_attention={given} is not kv_shared/kv_per_query_head")
+        return values[given]
+    version = case.extra.get("engine_version", "")
+    if case.extra.get("engine") == "TensorRT-LLM" and version:
+        if _version(version) < TRTLLM_XQA_VERSION:
+            return setup_pb2.KV_PER_QUERY_HEAD
+    return setup_pb2.KV_SHARED
+
+
+# TensorRT-LLM's masked-MHA generation kernel (before XQA): the share of a KV head's G - 1
+# repeated reads (one per query head of its group) that reach DRAM, the rest hitting L2
+# while the group's thread blocks run side by side. Least mean |relative error| of the
+# FIT rows that decode a GQA model with it (P-TRT08, 09, 10, 12, 14, 15: H100, v0.6.1) on
+# a 0.1 grid: 1.0 (every read from DRAM) 10.1% -> 0.7 4.8%. No CHECK row was used.
+TRTLLM_MMHA_KV_REREAD_DRAM_SHARE = 0.7
+
+
+def kv_reread_dram_share(case: Case, mode: int) -> float:
+    """LlmInference.kv_reread_dram_share of the row: extra_params `kv_reread_dram_share`
+    when given; TRTLLM_MMHA_KV_REREAD_DRAM_SHARE for a TensorRT-LLM row whose decode
+    attention reads the KV cache per query head; else 0 (unset: every read from DRAM)."""
+    given = case.extra.get("kv_reread_dram_share", "")
+    if given:
+        try:
+            value = float(given)
+        except ValueError:
+            value = -1.0
+        if not 0 < value <= 1:
+            raise Unmodelable(f"kv_reread_dram_share={given} is not a number in (0, 1]")
+        return value
+    if mode == setup_pb2.KV_PER_QUERY_HEAD and case.extra.get("engine") == "TensorRT-LLM":
+        return TRTLLM_MMHA_KV_REREAD_DRAM_SHARE
+    return 0.0
+
+
+def tensor_parallel_split(case: Case) -> int:
+    """TensorParallelSplit of the row's measured run, from its fields:
+    - extra_params `tp_split=model_dims|searched` when the row says;
+    - MODEL_DIMS_SPLIT otherwise: every measured inference run in the schema comes from a
+      stack with Megatron-style tensor parallelism (TensorRT-LLM, optimum-habana's DeepSpeed
+      AutoTP, LLMCompass's TP blocks): heads / MLP width / vocabulary split, norms and
+      residual adds whole on every chip, an all-reduce after each row-parallel linear. The
+      row predicts that engine's measurement, so it gets that engine's split; `mapshard run`
+      of a user's setup keeps the searched split (the default)."""
+    given = case.extra.get("tp_split", "")
+    if given:
+        values = {"model_dims": setup_pb2.MODEL_DIMS_SPLIT, "searched": setup_pb2.SEARCHED_SPLIT}
+        if given not in values:
+            raise Unmodelable(f"tp_split={given} is not model_dims/searched")
+        return values[given]
+    return setup_pb2.MODEL_DIMS_SPLIT
+
+
+# Host time per generate call of TensorRT-LLM's C++ GptSession as gptSessionBenchmark times
+# it (context-step preparation, first-token sampling, output finalisation, the closing
+# synchronize; cpp/tensorrt_llm/runtime/gptSession.cpp): the least mean |relative error| of
+# the FIT first-token rows (P-TTF02-06, 09-11, 13, 15 and dev I10, 0.1 ms grid; 18.4% ->
+# 7.8%). No CHECK row was used.
+TRTLLM_SESSION_REQUEST_OVERHEAD_US = 3600.0
+
+
+def request_overhead_us(case: Case) -> float:
+    """The serving runtime's host time per generate call (LlmInference.request_overhead_us):
+    extra_params `request_overhead_us` when the row says; TRTLLM_SESSION_REQUEST_OVERHEAD_US
+    for TensorRT-LLM's gptSessionBenchmark; else 0 (not calibrated: the Python runtime of
+    benchmarks/python and optimum-habana have no fitted value)."""
+    given = case.extra.get("request_overhead_us", "")
+    if given:
+        try:
+            value = float(given)
+        except ValueError:
+            value = -1.0
+        if value < 0:
+            raise Unmodelable(f"request_overhead_us={given} is not a number >= 0")
+        return value
+    session = case.extra.get("harness") == "gptSessionBenchmark"
+    if case.extra.get("engine") == "TensorRT-LLM" and session:
+        return TRTLLM_SESSION_REQUEST_OVERHEAD_US
+    return 0.0
