@@ -20,11 +20,11 @@ from schema.errors import Interrupted, NoPlanError
 from solver.cost.problem import MappingProblem
 from solver.cost.weights import WeightRule, least_stored, stored_params
 from solver.fusion.segment_search import GraphSolution
-from solver.fusion.solve import solve_graph
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.search import assemble, infeasible, training_space
 from solver.search.bounds import bound_of, step_times
+from solver.search.exact_first import solve_graph_exact_first, solved_by
 from solver.search.parallel import Choice, enumerate_choices, spans_key
 from solver.search.phase_problem import build_key, micro_batches_of, param_cap, phase_problem
 from solver.search.plan_build import Solved, build_plan
@@ -132,6 +132,8 @@ class _OuterSearch:
     # restricted fusion spaces searched (empty: every legal configuration assignment)
     stops: list[str] = field(default_factory=list)
     spaces: list[str] = field(default_factory=list)
+    # which solvers proved the graphs' solutions (solver.search.exact_first.solved_by)
+    solvers: set[str] = field(default_factory=set)
 
     def settle(self, lb: float, candidate: Candidate) -> bool:
         """Prune, reject or solve one candidate; True when it was solved (or ran out of time)."""
@@ -312,7 +314,9 @@ class _OuterSearch:
     ) -> tuple[MappingProblem, GraphSolution]:
         """The graph's solution (solved once per key), counted in the statistics."""
         if key not in self.cache:
-            sol = solve_graph_memo(problem, _remaining(self.options, self.t0), solve_graph)
+            sol = solve_graph_memo(
+                problem, _remaining(self.options, self.t0), solve_graph_exact_first
+            )
             self.count(sol)
             if sol.stats.stop:
                 self.stops.append(sol.stats.stop)
@@ -323,6 +327,7 @@ class _OuterSearch:
         return self.cache[key]
 
     def count(self, sol: GraphSolution) -> None:
+        self.solvers.add(solved_by(sol))
         self.milps += sol.stats.milps
         self.num_vars = max(self.num_vars, sol.stats.num_vars)
         self.num_binaries = max(self.num_binaries, sol.stats.num_binaries)
@@ -400,6 +405,7 @@ class _OuterSearch:
             fusion_search=self.fusion_search(),
             stop_reason=self.stop_reason(status),
             search_space="; ".join(self.spaces) if self.spaces else "all",
+            solver="+".join(sorted(self.solvers)) or "highs",
         )
 
     def stop_reason(self, status: str) -> str:
