@@ -18,6 +18,10 @@ needing a layout pays it (MappingProblem.edge_charges). Elsewhere the payer is t
 consumer by kernel index, the canonical order the MILP's plan keeps.
 Factors: f_k(s[k], s[producers of k], pi and consumer shardings of k's groups) =
 min over k's options with sharding s[k] that fit the SRAM of the configuration latency.
+Ties: among plans of equal latency the one storing the fewest weight elements per chip
+(summed over kernels), then the first minimum along each eliminated axis; a factor's value
+is the complex number latency + 1j * weights, which numpy adds componentwise and orders
+lexicographically, so one elimination breaks the ties exactly.
 
 Exactness. Choosing pi per group independently relaxes the real problem (one global run
 order). Every real plan maps to an assignment of equal cost, so the elimination's minimum
@@ -227,9 +231,9 @@ def _group_table(
     return np.broadcast_to(sub.reshape(view), [domains[v] for v in scope])
 
 
-def _option_terms(problem: MappingProblem, k: int) -> list[tuple[int, float, float, float]]:
+def _option_terms(problem: MappingProblem, k: int) -> list[tuple[int, float, float, float, float]]:
     """Kernel k's options that fit the SRAM alone: (option, compute incl. overhead,
-    memory, network) in seconds."""
+    memory, network) in seconds, and the weight elements per chip it stores (the tie-break)."""
     menu = problem.kernels[k]
     alone = {k}
     capacity = problem.sram_bytes / MIB * (1 + 1e-9)  # the MILP's SRAM row
@@ -238,7 +242,8 @@ def _option_terms(problem: MappingProblem, k: int) -> list[tuple[int, float, flo
         if kernel_sram_bytes(problem, k, o, alone) / MIB > capacity:
             continue
         mem = kernel_memory_bytes(problem, k, o, alone) / problem.dram_bandwidth_Bps
-        out.append((o, opt.compute_s + menu.overhead_s, mem, opt.network_s))
+        stored = sum(elems for _, elems in opt.weights)
+        out.append((o, opt.compute_s + menu.overhead_s, mem, opt.network_s, stored))
     return out
 
 
@@ -257,20 +262,20 @@ def _latency_table(
     """min over k's options of sharding s[k] (`terms`: _option_terms) of the latency, for
     every charge."""
     menu = problem.kernels[k]
-    out = np.full(charge.shape, math.inf)
-    for o, comp, mem, net in terms:
+    out = np.full(charge.shape, complex(math.inf, 0.0))
+    for o, comp, mem, net, stored in terms:
         s = menu.sharding_index(o)
         index = [slice(None)] * charge.ndim
         index[axis] = s
         lat = _latency(problem, menu.overhead_s, comp, mem, net + charge[tuple(index)])
-        out[tuple(index)] = np.minimum(out[tuple(index)], lat)
+        out[tuple(index)] = np.minimum(out[tuple(index)], lat + 1j * stored)
     return out
 
 
 def _best_option(
     problem: MappingProblem, k: int, groups: list[_Group], assign: list[int], terms: list
 ) -> int:
-    """The lowest-index option of k with the chosen sharding and the least latency."""
+    """k's option with the chosen sharding and the least (latency, stored weights, index)."""
     menu, shard = problem.kernels[k], assign
     charge = sum(
         (e.conv[shard[e.src]][shard[k]] for e in problem.conv_in_edges(k) if e.group < 0), 0.0
@@ -279,13 +284,13 @@ def _best_option(
         if k in g.edges:
             order = g.orders[assign[g.var]] if g.var >= 0 else g.orders[0]
             charge += _payer_charge(problem, k, g, order, shard)
-    best, best_o = math.inf, -1
-    for o, comp, mem, net in terms:
+    best, best_o = (math.inf, math.inf), -1
+    for o, comp, mem, net, stored in terms:
         if menu.sharding_index(o) != shard[k]:
             continue
         lat = float(_latency(problem, menu.overhead_s, comp, mem, net + charge))
-        if lat < best:
-            best, best_o = lat, o
+        if (lat, stored) < best:
+            best, best_o = (lat, stored), o
     return best_o
 
 
@@ -299,7 +304,7 @@ def _eliminate(factors: list[Factor], domains: list[int]) -> tuple[float, list[i
         for v in vars_:
             where[v].add(i)
     trail: list[tuple[int, tuple[int, ...], np.ndarray]] = []
-    constant, next_id = 0.0, len(factors)
+    constant, next_id = 0j, len(factors)
     sizes: dict[int, tuple[int, tuple[int, ...]]] = {}
     while where:
         for v in where:
@@ -310,7 +315,7 @@ def _eliminate(factors: list[Factor], domains: list[int]) -> tuple[float, list[i
         size, scope = sizes.pop(v)
         if size > TABLE_LIMIT:
             return None
-        table = np.zeros([domains[u] for u in scope])
+        table = np.zeros([domains[u] for u in scope], dtype=complex)
         for i in sorted(where.pop(v)):
             vars_, t = pending.pop(i)
             table = table + _expand(vars_, t, scope)
@@ -328,12 +333,12 @@ def _eliminate(factors: list[Factor], domains: list[int]) -> tuple[float, list[i
                 where[u].add(next_id)
             next_id += 1
         else:
-            constant += float(reduced)
+            constant += complex(reduced)
     assign = [0] * len(domains)
     for v, scope, table in reversed(trail):
         index = tuple(slice(None) if u == v else assign[u] for u in scope)
         assign[v] = int(np.argmin(table[index]))
-    return constant, assign
+    return constant.real, assign
 
 
 def _expand(vars_: tuple[int, ...], table: np.ndarray, scope: tuple[int, ...]) -> np.ndarray:

@@ -185,3 +185,31 @@ def test_too_many_consumer_orders_are_handed_to_the_milp() -> None:
     sol = solve_graph_exact_first(serial, EXACT)
     assert solved_by(sol) == EXACT_SOLVER and sol.status == "optimal"
     assert sol.gap == 0.0 and sol.configs == tuple((k,) for k in range(n))
+
+
+def test_equal_latency_plans_prefer_fewer_stored_weights() -> None:
+    """Two kernels, no edges. Kernel a: a replicated and a split option of equal latency
+    (1 us compute each): the split one, storing 500 < 1000 weight elements, is taken
+    though listed second. Kernel b: the split option stores less but takes 2 us > 1 us:
+    latency first. Objective 1 us + 1 us = 2 us."""
+    from solver.cost.problem import KernelMenu, MappingProblem, Option
+
+    def option(sharding: str, compute_s: float, weights: float) -> Option:
+        return Option(sharding, "t", compute_s, 0.0, 0.0, 0.0, 0.0, (), weights=(("w", weights),))
+
+    def menu(name: str, split_s: float) -> KernelMenu:
+        opts = (option("none", 1e-6, 1000.0), option("x", split_s, 500.0))
+        return KernelMenu(name, opts, ("none", "x"), ("in",), "out")
+
+    problem = MappingProblem(
+        kernels=(menu("a", 1e-6), menu("b", 2e-6)),
+        edges=(),
+        sram_bytes=1e6,
+        dram_bandwidth_Bps=1e12,
+        overlap=True,
+        dataflow=False,
+        max_configs=0,
+    )
+    found = solve_kbk(problem)
+    assert found is not None and found.choice == (1, 0)
+    assert math.isclose(found.objective_s, 2e-6, rel_tol=1e-12)
