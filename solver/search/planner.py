@@ -32,6 +32,10 @@ from solver.search.progress import SearchProgress
 from solver.search.solve_memo import solve_graph_memo
 from solver.search.training_space import Candidate
 
+# the graph search the planner runs: the exact kernel-by-kernel elimination first, then
+# solver.fusion.solve.solve_graph (a name of this module, so a test can replace it)
+solve_graph = solve_graph_exact_first
+
 
 @dataclass(frozen=True)
 class _Memory:
@@ -314,9 +318,7 @@ class _OuterSearch:
     ) -> tuple[MappingProblem, GraphSolution]:
         """The graph's solution (solved once per key), counted in the statistics."""
         if key not in self.cache:
-            sol = solve_graph_memo(
-                problem, _remaining(self.options, self.t0), solve_graph_exact_first
-            )
+            sol = solve_graph_memo(problem, _remaining(self.options, self.t0), solve_graph)
             self.count(sol)
             if sol.stats.stop:
                 self.stops.append(sol.stats.stop)
