@@ -6,32 +6,34 @@ problem has a structure HiGHS does not see: the plan's latency is a sum of one t
 kernel, and kernel k's term depends only on its own sharding and those of the producers of
 the layouts it converts (solver.check.config_cost: min over k's options of
 config_latency(compute, memory, network + conversion charges into k)). A sum of small
-factors over few variables is minimised exactly by variable elimination (bucket
-elimination), in time exponential only in the width of the interaction graph (2-3 for a
-transformer layer).
+factors over few variables is minimised exactly by variable elimination
+(solver.milp.elimination), in time exponential only in the width of the interaction graph.
 
-Variables: s[k], the sharding index of kernel k; and, where a produced tensor's consumers
-are not ordered by the graph and the paying configuration changes the latency
-(MappingProblem.network_overlapped), pi[g], the order in which group g's consumers run (one
-linear extension of the graph's order on them). The consumer that runs first among those
-needing a layout pays it (MappingProblem.edge_charges). Elsewhere the payer is the first
-consumer by kernel index, the canonical order the MILP's plan keeps.
-Factors: f_k(s[k], s[producers of k], pi and consumer shardings of k's groups) =
-min over k's options with sharding s[k] that fit the SRAM of the configuration latency.
+Variables: s[k], the sharding index of kernel k; y[g,k] in {0,1} for each consumer k of a
+conversion group g (EdgeCost.group: one produced tensor read whole by several kernels),
+"k pays the layout it needs". Factors:
+  f_k(s[k], s[producers], y[g,k] of k's groups) = min over k's options with sharding s[k]
+      that fit the SRAM of config_latency(compute, memory, network + conv of every plain
+      edge into k + y[g,k] * conv of k's edge in g);
+  h_g(s[consumers], y[g,.]) = 0 when every layout the consumers need has exactly one
+      payer among the consumers needing it, eligible to run first among them, else inf.
+Eligible: where the paying configuration changes the latency
+(MappingProblem.network_overlapped), any consumer of the layout that no other consumer of
+it precedes in the graph (the search picks the run order, as the MILP's order columns
+do); elsewhere only the lowest kernel index, the canonical order the MILP's plan keeps.
 Ties: among plans of equal latency the one storing the fewest weight elements per chip
-(summed over kernels), then the first minimum along each eliminated axis; a factor's value
-is the complex number latency + 1j * weights, which numpy adds componentwise and orders
-lexicographically, so one elimination breaks the ties exactly.
+(summed over kernels), then the first minimum of each eliminated axis (factor values are
+latency + 1j * weights, ordered lexicographically by the elimination).
 
-Exactness. Choosing pi per group independently relaxes the real problem (one global run
-order). Every real plan maps to an assignment of equal cost, so the elimination's minimum
-is a lower bound; when the run order it asks for exists (a topological order where every
-payer precedes the other consumers needing its layout, found by Kahn's algorithm), it is
-the optimum. The DRAM capacity row (weights stored per chip, milp.model.add_memory_capacity)
-is left out the same way: the unconstrained optimum is returned only when it fits.
-Otherwise, or when a table would pass TABLE_LIMIT entries, or a group has more than
-ORDER_LIMIT consumer orders, `solve_kbk` returns None and the caller solves the MILP.
-Every returned plan is re-priced by solver.check.mapping_cost and must equal the minimum.
+Exactness. Choosing each group's payers independently relaxes the real problem (one global
+run order): every real plan maps to an assignment of equal cost, so the minimum is a lower
+bound, and when a run order exists in which every paying kernel precedes the other
+consumers of its layout (Kahn's algorithm), it is the optimum. The DRAM capacity row
+(milp.model.add_memory_capacity) is left out the same way: the unconstrained optimum is
+returned only when it fits. Otherwise, or when a table would pass TABLE_LIMIT entries, or
+a consumer reads one group over two edges, `solve_kbk` returns None and the caller solves
+the MILP. Every returned plan is re-priced by solver.check.mapping_cost and must equal the
+minimum.
 """
 
 from __future__ import annotations
@@ -46,10 +48,11 @@ import numpy as np
 from solver.check import kernel_memory_bytes, kernel_sram_bytes, mapping_cost
 from solver.cost.problem import EdgeCost, MappingProblem
 from solver.milp.conversions import descendants
+from solver.milp.elimination import Factor, eliminate
 
-TABLE_LIMIT = 200_000  # entries of one elimination table
-ORDER_LIMIT = 24  # consumer orders of one conversion group
+TABLE_LIMIT = 1_000_000  # entries of one elimination table (complex: 16 MB)
 MIB = 2**20
+Terms = list[tuple[int, float, float, float, float]]  # _option_terms
 
 
 @dataclass(frozen=True)
@@ -61,39 +64,33 @@ class KbkSolution:
 
 @dataclass(frozen=True)
 class _Group:
-    """One conversion group: its producer, its edges by consumer, and the consumer orders
-    the search chooses from (one when the order is fixed)."""
+    """One conversion group: its producer, each consumer's edge and y variable."""
 
     src: int
-    edges: dict[int, list[int]]  # consumer kernel -> its edge indices in the group
-    orders: tuple[tuple[int, ...], ...]
-    var: int  # the pi variable's id (-1: one order, no variable)
-
-
-Factor = tuple[tuple[int, ...], np.ndarray]  # (variables in axis order, table)
+    edge: dict[int, int]  # consumer kernel -> its edge index in the group
+    pays: dict[int, int]  # consumer kernel -> its y variable
 
 
 def solve_kbk(problem: MappingProblem) -> KbkSolution | None:
     """The exact kernel-by-kernel optimum, or None where the module docstring says so."""
     n = len(problem.kernels)
-    domains = [len(m.shardings) for m in problem.kernels]
-    groups = _groups(problem, len(domains))
+    groups = _groups(problem, n)
     if groups is None:
         return None
-    domains += [len(g.orders) for g in groups if g.var >= 0]
-    terms = [_option_terms(problem, k) for k in range(n)]
-    factors = []
-    for k in range(n):
-        factor = _kernel_factor(problem, k, groups, domains, terms[k])
-        if factor is None:
-            return None
-        factors.append(factor)
-    solved = _eliminate(factors, domains)
-    if solved is None:
+    domains = [len(m.shardings) for m in problem.kernels]
+    domains += [2] * sum(len(g.pays) for g in groups)
+    if any(math.prod(domains[k] for k in g.edge) * 2 ** len(g.edge) > TABLE_LIMIT for g in groups):
         return None
-    value, assign = solved
-    if not math.isfinite(value):
-        return None  # no option fits: the MILP reports the infeasibility
+    terms = [_option_terms(problem, k) for k in range(n)]
+    factors = [_kernel_factor(problem, k, groups, domains, terms[k]) for k in range(n)]
+    if any(f is None for f in factors):
+        return None
+    desc = descendants(problem)
+    factors += [_group_factor(problem, g, domains, desc) for g in groups]
+    solved = eliminate(factors, domains, TABLE_LIMIT)  # type: ignore[arg-type]
+    if solved is None or not math.isfinite(solved[0].real):
+        return None  # too wide, or nothing fits: the MILP says which
+    value, assign = solved[0].real, solved[1]
     choice = tuple(_best_option(problem, k, groups, assign, terms[k]) for k in range(n))
     if not _fits_memory(problem, choice):
         return None
@@ -107,85 +104,35 @@ def solve_kbk(problem: MappingProblem) -> KbkSolution | None:
 
 
 def _groups(problem: MappingProblem, n: int) -> list[_Group] | None:
-    """Conversion groups with their consumer orders; None when one has too many orders
-    or its edges do not share one producer."""
+    """Conversion groups with a y variable per consumer (ids from n on); None when a
+    group's edges do not share one producer or a consumer reads the group twice."""
     by_group: dict[int, list[int]] = {}
     for i, e in enumerate(problem.edges):
         if e.group >= 0:
             by_group.setdefault(e.group, []).append(i)
-    desc = descendants(problem) if problem.network_overlapped else []
     out, next_var = [], n
     for g in sorted(by_group):
         members = by_group[g]
         srcs = {problem.edges[i].src for i in members}
-        if len(srcs) != 1:
+        edge = {problem.edges[i].dst: i for i in members}
+        if len(srcs) != 1 or len(edge) != len(members):
             return None
-        edges: dict[int, list[int]] = {}
-        for i in members:
-            edges.setdefault(problem.edges[i].dst, []).append(i)
-        consumers = sorted(edges)
-        if problem.network_overlapped:
-            orders = _linear_extensions(consumers, desc, ORDER_LIMIT + 1)
-            if len(orders) > ORDER_LIMIT:
-                return None
-        else:
-            orders = [tuple(consumers)]  # the payer does not change the latency
-        var = -1
-        if len(orders) > 1:
-            var, next_var = next_var, next_var + 1
-        out.append(_Group(srcs.pop(), edges, tuple(orders), var))
+        pays = {}
+        for k in sorted(edge):
+            pays[k], next_var = next_var, next_var + 1
+        out.append(_Group(srcs.pop(), edge, pays))
     return out
-
-
-def _linear_extensions(items: list[int], desc: list[int], cap: int) -> list[tuple[int, ...]]:
-    """The orders of `items` in which no kernel runs before one of its ancestors (desc[k]:
-    bitmask of k's descendants), lexicographic, at most `cap` of them."""
-    out: list[tuple[int, ...]] = []
-
-    def extend(prefix: list[int], left: list[int]) -> None:
-        if len(out) >= cap:
-            return
-        if not left:
-            out.append(tuple(prefix))
-            return
-        for k in left:
-            if any(desc[j] >> k & 1 for j in left if j != k):
-                continue  # an ancestor of k is still to run
-            extend([*prefix, k], [j for j in left if j != k])
-
-    extend([], items)
-    return out
-
-
-def _payer_charge(problem: MappingProblem, k: int, g: _Group, order: Sequence[int], shard) -> float:
-    """Seconds kernel k pays for group g under the consumer order `order` and the
-    shardings `shard` (kernel -> index): each layout k needs that no consumer before it
-    needs, at k's first edge needing it (MappingProblem.edge_charges)."""
-    a = shard[g.src]
-    before = order[: order.index(k)]
-    taken = {problem.edges[i].layouts[shard[j]] for j in before for i in g.edges[j]}
-    paid, total = set(), 0.0
-    for i in g.edges[k]:
-        e = problem.edges[i]
-        layout = e.layouts[shard[k]]
-        if layout in taken or layout in paid:
-            continue
-        paid.add(layout)
-        total += e.conv[a][shard[k]]
-    return total
 
 
 def _kernel_factor(
-    problem: MappingProblem, k: int, groups: list[_Group], domains: list[int], terms: list
+    problem: MappingProblem, k: int, groups: list[_Group], domains: list[int], terms: Terms
 ) -> Factor | None:
     """f_k of the module docstring as a table over its variables; None past TABLE_LIMIT."""
     plain = [e for e in problem.conv_in_edges(k) if e.group < 0 and _charges(e)]
-    mine = [g for g in groups if k in g.edges]
+    mine = [g for g in groups if k in g.edge]
     scope_set = {k, *(e.src for e in plain)}
     for g in mine:
-        scope_set |= {g.src, *g.edges}
-        if g.var >= 0:
-            scope_set.add(g.var)
+        scope_set |= {g.src, g.pays[k]}
     scope = tuple(sorted(scope_set))
     shape = tuple(domains[v] for v in scope)
     if math.prod(shape) > TABLE_LIMIT:
@@ -194,7 +141,12 @@ def _kernel_factor(
     for e in plain:
         charge = charge + _edge_table(e, scope, shape)
     for g in mine:
-        charge = charge + _group_table(problem, k, g, scope, domains)
+        paid = np.zeros(shape[scope.index(g.pays[k])])
+        paid[1] = 1.0
+        view = [1] * len(scope)
+        view[scope.index(g.pays[k])] = 2
+        edge = problem.edges[g.edge[k]]
+        charge = charge + _edge_table(edge, scope, shape) * paid.reshape(view)
     return scope, _latency_table(problem, k, charge, scope.index(k), terms)
 
 
@@ -205,35 +157,54 @@ def _charges(e: EdgeCost) -> bool:
 def _edge_table(e: EdgeCost, scope: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
     """conv[s[src]][s[dst]] broadcast over the scope's axes."""
     conv = np.asarray(e.conv, dtype=float)
-    if e.src == e.dst:  # a boundary edge of a one-kernel graph onto itself
-        conv = np.diag(conv)
-        view = [1] * len(scope)
-        view[scope.index(e.dst)] = len(conv)
-        return np.broadcast_to(conv.reshape(view), shape)
-    a, b = scope.index(e.src), scope.index(e.dst)
     view = [1] * len(scope)
+    if e.src == e.dst:  # a boundary edge of a one-kernel graph onto itself
+        view[scope.index(e.dst)] = len(conv)
+        return np.broadcast_to(np.diag(conv).reshape(view), shape)
+    a, b = scope.index(e.src), scope.index(e.dst)
     view[a], view[b] = conv.shape
     table = conv if a < b else conv.T
     return np.broadcast_to(table.reshape(view), shape)
 
 
-def _group_table(
-    problem: MappingProblem, k: int, g: _Group, scope: tuple[int, ...], domains: list[int]
-) -> np.ndarray:
-    """k's charge for group g over the group's variables, broadcast over the scope."""
-    own = sorted({g.src, *g.edges, *([g.var] if g.var >= 0 else [])})
-    sub = np.zeros([domains[v] for v in own])
-    for values in itertools.product(*(range(domains[v]) for v in own)):
-        at = dict(zip(own, values))
-        order = g.orders[at[g.var]] if g.var >= 0 else g.orders[0]
-        sub[values] = _payer_charge(problem, k, g, order, at)
-    view = [domains[v] if v in own else 1 for v in scope]
-    return np.broadcast_to(sub.reshape(view), [domains[v] for v in scope])
+def _group_factor(
+    problem: MappingProblem, g: _Group, domains: list[int], desc: list[int]
+) -> Factor:
+    """h_g of the module docstring: 0 on the valid payer assignments, inf elsewhere."""
+    consumers = sorted(g.edge)
+    ys = [g.pays[k] for k in consumers]
+    table = np.full([domains[k] for k in consumers] + [2] * len(ys), complex(math.inf, 0.0))
+    edges = [problem.edges[g.edge[k]] for k in consumers]
+    overlapped = problem.network_overlapped
+    for shard in itertools.product(*(range(domains[k]) for k in consumers)):
+        needers: dict[int, list[int]] = {}
+        for j, e in enumerate(edges):
+            needers.setdefault(e.layouts[shard[j]], []).append(j)
+        choices = []
+        for members in needers.values():
+            if overlapped:
+                first = [
+                    j
+                    for j in members
+                    if not any(desc[consumers[i]] >> consumers[j] & 1 for i in members)
+                ]
+            else:
+                first = members[:1]  # consumers are sorted by kernel index
+            choices.append(first)
+        for payers in itertools.product(*choices):
+            y = [0] * len(ys)
+            for j in payers:
+                y[j] = 1
+            table[(*shard, *y)] = 0.0
+    scope = (*consumers, *ys)
+    order = sorted(range(len(scope)), key=lambda i: scope[i])
+    return tuple(scope[i] for i in order), np.transpose(table, order)
 
 
-def _option_terms(problem: MappingProblem, k: int) -> list[tuple[int, float, float, float, float]]:
+def _option_terms(problem: MappingProblem, k: int) -> Terms:
     """Kernel k's options that fit the SRAM alone: (option, compute incl. overhead,
-    memory, network) in seconds, and the weight elements per chip it stores (the tie-break)."""
+    memory, network) in seconds, and the weight elements per chip it stores (the
+    tie-break)."""
     menu = problem.kernels[k]
     alone = {k}
     capacity = problem.sram_bytes / MIB * (1 + 1e-9)  # the MILP's SRAM row
@@ -257,23 +228,23 @@ def _latency(problem: MappingProblem, overhead_s: float, comp, mem, net):
 
 
 def _latency_table(
-    problem: MappingProblem, k: int, charge: np.ndarray, axis: int, terms: list
+    problem: MappingProblem, k: int, charge: np.ndarray, axis: int, terms: Terms
 ) -> np.ndarray:
-    """min over k's options of sharding s[k] (`terms`: _option_terms) of the latency, for
-    every charge."""
+    """min over k's options of sharding s[k] (`terms`) of latency + 1j * stored weights,
+    for every charge."""
     menu = problem.kernels[k]
     out = np.full(charge.shape, complex(math.inf, 0.0))
     for o, comp, mem, net, stored in terms:
-        s = menu.sharding_index(o)
         index = [slice(None)] * charge.ndim
-        index[axis] = s
-        lat = _latency(problem, menu.overhead_s, comp, mem, net + charge[tuple(index)])
-        out[tuple(index)] = np.minimum(out[tuple(index)], lat + 1j * stored)
+        index[axis] = menu.sharding_index(o)
+        at = tuple(index)
+        lat = _latency(problem, menu.overhead_s, comp, mem, net + charge[at])
+        out[at] = np.minimum(out[at], lat + 1j * stored)
     return out
 
 
 def _best_option(
-    problem: MappingProblem, k: int, groups: list[_Group], assign: list[int], terms: list
+    problem: MappingProblem, k: int, groups: list[_Group], assign: list[int], terms: Terms
 ) -> int:
     """k's option with the chosen sharding and the least (latency, stored weights, index)."""
     menu, shard = problem.kernels[k], assign
@@ -281,9 +252,8 @@ def _best_option(
         (e.conv[shard[e.src]][shard[k]] for e in problem.conv_in_edges(k) if e.group < 0), 0.0
     )
     for g in groups:
-        if k in g.edges:
-            order = g.orders[assign[g.var]] if g.var >= 0 else g.orders[0]
-            charge += _payer_charge(problem, k, g, order, shard)
+        if k in g.edge and assign[g.pays[k]]:
+            charge += problem.edges[g.edge[k]].conv[shard[g.src]][shard[k]]
     best, best_o = (math.inf, math.inf), -1
     for o, comp, mem, net, stored in terms:
         if menu.sharding_index(o) != shard[k]:
@@ -292,63 +262,6 @@ def _best_option(
         if (lat, stored) < best:
             best, best_o = (lat, stored), o
     return best_o
-
-
-def _eliminate(factors: list[Factor], domains: list[int]) -> tuple[float, list[int]] | None:
-    """min over all assignments of the sum of the factors (bucket elimination, the
-    variable with the smallest combined table first, lowest id on ties), and a minimising
-    assignment (the first minimum along each eliminated axis); None past TABLE_LIMIT."""
-    pending: dict[int, Factor] = dict(enumerate(factors))
-    where: dict[int, set[int]] = {v: set() for v in range(len(domains))}
-    for i, (vars_, _) in pending.items():
-        for v in vars_:
-            where[v].add(i)
-    trail: list[tuple[int, tuple[int, ...], np.ndarray]] = []
-    constant, next_id = 0j, len(factors)
-    sizes: dict[int, tuple[int, tuple[int, ...]]] = {}
-    while where:
-        for v in where:
-            if v not in sizes:
-                scope = tuple(sorted({v, *(u for i in where[v] for u in pending[i][0])}))
-                sizes[v] = (math.prod(domains[u] for u in scope), scope)
-        v = min(where, key=lambda u: (sizes[u][0], u))
-        size, scope = sizes.pop(v)
-        if size > TABLE_LIMIT:
-            return None
-        table = np.zeros([domains[u] for u in scope], dtype=complex)
-        for i in sorted(where.pop(v)):
-            vars_, t = pending.pop(i)
-            table = table + _expand(vars_, t, scope)
-            for u in vars_:
-                if u != v:
-                    where[u].discard(i)
-        trail.append((v, scope, table))
-        rest = tuple(u for u in scope if u != v)
-        reduced = table.min(axis=scope.index(v))
-        for u in rest:
-            sizes.pop(u, None)  # its neighbourhood changed
-        if rest:
-            pending[next_id] = (rest, reduced)
-            for u in rest:
-                where[u].add(next_id)
-            next_id += 1
-        else:
-            constant += complex(reduced)
-    assign = [0] * len(domains)
-    for v, scope, table in reversed(trail):
-        index = tuple(slice(None) if u == v else assign[u] for u in scope)
-        assign[v] = int(np.argmin(table[index]))
-    return constant.real, assign
-
-
-def _expand(vars_: tuple[int, ...], table: np.ndarray, scope: tuple[int, ...]) -> np.ndarray:
-    """A factor's table with axes reordered and broadcast to `scope` (a superset)."""
-    order = sorted(range(len(vars_)), key=lambda i: scope.index(vars_[i]))
-    moved = np.transpose(table, order)
-    view = [1] * len(scope)
-    for i in order:
-        view[scope.index(vars_[i])] = table.shape[i]
-    return moved.reshape(view)
 
 
 def _fits_memory(problem: MappingProblem, choice: Sequence[int]) -> bool:
@@ -364,24 +277,20 @@ def _fits_memory(problem: MappingProblem, choice: Sequence[int]) -> bool:
 
 
 def _run_order(problem: MappingProblem, groups: list[_Group], assign) -> list[int] | None:
-    """A topological order in which every chosen payer runs before the other consumers
+    """A topological order in which every paying kernel runs before the other consumers
     needing its layout: the lowest ready kernel index first (the problem's own order
     where it can); None when the payers ask for a cycle."""
     n = len(problem.kernels)
     preds = [{e.src for e in problem.in_edges(k)} for k in range(n)]
     for g in groups:
-        if g.var < 0:
-            continue
-        order = g.orders[assign[g.var]]
-        first: dict[int, int] = {}
-        for k in order:
-            for i in g.edges[k]:
-                e = problem.edges[i]
-                layout = e.layouts[assign[k]]
-                if e.conv[assign[g.src]][assign[k]] <= 0:
-                    continue
-                payer = first.setdefault(layout, k)
-                if payer != k:
+        a = assign[g.src]
+        for payer, i in g.edge.items():
+            e = problem.edges[i]
+            if not assign[g.pays[payer]] or e.conv[a][assign[payer]] <= 0:
+                continue
+            layout = e.layouts[assign[payer]]
+            for k, j in g.edge.items():
+                if k != payer and problem.edges[j].layouts[assign[k]] == layout:
                     preds[k].add(payer)
     placed: list[int] = []
     done: set[int] = set()

@@ -15,7 +15,8 @@ from solver_fixtures import elementwise, gemm, random_chain, residual_add, small
 
 from generator.graph import Edge, KernelGraph
 from solver.check import brute_force, mapping_cost
-from solver.milp.exact_kbk import ORDER_LIMIT, solve_kbk
+from solver.milp import exact_kbk
+from solver.milp.exact_kbk import solve_kbk
 from solver.milp.model import solve_configurations
 from solver.options import SolverOptions
 from solver.search.exact_first import EXACT_SOLVER, solve_graph_exact_first, solved_by
@@ -160,10 +161,13 @@ def test_binding_dram_row_is_handed_to_the_milp() -> None:
     assert solved_by(sol) == "highs"
 
 
-def test_too_many_consumer_orders_are_handed_to_the_milp() -> None:
-    """Five unordered consumers of one tensor have 5! = 120 run orders, more than
-    ORDER_LIMIT: refused, and the graph solve goes to HiGHS."""
-    assert 120 > ORDER_LIMIT
+def test_wide_fan_equals_highs_and_a_table_past_the_limit_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Five unordered consumers of one tensor (120 run orders, the payer of each layout
+    picked by the search): equal to HiGHS, with and without overlap. With TABLE_LIMIT
+    below the group's table (5 consumers x 5 shardings x 2 payer bits: 5^5 x 2^5 = 100,000
+    entries) it is refused and the graph solve goes to HiGHS."""
     system = small_system(num_chips=2, sram_bytes=3e4, link_Bps=1e8)
     problem = tp2_problem(
         _fan_graph(random.Random(1), 5),
@@ -173,18 +177,18 @@ def test_too_many_consumer_orders_are_handed_to_the_milp() -> None:
         max_configs=0,
         tiling_points=1,
     )
-    assert problem.network_overlapped and solve_kbk(problem) is None
+    n = len(problem.kernels)
+    assert problem.network_overlapped and [len(m.shardings) for m in problem.kernels[1:]] == [5] * 5
+    for p in (problem, replace(problem, overlap=False)):
+        found = solve_kbk(p)
+        milp = solve_configurations(p, [(k,) for k in range(n)], EXACT, order_free=True)
+        assert found is not None
+        assert math.isclose(found.objective_s, milp.objective_s, rel_tol=1e-6)
+        sol = solve_graph_exact_first(p, EXACT)
+        assert solved_by(sol) == EXACT_SOLVER and sol.status == "optimal" and sol.gap == 0.0
+    monkeypatch.setattr(exact_kbk, "TABLE_LIMIT", 5**5 * 2**5 - 1)
+    assert solve_kbk(problem) is None
     assert solved_by(solve_graph_exact_first(problem, EXACT)) == "highs"
-    # the same problem without overlap: the payer cannot change the latency, so there is
-    # no order to choose and the elimination answers, equal to HiGHS
-    serial = replace(problem, overlap=False)
-    found = solve_kbk(serial)
-    n = len(serial.kernels)
-    milp = solve_configurations(serial, [(k,) for k in range(n)], EXACT, order_free=True)
-    assert found is not None and math.isclose(found.objective_s, milp.objective_s, rel_tol=1e-6)
-    sol = solve_graph_exact_first(serial, EXACT)
-    assert solved_by(sol) == EXACT_SOLVER and sol.status == "optimal"
-    assert sol.gap == 0.0 and sol.configs == tuple((k,) for k in range(n))
 
 
 def test_equal_latency_plans_prefer_fewer_stored_weights() -> None:
