@@ -10,6 +10,7 @@ keeps small on graphs of low width.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 
@@ -31,14 +32,19 @@ def eliminate(
             where[v].add(i)
     trail: list[tuple[int, tuple[int, ...], np.ndarray]] = []
     constant, next_id = 0j, len(pending)
-    sizes: dict[int, tuple[int, tuple[int, ...]]] = {}
-    while where:
-        for v in where:
-            if v not in sizes:
-                scope = tuple(sorted({v, *(u for i in where[v] for u in pending[i][0])}))
-                sizes[v] = (math.prod(domains[u] for u in scope), scope)
-        v = min(where, key=lambda u: (sizes[u][0], u))
-        size, scope = sizes.pop(v)
+
+    def measure(v: int) -> tuple[int, tuple[int, ...]]:
+        scope = tuple(sorted({v, *(u for i in where[v] for u in pending[i][0])}))
+        return math.prod(domains[u] for u in scope), scope
+
+    sizes = {v: measure(v) for v in where}
+    heap = [(size, v) for v, (size, _) in sizes.items()]
+    heapq.heapify(heap)
+    while heap:
+        size, v = heapq.heappop(heap)
+        if v not in sizes or sizes[v][0] != size:
+            continue  # a stale entry: v is gone or its neighbourhood changed
+        scope = sizes.pop(v)[1]
         if size > limit:
             return None
         table = np.zeros([domains[u] for u in scope], dtype=complex)
@@ -51,8 +57,6 @@ def eliminate(
         trail.append((v, scope, table))
         rest = tuple(u for u in scope if u != v)
         reduced = table.min(axis=scope.index(v))
-        for u in rest:
-            sizes.pop(u, None)  # its neighbourhood changed
         if rest:
             pending[next_id] = (rest, reduced)
             for u in rest:
@@ -60,6 +64,9 @@ def eliminate(
             next_id += 1
         else:
             constant += complex(reduced)
+        for u in rest:  # their neighbourhoods changed
+            sizes[u] = measure(u)
+            heapq.heappush(heap, (sizes[u][0], u))
     assign = [0] * len(domains)
     for v, scope, table in reversed(trail):
         index = tuple(slice(None) if u == v else assign[u] for u in scope)

@@ -38,6 +38,7 @@ minimum.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from collections.abc import Sequence
@@ -82,7 +83,11 @@ def solve_kbk(problem: MappingProblem) -> KbkSolution | None:
     if any(math.prod(domains[k] for k in g.edge) * 2 ** len(g.edge) > TABLE_LIMIT for g in groups):
         return None
     terms = [_option_terms(problem, k) for k in range(n)]
-    factors = [_kernel_factor(problem, k, groups, domains, terms[k]) for k in range(n)]
+    of: list[list[_Group]] = [[] for _ in range(n)]  # the groups each kernel consumes
+    for g in groups:
+        for k in g.edge:
+            of[k].append(g)
+    factors = [_kernel_factor(problem, k, of[k], domains, terms[k]) for k in range(n)]
     if any(f is None for f in factors):
         return None
     desc = descendants(problem)
@@ -91,7 +96,7 @@ def solve_kbk(problem: MappingProblem) -> KbkSolution | None:
     if solved is None or not math.isfinite(solved[0].real):
         return None  # too wide, or nothing fits: the MILP says which
     value, assign = solved[0].real, solved[1]
-    choice = tuple(_best_option(problem, k, groups, assign, terms[k]) for k in range(n))
+    choice = tuple(_best_option(problem, k, of[k], assign, terms[k]) for k in range(n))
     if not _fits_memory(problem, choice):
         return None
     order = _run_order(problem, groups, assign)
@@ -125,11 +130,11 @@ def _groups(problem: MappingProblem, n: int) -> list[_Group] | None:
 
 
 def _kernel_factor(
-    problem: MappingProblem, k: int, groups: list[_Group], domains: list[int], terms: Terms
+    problem: MappingProblem, k: int, mine: list[_Group], domains: list[int], terms: Terms
 ) -> Factor | None:
-    """f_k of the module docstring as a table over its variables; None past TABLE_LIMIT."""
+    """f_k of the module docstring as a table over its variables (`mine`: the groups k
+    consumes); None past TABLE_LIMIT."""
     plain = [e for e in problem.conv_in_edges(k) if e.group < 0 and _charges(e)]
-    mine = [g for g in groups if k in g.edge]
     scope_set = {k, *(e.src for e in plain)}
     for g in mine:
         scope_set |= {g.src, g.pays[k]}
@@ -244,15 +249,16 @@ def _latency_table(
 
 
 def _best_option(
-    problem: MappingProblem, k: int, groups: list[_Group], assign: list[int], terms: Terms
+    problem: MappingProblem, k: int, mine: list[_Group], assign: list[int], terms: Terms
 ) -> int:
-    """k's option with the chosen sharding and the least (latency, stored weights, index)."""
+    """k's option with the chosen sharding and the least (latency, stored weights, index);
+    `mine`: the groups k consumes."""
     menu, shard = problem.kernels[k], assign
     charge = sum(
         (e.conv[shard[e.src]][shard[k]] for e in problem.conv_in_edges(k) if e.group < 0), 0.0
     )
-    for g in groups:
-        if k in g.edge and assign[g.pays[k]]:
+    for g in mine:
+        if assign[g.pays[k]]:
             charge += problem.edges[g.edge[k]].conv[shard[g.src]][shard[k]]
     best, best_o = (math.inf, math.inf), -1
     for o, comp, mem, net, stored in terms:
@@ -292,12 +298,19 @@ def _run_order(problem: MappingProblem, groups: list[_Group], assign) -> list[in
             for k, j in g.edge.items():
                 if k != payer and problem.edges[j].layouts[assign[k]] == layout:
                     preds[k].add(payer)
+    waiting = [len(p) for p in preds]
+    after: list[list[int]] = [[] for _ in range(n)]
+    for k, p in enumerate(preds):
+        for u in p:
+            after[u].append(k)
+    ready = [k for k in range(n) if not waiting[k]]
+    heapq.heapify(ready)
     placed: list[int] = []
-    done: set[int] = set()
-    while len(placed) < n:
-        ready = [k for k in range(n) if k not in done and preds[k] <= done]
-        if not ready:
-            return None
-        placed.append(ready[0])
-        done.add(ready[0])
-    return placed
+    while ready:
+        k = heapq.heappop(ready)
+        placed.append(k)
+        for v in after[k]:
+            waiting[v] -= 1
+            if not waiting[v]:
+                heapq.heappush(ready, v)
+    return placed if len(placed) == n else None
