@@ -81,18 +81,19 @@ def solve_kbk(problem: MappingProblem) -> KbkSolution | None:
     domains = [len(m.shardings) for m in problem.kernels]
     domains += [2] * sum(len(g.pays) for g in groups)
     if any(math.prod(domains[k] for k in g.edge) * 2 ** len(g.edge) > TABLE_LIMIT for g in groups):
-        return None
+        return None  # a group factor (consumer shardings x payer bits) past the limit
     terms = [_option_terms(problem, k) for k in range(n)]
     of: list[list[_Group]] = [[] for _ in range(n)]  # the groups each kernel consumes
     for g in groups:
         for k in g.edge:
             of[k].append(g)
-    factors = [_kernel_factor(problem, k, of[k], domains, terms[k]) for k in range(n)]
-    if any(f is None for f in factors):
+    built = [_kernel_factor(problem, k, of[k], domains, terms[k]) for k in range(n)]
+    factors = [f for f in built if f is not None]
+    if len(factors) < n:
         return None
     desc = descendants(problem)
     factors += [_group_factor(problem, g, domains, desc) for g in groups]
-    solved = eliminate(factors, domains, TABLE_LIMIT)  # type: ignore[arg-type]
+    solved = eliminate(factors, domains, TABLE_LIMIT)
     if solved is None or not math.isfinite(solved[0].real):
         return None  # too wide, or nothing fits: the MILP says which
     value, assign = solved[0].real, solved[1]
