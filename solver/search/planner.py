@@ -20,17 +20,21 @@ from schema.errors import Interrupted, NoPlanError
 from solver.cost.problem import MappingProblem
 from solver.cost.weights import WeightRule, least_stored, stored_params
 from solver.fusion.segment_search import GraphSolution
-from solver.fusion.solve import solve_graph
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.search import assemble, infeasible, training_space
 from solver.search.bounds import bound_of, step_times
+from solver.search.exact_first import solve_graph_exact_first, solved_by
 from solver.search.parallel import Choice, enumerate_choices, spans_key
 from solver.search.phase_problem import build_key, micro_batches_of, param_cap, phase_problem
 from solver.search.plan_build import Solved, build_plan
 from solver.search.progress import SearchProgress
 from solver.search.solve_memo import solve_graph_memo
 from solver.search.training_space import Candidate
+
+# the graph search the planner runs: the exact kernel-by-kernel elimination first, then
+# solver.fusion.solve.solve_graph (a name of this module, so a test can replace it)
+solve_graph = solve_graph_exact_first
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,8 @@ class _OuterSearch:
     # restricted fusion spaces searched (empty: every legal configuration assignment)
     stops: list[str] = field(default_factory=list)
     spaces: list[str] = field(default_factory=list)
+    # which solvers proved the graphs' solutions (solver.search.exact_first.solved_by)
+    solvers: set[str] = field(default_factory=set)
 
     def settle(self, lb: float, candidate: Candidate) -> bool:
         """Prune, reject or solve one candidate; True when it was solved (or ran out of time)."""
@@ -323,6 +329,7 @@ class _OuterSearch:
         return self.cache[key]
 
     def count(self, sol: GraphSolution) -> None:
+        self.solvers.add(solved_by(sol))
         self.milps += sol.stats.milps
         self.num_vars = max(self.num_vars, sol.stats.num_vars)
         self.num_binaries = max(self.num_binaries, sol.stats.num_binaries)
@@ -400,6 +407,7 @@ class _OuterSearch:
             fusion_search=self.fusion_search(),
             stop_reason=self.stop_reason(status),
             search_space="; ".join(self.spaces) if self.spaces else "all",
+            solver="+".join(sorted(self.solvers)) or "highs",
         )
 
     def stop_reason(self, status: str) -> str:
