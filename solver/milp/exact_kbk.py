@@ -252,7 +252,9 @@ def _latency_table(
 def _best_option(
     problem: MappingProblem, k: int, mine: list[_Group], assign: list[int], terms: Terms
 ) -> int:
-    """k's option with the chosen sharding and the least (latency, stored weights, index);
+    """k's option with the chosen sharding and the least (latency, stored weights, DRAM
+    time, index): at equal latency the tile moving fewer bytes (a compute-bound fused
+    attention tile that re-reads K/V is not chosen over one that reads them once);
     `mine`: the groups k consumes."""
     menu, shard = problem.kernels[k], assign
     charge = sum(
@@ -261,13 +263,13 @@ def _best_option(
     for g in mine:
         if assign[g.pays[k]]:
             charge += problem.edges[g.edge[k]].conv[shard[g.src]][shard[k]]
-    best, best_o = (math.inf, math.inf), -1
+    best, best_o = (math.inf, math.inf, math.inf), -1
     for o, comp, mem, net, stored in terms:
         if menu.sharding_index(o) != shard[k]:
             continue
         lat = float(_latency(problem, menu.overhead_s, comp, mem, net + charge))
-        if (lat, stored) < best:
-            best, best_o = (lat, stored), o
+        if (lat, stored, mem) < best:
+            best, best_o = (lat, stored, mem), o
     return best_o
 
 
