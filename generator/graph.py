@@ -123,6 +123,10 @@ class Kernel:
     # The precision its matrix work runs in when it is not the workload's math precision
     # ("" = the workload's): the LM head stays 16-bit under FP8 recipes.
     math_precision: str = ""
+    # an FP8 GEMM that promotes its partial sums to FP32 (no fast accumulation): Transformer
+    # Engine's dgrad and wgrad GEMMs in FP8 training; priced at the chip's
+    # fp8_split_accumulate_util plateau (solver/cost/menus.py)
+    split_accumulate: bool = False
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)

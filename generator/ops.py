@@ -13,6 +13,7 @@ FLOP conventions (vector kernels are rough; matrix kernels exact):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from generator.builder import Arg, Dims, GraphBuilder, Tensor, dims_elements
 from generator.graph import Communication, KernelKind, OperandRole, Pass
@@ -27,6 +28,14 @@ NORM_FLOP = {"rms": 4, "layer": 5}
 SOFTMAX_FLOP = 5
 DROPOUT_FLOP = 2
 MASK_BYTES = 1.0  # dropout keep mask, bytes per element
+
+
+def _split_accumulate(b: GraphBuilder, name: str, on: bool) -> None:
+    """Mark an FP8 training GEMM of the backward pass as split-accumulating: Transformer
+    Engine runs dgrad and wgrad with FP32 promotion of partial sums (its _2X_ACC_DGRAD /
+    _2X_ACC_WGRAD), the forward GEMM with fast accumulation."""
+    if on:
+        b.kernels[name] = replace(b.kernels[name], split_accumulate=True)
 
 
 def _names(dims: Dims) -> list[str]:
@@ -93,6 +102,7 @@ def linear(
             )
             assert dx is not None
             pairs.append((x, dx))
+            _split_accumulate(b, f"{name}_bwd", fp8_grad)
         xs = b.saved(b.view(x, x_dims) if not x.part else x)
 
         def wgrad() -> None:
@@ -110,6 +120,7 @@ def linear(
                 communication=ARP,
                 communication_bytes=grad_bytes,
             )
+            _split_accumulate(b, f"{name}_weight_update", fp8_grad)
 
         b.defer(wgrad)
         return pairs

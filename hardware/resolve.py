@@ -204,7 +204,13 @@ def _peak(peaks: dict[str, float], precision: str) -> float:
 
 def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) -> Efficiency:
     base = "system.accelerator.efficiency"
-    for fname in ("gemm_util", "dram_util", "attention_util", "vector_util"):
+    for fname in (
+        "gemm_util",
+        "dram_util",
+        "attention_util",
+        "vector_util",
+        "fp8_split_accumulate_util",
+    ):
         fraction(getattr(e, fname), f"{base}.{fname}", problems)
     for fname in ("gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "kernel_overhead_us"):
         non_negative(getattr(e, fname), f"{base}.{fname}", problems)
@@ -225,6 +231,7 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         gemm_tile_n=e.gemm_tile_n,
         dram_util=e.dram_util or 1.0,
         attention_util=e.attention_util,
+        fp8_split_accumulate_util=e.fp8_split_accumulate_util,
         vector_util=e.vector_util or 1.0,
         kernel_overhead_s=e.kernel_overhead_us * 1e-6,
         gpu_wave_model=e.gpu_wave_model,

@@ -18,7 +18,9 @@ GEMM (per chip shard, C[m,n] += A[m,k] B[k,n], `batch` independent GEMMs):
     partial last wave and padding of m, n to whole tiles idle the machine:
     occupancy = useful MACs / (waves x cores x tile MACs), best candidate tile.
 A fixed per-kernel latency (launch, pipeline fill and drain) is `kernel_overhead_s`, added
-by the solver's menus per kernel, not here.
+by the solver's menus per kernel, not here. FP8 GEMMs that accumulate with FP32 promotion
+(FP8 training's dgrad and wgrad, `Kernel.split_accumulate`) run at
+`fp8_split_accumulate_util` instead of the FP8 plateau (`split_accumulate_factor`).
 
 DRAM: `dram_util` x bandwidth (STREAM copy / peak). Attention: `attention_util` x matrix
 peak for the fused attention kernel (0 = gemm_util); unfused attention is batched GEMMs and
@@ -119,6 +121,17 @@ def gemm_efficiency(chip: Chip, m: int, n: int, k: int, batch: int = 1) -> float
     if eff.gemm_tile_m > 0 and eff.gemm_tile_n > 0:
         util *= occupancy(m, n, max(batch, 1), chip.cores, eff.gemm_tile_m, eff.gemm_tile_n, k)
     return max(util, 1e-3)
+
+
+def split_accumulate_factor(chip: Chip) -> float:
+    """Rate of an FP8 GEMM with split (FP32-promoted) accumulation relative to the FP8
+    plateau, on a chip already at its FP8 plateau (`for_precision(chip, "fp8")`): the
+    chip's fp8_split_accumulate_util / that plateau; 1 when the chip gives none (no
+    fast-accumulation mode to lose, e.g. Blackwell) or pins a fixed compute_util."""
+    eff = chip.efficiency
+    if eff.fp8_split_accumulate_util <= 0 or eff.fixed_compute_util > 0 or eff.gemm_util <= 0:
+        return 1.0
+    return min(1.0, eff.fp8_split_accumulate_util / eff.gemm_util)
 
 
 def attention_efficiency(chip: Chip) -> float:

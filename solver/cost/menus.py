@@ -200,7 +200,7 @@ def _compute_time(
         bn = math.prod(sizes[d] for d in n)
         bk = math.prod(sizes[d] for d in k)
         bb = math.prod(sizes[d] for d in batch)
-        eff = efficiency.gemm_efficiency(chip, bm, bn, bk, bb)
+        eff = efficiency.gemm_efficiency(chip, bm, bn, bk, bb) * _split(kernel, chip, precision)
         return flop / (_matrix_precision_peak(chip, precision) * eff)
     if kernel.kind == KernelKind.ATTENTION:
         return flop / (
@@ -211,8 +211,16 @@ def _compute_time(
         return flop / (
             _matrix_precision_peak(chip, precision)
             * efficiency.gemm_efficiency(chip, 1 << 14, 1 << 14, 1 << 14)
+            * _split(kernel, chip, precision)
         )
     return flop / (chip.vector_flops * efficiency.vector_efficiency(chip))
+
+
+def _split(kernel: Kernel, chip: Chip, precision: str) -> float:
+    """The split-accumulation slowdown of an FP8 training dgrad/wgrad GEMM (1 otherwise)."""
+    if kernel.split_accumulate and precision == "fp8":
+        return efficiency.split_accumulate_factor(chip)
+    return 1.0
 
 
 def attention_precision(math_precision: str) -> str:

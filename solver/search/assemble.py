@@ -36,6 +36,29 @@ def pipeline_time(stage_s: float, micro_batches: int, pp: int, interleave: int =
     return (micro_batches + (pp - 1) / max(interleave, 1)) * stage_s
 
 
+def pipeline_p2p(hop_s: float, v: int, pp: int, fwd_s: float, bwd_s: float) -> tuple[float, float]:
+    """(exposed point-to-point time per micro-batch per stage, once-per-step fill/drain time)
+    for one activation (or gradient) transfer of `hop_s` between neighbouring stages, with
+    `fwd_s` / `bwd_s` the stage's forward / backward compute of one micro-batch.
+
+    Each micro-batch crosses v x pp chunk boundaries: a stage sends v activations forward
+    and v gradients backward. Plain 1F1B (v = 1) waits on each transfer (Megatron-LM's
+    blocking send/recv pairs): 2 x hop per micro-batch, and the pipeline formula's
+    (p - 1) fill slots carry them. The interleaved schedule (v > 1) posts its transfers
+    asynchronously and computes another chunk meanwhile (Megatron-LM's
+    overlap_p2p_comm, on by default for it): a forward transfer hides under one chunk's
+    forward (fwd_s / v), a backward one under one chunk's backward; exposed per micro-batch
+        v x (max(0, hop - fwd_s / v) + max(0, hop - bwd_s / v)),
+    plus, once per step, the fill and drain that no compute covers: the first activation
+    crossing p - 1 stages and the last gradient crossing them back, 2 (p - 1) x hop."""
+    if pp <= 1:
+        return 0.0, 0.0
+    if v <= 1:
+        return 2 * hop_s, 0.0
+    exposed = v * (max(0.0, hop_s - fwd_s / v) + max(0.0, hop_s - bwd_s / v))
+    return exposed, 2 * (pp - 1) * hop_s
+
+
 def layer_phases(workload: Workload) -> list[Phase]:
     return [p for p in workload.phases if p.role == "layer"]
 
@@ -117,19 +140,17 @@ def training_times(
         stage += p.count * phase_latency[p.name]
     stage *= max(workload.instances_per_micro_batch, 1)
     stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency)
-    transfer = 0.0
+    fwd = stage * forward_fraction(workload)
+    transfer = fill = 0.0
     if pp > 1:
-        # every micro-batch crosses v x pp chunk boundaries with v model chunks per stage:
-        # each stage sends and receives v activations forward and v gradients backward
-        v = max(workload.virtual_pipeline, 1)
         bytes_ = max(boundary_bytes(workload, p) for p in layer_phases(workload)) / tp
         bytes_ *= max(workload.instances_per_micro_batch, 1)
-        transfer = 2 * v * hierarchical_time("p2p", bytes_, choice.span("PP"))
+        hop = hierarchical_time("p2p", bytes_, choice.span("PP"))
+        transfer, fill = pipeline_p2p(hop, max(workload.virtual_pipeline, 1), pp, fwd, stage - fwd)
     stage_total = stage + transfer
-    pipeline = pipeline_time(stage_total, m, pp, workload.virtual_pipeline)
+    pipeline = pipeline_time(stage_total, m, pp, workload.virtual_pipeline) + fill
     bubble = pipeline - m * stage_total
     params_chip = param_count(workload) / (tp * pp) if stored is None else stored
-    fwd = stage * forward_fraction(workload)
     layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
     # FSDP wraps one transformer layer per unit; DDP and ZeRO-1/2 use buckets
     unit = params_chip * workload.weight_bytes_per_param / layers_here

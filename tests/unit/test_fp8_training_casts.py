@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from generator.build import build_workload
 from generator.graph import Pass, Workload
 from schema import setup_pb2
@@ -69,3 +71,72 @@ def test_fp8_gemms_read_one_byte_operands_and_16_bit_training_has_no_casts():
     assert _casts(_training(setup_pb2.BF16)) == []
     # inference engines fuse the activation quantisation into the producing kernel
     assert _casts(_training(setup_pb2.FP8, phase=setup_pb2.PREFILL)) == []
+
+
+def test_fp8_training_backward_gemms_split_accumulate():
+    """Transformer Engine: forward GEMMs with fast accumulation, dgrad and wgrad split."""
+    w = _training(setup_pb2.FP8)
+    layer = w.phases[0].graph
+    split = {k.name for k in layer.kernels if k.split_accumulate}
+    linears = ("q_proj", "kv_proj", "o_proj", "mlp_gate_up", "mlp_down")
+    assert split == {f"{n}_{s}" for n in linears for s in ("bwd", "weight_update")}
+    head = w.phases[-1].graph  # the 16-bit LM head: no FP8 GEMM, no split accumulation
+    assert not any(k.split_accumulate for k in head.kernels)
+    assert not any(k.split_accumulate for k in _training(setup_pb2.BF16).phases[0].graph.kernels)
+
+
+def _chip(name: str):
+    from mapshard import pipeline
+    from solver.cost.efficiency import for_precision
+
+    s = setup_pb2.Setup()
+    s.workload.gemm.M = s.workload.gemm.K = s.workload.gemm.N = 64
+    s.system.chip, s.system.num_chip = name, 1
+    return for_precision(pipeline.resolve(pipeline.load_message(s, Path("."))).chip, "fp8")
+
+
+def test_split_accumulation_prices_at_its_own_fp8_plateau():
+    """H100: FP8 plateau 0.694, split-accumulation plateau 0.505 (chip file). A 4096^3 FP8
+    GEMM: 2 x 4096^3 = 1.374e11 FLOP; 128x256 tiles: 32 x 16 = 512 tiles on 132 SMs in
+    4 waves, occupancy 512 / (4 x 132) = 0.9697; fast accumulation
+    1.374e11 / (1978.9e12 x 0.694 x 0.9697) = 103.2 us, split 0.694 / 0.505 = 1.374x that.
+    B200 has no fast-accumulation mode to lose: no split plateau, same time both ways."""
+    from dataclasses import replace
+
+    from generator.builder import GraphBuilder
+    from generator.ops import linear
+    from solver.cost.menus import _compute_time
+
+    b = GraphBuilder("g")
+    T, H, F = ("tokens", 4096), ("hidden", 4096), ("ffn", 4096)
+    x = b.input((T, H), 1)
+    linear(b, "p", x, (T, H), (H, F), (T, F), wbpe=1, abpe=2)
+    fast = b.graph().kernel("p")
+    split = replace(fast, split_accumulate=True)
+    sizes = dict(fast.dims)
+    h100 = _chip("H100-SXM5-80GB")
+    flop = 2 * 4096**3
+    t_fast = _compute_time(fast, h100, sizes, flop, "fp8")
+    assert t_fast == pytest.approx(flop / (1978.9e12 * 0.694 * 512 / (4 * 132)))
+    assert t_fast == pytest.approx(103.2e-6, rel=1e-3)
+    assert _compute_time(split, h100, sizes, flop, "fp8") == pytest.approx(t_fast * 0.694 / 0.505)
+    # a BF16 GEMM flagged split (not an FP8 kernel) keeps its time
+    assert _compute_time(split, h100, sizes, flop, "bf16") == _compute_time(
+        fast, h100, sizes, flop, "bf16"
+    )
+    b200 = _chip("B200")
+    assert _compute_time(split, b200, sizes, flop, "fp8") == _compute_time(
+        fast, b200, sizes, flop, "fp8"
+    )
+
+
+def test_fit_plateau_takes_the_least_mean_relative_error():
+    """Rows at 0.5 / u and 0.6 / u seconds, both measured at 1 s: mean |err| 0.100 at u=0.5,
+    (0.0909 + 0.0909) / 2 = 0.0909 at 0.55, (0.1667 + 0) / 2 = 0.0833 at 0.6: u = 0.6."""
+    from mapshard.fidelity.fit_training import fit_plateau
+
+    fit = fit_plateau(lambda u: [0.5 / u, 0.6 / u], [1.0, 1.0], ["a", "b"], (0.5, 0.55, 0.6))
+    assert fit.util == 0.6
+    assert fit.mean_abs_err == pytest.approx((1 / 6) / 2)
+    assert fit.max_abs_err == pytest.approx(1 / 6)
+    assert fit.rows == ("a", "b")
