@@ -125,8 +125,10 @@ class Kernel:
     math_precision: str = ""
     # an FP8 GEMM that promotes its partial sums to FP32 (no fast accumulation): Transformer
     # Engine's dgrad and wgrad GEMMs in FP8 training; priced at the chip's
-    # fp8_split_accumulate_util plateau (solver/cost/menus.py)
-    split_accumulate: bool = False
+    # fp8_split_accumulate_util plateau (solver/cost/menus.py). Out of the repr, so the
+    # structural signatures (canonical order) of graphs without it stay as they were; it
+    # still takes part in equality and hashing (the menu memo's key)
+    split_accumulate: bool = field(default=False, repr=False)
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)
