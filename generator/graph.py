@@ -397,6 +397,10 @@ class Workload:
     # Graph instances per micro-batch (a DFModel LLM graph is one sequence: a micro-batch
     # of n sequences runs it n times); 1 for graphs that hold the whole micro-batch.
     instances_per_micro_batch: int = 1
+    # Training graphs that wire every forward tensor their backward reads to its reader (the
+    # LLM generator's autograd): the kept activations are those tensors
+    # (solver.search.assemble); otherwise (a DFModel or proto graph) every forward output
+    backward_reads_wired: bool = False
     # A training-shaped workload with no backward pass (a DFModel forward-only LLM graph):
     # no gradient reduction and no optimizer step.
     forward_only: bool = False

@@ -191,6 +191,7 @@ def _pinned_workload(
         virtual_pipeline=req.virtual_pipeline or 1,
         searched=searched,
         context_parallel=cp,
+        backward_reads_wired=True,
         weight_bytes_per_param=prec.weight_bytes,
         optimizer_bytes_per_param=prec.optimizer_bytes_per_param,
         activation_bytes_per_element=prec.activation_bytes,

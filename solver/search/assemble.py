@@ -371,12 +371,45 @@ def interleave_memory_factor(pp: int, interleave: int) -> float:
     return 1 + (pp - 1) / (interleave * pp)
 
 
+# Output operand of the dropout kernels (generator/ops.py, ops_attention.py): the keep mask
+# the backward pass reads through the kernel's gradient rule, without a graph edge.
+MASK_OPERAND = "mask"
+
+
 def _saved_activation(workload: Workload, phase: Phase) -> float:
-    """Activations one layer keeps for its backward pass, per micro-batch: every forward
-    output except those of kernels recomputed in the backward pass (selective recompute
-    keeps nothing of the attention core; full recompute only the layer input)."""
+    """Activations one layer keeps for its backward pass, per micro-batch. A graph with its
+    backward reads wired (Workload.backward_reads_wired): the layer input
+    (its norm's backward reads it) and every forward tensor a backward or recompute kernel
+    reads (an edge from a forward kernel to a later pass; each distinct tensor once, plus
+    the dropout keep masks), except the outputs of kernels recomputed in the backward pass
+    (selective recompute keeps nothing of the attention core; full recompute only the layer
+    input). A forward tensor only forward kernels read is freed once they ran (the output
+    projections before their residual add; FP8 training's 16-bit GEMM inputs, of which
+    only the FP8 copy read by the wgrad GEMM stays, generator/ops_fp8.py). Other graphs:
+    every forward output (`_forward_outputs`)."""
     if workload.recompute == "full":
         return boundary_bytes(workload, phase)
+    if not workload.backward_reads_wired:
+        return _forward_outputs(phase)
+    kernels = {k.name: k for k in phase.graph.kernels}
+    kept = {
+        n for n, k in kernels.items() if k.pass_ == Pass.FWD and f"{n}_recompute" not in kernels
+    }
+    read: dict[str, set[float]] = {n: set() for n in kept}
+    for e in phase.graph.edges:
+        if e.src in kept and kernels[e.dst].pass_ != Pass.FWD:
+            read[e.src].add(e.tensor_bytes or kernels[e.src].bytes_by_role(OperandRole.OUTPUT))
+    saved = boundary_bytes(workload, phase)
+    for n in kept:
+        k = kernels[n]
+        masks = sum(k.operand_bytes(o) for o in k.outputs if o.name == MASK_OPERAND)
+        saved += min(sum(read[n]) + masks, k.bytes_by_role(OperandRole.OUTPUT))
+    return saved
+
+
+def _forward_outputs(phase: Phase) -> float:
+    """Every forward output of a layer, but those of kernels recomputed in the backward pass:
+    the kept activations of a graph whose backward reads are not wired (DFModel, proto)."""
     recomputed = {
         k.name.removesuffix("_recompute") for k in phase.graph.kernels if k.pass_ == Pass.RECOMPUTE
     }

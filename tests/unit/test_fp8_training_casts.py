@@ -96,10 +96,10 @@ def _chip(name: str):
 
 
 def test_split_accumulation_prices_at_its_own_fp8_plateau():
-    """H100: FP8 plateau 0.694, split-accumulation plateau 0.505 (chip file). A 4096^3 FP8
+    """H100: FP8 plateau 0.694, split-accumulation plateau 0.520 (chip file). A 4096^3 FP8
     GEMM: 2 x 4096^3 = 1.374e11 FLOP; 128x256 tiles: 32 x 16 = 512 tiles on 132 SMs in
     4 waves, occupancy 512 / (4 x 132) = 0.9697; fast accumulation
-    1.374e11 / (1978.9e12 x 0.694 x 0.9697) = 103.2 us, split 0.694 / 0.505 = 1.374x that.
+    1.374e11 / (1978.9e12 x 0.694 x 0.9697) = 103.2 us, split 0.694 / 0.520 = 1.335x that.
     B200 has no fast-accumulation mode to lose: no split plateau, same time both ways."""
     from dataclasses import replace
 
@@ -119,7 +119,7 @@ def test_split_accumulation_prices_at_its_own_fp8_plateau():
     t_fast = _compute_time(fast, h100, sizes, flop, "fp8")
     assert t_fast == pytest.approx(flop / (1978.9e12 * 0.694 * 512 / (4 * 132)))
     assert t_fast == pytest.approx(103.2e-6, rel=1e-3)
-    assert _compute_time(split, h100, sizes, flop, "fp8") == pytest.approx(t_fast * 0.694 / 0.505)
+    assert _compute_time(split, h100, sizes, flop, "fp8") == pytest.approx(t_fast * 0.694 / 0.520)
     # a BF16 GEMM flagged split (not an FP8 kernel) keeps its time
     assert _compute_time(split, h100, sizes, flop, "bf16") == _compute_time(
         fast, h100, sizes, flop, "bf16"
@@ -140,3 +140,59 @@ def test_fit_plateau_takes_the_least_mean_relative_error():
     assert fit.mean_abs_err == pytest.approx((1 / 6) / 2)
     assert fit.max_abs_err == pytest.approx(1 / 6)
     assert fit.rows == ("a", "b")
+
+
+def _tiny(math: int) -> Workload:
+    """tests/training_fixtures.tiny_training at a math precision: 4 layers, hidden 256, 4
+    heads of 64 (MHA), SwiGLU 512, 2 x 128 = 256 tokens per micro-batch, no recompute."""
+    s = setup_pb2.Setup()
+    t = s.workload.llm_training
+    m = t.model.inline
+    m.name, m.architecture, m.hidden_size, m.num_layers = "tiny", "llama", 256, 4
+    m.num_heads, m.num_kv_heads, m.intermediate_size, m.vocab_size = 4, 4, 512, 1000
+    m.ffn, m.norm = setup_pb2.SWIGLU, setup_pb2.RMSNORM
+    t.global_batch, t.micro_batch, t.seq_len = 16, 2, 128
+    t.recompute = setup_pb2.RECOMPUTE_NONE
+    s.workload.precision.math = math
+    return build_workload(s, Path("setup.txt"), 1)
+
+
+def test_saved_activations_keep_what_the_backward_reads():
+    """Per layer and micro-batch, T = 256 tokens, h = 256 (2 bytes each unless FP8):
+    BF16: layer input 2Th, norm outputs 2 x 2Th (wgrad inputs), q 2Th and K/V 2 x 2Th
+    (attention backward), attention output 2Th, residual 2Th (MLP norm backward), gate/up
+    2 x 2 x 512 T, SwiGLU output 2 x 512 T; the output projections' results feed only the
+    residual adds and are freed: 1,835,008 bytes. FP8: the norm and SwiGLU outputs are read
+    only by their casts, so each is kept as its 1-byte FP8 copy (the wgrad input), as is
+    the attention output's cast beside the 16-bit output the attention backward reads:
+    1,835,008 - 2 x 2Th - 2 x 512 T + (3 x Th + 512 T) = 1,638,400 bytes."""
+    from solver.search import assemble
+
+    Th = 256 * 256
+    bf16 = _tiny(setup_pb2.BF16)
+    want = 2 * Th + 2 * 2 * Th + 2 * Th + 2 * 2 * Th + 2 * Th + 2 * Th + 4 * 512 * 256
+    want += 2 * 512 * 256
+    assert want == 1_835_008
+    assert assemble._saved_activation(bf16, bf16.phases[0]) == want
+    fp8 = _tiny(setup_pb2.FP8)
+    want8 = want - 2 * 2 * Th - 2 * 512 * 256 + 3 * Th + 512 * 256
+    assert want8 == 1_638_400
+    assert assemble._saved_activation(fp8, fp8.phases[0]) == want8
+
+
+def test_fp8_training_rows_keep_16_bit_parameters():
+    """Transformer Engine trains with BF16 parameters (and gradients) and casts FP8 weight
+    copies for its GEMMs; FP8 inference engines store FP8 weights."""
+    from mapshard.fidelity.cases import read_cases
+    from mapshard.fidelity.scenarios import build_setup
+
+    data = Path(__file__).parents[1] / "data" / "validation" / "validation_public_fit.csv"
+    cases = {c.id: c for c in read_cases(data)}
+    train = build_setup(cases["P-NEM05"])[0].workload.precision
+    assert (train.math, train.weight, train.activation) == (
+        setup_pb2.FP8,
+        setup_pb2.BF16,
+        setup_pb2.BF16,
+    )
+    infer = build_setup(cases["P-TRT01"])[0].workload.precision  # TensorRT-LLM FP8 engine
+    assert (infer.math, infer.weight) == (setup_pb2.FP8, setup_pb2.FP8)
