@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 from generator.graph import Communication, OperandRole, Pass, Phase, Workload
+from generator.ops_fp8 import FP8_BYTES
 from solver.cost.collectives import hierarchical_time
 from solver.cost.weights import WeightRule
 from solver.plan import MemoryUse
@@ -172,23 +173,53 @@ def training_times(
         2 * params_chip * (workload.weight_bytes_per_param + workload.optimizer_bytes_per_param)
     ) / shard
     optimizer = 0.0 if workload.forward_only else opt_bytes / dram_Bps
-    total = pipeline + dp_time + optimizer
+    cast = fp8_weight_cast_s(workload, tp * pp, m, dram_Bps)
+    total = pipeline + dp_time + optimizer + cast
+    breakdown = (
+        ("pipeline_compute", m * stage),
+        ("pipeline_bubble", bubble),
+        ("pp_transfer", transfer * m),
+        ("dp_sync_exposed", dp_time),
+        ("optimizer", optimizer),
+    )
     return StepTimes(
         latency_s=total,
         iteration_time_s=total,
         micro_batches=m,
         bubble_s=bubble,
         dp_allreduce_s=dp_time,
-        optimizer_s=optimizer,
+        optimizer_s=optimizer + cast,  # the step-end work: update, then FP8 weight copies
         pp_transfer_s=transfer * m,
-        breakdown=(
-            ("pipeline_compute", m * stage),
-            ("pipeline_bubble", bubble),
-            ("pp_transfer", transfer * m),
-            ("dp_sync_exposed", dp_time),
-            ("optimizer", optimizer),
-        ),
+        breakdown=(*breakdown, ("fp8_weight_cast", cast)) if cast > 0 else breakdown,
     )
+
+
+def fp8_weight_elements(workload: Workload) -> float:
+    """Weight elements of the FP8 GEMMs of the layer graphs (whole model): the forward GEMMs
+    at the workload's math precision (the 16-bit LM head, norms and embeddings excluded)."""
+    total = 0.0
+    for p in layer_phases(workload):
+        for k in p.graph.kernels:
+            if k.pass_ == Pass.FWD and k.kind.uses_matrix_unit and not k.math_precision:
+                weights = [o for o in k.operands if o.role == OperandRole.WEIGHT]
+                total += p.count * sum(k.operand_elements(o) for o in weights)
+    return total
+
+
+def fp8_weight_cast_s(workload: Workload, model_split: int, micro: int, dram_Bps: float) -> float:
+    """FP8 training casts each 16-bit weight of its FP8 GEMMs to FP8 (and its transpose, for
+    the dgrad GEMM) once per step, after the optimizer update (Transformer Engine caches the
+    copies over the micro-batches; Megatron's is_first_microbatch): per element an amax read,
+    a cast read and two 1-byte writes, 2 x weight bytes + 2 bytes (generator/ops_fp8.py), of
+    the chip's 1/model_split (TP x PP) share. ZeRO-3 gathers the weights again for every
+    micro-batch, so the copies are cast per micro-batch. 0 unless the math is FP8 and the
+    weights are stored wider."""
+    w = workload.weight_bytes_per_param
+    if workload.forward_only or workload.compute_dtype != "FP8" or w <= FP8_BYTES:
+        return 0.0
+    casts = micro if workload.zero_stage >= 3 else 1
+    elements = fp8_weight_elements(workload) / model_split
+    return casts * elements * (2 * w + 2 * FP8_BYTES) / dram_Bps
 
 
 def inference_times(

@@ -196,3 +196,24 @@ def test_fp8_training_rows_keep_16_bit_parameters():
     )
     infer = build_setup(cases["P-TRT01"])[0].workload.precision  # TensorRT-LLM FP8 engine
     assert (infer.math, infer.weight) == (setup_pb2.FP8, setup_pb2.FP8)
+
+
+def test_fp8_weight_copies_are_cast_once_per_step():
+    """The tiny model's FP8 GEMM weights per layer: q 256x256 + K/V 256x512 + o 256x256 +
+    gate/up 256x1024 + down 512x256 = 655,360 elements, x 4 layers = 2,621,440 (norms, the
+    embedding and the 16-bit LM head are not cast). BF16 weights: 2 x 2 + 2 x 1 = 6 bytes per
+    element once per step (8 micro-batches share the copies): 15,728,640 bytes, at 1 TB/s
+    15.73 us, part of the step-end time with the optimizer."""
+    from solver.search import assemble
+    from solver.search.parallel import Choice
+
+    choice = Choice(degrees=(("TP", 1), ("PP", 1), ("DP", 1)), spans=(), levels=())
+    latency = {"layer": 1e-3, "head": 1e-3}
+    fp8 = assemble.training_times(_tiny(setup_pb2.FP8), choice, latency, 1e12)
+    assert 6 * 4 * (65536 + 131072 + 65536 + 262144 + 131072) == 15_728_640
+    cast = dict(fp8.breakdown)["fp8_weight_cast"]
+    assert cast == pytest.approx(15_728_640 / 1e12)
+    assert fp8.optimizer_s == pytest.approx(dict(fp8.breakdown)["optimizer"] + cast)
+    assert fp8.iteration_time_s == pytest.approx(sum(v for _, v in fp8.breakdown))
+    bf16 = assemble.training_times(_tiny(setup_pb2.BF16), choice, latency, 1e12)
+    assert "fp8_weight_cast" not in dict(bf16.breakdown)
