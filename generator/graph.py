@@ -128,6 +128,12 @@ class Kernel:
     # The precision its matrix work runs in when it is not the workload's math precision
     # ("" = the workload's): the LM head stays 16-bit under FP8 recipes.
     math_precision: str = ""
+    # an FP8 GEMM that promotes its partial sums to FP32 (no fast accumulation): Transformer
+    # Engine's dgrad and wgrad GEMMs in FP8 training; priced at the chip's
+    # fp8_split_accumulate_util plateau (solver/cost/menus.py). Out of the repr, so the
+    # structural signatures (canonical order) of graphs without it stay as they were; it
+    # still takes part in equality and hashing (the menu memo's key)
+    split_accumulate: bool = field(default=False, repr=False)
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)
@@ -396,6 +402,10 @@ class Workload:
     # Graph instances per micro-batch (a DFModel LLM graph is one sequence: a micro-batch
     # of n sequences runs it n times); 1 for graphs that hold the whole micro-batch.
     instances_per_micro_batch: int = 1
+    # Training graphs that wire every forward tensor their backward reads to its reader (the
+    # LLM generator's autograd): the kept activations are those tensors
+    # (solver.search.assemble); otherwise (a DFModel or proto graph) every forward output
+    backward_reads_wired: bool = False
     # A training-shaped workload with no backward pass (a DFModel forward-only LLM graph):
     # no gradient reduction and no optimizer step.
     forward_only: bool = False

@@ -37,6 +37,7 @@ from generator.llm_mla import mla
 from generator.models import ModelConfig
 from generator.ops import GATED_FLOP, IN, KV, OUT, SOFTMAX_FLOP, add, binary, linear, norm, unary
 from generator.ops_attention import AttnInput, attention, bmm, dropout, kv_write, softmax
+from generator.ops_fp8 import FP8_BYTES, fp8_cast
 from generator.precision import Precision
 
 A2A = Communication.ALL_TO_ALL
@@ -69,6 +70,9 @@ class LayerShape:
     # on-chip cache): the KV cache operand carries 1 + (G - 1) x share reads of each head
     kv_reread_share: float = 1.0
     dropout: bool = False  # training dropout on attention probabilities and layer outputs
+    # FP8 training: each linear layer's 16-bit input and output gradient are cast to FP8 by
+    # kernels of their own (generator/ops_fp8.py); inference engines fuse the cast instead
+    fp8_casts: bool = False
 
 
 def expert_tokens(tokens: int, k: int, experts: int, capacity_factor: float) -> int:
@@ -90,6 +94,7 @@ class Layer:
         self.T = ("tokens", shape.tokens)
         self.H = ("hidden", cfg.hidden)
         self.core: list[str] = []  # the attention core's kernels (selective recompute)
+        self.fp8: dict[int, Tensor] = {}  # tensor key -> its FP8 copy (one cast per tensor)
 
     def lin(
         self,
@@ -98,9 +103,20 @@ class Layer:
         x_dims: Dims,
         weight: Dims,
         out: Dims,
+        fp8: bool = True,
         **kw: Any,
     ) -> Tensor:
+        """A linear layer; under `shape.fp8_casts` (and `fp8`: not the router, which
+        Megatron keeps in 16-bit) its input is cast to FP8 once per tensor and its output
+        gradient in the backward pass."""
         kw.setdefault("cls", self.shape.gemm_cls)
+        if self.shape.fp8_casts and fp8 and isinstance(x, Tensor) and not x.part:
+            if x.key not in self.fp8:
+                allowed = kw.get("shardable") or [d for d, _ in x.dims]
+                keep = [d for d, _ in x.dims if d in allowed]
+                self.fp8[x.key] = fp8_cast(self.b, f"{name}_in", x, abpe=self.a, shardable=keep)
+            x = self.fp8[x.key]
+            kw.update(in_bpe=FP8_BYTES, fp8_grad=True)
         return linear(self.b, name, x, x_dims, weight, out, wbpe=self.w, abpe=self.a, **kw)
 
     def norm(self, name: str, x: Tensor, weight: Dims | None = None) -> Tensor:
@@ -308,7 +324,7 @@ class Layer:
         C = ("expert_tokens", expert_tokens(tokens, k, c.experts, c.capacity_factor))
         F = ("ffn", c.moe_ffn)
         routed = min(tokens * k, E[1] * C[1])
-        logits = self.lin("router", h, (T, H), (H, E), (T, E), shardable=["tokens"])
+        logits = self.lin("router", h, (T, H), (H, E), (T, E), fp8=False, shardable=["tokens"])
         route = b.add_kernel(
             "topk",
             KernelKind.ROUTER,

@@ -143,6 +143,7 @@ def _pinned_workload(
         gemm_cls="Ma_Mw",
         unfused_attention=unfused,
         dropout=req.dropout > 0,
+        fp8_casts=prec.math == "FP8",
     )
     layers = layer_phases("layer", cfg, shape, prec, training=True, recompute=recompute)
     if not req.sequence_parallel:
@@ -168,6 +169,11 @@ def _pinned_workload(
         notes.append("sequence parallel: norms/residuals split on tokens across the TP group")
     if unfused:
         notes.append("unfused attention: QK^T, softmax, dropout and AV through DRAM")
+    if shape.fp8_casts:
+        notes.append(
+            "FP8 linear layers: each 16-bit input and output gradient cast to FP8 by amax + "
+            "cast-transpose kernels (6 bytes per element; Transformer Engine current scaling)"
+        )
     if req.dropout > 0:
         notes.append(f"dropout {req.dropout:g}: 1-byte keep masks written and read back")
     if searched:
@@ -185,6 +191,7 @@ def _pinned_workload(
         virtual_pipeline=req.virtual_pipeline or 1,
         searched=searched,
         context_parallel=cp,
+        backward_reads_wired=True,
         weight_bytes_per_param=prec.weight_bytes,
         optimizer_bytes_per_param=prec.optimizer_bytes_per_param,
         activation_bytes_per_element=prec.activation_bytes,

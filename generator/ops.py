@@ -13,9 +13,11 @@ FLOP conventions (vector kernels are rough; matrix kernels exact):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from generator.builder import Arg, Dims, GraphBuilder, Tensor, dims_elements
 from generator.graph import Communication, KernelKind, OperandRole, Pass
+from generator.ops_fp8 import FP8_BYTES, fp8_grad_cast
 
 IN, W, OUT, KV = OperandRole.INPUT, OperandRole.WEIGHT, OperandRole.OUTPUT, OperandRole.KV_CACHE
 ARP = Communication.ALL_REDUCE_PERIODIC
@@ -26,6 +28,14 @@ NORM_FLOP = {"rms": 4, "layer": 5}
 SOFTMAX_FLOP = 5
 DROPOUT_FLOP = 2
 MASK_BYTES = 1.0  # dropout keep mask, bytes per element
+
+
+def _split_accumulate(b: GraphBuilder, name: str, on: bool) -> None:
+    """Mark an FP8 training GEMM of the backward pass as split-accumulating: Transformer
+    Engine runs dgrad and wgrad with FP32 promotion of partial sums (its _2X_ACC_DGRAD /
+    _2X_ACC_WGRAD), the forward GEMM with fast accumulation."""
+    if on:
+        b.kernels[name] = replace(b.kernels[name], split_accumulate=True)
 
 
 def _names(dims: Dims) -> list[str]:
@@ -47,12 +57,17 @@ def linear(
     cls: str = "Ma_Mw",
     shardable: Sequence[str] | None = None,
     flop: float | None = None,
+    in_bpe: float | None = None,
+    fp8_grad: bool = False,
 ) -> Tensor:
     """out = x . weight (+ bias): contraction over the dims x and weight share that out lacks.
     `x` may be several parts (a concatenation; then no backward). `flop` overrides
-    2 x prod(loop dims) (MoE experts: routed tokens only)."""
+    2 x prod(loop dims) (MoE experts: routed tokens only). `in_bpe`: bytes per element of x
+    when it differs from the output's (an FP8 copy, generator/ops_fp8.py); `fp8_grad`: the
+    output gradient is cast to FP8 before the dgrad and wgrad GEMMs (FP8 training)."""
+    xbpe = abpe if in_bpe is None else in_bpe
     bias_dims = tuple((d, s) for d, s in weight if d in dict(out))
-    args = [Arg("in", IN, x_dims, abpe, x), Arg("weight", W, weight, wbpe)]
+    args = [Arg("in", IN, x_dims, xbpe, x), Arg("weight", W, weight, wbpe)]
     if bias:
         args.append(Arg("bias", W, bias_dims, wbpe))
     args.append(Arg("out", OUT, out, abpe))
@@ -65,13 +80,18 @@ def linear(
     def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
         assert dy is not None and isinstance(x, Tensor)
         dy = b.view(dy, out)
+        dbpe = abpe
+        if fp8_grad:
+            keep = [d for d, _ in out if d in shard]
+            dy = fp8_grad_cast(b, f"{name}_grad", dy, out, abpe=abpe, shardable=keep)
+            dbpe = FP8_BYTES
         pairs = []
         if x.requires_grad:
             dx = b.add_kernel(
                 f"{name}_bwd",
                 kind,
                 [
-                    Arg("dy", IN, out, abpe, dy),
+                    Arg("dy", IN, out, dbpe, dy),
                     Arg("weight", W, weight, wbpe),
                     Arg("dx", OUT, x_dims, abpe),
                 ],
@@ -82,6 +102,7 @@ def linear(
             )
             assert dx is not None
             pairs.append((x, dx))
+            _split_accumulate(b, f"{name}_bwd", fp8_grad)
         xs = b.saved(b.view(x, x_dims) if not x.part else x)
 
         def wgrad() -> None:
@@ -91,7 +112,7 @@ def linear(
             b.add_kernel(
                 f"{name}_weight_update",
                 kind,
-                [Arg("in", IN, x_dims, abpe, xs), Arg("dy", IN, out, abpe, dy), *outs],
+                [Arg("in", IN, x_dims, xbpe, xs), Arg("dy", IN, out, dbpe, dy), *outs],
                 flop,
                 pass_=Pass.WGRAD,
                 kernel_class="Ma_Ma",
@@ -99,6 +120,7 @@ def linear(
                 communication=ARP,
                 communication_bytes=grad_bytes,
             )
+            _split_accumulate(b, f"{name}_weight_update", fp8_grad)
 
         b.defer(wgrad)
         return pairs

@@ -68,6 +68,8 @@ def calibration_of(e: setup_pb2.Efficiency) -> Calibration:
         measured.append("dram")
     if e.kernel_overhead_us > 0 or e.kernel_min_time_us > 0:  # added time or a launch floor
         measured.append("kernel overhead")
+    if e.fp8_split_accumulate_util > 0:
+        measured.append("gemm fp8 split-accumulate")
     if e.attention_util > 0:
         measured.append("attention")
     if e.vector_util > 0:

@@ -204,7 +204,13 @@ def _peak(peaks: dict[str, float], precision: str) -> float:
 
 def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) -> Efficiency:
     base = "system.accelerator.efficiency"
-    for fname in ("gemm_util", "dram_util", "attention_util", "vector_util"):
+    for fname in (
+        "gemm_util",
+        "dram_util",
+        "attention_util",
+        "vector_util",
+        "fp8_split_accumulate_util",
+    ):
         fraction(getattr(e, fname), f"{base}.{fname}", problems)
     for fname in (
         "gemm_half_dim",
@@ -231,6 +237,7 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         gemm_tile_n=e.gemm_tile_n,
         dram_util=e.dram_util or 1.0,
         attention_util=e.attention_util,
+        fp8_split_accumulate_util=e.fp8_split_accumulate_util,
         vector_util=e.vector_util or 1.0,
         kernel_overhead_s=e.kernel_overhead_us * 1e-6,
         kernel_min_time_s=e.kernel_min_time_us * 1e-6,

@@ -70,6 +70,8 @@ class Efficiency:
     kernel_min_time_s: float = 0.0
     gpu_wave_model: bool = False
     fixed_compute_util: float = 0.0  # efficiency.compute_util: overrides the GEMM model
+    # FP8 plateau of split-accumulation GEMMs (FP8 training's dgrad/wgrad; 0 = FP8 plateau)
+    fp8_split_accumulate_util: float = 0.0
     source: str = ""
     # the chip's own gemm_util when `solver.cost.efficiency.for_precision` has put another
     # precision's plateau in its place (0 = not replaced); kernels that run at another

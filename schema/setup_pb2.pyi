@@ -877,7 +877,7 @@ class Accelerator(_message.Message):
     def __init__(self, core: _Optional[int] = ..., systolic_width: _Optional[int] = ..., systolic_height: _Optional[int] = ..., sram_cap: _Optional[float] = ..., freq: _Optional[float] = ..., fp64_tflops: _Optional[float] = ..., fp32_tflops: _Optional[float] = ..., tf32_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tflops: _Optional[float] = ..., int4_tflops: _Optional[float] = ..., vector_tflops: _Optional[float] = ..., l2_cap: _Optional[float] = ..., l2_bw_GBps: _Optional[float] = ..., efficiency: _Optional[_Union[Efficiency, _Mapping]] = ..., pmu: _Optional[int] = ..., pmu_cap: _Optional[float] = ..., x: _Optional[int] = ..., y: _Optional[int] = ..., placement: _Optional[str] = ..., link_latency: _Optional[float] = ...) -> None: ...
 
 class Efficiency(_message.Message):
-    __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source", "gemm_util_by_precision", "compute_util", "kernel_min_time_us")
+    __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source", "gemm_util_by_precision", "compute_util", "kernel_min_time_us", "fp8_split_accumulate_util")
     GEMM_UTIL_FIELD_NUMBER: _ClassVar[int]
     GEMM_HALF_DIM_FIELD_NUMBER: _ClassVar[int]
     GEMM_TILE_M_FIELD_NUMBER: _ClassVar[int]
@@ -892,6 +892,7 @@ class Efficiency(_message.Message):
     GEMM_UTIL_BY_PRECISION_FIELD_NUMBER: _ClassVar[int]
     COMPUTE_UTIL_FIELD_NUMBER: _ClassVar[int]
     KERNEL_MIN_TIME_US_FIELD_NUMBER: _ClassVar[int]
+    FP8_SPLIT_ACCUMULATE_UTIL_FIELD_NUMBER: _ClassVar[int]
     gemm_util: float
     gemm_half_dim: float
     gemm_tile_m: int
@@ -906,7 +907,8 @@ class Efficiency(_message.Message):
     gemm_util_by_precision: _containers.RepeatedCompositeFieldContainer[PrecisionUtil]
     compute_util: float
     kernel_min_time_us: float
-    def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ..., gemm_util_by_precision: _Optional[_Iterable[_Union[PrecisionUtil, _Mapping]]] = ..., compute_util: _Optional[float] = ..., kernel_min_time_us: _Optional[float] = ...) -> None: ...
+    fp8_split_accumulate_util: float
+    def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ..., gemm_util_by_precision: _Optional[_Iterable[_Union[PrecisionUtil, _Mapping]]] = ..., compute_util: _Optional[float] = ..., kernel_min_time_us: _Optional[float] = ..., fp8_split_accumulate_util: _Optional[float] = ...) -> None: ...
 
 class PrecisionUtil(_message.Message):
     __slots__ = ("precision", "util")

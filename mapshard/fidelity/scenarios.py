@@ -163,7 +163,10 @@ def _precision(case: Case, msg: setup_pb2.Precision) -> None:
         raise Unmodelable(f"precision {prec!r} is not one of {', '.join(DTYPES)}")
     math_t = DTYPES[prec]
     act = "BF16" if prec == "fp8" else math_t
-    weight = DTYPES.get(case.extra.get("weights_dtype", ""), math_t)
+    # FP8 training keeps 16-bit parameters and gradients (Transformer Engine casts an FP8
+    # copy of each weight for its GEMMs); FP8 inference engines store FP8 weights
+    stored = act if case.kind == "training_step" else math_t
+    weight = DTYPES.get(case.extra.get("weights_dtype", ""), stored)
     if prec == "fp8" and trtllm_dequantized_fp8(case):
         math_t = weight = act
     kv = DTYPES.get(case.extra.get("kv_cache_dtype", ""), act)

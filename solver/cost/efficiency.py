@@ -23,7 +23,9 @@ in all (the shortest GEMM the chip's measurements show: GB200 runs 1024^3 and 10
 in the same 4.4 us), so its compute time is at least `busy_floor` = that floor less the
 overhead: overhead + max(compute, memory) is then max(floor, overhead + max(compute,
 memory)). The floor is fitted on GEMMs and charged to GEMMs only: no measurement shows it
-for elementwise, norm or copy kernels, which keep overhead + their work.
+for elementwise, norm or copy kernels, which keep overhead + their work. FP8 GEMMs that
+accumulate with FP32 promotion (FP8 training's dgrad and wgrad, `Kernel.split_accumulate`) run at
+`fp8_split_accumulate_util` instead of the FP8 plateau (`split_accumulate_factor`).
 
 DRAM: `dram_util` x bandwidth (STREAM copy / peak). Attention: `attention_util` x matrix
 peak for the fused attention kernel (0 = gemm_util); unfused attention is batched GEMMs and
@@ -127,8 +129,8 @@ def gemm_efficiency(chip: Chip, m: int, n: int, k: int, batch: int = 1) -> float
 
 
 def busy_floor(chip: Chip) -> float:
-    """Shortest compute time of one kernel (s): the launch-rate floor less the per-kernel
-    overhead the caller adds."""
+    """Shortest compute time of one GEMM (s): the GEMM floor less the per-kernel overhead
+    the caller adds."""
     eff = chip.efficiency
     return max(eff.kernel_min_time_s - eff.kernel_overhead_s, 0.0)
 
@@ -139,6 +141,17 @@ def gemm_compute_time(
     """Compute time of one GEMM kernel at `peak_flops` (its precision's peak): the work at
     `gemm_efficiency`, never below `busy_floor`."""
     return max(flop / (peak_flops * gemm_efficiency(chip, m, n, k, batch)), busy_floor(chip))
+
+
+def split_accumulate_factor(chip: Chip) -> float:
+    """Rate of an FP8 GEMM with split (FP32-promoted) accumulation relative to the FP8
+    plateau, on a chip already at its FP8 plateau (`for_precision(chip, "fp8")`): the
+    chip's fp8_split_accumulate_util / that plateau; 1 when the chip gives none (no
+    fast-accumulation mode to lose, e.g. Blackwell) or pins a fixed compute_util."""
+    eff = chip.efficiency
+    if eff.fp8_split_accumulate_util <= 0 or eff.fixed_compute_util > 0 or eff.gemm_util <= 0:
+        return 1.0
+    return min(1.0, eff.fp8_split_accumulate_util / eff.gemm_util)
 
 
 def attention_efficiency(chip: Chip) -> float:

@@ -204,7 +204,7 @@ def _compute_time(
         bn = math.prod(sizes[d] for d in n)
         bk = math.prod(sizes[d] for d in k)
         bb = math.prod(sizes[d] for d in batch)
-        peak = _matrix_precision_peak(chip, precision)
+        peak = _matrix_precision_peak(chip, precision) * _split(kernel, chip, precision)
         return efficiency.gemm_compute_time(chip, flop, peak, bm, bn, bk, bb)
     if kernel.kind == KernelKind.ATTENTION:
         return flop / (
@@ -215,8 +215,16 @@ def _compute_time(
         return flop / (
             _matrix_precision_peak(chip, precision)
             * efficiency.gemm_efficiency(chip, 1 << 14, 1 << 14, 1 << 14)
+            * _split(kernel, chip, precision)
         )
     return flop / (chip.vector_flops * efficiency.vector_efficiency(chip))
+
+
+def _split(kernel: Kernel, chip: Chip, precision: str) -> float:
+    """The split-accumulation slowdown of an FP8 training dgrad/wgrad GEMM (1 otherwise)."""
+    if kernel.split_accumulate and precision == "fp8":
+        return efficiency.split_accumulate_factor(chip)
+    return 1.0
 
 
 def attention_precision(math_precision: str) -> str:

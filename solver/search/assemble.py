@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 from generator.graph import Communication, OperandRole, Pass, Phase, Workload
+from generator.ops_fp8 import FP8_BYTES
 from solver.cost.collectives import hierarchical_time
 from solver.cost.weights import WeightRule
 from solver.plan import MemoryUse
@@ -34,6 +35,29 @@ class StepTimes:
 def pipeline_time(stage_s: float, micro_batches: int, pp: int, interleave: int = 1) -> float:
     """1F1B (and GPipe) iteration time: (m + (p-1)/v) * t_stage (Narayanan et al. 2021)."""
     return (micro_batches + (pp - 1) / max(interleave, 1)) * stage_s
+
+
+def pipeline_p2p(hop_s: float, v: int, pp: int, fwd_s: float, bwd_s: float) -> tuple[float, float]:
+    """(exposed point-to-point time per micro-batch per stage, once-per-step fill/drain time)
+    for one activation (or gradient) transfer of `hop_s` between neighbouring stages, with
+    `fwd_s` / `bwd_s` the stage's forward / backward compute of one micro-batch.
+
+    Each micro-batch crosses v x pp chunk boundaries: a stage sends v activations forward
+    and v gradients backward. Plain 1F1B (v = 1) waits on each transfer (Megatron-LM's
+    blocking send/recv pairs): 2 x hop per micro-batch, and the pipeline formula's
+    (p - 1) fill slots carry them. The interleaved schedule (v > 1) posts its transfers
+    asynchronously and computes another chunk meanwhile (Megatron-LM's
+    overlap_p2p_comm, on by default for it): a forward transfer hides under one chunk's
+    forward (fwd_s / v), a backward one under one chunk's backward; exposed per micro-batch
+        v x (max(0, hop - fwd_s / v) + max(0, hop - bwd_s / v)),
+    plus, once per step, the fill and drain that no compute covers: the first activation
+    crossing p - 1 stages and the last gradient crossing them back, 2 (p - 1) x hop."""
+    if pp <= 1:
+        return 0.0, 0.0
+    if v <= 1:
+        return 2 * hop_s, 0.0
+    exposed = v * (max(0.0, hop_s - fwd_s / v) + max(0.0, hop_s - bwd_s / v))
+    return exposed, 2 * (pp - 1) * hop_s
 
 
 def layer_phases(workload: Workload) -> list[Phase]:
@@ -117,19 +141,17 @@ def training_times(
         stage += p.count * phase_latency[p.name]
     stage *= max(workload.instances_per_micro_batch, 1)
     stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency)
-    transfer = 0.0
+    fwd = stage * forward_fraction(workload)
+    transfer = fill = 0.0
     if pp > 1:
-        # every micro-batch crosses v x pp chunk boundaries with v model chunks per stage:
-        # each stage sends and receives v activations forward and v gradients backward
-        v = max(workload.virtual_pipeline, 1)
         bytes_ = max(boundary_bytes(workload, p) for p in layer_phases(workload)) / tp
         bytes_ *= max(workload.instances_per_micro_batch, 1)
-        transfer = 2 * v * hierarchical_time("p2p", bytes_, choice.span("PP"))
+        hop = hierarchical_time("p2p", bytes_, choice.span("PP"))
+        transfer, fill = pipeline_p2p(hop, max(workload.virtual_pipeline, 1), pp, fwd, stage - fwd)
     stage_total = stage + transfer
-    pipeline = pipeline_time(stage_total, m, pp, workload.virtual_pipeline)
+    pipeline = pipeline_time(stage_total, m, pp, workload.virtual_pipeline) + fill
     bubble = pipeline - m * stage_total
     params_chip = param_count(workload) / (tp * pp) if stored is None else stored
-    fwd = stage * forward_fraction(workload)
     layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
     # FSDP wraps one transformer layer per unit; DDP and ZeRO-1/2 use buckets
     unit = params_chip * workload.weight_bytes_per_param / layers_here
@@ -151,23 +173,53 @@ def training_times(
         2 * params_chip * (workload.weight_bytes_per_param + workload.optimizer_bytes_per_param)
     ) / shard
     optimizer = 0.0 if workload.forward_only else opt_bytes / dram_Bps
-    total = pipeline + dp_time + optimizer
+    cast = fp8_weight_cast_s(workload, tp * pp, m, dram_Bps)
+    total = pipeline + dp_time + optimizer + cast
+    breakdown = (
+        ("pipeline_compute", m * stage),
+        ("pipeline_bubble", bubble),
+        ("pp_transfer", transfer * m),
+        ("dp_sync_exposed", dp_time),
+        ("optimizer", optimizer),
+    )
     return StepTimes(
         latency_s=total,
         iteration_time_s=total,
         micro_batches=m,
         bubble_s=bubble,
         dp_allreduce_s=dp_time,
-        optimizer_s=optimizer,
+        optimizer_s=optimizer + cast,  # the step-end work: update, then FP8 weight copies
         pp_transfer_s=transfer * m,
-        breakdown=(
-            ("pipeline_compute", m * stage),
-            ("pipeline_bubble", bubble),
-            ("pp_transfer", transfer * m),
-            ("dp_sync_exposed", dp_time),
-            ("optimizer", optimizer),
-        ),
+        breakdown=(*breakdown, ("fp8_weight_cast", cast)) if cast > 0 else breakdown,
     )
+
+
+def fp8_weight_elements(workload: Workload) -> float:
+    """Weight elements of the FP8 GEMMs of the layer graphs (whole model): the forward GEMMs
+    at the workload's math precision (the 16-bit LM head, norms and embeddings excluded)."""
+    total = 0.0
+    for p in layer_phases(workload):
+        for k in p.graph.kernels:
+            if k.pass_ == Pass.FWD and k.kind.uses_matrix_unit and not k.math_precision:
+                weights = [o for o in k.operands if o.role == OperandRole.WEIGHT]
+                total += p.count * sum(k.operand_elements(o) for o in weights)
+    return total
+
+
+def fp8_weight_cast_s(workload: Workload, model_split: int, micro: int, dram_Bps: float) -> float:
+    """FP8 training casts each 16-bit weight of its FP8 GEMMs to FP8 (and its transpose, for
+    the dgrad GEMM) once per step, after the optimizer update (Transformer Engine caches the
+    copies over the micro-batches; Megatron's is_first_microbatch): per element an amax read,
+    a cast read and two 1-byte writes, 2 x weight bytes + 2 bytes (generator/ops_fp8.py), of
+    the chip's 1/model_split (TP x PP) share. ZeRO-3 gathers the weights again for every
+    micro-batch, so the copies are cast per micro-batch. 0 unless the math is FP8 and the
+    weights are stored wider."""
+    w = workload.weight_bytes_per_param
+    if workload.forward_only or workload.compute_dtype != "FP8" or w <= FP8_BYTES:
+        return 0.0
+    casts = micro if workload.zero_stage >= 3 else 1
+    elements = fp8_weight_elements(workload) / model_split
+    return casts * elements * (2 * w + 2 * FP8_BYTES) / dram_Bps
 
 
 def inference_times(
@@ -356,12 +408,45 @@ def interleave_memory_factor(pp: int, interleave: int) -> float:
     return 1 + (pp - 1) / (interleave * pp)
 
 
+# Output operand of the dropout kernels (generator/ops.py, ops_attention.py): the keep mask
+# the backward pass reads through the kernel's gradient rule, without a graph edge.
+MASK_OPERAND = "mask"
+
+
 def _saved_activation(workload: Workload, phase: Phase) -> float:
-    """Activations one layer keeps for its backward pass, per micro-batch: every forward
-    output except those of kernels recomputed in the backward pass (selective recompute
-    keeps nothing of the attention core; full recompute only the layer input)."""
+    """Activations one layer keeps for its backward pass, per micro-batch. A graph with its
+    backward reads wired (Workload.backward_reads_wired): the layer input
+    (its norm's backward reads it) and every forward tensor a backward or recompute kernel
+    reads (an edge from a forward kernel to a later pass; each distinct tensor once, plus
+    the dropout keep masks), except the outputs of kernels recomputed in the backward pass
+    (selective recompute keeps nothing of the attention core; full recompute only the layer
+    input). A forward tensor only forward kernels read is freed once they ran (the output
+    projections before their residual add; FP8 training's 16-bit GEMM inputs, of which
+    only the FP8 copy read by the wgrad GEMM stays, generator/ops_fp8.py). Other graphs:
+    every forward output (`_forward_outputs`)."""
     if workload.recompute == "full":
         return boundary_bytes(workload, phase)
+    if not workload.backward_reads_wired:
+        return _forward_outputs(phase)
+    kernels = {k.name: k for k in phase.graph.kernels}
+    kept = {
+        n for n, k in kernels.items() if k.pass_ == Pass.FWD and f"{n}_recompute" not in kernels
+    }
+    read: dict[str, set[float]] = {n: set() for n in kept}
+    for e in phase.graph.edges:
+        if e.src in kept and kernels[e.dst].pass_ != Pass.FWD:
+            read[e.src].add(e.tensor_bytes or kernels[e.src].bytes_by_role(OperandRole.OUTPUT))
+    saved = boundary_bytes(workload, phase)
+    for n in kept:
+        k = kernels[n]
+        masks = sum(k.operand_bytes(o) for o in k.outputs if o.name == MASK_OPERAND)
+        saved += min(sum(read[n]) + masks, k.bytes_by_role(OperandRole.OUTPUT))
+    return saved
+
+
+def _forward_outputs(phase: Phase) -> float:
+    """Every forward output of a layer, but those of kernels recomputed in the backward pass:
+    the kept activations of a graph whose backward reads are not wired (DFModel, proto)."""
     recomputed = {
         k.name.removesuffix("_recompute") for k in phase.graph.kernels if k.pass_ == Pass.RECOMPUTE
     }

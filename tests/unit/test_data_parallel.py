@@ -71,18 +71,32 @@ def _workload(zero: int, v: int = 1) -> Workload:
     return tiny_training(zero=zero, v=v)
 
 
-def test_interleaved_pipeline_charges_v_times_the_p2p_traffic():
-    """PP 2 on its own 100 GB/s switch, v = 2 chunks per stage: every micro-batch crosses
-    2 x 2 boundaries, each stage sends v activations forward and v gradients backward:
-    transfer per micro-batch per stage = 2 * v * S / b."""
+def test_plain_1f1b_waits_on_its_p2p_and_interleaving_hides_it():
+    """PP 2 on its own 100 GB/s switch; one boundary activation S = 2 x 128 x 256 x 2 bytes
+    = 131072 B takes hop = S / 100 GB/s = 1.31 us. Plain 1F1B (v = 1) waits on both
+    transfers of every micro-batch: 2 x hop each. Interleaved (v = 2): each transfer hides
+    under one chunk's compute (a chunk of 1 layer at 1 ms >> 1.31 us), so none is exposed per
+    micro-batch; the fill and drain, 2 (p - 1) x hop once per step, go to the bubble."""
     pp = NetworkLevel("pp", Topology.SWITCH, 2, 100e9, parallelism=("PP",))
     choice = Choice((("TP", 1), ("PP", 2), ("DP", 1)), (("PP", ((pp, 2),)),), (pp,))
-    for v in (1, 2):
-        w = _workload(0, v)
-        t = assemble.training_times(w, choice, {"layer": 1e-3, "head": 0.0}, 1e15)
-        s = w.micro_batch * w.seq_len * w.model.hidden_size * 2  # boundary activation bytes
-        per_micro = 2 * v * s / 100e9
-        assert t.pp_transfer_s == pytest.approx(t.micro_batches * per_micro)
+    hop = 2 * 128 * 256 * 2 / 100e9
+    stage = 2 * 1e-3  # 4 layers over 2 stages at 1 ms each, no head time
+    plain = assemble.training_times(_workload(0, 1), choice, {"layer": 1e-3, "head": 0.0}, 1e15)
+    assert plain.micro_batches == 8  # global batch 16 / micro-batch 2
+    assert plain.pp_transfer_s == pytest.approx(8 * 2 * hop)
+    assert plain.bubble_s == pytest.approx(1 * (stage + 2 * hop))  # (p - 1) / v slots
+    inter = assemble.training_times(_workload(0, 2), choice, {"layer": 1e-3, "head": 0.0}, 1e15)
+    assert inter.pp_transfer_s == 0.0
+    assert inter.bubble_s == pytest.approx(stage / 2 + 2 * hop)
+
+
+def test_interleaved_p2p_exposed_beyond_one_chunk():
+    """hop 1 s, v = 2, pp = 4, stage forward 1 s and backward 2 s per micro-batch: a chunk's
+    forward is 0.5 s (0.5 s of each forward transfer exposed), its backward 1 s (none):
+    2 x (0.5 + 0) = 1 s per micro-batch; fill and drain 2 x 3 x 1 s = 6 s."""
+    assert assemble.pipeline_p2p(1.0, 2, 4, 1.0, 2.0) == pytest.approx((1.0, 6.0))
+    assert assemble.pipeline_p2p(1.0, 1, 4, 1.0, 2.0) == (2.0, 0.0)
+    assert assemble.pipeline_p2p(1.0, 2, 1, 1.0, 2.0) == (0.0, 0.0)
 
 
 @pytest.mark.parametrize(

@@ -119,9 +119,11 @@ def _activation_bytes(w: Workload) -> float:
 
 
 def test_selective_recompute_keeps_nothing_of_the_attention_core():
-    """Per layer the core's forward outputs are scores, probabilities and kept values (2
-    bytes each per score element), the 1-byte mask, and the context (T x h at 2 bytes)."""
-    core = (2 + 2 + 2 + 1) * E + 2 * T * H
+    """Per layer the core keeps for its backward the probabilities and kept values (2 bytes
+    each per score element), the 1-byte mask, and the context (T x h at 2 bytes): Korthikanti
+    et al. 2022's 2as^2b + 2as^2b + as^2b. The scores are freed once the softmax ran (its
+    backward reads the probabilities), so they count in neither mode."""
+    core = (2 + 2 + 1) * E + 2 * T * H
     none = _activation_bytes(unfused())
     selective = _activation_bytes(unfused(recompute=setup_pb2.RECOMPUTE_SELECTIVE))
     assert none - selective == pytest.approx(L * core)

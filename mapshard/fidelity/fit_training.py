@@ -1,0 +1,122 @@
+"""Fitting the FP8 split-accumulation GEMM plateau to measured FP8 training runs.
+
+Transformer Engine runs an FP8 linear layer's forward GEMM with cuBLASLt's fast (imprecise)
+accumulation and its dgrad and wgrad GEMMs with split accumulation (partial sums promoted to
+FP32; TE's _2X_ACC_DGRAD / _2X_ACC_WGRAD), which Hopper runs slower: 1.1x-1.2x (pytorch/ao
+issue #2377, H100). The GEMM microbenchmarks behind the chip's FP8 plateau (Azure's
+superbench cublaslt_gemm) use fast accumulation, so the split-accumulation plateau has no
+kernel measurement of its own; it is fitted here to the chip's FP8 training FIT rows
+(end-to-end NeMo steps), everything else held at the chip file's values:
+- each usable FIT row of the chip with precision fp8 and kind training_step is planned with
+  `efficiency.fp8_split_accumulate_util = u` set in its setup (the chip's other numbers
+  untouched), for u on GRID;
+- u minimises the mean |relative error| of the predicted step time over the rows.
+The step time is re-planned at each u (not rescaled from one plan): the step is a max/sum
+of overlapped terms (pipeline p2p, DP collectives) that do not scale linearly.
+Run: `python -m mapshard.fidelity.fit_training` (about a minute on one core).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mapshard.fidelity.cases import Case, read_cases
+
+# fraction of the FP8 peak; H100's fast-accumulation plateau is 0.694 (chip file)
+GRID = tuple(round(0.450 + 0.005 * i, 3) for i in range(51))  # 0.450 .. 0.700
+
+
+@dataclass(frozen=True)
+class PlateauFit:
+    util: float
+    mean_abs_err: float
+    max_abs_err: float
+    rows: tuple[str, ...]
+
+
+def fit_plateau(
+    step_times: Callable[[float], Sequence[float]],
+    measured_s: Sequence[float],
+    rows: Sequence[str],
+    grid: Sequence[float] = GRID,
+) -> PlateauFit:
+    """The grid value whose predicted step times (`step_times(u)`, one per row) have the
+    least mean |predicted / measured - 1|; ties go to the first (lowest) value."""
+    assert measured_s and len(measured_s) == len(rows), "no rows to fit"
+    best: PlateauFit | None = None
+    for u in grid:
+        errs = [abs(t / m - 1) for t, m in zip(step_times(u), measured_s, strict=True)]
+        mean = sum(errs) / len(errs)
+        if best is None or mean < best.mean_abs_err - 1e-12:
+            best = PlateauFit(u, mean, max(errs), tuple(rows))
+    assert best is not None
+    return best
+
+
+def fp8_training_rows(cases: list[Case], chip: str) -> list[Case]:
+    """The chip's usable FP8 training-step rows."""
+    return [
+        c
+        for c in cases
+        if c.usable
+        and c.kind == "training_step"
+        and c.text("chip") == chip
+        and c.text("precision") == "fp8"
+    ]
+
+
+def step_time(case: Case, where: Path, util: float) -> float:
+    """The row's predicted step time with the split-accumulation plateau at `util`."""
+    from mapshard import pipeline
+    from mapshard.fidelity.scenarios import build_setup, chip_spec, tag_levels
+
+    setup, levels = build_setup(case)
+    setup.system.accelerator.efficiency.fp8_split_accumulate_util = util
+    loaded = pipeline.load_message(setup, where)
+    system = tag_levels(pipeline.resolve(loaded), levels, chip_spec(case))
+    plan = pipeline.plan(pipeline.assemble(loaded, system, pipeline.generate(loaded, system)))
+    return plan.iteration_time_s or plan.latency_s
+
+
+def measured_step_s(case: Case) -> float:
+    """Seconds per step of a tokens-per-second-per-chip training row."""
+    tokens = case.float("global_batch") * case.float("seq_len")
+    value = case.measured or 0.0
+    if case.metric == "tokens_per_s_per_chip":
+        return tokens / (value * max(case.int("num_chips", 1), 1))
+    if case.metric == "iteration_time_s":
+        return value
+    raise ValueError(f"{case.id}: metric {case.metric} is not a step time")
+
+
+def fit_split_accumulate(path: Path, chip: str) -> PlateauFit:
+    """The chip's fp8_split_accumulate_util fitted to the FP8 training rows of `path`."""
+    from mapshard.fidelity.scenarios import Unmodelable
+    from schema.errors import InfeasibleError
+
+    rows = []
+    for c in fp8_training_rows(read_cases(path), chip):
+        try:
+            step_time(c, path.parent, GRID[-1])
+        except (Unmodelable, InfeasibleError):  # no plan at any plateau: nothing to fit
+            continue
+        rows.append(c)
+    return fit_plateau(
+        lambda u: [step_time(c, path.parent, u) for c in rows],
+        [measured_step_s(c) for c in rows],
+        [c.id for c in rows],
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover - the fit's command line
+    fit_path = Path("tests/data/validation/validation_public_fit.csv")
+    name = sys.argv[1] if len(sys.argv) > 1 else "H100-SXM5-80GB"
+    result = fit_split_accumulate(fit_path, name)
+    print(
+        f"{name}: fp8_split_accumulate_util {result.util} (mean |err| "
+        f"{100 * result.mean_abs_err:.2f}%, max {100 * result.max_abs_err:.2f}%) over "
+        f"{', '.join(result.rows)}"
+    )
