@@ -207,10 +207,7 @@ def _compute_time(
         peak = _matrix_precision_peak(chip, precision) * _split(kernel, chip, precision)
         return efficiency.gemm_compute_time(chip, flop, peak, bm, bn, bk, bb)
     if kernel.kind == KernelKind.ATTENTION:
-        return flop / (
-            _matrix_precision_peak(chip, attention_precision(precision))
-            * efficiency.attention_efficiency(chip)
-        )
+        return flop / _attention_rate(chip, precision)
     if kernel.kind.uses_matrix_unit or kernel.unit == "matrix":
         return flop / (
             _matrix_precision_peak(chip, precision)
@@ -233,6 +230,15 @@ def attention_precision(math_precision: str) -> str:
     return "bf16" if math_precision in ("fp8", "int8", "int4") else math_precision
 
 
+def _attention_rate(chip: Chip, precision: str) -> float:
+    """FLOP/s of the fused attention kernel: the peak and plateau of the precision it
+    computes in (`attention_precision`: BF16 under an FP8 recipe, so the BF16 plateau, not
+    the FP8 one, unless the chip gives attention_util)."""
+    own = attention_precision(precision)
+    at_own = efficiency.for_precision(chip, own)
+    return _matrix_precision_peak(at_own, own) * efficiency.attention_efficiency(at_own)
+
+
 def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
     """The highest FLOP/s any option of `kernel` reaches (`_compute_time` never runs it
     faster): the matrix peak at the workload's math precision times the GEMM plateau (the
@@ -250,8 +256,7 @@ def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
         eff = chip.efficiency
         util = eff.fixed_compute_util or (eff.gemm_util or 1.0)
         if kernel.kind == KernelKind.ATTENTION and not _is_gemm(kernel):
-            util = efficiency.attention_efficiency(chip)
-            precision = attention_precision(precision)
+            return _attention_rate(chip, precision)
         return _matrix_precision_peak(chip, precision) * max(util, 1e-3)
     return chip.vector_flops * efficiency.vector_efficiency(chip)
 
