@@ -29,6 +29,7 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from generator.graph import Phase
 from solver.cost.problem import MappingProblem
@@ -87,6 +88,7 @@ class Layout:
     slack: float
     rest: float
 
+    @cached_property
     def floor(self) -> dict[Group, float]:
         """Parameters per chip each weight group stores at least."""
         floor: dict[Group, float] = {}
@@ -99,20 +101,25 @@ class Layout:
         """The parameter cap per instance with every byte of the slack."""
         if self.per_param <= 0 or not math.isfinite(self.slack):
             return math.inf
-        group = self.floor()[assemble.weight_group(phase)]
+        group = self.floor[assemble.weight_group(phase)]
         return (group + self.slack / self.per_param) / self.instances[phase.name]
 
     def fits(self, stored: dict[str, float]) -> bool:
         """The graphs' storage (parameters per instance, by phase) fits the slack."""
-        if self.per_param <= 0 or not math.isfinite(self.slack):
-            return True
         used: dict[Group, float] = {}
         for p in self.phases:
             g = assemble.weight_group(p)
             used[g] = max(used.get(g, 0.0), stored[p.name] * self.instances[p.name])
-        floor = self.floor()
-        extra = sum(used[g] - floor[g] for g in used) * self.per_param
-        return extra <= self.slack + 1e-9 * (self.slack + sum(floor.values()) * self.per_param)
+        floor = self.floor
+        return self.fits_levels(sum(used[g] - floor[g] for g in used))
+
+    def fits_levels(self, extra: float) -> bool:
+        """`extra` parameters per chip above every group's least storage fit the slack
+        (within the memory row's relative tolerance)."""
+        if self.per_param <= 0 or not math.isfinite(self.slack):
+            return True
+        floor = sum(self.floor.values()) * self.per_param
+        return extra * self.per_param <= self.slack + 1e-9 * (self.slack + floor)
 
     def stored_per_chip(self, stored: dict[str, float]) -> float:
         used: dict[Group, float] = {}
@@ -203,8 +210,13 @@ def _enumerate(
         g: sorted({s * layout.instances[p.name] for p in ps for _, s, _ in options[p.name]})
         for g, ps in groups.items()
     }
+    floor = layout.floor
     best: tuple[float, float, dict] | None = None
     for combo in itertools.product(*(levels[g] for g in groups)):
+        # the picks under these levels store no more; a combination of less storage over
+        # the same picks is one of the combinations too
+        if not layout.fits_levels(sum(c - floor[g] for c, g in zip(combo, groups))):
+            continue
         picked: dict[str, tuple] = {}
         for level, ps in zip(combo, groups.values()):
             for p in ps:
