@@ -8,18 +8,19 @@ leave a later graph far slower and still be called optimal; this module chooses 
 1. Every graph is solved with all of the slack (`top`): no split can give it more, so its
    optimum there bounds its latency in any split. When these optima fit together they are
    the joint optimum, and nothing more is solved (the common case: DRAM not binding).
-2. Otherwise each graph's latency-vs-storage frontier is traced by solves at decreasing
-   parameter caps, each just below the storage of the last optimum (the optimum under a cap
-   c that stores s is optimal for every cap in [s, c]), until no plan stores less or
-   MAX_FRONTIER_SOLVES is spent (then one solve at the least storage, so that a plan that
-   fits exists when any does).
-3. The split: every weight group's storage level (the storage of one of its graphs' frontier
-   points) in every combination that fits the slack, each graph at its fastest point under
-   its group's level, the step assembled by `evaluate`; the least step wins. The same
-   enumeration over the proven bounds, with each solve's bound holding down to the next cap
-   tried (the least storage below the last), is a lower bound on every split. The split is
-   proven optimal when its step meets that bound; else the caller reports it as stopped
-   short of a proof (`STOP`), with the bound in its gap.
+2. Otherwise graphs' latency-vs-storage frontiers are traced by solves at decreasing
+   parameter caps, each just below the storage of the graph's last optimum (the optimum
+   under a cap c that stores s is optimal for every cap in [s, c]), until no plan stores
+   less, or after MAX_FRONTIER_SOLVES one solve at the least storage ends it.
+3. The split: every weight group's storage level (the storage of one of its graphs' points)
+   in every combination that fits the slack, each graph at its fastest point under its
+   group's level, the step assembled by `evaluate`; the least step wins. The same
+   enumeration over pairs no plan beats (each solve's proven latency holds down to the next
+   cap tried; below a graph's last solve, down to its least storage) bounds every split.
+   Step 2 runs lazily: one solve at a time, on a graph whose untraced storage the bound's
+   split counts on, until the split meets the bound (proven optimal) or no such graph can
+   be solved further; then the caller reports the split as stopped short of a proof
+   (`STOP`), with the bound in its gap.
 `evaluate` must not decrease when a graph's latency or the parameters stored grow.
 """
 
@@ -49,6 +50,8 @@ Solve = Callable[[Phase, float], tuple[MappingProblem, GraphSolution]]
 # (latency by phase name, parameters stored per chip; None: the least any mapping stores)
 # -> step latency (s)
 Evaluate = Callable[[dict[str, float], float | None], float]
+# an enumeration's least (step, parameters per chip, payload by phase name)
+_Best = tuple[float, float, dict]
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ class Split:
     bound_s: float
     proven: bool
     solves: int  # solves beyond the tops
-    least_found_per_chip: float  # the least parameters per chip the plans found store
+    # parameters per chip the chosen plans store (none chosen: the least any plan found does)
+    stored_per_chip: float
 
 
 @dataclass(frozen=True)
@@ -145,53 +149,100 @@ def split_dram(layout: Layout, tops: dict[str, Point], solve: Solve, evaluate: E
         bounds = {n: pt.sol.bound_s for n, pt in tops.items()}
         bound = evaluate(bounds, None) if all(v > 0 for v in bounds.values()) else 0.0
         return Split(dict(tops), step, bound, True, 0, layout.stored_per_chip(top_stored))
-    frontiers = {
-        p.name: _frontier(p, layout.least[p.name], tops[p.name], solve) for p in layout.phases
-    }
+    frontiers = {name: [pt] for name, pt in tops.items()}
+    best, lower = _search(layout, frontiers, evaluate)
+    while best is None or lower is None or best[0] > lower[0] * (1 + PROOF_TOL):
+        name = _to_descend(layout, frontiers, lower)
+        if name is None:
+            break
+        _descend(layout, frontiers[name], name, solve)
+        best, lower = _search(layout, frontiers, evaluate)
+    if best is None:  # a plan of every graph at its least storage, when any fits
+        for name, points in frontiers.items():
+            while _next_cap(points, layout.least[name]) is not None:
+                _descend(layout, points, name, solve, layout.least[name])
+        best, lower = _search(layout, frontiers, evaluate)
+    bound = lower[0] if lower is not None else math.inf
+    solves = sum(len(f) - 1 for f in frontiers.values())
+    if best is None:  # no combination fits: the caller reports the DRAM reason
+        found = {n: min(pt.stored for pt in f) for n, f in frontiers.items()}
+        return Split({}, math.inf, bound, False, solves, layout.stored_per_chip(found))
+    proven = best[0] <= bound * (1 + PROOF_TOL)
+    chosen = {n: pt for n, (pt, _) in best[2].items()}
+    return Split(chosen, best[0], min(bound, best[0]), proven, solves, best[1])
+
+
+def _search(
+    layout: Layout, frontiers: dict[str, list[Point]], evaluate: Evaluate
+) -> tuple[_Best | None, _Best | None]:
+    """The best split over the plans found, and the bound over the pairs no plan beats."""
     actual = {
-        n: [(pt.sol.objective_s, pt.stored, pt) for pt in f if math.isfinite(pt.stored)]
+        n: [(pt.sol.objective_s, pt.stored, (pt, False)) for pt in f if math.isfinite(pt.stored)]
         for n, f in frontiers.items()
     }
     relaxed = {n: _relaxed(f, layout.least[n]) for n, f in frontiers.items()}
-    best = _enumerate(layout, actual, evaluate)
-    lower = _enumerate(layout, relaxed, evaluate)
-    bound = lower[0] if lower is not None else math.inf
-    solves = sum(len(f) - 1 for f in frontiers.values())
-    least_found = {n: min((o[1] for o in a), default=math.inf) for n, a in actual.items()}
-    least_found_per_chip = layout.stored_per_chip(least_found)
-    if best is None:  # no combination fits: the caller reports the DRAM reason
-        return Split({}, math.inf, bound, False, solves, least_found_per_chip)
-    proven = best[0] <= bound * (1 + PROOF_TOL)
-    return Split(best[2], best[0], min(bound, best[0]), proven, solves, least_found_per_chip)
+    return _enumerate(layout, actual, evaluate), _enumerate(layout, relaxed, evaluate)
 
 
-def _frontier(phase: Phase, least: float, top: Point, solve: Solve) -> list[Point]:
-    """The graph's solves in decreasing cap order, from `top` (module docstring, step 2)."""
-    points = [top]
-    while math.isfinite(points[-1].stored) and points[-1].stored > least * (1 + 1e-9):
-        cap = max(points[-1].stored * (1 - BELOW), least)
-        if len(points) > MAX_FRONTIER_SOLVES:
-            cap = least
-        points.append(point(cap, *solve(phase, cap)))
-        if cap == least:
-            break
-    return points
+def _next_cap(points: list[Point], least: float) -> float | None:
+    """The cap of the graph's next solve down its frontier (module docstring, step 2), or
+    None when its frontier is traced: no plan stores less than the last, the last solve
+    found no plan, or it was the least-storage solve."""
+    last = points[-1]
+    if not math.isfinite(last.stored) or last.stored <= least * (1 + 1e-9) or last.cap <= least:
+        return None
+    if len(points) > MAX_FRONTIER_SOLVES:
+        return least
+    return max(last.stored * (1 - BELOW), least)
 
 
-def _relaxed(points: list[Point], least: float) -> list[tuple[float, float, None]]:
+def _descend(
+    layout: Layout, points: list[Point], name: str, solve: Solve, cap: float | None = None
+) -> None:
+    """One more solve down the graph's frontier (at `cap`, else the next cap)."""
+    cap = _next_cap(points, layout.least[name]) if cap is None else cap
+    assert cap is not None
+    phase = next(p for p in layout.phases if p.name == name)
+    points.append(point(cap, *solve(phase, cap)))
+
+
+def _to_descend(
+    layout: Layout, frontiers: dict[str, list[Point]], lower: _Best | None
+) -> str | None:
+    """The graph to solve next: of those whose untraced storage the bound's split counts
+    on, the one whose last plan stores the most above its least (parameters per chip)."""
+    if lower is None:
+        return None
+    untraced = [
+        n
+        for n, (_, virtual) in lower[2].items()
+        if virtual and _next_cap(frontiers[n], layout.least[n]) is not None
+    ]
+    if not untraced:
+        return None
+    return max(
+        untraced,
+        key=lambda n: (frontiers[n][-1].stored - layout.least[n]) * layout.instances[n],
+    )
+
+
+def _relaxed(points: list[Point], least: float) -> list[tuple[float, float, tuple]]:
     """(latency, storage) pairs no plan of the graph beats: under any cap in (next cap
     tried, cap of a solve], the latency is at least the largest bound proven at that cap
     or above; below the last cap only the least storage is known (no pair when the last
-    solve proved that no plan stores less)."""
-    pairs: list[tuple[float, float, None]] = []
+    solve proved that no plan stores less). Payload: (None, whether the pair stands for
+    storage the solves have not traced yet)."""
+    pairs: list[tuple[float, float, tuple]] = []
     bound = 0.0
+    traced = _next_cap(points, least) is None
     for i, pt in enumerate(points):
         # an optimal solve's objective is what the search calls proven (within its gap)
         bound = max(bound, pt.sol.objective_s if pt.sol.status == "optimal" else pt.sol.bound_s)
         if not math.isfinite(bound):  # proven: no plan at this cap or below
             break
-        below = points[i + 1].cap if i + 1 < len(points) else least
-        pairs.append((bound, min(below, pt.cap), None))
+        last = i + 1 == len(points)
+        below = least if last else points[i + 1].cap
+        pairs.append((bound, min(below, pt.cap), (None, last and not traced)))
     return pairs
 
 
@@ -199,7 +250,7 @@ def _enumerate(
     layout: Layout,
     options: dict[str, list],
     evaluate: Evaluate,
-) -> tuple[float, float, dict] | None:
+) -> _Best | None:
     """The least step over every weight group's storage level: each graph at its fastest
     (latency, storage, payload) option under its group's level, the levels fitting the
     slack. (step, parameters per chip, payload by phase name), or None when none fits."""
@@ -211,7 +262,7 @@ def _enumerate(
         for g, ps in groups.items()
     }
     floor = layout.floor
-    best: tuple[float, float, dict] | None = None
+    best: _Best | None = None
     for combo in itertools.product(*(levels[g] for g in groups)):
         # the picks under these levels store no more; a combination of less storage over
         # the same picks is one of the combinations too

@@ -306,15 +306,14 @@ class _OuterSearch:
 
         split = dram_split.split_dram(layout, tops, solve, evaluate)
         if not split.chosen:  # no plans of the graphs fit together
-            least = assemble.memory_use(workload, choice, capacity, split.least_found_per_chip)
+            least = assemble.memory_use(workload, choice, capacity, split.stored_per_chip)
             return _Phases(failed=infeasible.dram_reason(least))
         for pt in split.chosen.values():
             self.statuses.append(pt.sol.status)
         if not split.proven:
             self.statuses.append("split")
             self.stops.append(dram_split.STOP)
-        stored = {name: pt.stored for name, pt in split.chosen.items()}
-        total = layout.stored_per_chip(stored)
+        total = split.stored_per_chip
         return _Phases(
             {name: (pt.problem, pt.sol) for name, pt in split.chosen.items()},
             {name: pt.sol.objective_s for name, pt in split.chosen.items()},
