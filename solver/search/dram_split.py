@@ -41,8 +41,9 @@ from solver.search import assemble
 MAX_FRONTIER_SOLVES = 8  # descending solves per graph before the least-storage solve
 STOP = "memory_split"  # SolveStats.stop_reason when the split is not proven optimal
 BELOW = 1e-6  # a cap this far (relative) below the last optimum's storage
-# the split is proven when its step is within this of the bound: the bound's storage sits
-# up to BELOW below the plans' (a step that charges storage, training's optimizer, moves)
+# the split is proven when its step is within this of the bound once nothing is left to
+# solve: the bound's storage sits up to BELOW below the plans' (a step that charges
+# storage, training's optimizer, moves with it)
 PROOF_TOL = 1e-5
 Group = tuple[str, str]
 # (phase, parameter cap per graph instance) -> (the problem with that cap, its solution)
@@ -151,7 +152,7 @@ def split_dram(layout: Layout, tops: dict[str, Point], solve: Solve, evaluate: E
         return Split(dict(tops), step, bound, True, 0, layout.stored_per_chip(top_stored))
     frontiers = {name: [pt] for name, pt in tops.items()}
     best, lower = _search(layout, frontiers, evaluate)
-    while best is None or lower is None or best[0] > lower[0] * (1 + PROOF_TOL):
+    while best is None or lower is None or best[0] > lower[0] * (1 + 1e-9):
         name = _to_descend(layout, frontiers, lower)
         if name is None:
             break
