@@ -163,3 +163,71 @@ def test_a_split_not_proven_says_so_and_bounds_the_optimum(monkeypatch):
     assert plan.stats.bound == pytest.approx(2 * 6.144e-8 + 6.7584e-7, rel=1e-9)
     assert plan.stats.bound <= best
     assert plan.stats.gap == pytest.approx(1 - plan.stats.bound / plan.latency_s, rel=1e-9)
+
+
+def _random_frontier(rng, least: int) -> list[tuple[int, float]]:
+    """(storage, latency) points, storage falling from the top and latency rising."""
+    stored, lat, points = least + rng.randint(3, 8) * 10, rng.uniform(1.0, 2.0), []
+    while True:
+        points.append((stored, lat))
+        if stored <= least:
+            return points
+        stored = max(least, stored - rng.randint(1, 4) * 10)
+        lat += rng.uniform(0.0, 1.0)
+
+
+def test_the_split_matches_every_combination_of_frontier_points(monkeypatch):
+    """Four graphs, two weight groups (prefill and decode of a 3-instance layer stack share
+    one: it stores the larger of the two; the heads share the other), made-up frontiers and
+    a made-up step (each graph's count x latency), 40 random draws. Every combination of one
+    point per graph whose storage fits is tried here; the split must find the least step
+    and call it proven, whatever the slack."""
+    monkeypatch.setattr(dram_split, "stored_params", lambda problem, choice: float(choice[0]))
+    binding = 0
+    for seed in range(40):
+        split, best = _random_split(seed)
+        assert split.latency_s == pytest.approx(best, rel=1e-12), seed
+        assert split.proven, seed
+        binding += split.solves > 0
+    assert binding >= 15  # draws whose graphs' optima with all the slack do not fit together
+
+
+def _random_split(seed: int) -> tuple[dram_split.Split, float]:
+    """The split of one random draw, and the least step over every combination."""
+    import random
+
+    from solver.fusion.segment_search import GraphSolution, SearchStats
+
+    rng = random.Random(seed)
+    graph = KernelGraph("g", (gemm("g", 8, 8, 8),), ())
+    names = {"prefill": "layer", "decode": "layer", "prefill_head": "head", "decode_head": "head"}
+    phases = tuple(Phase(n, graph, role=r) for n, r in names.items())
+    instances = {"prefill": 3, "decode": 3, "prefill_head": 1, "decode_head": 1}
+    count = {"prefill": 1.0, "decode": 20.0, "prefill_head": 1.0, "decode_head": 20.0}
+    least = {"prefill": 10, "decode": 10, "prefill_head": 20, "decode_head": 20}
+    fronts = {n: _random_frontier(rng, least[n]) for n in names}
+    slack_params = rng.randint(0, 120)
+
+    def solve(phase, cap):  # the fastest point under the cap
+        under = [(lat, s) for s, lat in fronts[phase.name] if s <= cap * (1 + 1e-9)]
+        lat, s = min(under) if under else (math.inf, 0)
+        status = "optimal" if under else "infeasible"
+        return None, GraphSolution((), (s,), lat, lat if under else math.inf, status, SearchStats())
+
+    layout = dram_split.Layout(phases, instances, least, 2.0, 2.0 * slack_params, 0.0)
+
+    def evaluate(lat, stored):
+        return sum(count[n] * v for n, v in lat.items())
+
+    tops = {}
+    for p in phases:
+        tops[p.name] = dram_split.point(layout.top_cap(p), *solve(p, layout.top_cap(p)))
+    split = dram_split.split_dram(layout, tops, solve, evaluate)
+    best = math.inf
+    for combo in itertools.product(*(fronts[n] for n in names)):
+        pick = dict(zip(names, combo))
+        layer = max(pick[n][0] * 3 for n in ("prefill", "decode")) - 30
+        head = max(pick[n][0] for n in ("prefill_head", "decode_head")) - 20
+        if layer + head <= slack_params:
+            best = min(best, sum(count[n] * pick[n][1] for n in names))
+    return split, best
