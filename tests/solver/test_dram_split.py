@@ -163,6 +163,13 @@ def test_a_split_not_proven_says_so_and_bounds_the_optimum(monkeypatch):
     assert plan.stats.bound == pytest.approx(2 * 6.144e-8 + 6.7584e-7, rel=1e-9)
     assert plan.stats.bound <= best
     assert plan.stats.gap == pytest.approx(1 - plan.stats.bound / plan.latency_s, rel=1e-9)
+    from mapshard.report.terminal import headline_lines
+
+    stopped = [line for line in headline_lines(plan) if line.startswith("Search stopped")]
+    assert stopped == [
+        "Search stopped: on the cap of solves tracing each graph's latency-vs-DRAM frontier "
+        "(the DRAM split among the graphs is not proven optimal)"
+    ]
 
 
 def _random_frontier(rng, least: int) -> list[tuple[int, float]]:
