@@ -109,14 +109,19 @@ class Layout:
         group = self.floor[assemble.weight_group(phase)]
         return (group + self.slack / self.per_param) / self.instances[phase.name]
 
-    def fits(self, stored: dict[str, float]) -> bool:
-        """The graphs' storage (parameters per instance, by phase) fits the slack."""
+    def used(self, stored: dict[str, float]) -> dict[Group, float]:
+        """Parameters per chip each weight group stores: the most any of its graphs stores
+        (`stored`: parameters per instance, by phase name)."""
         used: dict[Group, float] = {}
         for p in self.phases:
             g = assemble.weight_group(p)
             used[g] = max(used.get(g, 0.0), stored[p.name] * self.instances[p.name])
-        floor = self.floor
-        return self.fits_levels(sum(used[g] - floor[g] for g in used))
+        return used
+
+    def fits(self, stored: dict[str, float]) -> bool:
+        """The graphs' storage (parameters per instance, by phase) fits the slack."""
+        used = self.used(stored)
+        return self.fits_levels(sum(used[g] - self.floor[g] for g in used))
 
     def fits_levels(self, extra: float) -> bool:
         """`extra` parameters per chip above every group's least storage fit the slack
@@ -127,14 +132,12 @@ class Layout:
         return extra * self.per_param <= self.slack + 1e-9 * (self.slack + floor)
 
     def stored_per_chip(self, stored: dict[str, float]) -> float:
-        used: dict[Group, float] = {}
-        for p in self.phases:
-            g = assemble.weight_group(p)
-            used[g] = max(used.get(g, 0.0), stored[p.name] * self.instances[p.name])
-        return sum(used.values()) + self.rest
+        """Parameters per chip the plan stores, with those no kernel reads."""
+        return sum(self.used(stored).values()) + self.rest
 
 
 def point(cap: float, problem: MappingProblem, sol: GraphSolution) -> Point:
+    """A solve as a point of the graph's frontier."""
     has_plan = math.isfinite(sol.objective_s) and sol.status != "infeasible"
     stored = stored_params(problem, sol.choice) if has_plan else math.inf
     return Point(cap, problem, sol, stored)
