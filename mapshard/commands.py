@@ -40,11 +40,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(format_summary(plan, sensitivity=result.sensitivity, serving=result.serving))
         print(f"\nresults: {out}")
     if plan.stats.status == "time_limit":
-        why = (
-            "on the fusion search's path cap (solver max_paths)"
-            if plan.stats.stop_reason == "path_cap"
-            else "at the time limit"
-        )
+        why = {
+            "path_cap": "on the fusion search's path cap (solver max_paths)",
+            "memory_split": "short of proving the DRAM split among the graphs optimal",
+        }.get(plan.stats.stop_reason, "at the time limit")
         print(
             f"warning: stopped {why}; the plan is within {plan.stats.gap:.2%} of optimal",
             file=sys.stderr,

@@ -80,8 +80,9 @@ class SolveStats:
     choices_infeasible: int = 0
     solver: str = "highs"
     fusion_search: str = ""
-    # why the search ended: "proof" (optimal), "time_limit", or "path_cap" (the fusion
-    # search's limit on priced segmentations, SolverOptions.max_paths)
+    # why the search ended: "proof" (optimal), "time_limit", "path_cap" (the fusion
+    # search's limit on priced segmentations, SolverOptions.max_paths), or "memory_split"
+    # (the DRAM split among graphs not proven: solver.search.dram_split)
     stop_reason: str = "proof"
     # "all": every assignment with Config[u] <= Config[v]; else the restricted space a
     # graph's fusion search covered (status and gap hold within it only)

@@ -38,6 +38,8 @@ def _bold(text: str, color: bool) -> str:
 STOP_TEXT = {
     "time_limit": "at the time limit",
     "path_cap": "on the fusion search's cap of priced segmentations (solver max_paths)",
+    "memory_split": "on the cap of solves tracing each graph's latency-vs-DRAM frontier "
+    "(the DRAM split among the graphs is not proven optimal)",
 }
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from generator.graph import Kernel, KernelGraph, KernelKind, Workload
 from hardware.system import System
@@ -31,12 +31,30 @@ TAGS_HINT = "set the topology's parallelism tags to that layout, or leave them e
 
 @dataclass(frozen=True)
 class Limits:
-    """The largest degrees the planner searches for a workload (see planner._limits)."""
+    """The largest degrees the planner searches for a workload (limits_of)."""
 
     max_tp: int
     max_pp: int
     max_dp: int
     allow_dp: bool
+
+
+def limits_of(workload: Workload, system: System) -> Limits:
+    """The degrees searched: TP up to 64 and one pipeline stage per layer at most for LLMs
+    (DP only in training); distributed kernels (HPL, FFT, DLRM, GEMM, explicit graphs)
+    spread over one group of all chips."""
+    layers = max((p.count for p in workload.phases if p.role == "layer"), default=1)
+    if workload.kind == "training":
+        max_dp = max(1, workload.global_batch // max(workload.micro_batch, 1))
+        return Limits(max_tp=64, max_pp=layers, max_dp=max_dp, allow_dp=True)
+    if workload.kind == "inference":
+        return Limits(max_tp=64, max_pp=layers, max_dp=1, allow_dp=False)
+    return Limits(max_tp=system.num_chips, max_pp=1, max_dp=1, allow_dp=False)
+
+
+def any_tp(limits: Limits) -> Limits:
+    """A distributed kernel can spread over any number of chips: for suggesting more."""
+    return replace(limits, max_tp=2**20)
 
 
 @dataclass(frozen=True)

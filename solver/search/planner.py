@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from generator.graph import Workload
+from generator.graph import Phase, Workload
 from hardware.system import System
 from schema.errors import Interrupted, NoPlanError
 from solver.cost.problem import MappingProblem
@@ -22,7 +22,7 @@ from solver.cost.weights import WeightRule, least_stored, stored_params
 from solver.fusion.segment_search import GraphSolution
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
-from solver.search import assemble, infeasible, training_space
+from solver.search import assemble, dram_split, infeasible, training_space
 from solver.search.bounds import bound_of, step_times
 from solver.search.exact_first import solve_graph_exact_first, solved_by
 from solver.search.parallel import Choice, enumerate_choices, spans_key
@@ -46,6 +46,18 @@ class _Memory:
     stored: float | None = None
 
 
+@dataclass(frozen=True)
+class _Phases:
+    """A candidate's graphs solved (`_OuterSearch.solve_phases`): each phase's (problem,
+    solution) and latency, a proven lower bound on the step, why it failed, its memory."""
+
+    solutions: dict[str, tuple[MappingProblem, GraphSolution]] = field(default_factory=dict)
+    latency: dict[str, float] = field(default_factory=dict)
+    bound: float = 0.0
+    failed: infeasible.Reason | None = None
+    memory: _Memory = field(default_factory=_Memory)
+
+
 def search_workload(
     workload: Workload,
     system: System,
@@ -60,7 +72,7 @@ def search_workload(
 
         return search_dfmodel(workload, system, execution, options, scenario, progress)
     search = _OuterSearch(workload, system, execution, options, time.perf_counter())
-    limits = _limits(workload, system)
+    limits = infeasible.limits_of(workload, system)
     choices = enumerate_choices(
         system,
         limits.max_tp,
@@ -158,7 +170,9 @@ class _OuterSearch:
             result(None, "pruned", "graph bound")
             return False
         if failed is None:
-            solutions, phase_latency, phase_bound, failed, memory = self.solve_phases(candidate)
+            phases = self.solve_phases(candidate)
+            solutions, phase_latency, memory = phases.solutions, phases.latency, phases.memory
+            failed = phases.failed
         if failed is not None:
             knobs = training_space.describe(workload)
             where = choice.describe() + (f"; {knobs}" if knobs else "")
@@ -168,14 +182,14 @@ class _OuterSearch:
         if all(math.isfinite(v) for v in phase_latency.values()):
             times = step_times(workload, choice, phase_latency, system, memory.stored)
             result(times.latency_s, "solved")
-            self.open_bounds.append(bound_of(workload, choice, phase_bound, system))
+            self.open_bounds.append(phases.bound)
             if self.best is None or times.latency_s < self.best.times.latency_s:
                 self.best = Solved(workload, choice, times, solutions, memory.use)
         else:  # stopped at the time limit without a plan: only its bounds are known
             self.no_plan += 1
             self.statuses.append("time_limit")
             result(None, "pruned", "no plan in time")
-            self.open_bounds.append(max(lb, bound_of(workload, choice, phase_bound, system)))
+            self.open_bounds.append(max(lb, phases.bound))
         return True
 
     def beaten_by_graph_bound(self, candidate: Candidate) -> bool:
@@ -220,79 +234,113 @@ class _OuterSearch:
         if sol.status == "optimal":
             self.capped.setdefault(build, []).append((param_cap(problem), sol))
 
-    def solve_phases(
-        self, candidate: Candidate
-    ) -> tuple[
-        dict[str, tuple[MappingProblem, GraphSolution]],
-        dict[str, float],
-        dict[str, float],
-        infeasible.Reason | None,
-        _Memory,
-    ]:
+    def solve_phases(self, candidate: Candidate) -> _Phases:
         """Every phase's graph solved under `choice` (cached by graph, TP layout, weight
-        rule and DRAM budget): (solutions, latency and proven bound per phase, the reason
-        it failed or None, the memory of the mapping).
+        rule and DRAM budget): solutions, latencies, a proven bound on the step, why it
+        failed, the memory of the mapping.
 
         DRAM: the memory no option changes (activations, KV cache, parameters no kernel
         reads) plus every weight group at its least storage must fit, or the choice is
-        infeasible. The rest (`slack`) goes to the phases in order: each phase's MILP has
-        the row memory_capacity[graph] with the bytes its weight group may store, its
-        least storage plus the slack earlier weight groups left."""
+        infeasible. The rest (`slack`) is divided among the graphs by
+        solver.search.dram_split: each graph is solved with all of it; only when those
+        optima do not fit together is the split chosen over the graphs' latency-vs-storage
+        frontiers (each graph's MILP has the row memory_capacity[graph] with its share)."""
         workload, choice = candidate.workload, candidate.choice
         capacity = self.system.dram.capacity_bytes
         tp, pp = choice.degree("TP"), choice.degree("PP")
         rule = assemble.weight_rule(workload, choice)
-        solutions: dict[str, tuple[MappingProblem, GraphSolution]] = {}
-        phase_latency: dict[str, float] = {}
-        phase_bound: dict[str, float] = {}
         micro_batches = micro_batches_of(workload, choice)
         problems = self.phase_problems(workload, choice, rule, micro_batches)
         if not isinstance(problems, dict):
-            return solutions, phase_latency, phase_bound, problems, _Memory()
+            return _Phases(failed=problems)
         least = {name: least_stored(problem) for name, problem in problems.items()}
-        floor = assemble.stored_params(workload, pp, least)
         rest = assemble.unmapped_params(workload) / (tp * pp)
-        memory = assemble.memory_use(workload, choice, capacity, sum(floor.values()) + rest)
+        floor = sum(assemble.stored_params(workload, pp, least).values()) + rest
+        memory = assemble.memory_use(workload, choice, capacity, floor)
         if memory.total > capacity * (1 + 1e-9):
-            return solutions, phase_latency, phase_bound, infeasible.dram_reason(memory), _Memory()
-        per_param = rule.bytes_per_param
-        slack = capacity - memory.total
-        used = dict(floor)
-        stored: dict[str, float] = {}
+            return _Phases(failed=infeasible.dram_reason(memory))
+        instances = {p.name: assemble.instances_per_stage(p, pp) for p in workload.phases}
+        layout = dram_split.Layout(
+            workload.phases, instances, least, rule.bytes_per_param, capacity - memory.total, rest
+        )
+
+        def solve(phase: Phase, cap: float) -> tuple[MappingProblem, GraphSolution]:
+            return self.solve_at(phase, choice, rule, micro_batches, problems[phase.name], cap)
+
+        tops: dict[str, dram_split.Point] = {}
+        latency: dict[str, float] = {}
+        bounds: dict[str, float] = {}
         for phase in workload.phases:
-            group = assemble.weight_group(phase)
-            left = slack - sum(used[g] - floor[g] for g in used if g != group) * per_param
-            budget = (floor[group] * per_param + max(left, 0.0)) / (
-                assemble.instances_per_stage(phase, pp)
-            )
-            problem = replace(problems[phase.name], resident_budget_bytes=budget)
-            spans = spans_key(choice.spans)
-            key = (id(phase.graph), tp, spans, rule, micro_batches, round(budget, 3))
-            build = build_key(phase, choice, rule, micro_batches)
-            self.reuse(build, key, problem)
-            problem, sol = self.solve_cached(key, problem)
-            self.remember(build, problem, sol)
-            phase_bound[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
+            cap = layout.top_cap(phase)
+            problem, sol = solve(phase, cap)
+            bounds[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
+            latency[phase.name] = math.inf
             if sol.status == "infeasible":
                 # None: a mapping fits the SRAM, so the search stopped before finding it
                 failed = infeasible.sram_reason(problem, phase.name)
                 if failed is None and sol.bound_s == math.inf:
                     failed = infeasible.weights_reason(problem, phase.name, memory)
-                if failed is None:
-                    phase_latency[phase.name] = math.inf
-                    continue
-                return solutions, phase_latency, phase_bound, failed, _Memory()
-            self.statuses.append(sol.status)
-            solutions[phase.name] = (problem, sol)
-            phase_latency[phase.name] = sol.objective_s
-            stored[phase.name] = stored_params(problem, sol.choice)
-            n = stored[phase.name] * assemble.instances_per_stage(phase, pp)
-            used[group] = max(used[group], n)
-        total = sum(assemble.stored_params(workload, pp, stored).values()) + rest
-        if len(stored) < len(workload.phases):
-            total = sum(used.values()) + rest
-        use = assemble.memory_use(workload, choice, capacity, total)
-        return solutions, phase_latency, phase_bound, None, _Memory(use, total)
+                if failed is not None:
+                    return _Phases(failed=failed)
+                continue
+            tops[phase.name] = dram_split.point(cap, problem, sol)
+            latency[phase.name] = sol.objective_s
+        if len(tops) < len(workload.phases) or not all(map(math.isfinite, latency.values())):
+            return _Phases(latency=latency, bound=bound_of(workload, choice, bounds, self.system))
+        return self.split(candidate, layout, tops, solve)
+
+    def split(
+        self,
+        candidate: Candidate,
+        layout: dram_split.Layout,
+        tops: dict[str, dram_split.Point],
+        solve: dram_split.Solve,
+    ) -> _Phases:
+        """The graphs' DRAM split (solver.search.dram_split) as the candidate's phases; a
+        split not proven optimal is recorded as a search stopped short of a proof."""
+        workload, choice, system = candidate.workload, candidate.choice, self.system
+        capacity = system.dram.capacity_bytes
+
+        def evaluate(latency: dict[str, float], stored: float | None) -> float:
+            return step_times(workload, choice, latency, system, stored).latency_s
+
+        split = dram_split.split_dram(layout, tops, solve, evaluate)
+        if not split.chosen:  # no plans of the graphs fit together
+            least = assemble.memory_use(workload, choice, capacity, split.stored_per_chip)
+            return _Phases(failed=infeasible.dram_reason(least))
+        for pt in split.chosen.values():
+            self.statuses.append(pt.sol.status)
+        if not split.proven:
+            self.statuses.append("split")
+            self.stops.append(dram_split.STOP)
+        total = split.stored_per_chip
+        return _Phases(
+            {name: (pt.problem, pt.sol) for name, pt in split.chosen.items()},
+            {name: pt.sol.objective_s for name, pt in split.chosen.items()},
+            split.bound_s,
+            None,
+            _Memory(assemble.memory_use(workload, choice, capacity, total), total),
+        )
+
+    def solve_at(
+        self,
+        phase: Phase,
+        choice: Choice,
+        rule: WeightRule,
+        micro_batches: int,
+        problem: MappingProblem,
+        cap: float,
+    ) -> tuple[MappingProblem, GraphSolution]:
+        """The phase's graph solved with at most `cap` parameters stored per instance."""
+        budget = cap * rule.bytes_per_param if math.isfinite(cap) else math.inf
+        problem = replace(problem, resident_budget_bytes=budget)
+        key = (id(phase.graph), choice.degree("TP"), spans_key(choice.spans), rule)
+        key += (micro_batches, round(budget, 3))
+        build = build_key(phase, choice, rule, micro_batches)
+        self.reuse(build, key, problem)
+        problem, sol = self.solve_cached(key, problem)
+        self.remember(build, problem, sol)
+        return problem, sol
 
     def phase_problems(
         self, workload: Workload, choice: Choice, rule: WeightRule, micro_batches: int
@@ -363,7 +411,9 @@ class _OuterSearch:
                 f"{self.no_plan} of {len(self.bounds)} parallel choices {why} before a "
                 "first plan; raise solver.time_limit_s (or --time-limit)"
             )
-        suggest = limits if workload.kind in ("training", "inference") else _any_tp(limits)
+        suggest = (
+            limits if workload.kind in ("training", "inference") else infeasible.any_tp(limits)
+        )
         least = training_space.least_memory(workload)  # the layout suggestion's knobs
         infeasible.raise_infeasible(self.infeasible_reasons, least, self.system, suggest)
 
@@ -433,27 +483,7 @@ class _OuterSearch:
         return text
 
 
-def _limits(workload: Workload, system: System) -> infeasible.Limits:
-    """The degrees searched: TP up to 64 and one pipeline stage per layer at most for LLMs
-    (DP only in training); distributed kernels (HPL, FFT, DLRM, GEMM, explicit graphs)
-    spread over one group of all chips."""
-    layers = max((p.count for p in workload.phases if p.role == "layer"), default=1)
-    if workload.kind == "training":
-        max_dp = max(1, workload.global_batch // max(workload.micro_batch, 1))
-        return infeasible.Limits(max_tp=64, max_pp=layers, max_dp=max_dp, allow_dp=True)
-    if workload.kind == "inference":
-        return infeasible.Limits(max_tp=64, max_pp=layers, max_dp=1, allow_dp=False)
-    return infeasible.Limits(max_tp=system.num_chips, max_pp=1, max_dp=1, allow_dp=False)
-
-
-def _any_tp(limits: infeasible.Limits) -> infeasible.Limits:
-    """A distributed kernel can spread over any number of chips: for suggesting more."""
-    return replace(limits, max_tp=2**20)
-
-
 def _remaining(options: SolverOptions, t0: float) -> SolverOptions:
-    from dataclasses import replace
-
     if options.time_limit_s <= 0:
         return options
     left = max(1.0, options.time_limit_s - (time.perf_counter() - t0))

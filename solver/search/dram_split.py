@@ -1,0 +1,291 @@
+"""The DRAM left after every weight group's least storage, divided among a workload's graphs.
+
+Why: the graphs of one workload (a layer stack, its LM head; prefill and decode) share one
+chip's DRAM, and a graph that replicates weights to save time takes memory another graph may
+need more. Handing the slack to the graphs in order (the first takes what it likes) can
+leave a later graph far slower and still be called optimal; this module chooses the split.
+
+1. Every graph is solved with all of the slack (`top`): no split can give it more, so its
+   optimum there bounds its latency in any split. When these optima fit together they are
+   the joint optimum, and nothing more is solved (the common case: DRAM not binding).
+2. Otherwise graphs' latency-vs-storage frontiers are traced by solves at decreasing
+   parameter caps, each just below the storage of the graph's last optimum (the optimum
+   under a cap c that stores s is optimal for every cap in [s, c]), until no plan stores
+   less, or after MAX_FRONTIER_SOLVES one solve at the least storage ends it.
+3. The split: every weight group's storage level (the storage of one of its graphs' points)
+   in every combination that fits the slack, each graph at its fastest point under its
+   group's level, the step assembled by `evaluate`; the least step wins. The same
+   enumeration over pairs no plan beats (each solve's proven latency holds down to the next
+   cap tried; below a graph's last solve, down to its least storage) bounds every split.
+   Step 2 runs lazily: one solve at a time, on a graph whose untraced storage the bound's
+   split counts on, until the split meets the bound (proven optimal) or no such graph can
+   be solved further; then the caller reports the split as stopped short of a proof
+   (`STOP`), with the bound in its gap.
+`evaluate` must not decrease when a graph's latency or the parameters stored grow.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+from generator.graph import Phase
+from solver.cost.problem import MappingProblem
+from solver.cost.weights import stored_params
+from solver.fusion.segment_search import GraphSolution
+from solver.search import assemble
+
+MAX_FRONTIER_SOLVES = 8  # descending solves per graph before the least-storage solve
+STOP = "memory_split"  # SolveStats.stop_reason when the split is not proven optimal
+BELOW = 1e-6  # a cap this far (relative) below the last optimum's storage
+# the split is proven when its step is within this of the bound once nothing is left to
+# solve: the bound's storage sits up to BELOW below the plans' (a step that charges
+# storage, training's optimizer, moves with it)
+PROOF_TOL = 1e-5
+Group = tuple[str, str]
+# (phase, parameter cap per graph instance) -> (the problem with that cap, its solution)
+Solve = Callable[[Phase, float], tuple[MappingProblem, GraphSolution]]
+# (latency by phase name, parameters stored per chip; None: the least any mapping stores)
+# -> step latency (s)
+Evaluate = Callable[[dict[str, float], float | None], float]
+# an enumeration's least (step, parameters per chip, payload by phase name)
+_Best = tuple[float, float, dict]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One solve of a graph: its parameter cap per instance, problem, solution, and the
+    parameters per instance the solution stores (inf: no plan)."""
+
+    cap: float
+    problem: MappingProblem
+    sol: GraphSolution
+    stored: float
+
+
+@dataclass(frozen=True)
+class Split:
+    """The chosen point of every graph, the step it gives, and a proven lower bound on the
+    step of every split (`proven`: the two meet)."""
+
+    chosen: dict[str, Point]
+    latency_s: float
+    bound_s: float
+    proven: bool
+    solves: int  # solves beyond the tops
+    # parameters per chip the chosen plans store (none chosen: the least any plan found does)
+    stored_per_chip: float
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the split needs to know of the workload: its graphs, their instances per stage,
+    least storage per instance, the bytes per stored parameter, the slack (bytes), and the
+    parameters every plan stores besides (`rest`, per chip)."""
+
+    phases: tuple[Phase, ...]
+    instances: dict[str, int]
+    least: dict[str, float]
+    per_param: float
+    slack: float
+    rest: float
+
+    @cached_property
+    def floor(self) -> dict[Group, float]:
+        """Parameters per chip each weight group stores at least."""
+        floor: dict[Group, float] = {}
+        for p in self.phases:
+            g = assemble.weight_group(p)
+            floor[g] = max(floor.get(g, 0.0), self.least[p.name] * self.instances[p.name])
+        return floor
+
+    def top_cap(self, phase: Phase) -> float:
+        """The parameter cap per instance with every byte of the slack."""
+        if self.per_param <= 0 or not math.isfinite(self.slack):
+            return math.inf
+        group = self.floor[assemble.weight_group(phase)]
+        return (group + self.slack / self.per_param) / self.instances[phase.name]
+
+    def used(self, stored: dict[str, float]) -> dict[Group, float]:
+        """Parameters per chip each weight group stores: the most any of its graphs stores
+        (`stored`: parameters per instance, by phase name)."""
+        used: dict[Group, float] = {}
+        for p in self.phases:
+            g = assemble.weight_group(p)
+            used[g] = max(used.get(g, 0.0), stored[p.name] * self.instances[p.name])
+        return used
+
+    def fits(self, stored: dict[str, float]) -> bool:
+        """The graphs' storage (parameters per instance, by phase) fits the slack."""
+        used = self.used(stored)
+        return self.fits_levels(sum(used[g] - self.floor[g] for g in used))
+
+    def fits_levels(self, extra: float) -> bool:
+        """`extra` parameters per chip above every group's least storage fit the slack
+        (within the memory row's relative tolerance)."""
+        if self.per_param <= 0 or not math.isfinite(self.slack):
+            return True
+        floor = sum(self.floor.values()) * self.per_param
+        return extra * self.per_param <= self.slack + 1e-9 * (self.slack + floor)
+
+    def stored_per_chip(self, stored: dict[str, float]) -> float:
+        """Parameters per chip the plan stores, with those no kernel reads."""
+        return sum(self.used(stored).values()) + self.rest
+
+
+def point(cap: float, problem: MappingProblem, sol: GraphSolution) -> Point:
+    """A solve as a point of the graph's frontier."""
+    has_plan = math.isfinite(sol.objective_s) and sol.status != "infeasible"
+    stored = stored_params(problem, sol.choice) if has_plan else math.inf
+    return Point(cap, problem, sol, stored)
+
+
+def split_dram(layout: Layout, tops: dict[str, Point], solve: Solve, evaluate: Evaluate) -> Split:
+    """The split of the module docstring, from every graph's `top` point (each with a plan)."""
+    top_stored = {name: pt.stored for name, pt in tops.items()}
+    if layout.fits(top_stored):
+        step = evaluate(
+            {n: pt.sol.objective_s for n, pt in tops.items()}, layout.stored_per_chip(top_stored)
+        )
+        bounds = {n: pt.sol.bound_s for n, pt in tops.items()}
+        bound = evaluate(bounds, None) if all(v > 0 for v in bounds.values()) else 0.0
+        return Split(dict(tops), step, bound, True, 0, layout.stored_per_chip(top_stored))
+    frontiers = {name: [pt] for name, pt in tops.items()}
+    best, lower = _search(layout, frontiers, evaluate)
+    while best is None or lower is None or best[0] > lower[0] * (1 + 1e-9):
+        name = _to_descend(layout, frontiers, lower)
+        if name is None:
+            break
+        _descend(layout, frontiers[name], name, solve)
+        best, lower = _search(layout, frontiers, evaluate)
+    if best is None:  # a plan of every graph at its least storage, when any fits
+        for name, points in frontiers.items():
+            while _next_cap(points, layout.least[name]) is not None:
+                _descend(layout, points, name, solve, layout.least[name])
+        best, lower = _search(layout, frontiers, evaluate)
+    bound = lower[0] if lower is not None else math.inf
+    solves = sum(len(f) - 1 for f in frontiers.values())
+    if best is None:  # no combination fits: the caller reports the DRAM reason
+        found = {n: min(pt.stored for pt in f) for n, f in frontiers.items()}
+        return Split({}, math.inf, bound, False, solves, layout.stored_per_chip(found))
+    proven = best[0] <= bound * (1 + PROOF_TOL)
+    chosen = {n: pt for n, (pt, _) in best[2].items()}
+    return Split(chosen, best[0], min(bound, best[0]), proven, solves, best[1])
+
+
+def _search(
+    layout: Layout, frontiers: dict[str, list[Point]], evaluate: Evaluate
+) -> tuple[_Best | None, _Best | None]:
+    """The best split over the plans found, and the bound over the pairs no plan beats."""
+    actual = {
+        n: [(pt.sol.objective_s, pt.stored, (pt, False)) for pt in f if math.isfinite(pt.stored)]
+        for n, f in frontiers.items()
+    }
+    relaxed = {n: _relaxed(f, layout.least[n]) for n, f in frontiers.items()}
+    return _enumerate(layout, actual, evaluate), _enumerate(layout, relaxed, evaluate)
+
+
+def _next_cap(points: list[Point], least: float) -> float | None:
+    """The cap of the graph's next solve down its frontier (module docstring, step 2), or
+    None when its frontier is traced: no plan stores less than the last, the last solve
+    found no plan, or it was the least-storage solve."""
+    last = points[-1]
+    if not math.isfinite(last.stored) or last.stored <= least * (1 + 1e-9) or last.cap <= least:
+        return None
+    if len(points) > MAX_FRONTIER_SOLVES:
+        return least
+    return max(last.stored * (1 - BELOW), least)
+
+
+def _descend(
+    layout: Layout, points: list[Point], name: str, solve: Solve, cap: float | None = None
+) -> None:
+    """One more solve down the graph's frontier (at `cap`, else the next cap)."""
+    cap = _next_cap(points, layout.least[name]) if cap is None else cap
+    assert cap is not None
+    phase = next(p for p in layout.phases if p.name == name)
+    points.append(point(cap, *solve(phase, cap)))
+
+
+def _to_descend(
+    layout: Layout, frontiers: dict[str, list[Point]], lower: _Best | None
+) -> str | None:
+    """The graph to solve next: of those whose untraced storage the bound's split counts
+    on, the one whose last plan stores the most above its least (parameters per chip)."""
+    if lower is None:
+        return None
+    untraced = [
+        n
+        for n, (_, virtual) in lower[2].items()
+        if virtual and _next_cap(frontiers[n], layout.least[n]) is not None
+    ]
+    if not untraced:
+        return None
+    return max(
+        untraced,
+        key=lambda n: (frontiers[n][-1].stored - layout.least[n]) * layout.instances[n],
+    )
+
+
+def _relaxed(points: list[Point], least: float) -> list[tuple[float, float, tuple]]:
+    """(latency, storage) pairs no plan of the graph beats: under any cap in (next cap
+    tried, cap of a solve], the latency is at least the largest bound proven at that cap
+    or above; below the last cap only the least storage is known (no pair when the last
+    solve proved that no plan stores less). Payload: (None, whether the pair stands for
+    storage the solves have not traced yet)."""
+    pairs: list[tuple[float, float, tuple]] = []
+    bound = 0.0
+    traced = _next_cap(points, least) is None
+    for i, pt in enumerate(points):
+        # an optimal solve's objective is what the search calls proven (within its gap)
+        bound = max(bound, pt.sol.objective_s if pt.sol.status == "optimal" else pt.sol.bound_s)
+        if not math.isfinite(bound):  # proven: no plan at this cap or below
+            break
+        last = i + 1 == len(points)
+        below = least if last else points[i + 1].cap
+        pairs.append((bound, min(below, pt.cap), (None, last and not traced)))
+    return pairs
+
+
+def _enumerate(
+    layout: Layout,
+    options: dict[str, list],
+    evaluate: Evaluate,
+) -> _Best | None:
+    """The least step over every weight group's storage level: each graph at its fastest
+    (latency, storage, payload) option under its group's level, the levels fitting the
+    slack. (step, parameters per chip, payload by phase name), or None when none fits."""
+    groups: dict[Group, list[Phase]] = {}
+    for p in layout.phases:
+        groups.setdefault(assemble.weight_group(p), []).append(p)
+    levels = {
+        g: sorted({s * layout.instances[p.name] for p in ps for _, s, _ in options[p.name]})
+        for g, ps in groups.items()
+    }
+    floor = layout.floor
+    best: _Best | None = None
+    for combo in itertools.product(*(levels[g] for g in groups)):
+        # the picks under these levels store no more; a combination of less storage over
+        # the same picks is one of the combinations too
+        if not layout.fits_levels(sum(c - floor[g] for c, g in zip(combo, groups))):
+            continue
+        picked: dict[str, tuple] = {}
+        for level, ps in zip(combo, groups.values()):
+            for p in ps:
+                under = [o for o in options[p.name] if o[1] * layout.instances[p.name] <= level]
+                if under:
+                    picked[p.name] = min(under, key=lambda o: (o[0], o[1]))
+        if len(picked) < len(layout.phases):
+            continue
+        stored = {n: o[1] for n, o in picked.items()}
+        if not layout.fits(stored):
+            continue
+        lat = {n: o[0] for n, o in picked.items()}
+        total = layout.stored_per_chip(stored)
+        step = evaluate(lat, total) if all(v > 0 for v in lat.values()) else 0.0
+        if best is None or (step, total) < best[:2]:
+            best = (step, total, {n: o[2] for n, o in picked.items()})
+    return best
