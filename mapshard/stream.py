@@ -10,6 +10,9 @@ the plan's parallelism, priced by solved engine-step costs.
    (mapshard/stream_sim.py).
 4. The plan written with the view is one steady-state step: decode of the most sequences
    that ran at once, at their mean KV length.
+The whole machine is one engine (with DP > 1 a step's sequences are split over the
+replicas as the plan splits a batch); max_batch is capped at max_num_tokens, since every
+decoding sequence takes one token of a step.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ class StreamView:
             f"{st.requests_per_s:.3g} requests/s over {fmt_time(st.duration_s)} "
             f"({st.steps} steps, at most {st.max_concurrency} sequences at once)",
             f"TTFT {pct}: " + " / ".join(fmt_time(x) for x in st.ttft_s),
-            f"TPOT {pct}: " + " / ".join(fmt_time(x) for x in st.tpot_s),
+            f"TPOT {pct}: " + (" / ".join(fmt_time(x) for x in st.tpot_s) or "- (one token each)"),
             f"latency {pct}: " + " / ".join(fmt_time(x) for x in st.latency_s),
             f"{INTERPOLATION} ({self.points_solved} points solved); the plan shown is "
             f"{self.plan_step}",
