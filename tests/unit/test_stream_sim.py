@@ -97,9 +97,11 @@ def _fake_plan(shape: StepShape):
 def test_step_table_interpolation_is_exact_on_a_multilinear_cost():
     table, solved = build_table(_fake_plan, 100, 2048, 512, (100, 900), 10**7)
     assert table.decode == tuple(decode_points(100)) == (0, 1, 2, 4, 8, 16, 32, 64, 100)
-    assert table.prefill == tuple(prefill_points(2048, 512)) == (0, 32, 128, 512, 2048)
-    # (D, P) points with D > 0 at two KV lengths, D = 0 at one: 8 x 5 x 2 + 4
-    assert solved == 8 * 5 * 2 + 4
+    assert (
+        table.prefill == tuple(prefill_points(2048, 512)) == (0, 32, 64, 128, 256, 512, 1024, 2048)
+    )
+    # (D, P) points with D > 0 at two KV lengths, D = 0 at one (P > 0): 8 x 8 x 2 + 7
+    assert solved == 8 * 8 * 2 + 7
     for d, c, p in ((3, 250.0, 700), (50, 899.0, 31), (77, 123.5, 1500), (1, 100.0, 0)):
         want = _fake_plan(StepShape(d, c, p, 512)).latency_s  # type: ignore[arg-type]
         assert table(d, c, p) == pytest.approx(want, rel=1e-12)
@@ -107,10 +109,10 @@ def test_step_table_interpolation_is_exact_on_a_multilinear_cost():
 
 
 def test_prefill_points_whole_prompts_above_the_prompt_length():
-    # budget 8192, prompts of 128: 64, 16, 4 and 1 whole prompts, then a 32-token chunk
-    assert prefill_points(8192, 128) == [0, 32, 128, 512, 2048, 8192]
-    # prompts of 3000: 8192 -> 2 prompts (6000), 2048 and 512 and 128 and 32 are chunks
-    assert prefill_points(8192, 3000) == [0, 32, 128, 512, 2048, 6000]
+    # budget 8192, prompts of 128: 64, 32, ..., 1 whole prompts, then 64- and 32-token chunks
+    assert prefill_points(8192, 128) == [0, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+    # prompts of 3000: 8192 -> 2 prompts (6000), 4096 -> 1 (3000), 2048 ... 32 are chunks
+    assert prefill_points(8192, 3000) == [0, 32, 64, 128, 256, 512, 1024, 2048, 3000, 6000]
 
 
 STREAM = """
