@@ -23,7 +23,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hardware.system import System
+from mapshard import stream_server
 from mapshard.report.fmt import fmt_si, fmt_time
+from mapshard.stream_server import ServerResult
 from mapshard.stream_sim import PERCENTILES, EngineLimits, Request, StreamStats, simulate
 from mapshard.stream_steps import INTERPOLATION, StepShape, build_table, point_setup, prefill_points
 from schema import setup_pb2
@@ -48,6 +50,7 @@ class StreamView:
     step_points: list
     plan_step: str
     stats: StreamStats
+    server: ServerResult | None = None  # POISSON: the rate and the latency limits
 
     def as_dict(self) -> dict:
         """summary.json's `stream` key (times in seconds)."""
@@ -72,12 +75,14 @@ class StreamView:
             "step_points_solved": self.points_solved,
             "step_points": self.step_points,
             "plan_step": self.plan_step,
+            "server": self.server.as_dict() if self.server else None,
         }
 
     def lines(self) -> list[str]:
         """The terminal summary's stream block."""
         s, st = self.settings, self.stats
-        arrival = s["arrival"] + (f" {s['rate_per_s']:g}/s" if s["arrival"] == "POISSON" else "")
+        sv = self.server
+        arrival = s["arrival"] + (f" {sv.rate_per_s:.4g}/s" if sv else "")
         pct = "/".join(f"p{q}" for q in PERCENTILES)
         return [
             f"{s['num_requests']} requests ({arrival}, seed {s['seed']}), input {s['input_len']},"
@@ -93,9 +98,26 @@ class StreamView:
             f"TTFT {pct}: " + " / ".join(fmt_time(x) for x in st.ttft_s),
             f"TPOT {pct}: " + (" / ".join(fmt_time(x) for x in st.tpot_s) or "- (one token each)"),
             f"latency {pct}: " + " / ".join(fmt_time(x) for x in st.latency_s),
+            *([_server_line(sv)] if sv and (sv.max_ttft_p99_s or sv.max_tpot_p99_s) else []),
             f"{INTERPOLATION} ({self.points_solved} points solved); the plan shown is "
             f"{self.plan_step}",
         ]
+
+
+def _server_line(sv: ServerResult) -> str:
+    lims = " and ".join(
+        f"p99 {name} <= {fmt_time(v)}"
+        for name, v in (("TTFT", sv.max_ttft_p99_s), ("TPOT", sv.max_tpot_p99_s))
+        if v
+    )
+    if sv.searched:
+        return (
+            f"server: the highest Poisson rate with {lims} is {sv.rate_per_s:.4g} requests/s "
+            f"(bisected, {sv.simulations} simulated streams; the figures above are at it)"
+        )
+    return (
+        f"server: {sv.rate_per_s:.4g} requests/s {'meets' if sv.within_limits else 'misses'} {lims}"
+    )
 
 
 def wanted(setup: setup_pb2.Setup) -> bool:
@@ -119,18 +141,22 @@ def _mix_text(mix: setup_pb2.LengthMix, given: bool, default: int) -> str:
     return f"uniform {mix.min}..{mix.max}"
 
 
-def requests_of(inf: setup_pb2.LlmInference) -> list[Request]:
+def requests_of(inf: setup_pb2.LlmInference, rate_per_s: float = 0.0) -> list[Request]:
     """The stream's requests: input lengths, output lengths, then arrivals, all drawn in
-    that order from numpy's default generator seeded with `seed`."""
+    that order from numpy's default generator seeded with `seed`. POISSON arrivals are
+    one pattern scaled to `rate_per_s` (default: the setup's rate; 1 request/s when that is
+    0, i.e. searched)."""
     s = inf.stream
     rng = np.random.default_rng(s.seed)
     n = int(s.num_requests)
     ins = _mix(s.input_len, s.HasField("input_len"), inf.input_len, n, rng)
     outs = _mix(s.output_len, s.HasField("output_len"), inf.output_len, n, rng)
     arrivals = np.zeros(n)
-    if s.arrival == setup_pb2.POISSON:
-        gaps = rng.exponential(1.0 / s.rate_per_s, n)
-        arrivals = np.concatenate(([0.0], np.cumsum(gaps[:-1])))
+    if s.arrival == setup_pb2.POISSON:  # the 1-request/s pattern, scaled to the rate
+        gaps = rng.standard_exponential(n)
+        arrivals = np.concatenate(([0.0], np.cumsum(gaps[:-1]))) / (
+            rate_per_s or s.rate_per_s or 1.0
+        )
     return [Request(float(a), int(i), int(o)) for a, i, o in zip(arrivals, ins, outs)]
 
 
@@ -180,7 +206,7 @@ def run_stream(loaded, system: System, time_limit_s: float | None = None):  # no
 
     inf = loaded.setup.workload.llm_inference
     settings = settings_of(inf)
-    reqs = requests_of(inf)
+    reqs = requests_of(inf, 1.0)  # POISSON: the pattern at 1 request/s (scaled when served)
     budget, frac = settings["max_num_tokens"], settings["kv_memory_fraction"]
     prompt = max(1, round(float(np.mean([r.input_len for r in reqs]))))
     memo: dict[StepShape, tuple] = {}
@@ -219,7 +245,14 @@ def run_stream(loaded, system: System, time_limit_s: float | None = None):  # no
     limits = EngineLimits(
         min(settings["max_batch"], budget), budget, settings["chunked_prefill"], capacity
     )
-    stats = simulate(reqs, limits, table)
+    server = None
+    if settings["arrival"] == "POISSON":  # the rate given or searched under the limits
+        server = stream_server.serve(
+            reqs, limits, table, settings["rate_per_s"], *_limits_s(inf.stream)
+        )
+        stats = server.stats
+    else:
+        stats = simulate(reqs, limits, table)
     steady = StepShape(stats.max_concurrency, round(float(np.mean(contexts))), 0, prompt)
     steady = replace(steady, context=min(steady.context, capacity // steady.decode))
     scenario, plan = solve(steady)
@@ -233,5 +266,11 @@ def run_stream(loaded, system: System, time_limit_s: float | None = None):  # no
         step_points=table.rows(),
         plan_step=f"one decode step of {steady.decode} sequences at KV length {steady.context}",
         stats=stats,
+        server=server,
     )
     return view, scenario, plan
+
+
+def _limits_s(s: setup_pb2.Stream) -> tuple[float | None, float | None]:
+    """(p99 TTFT limit, p99 TPOT limit) in seconds; None = no limit."""
+    return (s.max_ttft_p99_ms / 1e3 or None, s.max_tpot_p99_ms / 1e3 or None)

@@ -39,16 +39,7 @@ def check_stream(v: setup_pb2.LlmInference, wp: str, p: Problems) -> None:
         )
     inputs = _lengths(s.input_len, s.HasField("input_len"), v.input_len, f"{sp}.input_len", p)
     _lengths(s.output_len, s.HasField("output_len"), v.output_len, f"{sp}.output_len", p)
-    if s.arrival == setup_pb2.POISSON:
-        if not (math.isfinite(s.rate_per_s) and s.rate_per_s > 0):
-            p.add(
-                f"{sp}.rate_per_s",
-                "must be > 0 for arrival POISSON",
-                s.rate_per_s,
-                "give requests/s",
-            )
-    elif s.rate_per_s != 0:
-        p.add(f"{sp}.rate_per_s", "is only read with arrival POISSON", s.rate_per_s, "leave it 0")
+    _arrival(s, sp, p)
     if s.seed < 0:
         p.add(f"{sp}.seed", "must be >= 0", s.seed, "give a non-negative integer")
     for name in ("max_batch", "max_num_tokens"):
@@ -98,3 +89,22 @@ def _lengths(
         p.add(field, "must have 1 <= min <= max", got, "give a token range")
         return []
     return [mix.min, mix.max]
+
+
+def _arrival(s: setup_pb2.Stream, sp: str, p: Problems) -> None:
+    """POISSON needs a rate or latency limits to search one; OFFLINE reads neither."""
+    limits = [n for n in ("max_ttft_p99_ms", "max_tpot_p99_ms") if getattr(s, n) != 0]
+    for name in limits:
+        value = getattr(s, name)
+        if not (math.isfinite(value) and value > 0):
+            p.add(f"{sp}.{name}", "must be >= 0 (0 = no limit)", value, "give milliseconds")
+    rate = s.rate_per_s
+    if s.arrival == setup_pb2.POISSON:
+        if not (math.isfinite(rate) and rate >= 0 and (rate > 0 or limits)):
+            why = "must be > 0 for arrival POISSON without max_ttft_p99_ms / max_tpot_p99_ms"
+            p.add(f"{sp}.rate_per_s", why, rate, "give requests/s, or limits to search it")
+        return
+    if rate != 0:
+        p.add(f"{sp}.rate_per_s", "is only read with arrival POISSON", rate, "leave it 0")
+    for name in limits:
+        p.add(f"{sp}.{name}", "is only read with arrival POISSON", getattr(s, name), "leave it 0")

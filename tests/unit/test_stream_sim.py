@@ -11,10 +11,11 @@ import pytest
 
 from mapshard import pipeline
 from mapshard.stream import requests_of
+from mapshard.stream_server import serve
 from mapshard.stream_sim import EngineLimits, Request, simulate
 from mapshard.stream_steps import StepShape, build_table, decode_points, prefill_points
 from schema import setup_pb2
-from schema.errors import SetupError
+from schema.errors import InfeasibleError, SetupError
 from schema.setup_io import parse_text
 
 
@@ -154,6 +155,8 @@ BAD = [
     ("num_requests: 5 max_num_tokens: 8", "longer than max_num_tokens (8) without chunked"),
     ("num_requests: 5 kv_memory_fraction: 1.5", "stream.kv_memory_fraction is outside [0, 1]"),
     ("num_requests: 5 seed: -1", "stream.seed must be >= 0"),
+    ("num_requests: 5 max_ttft_p99_ms: 50", "stream.max_ttft_p99_ms is only read with arrival"),
+    ("num_requests: 5 arrival: POISSON max_tpot_p99_ms: -1", "max_tpot_p99_ms must be >= 0"),
     ("num_requests: 5 max_batch: -2", "stream.max_batch must be >= 0"),
 ]
 
@@ -196,3 +199,33 @@ def test_chunk_of_whole_prompts_attends_per_prompt():
     assert head.graph.kernel("lm_head").dim_sizes["tokens"] == 5
     # KV bytes: 2 (K, V) x 2 layers x 2 KV heads x 16 dims x (8 + 3 x 10) tokens x 2 bytes
     assert w.kv_cache_bytes == 2 * 2 * 2 * 16 * (8 + 3 * 10) * 2
+
+
+# Two 1 + 1-token requests whose unit-rate arrivals are t = 0 and 1 s, at most 2 in flight:
+# one prefill step each (1.01 s), both in one 1.02 s step when they arrive together.
+UNIT = [Request(0.0, 1, 1), Request(1.0, 1, 1)]
+LIMITS = EngineLimits(2, 100, False, 100)
+
+
+def test_server_rate_search_by_hand():
+    """At rate r the 2nd request arrives at 1/r. If 1/r < 1.01 it waits for the 1st step:
+    TTFT2 = 1.01 + 1.01 - 1/r; p99 of (1.01, TTFT2) = 1.01 + 0.99 (TTFT2 - 1.01). A p99
+    limit of 1.5 s holds while 1.01 - 1/r <= 0.49 / 0.99, i.e. r <= 1 / (1.01 - 0.49/0.99)
+    = 1.941564 req/s. The bracket's top, the offline throughput (both in one 1.02 s step:
+    2 / 1.02 = 1.9608 req/s), misses it (p99 1.505 s), so the bisection ends within
+    1.9608 / 2^14 = 1.2e-4 below 1.941564."""
+    best = 1 / (1.01 - 0.49 / 0.99)
+    sv = serve(UNIT, LIMITS, cost, 0.0, 1.5, None)
+    assert sv.searched and sv.within_limits
+    assert best - 1.3e-4 <= sv.rate_per_s <= best
+    assert sv.stats.ttft_s[-1] <= 1.5
+
+
+def test_server_given_rate_and_unreachable_limits():
+    """At 1 req/s the 2nd request waits 0.01 s: p99 TTFT = 1.01 + 0.99 x 0.01 = 1.0199 s,
+    within 1.5 s. A 0.5 s limit is missed even at the slowest rate (one step is 1.01 s)."""
+    sv = serve(UNIT, LIMITS, cost, 1.0, 1.5, None)
+    assert not sv.searched and sv.within_limits
+    assert sv.stats.ttft_s[-1] == pytest.approx(1.0199)
+    with pytest.raises(InfeasibleError, match="p99 TTFT is 1010 ms"):
+        serve(UNIT, LIMITS, cost, 0.0, 0.5, None)
