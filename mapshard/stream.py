@@ -51,6 +51,7 @@ class StreamView:
     plan_step: str
     stats: StreamStats
     server: ServerResult | None = None  # POISSON: the rate and the latency limits
+    notes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         """summary.json's `stream` key (times in seconds)."""
@@ -76,6 +77,7 @@ class StreamView:
             "step_points": self.step_points,
             "plan_step": self.plan_step,
             "server": self.server.as_dict() if self.server else None,
+            "notes": list(self.notes),
         }
 
     def lines(self) -> list[str]:
@@ -101,6 +103,7 @@ class StreamView:
             *([_server_line(sv)] if sv and (sv.max_ttft_p99_s or sv.max_tpot_p99_s) else []),
             f"{INTERPOLATION} ({self.points_solved} points solved); the plan shown is "
             f"{self.plan_step}",
+            *self.notes,
         ]
 
 
@@ -194,6 +197,24 @@ def pin_parallelism(system: System, plan: Plan) -> System | None:
     return replace(system, network=tuple(network))
 
 
+def engine_layout(setup: setup_pb2.Setup, system: System) -> tuple[setup_pb2.Setup, tuple]:
+    """The setup every step is solved from, and what it changed: on several chips a
+    serving engine keeps one weight layout for every step, so the searched TP split (which
+    may replicate weights to split a long prompt's tokens, step by step) becomes the
+    engine's model-dims split."""
+    inf = setup.workload.llm_inference
+    if system.num_chips == 1 or inf.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT:
+        return setup, ()
+    out = setup_pb2.Setup()
+    out.CopyFrom(setup)
+    out.workload.llm_inference.tensor_parallel_split = setup_pb2.MODEL_DIMS_SPLIT
+    note = (
+        "every step uses tensor_parallel_split MODEL_DIMS_SPLIT: an engine keeps one weight "
+        "layout for the whole stream (the searched split may re-shard weights per step)"
+    )
+    return out, (note,)
+
+
 def _parallelism(plan: Plan) -> str:
     deg = {k.lower(): v for k, v in plan.parallelism.items()}
     return " ".join(f"{k.upper()}{v}" for k, v in sorted(deg.items()) if v > 1) or "1 chip"
@@ -211,10 +232,11 @@ def run_stream(loaded, system: System, time_limit_s: float | None = None):  # no
     prompt = max(1, round(float(np.mean([r.input_len for r in reqs]))))
     memo: dict[StepShape, tuple] = {}
     sys_now = [system]
+    base, notes = engine_layout(loaded.setup, system)
 
     def solve(shape: StepShape):  # noqa: ANN202
         if shape not in memo:
-            one = pipeline.load_message(point_setup(loaded.setup, shape), loaded.path)
+            one = pipeline.load_message(point_setup(base, shape), loaded.path)
             scenario = pipeline.assemble(one, sys_now[0])
             memo[shape] = (scenario, pipeline.plan(scenario, time_limit_s))
         return memo[shape]
@@ -267,6 +289,7 @@ def run_stream(loaded, system: System, time_limit_s: float | None = None):  # no
         plan_step=f"one decode step of {steady.decode} sequences at KV length {steady.context}",
         stats=stats,
         server=server,
+        notes=notes,
     )
     return view, scenario, plan
 

@@ -229,3 +229,15 @@ def test_server_given_rate_and_unreachable_limits():
     assert sv.stats.ttft_s[-1] == pytest.approx(1.0199)
     with pytest.raises(InfeasibleError, match="p99 TTFT is 1010 ms"):
         serve(UNIT, LIMITS, cost, 0.0, 0.5, None)
+
+
+def test_engine_keeps_one_weight_layout_on_several_chips():
+    from mapshard.stream import engine_layout
+
+    s = _setup("num_requests: 1")
+    same, notes = engine_layout(s, SimpleNamespace(num_chips=1))
+    assert same is s and notes == ()
+    forced, notes = engine_layout(s, SimpleNamespace(num_chips=8))
+    assert forced.workload.llm_inference.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT
+    assert s.workload.llm_inference.tensor_parallel_split == setup_pb2.SEARCHED_SPLIT
+    assert len(notes) == 1 and "one weight layout" in notes[0]
