@@ -245,17 +245,7 @@ def run_stream(loaded, system: System, time_limit_s: float | None = None):  # no
     first = solve(anchor)[1]
     pinned = pin_parallelism(system, first)
     sys_now[0] = pinned or system
-    kv_per_token = first.memory.kv_cache / max(anchor.prompt_len, anchor.prefill)
-    free = first.memory.capacity - first.memory.weights - first.memory.activations
-    capacity = int(max(0.0, free) * frac / kv_per_token)
-    largest = max(r.input_len + r.output_len for r in reqs)
-    if capacity < largest:
-        raise InfeasibleError(
-            "KV cache",
-            f"the KV cache holds {capacity} tokens per engine ({frac:g} of the DRAM left after "
-            f"weights and activations) but a request needs {largest}",
-            "add chips, lower the lengths or raise kv_memory_fraction",
-        )
+    capacity, kv_per_token = kv_capacity(first, anchor, frac, reqs)
     smallest = min(r.input_len + r.output_len for r in reqs)
     most = max(1, min(settings["max_batch"], budget, capacity // smallest, len(reqs)))
     contexts = (
@@ -292,6 +282,28 @@ def run_stream(loaded, system: System, time_limit_s: float | None = None):  # no
         notes=notes,
     )
     return view, scenario, plan
+
+
+def kv_capacity(
+    plan: Plan, anchor: StepShape, fraction: float, reqs: list[Request]
+) -> tuple[int, float]:
+    """(KV-cache tokens the engine holds, KV bytes per token per chip), from the anchor
+    step's plan: `fraction` of each chip's DRAM left after weights and the largest step's
+    activations, over the plan's own KV bytes per token (its sharding, its KV precision).
+    InfeasibleError when the longest request does not fit."""
+    assert plan.memory.kv_cache > 0, "an LLM step keeps a KV cache"
+    kv_per_token = plan.memory.kv_cache / max(anchor.prompt_len, anchor.prefill)
+    free = plan.memory.capacity - plan.memory.weights - plan.memory.activations
+    capacity = int(max(0.0, free) * fraction / kv_per_token)
+    largest = max(r.input_len + r.output_len for r in reqs)
+    if capacity < largest:
+        raise InfeasibleError(
+            "KV cache",
+            f"the KV cache holds {capacity} tokens per engine ({fraction:g} of the DRAM left "
+            f"after weights and activations) but a request needs {largest}",
+            "add chips, lower the lengths or raise kv_memory_fraction",
+        )
+    return capacity, kv_per_token
 
 
 def _limits_s(s: setup_pb2.Stream) -> tuple[float | None, float | None]:

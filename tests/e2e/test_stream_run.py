@@ -65,3 +65,10 @@ def test_bad_stream_field_exits_2_with_one_line(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "stream.rate_per_s must be > 0 for arrival POISSON" in err[0]
     assert "setup.txt" in err[0]
+
+
+def test_a_request_longer_than_the_kv_cache_is_infeasible(tmp_path: Path, capsys) -> None:
+    # a billionth of ~80 GB free is ~80 B: not one token of the tiny model (256 B per token)
+    folder = _write(tmp_path, "kv_memory_fraction: 1e-9")
+    assert main(["run", str(folder), "--out", str(tmp_path / "r")]) == 3
+    assert "KV cache" in capsys.readouterr().err
