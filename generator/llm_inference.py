@@ -13,8 +13,9 @@ Phases (layer graphs have count = num_layers; heads have role "head"):
   chunk and one for the decode tokens (each at context_len). The chunk is the first chunk of
   its prompt when input_len <= chunk_size (it attends to itself); when input_len is larger
   it is the prompt's last chunk: it attends to all input_len tokens, the first
-  input_len - chunk_size of them read from the KV cache. The LM head runs on the decode
-  tokens and on the chunk's last token.
+  input_len - chunk_size of them read from the KV cache. With prefill_sequences n > 1 the
+  chunk is n whole prompts of chunk_size / n tokens, each attending to itself. The LM head
+  runs on the decode tokens and on each prompt's last token.
 - REQUEST: `prefill` + `prefill_head`, then `decode` + `decode_head` with steps =
   output_len - 1 at the mean context input_len + output_len / 2. Decode step j attends to
   input_len + j keys; attention cost is linear in the context, so steps x mean context
@@ -205,16 +206,16 @@ def inference_workload(
     if kind == "chunked_prefill":
         chunk, dec = req.chunk_size, req.decode_batch
         ctx = req.context_len or ilen
-        prefix = max(0, ilen - chunk)
+        seqs = max(1, req.prefill_sequences)  # whole prompts of chunk / seqs tokens
+        prefix = max(0, ilen - chunk) if seqs == 1 else 0
+        q = chunk // seqs
         segs = [
-            AttnSegment(
-                "attention_prefill", 1, chunk, prefix + chunk, cached=prefix > 0, cls="Ma_Mqa"
-            )
+            AttnSegment("attention_prefill", seqs, q, prefix + q, cached=prefix > 0, cls="Ma_Mqa")
         ]
         if dec:
             segs.append(AttnSegment("attention_decode", dec, 1, ctx, cached=True, cls="Va_Mqa"))
         shape = LayerShape(chunk + dec, tuple(segs), "Ma_Mw", kv_write=True, absorbed=cfg.is_mla)
-        add("chunked_prefill", shape, chunk + dec, dec + 1, "Ma_Mw")
+        add("chunked_prefill", shape, chunk + dec, dec + seqs, "Ma_Mw")
         kv_tokens = prefix + chunk + dec * ctx
         extra.update(chunk_size=chunk, decode_batch=dec, context_len=ctx)
         where = (
@@ -222,6 +223,8 @@ def inference_workload(
             if not prefix
             else f"the last chunk of a {ilen}-token prompt ({prefix} earlier tokens cached)"
         )
+        if seqs > 1:
+            where = f"{seqs} whole prompts of {q} tokens (each attends to itself)"
         notes.append(
             f"chunked prefill: {chunk} prefill tokens, {where}, + {dec} decode tokens "
             f"at context {ctx}"

@@ -28,12 +28,13 @@ class Result:
     scenario: Any  # mapshard.pipeline.Scenario
     plan: Plan
     serving_view: Any = None  # mapshard.serving.Serving when the setup asks for one
+    stream_view: Any = None  # mapshard.stream.StreamView when the setup has a stream
 
     @cached_property
     def summary(self) -> dict[str, Any]:
         from mapshard.report.summary import summary_dict
 
-        return summary_dict(self.plan)
+        return summary_dict(self.plan, stream=self.stream_view)
 
     @cached_property
     def kernels(self):  # -> pandas.DataFrame
@@ -72,7 +73,9 @@ class Result:
         """The result folder `mapshard run` writes (atomically, never over your files)."""
         from mapshard import pipeline
 
-        return pipeline.write(self.scenario, self.plan, out_dir, serving=self.serving_view)
+        return pipeline.write(
+            self.scenario, self.plan, out_dir, serving=self.serving_view, stream=self.stream_view
+        )
 
 
 def solve(
@@ -95,12 +98,15 @@ def solve(
         message = setup_pb2.Setup()
         parse_text(str(setup), message, where)
         loaded = pipeline.load_message(message, where)
-    from mapshard import serving
+    from mapshard import serving, stream
 
     system = pipeline.resolve(loaded)
     if serving.wanted(loaded.setup):  # one solve per batch / input length
         view, scenario, plan = serving.serve(loaded, system, time_limit_s)
         return Result(scenario, plan, view)
+    if stream.wanted(loaded.setup):  # step grid solved, request stream simulated
+        flow, scenario, plan = stream.run_stream(loaded, system, time_limit_s)
+        return Result(scenario, plan, stream_view=flow)
     scenario = pipeline.assemble(loaded, system)
     return Result(scenario, pipeline.plan(scenario, time_limit_s))
 

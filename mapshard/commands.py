@@ -37,7 +37,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _interrupted(stop, args.quiet)
     plan = result.plan
     if not args.quiet:
-        print(format_summary(plan, sensitivity=result.sensitivity, serving=result.serving))
+        print(
+            format_summary(
+                plan, sensitivity=result.sensitivity, serving=result.serving, stream=result.stream
+            )
+        )
         print(f"\nresults: {out}")
     if plan.stats.status == "time_limit":
         why = {

@@ -32,6 +32,7 @@ from solver.plan import Plan
 if TYPE_CHECKING:
     from mapshard.sensitivity import Sensitivity
     from mapshard.serving import Serving
+    from mapshard.stream import StreamView
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class Result:
     files: tuple[Path, ...]
     sensitivity: Sensitivity | None = None
     serving: Serving | None = None
+    stream: StreamView | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -218,10 +220,11 @@ def write(
     out: str | Path,
     sensitivity: Sensitivity | None = None,
     serving: Serving | None = None,
+    stream: StreamView | None = None,
 ) -> list[Path]:
     """The result folder, atomically; the workload gives mapping.dot the graph's real
     edges and the report its data-movement frontier; `sensitivity` adds the what-if table,
-    `serving` the TTFT/TPOT/throughput-versus-batch table."""
+    `serving` the TTFT/TPOT/throughput-versus-batch table, `stream` the request-stream view."""
     from mapshard.dfmodel_final import FILE_NAME, dse_final_text
     from mapshard.plan_text import plan_setup_texts
     from mapshard.report.write import write_results
@@ -230,7 +233,15 @@ def write(
     final = dse_final_text(scenario, plan)  # DFModel's record, for DFModel graphs
     extra = {FILE_NAME: final} if final is not None else None
     return write_results(
-        plan, out, text, scenario.system, plan_workload(scenario, plan), extra, sensitivity, serving
+        plan,
+        out,
+        text,
+        scenario.system,
+        plan_workload(scenario, plan),
+        extra,
+        sensitivity,
+        serving,
+        stream,
     )
 
 
@@ -332,7 +343,7 @@ def run(
     The result folder is checked before the solve, so a bad --out costs no solver time.
     Interrupted after a first plan, it writes that plan (status "interrupted") and re-raises
     schema.errors.Interrupted with `.result` set."""
-    from mapshard import serving
+    from mapshard import serving, stream
     from mapshard.report.write import check_writable
     from schema.errors import Interrupted
 
@@ -341,9 +352,12 @@ def run(
     system = resolve(loaded)
     check_writable(out)
     say(Stage("generating the kernel graph"))
-    view = None
+    view = flow = None
     if serving.wanted(loaded.setup):  # one solve per batch / input length
         view, sc, p = serving.serve(loaded, system, time_limit_s)
+    elif stream.wanted(loaded.setup):  # step grid solved, request stream simulated
+        say(Stage("solving engine steps and simulating the request stream"))
+        flow, sc, p = stream.run_stream(loaded, system, time_limit_s)
     else:
         sc = with_cost_model(assemble(loaded, system), cost_model)
         try:
@@ -353,12 +367,14 @@ def run(
             stop.result = Result(sc, p, Path(out), tuple(write(sc, p, out)))
             raise
     table = None
+    if flow is not None and sensitivity is None:
+        sensitivity = False  # a stream's plan is one of many steps: --what-if asks for it
     if sensitivity is not False:  # None: unless the graph is too large (sensitivity.py)
         say(Stage("what-if: re-solving with each resource x0.5 and x2"))
         table = what_if(sc, p, time_limit_s, force=sensitivity is True)
     say(Stage("writing the report"))
-    files = write(sc, p, out, table, view)
-    return Result(sc, p, Path(out), tuple(files), sensitivity=table, serving=view)
+    files = write(sc, p, out, table, view, flow)
+    return Result(sc, p, Path(out), tuple(files), sensitivity=table, serving=view, stream=flow)
 
 
 # ---------------------------------------------------------------------------------------

@@ -104,6 +104,11 @@ class InferencePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DECODE: _ClassVar[InferencePhase]
     CHUNKED_PREFILL: _ClassVar[InferencePhase]
 
+class Arrival(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OFFLINE: _ClassVar[Arrival]
+    POISSON: _ClassVar[Arrival]
+
 class TensorParallelSplit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SEARCHED_SPLIT: _ClassVar[TensorParallelSplit]
@@ -211,6 +216,8 @@ REQUEST: InferencePhase
 PREFILL: InferencePhase
 DECODE: InferencePhase
 CHUNKED_PREFILL: InferencePhase
+OFFLINE: Arrival
+POISSON: Arrival
 SEARCHED_SPLIT: TensorParallelSplit
 MODEL_DIMS_SPLIT: TensorParallelSplit
 KV_SHARED: DecodeAttention
@@ -677,7 +684,7 @@ class LlmTraining(_message.Message):
     def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ...) -> None: ...
 
 class LlmInference(_message.Message):
-    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention", "tensor_parallel_split", "prefill_tokens_per_pass", "request_overhead_us", "kv_reread_dram_share")
+    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention", "tensor_parallel_split", "prefill_tokens_per_pass", "request_overhead_us", "kv_reread_dram_share", "prefill_sequences", "stream")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -693,6 +700,8 @@ class LlmInference(_message.Message):
     PREFILL_TOKENS_PER_PASS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_OVERHEAD_US_FIELD_NUMBER: _ClassVar[int]
     KV_REREAD_DRAM_SHARE_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_SEQUENCES_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
     model: Model
     phase: InferencePhase
     batch: int
@@ -708,7 +717,49 @@ class LlmInference(_message.Message):
     prefill_tokens_per_pass: int
     request_overhead_us: float
     kv_reread_dram_share: float
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ..., decode_attention: _Optional[_Union[DecodeAttention, str]] = ..., tensor_parallel_split: _Optional[_Union[TensorParallelSplit, str]] = ..., prefill_tokens_per_pass: _Optional[int] = ..., request_overhead_us: _Optional[float] = ..., kv_reread_dram_share: _Optional[float] = ...) -> None: ...
+    prefill_sequences: int
+    stream: Stream
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ..., decode_attention: _Optional[_Union[DecodeAttention, str]] = ..., tensor_parallel_split: _Optional[_Union[TensorParallelSplit, str]] = ..., prefill_tokens_per_pass: _Optional[int] = ..., request_overhead_us: _Optional[float] = ..., kv_reread_dram_share: _Optional[float] = ..., prefill_sequences: _Optional[int] = ..., stream: _Optional[_Union[Stream, _Mapping]] = ...) -> None: ...
+
+class LengthMix(_message.Message):
+    __slots__ = ("tokens", "min", "max", "values")
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    tokens: int
+    min: int
+    max: int
+    values: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, tokens: _Optional[int] = ..., min: _Optional[int] = ..., max: _Optional[int] = ..., values: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Stream(_message.Message):
+    __slots__ = ("num_requests", "input_len", "output_len", "arrival", "rate_per_s", "seed", "max_batch", "max_num_tokens", "chunked_prefill", "kv_memory_fraction", "max_ttft_p99_ms", "max_tpot_p99_ms")
+    NUM_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_LEN_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_LEN_FIELD_NUMBER: _ClassVar[int]
+    ARRIVAL_FIELD_NUMBER: _ClassVar[int]
+    RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CHUNKED_PREFILL_FIELD_NUMBER: _ClassVar[int]
+    KV_MEMORY_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    MAX_TTFT_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TPOT_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    num_requests: int
+    input_len: LengthMix
+    output_len: LengthMix
+    arrival: Arrival
+    rate_per_s: float
+    seed: int
+    max_batch: int
+    max_num_tokens: int
+    chunked_prefill: bool
+    kv_memory_fraction: float
+    max_ttft_p99_ms: float
+    max_tpot_p99_ms: float
+    def __init__(self, num_requests: _Optional[int] = ..., input_len: _Optional[_Union[LengthMix, _Mapping]] = ..., output_len: _Optional[_Union[LengthMix, _Mapping]] = ..., arrival: _Optional[_Union[Arrival, str]] = ..., rate_per_s: _Optional[float] = ..., seed: _Optional[int] = ..., max_batch: _Optional[int] = ..., max_num_tokens: _Optional[int] = ..., chunked_prefill: _Optional[bool] = ..., kv_memory_fraction: _Optional[float] = ..., max_ttft_p99_ms: _Optional[float] = ..., max_tpot_p99_ms: _Optional[float] = ...) -> None: ...
 
 class Serving(_message.Message):
     __slots__ = ("objective", "batch", "input_len", "max_ttft_ms", "max_tpot_ms")

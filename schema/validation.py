@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 from schema import setup_pb2
 from schema.dfmodel import sram_unbounded
 from schema.errors import SetupError
+from schema.validation_stream import check_prefill_sequences, check_stream
 
 MAX_CHIPS = 1 << 20  # a million chips: beyond every built or planned system
 MAX_THREADS = 256  # HiGHS aborts the process on absurd thread counts
@@ -331,8 +332,10 @@ def _batches(global_b: int, micro_b: int, gpath: str, micro: str, p: Problems) -
 
 
 def _check_inference(v: setup_pb2.LlmInference, wp: str, p: Problems) -> None:
-    """Each phase needs its own lengths (batch 0 means 1)."""
-    if v.phase == setup_pb2.REQUEST:
+    """Each phase needs its own lengths (batch 0 means 1); a stream has its own."""
+    if v.HasField("stream"):
+        pass
+    elif v.phase == setup_pb2.REQUEST:
         p.positive(v, wp, "input_len output_len", " for phase REQUEST")
     elif v.phase == setup_pb2.PREFILL:
         p.positive(v, wp, "input_len", " for phase PREFILL")
@@ -342,6 +345,9 @@ def _check_inference(v: setup_pb2.LlmInference, wp: str, p: Problems) -> None:
         p.positive(v, wp, "chunk_size", " for phase CHUNKED_PREFILL")
     if v.HasField("serving"):
         _check_serving(v.serving, f"{wp}.serving", p)
+    check_prefill_sequences(v, wp, p)
+    if v.HasField("stream"):
+        check_stream(v, wp, p)
 
 
 def _check_serving(v: setup_pb2.Serving, sp: str, p: Problems) -> None:

@@ -33,7 +33,15 @@ HEADLINE_KEYS = (
 
 
 def headlines(summary: dict) -> dict:
-    return {k: summary[k] for k in HEADLINE_KEYS if k in summary}
+    out = {k: summary[k] for k in HEADLINE_KEYS if k in summary}
+    stream = summary.get("stream")
+    if stream:  # a request-stream scenario: its own figures, flat (floats compared approx)
+        out["stream_output_tokens_per_s"] = stream["output_tokens_per_s"]
+        out["stream_ttft_p50_s"] = stream["ttft_s"]["p50"]
+        out["stream_tpot_p50_s"] = stream["tpot_s"]["p50"]
+        out["stream_max_concurrency"] = stream["max_concurrency"]
+        out["stream_steps"] = stream["steps"]
+    return out
 
 
 def _regenerate() -> None:

@@ -52,6 +52,9 @@ GROUP_OF_KIND = {
     "inference_static_batch": "inference",
     "layer_prefill": "inference",
     "layer_decode": "inference",
+    # in-flight batching over a request set: its own group (no bound yet), reported apart
+    # from the static-batch inference rows
+    "inference_offline_throughput": "serving",
 }
 BOUNDS_PCT = {
     "gemm": 5.0,

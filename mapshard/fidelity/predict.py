@@ -38,7 +38,6 @@ TIME_METRICS = ("kernel_time_s", "iteration_time_s", "ttft_s", "layer_time_s", "
 NOT_PREDICTED = {
     "attention_fwd": "fused-attention kernel rows are not predicted (the attention kernel's "
     "efficiency has no calibrated model yet)",
-    "inference_offline_throughput": "continuous batching over a request set is not modelled",
     "inference_server": "Poisson arrivals with latency SLOs are not modelled",
 }
 
@@ -57,6 +56,10 @@ def predict(case: Case, where: Path) -> Prediction:
         return _memory_copy(case, where)
     if case.kind == "collective":
         return _collective(case)
+    if case.kind == "inference_offline_throughput":
+        from mapshard.fidelity.stream_case import predict_offline
+
+        return Prediction(*predict_offline(case, where))
     if case.kind in ("gemm", "hpl") or case.kind in LLM_KINDS:
         return _solved(case, where)
     raise Unmodelable(f"kind {case.kind!r} is not a kind of the schema")

@@ -12,7 +12,7 @@ from mapshard.report import plots
 from mapshard.report.bounds import frontier_curves, gemm_shape
 from mapshard.report.energy import money_text, step_energy
 from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
-from mapshard.report.html_views import sensitivity_section, serving_section
+from mapshard.report.html_views import sensitivity_section, serving_section, stream_section
 from mapshard.report.markup import escape as _e
 from mapshard.report.markup import table as _table
 from mapshard.report.summary import (
@@ -30,6 +30,7 @@ from solver.plan import KernelPlan, Plan
 if TYPE_CHECKING:
     from mapshard.sensitivity import Sensitivity
     from mapshard.serving import Serving
+    from mapshard.stream import StreamView
 
 MAX_FRONTIER_GEMMS = 4
 MAX_KERNEL_ROWS = 40
@@ -435,6 +436,7 @@ def report_html(
     mapping_svg: str | None = None,
     sensitivity: Sensitivity | None = None,
     serving: Serving | None = None,
+    stream: StreamView | None = None,
 ) -> str:
     """The whole page as text (deterministic for a given plan)."""
     badge = f'<span class="status {_e(plan.stats.status)}">{_e(plan.stats.status)}</span>'
@@ -466,6 +468,7 @@ def report_html(
         headline_cards(plan),
         inference_section(plan),
         serving_section(serving),
+        stream_section(stream),
         time_section(plan),
         sensitivity_section(sensitivity),
         roofline_section(plan, system),

@@ -11,6 +11,7 @@ from mapshard.report.markup import table
 if TYPE_CHECKING:
     from mapshard.sensitivity import Sensitivity
     from mapshard.serving import Serving
+    from mapshard.stream import StreamView
 
 
 def sensitivity_section(sensitivity: Sensitivity | None) -> str:
@@ -50,3 +51,11 @@ def serving_section(serving: Serving | None) -> str:
         + table(HEADER, serving.table_rows(), 3, narrow=True)
         + f"<p class='note'>{_e(note)}</p>"
     )
+
+
+def stream_section(stream: StreamView | None) -> str:
+    """Request-stream throughput and latency percentiles (mapshard/stream.py)."""
+    if stream is None:
+        return ""
+    items = "".join(f"<li>{_e(line)}</li>" for line in stream.lines())
+    return f"<h2>Request stream: in-flight batching</h2><ul>{items}</ul>"

@@ -15,6 +15,7 @@ from solver.plan import ConfigPlan, KernelPlan, PhasePlan, Plan
 if TYPE_CHECKING:
     from mapshard.sensitivity import Sensitivity
     from mapshard.serving import Serving
+    from mapshard.stream import StreamView
 
 PARALLELISMS = ("tp", "pp", "dp", "ep", "cp")
 TIMING_KEYS = ("solve_time_s", "build_time_s")
@@ -144,10 +145,12 @@ def summary_dict(
     include_timing: bool = True,
     sensitivity: Sensitivity | None = None,
     serving: Serving | None = None,
+    stream: StreamView | None = None,
 ) -> dict[str, Any]:
     """summary.json content. `include_timing=False` drops the wall-clock solver times, the
     only values that differ between two runs of the same scenario; `sensitivity` adds the
-    what-if table under `sensitivity`, `serving` the serving view under `serving`."""
+    what-if table under `sensitivity`, `serving` the serving view under `serving`, `stream`
+    the request-stream view under `stream`."""
     st = plan.stats
     mem = plan.memory
     out: dict[str, Any] = {
@@ -227,6 +230,8 @@ def summary_dict(
         out["sensitivity"] = sensitivity.as_dict()
     if serving is not None:
         out["serving"] = serving.as_dict()
+    if stream is not None:
+        out["stream"] = stream.as_dict()
     if not include_timing:
         out.pop("solve_time_s")
     return _clean(dict(sorted(out.items())))
@@ -237,9 +242,10 @@ def summary_json(
     include_timing: bool = True,
     sensitivity: Sensitivity | None = None,
     serving: Serving | None = None,
+    stream: StreamView | None = None,
 ) -> str:
     """summary.json text: sorted keys, two-space indent, trailing newline."""
-    data = summary_dict(plan, include_timing, sensitivity, serving)
+    data = summary_dict(plan, include_timing, sensitivity, serving, stream)
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 

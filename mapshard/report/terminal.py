@@ -23,6 +23,7 @@ from solver.plan import Plan
 if TYPE_CHECKING:
     from mapshard.sensitivity import Sensitivity
     from mapshard.serving import Serving
+    from mapshard.stream import StreamView
 
 MAX_CONFIG_ROWS = 12  # per phase
 
@@ -218,9 +219,11 @@ def format_summary(
     color: bool | None = None,
     sensitivity: Sensitivity | None = None,
     serving: Serving | None = None,
+    stream: StreamView | None = None,
 ) -> str:
     """The terminal summary; bold headings only when `color` (default: stdout is a TTY);
-    `sensitivity` adds the what-if table, `serving` the serving view."""
+    `sensitivity` adds the what-if table, `serving` the serving view, `stream` the
+    request-stream view."""
     if color is None:
         color = sys.stdout.isatty()
     lines = [_bold("MapShard plan", color)]
@@ -230,6 +233,9 @@ def format_summary(
     if serving is not None:
         lines += ["", _bold("Serving: latency and throughput versus batch", color)]
         lines += serving_lines(serving)
+    if stream is not None:
+        lines += ["", _bold("Request stream: in-flight batching", color)]
+        lines += stream.lines()
     if sensitivity is not None:
         lines += ["", _bold("What if (each resource scaled, re-solved)", color)]
         lines += sensitivity_lines(sensitivity)

@@ -19,6 +19,7 @@ from solver.plan import Plan
 if TYPE_CHECKING:
     from mapshard.sensitivity import Sensitivity
     from mapshard.serving import Serving
+    from mapshard.stream import StreamView
 
 __all__ = ["MARKER", "check_replaceable", "check_writable", "result_files", "write_results"]
 
@@ -31,19 +32,20 @@ def result_files(
     extra: dict[str, str] | None = None,
     sensitivity: Sensitivity | None = None,
     serving: Serving | None = None,
+    stream: StreamView | None = None,
 ) -> dict[str, str]:
     """File name -> content of everything in a result folder (no disk access); `extra`:
     further text files (DFModel's dse_final.txt)."""
     dot = mapping_dot(plan, workload)
     svg = render_svg(dot, sum(len(p.kernels) for p in plan.phases))
     files = {
-        "summary.json": summary_json(plan, sensitivity=sensitivity, serving=serving),
+        "summary.json": summary_json(plan, sensitivity=sensitivity, serving=serving, stream=stream),
         "timing.json": timing_json(plan),
         "kernels.csv": kernels_csv(plan),
         "configs.csv": configs_csv(plan),
         "trace.json": trace_json(plan),
         "mapping.dot": dot,
-        "report.html": report_html(plan, system, workload, svg, sensitivity, serving),
+        "report.html": report_html(plan, system, workload, svg, sensitivity, serving, stream),
     }
     if svg is not None:
         files["mapping.svg"] = svg
@@ -63,16 +65,19 @@ def write_results(
     extra: dict[str, str] | None = None,
     sensitivity: Sensitivity | None = None,
     serving: Serving | None = None,
+    stream: StreamView | None = None,
 ) -> list[Path]:
     """Write the result folder atomically; returns the paths written, sorted.
 
     `system` gives the roofline its DRAM bandwidth and the frontier the chip's SRAM;
     `workload` gives mapping.dot the graph's edges and the frontier exact GEMM shapes;
-    `sensitivity` adds the what-if table and `serving` the serving view to summary.json and
-    report.html.
+    `sensitivity` adds the what-if table, `serving` the serving view and `stream` the
+    request-stream view to summary.json and report.html.
     Raises SetupError when out_dir holds anything MapShard did not write.
     """
     return replace_folder(
         out_dir,
-        result_files(plan, setup_text_with_plan, system, workload, extra, sensitivity, serving),
+        result_files(
+            plan, setup_text_with_plan, system, workload, extra, sensitivity, serving, stream
+        ),
     )

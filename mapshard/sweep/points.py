@@ -134,6 +134,12 @@ def check_point(
         system = pipeline.resolve(pipeline.load_message(setup, spec.base_path))
     except SetupError as exc:
         return _row(cells, "failed", "; ".join(exc.problems)), list(exc.problems)
+    if setup.workload.llm_inference.HasField("stream"):
+        why = (
+            f"{spec.base_path}: workload.llm_inference.stream is simulated by `mapshard run` "
+            "only; a sweep solves one step per point: remove the stream block"
+        )
+        return _row(cells, "failed", why), [why]
     pre = [f for f in spec.filters if f.pre_solve]
     known = pre_solve_metrics(system) if pre else {}
     for f in pre:

@@ -1,0 +1,311 @@
+"""Request-stream view (llm_inference.stream): in-flight batching of a stream of requests on
+the plan's parallelism, priced by solved engine-step costs.
+
+1. Draw the requests from the seed (lengths, then arrival times; numpy's PCG64).
+2. Solve the largest prompt step (the anchor): it fixes the parallelism (the outer search
+   runs once; its placement is pinned on the topology levels for every later point) and
+   gives the per-chip weights, activations and KV bytes per token; the KV cache gets
+   kv_memory_fraction of the DRAM left.
+3. Solve the step grid (mapshard/stream_steps.py) and simulate the stream on it
+   (mapshard/stream_sim.py).
+4. The plan written with the view is one steady-state step: decode of the most sequences
+   that ran at once, at their mean KV length.
+The whole machine is one engine (with DP > 1 a step's sequences are split over the
+replicas as the plan splits a batch); max_batch is capped at max_num_tokens, since every
+decoding sequence takes one token of a step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from hardware.system import System
+from mapshard import stream_server
+from mapshard.report.fmt import fmt_si, fmt_time
+from mapshard.stream_server import ServerResult
+from mapshard.stream_sim import PERCENTILES, EngineLimits, Request, StreamStats, simulate
+from mapshard.stream_steps import INTERPOLATION, StepShape, build_table, point_setup, prefill_points
+from schema import setup_pb2
+from schema.errors import InfeasibleError
+from solver.plan import Plan
+
+DEFAULT_MAX_BATCH = 256  # sequences (TensorRT-LLM's default max_batch_size)
+DEFAULT_MAX_NUM_TOKENS = 8192  # tokens per step (TensorRT-LLM's default max_num_tokens)
+DEFAULT_KV_FRACTION = 0.9  # TensorRT-LLM's free_gpu_memory_fraction, vLLM's 0.9
+
+
+@dataclass(frozen=True)
+class StreamView:
+    """The stream's settings, what the engine could hold, and the simulated result."""
+
+    settings: dict
+    kv_capacity_tokens: int
+    kv_bytes_per_token_per_chip: float
+    parallelism: str
+    parallelism_fixed: bool
+    points_solved: int
+    step_points: list
+    plan_step: str
+    stats: StreamStats
+    server: ServerResult | None = None  # POISSON: the rate and the latency limits
+    notes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        """summary.json's `stream` key (times in seconds)."""
+        s = self.stats
+        pct = {f"p{q}": None for q in PERCENTILES}
+        return {
+            **self.settings,
+            "kv_capacity_tokens": self.kv_capacity_tokens,
+            "kv_bytes_per_token_per_chip": self.kv_bytes_per_token_per_chip,
+            "parallelism": self.parallelism,
+            "parallelism_fixed": self.parallelism_fixed,
+            "output_tokens_per_s": s.output_tokens_per_s,
+            "requests_per_s": s.requests_per_s,
+            "output_tokens": s.output_tokens,
+            "duration_s": s.duration_s,
+            "steps": s.steps,
+            "max_concurrency": s.max_concurrency,
+            "ttft_s": dict(zip(pct, s.ttft_s)),
+            "tpot_s": dict(zip(pct, s.tpot_s)) if s.tpot_s else pct,
+            "latency_s": dict(zip(pct, s.latency_s)),
+            "interpolation": INTERPOLATION,
+            "step_points_solved": self.points_solved,
+            "step_points": self.step_points,
+            "plan_step": self.plan_step,
+            "server": self.server.as_dict() if self.server else None,
+            "notes": list(self.notes),
+        }
+
+    def lines(self) -> list[str]:
+        """The terminal summary's stream block."""
+        s, st = self.settings, self.stats
+        sv = self.server
+        arrival = s["arrival"] + (f" {sv.rate_per_s:.4g}/s" if sv else "")
+        pct = "/".join(f"p{q}" for q in PERCENTILES)
+        return [
+            f"{s['num_requests']} requests ({arrival}, seed {s['seed']}), input {s['input_len']},"
+            f" output {s['output_len']} tokens; max_batch {s['max_batch']}, max_num_tokens "
+            f"{s['max_num_tokens']}, chunked prefill {'on' if s['chunked_prefill'] else 'off'}",
+            f"KV cache: {self.kv_capacity_tokens:,} tokens ({s['kv_memory_fraction']:g} of "
+            f"the free DRAM, {fmt_si(self.kv_bytes_per_token_per_chip, 'B')}/token/chip); "
+            f"parallelism {self.parallelism}"
+            + ("" if self.parallelism_fixed else " (searched at every step point)"),
+            f"throughput: {fmt_si(st.output_tokens_per_s)} output tokens/s, "
+            f"{st.requests_per_s:.3g} requests/s over {fmt_time(st.duration_s)} "
+            f"({st.steps} steps, at most {st.max_concurrency} sequences at once)",
+            f"TTFT {pct}: " + " / ".join(fmt_time(x) for x in st.ttft_s),
+            f"TPOT {pct}: " + (" / ".join(fmt_time(x) for x in st.tpot_s) or "- (one token each)"),
+            f"latency {pct}: " + " / ".join(fmt_time(x) for x in st.latency_s),
+            *([_server_line(sv)] if sv and (sv.max_ttft_p99_s or sv.max_tpot_p99_s) else []),
+            f"{INTERPOLATION} ({self.points_solved} points solved); the plan shown is "
+            f"{self.plan_step}",
+            *self.notes,
+        ]
+
+
+def _server_line(sv: ServerResult) -> str:
+    lims = " and ".join(
+        f"p99 {name} <= {fmt_time(v)}"
+        for name, v in (("TTFT", sv.max_ttft_p99_s), ("TPOT", sv.max_tpot_p99_s))
+        if v
+    )
+    if sv.searched:
+        return (
+            f"server: the highest Poisson rate with {lims} is {sv.rate_per_s:.4g} requests/s "
+            f"(bisected, {sv.simulations} simulated streams; the figures above are at it)"
+        )
+    return (
+        f"server: {sv.rate_per_s:.4g} requests/s {'meets' if sv.within_limits else 'misses'} {lims}"
+    )
+
+
+def wanted(setup: setup_pb2.Setup) -> bool:
+    w = setup.workload
+    return w.WhichOneof("kind") == "llm_inference" and w.llm_inference.HasField("stream")
+
+
+def _mix(mix: setup_pb2.LengthMix, given: bool, default: int, n: int, rng) -> np.ndarray:  # noqa: ANN001
+    if not given or mix.tokens:
+        return np.full(n, mix.tokens if given else default, dtype=np.int64)
+    if mix.values:
+        return np.asarray(mix.values, dtype=np.int64)[rng.integers(0, len(mix.values), n)]
+    return rng.integers(mix.min, mix.max + 1, n)
+
+
+def _mix_text(mix: setup_pb2.LengthMix, given: bool, default: int) -> str:
+    if not given or mix.tokens:
+        return str(mix.tokens if given else default)
+    if mix.values:
+        return "one of " + ",".join(str(v) for v in mix.values)
+    return f"uniform {mix.min}..{mix.max}"
+
+
+def requests_of(inf: setup_pb2.LlmInference, rate_per_s: float = 0.0) -> list[Request]:
+    """The stream's requests: input lengths, output lengths, then arrivals, all drawn in
+    that order from numpy's default generator seeded with `seed`. POISSON arrivals are
+    one pattern scaled to `rate_per_s` (default: the setup's rate; 1 request/s when that is
+    0, i.e. searched)."""
+    s = inf.stream
+    rng = np.random.default_rng(s.seed)
+    n = int(s.num_requests)
+    ins = _mix(s.input_len, s.HasField("input_len"), inf.input_len, n, rng)
+    outs = _mix(s.output_len, s.HasField("output_len"), inf.output_len, n, rng)
+    arrivals = np.zeros(n)
+    if s.arrival == setup_pb2.POISSON:  # the 1-request/s pattern, scaled to the rate
+        gaps = rng.standard_exponential(n)
+        arrivals = np.concatenate(([0.0], np.cumsum(gaps[:-1]))) / (
+            rate_per_s or s.rate_per_s or 1.0
+        )
+    return [Request(float(a), int(i), int(o)) for a, i, o in zip(arrivals, ins, outs)]
+
+
+def settings_of(inf: setup_pb2.LlmInference) -> dict:
+    s = inf.stream
+    return {
+        "num_requests": int(s.num_requests),
+        "arrival": setup_pb2.Arrival.Name(s.arrival),
+        "rate_per_s": float(s.rate_per_s),
+        "seed": int(s.seed),
+        "input_len": _mix_text(s.input_len, s.HasField("input_len"), inf.input_len),
+        "output_len": _mix_text(s.output_len, s.HasField("output_len"), inf.output_len),
+        "max_batch": int(s.max_batch or DEFAULT_MAX_BATCH),
+        "max_num_tokens": int(s.max_num_tokens or DEFAULT_MAX_NUM_TOKENS),
+        "chunked_prefill": bool(s.chunked_prefill),
+        "kv_memory_fraction": float(s.kv_memory_fraction or DEFAULT_KV_FRACTION),
+    }
+
+
+def pin_parallelism(system: System, plan: Plan) -> System | None:
+    """The system with the plan's placement as level tags (every later point then solves
+    with these degrees), or None when the placement does not map whole levels."""
+    if system.num_chips == 1 or all(lv.parallelism for lv in system.network):
+        return system
+    tags: dict[str, list[tuple[str, int]]] = {}
+    for par, span in plan.placement.items():
+        for name, deg in re.findall(r"(.+?):(\d+)x?", span):
+            tags.setdefault(name, []).append((par.upper(), int(deg)))
+    network = []
+    for lv in system.network:
+        got = tags.get(lv.name, [])
+        if len(got) != 1 or got[0][1] != lv.degree:
+            return None
+        network.append(replace(lv, parallelism=(got[0][0],)))
+    return replace(system, network=tuple(network))
+
+
+def engine_layout(setup: setup_pb2.Setup, system: System) -> tuple[setup_pb2.Setup, tuple]:
+    """The setup every step is solved from, and what it changed: on several chips a
+    serving engine keeps one weight layout for every step, so the searched TP split (which
+    may replicate weights to split a long prompt's tokens, step by step) becomes the
+    engine's model-dims split."""
+    inf = setup.workload.llm_inference
+    if system.num_chips == 1 or inf.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT:
+        return setup, ()
+    out = setup_pb2.Setup()
+    out.CopyFrom(setup)
+    out.workload.llm_inference.tensor_parallel_split = setup_pb2.MODEL_DIMS_SPLIT
+    note = (
+        "every step uses tensor_parallel_split MODEL_DIMS_SPLIT: an engine keeps one weight "
+        "layout for the whole stream (the searched split may re-shard weights per step)"
+    )
+    return out, (note,)
+
+
+def _parallelism(plan: Plan) -> str:
+    deg = {k.lower(): v for k, v in plan.parallelism.items()}
+    return " ".join(f"{k.upper()}{v}" for k, v in sorted(deg.items()) if v > 1) or "1 chip"
+
+
+def run_stream(loaded, system: System, time_limit_s: float | None = None):  # noqa: ANN001, ANN201
+    """Solve the steps, simulate the stream; returns (StreamView, Scenario, Plan) where the
+    scenario and plan are the steady-state decode step's."""
+    from mapshard import pipeline
+
+    inf = loaded.setup.workload.llm_inference
+    settings = settings_of(inf)
+    reqs = requests_of(inf, 1.0)  # POISSON: the pattern at 1 request/s (scaled when served)
+    budget, frac = settings["max_num_tokens"], settings["kv_memory_fraction"]
+    prompt = max(1, round(float(np.mean([r.input_len for r in reqs]))))
+    memo: dict[StepShape, tuple] = {}
+    sys_now = [system]
+    base, notes = engine_layout(loaded.setup, system)
+
+    def solve(shape: StepShape):  # noqa: ANN202
+        if shape not in memo:
+            one = pipeline.load_message(point_setup(base, shape), loaded.path)
+            scenario = pipeline.assemble(one, sys_now[0])
+            memo[shape] = (scenario, pipeline.plan(scenario, time_limit_s))
+        return memo[shape]
+
+    anchor = StepShape(0, 0, prefill_points(budget, prompt)[-1], prompt)
+    first = solve(anchor)[1]
+    pinned = pin_parallelism(system, first)
+    sys_now[0] = pinned or system
+    capacity, kv_per_token = kv_capacity(first, anchor, frac, reqs)
+    smallest = min(r.input_len + r.output_len for r in reqs)
+    most = max(1, min(settings["max_batch"], budget, capacity // smallest, len(reqs)))
+    contexts = (
+        min(r.input_len for r in reqs) + 1,
+        max(r.input_len + r.output_len - 1 for r in reqs),
+    )
+    contexts = (contexts[0], max(contexts))
+    table, solved = build_table(lambda s: solve(s)[1], most, budget, prompt, contexts, capacity)
+    limits = EngineLimits(
+        min(settings["max_batch"], budget), budget, settings["chunked_prefill"], capacity
+    )
+    server = None
+    if settings["arrival"] == "POISSON":  # the rate given or searched under the limits
+        server = stream_server.serve(
+            reqs, limits, table, settings["rate_per_s"], *_limits_s(inf.stream)
+        )
+        stats = server.stats
+    else:
+        stats = simulate(reqs, limits, table)
+    steady = StepShape(stats.max_concurrency, round(float(np.mean(contexts))), 0, prompt)
+    steady = replace(steady, context=min(steady.context, capacity // steady.decode))
+    scenario, plan = solve(steady)
+    view = StreamView(
+        settings=settings,
+        kv_capacity_tokens=capacity,
+        kv_bytes_per_token_per_chip=kv_per_token,
+        parallelism=_parallelism(first),
+        parallelism_fixed=pinned is not None,
+        points_solved=solved,
+        step_points=table.rows(),
+        plan_step=f"one decode step of {steady.decode} sequences at KV length {steady.context}",
+        stats=stats,
+        server=server,
+        notes=notes,
+    )
+    return view, scenario, plan
+
+
+def kv_capacity(
+    plan: Plan, anchor: StepShape, fraction: float, reqs: list[Request]
+) -> tuple[int, float]:
+    """(KV-cache tokens the engine holds, KV bytes per token per chip), from the anchor
+    step's plan: `fraction` of each chip's DRAM left after weights and the largest step's
+    activations, over the plan's own KV bytes per token (its sharding, its KV precision).
+    InfeasibleError when the longest request does not fit."""
+    assert plan.memory.kv_cache > 0, "an LLM step keeps a KV cache"
+    kv_per_token = plan.memory.kv_cache / max(anchor.prompt_len, anchor.prefill)
+    free = plan.memory.capacity - plan.memory.weights - plan.memory.activations
+    capacity = int(max(0.0, free) * fraction / kv_per_token)
+    largest = max(r.input_len + r.output_len for r in reqs)
+    if capacity < largest:
+        raise InfeasibleError(
+            "KV cache",
+            f"the KV cache holds {capacity} tokens per engine ({fraction:g} of the DRAM left "
+            f"after weights and activations) but a request needs {largest}",
+            "add chips, lower the lengths or raise kv_memory_fraction",
+        )
+    return capacity, kv_per_token
+
+
+def _limits_s(s: setup_pb2.Stream) -> tuple[float | None, float | None]:
+    """(p99 TTFT limit, p99 TPOT limit) in seconds; None = no limit."""
+    return (s.max_ttft_p99_ms / 1e3 or None, s.max_tpot_p99_ms / 1e3 or None)

@@ -1,0 +1,74 @@
+"""Request-stream view end to end through the CLI on a tiny model: one wave of 4 requests
+whose three engine steps are exact grid points, so the stream's times must equal the same
+steps solved on their own by a plain run (mapshard.solve, no stream code); bad input exits
+2 with one line naming the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import mapshard
+from mapshard.cli import main
+
+MODEL = """model { inline { hidden_size: 64 num_layers: 2 num_heads: 4 num_kv_heads: 2
+                 intermediate_size: 128 vocab_size: 100 } }"""
+SYSTEM = 'system { chip: "H100-SXM5-80GB" num_chip: 1 }'
+STREAM = f"""name: "tiny_stream"
+workload {{ llm_inference {{ {MODEL} input_len: 16 output_len: 3
+  stream {{ num_requests: 4 max_batch: 4 max_num_tokens: 64 {{extra}} }} }} }}
+{SYSTEM}
+"""
+
+
+def _step(phase: str) -> float:
+    """One engine step solved as a plain scenario (its latency is the step time)."""
+    text = f"workload {{ llm_inference {{ {MODEL} {phase} }} }}\n{SYSTEM}\n"
+    return mapshard.solve(text).summary["latency_s"]
+
+
+def _write(tmp_path: Path, extra: str) -> Path:
+    folder = tmp_path / "scenario"
+    folder.mkdir()
+    (folder / "setup.txt").write_text(STREAM.replace("{extra}", extra))
+    return folder
+
+
+def test_one_wave_equals_its_steps_solved_alone(tmp_path: Path, capsys) -> None:
+    """4 requests of 16 + 3 tokens, max_batch 4, budget 64 tokens: step 1 prefills the 4
+    prompts together (64 tokens = 4 whole prompts, a grid point), steps 2 and 3 decode the 4
+    sequences at KV lengths 17 and 18 (the grid's two KV lengths). By hand: duration =
+    T1 + T2 + T3, TTFT = T1 for every request, TPOT = (T2 + T3) / 2, 12 output tokens."""
+    t1 = _step("phase: CHUNKED_PREFILL chunk_size: 64 prefill_sequences: 4 input_len: 16")
+    t2 = _step("phase: DECODE batch: 4 context_len: 17")
+    t3 = _step("phase: DECODE batch: 4 context_len: 18")
+    out = tmp_path / "r"
+    assert main(["run", str(_write(tmp_path, "")), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Request stream: in-flight batching" in printed and "TTFT p50/p90/p99" in printed
+    view = json.loads((out / "summary.json").read_text())["stream"]
+    assert view["steps"] == 3 and view["max_concurrency"] == 4 and view["output_tokens"] == 12
+    assert view["duration_s"] == pytest.approx(t1 + t2 + t3, rel=1e-9)
+    assert view["output_tokens_per_s"] == pytest.approx(12 / (t1 + t2 + t3), rel=1e-9)
+    assert view["ttft_s"]["p50"] == pytest.approx(t1, rel=1e-9)
+    assert view["ttft_s"]["p99"] == pytest.approx(t1, rel=1e-9)
+    assert view["tpot_s"]["p90"] == pytest.approx((t2 + t3) / 2, rel=1e-9)
+    assert view["latency_s"]["p50"] == pytest.approx(t1 + t2 + t3, rel=1e-9)
+    assert "Request stream" in (out / "report.html").read_text()
+
+
+def test_bad_stream_field_exits_2_with_one_line(tmp_path: Path, capsys) -> None:
+    folder = _write(tmp_path, "arrival: POISSON")
+    assert main(["run", str(folder), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "stream.rate_per_s must be > 0 for arrival POISSON" in err[0]
+    assert "setup.txt" in err[0]
+
+
+def test_a_request_longer_than_the_kv_cache_is_infeasible(tmp_path: Path, capsys) -> None:
+    # a billionth of ~80 GB free is ~80 B: not one token of the tiny model (256 B per token)
+    folder = _write(tmp_path, "kv_memory_fraction: 1e-9")
+    assert main(["run", str(folder), "--out", str(tmp_path / "r")]) == 3
+    assert "KV cache" in capsys.readouterr().err
