@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from solver.cost.problem import KernelMenu, MappingProblem
 from solver.fusion.bridges import solve_singles
+from solver.fusion.compose import compose
 from solver.fusion.segment_search import (
     GraphSolution,
     SearchStats,
@@ -33,6 +34,8 @@ ROUNDS = 4
 
 ALTERNATION_NODES = 500  # branch-and-bound nodes of one alternation step's MILP
 ALTERNATION_S = 2.0  # and its seconds
+COMPOSE_SHARE = 0.3  # of the time limit, for the composed plan of a repeated layer
+ALTERNATION_SHARE = 0.5  # of the time limit, for the alternation's rounds after the first
 
 
 def restrict(
@@ -83,16 +86,27 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
     else:
         best = GraphSolution((), (), math.inf, root, "time_limit", stats)
     sharding = _shardings(problem, r.choice)
+    # a model's repeated layer: one window solved once and copied (an upper bound only)
+    composed = compose(problem, options, stats, t0 + COMPOSE_SHARE * (deadline - t0))
+    if composed is not None and composed.objective_s < best.objective_s:
+        best = GraphSolution(
+            composed.configs, composed.choice, composed.objective_s, root, "time_limit", stats
+        )
+        sharding = _shardings(problem, composed.choice)
     tried: set[tuple[str, ...]] = set()
+    # rounds after the first stop at a share of the time left, which the proof search
+    # needs (a second round took 34 of layers_8's 60 s and found nothing)
+    later_rounds = t0 + ALTERNATION_SHARE * (deadline - t0)
     for _ in range(ROUNDS):
         key = tuple(sharding)
-        if key in tried or time.perf_counter() > deadline:
+        if key in tried or time.perf_counter() > (later_rounds if tried else deadline):
             break
         if best.objective_s <= root * (1 + options.gap):
             return with_bound(best, root, stats, options.gap)
-        tried.add(key)
         sub, back = restrict(problem, sharding)
-        seg_sol = segment_search(sub, replace(options, max_paths=20), stats, deadline=deadline)
+        until = later_rounds if tried else deadline
+        tried.add(key)
+        seg_sol = segment_search(sub, replace(options, max_paths=20), stats, deadline=until)
         if not math.isfinite(seg_sol.objective_s):
             break
         choice = tuple(back[k][o] for k, o in enumerate(seg_sol.choice))

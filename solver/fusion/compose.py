@@ -1,0 +1,207 @@
+"""A first plan for L copies of a layer in one graph, composed from one window solved once.
+
+In a periodic kernel order (period p: kernel k + p is kernel k's copy, solver/fusion/period)
+a segmentation that repeats with the period is made of windows [r + m p, r + (m + 1) p) for
+an offset r, plus a head [0, r) and a tail. Every interior window is the same segment MILP
+(same kernels, same edges, shifted), so its best options are solved once
+(`solve_configurations` on the window alone, every sharding in play, producers outside
+taking their cheapest conversion) and copied to every interior window; the head, the first
+and last windows and the tail get their own MILP. Offsets are tried fewest crossing edges
+first, each window MILP cut off at the best window so far (HiGHS prunes with it), and the
+search stops at a window whose price meets the least separable bound of any window (none
+can be cheaper).
+
+This is only an upper bound: the composed plan (configurations, every kernel's option) is
+re-priced as a whole by the independent evaluator (solver.check.mapping_cost: conversions
+between windows at the options really taken) and must fit the SRAM of each configuration,
+num_config and the DRAM; the proof of its gap is the caller's (the root bound and the proof
+search over every segmentation and sharding).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from solver.check import mapping_cost
+from solver.cost.problem import EdgeCost, KernelMenu, MappingProblem, Option
+from solver.fusion.bridges import fits_dram
+from solver.fusion.period import find_period, menu_ids
+from solver.fusion.segment_search import SearchStats, separable_bounds, until_deadline
+from solver.milp.model import MilpResult, solve_configurations
+from solver.options import SolverOptions
+
+MIN_WINDOWS = 4  # windows (so at least two interior ones) for a composition to pay
+
+
+@dataclass(frozen=True)
+class Composed:
+    """A composed plan: its configurations, every kernel's option and its exact latency."""
+
+    configs: tuple[tuple[int, ...], ...]
+    choice: tuple[int, ...]
+    objective_s: float
+
+
+def _window_price(
+    problem: MappingProblem,
+    start: int,
+    end: int,
+    options: SolverOptions,
+    stats: SearchStats,
+    cutoff_s: float = math.inf,
+) -> MilpResult:
+    n = len(problem.kernels)
+    r = solve_configurations(
+        problem,
+        [list(range(start, end))],
+        options,
+        cutoff_s=cutoff_s,
+        later=frozenset(range(end, n)),
+    )
+    stats.add(r)
+    return r
+
+
+def steady_window(problem: MappingProblem, a: int, p: int) -> MappingProblem | None:
+    """Window [a, a + p) of a plan that repeats it: kernels a.. as 0.., an edge entering
+    from the previous window becomes a wrap edge from its producer's copy in this window
+    (the conversion between two consecutive windows' options, paid at the consumer, no
+    fusion), an edge leaving feeds a ghost kernel p (the output goes to DRAM). None when an
+    edge spans more than one window."""
+    ghost = KernelMenu("ghost", (_GHOST,), ("ghost",), ("in",), "out")
+    edges: list[EdgeCost] = []
+    for e in problem.edges:
+        src_in, dst_in = a <= e.src < a + p, a <= e.dst < a + p
+        if src_in and dst_in:
+            edges.append(replace(e, src=e.src - a, dst=e.dst - a))
+        elif dst_in:
+            if e.src < a - p or e.wrap:
+                return None
+            one = dict(group=-1, layouts=(), lead=True, wrap=True)
+            edges.append(replace(e, src=e.src + p - a, dst=e.dst - a, **one))
+        elif src_in:
+            if e.dst >= a + 2 * p:
+                return None
+            zero = tuple((0.0,) for _ in e.conv)
+            edges.append(EdgeCost(e.src - a, p, "in", zero))
+    edges.sort(key=lambda e: (e.dst, e.src))
+    first: dict[int, int] = {}
+    for i, e in enumerate(edges):
+        if e.group >= 0:
+            first.setdefault(e.group, i)
+    edges = [
+        replace(e, lead=first[e.group] == i) if e.group >= 0 else e for i, e in enumerate(edges)
+    ]
+    kernels = (*problem.kernels[a : a + p], ghost)
+    return replace(problem, kernels=kernels, edges=tuple(edges), pinned_configs=())
+
+
+_GHOST = Option(
+    sharding="ghost",
+    tile="ghost",
+    compute_s=0.0,
+    network_s=0.0,
+    network_bytes=0.0,
+    buffer_bytes=0.0,
+    out_tile_bytes=0.0,
+    traffic=(),
+)
+
+
+def _steady_price(
+    problem: MappingProblem,
+    a: int,
+    p: int,
+    options: SolverOptions,
+    stats: SearchStats,
+    cutoff_s: float,
+) -> MilpResult | None:
+    """The window [a, a + p) repeated: its MILP (steady_window), choices indexed like the
+    problem's kernels; None when the window is not one."""
+    sub = steady_window(problem, a, p)
+    if sub is None:
+        return None
+    window = [list(range(p))]
+    r = solve_configurations(sub, window, options, cutoff_s=cutoff_s, later=frozenset({p}))
+    stats.add(r)
+    choice = [-1] * len(problem.kernels)
+    if r.choice:
+        choice[a : a + p] = r.choice[:p]
+    return replace(r, choice=tuple(choice))
+
+
+def _offsets(problem: MappingProblem, p: int) -> list[int]:
+    """Offsets r in [0, p), fewest edges crossing the cut before position p + r first."""
+    crossing = np.zeros(2 * p + 1, dtype=int)
+    for e in problem.edges:
+        lo, hi = max(e.src + 1, p), min(e.dst, 2 * p)
+        if lo <= hi:
+            crossing[lo : hi + 1] += 1
+    return sorted(range(p), key=lambda r: (int(crossing[p + r]), r))
+
+
+def _best_window(
+    problem: MappingProblem, p: int, options: SolverOptions, stats: SearchStats, until: float
+) -> tuple[int, MilpResult] | None:
+    """The offset whose interior window (the second one, [p + r, 2p + r)) is cheapest
+    among those tried before `until`, with its MILP."""
+    values = separable_bounds(problem)
+    floor = min(float(values[p + r, 2 * p + r]) for r in range(p))
+    best: tuple[int, MilpResult] | None = None
+    for r in _offsets(problem, p):
+        if time.perf_counter() > until:
+            break
+        cut = best[1].objective_s * (1 - 1e-9) if best is not None else math.inf
+        res = _steady_price(problem, p + r, p, until_deadline(options, until), stats, cut)
+        if res is None:
+            return None
+        if math.isfinite(res.objective_s) and (best is None or res.objective_s < cut):
+            best = (r, res)
+        if best is not None and best[1].objective_s <= floor * (1 + 1e-9):
+            break  # no window is cheaper than its separable bound
+    return best
+
+
+def compose(
+    problem: MappingProblem, options: SolverOptions, stats: SearchStats, until: float
+) -> Composed | None:
+    """The best composed plan found before `until` (perf_counter seconds), or None when the
+    problem has no period with MIN_WINDOWS windows or nothing composed fits."""
+    n = len(problem.kernels)
+    p = find_period(problem)
+    if p is None or n // p < MIN_WINDOWS:
+        return None
+    found = _best_window(problem, p, options, stats, until)
+    if found is None:
+        return None
+    r, inner = found
+    ids = menu_ids(problem)
+    windows = [(r + m * p, r + (m + 1) * p) for m in range((n - r) // p)]
+    segments = ([(0, r)] if r else []) + windows
+    if windows[-1][1] < n:
+        segments.append((windows[-1][1], n))
+    choice = [-1] * n
+    for a, b in segments:
+        same = a - r >= p and b + p <= n and b - a == p
+        same = same and bool(np.array_equal(ids[a:b], ids[p + r : 2 * p + r]))
+        if same:
+            for k in range(a, b):
+                choice[k] = inner.choice[k - a + p + r]
+            continue
+        res = _window_price(problem, a, b, until_deadline(options, until), stats)
+        if not math.isfinite(res.objective_s):
+            return None
+        for k in range(a, b):
+            choice[k] = res.choice[k]
+    configs = tuple(tuple(range(a, b)) for a, b in segments)
+    if len(configs) > problem.max_configs or not fits_dram(problem, dict(enumerate(choice))):
+        return None
+    cost, _ = mapping_cost(problem, configs, choice)
+    if not math.isfinite(cost):
+        return None
+    stats.notes.append(f"composed plan: period {p}, offset {r}, {len(configs)} configurations")
+    return Composed(configs, tuple(choice), cost)
