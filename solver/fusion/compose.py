@@ -2,20 +2,20 @@
 
 In a periodic kernel order (period p: kernel k + p is kernel k's copy, solver/fusion/period)
 a segmentation that repeats with the period is made of windows [r + m p, r + (m + 1) p) for
-an offset r, plus a head [0, r) and a tail. Every interior window is the same segment MILP
-(same kernels, same edges, shifted), so its best options are solved once
-(`solve_configurations` on the window alone, every sharding in play, producers outside
-taking their cheapest conversion) and copied to every interior window; the head, the first
-and last windows and the tail get their own MILP. Offsets are tried fewest crossing edges
-first, each window MILP cut off at the best window so far (HiGHS prunes with it), and the
-search stops at a window whose price meets the least separable bound of any window (none
-can be cheaper).
+an offset r, plus a head [0, r) and a tail. In a plan that repeats a window, an edge that
+enters window m comes from the same options one window earlier, so one window's cost is
+its MILP with those edges wrapped onto its own kernels (`steady_window`): solved once per
+offset (`solve_configurations`, every sharding in play) and copied to every interior
+window. Offsets are tried in order, each window MILP cut off at the best window so far
+(HiGHS prunes with it) and capped at WINDOW_S; the search stops at a window whose price
+meets the least separable bound of any window (none can be cheaper). The head and the
+tail are then one MILP each, with the neighbouring copied window pinned to its options
+(`pin`), so the conversions across are the real ones.
 
 This is only an upper bound: the composed plan (configurations, every kernel's option) is
-re-priced as a whole by the independent evaluator (solver.check.mapping_cost: conversions
-between windows at the options really taken) and must fit the SRAM of each configuration,
-num_config and the DRAM; the proof of its gap is the caller's (the root bound and the proof
-search over every segmentation and sharding).
+re-priced as a whole by the independent evaluator (solver.check.mapping_cost) and must fit
+the SRAM of each configuration, num_config and the DRAM; the proof of its gap is the
+caller's (the root bound and the proof search over every segmentation and sharding).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from solver.milp.model import MilpResult, solve_configurations
 from solver.options import SolverOptions
 
 MIN_WINDOWS = 4  # windows (so at least two interior ones) for a composition to pay
+WINDOW_S = 1.0  # seconds per offset's window MILP (an upper bound needs no proof)
 
 
 @dataclass(frozen=True)
@@ -134,29 +135,21 @@ def _steady_price(
     return replace(r, choice=tuple(choice))
 
 
-def _offsets(problem: MappingProblem, p: int) -> list[int]:
-    """Offsets r in [0, p), fewest edges crossing the cut before position p + r first."""
-    crossing = np.zeros(2 * p + 1, dtype=int)
-    for e in problem.edges:
-        lo, hi = max(e.src + 1, p), min(e.dst, 2 * p)
-        if lo <= hi:
-            crossing[lo : hi + 1] += 1
-    return sorted(range(p), key=lambda r: (int(crossing[p + r]), r))
-
-
 def _best_window(
     problem: MappingProblem, p: int, options: SolverOptions, stats: SearchStats, until: float
 ) -> tuple[int, MilpResult] | None:
     """The offset whose interior window (the second one, [p + r, 2p + r)) is cheapest
-    among those tried before `until`, with its MILP."""
+        among those tried before `until`, with its MILP (its choice indexed like the problem's
+    kernels)."""
     values = separable_bounds(problem)
     floor = min(float(values[p + r, 2 * p + r]) for r in range(p))
     best: tuple[int, MilpResult] | None = None
-    for r in _offsets(problem, p):
+    for r in range(p):
         if time.perf_counter() > until:
             break
         cut = best[1].objective_s * (1 - 1e-9) if best is not None else math.inf
-        res = _steady_price(problem, p + r, p, until_deadline(options, until), stats, cut)
+        step = until_deadline(options, min(until, time.perf_counter() + WINDOW_S))
+        res = _steady_price(problem, p + r, p, step, stats, cut)
         if res is None:
             return None
         if math.isfinite(res.objective_s) and (best is None or res.objective_s < cut):
@@ -167,10 +160,15 @@ def _best_window(
 
 
 def compose(
-    problem: MappingProblem, options: SolverOptions, stats: SearchStats, until: float
+    problem: MappingProblem,
+    options: SolverOptions,
+    stats: SearchStats,
+    until: float,
+    deadline: float,
 ) -> Composed | None:
-    """The best composed plan found before `until` (perf_counter seconds), or None when the
-    problem has no period with MIN_WINDOWS windows or nothing composed fits."""
+    """The composed plan of the best window tried before `until` (perf_counter seconds;
+    its ends solved before `deadline`), or None when the problem has no period with
+    MIN_WINDOWS windows or nothing composed fits."""
     n = len(problem.kernels)
     p = find_period(problem)
     if p is None or n // p < MIN_WINDOWS:
@@ -184,19 +182,25 @@ def compose(
     segments = ([(0, r)] if r else []) + windows
     if windows[-1][1] < n:
         segments.append((windows[-1][1], n))
+    copied = [
+        a - r >= p and b + p <= n and bool(np.array_equal(ids[a:b], ids[p + r : 2 * p + r]))
+        for a, b in segments
+    ]
+    if not any(copied):
+        return None
     choice = [-1] * n
-    for a, b in segments:
-        same = a - r >= p and b + p <= n and b - a == p
-        same = same and bool(np.array_equal(ids[a:b], ids[p + r : 2 * p + r]))
+    for (a, b), same in zip(segments, copied, strict=True):
         if same:
-            for k in range(a, b):
-                choice[k] = inner.choice[k - a + p + r]
+            choice[a:b] = inner.choice[p + r : 2 * p + r]
+    first = copied.index(True)
+    last = len(copied) - 1 - copied[::-1].index(True)
+    ends = [(segments[:first], segments[first], True)]
+    ends.append((segments[last + 1 :], segments[last], False))
+    for group, fixed, before in ends:
+        if not group:
             continue
-        res = _window_price(problem, a, b, until_deadline(options, until), stats)
-        if not math.isfinite(res.objective_s):
+        if not _solve_end(problem, group, fixed, before, choice, options, stats, deadline):
             return None
-        for k in range(a, b):
-            choice[k] = res.choice[k]
     configs = tuple(tuple(range(a, b)) for a, b in segments)
     if len(configs) > problem.max_configs or not fits_dram(problem, dict(enumerate(choice))):
         return None
@@ -205,3 +209,52 @@ def compose(
         return None
     stats.notes.append(f"composed plan: period {p}, offset {r}, {len(configs)} configurations")
     return Composed(configs, tuple(choice), cost)
+
+
+def _solve_end(
+    problem: MappingProblem,
+    group: list[tuple[int, int]],
+    fixed: tuple[int, int],
+    group_first: bool,
+    choice: list[int],
+    options: SolverOptions,
+    stats: SearchStats,
+    deadline: float,
+) -> bool:
+    """The options of the head or tail segments `group` (into `choice`), solved as one MILP
+    with the neighbouring copied window `fixed` pinned to its options in `choice`, so that
+    the conversions across are the real ones; False when it finds none."""
+    pinned, back = pin(problem, {k: choice[k] for k in range(*fixed)})
+    segs = [*group, fixed] if group_first else [fixed, *group]
+    configs = [list(range(a, b)) for a, b in segs]
+    res = solve_configurations(pinned, configs, until_deadline(options, deadline))
+    stats.add(res)
+    if not math.isfinite(res.objective_s):
+        return False
+    for a, b in group:
+        for k in range(a, b):
+            choice[k] = back[k][res.choice[k]]
+    return True
+
+
+def pin(problem: MappingProblem, fixed: dict[int, int]) -> tuple[MappingProblem, list[list[int]]]:
+    """The problem with each kernel k in `fixed` limited to its option fixed[k]; and, per
+    kernel, the original index of each kept option."""
+    kernels, back = [], []
+    for k, menu in enumerate(problem.kernels):
+        if k not in fixed:
+            kernels.append(menu)
+            back.append(list(range(len(menu.options))))
+            continue
+        opt = menu.options[fixed[k]]
+        kernels.append(replace(menu, options=(opt,), shardings=(opt.sharding,)))
+        back.append([fixed[k]])
+    index = {k: problem.kernels[k].sharding_index(o) for k, o in fixed.items()}
+    edges = []
+    for e in problem.edges:
+        rows = [index[e.src]] if e.src in index else range(len(e.conv))
+        cols = [index[e.dst]] if e.dst in index else range(len(e.conv[0]))
+        conv = tuple(tuple(e.conv[a][b] for b in cols) for a in rows)
+        layouts = tuple(e.layouts[b] for b in cols) if e.layouts else ()
+        edges.append(replace(e, conv=conv, layouts=layouts))
+    return replace(problem, kernels=tuple(kernels), edges=tuple(edges)), back
