@@ -4,13 +4,14 @@ In a periodic kernel order (period p: kernel k + p is kernel k's copy, solver/fu
 a segmentation that repeats with the period is made of windows [r + m p, r + (m + 1) p) for
 an offset r, plus a head [0, r) and a tail. In a plan that repeats a window, an edge that
 enters window m comes from the same options one window earlier, so one window's cost is
-its MILP with those edges wrapped onto its own kernels (`steady_window`): solved once per
-offset (`solve_configurations`, every sharding in play) and copied to every interior
-window. Offsets are tried in order, each window MILP cut off at the best window so far
-(HiGHS prunes with it) and capped at WINDOW_S; the search stops at a window whose price
-meets the least separable bound of any window (none can be cheaper). The head and the
-tail are then one MILP each, with the neighbouring copied window pinned to its options
-(`pin`), so the conversions across are the real ones.
+at most its MILP with those edges wrapped onto its own kernels (`steady_window`; equal
+but for a conversion group, whose entering edges it charges one by one where the plan
+pays each layout once): solved once per offset (`solve_configurations`, every sharding
+in play) and copied to every interior window. Offsets are tried in order, each window
+MILP cut off at the best window so far (HiGHS prunes with it) and capped at WINDOW_S; the
+search stops at a window whose price meets the least separable bound of any window (none
+can be cheaper). The head and the tail are then one MILP each, with the neighbouring
+copied window pinned to its options (`pin`), so the conversions across are the real ones.
 
 This is only an upper bound: the composed plan (configurations, every kernel's option) is
 re-priced as a whole by the independent evaluator (solver.check.mapping_cost) and must fit
@@ -47,32 +48,13 @@ class Composed:
     objective_s: float
 
 
-def _window_price(
-    problem: MappingProblem,
-    start: int,
-    end: int,
-    options: SolverOptions,
-    stats: SearchStats,
-    cutoff_s: float = math.inf,
-) -> MilpResult:
-    n = len(problem.kernels)
-    r = solve_configurations(
-        problem,
-        [list(range(start, end))],
-        options,
-        cutoff_s=cutoff_s,
-        later=frozenset(range(end, n)),
-    )
-    stats.add(r)
-    return r
-
-
 def steady_window(problem: MappingProblem, a: int, p: int) -> MappingProblem | None:
     """Window [a, a + p) of a plan that repeats it: kernels a.. as 0.., an edge entering
     from the previous window becomes a wrap edge from its producer's copy in this window
     (the conversion between two consecutive windows' options, paid at the consumer, no
-    fusion), an edge leaving feeds a ghost kernel p (the output goes to DRAM). None when an
-    edge spans more than one window."""
+    fusion; alone, out of its conversion group), an edge leaving feeds a ghost kernel p
+    (the output goes to DRAM). None when an edge spans more than one window or is a wrap
+    edge already."""
     ghost = KernelMenu("ghost", (_GHOST,), ("ghost",), ("in",), "out")
     edges: list[EdgeCost] = []
     for e in problem.edges:
