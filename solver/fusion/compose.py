@@ -8,10 +8,11 @@ at most its MILP with those edges wrapped onto its own kernels (`steady_window`;
 but for a conversion group, whose entering edges it charges one by one where the plan
 pays each layout once): solved once per offset (`solve_configurations`, every sharding
 in play) and copied to every interior window. Offsets are tried in order, each window
-MILP cut off at the best window so far (HiGHS prunes with it) and capped at WINDOW_S; the
-search stops at a window whose price meets the least separable bound of any window (none
-can be cheaper). The head and the tail are then one MILP each, with the neighbouring
-copied window pinned to its options (`pin`), so the conversions across are the real ones.
+MILP cut off at the best window so far (HiGHS prunes with it) and capped at
+WINDOW_NODES; the search stops at a window whose price meets the least separable bound
+of any window within a tenth of the relative gap (none can be cheaper by more). The head
+and the tail are then one MILP each, with the neighbouring copied window pinned to its
+options (`pin`), so the conversions across are the real ones.
 
 This is only an upper bound: the composed plan (configurations, every kernel's option) is
 re-priced as a whole by the independent evaluator (solver.check.mapping_cost) and must fit
@@ -36,7 +37,9 @@ from solver.milp.model import MilpResult, solve_configurations
 from solver.options import SolverOptions
 
 MIN_WINDOWS = 4  # windows (so at least two interior ones) for a composition to pay
-WINDOW_S = 1.0  # seconds per offset's window MILP (an upper bound needs no proof)
+# branch-and-bound nodes per offset's window MILP (an upper bound needs no proof; a node
+# limit, unlike seconds, gives the same plan on every machine)
+WINDOW_NODES = 100
 
 
 @dataclass(frozen=True)
@@ -130,14 +133,14 @@ def _best_window(
         if time.perf_counter() > until:
             break
         cut = best[1].objective_s * (1 - 1e-9) if best is not None else math.inf
-        step = until_deadline(options, min(until, time.perf_counter() + WINDOW_S))
+        step = replace(until_deadline(options, until), node_limit=WINDOW_NODES)
         res = _steady_price(problem, p + r, p, step, stats, cut)
         if res is None:
             return None
         if math.isfinite(res.objective_s) and (best is None or res.objective_s < cut):
             best = (r, res)
-        if best is not None and best[1].objective_s <= floor * (1 + 1e-9):
-            break  # no window is cheaper than its separable bound
+        if best is not None and best[1].objective_s <= floor * (1 + options.gap / 10 + 1e-9):
+            break  # no window is cheaper than its separable bound (within a tenth of the gap)
     return best
 
 
