@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from solver.cost.problem import KernelMenu, MappingProblem
 from solver.fusion.bridges import solve_singles
+from solver.fusion.compose import compose
 from solver.fusion.segment_search import (
     GraphSolution,
     SearchStats,
@@ -33,6 +34,11 @@ ROUNDS = 4
 
 ALTERNATION_NODES = 500  # branch-and-bound nodes of one alternation step's MILP
 ALTERNATION_S = 2.0  # and its seconds
+# from this size on, a repeated layer's composed plan comes first (the restricted segment
+# search of a first round found no plan in a minute on a 96-layer model, 3,936 kernels)
+COMPOSE_KERNELS = 100
+COMPOSE_SHARE = 0.5  # of the time left, for the composed plan of a repeated layer
+ALTERNATION_SHARE = 0.5  # of the time limit, for the alternation's rounds after the first
 
 
 def restrict(
@@ -60,13 +66,28 @@ def _shardings(problem: MappingProblem, choice: tuple[int, ...]) -> list[str]:
     return [m.options[o].sharding for m, o in zip(problem.kernels, choice)]
 
 
-def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStats) -> GraphSolution:
-    t0 = time.perf_counter()
-    deadline = t0 + options.time_limit_s if options.time_limit_s > 0 else math.inf
+def _first_plan(
+    problem: MappingProblem, options: SolverOptions, stats: SearchStats, deadline: float
+) -> tuple[GraphSolution, list[str], bool] | None:
+    """The plan the alternation starts from (its bound the root bound), the shardings of
+    its first round and whether it is a composed one; None when the problem is
+    infeasible. A model's repeated layer: one window solved once and copied (an upper
+    bound only, solver.fusion.compose). Otherwise one configuration per kernel, block by
+    block over the graph's bridges when it has some (the same optimum, a model's
+    repeated layers solved once), else one MILP: its shardings seed the first round, and
+    it is a plan only within num_config."""
     n = len(problem.kernels)
+    root = root_bound(problem)
+    if n > COMPOSE_KERNELS:
+        now = time.perf_counter()
+        share = now + COMPOSE_SHARE * (deadline - now)
+        composed = compose(problem, options, stats, share, deadline)
+        if composed is not None:
+            plan = GraphSolution(
+                composed.configs, composed.choice, composed.objective_s, root, "time_limit", stats
+            )
+            return plan, _shardings(problem, composed.choice), True
     singles = tuple((k,) for k in range(n))
-    # one configuration per kernel: block by block over the graph's bridges when it has
-    # some (the same optimum, a model's repeated layers solved once), else one MILP
     r = solve_singles(problem, options, deadline)
     if r is None:
         r = solve_configurations(problem, singles, options)
@@ -74,25 +95,37 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
         stats.notes.append("kernel-by-kernel seed: solved block by block over bridges")
     stats.add(r)
     if r.status == "infeasible":
-        return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
-    root = root_bound(problem)
-    # one configuration per kernel is a plan only within num_config; otherwise its
-    # shardings seed the alternation but it is never returned
+        return None
     if n <= problem.max_configs:
-        best = GraphSolution(singles, r.choice, r.objective_s, root, "time_limit", stats)
+        plan = GraphSolution(singles, r.choice, r.objective_s, root, "time_limit", stats)
     else:
-        best = GraphSolution((), (), math.inf, root, "time_limit", stats)
-    sharding = _shardings(problem, r.choice)
+        plan = GraphSolution((), (), math.inf, root, "time_limit", stats)
+    return plan, _shardings(problem, r.choice), False
+
+
+def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStats) -> GraphSolution:
+    t0 = time.perf_counter()
+    deadline = t0 + options.time_limit_s if options.time_limit_s > 0 else math.inf
+    start = _first_plan(problem, options, stats, deadline)
+    if start is None:
+        return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
+    best, sharding, composed = start
+    root = best.bound_s
     tried: set[tuple[str, ...]] = set()
+    # rounds after the first stop at a share of the time left, which the proof search
+    # needs (a second round took 34 of layers_8's 60 s and found nothing)
+    later_rounds = t0 + ALTERNATION_SHARE * (deadline - t0)
     for _ in range(ROUNDS):
         key = tuple(sharding)
-        if key in tried or time.perf_counter() > deadline:
+        # with a composed plan in hand, every round stops at the share
+        until = later_rounds if tried or composed else deadline
+        if key in tried or time.perf_counter() > until:
             break
         if best.objective_s <= root * (1 + options.gap):
             return with_bound(best, root, stats, options.gap)
-        tried.add(key)
         sub, back = restrict(problem, sharding)
-        seg_sol = segment_search(sub, replace(options, max_paths=20), stats, deadline=deadline)
+        tried.add(key)
+        seg_sol = segment_search(sub, replace(options, max_paths=20), stats, deadline=until)
         if not math.isfinite(seg_sol.objective_s):
             break
         choice = tuple(back[k][o] for k, o in enumerate(seg_sol.choice))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from generator.layers import bridge_indices, components, wide_bridges
 from solver.check import mapping_cost
 from solver.cost.problem import EdgeCost, KernelMenu, MappingProblem, Option
-from solver.fusion.period import menu_key
+from solver.fusion.period import menu_ids, menu_key
 from solver.fusion.segment_search import until_deadline
 from solver.milp.model import MilpResult, solve_configurations
 from solver.options import SolverOptions
@@ -147,8 +147,7 @@ class _Builder:
 
     def __init__(self, problem: MappingProblem):
         self.problem = problem
-        ids: dict[tuple, int] = {}
-        self.menu_id = [ids.setdefault(menu_key(m), len(ids)) for m in problem.kernels]
+        self.menu_id = [int(i) for i in menu_ids(problem)]
 
     def build(
         self,
@@ -329,7 +328,7 @@ def solve_singles(
     dp = _Solver(problem, tree, options, deadline)
     picked = dp.run()
     runs = dp.runs
-    if picked is None or not _fits_dram(problem, picked):
+    if picked is None or not fits_dram(problem, picked):
         return None
     n = len(problem.kernels)
     choice = tuple(picked[k] for k in range(n))
@@ -350,7 +349,7 @@ def solve_singles(
     )
 
 
-def _fits_dram(problem: MappingProblem, picked: dict[int, int]) -> bool:
+def fits_dram(problem: MappingProblem, picked: dict[int, int]) -> bool:
     """The DRAM capacity row of the full MILP (milp.model.add_memory_capacity) holds for
     the choice: each weight stored once at its largest per-chip need."""
     per_param, budget = problem.resident_bytes_per_param, problem.resident_budget_bytes

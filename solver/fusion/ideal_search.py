@@ -43,7 +43,7 @@ TRANSITION_LIMIT = 150_000  # (ideal, larger ideal) pairs whose set may fit the 
 
 
 class _SetBounds:
-    """The separable lower bound of `segment_search._Bounds`, for any kernel set."""
+    """The separable lower bound of `separable.separable_rows`, for any kernel set."""
 
     def __init__(self, problem: MappingProblem):
         self.problem = problem

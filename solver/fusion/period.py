@@ -18,11 +18,21 @@ shardings): copies are then made between the layers that are equal.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, fields
 
 import numpy as np
 
 from solver.cost.problem import EdgeCost, KernelMenu, MappingProblem, Option
+
+_FIELDS: dict[type, tuple[str, ...]] = {}  # dataclass -> its field names, read once
+
+
+def _field_names(obj: object) -> tuple[str, ...]:
+    cls = type(obj)
+    if cls not in _FIELDS:
+        _FIELDS[cls] = tuple(f.name for f in fields(obj))
+    return _FIELDS[cls]
 
 
 def option_key(opt: Option, shardings: tuple[str, ...]) -> tuple:
@@ -31,29 +41,57 @@ def option_key(opt: Option, shardings: tuple[str, ...]) -> tuple:
     label may name a dimension after its kernel, and the solver only compares labels
     within one kernel)."""
     out = []
-    for f in fields(opt):
-        value = getattr(opt, f.name)
-        if f.name == "sharding":
+    for name in _field_names(opt):
+        value = getattr(opt, name)
+        if name == "sharding":
             value = shardings.index(value)
-        elif f.name == "weights":
+        elif name == "weights":
             value = tuple(size for _, size in value)
         out.append(value)
     return tuple(out)
 
 
-def menu_key(menu: KernelMenu) -> tuple:
-    """A kernel's menu, every field but its name (a layer's copies differ in names only)."""
+def menu_key(menu: KernelMenu, seen: dict[tuple[int, int], tuple] | None = None) -> tuple:
+    """A kernel's menu, every field but its name (a layer's copies differ in names only).
+    `seen`: option keys by (id(option), id(shardings)), shared by the calls of one pass
+    over live menus (a layer's copies often share their Option objects)."""
     out = []
-    for f in fields(menu):
-        value = getattr(menu, f.name)
-        if f.name == "name":
+    for name in _field_names(menu):
+        value = getattr(menu, name)
+        if name == "name":
             continue
-        if f.name == "options":
-            value = tuple(option_key(o, menu.shardings) for o in value)
-        elif f.name == "shardings":
+        if name == "options":
+            if seen is None:
+                value = tuple(option_key(o, menu.shardings) for o in value)
+            else:
+                value = tuple(_seen_key(o, menu.shardings, seen) for o in value)
+        elif name == "shardings":
             value = len(value)
         out.append(value)
     return tuple(out)
+
+
+def _seen_key(opt: Option, shardings: tuple[str, ...], seen: dict) -> tuple:
+    key = (id(opt), id(shardings))
+    if key not in seen:
+        seen[key] = option_key(opt, shardings)
+    return seen[key]
+
+
+_MENU_IDS: list[tuple[weakref.ref, np.ndarray]] = []  # the last few problems'
+
+
+def menu_ids(problem: MappingProblem) -> np.ndarray:
+    """ids[k]: equal for kernels with equal menu_key, computed once per problem object
+    (the period search, the copy checks and the bridge DP all read them)."""
+    for ref, ids in _MENU_IDS:
+        if ref() is problem:
+            return ids
+    index: dict[tuple, int] = {}
+    seen: dict[tuple[int, int], tuple] = {}
+    ids = np.array([index.setdefault(menu_key(m, seen), len(index)) for m in problem.kernels])
+    _MENU_IDS[:] = [(weakref.ref(problem), ids)] + _MENU_IDS[:3]
+    return ids
 
 
 class _Edges:
@@ -97,8 +135,7 @@ def find_period(problem: MappingProblem) -> int | None:
     n = len(problem.kernels)
     if n < 4:
         return None
-    ids: dict[tuple, int] = {}
-    menu_id = np.array([ids.setdefault(menu_key(m), len(ids)) for m in problem.kernels])
+    menu_id = menu_ids(problem)
     edges = _Edges(problem)
     for p in range(1, (n - 1) // 2 + 1):
         if not np.array_equal(menu_id[2 * p :], menu_id[p : n - p]):
@@ -129,8 +166,7 @@ def likely_period(problem: MappingProblem) -> int | None:
     shardings here and there (a restricted problem of the alternation), where
     `find_period` finds none. A hint only: copies still check every kernel."""
     n = len(problem.kernels)
-    ids: dict[tuple, int] = {}
-    menu_id = np.array([ids.setdefault(menu_key(m), len(ids)) for m in problem.kernels])
+    menu_id = menu_ids(problem)
     for p in range(1, (n - 1) // 2 + 1):
         if 2 * int(np.count_nonzero(menu_id[p:] == menu_id[:-p])) >= n - p:
             return p
@@ -144,11 +180,11 @@ def periodicity(problem: MappingProblem) -> Periodicity | None:
     if p is None:
         return None
     n = len(problem.kernels)
-    menus = [menu_key(m) for m in problem.kernels]
+    menus = menu_ids(problem)
     edges = _Edges(problem)
     big = 2 * n  # no cut: every edge and group member counts
     same = tuple(
-        menus[k] == menus[k + p] and edges.view(k, big) == edges.view(k + p, big)
+        bool(menus[k] == menus[k + p]) and edges.view(k, big) == edges.view(k + p, big)
         for k in range(n - p)
     )
     return Periodicity(p, same) if any(same) else None

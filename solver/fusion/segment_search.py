@@ -3,7 +3,7 @@
 DESIGN.md 7: a compact "kernel i goes to configuration k" model has weak LP bounds. Here a
 segmentation is a path over positions 0..n of the order with at most K segments (a shortest path,
 whose LP relaxation is integral), and the exact optimum is proven by bounds:
-  1. every segment gets a cheap separable lower bound (prefix sums, O(n^2));
+  1. every segment gets a cheap separable lower bound (solver.fusion.separable);
   2. segments on the current best path are priced exactly by a small MILP
      (`milp.solve_configurations` on that segment alone; producers outside it take their
      cheapest conversion, so the price is still a lower bound) until the best path is made
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem
 from solver.fusion.period import Periodicity, periodicity
 from solver.fusion.segment_bound import KnapsackBounds
 from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, segment_price
+from solver.fusion.separable import separable_rows
 from solver.milp.model import MilpResult, solve_configurations
 from solver.options import SolverOptions
 
@@ -82,70 +82,6 @@ class GraphSolution:
         if not math.isfinite(self.objective_s) or self.objective_s <= 0:
             return 0.0
         return max(0.0, (self.objective_s - self.bound_s) / self.objective_s)
-
-
-class _Bounds:
-    """Cheap separable lower bounds of every segment, O(n^2) with incremental sums."""
-
-    def __init__(self, problem: MappingProblem):
-        self.problem = problem
-        n = len(problem.kernels)
-        self.values: dict[Segment, float] = {}
-        comp = [min(o.compute_s for o in m.options) + m.overhead_s for m in problem.kernels]
-        net = [min(o.network_s for o in m.options) for m in problem.kernels]
-        buf = [min(o.buffer_bytes for o in m.options) for m in problem.kernels]
-        # a kernel whose output feeds a consumer in its segment also holds a stream buffer
-        buf_fused = [
-            min(o.buffer_bytes + o.out_tile_bytes for o in m.options) for m in problem.kernels
-        ]
-        fused_from: dict[int, list[int]] = {}  # first consumer -> producers it fuses
-        for k in range(n):
-            outs = [e.dst for e in problem.out_edges(k)]
-            if outs:
-                fused_from.setdefault(min(outs), []).append(k)
-        bw = problem.dram_bandwidth_Bps
-        weights, inputs, outputs, last_use = [], [], [], []
-        for k, menu in enumerate(problem.kernels):
-            fed = {e.dst_operand: e.src for e in problem.in_edges(k)}
-            names = {name for o in menu.options for name, _ in o.traffic}
-            w = 0.0
-            ins: list[tuple[int, float]] = []
-            for name in sorted(names):
-                least = min(o.traffic_of(name) for o in menu.options)
-                if name == menu.output_operand:
-                    continue
-                if name in fed:
-                    ins.append((fed[name], least))
-                else:
-                    w += least
-            weights.append(w)
-            inputs.append(ins)
-            outputs.append(min(o.traffic_of(menu.output_operand) for o in menu.options))
-            outs = [e.dst for e in problem.out_edges(k)]
-            last_use.append(max(outs) if outs else n)  # n: the output always leaves the chip
-        for i in range(n):
-            c = m = w = b = o = 0.0
-            out_pending: dict[int, float] = {}
-            expiry: list[tuple[int, int]] = []  # (last use, kernel) of out_pending
-            for j in range(i + 1, n + 1):
-                k = j - 1
-                b += buf[k]
-                b += sum(buf_fused[q] - buf[q] for q in fused_from.get(k, ()) if q >= i)
-                if b > problem.sram_bytes * (1 + 1e-9):
-                    break
-                c += comp[k]
-                o += problem.kernels[k].overhead_s
-                w += net[k]
-                m += weights[k] + sum(t for src, t in inputs[k] if src < i)
-                if last_use[k] >= j:
-                    out_pending[k] = outputs[k]
-                    heapq.heappush(expiry, (last_use[k], k))
-                while expiry and expiry[0][0] < j:
-                    del out_pending[heapq.heappop(expiry)[1]]
-                mem = (m + sum(out_pending.values())) / bw
-                self.values[(i, j)] = config_latency(
-                    c, mem, w, o, problem.overlap, problem.serialize_network
-                )
 
 
 def segment_search(
@@ -401,14 +337,23 @@ def knapsack_row(
 
 
 def _backward(values: np.ndarray, allowed: np.ndarray | None, K: int) -> np.ndarray:
-    """h[pos, used]: least bound to finish from pos having used `used` configs."""
+    """h[pos, used]: a lower bound of the cost to finish from pos having used `used`
+    configs (exact at [0, 0]). Without pins, first the shortest path with no limit on the
+    count: where its path from 0 (the one best_path follows) uses at most K segments it is
+    also the optimum under the limit, and everywhere a lower bound of the limited one (a
+    relaxation), so h is that, whatever `used` is: O(n x reach) instead of O(n x reach x
+    K) (K = 576 on a 96-layer model)."""
     n = values.shape[0]
-    h = np.full((n + 1, K + 1), math.inf)
-    h[n, :] = 0.0
     # segments past a row's last finite bound cannot be on a path: leave them out (the
     # same minimum, without an n x n x K sweep on graphs of thousands of kernels)
     finite = np.isfinite(values)
     ends = np.where(finite.any(axis=1), n - np.argmax(finite[:, ::-1], axis=1), 0)
+    if allowed is None:
+        h1 = _unlimited(values, ends)
+        if _count(values, h1) <= K:
+            return np.broadcast_to(h1[:, None], (n + 1, K + 1))
+    h = np.full((n + 1, K + 1), math.inf)
+    h[n, :] = 0.0
     for pos in range(n - 1, -1, -1):
         end = int(ends[pos]) + 1
         if end <= pos + 1:
@@ -418,6 +363,30 @@ def _backward(values: np.ndarray, allowed: np.ndarray | None, K: int) -> np.ndar
             cand = np.where(allowed[pos, pos + 1 : end, :], cand, math.inf)
         h[pos, :K] = cand.min(axis=0)
     return h
+
+
+def _unlimited(values: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """h[pos]: the least bound to finish from pos, any number of segments."""
+    n = values.shape[0]
+    h = np.full(n + 1, math.inf)
+    h[n] = 0.0
+    for pos in range(n - 1, -1, -1):
+        end = int(ends[pos]) + 1
+        if end > pos + 1:
+            h[pos] = (values[pos, pos + 1 : end] + h[pos + 1 : end]).min()
+    return h
+
+
+def _count(values: np.ndarray, h: np.ndarray) -> float:
+    """Segments on the path from 0 that best_path follows under h (inf: none)."""
+    n = values.shape[0]
+    if not math.isfinite(h[0]):
+        return math.inf
+    pos, count = 0, 0
+    while pos < n:
+        pos += 1 + int(np.argmin(values[pos, pos + 1 :] + h[pos + 1 :]))
+        count += 1
+    return count
 
 
 def root_bound(problem: MappingProblem) -> float:
@@ -433,15 +402,12 @@ _SEPARABLE: list[tuple[weakref.ref, np.ndarray]] = []  # the last problem's, reu
 
 
 def separable_bounds(problem: MappingProblem) -> np.ndarray:
-    """`_Bounds` as an array (inf where a segment cannot fit), computed once for the same
+    """`separable.separable_rows` (inf where a segment cannot fit), computed once for the same
     problem object: the root bound and the proof search of the alternation share it (on
     thousands of kernels it is tens of seconds of Python). Read-only: copy to change."""
     if _SEPARABLE and _SEPARABLE[0][0]() is problem:
         return _SEPARABLE[0][1]
-    n = len(problem.kernels)
-    values = np.full((n, n + 1), math.inf)
-    for (i, j), v in _Bounds(problem).values.items():
-        values[i, j] = v
+    values = separable_rows(problem)
     values.flags.writeable = False
     _SEPARABLE[:] = [(weakref.ref(problem), values)]
     return values

@@ -16,7 +16,7 @@ from solver_fixtures import random_chain, random_dag, small_system, tp2_problem
 from solver.fusion.alternate import restrict
 from solver.fusion.segment_bound import KnapsackBounds
 from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, pareto, segment_price
-from solver.fusion.segment_search import _Bounds
+from solver.fusion.separable import separable_rows
 from solver.milp.model import solve_configurations
 from solver.options import SolverOptions
 
@@ -60,7 +60,7 @@ def test_sweep_prices_equal_milp(seed: int, dag: bool) -> None:
 def test_knapsack_bound_never_exceeds_the_segment_price(seed: int, dag: bool) -> None:
     problem, _ = _problem(seed, 7, dag)
     bounds = KnapsackBounds(problem)
-    separable = _Bounds(problem).values
+    separable = separable_rows(problem)
     n = len(problem.kernels)
     tighter = 0
     for i in range(n):
@@ -70,7 +70,8 @@ def test_knapsack_bound_never_exceeds_the_segment_price(seed: int, dag: bool) ->
             if milp.status == "infeasible":
                 continue
             assert row[j] <= milp.objective_s * (1 + 1e-9), (i, j)
-            tighter += row[j] > separable[(i, j)] * (1 + 1e-6)
+            assert separable[i, j] <= milp.objective_s * (1 + 1e-9), (i, j)
+            tighter += row[j] > separable[i, j] * (1 + 1e-6)
     # layout conversions inside a segment and the shared SRAM make it bite somewhere
     assert tighter > 0
 
