@@ -6,8 +6,9 @@ the plan's parallelism, priced by solved engine-step costs.
    runs once; its placement is pinned on the topology levels for every later point) and
    gives the per-chip weights, activations and KV bytes per token; the KV cache gets
    kv_memory_fraction of the DRAM left.
-3. Solve the step grid (mapshard/stream_steps.py) and simulate the stream on it
-   (mapshard/stream_sim.py).
+3. Solve the step grid (mapshard/stream_steps.py), add the engine's host cost per step
+   (the kernels of one forward pass x kernel_launch_us, see `step_overhead`), and simulate
+   the stream on it (mapshard/stream_sim.py).
 4. The plan written with the view is one steady-state step: decode of the most sequences
    that ran at once, at their mean KV length.
 The whole machine is one engine (with DP > 1 a step's sequences are split over the
@@ -35,6 +36,12 @@ from solver.plan import Plan
 DEFAULT_MAX_BATCH = 256  # sequences (TensorRT-LLM's default max_batch_size)
 DEFAULT_MAX_NUM_TOKENS = 8192  # tokens per step (TensorRT-LLM's default max_num_tokens)
 DEFAULT_KV_FRACTION = 0.9  # TensorRT-LLM's free_gpu_memory_fraction, vLLM's 0.9
+# Host microseconds per kernel of an engine step, serial with the GPU (setup.proto
+# Stream.kernel_launch_us): the value with the least mean |error| over the FIT
+# offline-throughput rows P-AZL08, P-AZS01, P-AZS03..10 (TensorRT-LLM on GB200, Llama-3.1-8B
+# TP1 and Llama-3-70B TP4); their measured-minus-solved time per step is 9.5-11.1 us per
+# kernel at both model sizes, flat in the step's GPU time (tests/unit/test_stream_overhead.py).
+DEFAULT_KERNEL_LAUNCH_US = 10.5
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,8 @@ class StreamView:
     step_points: list
     plan_step: str
     stats: StreamStats
+    kernels_per_step: int = 0  # kernels of one forward pass (the decode step's plan)
+    step_overhead_s: float = 0.0  # kernels_per_step x kernel_launch_us, every step
     server: ServerResult | None = None  # POISSON: the rate and the latency limits
     notes: tuple[str, ...] = ()
 
@@ -73,6 +82,8 @@ class StreamView:
             "tpot_s": dict(zip(pct, s.tpot_s)) if s.tpot_s else pct,
             "latency_s": dict(zip(pct, s.latency_s)),
             "interpolation": INTERPOLATION,
+            "kernels_per_step": self.kernels_per_step,
+            "step_overhead_s": self.step_overhead_s,
             "step_points_solved": self.points_solved,
             "step_points": self.step_points,
             "plan_step": self.plan_step,
@@ -97,6 +108,9 @@ class StreamView:
             f"throughput: {fmt_si(st.output_tokens_per_s)} output tokens/s, "
             f"{st.requests_per_s:.3g} requests/s over {fmt_time(st.duration_s)} "
             f"({st.steps} steps, at most {st.max_concurrency} sequences at once)",
+            f"engine overhead: {self.kernels_per_step} kernels per step x "
+            f"{s['kernel_launch_us']:g} us launch = {fmt_time(self.step_overhead_s)} per step, "
+            "on top of each solved step time",
             f"TTFT {pct}: " + " / ".join(fmt_time(x) for x in st.ttft_s),
             f"TPOT {pct}: " + (" / ".join(fmt_time(x) for x in st.tpot_s) or "- (one token each)"),
             f"latency {pct}: " + " / ".join(fmt_time(x) for x in st.latency_s),
@@ -176,6 +190,9 @@ def settings_of(inf: setup_pb2.LlmInference) -> dict:
         "max_num_tokens": int(s.max_num_tokens or DEFAULT_MAX_NUM_TOKENS),
         "chunked_prefill": bool(s.chunked_prefill),
         "kv_memory_fraction": float(s.kv_memory_fraction or DEFAULT_KV_FRACTION),
+        "kernel_launch_us": float(
+            s.kernel_launch_us if s.HasField("kernel_launch_us") else DEFAULT_KERNEL_LAUNCH_US
+        ),
     }
 
 
@@ -254,6 +271,8 @@ def run_stream(loaded, system: System, time_limit_s: float | None = None):  # no
     )
     contexts = (contexts[0], max(contexts))
     table, solved = build_table(lambda s: solve(s)[1], most, budget, prompt, contexts, capacity)
+    kernels = kernels_per_step(solve(StepShape(1, contexts[0], 0, prompt))[1])
+    table = replace(table, overhead_s=kernels * settings["kernel_launch_us"] * 1e-6)
     limits = EngineLimits(
         min(settings["max_batch"], budget), budget, settings["chunked_prefill"], capacity
     )
@@ -278,10 +297,19 @@ def run_stream(loaded, system: System, time_limit_s: float | None = None):  # no
         step_points=table.rows(),
         plan_step=f"one decode step of {steady.decode} sequences at KV length {steady.context}",
         stats=stats,
+        kernels_per_step=kernels,
+        step_overhead_s=table.overhead_s,
         server=server,
         notes=notes,
     )
     return view, scenario, plan
+
+
+def kernels_per_step(plan: Plan) -> int:
+    """Kernels one chip launches in a step: each phase's kernels times its instances
+    (layers). One count serves every step: an engine runs prompt and decode tokens of a
+    step in one forward pass."""
+    return sum(ph.count * len(ph.kernels) for ph in plan.phases)
 
 
 def kv_capacity(

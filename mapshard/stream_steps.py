@@ -91,14 +91,18 @@ def point_setup(setup: setup_pb2.Setup, shape: StepShape) -> setup_pb2.Setup:
 
 @dataclass(frozen=True)
 class StepTable:
-    """Solved step times: times[(D, P)] = ((C_lo, t_lo), (C_hi, t_hi))."""
+    """Solved step times: times[(D, P)] = ((C_lo, t_lo), (C_hi, t_hi)); every non-empty
+    step also pays `overhead_s`, the engine's host time per step (kernel launches), which
+    the solved GPU times do not hold."""
 
     decode: tuple[int, ...]
     prefill: tuple[int, ...]
     times: dict[tuple[int, int], tuple[tuple[float, float], tuple[float, float]]]
+    overhead_s: float = 0.0
 
     def __call__(self, d: int, c: float, p: int) -> float:
-        """Interpolated step time (seconds); zero for an empty step."""
+        """Interpolated step time plus the per-step overhead (seconds); zero for an empty
+        step."""
         if d == 0 and p == 0:
             return 0.0
         d0, d1, wd = _bracket(self.decode, d)
@@ -106,7 +110,7 @@ class StepTable:
         at = self._at
         low = at(d0, p0, c) * (1 - wd) + at(d1, p0, c) * wd
         high = at(d0, p1, c) * (1 - wd) + at(d1, p1, c) * wd
-        return low * (1 - wp) + high * wp
+        return low * (1 - wp) + high * wp + self.overhead_s
 
     def _at(self, d: int, p: int, c: float) -> float:
         (c0, t0), (c1, t1) = self.times[(d, p)]

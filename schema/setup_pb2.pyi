@@ -734,7 +734,7 @@ class LengthMix(_message.Message):
     def __init__(self, tokens: _Optional[int] = ..., min: _Optional[int] = ..., max: _Optional[int] = ..., values: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Stream(_message.Message):
-    __slots__ = ("num_requests", "input_len", "output_len", "arrival", "rate_per_s", "seed", "max_batch", "max_num_tokens", "chunked_prefill", "kv_memory_fraction", "max_ttft_p99_ms", "max_tpot_p99_ms")
+    __slots__ = ("num_requests", "input_len", "output_len", "arrival", "rate_per_s", "seed", "max_batch", "max_num_tokens", "chunked_prefill", "kv_memory_fraction", "max_ttft_p99_ms", "max_tpot_p99_ms", "kernel_launch_us")
     NUM_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     INPUT_LEN_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_LEN_FIELD_NUMBER: _ClassVar[int]
@@ -747,6 +747,7 @@ class Stream(_message.Message):
     KV_MEMORY_FRACTION_FIELD_NUMBER: _ClassVar[int]
     MAX_TTFT_P99_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_TPOT_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_LAUNCH_US_FIELD_NUMBER: _ClassVar[int]
     num_requests: int
     input_len: LengthMix
     output_len: LengthMix
@@ -759,7 +760,8 @@ class Stream(_message.Message):
     kv_memory_fraction: float
     max_ttft_p99_ms: float
     max_tpot_p99_ms: float
-    def __init__(self, num_requests: _Optional[int] = ..., input_len: _Optional[_Union[LengthMix, _Mapping]] = ..., output_len: _Optional[_Union[LengthMix, _Mapping]] = ..., arrival: _Optional[_Union[Arrival, str]] = ..., rate_per_s: _Optional[float] = ..., seed: _Optional[int] = ..., max_batch: _Optional[int] = ..., max_num_tokens: _Optional[int] = ..., chunked_prefill: _Optional[bool] = ..., kv_memory_fraction: _Optional[float] = ..., max_ttft_p99_ms: _Optional[float] = ..., max_tpot_p99_ms: _Optional[float] = ...) -> None: ...
+    kernel_launch_us: float
+    def __init__(self, num_requests: _Optional[int] = ..., input_len: _Optional[_Union[LengthMix, _Mapping]] = ..., output_len: _Optional[_Union[LengthMix, _Mapping]] = ..., arrival: _Optional[_Union[Arrival, str]] = ..., rate_per_s: _Optional[float] = ..., seed: _Optional[int] = ..., max_batch: _Optional[int] = ..., max_num_tokens: _Optional[int] = ..., chunked_prefill: _Optional[bool] = ..., kv_memory_fraction: _Optional[float] = ..., max_ttft_p99_ms: _Optional[float] = ..., max_tpot_p99_ms: _Optional[float] = ..., kernel_launch_us: _Optional[float] = ...) -> None: ...
 
 class Serving(_message.Message):
     __slots__ = ("objective", "batch", "input_len", "max_ttft_ms", "max_tpot_ms")

@@ -48,6 +48,14 @@ def check_stream(v: setup_pb2.LlmInference, wp: str, p: Problems) -> None:
     frac = s.kv_memory_fraction
     if not (math.isfinite(frac) and 0 <= frac <= 1):
         p.add(f"{sp}.kv_memory_fraction", "is outside [0, 1]", frac, "give a fraction (0 = 0.9)")
+    launch = s.kernel_launch_us
+    if s.HasField("kernel_launch_us") and not (math.isfinite(launch) and launch >= 0):
+        p.add(
+            f"{sp}.kernel_launch_us",
+            "must be >= 0 (unset = 10.5)",
+            launch,
+            "give microseconds per kernel, 0 for none",
+        )
     budget = s.max_num_tokens or 8192
     if not s.chunked_prefill and inputs and max(inputs) > budget:
         p.add(

@@ -39,8 +39,13 @@ def _write(tmp_path: Path, extra: str) -> Path:
 def test_one_wave_equals_its_steps_solved_alone(tmp_path: Path, capsys) -> None:
     """4 requests of 16 + 3 tokens, max_batch 4, budget 64 tokens: step 1 prefills the 4
     prompts together (64 tokens = 4 whole prompts, a grid point), steps 2 and 3 decode the 4
-    sequences at KV lengths 17 and 18 (the grid's two KV lengths). By hand: duration =
-    T1 + T2 + T3, TTFT = T1 for every request, TPOT = (T2 + T3) / 2, 12 output tokens."""
+    sequences at KV lengths 17 and 18 (the grid's two KV lengths). Every step also pays the
+    engine's host launches: one forward pass is 2 layers x 12 kernels (attn_norm, kv_proj,
+    kv_write, q_proj, attention, o_proj, attn_residual, mlp_norm, mlp_gate_up, mlp_act,
+    mlp_down, mlp_residual) + 3 (embedding, final_norm, lm_head) = 27 kernels, x 10.5 us
+    (the default kernel_launch_us) = O = 283.5 us. By hand: duration = T1 + T2 + T3 + 3 O,
+    TTFT = T1 + O for every request, TPOT = (T2 + T3) / 2 + O, 12 output tokens."""
+    o = 27 * 10.5e-6
     t1 = _step("phase: CHUNKED_PREFILL chunk_size: 64 prefill_sequences: 4 input_len: 16")
     t2 = _step("phase: DECODE batch: 4 context_len: 17")
     t3 = _step("phase: DECODE batch: 4 context_len: 18")
@@ -50,12 +55,14 @@ def test_one_wave_equals_its_steps_solved_alone(tmp_path: Path, capsys) -> None:
     assert "Request stream: in-flight batching" in printed and "TTFT p50/p90/p99" in printed
     view = json.loads((out / "summary.json").read_text())["stream"]
     assert view["steps"] == 3 and view["max_concurrency"] == 4 and view["output_tokens"] == 12
-    assert view["duration_s"] == pytest.approx(t1 + t2 + t3, rel=1e-9)
-    assert view["output_tokens_per_s"] == pytest.approx(12 / (t1 + t2 + t3), rel=1e-9)
-    assert view["ttft_s"]["p50"] == pytest.approx(t1, rel=1e-9)
-    assert view["ttft_s"]["p99"] == pytest.approx(t1, rel=1e-9)
-    assert view["tpot_s"]["p90"] == pytest.approx((t2 + t3) / 2, rel=1e-9)
-    assert view["latency_s"]["p50"] == pytest.approx(t1 + t2 + t3, rel=1e-9)
+    assert view["kernels_per_step"] == 27 and view["step_overhead_s"] == pytest.approx(o)
+    assert "engine overhead: 27 kernels per step x 10.5 us launch" in printed
+    assert view["duration_s"] == pytest.approx(t1 + t2 + t3 + 3 * o, rel=1e-9)
+    assert view["output_tokens_per_s"] == pytest.approx(12 / (t1 + t2 + t3 + 3 * o), rel=1e-9)
+    assert view["ttft_s"]["p50"] == pytest.approx(t1 + o, rel=1e-9)
+    assert view["ttft_s"]["p99"] == pytest.approx(t1 + o, rel=1e-9)
+    assert view["tpot_s"]["p90"] == pytest.approx((t2 + t3) / 2 + o, rel=1e-9)
+    assert view["latency_s"]["p50"] == pytest.approx(t1 + t2 + t3 + 3 * o, rel=1e-9)
     assert "Request stream" in (out / "report.html").read_text()
 
 

@@ -158,6 +158,7 @@ BAD = [
     ("num_requests: 5 max_ttft_p99_ms: 50", "stream.max_ttft_p99_ms is only read with arrival"),
     ("num_requests: 5 arrival: POISSON max_tpot_p99_ms: -1", "max_tpot_p99_ms must be >= 0"),
     ("num_requests: 5 max_batch: -2", "stream.max_batch must be >= 0"),
+    ("num_requests: 5 kernel_launch_us: -1", "stream.kernel_launch_us must be >= 0"),
 ]
 
 
