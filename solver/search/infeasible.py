@@ -85,9 +85,9 @@ def dram_reason(memory: MemoryUse) -> Reason:
 
 UNEXPLAINED = "unexplained"  # a graph search proved infeasible that no resource explains
 UNEXPLAINED_TEXT = (
-    "the fusion search found no mapping of a phase although its kernels fit the "
-    "SRAM and, without the DRAM row, its weights fit DRAM too (no resource binds: a search "
-    "defect; please report the setup)"
+    "the fusion search found no mapping of a phase although neither SRAM (every kernel "
+    "fits), DRAM capacity (none without the DRAM row either) nor the chip count rules "
+    "one out: a search defect; please report the setup"
 )
 
 
