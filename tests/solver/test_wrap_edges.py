@@ -18,14 +18,14 @@ import pytest
 from solver_fixtures import elementwise, gemm, residual_add, small_system, tp2_problem
 
 from generator.graph import Edge, KernelGraph
-from mapshard.cli import main
+from mapshard.cli import EXIT_NO_PLAN, main
 from solver.check import brute_force
 from solver.fusion.ideals import enumerate_ideals, topological_orders
 from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.fusion.solve import check_pins, solve_graph
 from solver.options import SolverOptions
 from solver.plan import MemoryUse
-from solver.search import infeasible
+from solver.search import infeasible, planner
 
 H, T = 64, 32  # hidden width and tokens of the diamond's kernels
 
@@ -153,3 +153,27 @@ def test_repeated_layer_at_tp2_gets_a_plan_end_to_end(tmp_path: Path) -> None:
     final = (out / "dse_final.txt").read_text(encoding="utf-8")
     wrap = final[final.index("next_instance: true") :]
     assert "buffer_depth: 2\n" in wrap[: wrap.index("}")]
+
+
+def test_a_proof_of_infeasibility_no_resource_explains_is_no_plan_not_infeasible(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A graph search that proves infeasibility (bound inf) where every kernel fits the
+    SRAM and the problem has no mapping without its DRAM row either: no resource binds, so
+    the verdict is "no plan" (exit 4) naming a search defect, never "infeasible: DRAM"."""
+
+    def proves_infeasible(problem, options) -> GraphSolution:
+        return GraphSolution((), (), math.inf, math.inf, "infeasible", SearchStats())
+
+    monkeypatch.setattr(planner, "solve_graph", proves_infeasible)
+    scenario = tmp_path / "diamond"
+    scenario.mkdir()
+    (scenario / "setup.txt").write_text(DIAMOND_SETUP, encoding="utf-8")
+    out = tmp_path / "out"
+
+    code = main(["run", str(scenario), "--out", str(out), "--quiet"])
+
+    stdout, stderr = capsys.readouterr()
+    assert code == EXIT_NO_PLAN and "Traceback" not in stdout + stderr
+    assert stderr == f"no plan: {infeasible.UNEXPLAINED_TEXT}\n"
+    assert not out.exists()
