@@ -96,7 +96,7 @@ def phase_reason(
     phase: str,
     floor: MemoryUse,
     sol: GraphSolution,
-    unbudgeted: Callable[[], GraphSolution],
+    unbudgeted: Callable[[], tuple[MappingProblem, GraphSolution]],
 ) -> Reason | None:
     """Why a phase's graph search returned infeasible: the SRAM (sram_reason), else the
     DRAM row, but only once the same problem without that row (`unbudgeted`, solved on
@@ -108,7 +108,7 @@ def phase_reason(
         return failed
     if not math.isfinite(problem.resident_budget_bytes):
         return None
-    if not math.isfinite(unbudgeted().objective_s):
+    if not math.isfinite(unbudgeted()[1].objective_s):
         return None
     return weights_reason(problem, phase, floor)
 

@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from generator.graph import Phase, Workload
 from hardware.system import System
@@ -276,7 +277,7 @@ class _OuterSearch:
             bounds[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
             latency[phase.name] = math.inf
             if sol.status == "infeasible":
-                unbudgeted = lambda p=phase: solve(p, math.inf)[1]  # noqa: E731
+                unbudgeted = partial(solve, phase, math.inf)  # the graph without DRAM row
                 failed = infeasible.phase_reason(problem, phase.name, memory, sol, unbudgeted)
                 if failed is not None:
                     return _Phases(failed=failed)

@@ -100,13 +100,17 @@ def _infeasible_solution() -> GraphSolution:
 
 def test_dram_is_blamed_only_when_the_problem_without_its_row_has_a_mapping(problem) -> None:
     budgeted = replace(problem, resident_bytes_per_param=2.0, resident_budget_bytes=1e6)
+    free = replace(budgeted, resident_budget_bytes=math.inf)
     floor = MemoryUse()
+    proof = _infeasible_solution()  # the budgeted search: infeasible, bound inf
+
     no_map = infeasible.phase_reason(
-        budgeted, "layer", floor, _infeasible_solution(), _infeasible_solution
+        budgeted, "layer", floor, proof, lambda: (free, _infeasible_solution())
     )
     assert no_map is None  # not a DRAM verdict: nothing binds, the caller reports no plan
+
     found = GraphSolution(((0, 1, 2, 3),), (0, 0, 0, 0), 1e-6, 1e-6, "optimal", SearchStats())
-    dram = infeasible.phase_reason(budgeted, "layer", floor, _infeasible_solution(), lambda: found)
+    dram = infeasible.phase_reason(budgeted, "layer", floor, proof, lambda: (free, found))
     assert dram is not None and dram.resource == "DRAM capacity"
     assert "no sharding stores its weights" in dram.text
 
