@@ -93,7 +93,9 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
                 setup_pb2.STAGE if (c.startIdx, c.endIdx) in stage else setup_pb2.LANE
             )
         c.startName, c.endName = src.name, dst.name
-        c.buffer_depth = level[dst.id] - level[src.id] + 1
+        # a next-instance connection waits for the next instance's rounds (numbered on)
+        later = max(level.values()) + 1 if c.next_instance else 0
+        c.buffer_depth = later + level[dst.id] - level[src.id] + 1
     header = f"# MapShard's chosen mapping for {plan.scenario}, in DFModel's dse_final.txt shape\n"
     # DFModel's schema has word and gurobi.time as integers: "2", not MapShard's "2.0"
     return header + WHOLE.sub(r"\1", text_format.MessageToString(out))
@@ -101,11 +103,14 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
 
 def topological_numbers(graph: setup_pb2.DataflowGraph) -> dict[int, int]:
     """Kernel id -> its round in a layer-by-layer topological sort (kernels with no
-    unsorted producer take the next number together), as DFModel numbers them."""
+    unsorted producer take the next number together), as DFModel numbers them; a
+    next_instance connection (MapShard's, to the next repeat) orders nothing."""
     ids = [k.id for k in graph.kernels]
     indegree = dict.fromkeys(ids, 0)
     succ: dict[int, list[int]] = {i: [] for i in ids}
     for c in graph.connections:
+        if c.next_instance:  # feeds the next instance: no order within this one
+            continue
         if c.startIdx in succ and c.endIdx in indegree:
             succ[c.startIdx].append(c.endIdx)
             indegree[c.endIdx] += 1

@@ -82,7 +82,8 @@ class SolveStats:
     fusion_search: str = ""
     # why the search ended: "proof" (optimal), "time_limit", "path_cap" (the fusion
     # search's limit on priced segmentations, SolverOptions.max_paths), or "memory_split"
-    # (the DRAM split among graphs not proven: solver.search.dram_split)
+    # (the DRAM split among graphs not proven: solver.search.dram_split), or "unexplained"
+    # (a layout's graph search found no mapping that no resource explains: skipped)
     stop_reason: str = "proof"
     # "all": every assignment with Config[u] <= Config[v]; else the restricted space a
     # graph's fusion search covered (status and gap hold within it only)

@@ -41,6 +41,8 @@ STOP_TEXT = {
     "path_cap": "on the fusion search's cap of priced segmentations (solver max_paths)",
     "memory_split": "on the cap of solves tracing each graph's latency-vs-DRAM frontier "
     "(the DRAM split among the graphs is not proven optimal)",
+    "unexplained": "a layout skipped: its graph search found no mapping that no resource "
+    "explains (a search defect; please report the setup)",
 }
 
 

@@ -57,7 +57,8 @@ class _SetBounds:
         ]
         self.consumers = [0] * n
         for e in problem.edges:
-            self.consumers[e.src] |= 1 << e.dst
+            if not e.wrap:  # the next instance's reader: never in this configuration
+                self.consumers[e.src] |= 1 << e.dst
         self.weights, self.inputs, self.outputs = [], [], []
         for k, menu in enumerate(kernels):
             fed = {e.dst_operand: e.src for e in problem.in_edges(k)}

@@ -15,10 +15,11 @@ from solver.cost.problem import MappingProblem
 
 
 def predecessor_masks(problem: MappingProblem) -> list[int]:
-    """pred[k]: bitmask of the direct producers of kernel k."""
+    """pred[k]: bitmask of the direct producers of kernel k within one instance (a wrap
+    edge feeds the next instance: it orders nothing, and would close a cycle)."""
     pred = [0] * len(problem.kernels)
     for e in problem.edges:
-        if e.src != e.dst:
+        if e.src != e.dst and not e.wrap:
             pred[e.dst] |= 1 << e.src
     return pred
 
@@ -71,7 +72,7 @@ def topological_orders(problem: MappingProblem, count: int) -> list[list[int]]:
     succ: list[list[int]] = [[] for _ in range(n)]
     indeg = [0] * n
     for e in problem.edges:
-        if e.src != e.dst:
+        if e.src != e.dst and not e.wrap:
             succ[e.src].append(e.dst)
             indeg[e.dst] += 1
     orders = [list(range(n))]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from generator.graph import Kernel, KernelGraph, KernelKind, Workload
@@ -22,6 +23,7 @@ from solver.check import hold_bytes
 from solver.cost.attention_tiles import attention_tilings
 from solver.cost.menus import compulsory_bytes
 from solver.cost.problem import MappingProblem
+from solver.fusion.segment_search import GraphSolution
 from solver.plan import MemoryUse
 from solver.search import assemble
 from solver.search.parallel import Choice
@@ -79,6 +81,36 @@ def dram_reason(memory: MemoryUse) -> Reason:
     )
     ratio = memory.total / memory.capacity
     return Reason("DRAM capacity", text, ratio, "", memory.total, memory.activations)
+
+
+UNEXPLAINED = "unexplained"  # a graph search proved infeasible that no resource explains
+UNEXPLAINED_TEXT = (
+    "the fusion search found no mapping of a phase although neither SRAM (every kernel "
+    "fits), DRAM capacity (none without the DRAM row either) nor the chip count rules "
+    "one out: a search defect; please report the setup"
+)
+
+
+def phase_reason(
+    problem: MappingProblem,
+    phase: str,
+    floor: MemoryUse,
+    sol: GraphSolution,
+    unbudgeted: Callable[[], tuple[MappingProblem, GraphSolution]],
+) -> Reason | None:
+    """Why a phase's graph search returned infeasible: the SRAM (sram_reason), else the
+    DRAM row, but only once the same problem without that row (`unbudgeted`, solved on
+    this path only) has a mapping: a proof of infeasibility that the row does not cause
+    is no verdict on DRAM. None: the search stopped first (a finite bound), or nothing
+    explains it (the caller reports no plan, never an infeasible problem)."""
+    failed = sram_reason(problem, phase)
+    if failed is not None or sol.bound_s < math.inf:
+        return failed
+    if not math.isfinite(problem.resident_budget_bytes):
+        return None
+    if not math.isfinite(unbudgeted()[1].objective_s):
+        return None
+    return weights_reason(problem, phase, floor)
 
 
 def weights_reason(problem: MappingProblem, phase: str, floor: MemoryUse) -> Reason | None:

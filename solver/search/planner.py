@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from generator.graph import Phase, Workload
 from hardware.system import System
@@ -276,12 +277,12 @@ class _OuterSearch:
             bounds[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
             latency[phase.name] = math.inf
             if sol.status == "infeasible":
-                # None: a mapping fits the SRAM, so the search stopped before finding it
-                failed = infeasible.sram_reason(problem, phase.name)
-                if failed is None and sol.bound_s == math.inf:
-                    failed = infeasible.weights_reason(problem, phase.name, memory)
+                unbudgeted = partial(solve, phase, math.inf)  # the graph without DRAM row
+                failed = infeasible.phase_reason(problem, phase.name, memory, sol, unbudgeted)
                 if failed is not None:
                     return _Phases(failed=failed)
+                if sol.bound_s == math.inf:  # proven infeasible, yet no resource binds
+                    self.stops.append(infeasible.UNEXPLAINED)
                 continue
             tops[phase.name] = dram_split.point(cap, problem, sol)
             latency[phase.name] = sol.objective_s
@@ -402,6 +403,8 @@ class _OuterSearch:
                 "rate) is the usual cause; check the units"
             )
         if self.no_plan or not self.infeasible_reasons:
+            if infeasible.UNEXPLAINED in self.stops and "time_limit" not in self.stops:
+                raise NoPlanError(infeasible.UNEXPLAINED_TEXT)
             why = (
                 "stopped on the fusion search's path cap"
                 if "path_cap" in self.stops and "time_limit" not in self.stops
