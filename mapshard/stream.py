@@ -44,6 +44,15 @@ DEFAULT_KV_FRACTION = 0.9  # TensorRT-LLM's free_gpu_memory_fraction, vLLM's 0.9
 DEFAULT_KERNEL_LAUNCH_US = 10.5
 
 
+def host_launch_beyond_chip_s(settings: dict, system: System) -> float:
+    """Seconds per kernel the engine's host adds to a step beyond the per-kernel overhead
+    the chip file already charges inside every solved kernel: a kernel's launch-to-launch
+    time is kernel_launch_us in all, so the chip's overhead is part of it, not added to it
+    (GB200 charges 0 per kernel, so its fit rows see the whole 10.5 us; H100 charges 4.5)."""
+    chip_us = system.chip.efficiency.kernel_overhead_s * 1e6
+    return max(settings["kernel_launch_us"] - chip_us, 0.0) * 1e-6
+
+
 @dataclass(frozen=True)
 class StreamView:
     """The stream's settings, what the engine could hold, and the simulated result."""
@@ -109,8 +118,8 @@ class StreamView:
             f"{st.requests_per_s:.3g} requests/s over {fmt_time(st.duration_s)} "
             f"({st.steps} steps, at most {st.max_concurrency} sequences at once)",
             f"engine overhead: {self.kernels_per_step} kernels per step x "
-            f"{s['kernel_launch_us']:g} us launch = {fmt_time(self.step_overhead_s)} per step, "
-            "on top of each solved step time",
+            f"{s['kernel_launch_us']:g} us launch (less the chip's own per-kernel overhead) = "
+            f"{fmt_time(self.step_overhead_s)} per step, on top of each solved step time",
             f"TTFT {pct}: " + " / ".join(fmt_time(x) for x in st.ttft_s),
             f"TPOT {pct}: " + (" / ".join(fmt_time(x) for x in st.tpot_s) or "- (one token each)"),
             f"latency {pct}: " + " / ".join(fmt_time(x) for x in st.latency_s),
@@ -272,7 +281,7 @@ def run_stream(loaded, system: System, time_limit_s: float | None = None):  # no
     contexts = (contexts[0], max(contexts))
     table, solved = build_table(lambda s: solve(s)[1], most, budget, prompt, contexts, capacity)
     kernels = kernels_per_step(solve(StepShape(1, contexts[0], 0, prompt))[1])
-    table = replace(table, overhead_s=kernels * settings["kernel_launch_us"] * 1e-6)
+    table = replace(table, overhead_s=kernels * host_launch_beyond_chip_s(settings, system))
     limits = EngineLimits(
         min(settings["max_batch"], budget), budget, settings["chunked_prefill"], capacity
     )
