@@ -45,7 +45,8 @@ def test_one_wave_equals_its_steps_solved_alone(tmp_path: Path, capsys) -> None:
     mlp_down, mlp_residual) + 3 (embedding, final_norm, lm_head) = 27 kernels, x (10.5 us,
     the default kernel_launch_us, less the 4.5 us per kernel the H100 chip file already
     charges inside each solved kernel) = 27 x 6.0 us = O = 162 us. By hand:
-    duration = T1 + T2 + T3 + 3 O, TTFT = T1 + O for every request, TPOT = (T2 + T3) / 2 + O, 12 output tokens."""
+    duration = T1 + T2 + T3 + 3 O, TTFT = T1 + O for every request,
+    TPOT = (T2 + T3) / 2 + O, 12 output tokens."""
     o = 27 * (10.5 - 4.5) * 1e-6
     t1 = _step("phase: CHUNKED_PREFILL chunk_size: 64 prefill_sequences: 4 input_len: 16")
     t2 = _step("phase: DECODE batch: 4 context_len: 17")
