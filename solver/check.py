@@ -142,7 +142,13 @@ def mapping_cost(
 
 def brute_force(problem: MappingProblem) -> tuple[float, list[list[int]], tuple[int, ...]]:
     """Exhaustive optimum: every legal grouping into configurations (dataflow: any
-    assignment with Config[u] <= Config[v] on every edge) x every option of every kernel."""
+    assignment with Config[u] <= Config[v] on every edge) x every option of every kernel.
+
+    Enumerated by sharding vector first: a configuration's cost depends only on its
+    members' options and on every kernel's sharding (the layout conversions), so once the
+    shardings are fixed the options of one configuration's members are enumerated apart
+    from the other configurations' (the same minimum as the full product, far fewer
+    evaluations)."""
     n = len(problem.kernels)
     if problem.dataflow:
         segmentations = legal_groupings(problem)
@@ -151,32 +157,77 @@ def brute_force(problem: MappingProblem) -> tuple[float, list[list[int]], tuple[
         # order decides which consumer of a tensor pays a layout two of them need)
         orders = topological_orders(problem) if placement_matters(problem) else [range(n)]
         segmentations = [[[k] for k in order] for order in orders]
-    best = (math.inf, [], ())
-    ranges = [range(len(m.options)) for m in problem.kernels]
-    # a configuration's cost depends only on its members' options and on every kernel's
-    # sharding (layout conversions): cache it by those, the rest of the choice varies freely
-    cache: dict[tuple, ConfigCost] = {}
-    ranks = {id(segs): config_rank(n, segs) for segs in segmentations}
-    charge_of: dict[tuple, tuple[float, ...]] = {}
-    for choice in itertools.product(*ranges):
-        shard = tuple(m.sharding_index(o) for m, o in zip(problem.kernels, choice))
+    segmentations = [segs for segs in segmentations if _pins_ok(problem, segs)]
+    by_shard = [_options_by_sharding(m) for m in problem.kernels]
+    best: tuple[float, list[list[int]], tuple[int, ...]] = (math.inf, [], ())
+    for shard in itertools.product(*[sorted(b) for b in by_shard]):
+        filler = [by_shard[k][s][0] for k, s in enumerate(shard)]  # sets the shardings
         for segs in segmentations:
-            if not _pins_ok(problem, segs):
-                continue
-            total = 0.0
-            rank = ranks[id(segs)]
-            charges = charge_of.get((shard, id(segs)))
-            if charges is None:
-                charges = charge_of[(shard, id(segs))] = tuple(problem.edge_charges(shard, rank))
+            rank = config_rank(n, segs)
+            total, choice = 0.0, list(filler)
             for members in segs:
-                key = (tuple(members), tuple(choice[k] for k in members), shard, charges)
-                cost = cache.get(key)
-                if cost is None:
-                    cost = cache[key] = config_cost(problem, members, choice, rank)
-                total += cost.latency_s if cost.feasible else math.inf
+                latency, opts = _best_members(problem, members, shard, by_shard, filler, rank)
+                total += latency
+                for k, o in zip(members, opts):
+                    choice[k] = o
             if total < best[0] - 1e-15:
-                best = (total, segs, choice)
+                best = (total, segs, tuple(choice))
     return best
+
+
+def _options_by_sharding(menu) -> dict[int, list[int]]:  # noqa: ANN001 (KernelMenu)
+    out: dict[int, list[int]] = {}
+    for o in range(len(menu.options)):
+        out.setdefault(menu.sharding_index(o), []).append(o)
+    return out
+
+
+def _best_members(
+    problem: MappingProblem,
+    members: Sequence[int],
+    shard: Sequence[int],
+    by_shard: list[dict[int, list[int]]],
+    filler: list[int],
+    rank: Sequence[int],
+) -> tuple[float, tuple[int, ...]]:
+    """The least latency of one configuration over its members' options of the given
+    shardings (inf when none fits the SRAM), and those options. A configuration's latency
+    never falls when one member's compute, DRAM bytes or network time grows, and its SRAM
+    is a sum over members, so an option no better than another on all four is skipped."""
+    best, best_opts = math.inf, tuple(by_shard[k][shard[k]][0] for k in members)
+    choice = list(filler)
+    group = set(members)
+    kept = [_undominated(problem, k, by_shard[k][shard[k]], group) for k in members]
+    for opts in itertools.product(*kept):
+        for k, o in zip(members, opts):
+            choice[k] = o
+        cost = config_cost(problem, members, choice, rank)
+        if cost.feasible and cost.latency_s < best:
+            best, best_opts = cost.latency_s, opts
+    return best, best_opts
+
+
+def _undominated(problem: MappingProblem, k: int, options: list[int], group: set[int]):
+    """`options` of kernel k in `group` without those another option matches or beats on
+    compute, network, DRAM bytes and SRAM bytes (the first of equals kept)."""
+    menu = problem.kernels[k]
+    vec = [
+        (
+            menu.options[o].compute_s,
+            menu.options[o].network_s,
+            kernel_memory_bytes(problem, k, o, group),
+            kernel_sram_bytes(problem, k, o, group),
+        )
+        for o in options
+    ]
+    kept = []
+    for i, o in enumerate(options):
+        if not any(
+            j != i and all(a <= b for a, b in zip(vec[j], vec[i])) and (vec[j] != vec[i] or j < i)
+            for j in range(len(options))
+        ):
+            kept.append(o)
+    return kept
 
 
 def legal_groupings(problem: MappingProblem) -> list[list[list[int]]]:
