@@ -304,7 +304,7 @@ class _OuterSearch:
         def evaluate(latency: dict[str, float], stored: float | None) -> float:
             return step_times(workload, choice, latency, system, stored).latency_s
 
-        split = dram_split.split_dram(layout, tops, solve, evaluate)
+        split = dram_split.split_dram(layout, tops, solve, evaluate, self.options.gap)
         if not split.chosen:  # no plans of the graphs fit together
             least = assemble.memory_use(workload, choice, capacity, split.stored_per_chip)
             return _Phases(failed=infeasible.dram_reason(least))
