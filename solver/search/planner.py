@@ -184,7 +184,7 @@ class _OuterSearch:
             result(times.latency_s, "solved")
             self.open_bounds.append(phases.bound)
             if self.best is None or times.latency_s < self.best.times.latency_s:
-                self.best = Solved(workload, choice, times, solutions, memory.use)
+                self.best = Solved(workload, choice, times, solutions, memory.use, phases.bound)
         else:  # stopped at the time limit without a plan: only its bounds are known
             self.no_plan += 1
             self.statuses.append("time_limit")
@@ -492,4 +492,5 @@ def _remaining(options: SolverOptions, t0: float) -> SolverOptions:
 
 def _proven_bound(best: Solved, system: System) -> float:
     lat = {name: sol.bound_s for name, (_, sol) in best.solutions.items()}
-    return min(bound_of(best.workload, best.choice, lat, system), best.times.latency_s)
+    graphs = bound_of(best.workload, best.choice, lat, system)  # at the least storage
+    return min(max(graphs, best.bound_s), best.times.latency_s)
