@@ -6,8 +6,14 @@ need more. Handing the slack to the graphs in order (the first takes what it lik
 leave a later graph far slower and still be called optimal; this module chooses the split.
 
 1. Every graph is solved with all of the slack (`top`): no split can give it more, so its
-   optimum there bounds its latency in any split. When these optima fit together they are
-   the joint optimum, and nothing more is solved (the common case: DRAM not binding).
+   optimum there bounds its latency in any split. When these optima fit together and the
+   step charges nothing for what they store beyond the least (inference; training whose
+   tops replicate no weight), they are the joint optimum, and nothing more is solved (the
+   common case: DRAM not binding). A training step pays the optimizer update of every
+   stored copy (assemble.training_times: read and write of weight, gradient and optimizer
+   state), which no graph's objective carries (a weight's storage is the max over its
+   readers' needs, not a per-option cost): tops that replicate weights go to step 2, as
+   plans that do not fit do, so that a replicated weight is never called free.
 2. Otherwise graphs' latency-vs-storage frontiers are traced by solves at decreasing
    parameter caps, each just below the storage of the graph's last optimum (the optimum
    under a cap c that stores s is optimal for every cap in [s, c]), until no plan stores

@@ -243,8 +243,9 @@ class _OuterSearch:
         reads) plus every weight group at its least storage must fit, or the choice is
         infeasible. The rest (`slack`) is divided among the graphs by
         solver.search.dram_split: each graph is solved with all of it; only when those
-        optima do not fit together is the split chosen over the graphs' latency-vs-storage
-        frontiers (each graph's MILP has the row memory_capacity[graph] with its share)."""
+        optima do not fit together, or the training step's optimizer update makes what they
+        store cost more than the least, is the split chosen over the graphs' latency-vs-
+        storage frontiers (each graph's MILP has the row memory_capacity[graph])."""
         workload, choice = candidate.workload, candidate.choice
         capacity = self.system.dram.capacity_bytes
         tp, pp = choice.degree("TP"), choice.degree("PP")
