@@ -243,9 +243,8 @@ class _OuterSearch:
         reads) plus every weight group at its least storage must fit, or the choice is
         infeasible. The rest (`slack`) is divided among the graphs by
         solver.search.dram_split: each graph is solved with all of it; only when those
-        optima do not fit together, or the training step's optimizer update makes what they
-        store cost more than the least, is the split chosen over the graphs' latency-vs-
-        storage frontiers (each graph's MILP has the row memory_capacity[graph])."""
+        optima do not fit together, or store more than the least (a training step updates
+        every copy), is the split chosen over the graphs' latency-vs-storage frontiers."""
         workload, choice = candidate.workload, candidate.choice
         capacity = self.system.dram.capacity_bytes
         tp, pp = choice.degree("TP"), choice.degree("PP")
@@ -493,5 +492,5 @@ def _remaining(options: SolverOptions, t0: float) -> SolverOptions:
 
 def _proven_bound(best: Solved, system: System) -> float:
     lat = {name: sol.bound_s for name, (_, sol) in best.solutions.items()}
-    graphs = bound_of(best.workload, best.choice, lat, system)  # at the least storage
-    return min(max(graphs, best.bound_s), best.times.latency_s)
+    graphs = bound_of(best.workload, best.choice, lat, system)  # at the least storage: the
+    return min(max(graphs, best.bound_s), best.times.latency_s)  # split's may be tighter
