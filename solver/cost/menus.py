@@ -11,11 +11,17 @@ from hardware.system import Chip
 from schema.tiles import STREAM, parse_tile
 from solver.cost import efficiency, frontier, memo
 from solver.cost.attention_tiles import attention_tilings
-from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
 from solver.cost.layouts import conversion_groups, conversion_table, rs_dim
 from solver.cost.own_network import own_network
 from solver.cost.problem import REPLICATED, EdgeCost, KernelMenu, MappingProblem, Option, Span
-from solver.cost.weights import WeightRule, per_step_gradient_reduction, weight_storage
+from solver.cost.weights import (
+    WeightRule,
+    gathered_weights,
+    per_step_gradient_reduction,
+    reduced_gradients,
+    replica_sync,
+    weight_storage,
+)
 
 # --------------------------------------------------------------------------------------
 # Building menus
@@ -117,9 +123,10 @@ def build_menu(
     dataflow: bool,
     tiling_points: int = 10,
     weights: WeightRule | None = None,
+    gathered: frozenset[str] = frozenset(),
 ) -> KernelMenu:
+    """`gathered`: WEIGHT operands whose gradient a WGRAD kernel reduces (weights.py)."""
     options: list[Option] = []
-    forward = weights is not None and kernel.pass_ == Pass.FWD
     shardings = sharding_choices(kernel, tp)
     full = kernel.dim_sizes
     full_elems = math.prod(full.values())
@@ -133,12 +140,10 @@ def build_menu(
         stored, sync = (), 0.0
         if weights is not None:
             stored, replicated = weight_storage(kernel, s, tp)
-            grad = replicated * weights.grad_bytes_per_param if forward else 0.0
-            if grad > 0:
-                sync = hierarchical_time("all_reduce", grad, tp_span)
+            sync, sent, label = replica_sync(kernel, replicated, gathered, weights, tp_span)
+            if sync > 0:
                 net_s += sync * weights.sync_weight
-                net_b += bytes_sent_per_chip("all_reduce", grad, tp) * weights.sync_weight
-                label = f"grad all_reduce {grad / 1e6:.3g} MB over tp per step"
+                net_b += sent * weights.sync_weight
                 coll = f"{coll}; {label}" if coll else label
         compulsory = compulsory_bytes(kernel, sizes)
         for tile, buf, traffic, out_tile in _tilings(
@@ -360,10 +365,13 @@ def build_problem(
     chip_key, tp_key = memo.value_key(chip), memo.value_key(tp_span)
     spans_key = memo.value_key(tp_span, group_spans)
     menus = []
+    reduced = reduced_gradients(kernels)
     for k in kernels:
+        gathered = gathered_weights(k, reduced)
         key = (k, chip_key, tp, spans_key, math_precision, dataflow, tiling_points, weights)
+        key += (gathered,)
         args = (k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow)
-        menu = memo.MENUS.get(key, build_menu, *args, tiling_points, weights)
+        menu = memo.MENUS.get(key, build_menu, *args, tiling_points, weights, gathered)
         menus.append(per_step_gradient_reduction(k, menu, tp, tp_span, micro_batches))
     edges, raw = [], []
     wraps = [(e, True) for e in graph.boundary]

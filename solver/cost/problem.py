@@ -32,7 +32,8 @@ class Option:
     # Parameters (elements) of each WEIGHT operand this sharding needs on every chip, by
     # weight identity (WeightRule): (weight, elements per chip)
     weights: tuple[tuple[str, float], ...] = ()
-    # Once-per-step gradient all-reduce of the weights this sharding replicates over the TP
+    # Once-per-step gradient sync (all-reduce, or all-gather after a WGRAD kernel's reduction;
+    # WeightRule) of the weights this sharding replicates over the TP
     # group (training), seconds; `network_s` includes it amortised (WeightRule.sync_weight).
     grad_sync_s: float = 0.0
     # compulsory bytes per operand, per chip (traffic above it means the tiling re-reads)

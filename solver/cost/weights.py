@@ -23,10 +23,16 @@ class WeightRule:
     `_recompute` / `_bwd` suffix of the generators (`weight_id`).
     `bytes_per_param`: resident DRAM bytes per stored parameter (weights, and in training
     gradients and optimizer state, each divided by DP at its ZeRO stage).
-    Training: a replicated weight's gradient is all-reduced over the TP group once per
-    step (`grad_bytes_per_param` bytes per parameter); the step assembly runs a graph
-    instance (m + (pp-1)/v) times per step, so the option's network time carries
-    `sync_weight` = 1 / (m + (pp-1)/v) of it and the step pays it exactly once."""
+    Training: a replicated weight's gradient is synchronised over the TP group once per
+    step (`grad_bytes_per_param` bytes per parameter): all-gathered when a WGRAD kernel of
+    the graph computes it (`reduced_gradients`: that kernel's own sharding pays the reduction
+    of partial sums, a reduce-scatter or an all-reduce once per step,
+    `per_step_gradient_reduction`; reduce-scatter + all-gather = all-reduce, Megatron's
+    sequence-parallel LayerNorm weights), all-reduced otherwise. The step assembly runs a
+    graph instance (m + (pp-1)/v) times per step, so the option's network time carries
+    `sync_weight` = 1 / (m + (pp-1)/v) of it and the step pays it exactly once. The
+    optimizer update of every stored copy is the step's (assemble.training_times), seen by
+    the search through solver.search.dram_split."""
 
     bytes_per_param: float
     grad_bytes_per_param: float = 0.0  # 0: no gradient (inference)
@@ -34,25 +40,78 @@ class WeightRule:
 
 
 WEIGHT_READER_SUFFIXES = ("_recompute", "_bwd")
+# generators name a weight's gradient kernel after its forward kernel (generator/ops.py,
+# dfmodel_gpt.py: `<name>_weight_update`, `<name>_bwd_weight_update`)
+GRADIENT_SUFFIX = "_weight_update"
+
+
+def weight_owner(name: str) -> str:
+    """The forward kernel whose weights a reader (or gradient kernel) named `name` uses."""
+    owner = name.removesuffix(GRADIENT_SUFFIX)
+    for suffix in WEIGHT_READER_SUFFIXES:
+        owner = owner.removesuffix(suffix)
+    return owner
 
 
 def weight_id(kernel: Kernel, operand: str) -> str:
     """The identity of a weight operand across the kernels that read it (WeightRule)."""
-    owner = kernel.name
-    for suffix in WEIGHT_READER_SUFFIXES:
-        owner = owner.removesuffix(suffix)
-    return f"{owner}/{operand}"
+    return f"{weight_owner(kernel.name)}/{operand}"
+
+
+def reduced_gradients(kernels: tuple[Kernel, ...] | list[Kernel]) -> frozenset[tuple[str, int]]:
+    """(forward kernel, parameters) of every weight gradient a WGRAD kernel of the graph
+    computes: its own menu pays the reduction of partial sums over the TP group."""
+    return frozenset(
+        (weight_owner(k.name), k.operand_elements(o))
+        for k in kernels
+        if k.pass_ == Pass.WGRAD
+        for o in k.outputs
+    )
+
+
+def gathered_weights(kernel: Kernel, reduced: frozenset[tuple[str, int]]) -> frozenset[str]:
+    """The kernel's WEIGHT operands whose gradient a WGRAD kernel computes (matched by owner
+    and size; `reduced_gradients`): their replicas all-gather it (WeightRule)."""
+    owner = weight_owner(kernel.name)
+    return frozenset(
+        o.name
+        for o in kernel.operands
+        if o.role == OperandRole.WEIGHT and (owner, kernel.operand_elements(o)) in reduced
+    )
+
+
+def replica_sync(
+    kernel: Kernel,
+    replicated: tuple[tuple[str, float], ...],
+    gathered: frozenset[str],
+    rule: WeightRule,
+    tp_span: Span,
+) -> tuple[float, float, str]:
+    """(seconds, bytes sent per chip, label) of the once-per-step gradient sync of a
+    forward kernel's replicated weights (`replicated`: (operand, parameters)): an
+    all-gather of those in `gathered`, an all-reduce of the others (WeightRule)."""
+    tp = math.prod(p for _, p in tp_span)
+    time_s, sent, labels = 0.0, 0.0, []
+    for kind in ("all_gather", "all_reduce"):
+        params = sum(e for name, e in replicated if (name in gathered) == (kind == "all_gather"))
+        grad = params * rule.grad_bytes_per_param
+        if grad > 0 and kernel.pass_ == Pass.FWD:
+            time_s += hierarchical_time(kind, grad, tp_span)
+            sent += bytes_sent_per_chip(kind, grad, tp)
+            labels.append(f"grad {kind} {grad / 1e6:.3g} MB over tp per step")
+    return time_s, sent, "; ".join(labels)
 
 
 def weight_storage(
     kernel: Kernel, sharding: str, tp: int
-) -> tuple[tuple[tuple[str, float], ...], float]:
+) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:
     """((weight, parameters needed per chip), ...) of the kernel's WEIGHT operands under
-    `sharding`, and the parameters it replicates over the TP group (WeightRule)."""
+    `sharding`, and ((operand, parameters), ...) of those it replicates over the TP group
+    (WeightRule)."""
     sizes = kernel.dim_sizes
     split = sharding.split("+")[0]
     needs: list[tuple[str, float]] = []
-    replicated = 0.0
+    replicated: list[tuple[str, float]] = []
     for op in kernel.operands:
         if op.role != OperandRole.WEIGHT:
             continue
@@ -63,8 +122,9 @@ def weight_storage(
             )
         else:
             needs.append((weight_id(kernel, op.name), elems))
-            replicated += elems if tp > 1 else 0.0
-    return tuple(needs), replicated
+            if tp > 1:
+                replicated.append((op.name, elems))
+    return tuple(needs), tuple(replicated)
 
 
 def least_stored(problem: MappingProblem) -> float:

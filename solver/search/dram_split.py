@@ -6,8 +6,14 @@ need more. Handing the slack to the graphs in order (the first takes what it lik
 leave a later graph far slower and still be called optimal; this module chooses the split.
 
 1. Every graph is solved with all of the slack (`top`): no split can give it more, so its
-   optimum there bounds its latency in any split. When these optima fit together they are
-   the joint optimum, and nothing more is solved (the common case: DRAM not binding).
+   optimum there bounds its latency in any split. When these optima fit together and the
+   step charges nothing for what they store beyond the least (inference; training whose
+   tops replicate no weight), they are the joint optimum, and nothing more is solved (the
+   common case: DRAM not binding). A training step pays the optimizer update of every
+   stored copy (assemble.training_times: read and write of weight, gradient and optimizer
+   state), which no graph's objective carries (a weight's storage is the max over its
+   readers' needs, not a per-option cost): tops that replicate weights go to step 2, as
+   plans that do not fit do, so that a replicated weight is never called free.
 2. Otherwise graphs' latency-vs-storage frontiers are traced by solves at decreasing
    parameter caps, each just below the storage of the graph's last optimum (the optimum
    under a cap c that stores s is optimal for every cap in [s, c]), until no plan stores
@@ -143,10 +149,15 @@ def point(cap: float, problem: MappingProblem, sol: GraphSolution) -> Point:
     return Point(cap, problem, sol, stored)
 
 
-def split_dram(layout: Layout, tops: dict[str, Point], solve: Solve, evaluate: Evaluate) -> Split:
-    """The split of the module docstring, from every graph's `top` point (each with a plan)."""
+def split_dram(
+    layout: Layout, tops: dict[str, Point], solve: Solve, evaluate: Evaluate, rel_gap: float = 0.0
+) -> Split:
+    """The split of the module docstring, from every graph's `top` point (each with a plan);
+    `rel_gap`: the relative gap the search is asked to prove (SolverOptions.gap), which the
+    split stops at as the graphs' MILPs do."""
     top_stored = {name: pt.stored for name, pt in tops.items()}
-    if layout.fits(top_stored):
+    tol = max(rel_gap, 1e-9)
+    if layout.fits(top_stored) and _storage_is_free(layout, tops, evaluate, tol):
         step = evaluate(
             {n: pt.sol.objective_s for n, pt in tops.items()}, layout.stored_per_chip(top_stored)
         )
@@ -155,7 +166,7 @@ def split_dram(layout: Layout, tops: dict[str, Point], solve: Solve, evaluate: E
         return Split(dict(tops), step, bound, True, 0, layout.stored_per_chip(top_stored))
     frontiers = {name: [pt] for name, pt in tops.items()}
     best, lower = _search(layout, frontiers, evaluate)
-    while best is None or lower is None or best[0] > lower[0] * (1 + 1e-9):
+    while best is None or lower is None or best[0] > lower[0] * (1 + tol):
         name = _to_descend(layout, frontiers, lower)
         if name is None:
             break
@@ -171,9 +182,25 @@ def split_dram(layout: Layout, tops: dict[str, Point], solve: Solve, evaluate: E
     if best is None:  # no combination fits: the caller reports the DRAM reason
         found = {n: min(pt.stored for pt in f) for n, f in frontiers.items()}
         return Split({}, math.inf, bound, False, solves, layout.stored_per_chip(found))
-    proven = best[0] <= bound * (1 + PROOF_TOL)
+    proven = best[0] <= bound * (1 + max(PROOF_TOL, rel_gap))
     chosen = {n: pt for n, (pt, _) in best[2].items()}
     return Split(chosen, best[0], min(bound, best[0]), proven, solves, best[1])
+
+
+def _storage_is_free(
+    layout: Layout, tops: dict[str, Point], evaluate: Evaluate, tol: float
+) -> bool:
+    """The step charges (within `tol`, relative) nothing for the tops' storage above every
+    graph's least (inference, or a training step whose top plans replicate no weight): then
+    the tops, each optimal with all of the slack, are the joint optimum. A training step pays
+    the optimizer update of every stored copy (solver.search.assemble.training_times), which
+    no graph's objective carries: tops that replicate weights must face the plans that store
+    less (step 2), or a replicated weight would be called free."""
+    latency = {n: pt.sol.objective_s for n, pt in tops.items()}
+    if not all(math.isfinite(v) and v > 0 for v in latency.values()):
+        return True
+    top = evaluate(latency, layout.stored_per_chip({n: pt.stored for n, pt in tops.items()}))
+    return top <= evaluate(latency, layout.stored_per_chip(layout.least)) * (1 + tol)
 
 
 def _search(

@@ -21,13 +21,15 @@ from solver.search.training_space import knob_values
 @dataclass
 class Solved:
     """The best candidate so far: its pinned workload, parallel choice, step times, each
-    phase's (problem, solution) and its memory footprint."""
+    phase's (problem, solution), its memory footprint and the proven lower bound on its
+    choice's step (the DRAM split's: it knows what storing less costs the step)."""
 
     workload: Workload
     choice: Choice
     times: assemble.StepTimes
     solutions: dict[str, tuple[MappingProblem, GraphSolution]]
     memory: MemoryUse
+    bound_s: float = 0.0
 
 
 def build_plan(

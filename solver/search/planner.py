@@ -185,7 +185,7 @@ class _OuterSearch:
             result(times.latency_s, "solved")
             self.open_bounds.append(phases.bound)
             if self.best is None or times.latency_s < self.best.times.latency_s:
-                self.best = Solved(workload, choice, times, solutions, memory.use)
+                self.best = Solved(workload, choice, times, solutions, memory.use, phases.bound)
         else:  # stopped at the time limit without a plan: only its bounds are known
             self.no_plan += 1
             self.statuses.append("time_limit")
@@ -244,8 +244,8 @@ class _OuterSearch:
         reads) plus every weight group at its least storage must fit, or the choice is
         infeasible. The rest (`slack`) is divided among the graphs by
         solver.search.dram_split: each graph is solved with all of it; only when those
-        optima do not fit together is the split chosen over the graphs' latency-vs-storage
-        frontiers (each graph's MILP has the row memory_capacity[graph] with its share)."""
+        optima do not fit together, or store more than the least (a training step updates
+        every copy), is the split chosen over the graphs' latency-vs-storage frontiers."""
         workload, choice = candidate.workload, candidate.choice
         capacity = self.system.dram.capacity_bytes
         tp, pp = choice.degree("TP"), choice.degree("PP")
@@ -305,7 +305,7 @@ class _OuterSearch:
         def evaluate(latency: dict[str, float], stored: float | None) -> float:
             return step_times(workload, choice, latency, system, stored).latency_s
 
-        split = dram_split.split_dram(layout, tops, solve, evaluate)
+        split = dram_split.split_dram(layout, tops, solve, evaluate, self.options.gap)
         if not split.chosen:  # no plans of the graphs fit together
             least = assemble.memory_use(workload, choice, capacity, split.stored_per_chip)
             return _Phases(failed=infeasible.dram_reason(least))
@@ -495,4 +495,5 @@ def _remaining(options: SolverOptions, t0: float) -> SolverOptions:
 
 def _proven_bound(best: Solved, system: System) -> float:
     lat = {name: sol.bound_s for name, (_, sol) in best.solutions.items()}
-    return min(bound_of(best.workload, best.choice, lat, system), best.times.latency_s)
+    graphs = bound_of(best.workload, best.choice, lat, system)  # at the least storage: the
+    return min(max(graphs, best.bound_s), best.times.latency_s)  # split's may be tighter
