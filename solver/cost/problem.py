@@ -55,8 +55,6 @@ class WeightFact:
     params: float
     sync: str  # "all_gather" or "all_reduce"
     self_updated: bool = False
-    # (name, gradient dims) of the WGRAD kernel that computes its gradient ("": none)
-    gradient: tuple[str, tuple[str, ...]] = ("", ())
 
 
 @dataclass(frozen=True)

@@ -70,24 +70,26 @@ def weight_id(kernel: Kernel, operand: str) -> str:
     return f"{weight_owner(kernel.name)}/{operand}"
 
 
-def gradient_kernels(kernels: list[Kernel]) -> dict[tuple[str, int], Kernel]:
-    """The WGRAD kernels of the graph by (forward kernel, parameters) of the weight gradient
-    each computes (matched by owner and size): its own menu pays the reduction of partial
-    sums over the TP group (WeightRule)."""
-    found: dict[tuple[str, int], Kernel] = {}
-    for k in kernels:
-        if k.pass_ == Pass.WGRAD:
-            for o in k.outputs:
-                found.setdefault((weight_owner(k.name), k.operand_elements(o)), k)
-    return found
+def reduced_gradients(kernels: tuple[Kernel, ...] | list[Kernel]) -> frozenset[tuple[str, int]]:
+    """(forward kernel, parameters) of every weight gradient a WGRAD kernel of the graph
+    computes: its own menu pays the reduction of partial sums over the TP group."""
+    return frozenset(
+        (weight_owner(k.name), k.operand_elements(o))
+        for k in kernels
+        if k.pass_ == Pass.WGRAD
+        for o in k.outputs
+    )
 
 
-def gradient_complete(sharding: str, gradient_dims: tuple[str, ...]) -> bool:
-    """A WGRAD kernel's sharding leaves the whole reduced gradient on every chip: replicated,
-    or split on a reduction dim and all-reduced (not "+rs"); then its replicas need no
-    all-gather."""
-    split = sharding.split("+")[0]
-    return split == REPLICATED or (split not in gradient_dims and not sharding.endswith("+rs"))
+def gathered_weights(kernel: Kernel, reduced: frozenset[tuple[str, int]]) -> frozenset[str]:
+    """The kernel's WEIGHT operands whose gradient a WGRAD kernel computes (matched by owner
+    and size; `reduced_gradients`): their replicas all-gather it (WeightRule)."""
+    owner = weight_owner(kernel.name)
+    return frozenset(
+        o.name
+        for o in kernel.operands
+        if o.role == OperandRole.WEIGHT and (owner, kernel.operand_elements(o)) in reduced
+    )
 
 
 def step_sync_s(weights: StepWeights, grad_bytes_per_param: float, tp_span: Span) -> float:
@@ -127,11 +129,10 @@ OPTIMIZER_SUFFIX = "_optimizer"  # generator.proto_graph.PASS_SUFFIX
 
 
 def weight_facts(kernels: list[Kernel]) -> tuple[WeightFact, ...]:
-    """Every weight the graph's kernels read (WeightRule), with the WGRAD kernel that
-    computes its gradient (its replicas all-gather it, `gradient_kernels`; none: they
-    all-reduce it) and whether an OPTIMIZER kernel of the graph updates it (named after its
-    forward kernel: `<kernel>_optimizer`)."""
-    grads = gradient_kernels(kernels)
+    """Every weight the graph's kernels read (WeightRule), with how its replicas sync
+    (`reduced_gradients`) and whether an OPTIMIZER kernel of the graph updates it (named
+    after its forward kernel: `<kernel>_optimizer`)."""
+    reduced = reduced_gradients(kernels)
     updated = {
         weight_owner(k.name.removesuffix(OPTIMIZER_SUFFIX))
         for k in kernels
@@ -139,27 +140,20 @@ def weight_facts(kernels: list[Kernel]) -> tuple[WeightFact, ...]:
     }
     facts: dict[str, WeightFact] = {}
     for k in kernels:
-        owner = weight_owner(k.name)
+        gathered = gathered_weights(k, reduced)
         for op in k.operands:
-            if op.role != OperandRole.WEIGHT:
-                continue
-            w, elems = weight_id(k, op.name), k.operand_elements(op)
-            if w in facts and facts[w].params >= elems:
-                continue
-            grad = grads.get((owner, elems))
-            fact = WeightFact(w, float(elems), "all_reduce", owner in updated)
-            if grad is not None:
-                dims = tuple(d for o in grad.outputs for d in o.dims)
-                fact = replace(fact, sync="all_gather", gradient=(grad.name, dims))
-            facts[w] = fact
+            if op.role == OperandRole.WEIGHT:
+                w = weight_id(k, op.name)
+                kind = "all_gather" if op.name in gathered else "all_reduce"
+                elems = float(k.operand_elements(op))
+                if w not in facts or facts[w].params < elems:
+                    facts[w] = WeightFact(w, elems, kind, weight_owner(k.name) in updated)
     return tuple(facts[w] for w in sorted(facts))
 
 
 def step_weights(problem: MappingProblem, choice: tuple[int, ...]) -> StepWeights:
     """`StepWeights` per graph instance of the chosen options: every weight one of its
-    readers replicates (but those whose WGRAD kernel leaves the whole gradient on every
-    chip, `gradient_complete`), and the stored parameters of the weights the graph
-    updates."""
+    readers replicates, and the stored parameters of the weights the graph updates."""
     stored: dict[str, float] = {}
     replicated: set[str] = set()
     for menu, o in zip(problem.kernels, choice):
@@ -168,14 +162,10 @@ def step_weights(problem: MappingProblem, choice: tuple[int, ...]) -> StepWeight
         for w, elems in menu.options[o].weights:
             stored[w] = max(stored.get(w, 0.0), elems)
         replicated.update(menu.options[o].replicated)
-    sharding = {m.name: m.options[o].sharding for m, o in zip(problem.kernels, choice) if o >= 0}
     sync = {"all_reduce": 0.0, "all_gather": 0.0}
     own = 0.0
     for f in problem.weight_facts:
-        name, dims = f.gradient
-        if f.weight in replicated and not (
-            name in sharding and gradient_complete(sharding[name], dims)
-        ):
+        if f.weight in replicated:
             sync[f.sync] += f.params
         if f.self_updated:
             own += stored.get(f.weight, 0.0)
@@ -188,21 +178,19 @@ def floor_weights(problem: MappingProblem, stored: float) -> StepWeights:
     weights some reader always replicates, plus the storage above the least as replicas
     (a replica of w stores f = full_w / (full_w - least_w) times fewer parameters above
     its least than it syncs: the least f over the weights), all-gathered unless every
-    replica is all-reduced; nothing for a weight whose WGRAD kernel may leave the whole
-    gradient on every chip. As self-updated, as many of the graph's updated weights'
+    replica is all-reduced; as self-updated, as many of the graph's updated weights'
     parameters as the storage above the others' least allows."""
     least, must, needs = _least_needs(problem)
     facts = problem.weight_facts
     sync = {"all_reduce": 0.0, "all_gather": 0.0}
     ratio, kinds = math.inf, set()
     for f in facts:
-        free = _may_skip_sync(problem, f)
         if f.weight in must:
-            sync[f.sync] += 0.0 if free else f.params
+            sync[f.sync] += f.params
         elif least.get(f.weight, f.params) < f.params:
             kinds.add(f.sync)
             # a storage between the least and the whole is no replica: claim nothing
-            exact = not free and needs[f.weight] <= {least[f.weight], f.params}
+            exact = needs[f.weight] <= {least[f.weight], f.params}
             ratio = min(ratio, f.params / (f.params - least[f.weight]) if exact else 0.0)
     extra = max(stored - sum(least.values()), 0.0)
     if math.isfinite(ratio) and extra > 0:
@@ -213,17 +201,6 @@ def floor_weights(problem: MappingProblem, stored: float) -> StepWeights:
     own = sum(f.params for f in facts if f.self_updated)
     others = sum(least.get(f.weight, 0.0) for f in facts if not f.self_updated)
     return StepWeights(sync["all_reduce"], sync["all_gather"], min(own, stored - others))
-
-
-def _may_skip_sync(problem: MappingProblem, fact: WeightFact) -> bool:
-    """An option of the weight's WGRAD kernel leaves the whole gradient on every chip."""
-    name, dims = fact.gradient
-    return any(
-        gradient_complete(o.sharding, dims)
-        for m in problem.kernels
-        if m.name == name
-        for o in m.options
-    )
 
 
 def _least_needs(

@@ -100,18 +100,6 @@ def test_sequence_parallel_weight_pays_one_all_reduce_in_all():
     assert _sync_s(p, g="g_o", g_weight_update="t+rs") == 0.0
 
 
-def test_a_gradient_kernel_that_leaves_the_whole_gradient_on_every_chip_needs_no_gather():
-    """dW all-reduced over the chips (split on tokens, no "+rs": 2 x 2,048 / 2 / 5e9 + 2e-6 s,
-    the kernel's own collective) or computed whole on each chip (replicated): every replica
-    already holds the whole gradient. Split on o (a gradient dim): each chip holds half of
-    it, and the replicas all-gather it."""
-    p = _problem(with_wgrad=True)
-    assert _option(p, "g_weight_update", "t").network_s == pytest.approx(ALL_REDUCE_S, rel=1e-12)
-    assert _sync_s(p, g="t", g_weight_update="t") == 0.0
-    assert _sync_s(p, g="t", g_weight_update="none") == 0.0
-    assert _sync_s(p, g="t", g_weight_update="g_o") == pytest.approx(HALF_S, rel=1e-12)
-
-
 def test_only_the_weight_a_gradient_kernel_computes_is_gathered():
     """A kernel with two weights, a 16 x 32 table (512 parameters, 1,024 B of gradient) whose
     gradient kernel exists and a 64 x 32 position table (2,048 parameters, 4,096 B) whose
@@ -144,9 +132,6 @@ def test_only_the_weight_a_gradient_kernel_computes_is_gathered():
     p = _problem_of((lookup, update))
     gather = (2 - 1) / 2 * 1_024 / LINK_BPS + (2 - 1) * ALPHA
     reduce = 2 * (2 - 1) / 2 * 4_096 / LINK_BPS + 2 * (2 - 1) * ALPHA
-    assert _sync_s(p, emb="none", emb_weight_update="t+rs") == pytest.approx(
+    assert _sync_s(p, emb="none", emb_weight_update="t") == pytest.approx(
         gather + reduce, rel=1e-12
     )
-    # a gradient kernel that all-reduces the table's gradient leaves all of it on both
-    # chips: the replicas gather nothing, the position table is all-reduced as before
-    assert _sync_s(p, emb="none", emb_weight_update="t") == pytest.approx(reduce, rel=1e-12)
