@@ -174,30 +174,32 @@ def step_weights(problem: MappingProblem, choice: tuple[int, ...]) -> StepWeight
 
 def floor_weights(problem: MappingProblem, stored: float) -> StepWeights:
     """A `StepWeights` per graph instance that charges the step no more than any plan
-    storing at least `stored` parameters per instance does (the DRAM split's bound): the
-    weights some reader always replicates, plus the storage above the least as replicas
-    (a replica of w stores f = full_w / (full_w - least_w) times fewer parameters above
-    its least than it syncs: the least f over the weights), all-gathered unless every
-    replica is all-reduced; as self-updated, as many of the graph's updated weights'
-    parameters as the storage above the others' least allows."""
+    storing at least `stored` parameters per instance does (the DRAM split's bound). Sync:
+    the weights some reader always replicates, plus the storage above the least, spread
+    over the weights that can hold it, those that sync the fewest parameters per parameter
+    of storage first (a fractional knapsack). A weight w may store, above its least, up to
+    its largest split need (`part_w`) for free, and its whole only as a replica, which
+    syncs full_w for the full_w - part_w stored beyond that. All-gathered unless every
+    replica it lands on is all-reduced. Self-updated: as many of the graph's updated
+    weights' parameters as the storage above the others' least allows."""
     least, must, needs = _least_needs(problem)
     facts = problem.weight_facts
     sync = {"all_reduce": 0.0, "all_gather": 0.0}
-    ratio, kinds = math.inf, set()
+    room: list[tuple[float, float, str]] = []  # (synced per stored, storage, kind)
     for f in facts:
         if f.weight in must:
             sync[f.sync] += f.params
         elif least.get(f.weight, f.params) < f.params:
-            kinds.add(f.sync)
-            # a storage between the least and the whole is no replica: claim nothing
-            exact = needs[f.weight] <= {least[f.weight], f.params}
-            ratio = min(ratio, f.params / (f.params - least[f.weight]) if exact else 0.0)
+            part = max(n for n in needs[f.weight] if n < f.params)
+            room.append((0.0, part - least[f.weight], f.sync))
+            room.append((f.params / (f.params - part), f.params - part, f.sync))
     extra = max(stored - sum(least.values()), 0.0)
-    if math.isfinite(ratio) and extra > 0:
-        kind = "all_reduce" if kinds == {"all_reduce"} else "all_gather"
-        if kind == "all_gather":
-            sync = {"all_reduce": 0.0, "all_gather": sum(sync.values())}
-        sync[kind] += ratio * extra
+    for ratio, size, kind in sorted(room):
+        take = min(extra, size)
+        sync[kind] += ratio * take
+        extra -= take
+    if sync["all_reduce"] > 0 and sync["all_gather"] > 0:  # mixed: no more than gathers
+        sync = {"all_reduce": 0.0, "all_gather": sum(sync.values())}
     own = sum(f.params for f in facts if f.self_updated)
     others = sum(least.get(f.weight, 0.0) for f in facts if not f.self_updated)
     return StepWeights(sync["all_reduce"], sync["all_gather"], min(own, stored - others))
