@@ -227,7 +227,7 @@ class _OuterSearch:
         cap c1 that stores s1 <= c2 <= c1 parameters is optimal under c2 too (a smaller
         feasible set that still holds it; its bound stays valid): cached under `key`
         instead of a second solve. The relaxation of beaten_by_graph_bound is such a
-        solve with no cap at TP 1, where it shares the build."""
+        solve with no cap (the step, not the menus, pays what weights cost beyond bytes)."""
         if key in self.cache:
             return
         cap = param_cap(problem)
