@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -67,3 +68,10 @@ class SolverOptions:
     name: str = "highs"
     node_limit: int = 0
     max_paths: int = 200  # fusion search: segmentations priced before giving up the proof
+
+    def remaining(self, t0: float) -> SolverOptions:
+        """These options with the time limit left since `t0` (at least 1 s; none: as is)."""
+        if self.time_limit_s <= 0:
+            return self
+        left = max(1.0, self.time_limit_s - (time.perf_counter() - t0))
+        return replace(self, time_limit_s=left)

@@ -16,10 +16,8 @@ from solver.cost.own_network import own_network
 from solver.cost.problem import REPLICATED, EdgeCost, KernelMenu, MappingProblem, Option, Span
 from solver.cost.weights import (
     WeightRule,
-    gathered_weights,
     per_step_gradient_reduction,
-    reduced_gradients,
-    replica_sync,
+    weight_facts,
     weight_storage,
 )
 
@@ -123,9 +121,7 @@ def build_menu(
     dataflow: bool,
     tiling_points: int = 10,
     weights: WeightRule | None = None,
-    gathered: frozenset[str] = frozenset(),
 ) -> KernelMenu:
-    """`gathered`: WEIGHT operands whose gradient a WGRAD kernel reduces (weights.py)."""
     options: list[Option] = []
     shardings = sharding_choices(kernel, tp)
     full = kernel.dim_sizes
@@ -137,14 +133,9 @@ def build_menu(
         flop = kernel.flop * frac
         compute = _compute_time(kernel, chip, sizes, flop, math_precision)
         net_s, net_b, coll = own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
-        stored, sync = (), 0.0
+        stored, replicated = (), ()
         if weights is not None:
             stored, replicated = weight_storage(kernel, s, tp)
-            sync, sent, label = replica_sync(kernel, replicated, gathered, weights, tp_span)
-            if sync > 0:
-                net_s += sync * weights.sync_weight
-                net_b += sent * weights.sync_weight
-                coll = f"{coll}; {label}" if coll else label
         compulsory = compulsory_bytes(kernel, sizes)
         for tile, buf, traffic, out_tile in _tilings(
             kernel, sizes, sram_bytes, dataflow, tiling_points
@@ -162,7 +153,7 @@ def build_menu(
                     coll,
                     flop,
                     stored,
-                    sync,
+                    replicated,
                     tuple(sorted(compulsory.items())),
                 )
             )
@@ -365,13 +356,10 @@ def build_problem(
     chip_key, tp_key = memo.value_key(chip), memo.value_key(tp_span)
     spans_key = memo.value_key(tp_span, group_spans)
     menus = []
-    reduced = reduced_gradients(kernels)
     for k in kernels:
-        gathered = gathered_weights(k, reduced)
         key = (k, chip_key, tp, spans_key, math_precision, dataflow, tiling_points, weights)
-        key += (gathered,)
         args = (k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow)
-        menu = memo.MENUS.get(key, build_menu, *args, tiling_points, weights, gathered)
+        menu = memo.MENUS.get(key, build_menu, *args, tiling_points, weights)
         menus.append(per_step_gradient_reduction(k, menu, tp, tp_span, micro_batches))
     edges, raw = [], []
     wraps = [(e, True) for e in graph.boundary]
@@ -402,4 +390,5 @@ def build_problem(
         pinned_configs=pinned,
         serialize_network=serialize_network,
         resident_bytes_per_param=weights.bytes_per_param if weights else 0.0,
+        weight_facts=weight_facts(kernels) if weights else (),
     )

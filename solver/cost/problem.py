@@ -32,10 +32,9 @@ class Option:
     # Parameters (elements) of each WEIGHT operand this sharding needs on every chip, by
     # weight identity (WeightRule): (weight, elements per chip)
     weights: tuple[tuple[str, float], ...] = ()
-    # Once-per-step gradient sync (all-reduce, or all-gather after a WGRAD kernel's reduction;
-    # WeightRule) of the weights this sharding replicates over the TP
-    # group (training), seconds; `network_s` includes it amortised (WeightRule.sync_weight).
-    grad_sync_s: float = 0.0
+    # weights this sharding stores whole on every chip of the TP group: their gradient is
+    # synchronised once per step by the step, not the kernel (solver.cost.weights)
+    replicated: tuple[str, ...] = ()
     # compulsory bytes per operand, per chip (traffic above it means the tiling re-reads)
     sizes: tuple[tuple[str, float], ...] = ()
 
@@ -44,6 +43,18 @@ class Option:
 
     def size_of(self, operand: str) -> float:
         return dict(self.sizes).get(operand, 0.0)
+
+
+@dataclass(frozen=True)
+class WeightFact:
+    """A weight of a graph (solver.cost.weights.weight_facts): identity, parameters, the
+    collective that syncs its replicas' gradient, and whether the graph's own OPTIMIZER
+    kernel updates it."""
+
+    weight: str
+    params: float
+    sync: str  # "all_gather" or "all_reduce"
+    self_updated: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,7 @@ class MappingProblem:
     # parameter and the bytes one graph instance's weights may take per chip.
     resident_bytes_per_param: float = 0.0
     resident_budget_bytes: float = math.inf
+    weight_facts: tuple[WeightFact, ...] = ()  # every weight its kernels read
 
     def out_edges(self, k: int) -> list[EdgeCost]:
         """Edges along which k's output flows within one instance (fusion, order)."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from generator.graph import Kernel, OperandRole, Pass
+from generator.graph import Kernel, OperandRole, Pass, Workload
 from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
-from solver.cost.problem import REPLICATED, KernelMenu, MappingProblem, Span
+from solver.cost.problem import REPLICATED, KernelMenu, MappingProblem, Span, WeightFact
 
 
 @dataclass(frozen=True)
@@ -23,20 +23,32 @@ class WeightRule:
     `_recompute` / `_bwd` suffix of the generators (`weight_id`).
     `bytes_per_param`: resident DRAM bytes per stored parameter (weights, and in training
     gradients and optimizer state, each divided by DP at its ZeRO stage).
-    Training: a replicated weight's gradient is synchronised over the TP group once per
-    step (`grad_bytes_per_param` bytes per parameter): all-gathered when a WGRAD kernel of
-    the graph computes it (`reduced_gradients`: that kernel's own sharding pays the reduction
+    Training: a weight stored whole on every chip of the TP group (any of its readers
+    replicates it) has its gradient synchronised over the group once per step
+    (`grad_bytes_per_param` bytes per parameter): all-gathered when a WGRAD kernel of the
+    graph computes it (`reduced_gradients`: that kernel's own sharding pays the reduction
     of partial sums, a reduce-scatter or an all-reduce once per step,
     `per_step_gradient_reduction`; reduce-scatter + all-gather = all-reduce, Megatron's
-    sequence-parallel LayerNorm weights), all-reduced otherwise. The step assembly runs a
-    graph instance (m + (pp-1)/v) times per step, so the option's network time carries
-    `sync_weight` = 1 / (m + (pp-1)/v) of it and the step pays it exactly once. The
-    optimizer update of every stored copy is the step's (assemble.training_times), seen by
-    the search through solver.search.dram_split."""
+    sequence-parallel LayerNorm weights), all-reduced otherwise. Like the optimizer update of
+    every stored copy, the sync is the step's (assemble.training_times, from `StepWeights`),
+    not a kernel's: whether a weight is replicated is the max over its readers, which no
+    per-option cost carries. The search sees both through solver.search.dram_split."""
 
     bytes_per_param: float
     grad_bytes_per_param: float = 0.0  # 0: no gradient (inference)
-    sync_weight: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepWeights:
+    """What a plan's stored weights cost the training step besides their bytes, in
+    parameters (per graph instance, or per chip once assembled): those whose gradient is
+    all-reduced / all-gathered over the TP group (replicated, WeightRule), and those a
+    graph's own OPTIMIZER kernel updates (`<kernel>_optimizer`: the graph charges their
+    update, the step does not)."""
+
+    all_reduce: float = 0.0
+    all_gather: float = 0.0
+    self_updated: float = 0.0
 
 
 WEIGHT_READER_SUFFIXES = ("_recompute", "_bwd")
@@ -80,38 +92,24 @@ def gathered_weights(kernel: Kernel, reduced: frozenset[tuple[str, int]]) -> fro
     )
 
 
-def replica_sync(
-    kernel: Kernel,
-    replicated: tuple[tuple[str, float], ...],
-    gathered: frozenset[str],
-    rule: WeightRule,
-    tp_span: Span,
-) -> tuple[float, float, str]:
-    """(seconds, bytes sent per chip, label) of the once-per-step gradient sync of a
-    forward kernel's replicated weights (`replicated`: (operand, parameters)): an
-    all-gather of those in `gathered`, an all-reduce of the others (WeightRule)."""
-    tp = math.prod(p for _, p in tp_span)
-    time_s, sent, labels = 0.0, 0.0, []
-    for kind in ("all_gather", "all_reduce"):
-        params = sum(e for name, e in replicated if (name in gathered) == (kind == "all_gather"))
-        grad = params * rule.grad_bytes_per_param
-        if grad > 0 and kernel.pass_ == Pass.FWD:
-            time_s += hierarchical_time(kind, grad, tp_span)
-            sent += bytes_sent_per_chip(kind, grad, tp)
-            labels.append(f"grad {kind} {grad / 1e6:.3g} MB over tp per step")
-    return time_s, sent, "; ".join(labels)
+def step_sync_s(weights: StepWeights, grad_bytes_per_param: float, tp_span: Span) -> float:
+    """Seconds of the once-per-step gradient sync of the replicated weights a chip stores
+    (WeightRule): one all-gather and one all-reduce over the TP group, each of every
+    gradient of its kind (bucketed, as Megatron-LM reduces a bucket of gradients)."""
+    return hierarchical_time(
+        "all_gather", weights.all_gather * grad_bytes_per_param, tp_span
+    ) + hierarchical_time("all_reduce", weights.all_reduce * grad_bytes_per_param, tp_span)
 
 
 def weight_storage(
     kernel: Kernel, sharding: str, tp: int
-) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:
+) -> tuple[tuple[tuple[str, float], ...], tuple[str, ...]]:
     """((weight, parameters needed per chip), ...) of the kernel's WEIGHT operands under
-    `sharding`, and ((operand, parameters), ...) of those it replicates over the TP group
-    (WeightRule)."""
+    `sharding`, and the weights it replicates over the TP group (WeightRule)."""
     sizes = kernel.dim_sizes
     split = sharding.split("+")[0]
     needs: list[tuple[str, float]] = []
-    replicated: list[tuple[str, float]] = []
+    replicated: list[str] = []
     for op in kernel.operands:
         if op.role != OperandRole.WEIGHT:
             continue
@@ -123,23 +121,118 @@ def weight_storage(
         else:
             needs.append((weight_id(kernel, op.name), elems))
             if tp > 1:
-                replicated.append((op.name, elems))
+                replicated.append(weight_id(kernel, op.name))
     return tuple(needs), tuple(replicated)
+
+
+OPTIMIZER_SUFFIX = "_optimizer"  # generator.proto_graph.PASS_SUFFIX
+
+
+def weight_facts(kernels: list[Kernel]) -> tuple[WeightFact, ...]:
+    """Every weight the graph's kernels read (WeightRule), with how its replicas sync
+    (`reduced_gradients`) and whether an OPTIMIZER kernel of the graph updates it (named
+    after its forward kernel: `<kernel>_optimizer`)."""
+    reduced = reduced_gradients(kernels)
+    updated = {
+        weight_owner(k.name.removesuffix(OPTIMIZER_SUFFIX))
+        for k in kernels
+        if k.pass_ == Pass.OPTIMIZER
+    }
+    facts: dict[str, WeightFact] = {}
+    for k in kernels:
+        gathered = gathered_weights(k, reduced)
+        for op in k.operands:
+            if op.role == OperandRole.WEIGHT:
+                w = weight_id(k, op.name)
+                kind = "all_gather" if op.name in gathered else "all_reduce"
+                elems = float(k.operand_elements(op))
+                if w not in facts or facts[w].params < elems:
+                    facts[w] = WeightFact(w, elems, kind, weight_owner(k.name) in updated)
+    return tuple(facts[w] for w in sorted(facts))
+
+
+def step_weights(problem: MappingProblem, choice: tuple[int, ...]) -> StepWeights:
+    """`StepWeights` per graph instance of the chosen options: every weight one of its
+    readers replicates, and the stored parameters of the weights the graph updates."""
+    stored: dict[str, float] = {}
+    replicated: set[str] = set()
+    for menu, o in zip(problem.kernels, choice):
+        if o < 0:
+            continue
+        for w, elems in menu.options[o].weights:
+            stored[w] = max(stored.get(w, 0.0), elems)
+        replicated.update(menu.options[o].replicated)
+    sync = {"all_reduce": 0.0, "all_gather": 0.0}
+    own = 0.0
+    for f in problem.weight_facts:
+        if f.weight in replicated:
+            sync[f.sync] += f.params
+        if f.self_updated:
+            own += stored.get(f.weight, 0.0)
+    return StepWeights(sync["all_reduce"], sync["all_gather"], own)
+
+
+def floor_weights(problem: MappingProblem, stored: float) -> StepWeights:
+    """A `StepWeights` per graph instance that charges the step no more than any plan
+    storing at least `stored` parameters per instance does (the DRAM split's bound). Sync:
+    the weights some reader always replicates, plus the storage above the least, spread
+    over the weights that can hold it, those that sync the fewest parameters per parameter
+    of storage first (a fractional knapsack). A weight w may store, above its least, up to
+    its largest split need (`part_w`) for free, and its whole only as a replica, which
+    syncs full_w for the full_w - part_w stored beyond that. All-gathered unless every
+    replica it lands on is all-reduced. Self-updated: as many of the graph's updated
+    weights' parameters as the storage above the others' least allows."""
+    least, must, needs = _least_needs(problem)
+    facts = problem.weight_facts
+    sync = {"all_reduce": 0.0, "all_gather": 0.0}
+    room: list[tuple[float, float, str]] = []  # (synced per stored, storage, kind)
+    for f in facts:
+        if f.weight in must:
+            sync[f.sync] += f.params
+        elif least.get(f.weight, f.params) < f.params:
+            part = max(n for n in needs[f.weight] if n < f.params)
+            room.append((0.0, part - least[f.weight], f.sync))
+            room.append((f.params / (f.params - part), f.params - part, f.sync))
+    extra = max(stored - sum(least.values()), 0.0)
+    for ratio, size, kind in sorted(room):
+        take = min(extra, size)
+        sync[kind] += ratio * take
+        extra -= take
+    if sync["all_reduce"] > 0 and sync["all_gather"] > 0:  # mixed: no more than gathers
+        sync = {"all_reduce": 0.0, "all_gather": sum(sync.values())}
+    own = sum(f.params for f in facts if f.self_updated)
+    others = sum(least.get(f.weight, 0.0) for f in facts if not f.self_updated)
+    return StepWeights(sync["all_reduce"], sync["all_gather"], min(own, stored - others))
+
+
+def _least_needs(
+    problem: MappingProblem,
+) -> tuple[dict[str, float], set[str], dict[str, set[float]]]:
+    """Per weight: the least any plan stores (the max over its readers of their least
+    need), whether a reader replicates it in every option, and every need of its readers."""
+    least: dict[str, float] = {}
+    must: set[str] = set()
+    needs: dict[str, set[float]] = {}
+    for menu in problem.kernels:
+        need: dict[str, float] = {}
+        always: set[str] | None = None
+        for opt in menu.options:
+            for w, elems in opt.weights:
+                need[w] = min(need.get(w, math.inf), elems)
+                needs.setdefault(w, set()).add(elems)
+            rep = set(opt.replicated)
+            always = rep if always is None else always & rep
+        for w, elems in need.items():
+            least[w] = max(least.get(w, 0.0), elems)
+        must |= always or set()
+    return least, must, needs
 
 
 def least_stored(problem: MappingProblem) -> float:
     """Parameters per graph instance the weights take at least: each weight as large as
     the least any of its readers can need (a lower bound: one kernel's weights share its
     sharding)."""
-    least: dict[str, float] = {}
-    for menu in problem.kernels:
-        need: dict[str, float] = {}
-        for opt in menu.options:
-            for w, elems in opt.weights:
-                need[w] = min(need.get(w, math.inf), elems)
-        for w, elems in need.items():
-            least[w] = max(least.get(w, 0.0), elems)
-    return sum(least.values())
+    return sum(_least_needs(problem)[0].values())
 
 
 def stored_params(problem: MappingProblem, choice: tuple[int, ...]) -> float:
@@ -183,3 +276,19 @@ def per_step_gradient_reduction(
             )
         options.append(o)
     return replace(menu, options=tuple(options))
+
+
+def self_updated_params(workload: Workload) -> float:
+    """Parameters (whole model) of the forward kernels whose optimizer update a graph's own
+    OPTIMIZER kernel (`<kernel>_optimizer`, solver.cost.weights.weight_facts) charges."""
+    total = 0.0
+    for p in workload.phases:
+        owners = {
+            weight_owner(k.name.removesuffix(OPTIMIZER_SUFFIX))
+            for k in p.graph.kernels
+            if k.pass_ == Pass.OPTIMIZER
+        }
+        total += p.count * sum(
+            k.weight_params for k in p.graph.kernels if k.pass_ == Pass.FWD and k.name in owners
+        )
+    return total

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from generator.graph import Communication, OperandRole, Pass, Phase, Workload
 from generator.ops_fp8 import FP8_BYTES
 from solver.cost.collectives import hierarchical_time
-from solver.cost.weights import WeightRule
+from solver.cost.weights import StepWeights, WeightRule, self_updated_params, step_sync_s
 from solver.plan import MemoryUse
 from solver.search.context_parallel import stage_ring_s
 from solver.search.data_parallel import BUCKET_BYTES, dp_sync
@@ -127,9 +127,13 @@ def training_times(
     phase_latency: dict[str, float],
     dram_Bps: float,
     stored: float | None = None,
+    weights: StepWeights | None = None,
 ) -> StepTimes:
     """Step time; `stored`: parameters per chip as the mapping stores them (the optimizer
-    updates every stored copy), None = split over TP x PP."""
+    updates every stored copy), None = split over TP x PP; `weights`: per chip, the
+    replicas whose gradient the step syncs over TP and the parameters the graphs' own
+    OPTIMIZER kernels update (solver.cost.weights.StepWeights), None = no replica and the
+    graph-updated weights split over TP x PP (the least any mapping charges)."""
     tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
     cp = choice.degree("CP")
     micro = max(workload.micro_batch, 1)
@@ -152,6 +156,10 @@ def training_times(
     pipeline = pipeline_time(stage_total, m, pp, workload.virtual_pipeline) + fill
     bubble = pipeline - m * stage_total
     params_chip = param_count(workload) / (tp * pp) if stored is None else stored
+    if weights is None:
+        weights = StepWeights(self_updated=self_updated_params(workload) / (tp * pp))
+    tp_sync = step_sync_s(weights, workload.weight_bytes_per_param, choice.span("TP"))
+    tp_sync = 0.0 if workload.forward_only else tp_sync
     layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
     # FSDP wraps one transformer layer per unit; DDP and ZeRO-1/2 use buckets
     unit = params_chip * workload.weight_bytes_per_param / layers_here
@@ -169,19 +177,20 @@ def training_times(
     dp_time = sync.exposed_s
     # ZeRO >= 1: each rank updates only its 1/(DP x CP) shard of weights and optimizer state
     shard = dp * cp if workload.zero_stage >= 1 else 1
+    updated = max(params_chip - weights.self_updated, 0.0)  # the graphs update the rest
     opt_bytes = (
-        2 * params_chip * (workload.weight_bytes_per_param + workload.optimizer_bytes_per_param)
+        2 * updated * (workload.weight_bytes_per_param + workload.optimizer_bytes_per_param)
     ) / shard
     optimizer = 0.0 if workload.forward_only else opt_bytes / dram_Bps
     cast = fp8_weight_cast_s(workload, tp * pp, m, dram_Bps)
-    total = pipeline + dp_time + optimizer + cast
+    total = pipeline + dp_time + tp_sync + optimizer + cast
     breakdown = (
         ("pipeline_compute", m * stage),
         ("pipeline_bubble", bubble),
         ("pp_transfer", transfer * m),
         ("dp_sync_exposed", dp_time),
         ("optimizer", optimizer),
-    )
+    ) + ((("tp_replica_grad_sync", tp_sync),) if tp_sync > 0 else ())
     return StepTimes(
         latency_s=total,
         iteration_time_s=total,
@@ -299,9 +308,9 @@ def micro_batches(workload: Workload, dp: int) -> int:
 def weight_rule(workload: Workload, choice: Choice) -> WeightRule:
     """How the chosen shardings store weights for this choice (solver.cost.menus.WeightRule):
     resident bytes per stored parameter with the ZeRO stage rules of `memory_use`, and in
-    training the gradient all-reduce of a replicated weight once per step, amortised over
-    the (m + (pp-1)/v) runs of each graph instance in a step (`training_times`)."""
-    pp, dp = choice.degree("PP"), choice.degree("DP")
+    training the gradient bytes per parameter a replicated weight syncs once per step
+    (`training_times`)."""
+    dp = choice.degree("DP")
     wbytes = workload.weight_bytes_per_param
     if workload.kind != "training" or workload.forward_only:  # no gradients to reduce
         return WeightRule(wbytes)
@@ -313,8 +322,7 @@ def weight_rule(workload: Workload, choice: Choice) -> WeightRule:
         + wbytes / (shard if z >= 2 else 1)
         + opt_extra / (shard if z >= 1 else 1)
     )
-    runs = micro_batches(workload, dp) + (pp - 1) / max(workload.virtual_pipeline, 1)
-    return WeightRule(per_param, wbytes, 1.0 / runs)
+    return WeightRule(per_param, wbytes)
 
 
 def instances_per_stage(phase: Phase, pp: int) -> int:

@@ -7,6 +7,7 @@ from generator.graph import Kernel, KernelKind, Workload
 from hardware.system import System
 from solver.cost import efficiency
 from solver.cost.menus import best_compute_rate
+from solver.cost.weights import StepWeights
 from solver.options import ExecutionOptions
 from solver.search import assemble
 from solver.search.parallel import Choice
@@ -18,11 +19,13 @@ def step_times(
     phase_latency: dict[str, float],
     system: System,
     stored: float | None = None,
+    weights: StepWeights | None = None,
 ) -> assemble.StepTimes:
-    """The step (or request) time of a choice from its graphs' latencies."""
+    """The step (or request) time of a choice from its graphs' latencies (`stored`,
+    `weights`: assemble.training_times)."""
     if workload.kind == "training":
         return assemble.training_times(
-            workload, choice, phase_latency, system.dram.bandwidth_Bps, stored
+            workload, choice, phase_latency, system.dram.bandwidth_Bps, stored, weights
         )
     if workload.kind == "inference":
         return assemble.inference_times(workload, choice, phase_latency)

@@ -11,9 +11,10 @@ leave a later graph far slower and still be called optimal; this module chooses 
    tops replicate no weight), they are the joint optimum, and nothing more is solved (the
    common case: DRAM not binding). A training step pays the optimizer update of every
    stored copy (assemble.training_times: read and write of weight, gradient and optimizer
-   state), which no graph's objective carries (a weight's storage is the max over its
-   readers' needs, not a per-option cost): tops that replicate weights go to step 2, as
-   plans that do not fit do, so that a replicated weight is never called free.
+   state) and the TP gradient sync of every replica (solver.cost.weights.StepWeights),
+   which no graph's objective carries (a weight's storage is the max over its readers'
+   needs, not a per-option cost): tops that replicate weights go to step 2, as plans that
+   do not fit do, so that a replicated weight is never called free.
 2. Otherwise graphs' latency-vs-storage frontiers are traced by solves at decreasing
    parameter caps, each just below the storage of the graph's last optimum (the optimum
    under a cap c that stores s is optimal for every cap in [s, c]), until no plan stores
@@ -22,12 +23,14 @@ leave a later graph far slower and still be called optimal; this module chooses 
    in every combination that fits the slack, each graph at its fastest point under its
    group's level, the step assembled by `evaluate`; the least step wins. The same
    enumeration over pairs no plan beats (each solve's proven latency holds down to the next
-   cap tried; below a graph's last solve, down to its least storage) bounds every split.
+   cap tried; below a graph's last solve, down to its least storage; the step weights no
+   plan storing as much undercuts, solver.cost.weights.floor_weights) bounds every split.
    Step 2 runs lazily: one solve at a time, on a graph whose untraced storage the bound's
    split counts on, until the split meets the bound (proven optimal) or no such graph can
    be solved further; then the caller reports the split as stopped short of a proof
    (`STOP`), with the bound in its gap.
-`evaluate` must not decrease when a graph's latency or the parameters stored grow.
+`evaluate` must not decrease when a graph's latency, the parameters stored, or the
+replicas synced grow.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from functools import cached_property
 
 from generator.graph import Phase
 from solver.cost.problem import MappingProblem
-from solver.cost.weights import stored_params
+from solver.cost.weights import StepWeights, floor_weights, step_weights, stored_params
 from solver.fusion.segment_search import GraphSolution
 from solver.search import assemble
 
@@ -54,22 +57,23 @@ PROOF_TOL = 1e-5
 Group = tuple[str, str]
 # (phase, parameter cap per graph instance) -> (the problem with that cap, its solution)
 Solve = Callable[[Phase, float], tuple[MappingProblem, GraphSolution]]
-# (latency by phase name, parameters stored per chip; None: the least any mapping stores)
-# -> step latency (s)
-Evaluate = Callable[[dict[str, float], float | None], float]
-# an enumeration's least (step, parameters per chip, payload by phase name)
-_Best = tuple[float, float, dict]
+# (latency by phase name, parameters stored per chip; None: the least any mapping stores,
+# step weights per chip; None: the least) -> step latency (s)
+Evaluate = Callable[[dict[str, float], float | None, StepWeights | None], float]
+# an enumeration's least (step, parameters per chip, payload by phase name, step weights)
+_Best = tuple[float, float, dict, StepWeights]
 
 
 @dataclass(frozen=True)
 class Point:
     """One solve of a graph: its parameter cap per instance, problem, solution, and the
-    parameters per instance the solution stores (inf: no plan)."""
+    parameters per instance the solution stores (inf: no plan) and its step weights."""
 
     cap: float
     problem: MappingProblem
     sol: GraphSolution
     stored: float
+    weights: StepWeights = StepWeights()
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ class Split:
     solves: int  # solves beyond the tops
     # parameters per chip the chosen plans store (none chosen: the least any plan found does)
     stored_per_chip: float
+    weights_per_chip: StepWeights = StepWeights()  # the chosen plans'
 
 
 @dataclass(frozen=True)
@@ -141,12 +146,23 @@ class Layout:
         """Parameters per chip the plan stores, with those no kernel reads."""
         return sum(self.used(stored).values()) + self.rest
 
+    def weights_per_chip(self, weights: dict[str, StepWeights]) -> StepWeights:
+        """The graphs' step weights per chip (per instance, by phase name), a weight group
+        as its phases' largest (they run the same weights), summed over the groups."""
+        groups: dict[Group, tuple[float, ...]] = {}
+        for p in self.phases:
+            w, n, g = weights[p.name], self.instances[p.name], assemble.weight_group(p)
+            mine = (w.all_reduce * n, w.all_gather * n, w.self_updated * n)
+            groups[g] = tuple(map(max, groups.get(g, mine), mine))
+        return StepWeights(*(sum(v) for v in zip(*groups.values(), strict=False)))
+
 
 def point(cap: float, problem: MappingProblem, sol: GraphSolution) -> Point:
     """A solve as a point of the graph's frontier."""
     has_plan = math.isfinite(sol.objective_s) and sol.status != "infeasible"
     stored = stored_params(problem, sol.choice) if has_plan else math.inf
-    return Point(cap, problem, sol, stored)
+    weights = step_weights(problem, sol.choice) if has_plan else StepWeights()
+    return Point(cap, problem, sol, stored, weights)
 
 
 def split_dram(
@@ -158,12 +174,12 @@ def split_dram(
     top_stored = {name: pt.stored for name, pt in tops.items()}
     tol = max(rel_gap, 1e-9)
     if layout.fits(top_stored) and _storage_is_free(layout, tops, evaluate, tol):
-        step = evaluate(
-            {n: pt.sol.objective_s for n, pt in tops.items()}, layout.stored_per_chip(top_stored)
-        )
+        stored = layout.stored_per_chip(top_stored)
+        weights = layout.weights_per_chip({n: pt.weights for n, pt in tops.items()})
+        step = evaluate({n: pt.sol.objective_s for n, pt in tops.items()}, stored, weights)
         bounds = {n: pt.sol.bound_s for n, pt in tops.items()}
-        bound = evaluate(bounds, None) if all(v > 0 for v in bounds.values()) else 0.0
-        return Split(dict(tops), step, bound, True, 0, layout.stored_per_chip(top_stored))
+        bound = evaluate(bounds, None, None) if all(v > 0 for v in bounds.values()) else 0.0
+        return Split(dict(tops), step, bound, True, 0, stored, weights)
     frontiers = {name: [pt] for name, pt in tops.items()}
     best, lower = _search(layout, frontiers, evaluate)
     while best is None or lower is None or best[0] > lower[0] * (1 + tol):
@@ -184,7 +200,7 @@ def split_dram(
         return Split({}, math.inf, bound, False, solves, layout.stored_per_chip(found))
     proven = best[0] <= bound * (1 + max(PROOF_TOL, rel_gap))
     chosen = {n: pt for n, (pt, _) in best[2].items()}
-    return Split(chosen, best[0], min(bound, best[0]), proven, solves, best[1])
+    return Split(chosen, best[0], min(bound, best[0]), proven, solves, best[1], best[3])
 
 
 def _storage_is_free(
@@ -193,14 +209,22 @@ def _storage_is_free(
     """The step charges (within `tol`, relative) nothing for the tops' storage above every
     graph's least (inference, or a training step whose top plans replicate no weight): then
     the tops, each optimal with all of the slack, are the joint optimum. A training step pays
-    the optimizer update of every stored copy (solver.search.assemble.training_times), which
-    no graph's objective carries: tops that replicate weights must face the plans that store
-    less (step 2), or a replicated weight would be called free."""
+    the optimizer update of every stored copy and the gradient sync of every replica
+    (solver.search.assemble.training_times), which no graph's objective carries: tops that
+    replicate weights must face the plans that store less (step 2), or a replicated weight
+    would be called free."""
     latency = {n: pt.sol.objective_s for n, pt in tops.items()}
     if not all(math.isfinite(v) and v > 0 for v in latency.values()):
         return True
-    top = evaluate(latency, layout.stored_per_chip({n: pt.stored for n, pt in tops.items()}))
-    return top <= evaluate(latency, layout.stored_per_chip(layout.least)) * (1 + tol)
+    stored = layout.stored_per_chip({n: pt.stored for n, pt in tops.items()})
+    top = evaluate(
+        latency, stored, layout.weights_per_chip({n: pt.weights for n, pt in tops.items()})
+    )
+    least = {n: floor_weights(pt.problem, layout.least[n]) for n, pt in tops.items()}
+    at_least = evaluate(
+        latency, layout.stored_per_chip(layout.least), layout.weights_per_chip(least)
+    )
+    return top <= at_least * (1 + tol)
 
 
 def _search(
@@ -208,7 +232,11 @@ def _search(
 ) -> tuple[_Best | None, _Best | None]:
     """The best split over the plans found, and the bound over the pairs no plan beats."""
     actual = {
-        n: [(pt.sol.objective_s, pt.stored, (pt, False)) for pt in f if math.isfinite(pt.stored)]
+        n: [
+            (pt.sol.objective_s, pt.stored, (pt, False), pt.weights)
+            for pt in f
+            if math.isfinite(pt.stored)
+        ]
         for n, f in frontiers.items()
     }
     relaxed = {n: _relaxed(f, layout.least[n]) for n, f in frontiers.items()}
@@ -257,13 +285,14 @@ def _to_descend(
     )
 
 
-def _relaxed(points: list[Point], least: float) -> list[tuple[float, float, tuple]]:
+def _relaxed(points: list[Point], least: float) -> list[tuple[float, float, tuple, StepWeights]]:
     """(latency, storage) pairs no plan of the graph beats: under any cap in (next cap
     tried, cap of a solve], the latency is at least the largest bound proven at that cap
     or above; below the last cap only the least storage is known (no pair when the last
     solve proved that no plan stores less). Payload: (None, whether the pair stands for
-    storage the solves have not traced yet)."""
-    pairs: list[tuple[float, float, tuple]] = []
+    storage the solves have not traced yet); then the step weights no plan storing as much
+    undercuts (solver.cost.weights.floor_weights)."""
+    pairs: list[tuple[float, float, tuple, StepWeights]] = []
     bound = 0.0
     traced = _next_cap(points, least) is None
     for i, pt in enumerate(points):
@@ -273,7 +302,9 @@ def _relaxed(points: list[Point], least: float) -> list[tuple[float, float, tupl
             break
         last = i + 1 == len(points)
         below = least if last else points[i + 1].cap
-        pairs.append((bound, min(below, pt.cap), (None, last and not traced)))
+        stored = min(below, pt.cap)
+        floor = floor_weights(pt.problem, stored)
+        pairs.append((bound, stored, (None, last and not traced), floor))
     return pairs
 
 
@@ -283,13 +314,14 @@ def _enumerate(
     evaluate: Evaluate,
 ) -> _Best | None:
     """The least step over every weight group's storage level: each graph at its fastest
-    (latency, storage, payload) option under its group's level, the levels fitting the
-    slack. (step, parameters per chip, payload by phase name), or None when none fits."""
+    (latency, storage, payload, step weights) option under its group's level, the levels
+    fitting the slack. (step, parameters per chip, payload by phase name, step weights per
+    chip), or None when none fits."""
     groups: dict[Group, list[Phase]] = {}
     for p in layout.phases:
         groups.setdefault(assemble.weight_group(p), []).append(p)
     levels = {
-        g: sorted({s * layout.instances[p.name] for p in ps for _, s, _ in options[p.name]})
+        g: sorted({s * layout.instances[p.name] for p in ps for _, s, *_ in options[p.name]})
         for g, ps in groups.items()
     }
     floor = layout.floor
@@ -312,7 +344,8 @@ def _enumerate(
             continue
         lat = {n: o[0] for n, o in picked.items()}
         total = layout.stored_per_chip(stored)
-        step = evaluate(lat, total) if all(v > 0 for v in lat.values()) else 0.0
+        weights = layout.weights_per_chip({n: o[3] for n, o in picked.items()})
+        step = evaluate(lat, total, weights) if all(v > 0 for v in lat.values()) else 0.0
         if best is None or (step, total) < best[:2]:
-            best = (step, total, {n: o[2] for n, o in picked.items()})
+            best = (step, total, {n: o[2] for n, o in picked.items()}, weights)
     return best

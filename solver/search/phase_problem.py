@@ -15,14 +15,12 @@ from solver.options import ExecutionOptions
 from solver.search.parallel import Choice, spans_key
 
 
-def build_key(phase: Phase, choice: Choice, rule: WeightRule, micro_batches: int) -> tuple:
-    """What a phase's problem build depends on. The menus see the weight rule only through
-    a replicated weight's gradient sync (none at TP 1); its bytes per parameter are the
-    memory row's coefficient alone (solver.cost.menus.build_problem), set per candidate:
-    candidates that differ in ZeRO stage share one build."""
-    tp = choice.degree("TP")
-    sync = (rule.grad_bytes_per_param, rule.sync_weight) if tp > 1 else None
-    return (id(phase.graph), tp, spans_key(choice.spans), sync, micro_batches)
+def build_key(phase: Phase, choice: Choice, micro_batches: int) -> tuple:
+    """What a phase's problem build depends on; not the weight rule: its bytes per
+    parameter are the memory row's coefficient alone (solver.cost.menus.build_problem), set
+    per candidate, so candidates that differ in ZeRO stage share one build, and a replicated
+    weight's gradient sync is the step's (solver.cost.weights.StepWeights)."""
+    return (id(phase.graph), choice.degree("TP"), spans_key(choice.spans), micro_batches)
 
 
 def param_cap(problem: MappingProblem) -> float:

@@ -19,7 +19,7 @@ from generator.graph import Phase, Workload
 from hardware.system import System
 from schema.errors import Interrupted, NoPlanError
 from solver.cost.problem import MappingProblem
-from solver.cost.weights import WeightRule, least_stored, stored_params
+from solver.cost.weights import StepWeights, WeightRule, least_stored, stored_params
 from solver.fusion.segment_search import GraphSolution
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
@@ -40,11 +40,16 @@ solve_graph = solve_graph_exact_first
 
 @dataclass(frozen=True)
 class _Memory:
-    """The memory of a mapping: its per-chip footprint and the parameters it stores per
-    chip (solver.cost.menus.WeightRule)."""
+    """The memory of a mapping: its per-chip footprint, the parameters it stores per chip
+    and what they cost the step besides (solver.cost.weights)."""
 
     use: MemoryUse = field(default_factory=MemoryUse)
     stored: float | None = None
+    weights: StepWeights | None = None
+
+    @property
+    def step(self) -> tuple[float | None, StepWeights | None]:
+        return self.stored, self.weights
 
 
 @dataclass(frozen=True)
@@ -181,7 +186,7 @@ class _OuterSearch:
             result(None, "infeasible", failed.text)
             return False
         if all(math.isfinite(v) for v in phase_latency.values()):
-            times = step_times(workload, choice, phase_latency, system, memory.stored)
+            times = step_times(workload, choice, phase_latency, system, *memory.step)
             result(times.latency_s, "solved")
             self.open_bounds.append(phases.bound)
             if self.best is None or times.latency_s < self.best.times.latency_s:
@@ -211,7 +216,7 @@ class _OuterSearch:
         for phase in workload.phases:
             key = (id(phase.graph), tp, spans, free, micro_batches, math.inf)
             _, sol = self.solve_cached(key, problems[phase.name])
-            self.remember(build_key(phase, choice, free, micro_batches), problems[phase.name], sol)
+            self.remember(build_key(phase, choice, micro_batches), problems[phase.name], sol)
             bounds[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
         lb = bound_of(workload, choice, bounds, self.system)
         return lb >= self.best.times.latency_s * (1 - 1e-9)
@@ -222,7 +227,7 @@ class _OuterSearch:
         cap c1 that stores s1 <= c2 <= c1 parameters is optimal under c2 too (a smaller
         feasible set that still holds it; its bound stays valid): cached under `key`
         instead of a second solve. The relaxation of beaten_by_graph_bound is such a
-        solve with no cap at TP 1, where it shares the build."""
+        solve with no cap (the step, not the menus, pays what weights cost beyond bytes)."""
         if key in self.cache:
             return
         cap = param_cap(problem)
@@ -302,8 +307,8 @@ class _OuterSearch:
         workload, choice, system = candidate.workload, candidate.choice, self.system
         capacity = system.dram.capacity_bytes
 
-        def evaluate(latency: dict[str, float], stored: float | None) -> float:
-            return step_times(workload, choice, latency, system, stored).latency_s
+        def evaluate(latency: dict, stored: float | None, weights: StepWeights | None) -> float:
+            return step_times(workload, choice, latency, system, stored, weights).latency_s
 
         split = dram_split.split_dram(layout, tops, solve, evaluate, self.options.gap)
         if not split.chosen:  # no plans of the graphs fit together
@@ -315,12 +320,13 @@ class _OuterSearch:
             self.statuses.append("split")
             self.stops.append(dram_split.STOP)
         total = split.stored_per_chip
+        memory = assemble.memory_use(workload, choice, capacity, total)
         return _Phases(
             {name: (pt.problem, pt.sol) for name, pt in split.chosen.items()},
             {name: pt.sol.objective_s for name, pt in split.chosen.items()},
             split.bound_s,
             None,
-            _Memory(assemble.memory_use(workload, choice, capacity, total), total),
+            _Memory(memory, total, split.weights_per_chip),
         )
 
     def solve_at(
@@ -337,7 +343,7 @@ class _OuterSearch:
         problem = replace(problem, resident_budget_bytes=budget)
         key = (id(phase.graph), choice.degree("TP"), spans_key(choice.spans), rule)
         key += (micro_batches, round(budget, 3))
-        build = build_key(phase, choice, rule, micro_batches)
+        build = build_key(phase, choice, micro_batches)
         self.reuse(build, key, problem)
         problem, sol = self.solve_cached(key, problem)
         self.remember(build, problem, sol)
@@ -349,7 +355,7 @@ class _OuterSearch:
         """Each phase's inner problem under `choice` (cached), or why one cannot be tiled."""
         problems: dict[str, MappingProblem] = {}
         for phase in workload.phases:
-            key = build_key(phase, choice, rule, micro_batches)
+            key = build_key(phase, choice, micro_batches)
             if key not in self.problems:
                 problem = phase_problem(
                     phase.graph, self.system, choice, self.execution, micro_batches, rule
@@ -367,7 +373,7 @@ class _OuterSearch:
     ) -> tuple[MappingProblem, GraphSolution]:
         """The graph's solution (solved once per key), counted in the statistics."""
         if key not in self.cache:
-            sol = solve_graph_memo(problem, _remaining(self.options, self.t0), solve_graph)
+            sol = solve_graph_memo(problem, self.options.remaining(self.t0), solve_graph)
             self.count(sol)
             if sol.stats.stop:
                 self.stops.append(sol.stats.stop)
@@ -484,13 +490,6 @@ class _OuterSearch:
         if self.spaces:
             text += "; restricted, optimal only within: " + "; ".join(self.spaces)
         return text
-
-
-def _remaining(options: SolverOptions, t0: float) -> SolverOptions:
-    if options.time_limit_s <= 0:
-        return options
-    left = max(1.0, options.time_limit_s - (time.perf_counter() - t0))
-    return replace(options, time_limit_s=left)
 
 
 def _proven_bound(best: Solved, system: System) -> float:

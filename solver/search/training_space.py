@@ -38,10 +38,10 @@ from solver.search.parallel import Choice, divisors, spans_key
 
 ZERO_STAGES = (0, 1, 2, 3)
 # The weight rule of the relaxation that bounds a group of candidates: weights take no
-# DRAM and a replicated weight pays no gradient synchronisation. Every real rule only adds
+# DRAM (the gradient sync of replicas is the step's, as the update is). Every real rule only adds
 # cost and constraints to the same menus, so each graph's latency under it is a lower
 # bound for every ZeRO stage and interleaving depth (planner.beaten_by_graph_bound).
-FREE_WEIGHTS = WeightRule(0.0, 0.0, 0.0)
+FREE_WEIGHTS = WeightRule(0.0, 0.0)
 
 
 @dataclass(frozen=True)

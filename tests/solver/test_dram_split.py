@@ -31,7 +31,7 @@ import solver.search.planner as planner
 from generator.graph import KernelGraph, Phase, Workload
 from hardware.system import MemoryLevel, NetworkLevel, System, Topology
 from solver.check import mapping_cost
-from solver.cost.weights import WeightRule
+from solver.cost.weights import StepWeights, WeightRule
 from solver.options import ExecutionOptions, SolverOptions
 from solver.search import dram_split
 from solver.search.parallel import enumerate_choices
@@ -137,7 +137,7 @@ def test_a_split_with_no_room_to_share_never_solves_again():
         raise AssertionError("solved again")
 
     layout = dram_split.Layout((), {}, {}, 2.0, 0.0, 0.0)
-    split = dram_split.split_dram(layout, {}, never, lambda lat, stored: 0.0)
+    split = dram_split.split_dram(layout, {}, never, lambda lat, stored, weights: 0.0)
     assert split.proven and split.solves == 0
 
 
@@ -190,6 +190,9 @@ def test_the_split_matches_every_combination_of_frontier_points(monkeypatch):
     point per graph whose storage fits is tried here; the split must find the least step
     and call it proven, whatever the slack."""
     monkeypatch.setattr(dram_split, "stored_params", lambda problem, choice: float(choice[0]))
+    # inference-like: the step charges nothing for the storage (no update, no replica sync)
+    monkeypatch.setattr(dram_split, "step_weights", lambda problem, choice: StepWeights())
+    monkeypatch.setattr(dram_split, "floor_weights", lambda problem, stored: StepWeights())
     binding = 0
     for seed in range(40):
         split, best = _random_split(seed)
@@ -223,7 +226,7 @@ def _random_split(seed: int) -> tuple[dram_split.Split, float]:
 
     layout = dram_split.Layout(phases, instances, least, 2.0, 2.0 * slack_params, 0.0)
 
-    def evaluate(lat, stored):
+    def evaluate(lat, stored, weights):
         return sum(count[n] * v for n, v in lat.items())
 
     tops = {}

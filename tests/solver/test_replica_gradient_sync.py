@@ -5,11 +5,12 @@ h = o = 32: W's gradient is 1,024 x 2 B = 2,048 B. Ring formulas over p = 2 chip
 (solver/cost/collectives.py's docstring): all-reduce 2 (p-1)/p S / b + 2 (p-1) a =
 2,048 / 5e9 + 2e-6 s; all-gather and reduce-scatter (p-1)/p S / b + (p-1) a =
 1,024 / 5e9 + 1e-6 s each.
-With no gradient kernel in the graph (a forward-only graph's weight), the forward kernel that
-replicates W pays the all-reduce. With the gradient kernel dW[h, o] = sum_t A[t, h] dC[t, o]
+With no gradient kernel in the graph (a forward-only graph's weight), the step all-reduces the
+gradient of a replicated W. With the gradient kernel dW[h, o] = sum_t A[t, h] dC[t, o]
 split on tokens (Megatron's sequence-parallel LayerNorm weights), the partial sums are
 reduce-scattered by the gradient kernel and all-gathered for the replicas: one all-reduce in
-all, not the gradient kernel's reduction plus a second all-reduce.
+all, not the gradient kernel's reduction plus a second all-reduce. The sync is the step's
+(solver.cost.weights.StepWeights), never a kernel option's network time.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ import pytest
 from generator.graph import Kernel, KernelGraph, KernelKind, Operand, OperandRole, Pass
 from hardware.system import NetworkLevel, Topology
 from solver.cost.menus import build_problem
-from solver.cost.weights import WeightRule
+from solver.cost.weights import WeightRule, step_sync_s, step_weights
 from tests.solver_fixtures import gemm, small_chip
 
 LINK_BPS, ALPHA, GRAD_B = 5e9, 1e-6, 1_024 * 2.0
 ALL_REDUCE_S = 2 * (2 - 1) / 2 * GRAD_B / LINK_BPS + 2 * (2 - 1) * ALPHA
 HALF_S = (2 - 1) / 2 * GRAD_B / LINK_BPS + (2 - 1) * ALPHA  # all-gather or reduce-scatter
-RULE = WeightRule(bytes_per_param=16.0, grad_bytes_per_param=2.0, sync_weight=1.0)
+RULE = WeightRule(bytes_per_param=16.0, grad_bytes_per_param=2.0)
+LEVEL = NetworkLevel("ring", Topology.RING, 2, LINK_BPS, ALPHA, ("TP",))
+SPAN = ((LEVEL, 2),)
 
 
 def _wgrad() -> Kernel:
@@ -43,18 +46,17 @@ def _wgrad() -> Kernel:
     )
 
 
-def _menus(with_wgrad: bool) -> dict[str, dict[str, object]]:
-    return _menus_of((gemm("g", 64, 32, 32), *((_wgrad(),) if with_wgrad else ())))
+def _problem(with_wgrad: bool):
+    return _problem_of((gemm("g", 64, 32, 32), *((_wgrad(),) if with_wgrad else ())))
 
 
-def _menus_of(kernels: tuple[Kernel, ...]) -> dict[str, dict[str, object]]:
-    level = NetworkLevel("ring", Topology.RING, 2, LINK_BPS, ALPHA, ("TP",))
-    problem = build_problem(
+def _problem_of(kernels: tuple[Kernel, ...]):
+    return build_problem(
         KernelGraph("g", kernels, ()),
         small_chip(sram_bytes=1e6),
         1e11,
         2,
-        ((level, 2),),
+        SPAN,
         {},
         "bf16",
         dataflow=False,
@@ -62,25 +64,40 @@ def _menus_of(kernels: tuple[Kernel, ...]) -> dict[str, dict[str, object]]:
         max_configs=0,
         weights=RULE,
     )
-    return {m.name: {o.sharding: o for o in m.options} for m in problem.kernels}
+
+
+def _sync_s(problem, **shardings: str) -> float:
+    """The step's sync of the plan whose kernels take `shardings` (first tiling of each)."""
+    choice = tuple(
+        next(i for i, o in enumerate(m.options) if o.sharding == shardings[m.name])
+        for m in problem.kernels
+    )
+    return step_sync_s(step_weights(problem, choice), RULE.grad_bytes_per_param, SPAN)
+
+
+def _option(problem, kernel: str, sharding: str):
+    menu = next(m for m in problem.kernels if m.name == kernel)
+    return next(o for o in menu.options if o.sharding == sharding)
 
 
 def test_without_a_gradient_kernel_the_replica_pays_the_all_reduce():
-    t = _menus(with_wgrad=False)["g"]["t"]
-    assert t.grad_sync_s == pytest.approx(ALL_REDUCE_S, rel=1e-12)
-    assert "grad all_reduce" in t.collective
+    p = _problem(with_wgrad=False)
+    assert _sync_s(p, g="t") == pytest.approx(ALL_REDUCE_S, rel=1e-12)
+    assert _option(p, "g", "t").network_s == 0.0  # the step's, not the kernel's
 
 
 def test_sequence_parallel_weight_pays_one_all_reduce_in_all():
-    menus = _menus(with_wgrad=True)
-    replica = menus["g"]["t"]
-    assert replica.grad_sync_s == pytest.approx(HALF_S, rel=1e-12)  # the all-gather
-    assert "grad all_gather" in replica.collective
-    scatter = menus["g_weight_update"]["t+rs"]
+    p = _problem(with_wgrad=True)
+    scatter = _option(p, "g_weight_update", "t+rs")
     assert scatter.network_s == pytest.approx(HALF_S, rel=1e-12)  # its reduce-scatter
-    assert replica.network_s + scatter.network_s == pytest.approx(ALL_REDUCE_S, rel=1e-12)
+    assert _sync_s(p, g="t", g_weight_update="t+rs") == pytest.approx(
+        HALF_S, rel=1e-12
+    )  # the all-gather
+    assert _sync_s(p, g="t", g_weight_update="t+rs") + scatter.network_s == pytest.approx(
+        ALL_REDUCE_S, rel=1e-12
+    )
     # a split weight needs no gather: the reduce-scatter leaves each chip its slice
-    assert menus["g"]["g_o"].grad_sync_s == 0.0
+    assert _sync_s(p, g="g_o", g_weight_update="t+rs") == 0.0
 
 
 def test_only_the_weight_a_gradient_kernel_computes_is_gathered():
@@ -112,7 +129,9 @@ def test_only_the_weight_a_gradient_kernel_computes_is_gathered():
         flop=64.0 * 32,
         pass_=Pass.WGRAD,
     )
-    replica = _menus_of((lookup, update))["emb"]["none"]
+    p = _problem_of((lookup, update))
     gather = (2 - 1) / 2 * 1_024 / LINK_BPS + (2 - 1) * ALPHA
     reduce = 2 * (2 - 1) / 2 * 4_096 / LINK_BPS + 2 * (2 - 1) * ALPHA
-    assert replica.grad_sync_s == pytest.approx(gather + reduce, rel=1e-12)
+    assert _sync_s(p, emb="none", emb_weight_update="t") == pytest.approx(
+        gather + reduce, rel=1e-12
+    )

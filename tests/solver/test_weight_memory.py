@@ -15,7 +15,7 @@ import pytest
 from generator.graph import Edge, KernelGraph, Pass
 from hardware.system import NetworkLevel, Topology
 from solver.cost.menus import build_problem
-from solver.cost.weights import WeightRule
+from solver.cost.weights import WeightRule, step_sync_s, step_weights
 from solver.fusion.solve import solve_graph
 from solver.milp.model import build_model
 from solver.options import SolverOptions
@@ -24,7 +24,7 @@ from tests.solver_fixtures import gemm, small_chip
 LINK_BPS = 5e9
 ALPHA = 1e-6
 # training, no ZeRO: weight 2 B + gradient 2 B + optimizer state 12 B per parameter
-RULE = WeightRule(bytes_per_param=16.0, grad_bytes_per_param=2.0, sync_weight=0.25)
+RULE = WeightRule(bytes_per_param=16.0, grad_bytes_per_param=2.0)
 
 
 def _graph() -> KernelGraph:
@@ -72,26 +72,33 @@ def test_replicated_weight_takes_twice_the_memory_of_the_split_one():
     assert _stored_bytes(_option(p, 0, "t")) == 2 * _stored_bytes(_option(p, 0, "g1_o"))
 
 
+def _index(problem, kernel: int, sharding: str) -> int:
+    return next(i for i, o in enumerate(problem.kernels[kernel].options) if o.sharding == sharding)
+
+
 def test_gradient_all_reduce_of_a_replicated_weight_is_the_ring_formula():
+    """The step syncs W1's gradient when g1 replicates it; the kernel pays none of it."""
     p = _problem()
     grad = 1024 * 2.0  # W1's gradient, bf16
     ring = 2 * (2 - 1) / 2 * grad / LINK_BPS + 2 * (2 - 1) * ALPHA
-    t = _option(p, 0, "t")
-    assert t.grad_sync_s == pytest.approx(ring, rel=1e-12)
-    # t is not a reduction dim of g1: its own network time is the amortised sync alone
-    assert t.network_s == pytest.approx(ring * RULE.sync_weight, rel=1e-12)
-    # a split weight has no gradient to synchronise
-    assert _option(p, 0, "g1_o").grad_sync_s == 0.0
+    span = ((NetworkLevel("ring", Topology.RING, 2, LINK_BPS, ALPHA, ("TP",)), 2),)
+    choice = (_index(p, 0, "t"), _index(p, 1, "g2_o"))
+    weights = step_weights(p, choice)
+    assert (weights.all_reduce, weights.all_gather) == (1024, 0)  # W1 only: g2 splits W2
+    assert step_sync_s(weights, RULE.grad_bytes_per_param, span) == pytest.approx(ring, rel=1e-12)
+    # t is not a reduction dim of g1: no network time of its own
+    assert _option(p, 0, "t").network_s == 0.0
+    # split weights have no gradient to synchronise
+    split = step_weights(p, (_index(p, 0, "g1_o"), _index(p, 1, "g2_o")))
+    assert (split.all_reduce, split.all_gather) == (0, 0)
     # the own all-reduce of a split reduction dim is unchanged: C1 = 64 x 32 x 2 B
-    h = _option(p, 0, "h")
-    assert h.grad_sync_s == 0.0
     out = 64 * 32 * 2.0
-    assert h.network_s == pytest.approx(out / LINK_BPS + 2 * ALPHA, rel=1e-12)
+    assert _option(p, 0, "h").network_s == pytest.approx(out / LINK_BPS + 2 * ALPHA, rel=1e-12)
 
 
 def test_inference_rule_has_no_gradient_sync():
     p = _problem(WeightRule(bytes_per_param=2.0))
-    assert _option(p, 0, "t").grad_sync_s == 0.0
+    assert _option(p, 0, "t").network_s == 0.0
     assert _stored_bytes(_option(p, 0, "t"), 2.0) == 2048
 
 
@@ -102,12 +109,12 @@ def _solve(problem):
 def test_capacity_that_forbids_replication_makes_the_search_split_the_weights():
     # slow links: every collective costs more than the GEMMs, so with room to spare the
     # best plan splits both GEMMs on tokens and replicates both weights
-    free = _problem(WeightRule(16.0, 2.0, sync_weight=0.0), link_Bps=1e6)
+    free = _problem(WeightRule(16.0, 2.0), link_Bps=1e6)
     sol = _solve(free)
     shard = [free.kernels[k].options[o].sharding for k, o in enumerate(sol.choice)]
     assert shard == ["t", "t"]
     # DRAM left for exactly both weights split: 2 x 512 params x 16 B
-    tight = _problem(WeightRule(16.0, 2.0, sync_weight=0.0), link_Bps=1e6, budget=2 * 8192)
+    tight = _problem(WeightRule(16.0, 2.0), link_Bps=1e6, budget=2 * 8192)
     sol2 = _solve(tight)
     shard2 = [tight.kernels[k].options[o].sharding for k, o in enumerate(sol2.choice)]
     assert shard2[0] in ("h", "g1_o") and shard2[1] in ("g1_o", "g2_o"), shard2
@@ -151,7 +158,7 @@ def test_a_weight_is_stored_as_large_as_its_most_demanding_reader():
         False,
         True,
         0,
-        weights=WeightRule(16.0, 2.0, 0.0),
+        weights=WeightRule(16.0, 2.0),
     )
     ids = {w for m in problem.kernels for o in m.options for w, _ in o.weights}
     assert ids == {"g1/w"}
