@@ -7,6 +7,12 @@ Cases (targets on a 2-core machine, from the solver issue):
   gpt3_175b_a100    GPT-3 175B training on 1024 A100, kernel-by-kernel, degrees searched (<= 5 s)
   llama70b_8xh100   Llama-3.1-70B inference (decode) on 8 H100                        (<= 5 s)
   synthetic_200     a 200-kernel synthetic chain with 8 configurations, DATAFLOW     (<= 5 s)
+                    set and met (optimal in 2.4 s) before 8f58190 / merge 5afbc01, whose
+                    rule holds a fused input its consumer re-reads whole in SRAM: before
+                    it this instance's optimum (1.1993e-05 s) equalled the separable root
+                    bound (every kernel at its own cheapest option), a proof with no search;
+                    with it the SRAM binds in every configuration and the best plan known
+                    is 1.879e-05 s (15% gap at 60 s, root bound only at 20 s): not met
   dfmodel_80mib     the DFModel example with 80 MiB of SRAM per chip (no target: the regime
                     where the SRAM forces a training layer into several configurations, so
                     forward->backward skip edges couple their layouts; tracked, not promised)

@@ -2,7 +2,9 @@
 
 A configuration's latency is max(C, M, N) (overlap), C + M + N (no overlap) or
 overhead + max(C - overhead, M) + N (serialised network): in every case at least a
-weighted sum w_C*C + w_M*M + w_N*N (+ a constant) for weights from a small fixed set.
+weighted sum w_C*C + w_M*M + w_N*N (+ a constant) for weights from a small fixed set
+(under overlap, any convex combination: on large problems a finer grid's points that bind
+on a few probe rows are added).
 A weighted sum is separable over the kernels (a layout conversion counted at its cheapest
 producer sharding), so its least value with every kernel's buffers fitting the SRAM
 together is a multiple-choice knapsack. Buffers are rounded down to 1/GRID of the SRAM,
@@ -15,6 +17,7 @@ The segments from one start position share their prefix, so one sweep bounds the
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -23,12 +26,28 @@ from solver.cost.problem import MappingProblem
 from solver.fusion.segment_price import KernelTraffic
 
 GRID = 512  # buffer units per SRAM
+PROBE_KERNELS = 100  # from this size on, the weights are chosen by probe rows
+PROBE_STEPS = 8  # the probe's grid: weights in multiples of 1/8
+PROBE_ROWS = 3  # start positions probed, spread over the order
+
+
+def simplex_grid(steps: int) -> np.ndarray:
+    """Every (w_C, w_M, w_N) >= 0 summing to 1 in multiples of 1/steps."""
+    return np.array(
+        [
+            (a / steps, b / steps, (steps - a - b) / steps)
+            for a in range(steps + 1)
+            for b in range(steps + 1 - a)
+        ]
+    )
 
 
 class KnapsackBounds:
     """Rows of bounds by start position, computed on first use."""
 
-    def __init__(self, problem: MappingProblem):
+    def __init__(self, problem: MappingProblem, probe_from: int | None = None):
+        """probe_from: the fewest kernels for which probe rows pick extra weights
+        (default PROBE_KERNELS)."""
         self.problem = problem
         self.weights, self.constant_weight = bound_weights(
             problem.overlap, problem.serialize_network
@@ -36,26 +55,62 @@ class KnapsackBounds:
         # bytes per buffer unit (no SRAM: any buffer overflows the grid)
         self.unit = problem.sram_bytes / GRID if problem.sram_bytes > 0 else 1e-30
         self.n = len(problem.kernels)
-        self.kernels = [_KernelValues(problem, k, self.weights, self.unit) for k in range(self.n)]
-        # (producer, consumer) -> weighted extra conversion [producer sharding a, weight,
-        # consumer sharding b] over the cheapest producer sharding
-        self.delta: dict[tuple[int, int], np.ndarray] = {}
+        self.kernels = [_KernelValues(problem, k, self.unit) for k in range(self.n)]
+        # (producer, consumer) -> extra conversion [producer sharding a, consumer sharding
+        # b] over the cheapest producer sharding (weighted by w_N in `_reweigh`)
+        self.extra: dict[tuple[int, int], np.ndarray] = {}
         for e in problem.edges:
             if not e.lead:
                 continue  # a conversion group is bounded by its lead edge alone
             conv = np.array(e.conv)
-            extra = conv - conv.min(axis=0, keepdims=True)
-            d = extra[:, None, :] * self.weights[None, :, 2:3]
             key = (e.src, e.dst)
-            self.delta[key] = self.delta.get(key, 0.0) + d
+            self.extra[key] = self.extra.get(key, 0.0) + (conv - conv.min(axis=0, keepdims=True))
+        probe_from = PROBE_KERNELS if probe_from is None else probe_from
+        # under overlap the latency max(C, M, N) is at least any convex combination
+        simplex = problem.overlap and not problem.serialize_network
+        if simplex and self.n >= probe_from:
+            self.weights = self._probed_weights()
+        self._reweigh(self.weights)
+
+    def _reweigh(self, weights: np.ndarray) -> None:
+        """Bound with weight vectors `weights` (any point of the simplex gives a valid
+        bound; more points, a tighter one)."""
+        self.weights = weights
+        for kv in self.kernels:
+            kv.reweigh(weights)
+        self.delta = {
+            key: extra[:, None, :] * weights[None, :, 2:3] for key, extra in self.extra.items()
+        }
+
+    def _probed_weights(self) -> np.ndarray:
+        """The fixed grid plus the points of a finer grid that give some segment its
+        bound on a few probe rows. Which balance of compute, memory and network binds
+        is a property of the problem (a 200-kernel chain under a tight SRAM: memory
+        against layout conversions, between the coarse grid's points, 15% below the finer
+        grid's bound); the finer grid on every row would cost 3x."""
+        fine = simplex_grid(PROBE_STEPS)
+        self._reweigh(fine)
+        used = np.zeros(len(fine), dtype=bool)
+        for i in np.linspace(0, self.n - 1, PROBE_ROWS).astype(int):
+            for values in self._row_values(int(i)):
+                used[int(np.argmax(values))] = True
+        coarse = bound_weights(self.problem.overlap, self.problem.serialize_network)[0]
+        extra = [w for w, u in zip(fine, used) if u and not np.isclose(coarse, w).all(1).any()]
+        return np.concatenate([coarse, np.array(extra).reshape(-1, 3)])
 
     def row(self, i: int) -> np.ndarray:
         """bounds[j] (seconds) of segments [i, j) for j in 0..n (inf where no tiling fits
         or j <= i)."""
-        n, W = self.n, len(self.weights)
-        out = np.full(n + 1, math.inf)
+        out = np.full(self.n + 1, math.inf)
+        for j, values in enumerate(self._row_values(i), start=i + 1):
+            out[j] = float(values.max())
+        return out
+
+    def _row_values(self, i: int) -> Iterator[np.ndarray]:
+        """Per segment [i, j), j = i + 1, ... while one fits: its bound under each weight."""
+        n = self.n
         # least weighted value with at most b buffer units, by the sharding of `last`
-        f = np.zeros((1, W, GRID + 1))
+        f = np.zeros((1, len(self.weights), GRID + 1))
         last = -1
         pending: list[int] = []
         overhead = 0.0
@@ -78,9 +133,8 @@ class KnapsackBounds:
             else:
                 best = g[:, :, GRID].min(axis=0)
             if not np.isfinite(best).any():
-                break  # buffers only grow with j: no longer segment from i fits either
-            out[j] = float((best + self.constant_weight * overhead).max())
-        return out
+                return  # buffers only grow with j: no longer segment from i fits either
+            yield best + self.constant_weight * overhead
 
     def _merge(
         self, f: np.ndarray, last: int, k: int, i: int, j: int, only_full: bool = False
@@ -113,11 +167,11 @@ class KnapsackBounds:
 class _KernelValues:
     """One kernel's options as (buffer units, weighted values), by its status in a segment."""
 
-    def __init__(self, problem: MappingProblem, k: int, weights: np.ndarray, unit: float):
+    def __init__(self, problem: MappingProblem, k: int, unit: float):
         menu = problem.kernels[k]
         self.traffic = KernelTraffic(problem, k)
         self.bandwidth_Bps = problem.dram_bandwidth_Bps
-        self.weights = weights
+        self.weights = np.ones((1, 3))
         options = menu.options
         add_overhead = 0.0 if problem.serialize_network else menu.overhead_s
         self.compute = np.array([o.compute_s + add_overhead for o in options])
@@ -133,6 +187,10 @@ class _KernelValues:
         self.sharding = sharding
         self.num_shardings = len(menu.shardings)
         self._cache: dict[tuple, list[tuple[np.ndarray, np.ndarray]]] = {}
+
+    def reweigh(self, weights: np.ndarray) -> None:
+        self.weights = weights
+        self._cache.clear()
 
     def settled(self, j: int) -> bool:
         return self.traffic.settled(j)
