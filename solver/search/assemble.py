@@ -144,7 +144,7 @@ def training_times(
     for p in head_phases(workload):
         stage += p.count * phase_latency[p.name]
     stage *= max(workload.instances_per_micro_batch, 1)
-    stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency)
+    stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency, dram_Bps)
     fwd = stage * forward_fraction(workload)
     transfer = fill = 0.0
     if pp > 1:

@@ -11,8 +11,22 @@ travel, each hop hidden under one step's compute (1/c of the attention time):
   backward  (c - 1) * max(0, T_p2p(2 kv) - A_b / c)   (K/V and their gradients travel)
 kv = one rank's K/V block: tokens / c x (KV heads / TP) x head dim x 2 (K and V) x bytes;
 A_f, A_b = forward / backward attention time of the layer on one rank, the attention
-kernels' share of the layer graph's FLOP times its latency. Not modelled: the forward ring
-repeated by a recomputed attention, and hop latency beyond the alpha of the level.
+kernels' share of the layer graph's FLOP times its latency.
+
+The ring also merges: Transformer Engine's AttnFuncWithCP (the implementation Megatron-core
+calls) runs one attention kernel per ring step, each returning a partial output and its
+softmax statistics, and merges them in 16-bit memory-bound passes that no ring hop covers:
+  forward   out zeroed once (Q writes), then per step out += out_step x exp(lse_step - lse)
+            (read out_step, read and write out: 3 Q element passes);
+  backward  per step dq += dq_step (3 Q passes) and dkv += dkv_step (3 KV passes),
+with Q = the rank's query elements (tokens / c x heads / TP x head dim), KV = its K/V block.
+Under causal load balancing a rank's step covers all its queries (or all its K/V) or half;
+the ranks wait on each other at every hop, so the busiest rank sets the pace: every step
+of rank c - 1 covers all its queries, and its off-diagonal backward steps half its K/V:
+  merge bytes = e x (Q + 3 c Q + 3 c Q + 3 (c + 1) / 2 x KV), e = bytes per element,
+read and written at the chip's DRAM bandwidth per layer and micro-batch. Not modelled: the
+forward ring repeated by a recomputed attention, the softmax-statistics merges (per token
+and head, 1/head_dim of the output), and hop latency beyond the alpha of the level.
 """
 
 from __future__ import annotations
@@ -51,6 +65,22 @@ def attention_shares(phase: Phase) -> tuple[float, float]:
     return (fwd / total, bwd / total) if total > 0 else (0.0, 0.0)
 
 
+def merge_bytes(workload: Workload, phase: Phase, tp: int, cp: int) -> float:
+    """DRAM bytes of the busiest CP rank's partial-result merges, one layer and micro-batch
+    (module docstring: forward output corrections, backward dq and dK/dV accumulation)."""
+    if cp <= 1:
+        return 0.0
+    model = workload.model
+    assert model is not None, "context parallelism needs an LLM workload"
+    e = workload.activation_bytes_per_element
+    kv = kv_block_bytes(workload, phase, tp) / e
+    heads = max(model.num_heads / tp, 1.0)
+    head_dim = model.head_dim or model.hidden_size // max(model.num_heads, 1)
+    tokens = next(k.dim_sizes["tokens"] for k in phase.graph.kernels if "tokens" in k.dim_sizes)
+    q = tokens * heads * head_dim
+    return e * (q + 6 * cp * q + 1.5 * (cp + 1) * kv)
+
+
 def ring_exposed_s(
     block_bytes: float, span: Span, cp: int, attn_fwd_s: float, attn_bwd_s: float
 ) -> tuple[float, float]:
@@ -64,9 +94,15 @@ def ring_exposed_s(
 
 
 def stage_ring_s(
-    workload: Workload, span: Span, tp: int, pp: int, phase_latency: dict[str, float]
+    workload: Workload,
+    span: Span,
+    tp: int,
+    pp: int,
+    phase_latency: dict[str, float],
+    dram_Bps: float = math.inf,
 ) -> float:
-    """Exposed CP ring time of one pipeline stage for one micro-batch."""
+    """Exposed CP ring time of one pipeline stage for one micro-batch: the hops no attention
+    step hides and the partial-result merges at `dram_Bps`."""
     cp = workload.context_parallel
     if cp <= 1:
         return 0.0
@@ -77,5 +113,6 @@ def stage_ring_s(
         f, b = attention_shares(p)
         lat = phase_latency[p.name]
         exposed, _ = ring_exposed_s(kv_block_bytes(workload, p, tp), span, cp, f * lat, b * lat)
-        total += math.ceil(p.count / pp) * exposed
+        merge = merge_bytes(workload, p, tp, cp) / dram_Bps
+        total += math.ceil(p.count / pp) * (exposed + merge)
     return total

@@ -8,7 +8,7 @@ from training_fixtures import tiny_training
 from generator.graph import KernelKind, Pass
 from hardware.system import NetworkLevel, Topology
 from mapshard import pipeline
-from solver.search.context_parallel import kv_block_bytes, ring_exposed_s
+from solver.search.context_parallel import kv_block_bytes, merge_bytes, ring_exposed_s, stage_ring_s
 
 SW = NetworkLevel("sw", Topology.SWITCH, 4, 100e9, parallelism=("CP",))
 
@@ -71,3 +71,23 @@ system { chip: "H100-SXM5-80GB" num_chip: 8
     (tmp_path / "setup.txt").write_text(text, encoding="utf-8")
     with pytest.raises(SetupError, match="tagged CP multiply to 8 but the workload's"):
         pipeline.load_scenario(tmp_path)
+
+
+def test_partial_results_merge_at_dram_speed_on_the_busiest_rank():
+    four = tiny(4)
+    layer = four.phases[0]
+    # CP 4: 64 tokens a rank; Q = 64 x 4 heads x 64 dims = 16384 elements, its K/V block
+    # 64 x 4 KV heads x 64 x 2 = 32768; 2-byte elements:
+    #   forward  zeroing Q + 4 steps x 3 Q passes          = 16384 + 196608
+    #   backward 4 steps x 3 Q (dq) + 3 x (1 + 3/2) KV      = 196608 + 245760
+    # = 655360 elements x 2 bytes = 1310720 bytes
+    assert merge_bytes(four, layer, tp=1, cp=4) == 1310720
+    # TP 2 halves the heads and the KV heads of a rank
+    assert merge_bytes(four, layer, tp=2, cp=4) == 655360
+    assert merge_bytes(tiny(1), tiny(1).phases[0], tp=1, cp=1) == 0.0
+    # attention long enough to hide every hop: the stage pays the merges alone, 4 layers x
+    # 1310720 bytes at 1e12 B/s = 5.24288 us
+    lat = {p.name: 1.0 for p in four.phases}
+    total = stage_ring_s(four, ((SW, 4),), 1, 1, lat, 1e12)
+    assert layer.count == 4
+    assert total == pytest.approx(4 * 1310720 / 1e12)
