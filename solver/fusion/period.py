@@ -37,7 +37,8 @@ def _field_names(obj: object) -> tuple[str, ...]:
 
 def option_key(opt: Option, shardings: tuple[str, ...]) -> tuple:
     """Every field of an option (a field added later included) but its weight identities
-    (kept: their sizes) and its sharding's label (kept: its index in the kernel's menu; a
+    (kept: their sizes; the names of the weights it replicates, kept: their count) and its
+    sharding's label (kept: its index in the kernel's menu; a
     label may name a dimension after its kernel, and the solver only compares labels
     within one kernel)."""
     out = []
@@ -47,6 +48,8 @@ def option_key(opt: Option, shardings: tuple[str, ...]) -> tuple:
             value = shardings.index(value)
         elif name == "weights":
             value = tuple(size for _, size in value)
+        elif name == "replicated":
+            value = len(value)
         out.append(value)
     return tuple(out)
 

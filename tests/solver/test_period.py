@@ -94,6 +94,20 @@ def test_copies_of_a_layer_have_its_length_as_period() -> None:
     assert all(period.same_as_next[LAYER : 4 * LAYER + 4])
 
 
+def test_option_keys_ignore_weight_names_of_each_copy() -> None:
+    """Two copies of a layer name their weights after the copy (L0_q/weight, L1_q/weight):
+    an option that stores or replicates them has the same key in both, else no layer graph
+    with a weight rule (any TP > 1 run) would be found periodic."""
+    from solver.cost.problem import Option
+    from solver.fusion.period import option_key
+
+    a = Option("h", "t", 1e-6, 0.0, 0.0, 64.0, 0.0, (), weights=(("L0_q/weight", 64.0),))
+    b = Option("h", "t", 1e-6, 0.0, 0.0, 64.0, 0.0, (), weights=(("L1_q/weight", 64.0),))
+    a, b = replace(a, replicated=("L0_q/weight",)), replace(b, replicated=("L1_q/weight",))
+    assert option_key(a, ("h",)) == option_key(b, ("h",))
+    assert option_key(a, ("h",)) != option_key(replace(b, replicated=()), ("h",))
+
+
 def test_no_period_without_repetition() -> None:
     # three layers, the middle one wider: no shift maps the graph onto itself
     layers = [_layer(copy, width) for copy, width in enumerate((32, 48, 32))]
