@@ -179,22 +179,29 @@ def floor_weights(problem: MappingProblem, stored: float) -> StepWeights:
     over the weights that can hold it, those that sync the fewest parameters per parameter
     of storage first (a fractional knapsack). A weight w may store, above its least, up to
     its largest split need (`part_w`) for free, and its whole only as a replica, which
-    syncs full_w for the full_w - part_w stored beyond that. All-gathered unless every
-    replica it lands on is all-reduced. Self-updated: as many of the graph's updated
+    syncs full_w for the full_w - part_w stored beyond that. When the weights that can
+    hold it sync by one kind (all-reduce or all-gather), the knapsack over parameters is a
+    floor of that kind's seconds; when they mix kinds, it is counted as all-gathers (an
+    all-gather of B bytes never takes longer than an all-reduce of B; by parameters alone a
+    smaller all-reduce could be preferred to a larger but cheaper all-gather). All-gathered
+    as one collective when both kinds remain. Self-updated: as many of the graph's updated
     weights' parameters as the storage above the others' least allows."""
     least, must, needs = _least_needs(problem)
     facts = problem.weight_facts
     sync = {"all_reduce": 0.0, "all_gather": 0.0}
-    room: list[tuple[float, float, str]] = []  # (synced per stored, storage, kind)
+    room: list[tuple[float, float]] = []  # (synced per stored, storage)
+    kinds: set[str] = set()
     for f in facts:
         if f.weight in must:
             sync[f.sync] += f.params
         elif least.get(f.weight, f.params) < f.params:
             part = max(n for n in needs[f.weight] if n < f.params)
-            room.append((0.0, part - least[f.weight], f.sync))
-            room.append((f.params / (f.params - part), f.params - part, f.sync))
+            room.append((0.0, part - least[f.weight]))
+            room.append((f.params / (f.params - part), f.params - part))
+            kinds.add(f.sync)
+    kind = kinds.pop() if len(kinds) == 1 else "all_gather"
     extra = max(stored - sum(least.values()), 0.0)
-    for ratio, size, kind in sorted(room):
+    for ratio, size in sorted(room):
         take = min(extra, size)
         sync[kind] += ratio * take
         extra -= take

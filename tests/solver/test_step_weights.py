@@ -123,7 +123,7 @@ def test_step_weights_of_a_backward_replica_and_their_floor_by_hand():
     """W is 1,024 parameters, 512 per chip split. Backward on tokens: 1,024 all-reduced
     (no WGRAD kernel computes W's gradient). The floor: nothing at the least storage (512);
     storing 1,024, the 512 above the least are a replica's half: 512 x 1,024 / (1,024 - 512)
-    = 1,024 parameters all-reduced."""
+    = 1,024 parameters all-reduced (W is the only weight that can hold the storage: its kind)."""
     problem = _problem(_workload())
     index = {m.name: {o.sharding: i for i, o in enumerate(m.options)} for m in problem.kernels}
     replica = step_weights(problem, (index["g"]["g_o"], index["g_bwd"]["t"]))
@@ -175,3 +175,31 @@ def test_a_graph_that_updates_its_own_weight_is_not_updated_again_by_the_step():
     assert "g1_optimizer" in [k.name for k in plan.phases[0].kernels]  # the graph's charge
     problem = _problem(workload, chips=1)
     assert step_weights(problem, (0,) * len(problem.kernels)).self_updated == 1_024
+
+
+def test_floor_of_replicas_of_two_kinds_never_exceeds_a_plan():
+    """The review's counterexample, TP 4: A (all-reduced) 4 parameters, 1 per chip split;
+    B (all-gathered) 6 parameters, 1.5 split. Storing 5.5 (least 2.5 + 3): by parameters the
+    cheapest replica is A's 3 extra (4 synced) but a plan storing B whole (7 >= 5.5) syncs
+    an all-gather of 6, half an all-reduce per byte. With the kinds mixed the floor counts
+    all-gathers: 4 parameters all-gathered, under both plans' sync."""
+    from types import SimpleNamespace
+
+    from solver.cost.problem import Option, WeightFact
+
+    def menu(w: str, split: float, full: float) -> SimpleNamespace:
+        def opt(elems: float, rep: tuple[str, ...]) -> Option:
+            return Option(
+                "s", "t", 0.0, 0.0, 0.0, 0.0, 0.0, (), weights=((w, elems),), replicated=rep
+            )
+
+        return SimpleNamespace(options=(opt(split, ()), opt(full, (w,))))
+
+    facts = (WeightFact("A", 4.0, "all_reduce"), WeightFact("B", 6.0, "all_gather"))
+    problem = SimpleNamespace(
+        kernels=(menu("A", 1.0, 4.0), menu("B", 1.5, 6.0)), weight_facts=facts
+    )
+    floor = floor_weights(problem, 5.5)
+    assert floor == StepWeights(all_gather=4.0)
+    # every plan storing >= 5.5: A whole (all-reduce 4) or B whole (all-gather 6) or both
+    assert floor.all_gather <= 6.0 and floor.all_reduce == 0.0
