@@ -30,7 +30,8 @@ from solver.plan import Plan
 
 INTERPOLATION = (
     "step time solved at a grid of (decode sequences D, their mean KV length C, prompt "
-    "tokens P) and interpolated: linear in C, then bilinear in (D, P)"
+    "tokens P) and interpolated: linear in C, then bilinear in (D, P); a prompt-only step "
+    "below the smallest solved P is priced at that P (its weight reads do not shrink)"
 )
 MIN_PREFILL_POINT = 32  # tokens: the smallest prompt part solved besides P = 0
 PREFILL_STEP = 2  # each prompt-token point is the next one's half
@@ -105,6 +106,8 @@ class StepTable:
         step."""
         if d == 0 and p == 0:
             return 0.0
+        if d == 0 and len(self.prefill) > 1:  # not toward the empty step's 0 s
+            p = max(p, self.prefill[1])
         d0, d1, wd = _bracket(self.decode, d)
         p0, p1, wp = _bracket(self.prefill, p)
         at = self._at

@@ -13,7 +13,13 @@ from mapshard import pipeline
 from mapshard.stream import requests_of
 from mapshard.stream_server import serve
 from mapshard.stream_sim import EngineLimits, Request, simulate
-from mapshard.stream_steps import StepShape, build_table, decode_points, prefill_points
+from mapshard.stream_steps import (
+    StepShape,
+    StepTable,
+    build_table,
+    decode_points,
+    prefill_points,
+)
 from schema import setup_pb2
 from schema.errors import InfeasibleError, SetupError
 from schema.setup_io import parse_text
@@ -242,3 +248,18 @@ def test_engine_keeps_one_weight_layout_on_several_chips():
     assert forced.workload.llm_inference.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT
     assert s.workload.llm_inference.tensor_parallel_split == setup_pb2.SEARCHED_SPLIT
     assert len(notes) == 1 and "one weight layout" in notes[0]
+
+
+def test_a_short_prompt_only_step_is_priced_at_the_smallest_solved_prompt():
+    """Grid P in {0, 32}: t(D=0, P=32) = 4 ms. A 16-token prompt alone is not half of it
+    (interpolating toward the empty step's 0 s): it reads the same weights, so 4 ms; with
+    one decoding sequence (t(1, 0) = 2 ms, t(1, 32) = 5 ms) it stays bilinear: 3.5 ms."""
+    times = {
+        (0, 0): ((0.0, 0.0), (0.0, 0.0)),
+        (0, 32): ((0.0, 4e-3), (0.0, 4e-3)),
+        (1, 0): ((10.0, 2e-3), (10.0, 2e-3)),
+        (1, 32): ((10.0, 5e-3), (10.0, 5e-3)),
+    }
+    table = StepTable((0, 1), (0, 32), times)
+    assert table(0, 0.0, 16) == pytest.approx(4e-3)
+    assert table(1, 10.0, 16) == pytest.approx(3.5e-3)
