@@ -19,19 +19,26 @@ import numpy as np
 COMPUTE, MEMORY, NETWORK = "compute", "memory", "network"
 
 
+Seconds = float | np.ndarray
+
+
 def config_latency(
-    compute_s: float,
-    memory_s: float,
-    network_s: float,
-    overhead_s: float,
+    compute_s: Seconds,
+    memory_s: Seconds,
+    network_s: Seconds,
+    overhead_s: Seconds,
     overlap: bool,
     serialize_network: bool = False,
-) -> float:
-    """Latency of one configuration (seconds); `compute_s` includes `overhead_s`."""
+) -> Seconds:
+    """Latency of one configuration (seconds); `compute_s` includes `overhead_s`.
+    Elementwise when any argument is a numpy array (the exact kernel-by-kernel tables, the
+    separable segment bounds' rows), with the builtin max for plain numbers (hot loops)."""
+    arrays = any(isinstance(x, np.ndarray) for x in (compute_s, memory_s, network_s, overhead_s))
+    top = np.maximum if arrays else max
     if serialize_network:
-        return overhead_s + max(compute_s - overhead_s, memory_s) + network_s
+        return overhead_s + top(compute_s - overhead_s, memory_s) + network_s
     if overlap:
-        return max(compute_s, memory_s, network_s)
+        return top(top(compute_s, memory_s), network_s)
     return compute_s + memory_s + network_s
 
 

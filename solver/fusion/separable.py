@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem
 
 
@@ -95,12 +96,8 @@ def separable_rows(problem: MappingProblem) -> np.ndarray:
         m = np.cumsum(t.weights[i:end] + inputs[i:end])
         m += np.cumsum(pending[i + 1 : end + 1])
         mem = m / bw
-        if problem.serialize_network:
-            o = np.cumsum(t.overhead[i:end])
-            row = o + np.maximum(c - o, mem) + w
-        elif problem.overlap:
-            row = np.maximum(np.maximum(c, mem), w)
-        else:
-            row = c + mem + w
-        values[i, i + 1 : end + 1] = row
+        o = np.cumsum(t.overhead[i:end]) if problem.serialize_network else 0.0
+        values[i, i + 1 : end + 1] = config_latency(
+            c, mem, w, o, problem.overlap, problem.serialize_network
+        )
     return values

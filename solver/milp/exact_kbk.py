@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver.check import kernel_memory_bytes, kernel_sram_bytes, mapping_cost
+from solver.cost.latency import Seconds, config_latency
 from solver.cost.problem import EdgeCost, MappingProblem
 from solver.milp.conversions import descendants
 from solver.milp.elimination import Factor, eliminate
@@ -224,13 +225,11 @@ def _option_terms(problem: MappingProblem, k: int) -> Terms:
     return out
 
 
-def _latency(problem: MappingProblem, overhead_s: float, comp, mem, net):
-    """solver.cost.latency.config_latency, elementwise over a charge table."""
-    if problem.serialize_network:
-        return overhead_s + np.maximum(comp - overhead_s, mem) + net
-    if problem.overlap:
-        return np.maximum(np.maximum(comp, mem), net)
-    return comp + mem + net
+def _latency(
+    problem: MappingProblem, overhead_s: float, comp: Seconds, mem: Seconds, net: Seconds
+) -> Seconds:
+    """The one latency rule (solver.cost.latency.config_latency), over a charge table."""
+    return config_latency(comp, mem, net, overhead_s, problem.overlap, problem.serialize_network)
 
 
 def _latency_table(
