@@ -296,8 +296,8 @@ def _relaxed(points: list[Point], least: float) -> list[tuple[float, float, tupl
     bound = 0.0
     traced = _next_cap(points, least) is None
     for i, pt in enumerate(points):
-        # an optimal solve's objective is what the search calls proven (within its gap)
-        bound = max(bound, pt.sol.objective_s if pt.sol.status == "optimal" else pt.sol.bound_s)
+        # the solve's proven bound (an "optimal" solve's objective is only within its gap)
+        bound = max(bound, pt.sol.bound_s)
         if not math.isfinite(bound):  # proven: no plan at this cap or below
             break
         last = i + 1 == len(points)
