@@ -31,17 +31,13 @@ from mapshard.stream_sim import PERCENTILES, EngineLimits, Request, StreamStats,
 from mapshard.stream_steps import INTERPOLATION, StepShape, build_table, point_setup, prefill_points
 from schema import setup_pb2
 from schema.errors import InfeasibleError
+from schema.validation_stream import (
+    DEFAULT_KERNEL_LAUNCH_US,
+    DEFAULT_KV_FRACTION,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_NUM_TOKENS,
+)
 from solver.plan import Plan
-
-DEFAULT_MAX_BATCH = 256  # sequences (TensorRT-LLM's default max_batch_size)
-DEFAULT_MAX_NUM_TOKENS = 8192  # tokens per step (TensorRT-LLM's default max_num_tokens)
-DEFAULT_KV_FRACTION = 0.9  # TensorRT-LLM's free_gpu_memory_fraction, vLLM's 0.9
-# Host microseconds per kernel of an engine step, serial with the GPU (setup.proto
-# Stream.kernel_launch_us): the value with the least mean |error| over the FIT
-# offline-throughput rows P-AZL08, P-AZS01, P-AZS03..10 (TensorRT-LLM on GB200, Llama-3.1-8B
-# TP1 and Llama-3-70B TP4); their measured-minus-solved time per step is 9.5-11.1 us per
-# kernel at both model sizes, flat in the step's GPU time (tests/unit/test_stream_overhead.py).
-DEFAULT_KERNEL_LAUNCH_US = 10.5
 
 
 def host_launch_beyond_chip_s(settings: dict, system: System) -> float:

@@ -21,10 +21,11 @@ A fixed per-kernel latency (launch, pipeline fill and drain) is `kernel_overhead
 by the solver's menus per kernel, not here. A GEMM also takes at least `kernel_min_time_s`
 in all (the shortest GEMM the chip's measurements show: GB200 runs 1024^3 and 1024x2145x1024
 in the same 4.4 us), so its compute time is at least `busy_floor` = that floor less the
-overhead: overhead + max(compute, memory) is then max(floor, overhead + max(compute,
-memory)). The floor is fitted on GEMMs and charged to GEMMs only: no measurement shows it
-for elementwise, norm or copy kernels, which keep overhead + their work. FP8 GEMMs that
-accumulate with FP32 promotion (FP8 training's dgrad and wgrad, `Kernel.split_accumulate`) run at
+overhead (with overlap, overhead + max(compute, memory) is then max(floor, overhead +
+max(compute, memory)); without, the floor bounds the compute part only). The floor is
+fitted on GEMMs and charged to GEMMs only: no measurement shows it for elementwise, norm
+or copy kernels, which keep overhead + their work. FP8 GEMMs that accumulate with FP32
+promotion (FP8 training's dgrad and wgrad, `Kernel.split_accumulate`) run at
 `fp8_split_accumulate_util` instead of the FP8 plateau (`split_accumulate_factor`).
 
 DRAM: `dram_util` x bandwidth (STREAM copy / peak). Attention: `attention_util` x matrix

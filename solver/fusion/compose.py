@@ -38,7 +38,9 @@ from solver.options import SolverOptions
 
 MIN_WINDOWS = 4  # windows (so at least two interior ones) for a composition to pay
 # branch-and-bound nodes per offset's window MILP (an upper bound needs no proof; a node
-# limit, unlike seconds, gives the same plan on every machine)
+# limit, unlike seconds, gives each window the same plan on every machine; how many
+# offsets are tried still stops at the time share, so under a tight time limit the
+# composed plan can differ between machines)
 WINDOW_NODES = 100
 
 

@@ -403,8 +403,8 @@ _SEPARABLE: list[tuple[weakref.ref, np.ndarray]] = []  # the last problem's, reu
 
 def separable_bounds(problem: MappingProblem) -> np.ndarray:
     """`separable.separable_rows` (inf where a segment cannot fit), computed once for the same
-    problem object: the root bound and the proof search of the alternation share it (on
-    thousands of kernels it is tens of seconds of Python). Read-only: copy to change."""
+    problem object: the root bound and the proof search of the alternation share it (about
+    1.4 s on 3,936 kernels). Read-only: copy to change."""
     if _SEPARABLE and _SEPARABLE[0][0]() is problem:
         return _SEPARABLE[0][1]
     values = separable_rows(problem)
