@@ -35,6 +35,7 @@ def solve_graph_exact_first(problem: MappingProblem, options: SolverOptions) -> 
     return solve_graph(problem, options)
 
 
-def solved_by(sol: GraphSolution) -> str:
-    """The solver that proved a graph's solution: EXACT_SOLVER or "highs"."""
-    return EXACT_SOLVER if EXACT_NOTE in sol.stats.notes else "highs"
+def solved_by(sol: GraphSolution, milp_solver: str) -> str:
+    """The solver that proved a graph's solution: EXACT_SOLVER, else the MILP solver the
+    options name (HiGHS by default)."""
+    return EXACT_SOLVER if EXACT_NOTE in sol.stats.notes else milp_solver

@@ -384,7 +384,7 @@ class _OuterSearch:
         return self.cache[key]
 
     def count(self, sol: GraphSolution) -> None:
-        self.solvers.add(solved_by(sol))
+        self.solvers.add(solved_by(sol, self.options.name))
         self.milps += sol.stats.milps
         self.num_vars = max(self.num_vars, sol.stats.num_vars)
         self.num_binaries = max(self.num_binaries, sol.stats.num_binaries)
@@ -466,7 +466,7 @@ class _OuterSearch:
             fusion_search=self.fusion_search(),
             stop_reason=self.stop_reason(status),
             search_space="; ".join(self.spaces) if self.spaces else "all",
-            solver="+".join(sorted(self.solvers)) or "highs",
+            solver="+".join(sorted(self.solvers)) or self.options.name,
         )
 
     def stop_reason(self, status: str) -> str:
