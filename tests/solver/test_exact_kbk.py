@@ -158,7 +158,7 @@ def test_binding_dram_row_is_handed_to_the_milp() -> None:
     if milp.status == "optimal":  # a plan with fewer stored weights exists: no faster
         assert milp.objective_s >= free.objective_s * (1 - 1e-9)
     sol = solve_graph_exact_first(tight, EXACT)
-    assert solved_by(sol) == "highs"
+    assert solved_by(sol, "highs") == "highs"
 
 
 def test_wide_fan_equals_highs_and_a_table_past_the_limit_is_refused(
@@ -185,10 +185,12 @@ def test_wide_fan_equals_highs_and_a_table_past_the_limit_is_refused(
         assert found is not None
         assert math.isclose(found.objective_s, milp.objective_s, rel_tol=1e-6)
         sol = solve_graph_exact_first(p, EXACT)
-        assert solved_by(sol) == EXACT_SOLVER and sol.status == "optimal" and sol.gap == 0.0
+        assert (
+            solved_by(sol, "highs") == EXACT_SOLVER and sol.status == "optimal" and sol.gap == 0.0
+        )
     monkeypatch.setattr(exact_kbk, "TABLE_LIMIT", 5**5 * 2**5 - 1)
     assert solve_kbk(problem) is None
-    assert solved_by(solve_graph_exact_first(problem, EXACT)) == "highs"
+    assert solved_by(solve_graph_exact_first(problem, EXACT), "highs") == "highs"
 
 
 def test_equal_latency_plans_prefer_fewer_stored_weights() -> None:
