@@ -9,7 +9,8 @@ from generator.builder import GraphBuilder
 from generator.graph import KernelGraph, KernelKind, ModelInfo, OperandRole, Pass, Phase
 from generator.llm_layer import Layer, LayerShape
 from generator.models import ModelConfig
-from generator.ops import cross_entropy, embedding, linear, norm
+from generator.ops import embedding, linear, norm
+from generator.ops_loss import fp32_cross_entropy
 from generator.precision import Precision
 
 
@@ -53,7 +54,8 @@ def head_graph(
     training: bool = False,
 ) -> KernelGraph:
     """Token (+ learned position) embedding of `embed_tokens`, and final norm + LM head over
-    `head_tokens`; training adds the loss and the backward pass."""
+    `head_tokens`; training adds the loss (in FP32, as Megatron-LM computes it) and the
+    backward pass."""
     b = GraphBuilder(name)
     w, a = prec.weight_bytes, prec.activation_bytes
     H, V = ("hidden", cfg.hidden), ("vocab", cfg.vocab)
@@ -85,7 +87,7 @@ def head_graph(
         shardable=["tokens", "vocab", "hidden"],
     )
     if training:
-        cross_entropy(b, "loss", logits, abpe=a)
+        fp32_cross_entropy(b, "loss", logits, abpe=a)
         b.backward([emb])
     return sixteen_bit_head(b.graph(), prec)
 

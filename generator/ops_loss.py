@@ -1,0 +1,97 @@
+"""The LM's training loss as Megatron-LM runs it: vocab-parallel cross-entropy in FP32.
+
+Megatron-LM (megatron/core/tensor_parallel/cross_entropy.py, VocabParallelCrossEntropy, and
+its jit-fused variant megatron/core/fusions/fused_cross_entropy.py) upcasts the 16-bit logits
+to FP32 before the softmax, overwrites that FP32 copy in place with exp(logits - max) and then
+with the softmax, and keeps the FP32 softmax for the backward, which scales it in place and
+casts the gradient back to the logits' dtype. Every pass streams the whole [tokens, vocab]
+tensor, so the loss moves several times the bytes of one 16-bit read + one 16-bit write.
+Bytes per logit element (a = 16-bit activation bytes, 2):
+  forward   upcast + max    read a, write 4     (a + 4)
+            exp in place    read 4, write 4     (8)
+            row sum         read 4              (4)
+            normalise       read 4, write 4     (8)      = a + 24 = 26
+  backward  scale in place  read 4, write 4     (8)
+            downcast        read 4, write a     (4 + a)  = a + 12 = 14
+The tokens-sized pieces (max, sum, target logit, loss, its all-reduces over TP) are left out:
+one value per row against a vocabulary of tens of thousands per row.
+"""
+
+from __future__ import annotations
+
+from generator.builder import Arg, GraphBuilder, Tensor, dims_elements
+from generator.graph import KernelKind, OperandRole, Pass
+
+IN, OUT = OperandRole.INPUT, OperandRole.OUTPUT
+FP32_BYTES = 4.0
+EXP_FLOP = 3  # subtract the row max, exponentiate, keep (per element)
+NORM_FLOP = 1  # divide by the row sum
+SCALE_FLOP = 2  # subtract the one-hot target, multiply by the loss gradient
+
+
+def fp32_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: float) -> Tensor:
+    """Softmax cross-entropy over the vocabulary in FP32 (Megatron's passes, see the module
+    docstring); the start of the backward pass. Kernels: `<name>_upcast`, `<name>_exp`,
+    `<name>_sum`, `<name>` (the seed: softmax and loss), `<name>_bwd`, `<name>_bwd_cast`."""
+    dims = logits.dims
+    tokens = dims[0]
+    rows = (tokens,)
+    n = dims_elements(dims)
+    shard = [d for d, _ in dims]
+
+    def vector(kname: str, args: list[Arg], flop: float, **kw: object) -> Tensor:
+        t = b.add_kernel(
+            kname, KernelKind.SOFTMAX, args, flop, kernel_class="Va_Va", shardable=shard, **kw
+        )  # type: ignore[arg-type]
+        assert t is not None
+        return t
+
+    up = vector(
+        f"{name}_upcast",
+        [Arg("logits", IN, dims, abpe, logits), Arg("logits_fp32", OUT, dims, FP32_BYTES)],
+        n,
+    )
+    ex = vector(
+        f"{name}_exp",
+        [Arg("logits_fp32", IN, dims, FP32_BYTES, up), Arg("exp", OUT, dims, FP32_BYTES)],
+        EXP_FLOP * n,
+    )
+    sums = vector(
+        f"{name}_sum",
+        [Arg("exp", IN, dims, FP32_BYTES, ex), Arg("row_sum", OUT, rows, FP32_BYTES)],
+        n,
+    )
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        softmax = b.saved(probs)
+        grad = vector(
+            f"{name}_bwd",
+            [
+                Arg("softmax", IN, dims, FP32_BYTES, softmax),
+                Arg("targets", IN, rows, 4.0),
+                Arg("dlogits_fp32", OUT, dims, FP32_BYTES),
+            ],
+            SCALE_FLOP * n,
+            pass_=Pass.BWD,
+        )
+        dx = vector(
+            f"{name}_bwd_cast",
+            [Arg("dlogits_fp32", IN, dims, FP32_BYTES, grad), Arg("dlogits", OUT, dims, abpe)],
+            n,
+            pass_=Pass.BWD,
+        )
+        return [(logits, dx)]
+
+    probs = vector(
+        name,
+        [
+            Arg("exp", IN, dims, FP32_BYTES, ex),
+            Arg("row_sum", IN, rows, FP32_BYTES, sums),
+            Arg("targets", IN, rows, 4.0),
+            Arg("softmax", OUT, dims, FP32_BYTES),
+        ],
+        NORM_FLOP * n,
+        rule=rule,
+        seed=True,
+    )
+    return probs
