@@ -258,20 +258,6 @@ def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
     g.weight_operand = case.text("precision") == "fp8"
 
 
-def tp_comm_overlap(case: Case) -> bool:
-    """Whether the run overlaps its tensor-parallel collectives with the GEMMs (extra_params
-    `tp_comm_overlap`=1: NeMo's `ub_tp_comm_overlap` / MegatronCommOverlapCallback
-    `tp_comm_overlap`, Transformer Engine userbuffers: the sequence-parallel all-gathers and
-    reduce-scatters run in chunks under the GEMMs that consume or produce them). Such a row
-    runs with Execution.overlap PERFECT: a kernel's collective hides under its compute,
-    latency max(compute, memory, network), instead of the GPU default SERIAL_NETWORK, where it
-    adds. Only with TP > 1 (TP 1 has no TP collective to overlap)."""
-    given = case.extra.get("tp_comm_overlap", "")
-    if given not in ("", "0", "1"):
-        raise Unmodelable(f"tp_comm_overlap={given} is not 0 or 1")
-    return given == "1" and case.int("tp", 1) > 1
-
-
 # extra_params keys that say the optimizer state is sharded over DP (ZeRO-1): Megatron-LM's
 # --use-distributed-optimizer, Calculon's optimizer_sharding flag.
 ZERO1_KEYS = ("distributed_optimizer", "optimizer_sharding")
@@ -362,9 +348,7 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     _system(case, spec, setup, levels)
     # no execution block: kernel by kernel with the chip's calibrated overlap
     # (ChipSpec.overlap; GPUs SERIAL_NETWORK), exactly what `mapshard run` of the same
-    # setup assumes; a run whose recipe overlaps its TP collectives says so
-    if tp_comm_overlap(case):
-        setup.execution.overlap = setup_pb2.PERFECT
+    # setup assumes
     setup.solver.time_limit_s = 60
     return setup, levels
 
