@@ -71,8 +71,10 @@ def search_workload(
     options: SolverOptions,
     scenario: str = "",
     progress: Callable[[SearchProgress], None] | None = None,
+    start_with: tuple[str, str] | None = None,
 ) -> Plan:
-    """The best plan over every parallel choice (solver.api.solve_workload)."""
+    """The best plan over every parallel choice (solver.api.solve_workload). `start_with`
+    (placement, knobs) names a candidate to settle first (training_space.start_with)."""
     if execution.cost_model == "dfmodel":
         from solver.search.dfmodel_plan import search_dfmodel
 
@@ -91,6 +93,7 @@ def search_workload(
     if not candidates:
         raise infeasible.no_layout(workload, system, limits)
     bounds = training_space.ordered_bounds(candidates, system, execution)
+    bounds = training_space.start_with(bounds, start_with)
     search.bounds = bounds
     search.group_sizes = training_space.group_sizes(candidates)
     stop: KeyboardInterrupt | None = None
