@@ -101,10 +101,14 @@ def search_workload(
         if progress is not None:  # from the start: the first choice and its roofline bound
             progress(search.progress())
         for lb, _, candidate in bounds:
-            if not search.settle(lb, candidate):
-                continue
-            if progress is not None:
+            milps = search.milps
+            settled = search.settle(lb, candidate)
+            if settled and progress is not None:
                 progress(search.progress())
+            # the limit is checked after every settle that solved something, a pruning
+            # graph bound included (a run of those can take longer than the limit)
+            if not settled and search.milps == milps:
+                continue
             if 0 < options.time_limit_s < time.perf_counter() - search.t0:
                 search.statuses.append("time_limit")
                 search.stops.append("time_limit")
@@ -324,6 +328,12 @@ class _OuterSearch:
             self.stops.append(dram_split.STOP)
         total = split.stored_per_chip
         memory = assemble.memory_use(workload, choice, capacity, total)
+        if memory.total > capacity * (1 + 1e-9):
+            # the chosen split does not fit (seen on GPT-3 175B with DRAM halved, free
+            # knobs): no plan for this candidate, and the search no longer claims a proof
+            # (settle's "no plan in time"); the plan's re-check would reject it
+            inf = {name: math.inf for name in split.chosen}
+            return _Phases(latency=inf, bound=split.bound_s)
         return _Phases(
             {name: (pt.problem, pt.sol) for name, pt in split.chosen.items()},
             {name: pt.sol.objective_s for name, pt in split.chosen.items()},
