@@ -28,7 +28,7 @@ from solver.search.bounds import bound_of, step_times
 from solver.search.exact_first import solve_graph_exact_first, solved_by
 from solver.search.parallel import Choice, enumerate_choices, spans_key
 from solver.search.phase_problem import build_key, micro_batches_of, param_cap, phase_problem
-from solver.search.plan_build import Solved, build_plan
+from solver.search.plan_build import Solved, build_plan, fusion_search_text, proven_bound
 from solver.search.progress import SearchProgress
 from solver.search.solve_memo import solve_graph_memo
 from solver.search.training_space import Candidate
@@ -73,8 +73,8 @@ def search_workload(
     progress: Callable[[SearchProgress], None] | None = None,
     start_with: tuple[str, str] | None = None,
 ) -> Plan:
-    """The best plan over every parallel choice (solver.api.solve_workload). `start_with`
-    (placement, knobs) names a candidate to settle first (training_space.start_with)."""
+    """The best plan over every parallel choice (solver.api.solve_workload); `start_with`:
+    training_space.start_with."""
     if execution.cost_model == "dfmodel":
         from solver.search.dfmodel_plan import search_dfmodel
 
@@ -101,13 +101,11 @@ def search_workload(
         if progress is not None:  # from the start: the first choice and its roofline bound
             progress(search.progress())
         for lb, _, candidate in bounds:
-            milps = search.milps
+            solves = search.graph_solves
             settled = search.settle(lb, candidate)
             if settled and progress is not None:
                 progress(search.progress())
-            # the limit is checked after every settle that solved something, a pruning
-            # graph bound included (a run of those can take longer than the limit)
-            if not settled and search.milps == milps:
+            if not settled and search.graph_solves == solves:  # graph-bound prunes count too
                 continue
             if 0 < options.time_limit_s < time.perf_counter() - search.t0:
                 search.statuses.append("time_limit")
@@ -148,6 +146,7 @@ class _OuterSearch:
     results: list[ChoiceResult] = field(default_factory=list)
     infeasible_reasons: list[tuple[infeasible.Reason, str]] = field(default_factory=list)
     milps: int = 0
+    graph_solves: int = 0  # graph searches run (cache misses), for the time-limit check
     num_vars: int = 0
     num_binaries: int = 0
     num_rows: int = 0
@@ -329,11 +328,8 @@ class _OuterSearch:
         total = split.stored_per_chip
         memory = assemble.memory_use(workload, choice, capacity, total)
         if memory.total > capacity * (1 + 1e-9):
-            # the chosen split does not fit (seen on GPT-3 175B with DRAM halved, free
-            # knobs): no plan for this candidate, and the search no longer claims a proof
-            # (settle's "no plan in time"); the plan's re-check would reject it
-            inf = {name: math.inf for name in split.chosen}
-            return _Phases(latency=inf, bound=split.bound_s)
+            # a split that does not fit (seen: GPT-3 175B, DRAM halved): no plan, no proof
+            return _Phases(latency=dict.fromkeys(split.chosen, math.inf), bound=split.bound_s)
         return _Phases(
             {name: (pt.problem, pt.sol) for name, pt in split.chosen.items()},
             {name: pt.sol.objective_s for name, pt in split.chosen.items()},
@@ -387,6 +383,7 @@ class _OuterSearch:
         """The graph's solution (solved once per key), counted in the statistics."""
         if key not in self.cache:
             sol = solve_graph_memo(problem, self.options.remaining(self.t0), solve_graph)
+            self.graph_solves += 1
             self.count(sol)
             if sol.stats.stop:
                 self.stops.append(sol.stats.stop)
@@ -450,7 +447,7 @@ class _OuterSearch:
         # other choice contributes its proven bound, and a choice never reached (time
         # limit) its roofline bound.
         unexplored = [lb for lb, _, _ in bounds[len(results) :]]
-        proven = _proven_bound(best, self.system)
+        proven = proven_bound(best, self.system)
         bound_latency = min([proven, *self.open_bounds, *unexplored])
         gap = max(0.0, (best.times.latency_s - bound_latency) / best.times.latency_s)
         if status != "optimal" and len(results) < len(bounds):
@@ -494,18 +491,4 @@ class _OuterSearch:
         return self.stops[0]
 
     def fusion_search(self) -> str:
-        if not self.execution.dataflow:
-            return "kernel-by-kernel"
-        text = (
-            "every configuration assignment with Config[u] <= Config[v] (paths in the "
-            "lattice of ideals; lazy shortest path + exact pricing)"
-        )
-        if self.spaces:
-            text += "; restricted, optimal only within: " + "; ".join(self.spaces)
-        return text
-
-
-def _proven_bound(best: Solved, system: System) -> float:
-    lat = {name: sol.bound_s for name, (_, sol) in best.solutions.items()}
-    graphs = bound_of(best.workload, best.choice, lat, system)  # at the least storage: the
-    return min(max(graphs, best.bound_s), best.times.latency_s)  # split's may be tighter
+        return fusion_search_text(self.execution.dataflow, self.spaces)
