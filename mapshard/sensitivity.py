@@ -4,7 +4,12 @@ RE-SOLVED through the same pipeline (pipeline.plan on the scenario's own kernel 
 nothing is regenerated), with a short time limit. A scaled resource changes the MILP's
 constants only, so the same search answers "what if"; no latency is extrapolated.
 
-A re-solve that stops at its time limit gives an upper bound on the new latency (the best
+Reuse, exact: each re-solve settles the base plan's candidate (parallel choice and
+training knobs) first, so its roofline pruning starts from a near-optimal incumbent (a
+candidate is still pruned only by its own lower bound against a plan found: the same best
+latency; solver.search.training_space.start_with), and kernel-by-kernel graph solves that
+finished are shared between the re-solves when a graph's inner problem is equal
+(solver.search.solve_memo). A re-solve that stops at its time limit gives an upper bound on the new latency (the best
 plan found); its row says so. One that finds no plan, or proves none fits, says that too.
 """
 
