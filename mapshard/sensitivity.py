@@ -9,7 +9,9 @@ training knobs) first, so its roofline pruning starts from a near-optimal incumb
 candidate is still pruned only by its own lower bound against a plan found: the same best
 latency; solver.search.training_space.start_with), and kernel-by-kernel graph solves that
 finished are shared between the re-solves when a graph's inner problem is equal
-(solver.search.solve_memo). A re-solve that stops at its time limit gives an upper bound on the new latency (the best
+(solver.search.solve_memo).
+
+A re-solve that stops at its time limit gives an upper bound on the new latency (the best
 plan found); its row says so. One that finds no plan, or proves none fits, says that too.
 """
 
