@@ -136,9 +136,12 @@ def solve(
     scenario: Scenario,
     time_limit_s: float | None = None,
     progress: Callable[..., None] | None = None,
+    start_with: tuple[str, str] | None = None,
 ) -> Plan:
     """The MILP search. `progress` is called with the search's progress after each outer
-    choice. Use `plan` (solve + check) unless the plan is deliberately not checked."""
+    choice; `start_with` (placement, knobs) names a candidate to settle first (the what-if
+    re-solves: solver.search.training_space.start_with). Use `plan` (solve + check) unless
+    the plan is deliberately not checked."""
     from schema.errors import SetupError
     from solver.api import solve_workload
 
@@ -151,6 +154,7 @@ def solve(
             solver_options(scenario.setup, time_limit_s),
             scenario.name,
             progress,
+            start_with,
         )
     except SetupError as exc:  # found while solving (DFModel's branches): name the file
         where = str(scenario.path)
@@ -286,9 +290,11 @@ def plan(
     scenario: Scenario,
     time_limit_s: float | None = None,
     progress: Callable[..., None] | None = None,
+    start_with: tuple[str, str] | None = None,
 ) -> Plan:
     """solve -> check -> compare: the only way callers get a plan."""
-    return compare_models(scenario, check(scenario, solve(scenario, time_limit_s, progress)))
+    solved = solve(scenario, time_limit_s, progress, start_with)
+    return compare_models(scenario, check(scenario, solved))
 
 
 def compare_models(scenario: Scenario, plan: Plan) -> Plan:

@@ -4,6 +4,13 @@ RE-SOLVED through the same pipeline (pipeline.plan on the scenario's own kernel 
 nothing is regenerated), with a short time limit. A scaled resource changes the MILP's
 constants only, so the same search answers "what if"; no latency is extrapolated.
 
+Reuse, exact: each re-solve settles the base plan's candidate (parallel choice and
+training knobs) first, so its roofline pruning starts from a near-optimal incumbent (a
+candidate is still pruned only by its own lower bound against a plan found: the same best
+latency; solver.search.training_space.start_with), and kernel-by-kernel graph solves that
+finished are shared between the re-solves when a graph's inner problem is equal
+(solver.search.solve_memo).
+
 A re-solve that stops at its time limit gives an upper bound on the new latency (the best
 plan found); its row says so. One that finds no plan, or proves none fits, says that too.
 """
@@ -11,7 +18,8 @@ plan found); its row says so. One that finds no plan, or proves none fits, says 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hardware.system import System
@@ -206,16 +214,45 @@ def sensitivity(
     time_limit_s = resolve_time_limit(
         pipeline.solver_options(scenario.setup, time_limit_s).time_limit_s
     )
+    start = base_candidate(plan)
     rows = []
-    for name, factor, system in scaled_systems(scenario.system):
-        what_if = dataclasses.replace(scenario, system=system)
-        try:
-            p = pipeline.plan(what_if, time_limit_s)
-        except InfeasibleError as exc:
-            rows.append(Row(name, factor, "infeasible", None, None, str(exc.resource)))
-            continue
-        except NoPlanError:
-            rows.append(Row(name, factor, "no_plan", None, None))
-            continue
-        rows.append(Row(name, factor, p.stats.status, p.latency_s, p.stats.gap))
+    with solutions_kept():
+        for name, factor, system in scaled_systems(scenario.system):
+            what_if = dataclasses.replace(scenario, system=system)
+            try:
+                p = pipeline.plan(what_if, time_limit_s, start_with=start)
+            except InfeasibleError as exc:
+                rows.append(Row(name, factor, "infeasible", None, None, str(exc.resource)))
+                continue
+            except NoPlanError:
+                rows.append(Row(name, factor, "no_plan", None, None))
+                continue
+            rows.append(Row(name, factor, p.stats.status, p.latency_s, p.stats.gap))
     return Sensitivity(plan.latency_s, time_limit_s, tuple(rows), plan.stats.status)
+
+
+def base_candidate(plan) -> tuple[str, str] | None:  # noqa: ANN001
+    """(placement, knobs) of the base plan's own candidate: each re-solve settles it first,
+    so its roofline pruning starts from a near-optimal incumbent (exact: see
+    solver.search.training_space.start_with). None when the plan lists none."""
+    for r in plan.choices:
+        if r.status == "solved" and r.latency_s == plan.latency_s:
+            return r.placement, r.knobs
+    return None
+
+
+@contextmanager
+def solutions_kept() -> Iterator[None]:
+    """Graph solutions reused between the re-solves when a graph's inner problem is equal
+    (solver.search.solve_memo: kernel-by-kernel graphs solved to the end only, so a hit
+    is what a fresh solve returns); switched back off afterwards unless it was on."""
+    from solver.search.solve_memo import SOLUTIONS
+
+    was_on = SOLUTIONS.enabled
+    SOLUTIONS.enabled = True
+    try:
+        yield
+    finally:
+        SOLUTIONS.enabled = was_on
+        if not was_on:
+            SOLUTIONS.clear()

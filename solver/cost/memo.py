@@ -106,3 +106,28 @@ def restore() -> None:
     for memo in ALL:
         memo.enabled = memo.default
         memo.clear()
+
+
+_PER_PHASES: dict[tuple[str, int], tuple[object, Any]] = {}
+_PER_PHASES_SIZE = 512  # phase tuples held: a training search has a few hundred
+
+
+def per_phases(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`fn(phases)` kept per phases tuple, by identity (the tuple is held, so its id cannot
+    be reused while kept; phases and their graphs are frozen). Why: the outer search sums
+    over a candidate's graphs (forward FLOP share, gradient bytes) once per candidate, tens
+    of thousands of times per solve, over a few hundred distinct phase tuples."""
+
+    def kept(phases: Any) -> Any:
+        key = (fn.__qualname__, id(phases))
+        hit = _PER_PHASES.get(key)
+        if hit is not None and hit[0] is phases:
+            return hit[1]
+        if len(_PER_PHASES) >= _PER_PHASES_SIZE:
+            _PER_PHASES.clear()
+        value = fn(phases)
+        _PER_PHASES[key] = (phases, value)
+        return value
+
+    kept.__doc__, kept.__name__, kept.__qualname__ = fn.__doc__, fn.__name__, fn.__qualname__
+    return kept

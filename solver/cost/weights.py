@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from generator.graph import Kernel, OperandRole, Pass, Workload
+from generator.graph import Kernel, OperandRole, Pass, Phase, Workload
 from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
+from solver.cost.memo import per_phases
 from solver.cost.problem import REPLICATED, KernelMenu, MappingProblem, Span, WeightFact
 
 
@@ -288,8 +289,13 @@ def per_step_gradient_reduction(
 def self_updated_params(workload: Workload) -> float:
     """Parameters (whole model) of the forward kernels whose optimizer update a graph's own
     OPTIMIZER kernel (`<kernel>_optimizer`, solver.cost.weights.weight_facts) charges."""
+    return _self_updated(workload.phases)
+
+
+@per_phases
+def _self_updated(phases: tuple[Phase, ...]) -> float:
     total = 0.0
-    for p in workload.phases:
+    for p in phases:
         owners = {
             weight_owner(k.name.removesuffix(OPTIMIZER_SUFFIX))
             for k in p.graph.kernels

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from generator.graph import Communication, OperandRole, Pass, Phase, Workload
 from generator.ops_fp8 import FP8_BYTES
 from solver.cost.collectives import hierarchical_time
+from solver.cost.memo import per_phases
 from solver.cost.weights import StepWeights, WeightRule, self_updated_params, step_sync_s
 from solver.plan import MemoryUse
 from solver.search.context_parallel import stage_ring_s
@@ -88,21 +89,33 @@ def _tokens(phase: Phase) -> int:
 
 def gradient_bytes(workload: Workload) -> float:
     """Bytes of the data-parallel gradient all-reduce per step (whole model)."""
+    total = _periodic_bytes(workload.phases)
+    if total == 0 and workload.kind == "training" and not workload.forward_only:
+        total = param_count(workload) * workload.weight_bytes_per_param
+    return total
+
+
+@per_phases
+def _periodic_bytes(phases: tuple[Phase, ...]) -> float:
+    """Bytes of the graphs' own periodic gradient all-reduces (whole model)."""
     total = 0.0
-    for p in workload.phases:
+    for p in phases:
         for k in p.graph.kernels:
             if k.communication == Communication.ALL_REDUCE_PERIODIC:
                 total += k.communication_bytes * p.count
-    if total == 0 and workload.kind == "training" and not workload.forward_only:
-        total = param_count(workload) * workload.weight_bytes_per_param
     return total
 
 
 def forward_fraction(workload: Workload) -> float:
     """Share of a training step's FLOP in forward kernels: splits a stage's micro-batch time
     into the forward and backward windows the DP collectives overlap with."""
+    return _forward_fraction(workload.phases)
+
+
+@per_phases
+def _forward_fraction(phases: tuple[Phase, ...]) -> float:
     fwd = total = 0.0
-    for p in workload.phases:
+    for p in phases:
         for k in p.graph.kernels:
             total += k.flop * p.count
             if k.pass_ == Pass.FWD:

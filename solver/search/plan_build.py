@@ -13,7 +13,7 @@ from solver.options import ExecutionOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.report_plan import build_phase_plans, energy_of, workload_flop
 from solver.search import assemble
-from solver.search.bounds import plan_warnings
+from solver.search.bounds import bound_of, plan_warnings
 from solver.search.parallel import Choice
 from solver.search.training_space import knob_values
 
@@ -95,3 +95,24 @@ def build_plan(
         overlap=execution.overlap_name,
         training=knob_values(workload),
     )
+
+
+def proven_bound(best: Solved, system: System) -> float:
+    """The best plan's proven lower bound: its graphs' bounds assembled at the least
+    storage, or the DRAM split's own bound when tighter, never above its latency."""
+    lat = {name: sol.bound_s for name, (_, sol) in best.solutions.items()}
+    graphs = bound_of(best.workload, best.choice, lat, system)
+    return min(max(graphs, best.bound_s), best.times.latency_s)
+
+
+def fusion_search_text(dataflow: bool, spaces: list[str]) -> str:
+    """The fusion search in words for the report (`spaces`: restricted spaces searched)."""
+    if not dataflow:
+        return "kernel-by-kernel"
+    text = (
+        "every configuration assignment with Config[u] <= Config[v] (paths in the "
+        "lattice of ideals; lazy shortest path + exact pricing)"
+    )
+    if spaces:
+        text += "; restricted, optimal only within: " + "; ".join(spaces)
+    return text

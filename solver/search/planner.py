@@ -28,7 +28,7 @@ from solver.search.bounds import bound_of, step_times
 from solver.search.exact_first import solve_graph_exact_first, solved_by
 from solver.search.parallel import Choice, enumerate_choices, spans_key
 from solver.search.phase_problem import build_key, micro_batches_of, param_cap, phase_problem
-from solver.search.plan_build import Solved, build_plan
+from solver.search.plan_build import Solved, build_plan, fusion_search_text, proven_bound
 from solver.search.progress import SearchProgress
 from solver.search.solve_memo import solve_graph_memo
 from solver.search.training_space import Candidate
@@ -71,8 +71,10 @@ def search_workload(
     options: SolverOptions,
     scenario: str = "",
     progress: Callable[[SearchProgress], None] | None = None,
+    start_with: tuple[str, str] | None = None,
 ) -> Plan:
-    """The best plan over every parallel choice (solver.api.solve_workload)."""
+    """The best plan over every parallel choice (solver.api.solve_workload); `start_with`:
+    training_space.start_with."""
     if execution.cost_model == "dfmodel":
         from solver.search.dfmodel_plan import search_dfmodel
 
@@ -91,6 +93,7 @@ def search_workload(
     if not candidates:
         raise infeasible.no_layout(workload, system, limits)
     bounds = training_space.ordered_bounds(candidates, system, execution)
+    bounds = training_space.start_with(bounds, start_with)
     search.bounds = bounds
     search.group_sizes = training_space.group_sizes(candidates)
     stop: KeyboardInterrupt | None = None
@@ -98,10 +101,12 @@ def search_workload(
         if progress is not None:  # from the start: the first choice and its roofline bound
             progress(search.progress())
         for lb, _, candidate in bounds:
-            if not search.settle(lb, candidate):
-                continue
-            if progress is not None:
+            solves = search.graph_solves
+            settled = search.settle(lb, candidate)
+            if settled and progress is not None:
                 progress(search.progress())
+            if not settled and search.graph_solves == solves:  # graph-bound prunes count too
+                continue
             if 0 < options.time_limit_s < time.perf_counter() - search.t0:
                 search.statuses.append("time_limit")
                 search.stops.append("time_limit")
@@ -141,6 +146,7 @@ class _OuterSearch:
     results: list[ChoiceResult] = field(default_factory=list)
     infeasible_reasons: list[tuple[infeasible.Reason, str]] = field(default_factory=list)
     milps: int = 0
+    graph_solves: int = 0  # graph searches run (cache misses), for the time-limit check
     num_vars: int = 0
     num_binaries: int = 0
     num_rows: int = 0
@@ -321,6 +327,9 @@ class _OuterSearch:
             self.stops.append(dram_split.STOP)
         total = split.stored_per_chip
         memory = assemble.memory_use(workload, choice, capacity, total)
+        if memory.total > capacity * (1 + 1e-9):
+            # a split that does not fit (seen: GPT-3 175B, DRAM halved): no plan, no proof
+            return _Phases(latency=dict.fromkeys(split.chosen, math.inf), bound=split.bound_s)
         return _Phases(
             {name: (pt.problem, pt.sol) for name, pt in split.chosen.items()},
             {name: pt.sol.objective_s for name, pt in split.chosen.items()},
@@ -374,6 +383,7 @@ class _OuterSearch:
         """The graph's solution (solved once per key), counted in the statistics."""
         if key not in self.cache:
             sol = solve_graph_memo(problem, self.options.remaining(self.t0), solve_graph)
+            self.graph_solves += 1
             self.count(sol)
             if sol.stats.stop:
                 self.stops.append(sol.stats.stop)
@@ -437,7 +447,7 @@ class _OuterSearch:
         # other choice contributes its proven bound, and a choice never reached (time
         # limit) its roofline bound.
         unexplored = [lb for lb, _, _ in bounds[len(results) :]]
-        proven = _proven_bound(best, self.system)
+        proven = proven_bound(best, self.system)
         bound_latency = min([proven, *self.open_bounds, *unexplored])
         gap = max(0.0, (best.times.latency_s - bound_latency) / best.times.latency_s)
         if status != "optimal" and len(results) < len(bounds):
@@ -481,18 +491,4 @@ class _OuterSearch:
         return self.stops[0]
 
     def fusion_search(self) -> str:
-        if not self.execution.dataflow:
-            return "kernel-by-kernel"
-        text = (
-            "every configuration assignment with Config[u] <= Config[v] (paths in the "
-            "lattice of ideals; lazy shortest path + exact pricing)"
-        )
-        if self.spaces:
-            text += "; restricted, optimal only within: " + "; ".join(self.spaces)
-        return text
-
-
-def _proven_bound(best: Solved, system: System) -> float:
-    lat = {name: sol.bound_s for name, (_, sol) in best.solutions.items()}
-    graphs = bound_of(best.workload, best.choice, lat, system)  # at the least storage: the
-    return min(max(graphs, best.bound_s), best.times.latency_s)  # split's may be tighter
+        return fusion_search_text(self.execution.dataflow, self.spaces)

@@ -60,14 +60,20 @@ def expand(workload: Workload, choices: list[Choice]) -> list[Candidate]:
         return [Candidate(workload, c) for c in choices]
     bases = workload.variants or (workload,)
     out = []
+    # one pinned workload per (base, ZeRO, interleave), shared by every choice: equal
+    # values either way, but built once, and per-graph sums cached by identity stay hits
+    pinned: dict[tuple[int, int, int], Workload] = {}
     for choice in choices:
-        for base in bases:
+        for i, base in enumerate(bases):
             if not _micro_batch_divides(base, choice):
                 continue
             for z in zero_stages(base, choice):
                 for v in interleavings(base, choice):
-                    w = replace(base, zero_stage=z, virtual_pipeline=v, variants=())
-                    out.append(Candidate(w, choice))
+                    if (i, z, v) not in pinned:
+                        pinned[i, z, v] = replace(
+                            base, zero_stage=z, virtual_pipeline=v, variants=()
+                        )
+                    out.append(Candidate(pinned[i, z, v], choice))
     return out
 
 
@@ -131,6 +137,24 @@ def ordered_bounds(
         out.append((lb, i, cand))
     out.sort(key=lambda t: (t[0], t[1]))
     return out
+
+
+def start_with(
+    bounds: list[tuple[float, int, Candidate]], key: tuple[str, str] | None
+) -> list[tuple[float, int, Candidate]]:
+    """`bounds` with the first candidate that `key` names (its placement and knobs, as a
+    ChoiceResult spells them) moved to the front, else as is. Why: the what-if re-solves
+    start from the base plan's candidate, so the roofline pruning has a near-optimal
+    incumbent from the first settle. Exact: a candidate is pruned only when its own lower
+    bound reaches a plan actually found, whatever the order, so the best latency is the
+    same (up to the pruning's 1e-9 relative tolerance; equal-latency ties may go to another
+    plan, and the proven bound can come out tighter or looser)."""
+    if key is None:
+        return bounds
+    for i, (_, _, cand) in enumerate(bounds):
+        if (cand.choice.describe(), describe(cand.workload)) == key:
+            return [bounds[i], *bounds[:i], *bounds[i + 1 :]]
+    return bounds
 
 
 def memory_floor_reason(cand: Candidate, capacity_bytes: float) -> infeasible.Reason | None:
