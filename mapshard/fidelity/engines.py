@@ -5,6 +5,9 @@ constants fitted to measurements say on which FIT rows (never a CHECK row)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 from mapshard.fidelity.cases import Case, Unmodelable
 from schema import setup_pb2
 
@@ -101,19 +104,28 @@ def decode_attention(case: Case) -> int:
 TRTLLM_MMHA_KV_REREAD_DRAM_SHARE = 0.7
 
 
+def _given(case: Case, key: str, valid: Callable[[float], bool], what: str) -> float | None:
+    """The row's extra_params number `key`, None when absent; Unmodelable naming `what`
+    is valid when it is not a number or out of range."""
+    text = case.extra.get(key, "")
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and valid(value)):
+        raise Unmodelable(f"{key}={text} is not {what}")
+    return value
+
+
 def kv_reread_dram_share(case: Case, mode: int) -> float:
     """LlmInference.kv_reread_dram_share of the row: extra_params `kv_reread_dram_share`
     when given; TRTLLM_MMHA_KV_REREAD_DRAM_SHARE for a TensorRT-LLM row whose decode
     attention reads the KV cache per query head; else 0 (unset: every read from DRAM)."""
-    given = case.extra.get("kv_reread_dram_share", "")
-    if given:
-        try:
-            value = float(given)
-        except ValueError:
-            value = -1.0
-        if not 0 < value <= 1:
-            raise Unmodelable(f"kv_reread_dram_share={given} is not a number in (0, 1]")
-        return value
+    given = _given(case, "kv_reread_dram_share", lambda v: 0 < v <= 1, "a number in (0, 1]")
+    if given is not None:
+        return given
     if mode == setup_pb2.KV_PER_QUERY_HEAD and case.extra.get("engine") == "TensorRT-LLM":
         return TRTLLM_MMHA_KV_REREAD_DRAM_SHARE
     return 0.0
@@ -150,15 +162,9 @@ def request_overhead_us(case: Case) -> float:
     extra_params `request_overhead_us` when the row says; TRTLLM_SESSION_REQUEST_OVERHEAD_US
     for TensorRT-LLM's gptSessionBenchmark; else 0 (not calibrated: the Python runtime of
     benchmarks/python and optimum-habana have no fitted value)."""
-    given = case.extra.get("request_overhead_us", "")
-    if given:
-        try:
-            value = float(given)
-        except ValueError:
-            value = -1.0
-        if value < 0:
-            raise Unmodelable(f"request_overhead_us={given} is not a number >= 0")
-        return value
+    given = _given(case, "request_overhead_us", lambda v: v >= 0, "a number >= 0")
+    if given is not None:
+        return given
     session = case.extra.get("harness") == "gptSessionBenchmark"
     if case.extra.get("engine") == "TensorRT-LLM" and session:
         return TRTLLM_SESSION_REQUEST_OVERHEAD_US
