@@ -331,11 +331,24 @@ def weight_rule(workload: Workload, choice: Choice) -> WeightRule:
     opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
     shard = dp * choice.degree("CP")  # ZeRO shards over the DP x CP group
     per_param = (
-        wbytes / (shard if z >= 3 else 1)
+        wbytes * (1 / (shard if z >= 3 else 1) + fsdp_gathered_share(workload, choice))
         + wbytes / (shard if z >= 2 else 1)
         + opt_extra / (shard if z >= 1 else 1)
     )
     return WeightRule(per_param, wbytes)
+
+
+def fsdp_gathered_share(workload: Workload, choice: Choice) -> float:
+    """Under ZeRO-3 (FSDP), the share of a chip's stored parameters held gathered besides
+    its shard: the unit in use and the prefetched next one (one layer each), (shard - 1) /
+    shard of each. 0 below ZeRO-3. One rule for `memory_use` and `weight_rule` (the DRAM
+    split prices storage with the latter, the plan's re-check with the former)."""
+    shard = choice.degree("DP") * choice.degree("CP")
+    if workload.zero_stage < 3 or shard <= 1:
+        return 0.0
+    pp = choice.degree("PP")
+    layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
+    return min(2 / layers_here, 1.0) * (shard - 1) / shard
 
 
 def instances_per_stage(phase: Phase, pp: int) -> int:
@@ -401,11 +414,9 @@ def memory_use(
         return MemoryUse(weights=weights, kv_cache=kv, activations=act, capacity=capacity)
     z = workload.zero_stage
     shard = dp * choice.degree("CP")  # ZeRO shards over the DP x CP group
-    weights = stored * wbytes / (shard if z >= 3 else 1)
-    if z >= 3 and shard > 1:
-        # FSDP holds the unit in use and the prefetched next one gathered (one layer each)
-        layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
-        weights += min(2 / layers_here, 1.0) * stored * wbytes * (shard - 1) / shard
+    weights = (
+        stored * wbytes * (1 / (shard if z >= 3 else 1) + fsdp_gathered_share(workload, choice))
+    )
     grads = stored * wbytes / (shard if z >= 2 else 1)
     opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
     optimizer = stored * opt_extra / (shard if z >= 1 else 1)
