@@ -9,9 +9,17 @@ from generator.graph import Workload
 from schema import setup_pb2
 
 
-def tiny_training(cp: int = 1, zero: int = 0, v: int = 1, chips: int = 1) -> Workload:
+def tiny_training(
+    cp: int = 1,
+    zero: int = 0,
+    v: int = 1,
+    chips: int = 1,
+    math: int = 0,
+    recompute: int | None = None,
+) -> Workload:
     """4 layers, hidden 256, 4 heads of 64 (MHA), SwiGLU 512, vocab 1000; 2 sequences of
-    128 tokens per micro-batch, global batch 16."""
+    128 tokens per micro-batch, global batch 16. `math`: a DType for workload.precision.math
+    (0 = the default); `recompute`: a Recompute value (None = left unset)."""
     s = setup_pb2.Setup()
     t = s.workload.llm_training
     m = t.model.inline
@@ -20,4 +28,8 @@ def tiny_training(cp: int = 1, zero: int = 0, v: int = 1, chips: int = 1) -> Wor
     m.ffn, m.norm = setup_pb2.SWIGLU, setup_pb2.RMSNORM
     t.global_batch, t.micro_batch, t.seq_len = 16, 2, 128
     t.context_parallel, t.zero_stage, t.virtual_pipeline = cp, zero, v
+    if recompute is not None:
+        t.recompute = recompute
+    if math:
+        s.workload.precision.math = math
     return build_workload(s, Path("setup.txt"), chips)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from training_fixtures import tiny_training
 
 from generator.build import build_workload
 from generator.graph import Pass, Workload
@@ -151,16 +152,7 @@ def test_fit_plateau_takes_the_least_mean_relative_error():
 def _tiny(math: int) -> Workload:
     """tests/training_fixtures.tiny_training at a math precision: 4 layers, hidden 256, 4
     heads of 64 (MHA), SwiGLU 512, 2 x 128 = 256 tokens per micro-batch, no recompute."""
-    s = setup_pb2.Setup()
-    t = s.workload.llm_training
-    m = t.model.inline
-    m.name, m.architecture, m.hidden_size, m.num_layers = "tiny", "llama", 256, 4
-    m.num_heads, m.num_kv_heads, m.intermediate_size, m.vocab_size = 4, 4, 512, 1000
-    m.ffn, m.norm = setup_pb2.SWIGLU, setup_pb2.RMSNORM
-    t.global_batch, t.micro_batch, t.seq_len = 16, 2, 128
-    t.recompute = setup_pb2.RECOMPUTE_NONE
-    s.workload.precision.math = math
-    return build_workload(s, Path("setup.txt"), 1)
+    return tiny_training(math=math, recompute=setup_pb2.RECOMPUTE_NONE)
 
 
 def test_saved_activations_keep_what_the_backward_reads():
