@@ -3,8 +3,12 @@ GEMMs, softmax, dropout) and the KV-cache write. Same builder contract as genera
 
 FLOP conventions:
 - Attention (fused, flash style): 4 b s_q s_kv heads head_dim, non-causal (Megatron's
-  convention; a causal kernel skips about half). Backward: 2x forward, in a query-gradient
-  and a key/value-gradient kernel.
+  convention; a causal kernel skips about half). Backward: 2.5x forward, in a query-gradient
+  and a key/value-gradient kernel (1.25x each). The fused kernel keeps no probabilities, so
+  its backward recomputes the scores S = Q K^T before dP = dO V^T, dV = P^T dO, dQ = dS K
+  and dK = dS^T Q: five matrix products per tile against the forward's two (FlashAttention-2
+  backward pass, Dao 2023; cuDNN's fused attention runs the same algorithm). Megatron's
+  model-FLOP count (2x) leaves the recompute out; the hardware does it.
 - Unfused attention (`bmm`, `softmax`, `dropout`): the two batched GEMMs count
   2 b s_q s_kv heads head_dim each (the same total as the fused kernel); backward: one
   batched GEMM per input, each the forward FLOP.
@@ -19,6 +23,9 @@ from collections.abc import Sequence
 from generator.builder import Arg, Dims, GraphBuilder, Tensor, dims_elements
 from generator.graph import KernelKind, OperandRole, Pass
 from generator.ops import DROPOUT_FLOP, IN, KV, MASK_BYTES, OUT, SOFTMAX_FLOP
+
+# each of the fused backward's two kernels: half of its 5 products' 2.5x the forward FLOP
+BWD_FLOP_SHARE = 1.25
 
 
 def attention(
@@ -35,7 +42,7 @@ def attention(
     """Fused attention: scores and probabilities stay on chip. Inputs are (name, tensor, dims,
     role, bytes/element); KV_CACHE inputs are read from memory. Backward (training: query and
     key/value inputs only): `<name>_bwd` -> d query, `<name>_kv_bwd` -> d key/value, each the
-    forward FLOP, each reading the inputs, the output and its gradient."""
+    forward FLOP x BWD_FLOP_SHARE, each reading the inputs, the output and its gradient."""
     args = [Arg(n, role, d, bpe, t) for n, t, d, role, bpe in inputs]
 
     def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
@@ -53,7 +60,7 @@ def attention(
             f"{name}_bwd",
             KernelKind.ATTENTION,
             [*reads, Arg("dq", OUT, qd, abpe)],
-            flop,
+            flop * BWD_FLOP_SHARE,
             pass_=Pass.BWD,
             kernel_class=cls,
             shardable=shardable,
@@ -62,7 +69,7 @@ def attention(
             f"{name}_kv_bwd",
             KernelKind.ATTENTION,
             [*reads, Arg("dkv", OUT, kd, abpe)],
-            flop,
+            flop * BWD_FLOP_SHARE,
             pass_=Pass.BWD,
             kernel_class=cls,
             shardable=shardable,
