@@ -70,6 +70,8 @@ def calibration_of(e: setup_pb2.Efficiency) -> Calibration:
         measured.append("kernel overhead")
     if e.fp8_split_accumulate_util > 0:
         measured.append("gemm fp8 split-accumulate")
+    if e.tp_comm_hidden_share > 0:
+        measured.append("tp comm overlap")
     if e.attention_util > 0:
         measured.append("attention")
     if e.vector_util > 0:

@@ -210,6 +210,7 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         "attention_util",
         "vector_util",
         "fp8_split_accumulate_util",
+        "tp_comm_hidden_share",
     ):
         fraction(getattr(e, fname), f"{base}.{fname}", problems)
     for fname in (
@@ -238,6 +239,7 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         dram_util=e.dram_util or 1.0,
         attention_util=e.attention_util,
         fp8_split_accumulate_util=e.fp8_split_accumulate_util,
+        tp_comm_hidden_share=e.tp_comm_hidden_share,
         vector_util=e.vector_util or 1.0,
         kernel_overhead_s=e.kernel_overhead_us * 1e-6,
         kernel_min_time_s=e.kernel_min_time_us * 1e-6,

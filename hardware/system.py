@@ -72,6 +72,9 @@ class Efficiency:
     fixed_compute_util: float = 0.0  # efficiency.compute_util: overrides the GEMM model
     # FP8 plateau of split-accumulation GEMMs (FP8 training's dgrad/wgrad; 0 = FP8 plateau)
     fp8_split_accumulate_util: float = 0.0
+    # share of a TP collective that hides under its GEMM when the framework overlaps them
+    # (Execution.tp_comm_overlap; 0 = not calibrated: serial)
+    tp_comm_hidden_share: float = 0.0
     source: str = ""
     # the chip's own gemm_util when `solver.cost.efficiency.for_precision` has put another
     # precision's plateau in its place (0 = not replaced); kernels that run at another

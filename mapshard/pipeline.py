@@ -413,12 +413,16 @@ def overlap_mode(setup: setup_pb2.Setup, chip_overlap: str = "") -> str:
 
 def scenario_options(scenario: Scenario) -> ExecutionOptions:
     """The solver options a scenario runs with: its setup on its resolved chip."""
-    return execution_options(scenario.setup, scenario.system.chip.overlap)
+    chip = scenario.system.chip
+    return execution_options(scenario.setup, chip.overlap, chip.efficiency.tp_comm_hidden_share)
 
 
-def execution_options(setup: setup_pb2.Setup, chip_overlap: str = "") -> ExecutionOptions:
+def execution_options(
+    setup: setup_pb2.Setup, chip_overlap: str = "", chip_tp_comm_hidden: float = 0.0
+) -> ExecutionOptions:
     """Solver options from the setup; `chip_overlap`: the resolved chip's calibrated overlap
-    (System.chip.overlap), the default when the setup names none. "" is right only for a
+    (System.chip.overlap), the default when the setup names none; `chip_tp_comm_hidden`:
+    its tp_comm_hidden_share (Execution.tp_comm_overlap). "" is right only for a
     setup without a library chip (a DFModel file); a scenario's options come from
     `scenario_options`, which cannot forget the chip."""
     ex = setup.execution
@@ -427,6 +431,9 @@ def execution_options(setup: setup_pb2.Setup, chip_overlap: str = "") -> Executi
     mode = overlap_mode(setup, chip_overlap)
     default_math = default_dtype(setup).lower()  # HPL fp64, FFT fp32, else bf16
     fft = ex.WhichOneof("workload_variant") == "fft"  # DFModel's FFT branch
+    # the chip's calibrated share when the framework overlaps its TP collectives with the
+    # GEMMs (a perfect overlap hides them already)
+    hidden = chip_tp_comm_hidden if ex.tp_comm_overlap and mode == "serial_network" else 0.0
     return ExecutionOptions(
         dataflow=ex.execution_style == setup_pb2.DATAFLOW,
         num_config=int(ex.num_config),
@@ -435,6 +442,8 @@ def execution_options(setup: setup_pb2.Setup, chip_overlap: str = "") -> Executi
         pin_sharding=ex.pin_sharding,
         pipeline_schedule=(ex.pipeline_schedule or "1f1b").lower(),
         serialize_network=mode == "serial_network",
+        network_hidden_share=hidden,
+        tp_comm_overlap=ex.tp_comm_overlap,
         cost_model=setup_pb2.CostModel.Name(ex.cost_model).lower(),
         word_bytes=float(ex.word or 2.0),
         fft_copies=max(int(ex.fft.num_copy), 1) if fft else 0,

@@ -124,7 +124,15 @@ def config_cost(
             if e.dst in group:
                 net += charge
     mem = mem_bytes / problem.dram_bandwidth_Bps
-    latency = config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
+    latency = config_latency(
+        comp,
+        mem,
+        net,
+        ovh,
+        problem.overlap,
+        problem.serialize_network,
+        problem.network_hidden_share,
+    )
     feasible = sram <= problem.sram_bytes * (1 + 1e-9) + 1e-6
     return ConfigCost(tuple(members), comp, mem, net, sram, latency, feasible)
 

@@ -44,6 +44,11 @@ class ExecutionOptions:
     # GPU kernel-by-kernel semantics: a kernel's collective runs after its compute (one
     # stream) and the launch overhead adds: L = overhead + max(compute, memory) + network.
     serialize_network: bool = False
+    # with serialize_network: the share of the shorter of a kernel's collectives and its
+    # compute/memory that hides under the other (the framework overlaps its TP collectives
+    # with the GEMMs, Execution.tp_comm_overlap; the chip's calibrated tp_comm_hidden_share)
+    network_hidden_share: float = 0.0
+    tp_comm_overlap: bool = False  # the setup asked for it (Execution.tp_comm_overlap)
     # whose equations price a mapping: "native" or "dfmodel" (solver/cost/dfmodel_model.py)
     cost_model: str = "native"
     word_bytes: float = 2.0  # DFModel's execution.word: bytes per element

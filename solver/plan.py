@@ -158,6 +158,9 @@ class Plan:
     # overlap of compute, memory and network the plan assumed ("perfect", "serial_network",
     # "none"; setup.proto OverlapMode, from the setup or the chip's calibrated default)
     overlap: str = ""
+    # share of each kernel's collective hidden under its work (Execution.tp_comm_overlap
+    # with the chip's calibrated share; 0 = none)
+    network_hidden_share: float = 0.0
     # whose equations priced the plan: "native" or "dfmodel" (--cost-model)
     cost_model: str = "native"
     # on a DFModel input priced natively: (term, native s, DFModel s) per step where the two

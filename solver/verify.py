@@ -27,10 +27,13 @@ def config_latency(
 ) -> float:
     """The latency rule: per-kernel overheads are inside `compute_s`. A serialised network
     runs after compute and the launch overheads never hide under memory:
-    overhead + max(compute - overhead, memory) + network; otherwise the three resources
-    overlap (max) or run one after another (sum)."""
+    overhead + max(compute - overhead, memory) + network, less the hidden share h of the
+    shorter of the two when the framework overlaps its collectives with the GEMMs;
+    otherwise the three resources overlap (max) or run one after another (sum)."""
     if ex.serialize_network:
-        return overhead_s + max(compute_s - overhead_s, memory_s) + network_s
+        work = max(compute_s - overhead_s, memory_s)
+        hidden = ex.network_hidden_share * min(work, network_s)
+        return overhead_s + work + network_s - hidden
     if ex.overlap:
         return max(compute_s, memory_s, network_s)
     return compute_s + memory_s + network_s

@@ -258,6 +258,18 @@ def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
     g.weight_operand = case.text("precision") == "fp8"
 
 
+def tp_comm_overlap(case: Case) -> bool:
+    """Whether the run's recipe overlaps its tensor-parallel collectives with the GEMMs
+    (extra_params `tp_comm_overlap`=1: NeMo's `ub_tp_comm_overlap` / MegatronCommOverlapCallback
+    `tp_comm_overlap`, Transformer Engine userbuffers), the recipe cited in the row's notes.
+    Such a row runs with Execution.tp_comm_overlap: each kernel's collective hides under its
+    work by the chip's calibrated tp_comm_hidden_share. Only with TP > 1."""
+    given = case.extra.get("tp_comm_overlap", "")
+    if given not in ("", "0", "1"):
+        raise Unmodelable(f"tp_comm_overlap={given} is not 0 or 1")
+    return given == "1" and case.int("tp", 1) > 1
+
+
 # extra_params keys that say the optimizer state is sharded over DP (ZeRO-1): Megatron-LM's
 # --use-distributed-optimizer, Calculon's optimizer_sharding flag.
 ZERO1_KEYS = ("distributed_optimizer", "optimizer_sharding")
@@ -348,7 +360,9 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     _system(case, spec, setup, levels)
     # no execution block: kernel by kernel with the chip's calibrated overlap
     # (ChipSpec.overlap; GPUs SERIAL_NETWORK), exactly what `mapshard run` of the same
-    # setup assumes
+    # setup assumes; a recipe that overlaps its TP collectives says so
+    if tp_comm_overlap(case):
+        setup.execution.tp_comm_overlap = True
     setup.solver.time_limit_s = 60
     return setup, levels
 

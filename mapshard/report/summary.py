@@ -207,6 +207,8 @@ def summary_dict(
         "overlap": plan.overlap,
         "cost_model": plan.cost_model,
     }
+    if plan.network_hidden_share > 0:
+        out["tp_comm_hidden_share"] = plan.network_hidden_share
     if plan.training:
         out["training"] = dict(plan.training)
     if plan.chip_calibration is not None:

@@ -343,6 +343,7 @@ def build_problem(
     serialize_network: bool = False,
     micro_batches: int = 1,
     weights: WeightRule | None = None,
+    network_hidden_share: float = 0.0,
 ) -> MappingProblem:
     """`micro_batches`: graph instances per step that accumulate weight gradients (training:
     global batch / (micro-batch x DP)); a weight gradient's TP reduction runs once per step,
@@ -389,6 +390,7 @@ def build_problem(
         max_configs=max_configs if dataflow and max_configs > 0 else len(menus),
         pinned_configs=pinned,
         serialize_network=serialize_network,
+        network_hidden_share=network_hidden_share if serialize_network else 0.0,
         resident_bytes_per_param=weights.bytes_per_param if weights else 0.0,
         weight_facts=weight_facts(kernels) if weights else (),
     )

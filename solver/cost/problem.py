@@ -112,6 +112,9 @@ class MappingProblem:
     max_configs: int
     pinned_configs: tuple[int, ...] = ()  # per kernel, -1 = free
     serialize_network: bool = False
+    # the share of the shorter of network and compute/memory that hides under the other
+    # when the network is serialised (solver.cost.latency; 0 = none)
+    network_hidden_share: float = 0.0
     # DRAM capacity row (milp.model.add_memory_capacity): resident bytes per stored weight
     # parameter and the bytes one graph instance's weights may take per chip.
     resident_bytes_per_param: float = 0.0
@@ -159,8 +162,9 @@ class MappingProblem:
     @property
     def network_overlapped(self) -> bool:
         """A configuration's network time overlaps its other terms (max), so which
-        configuration pays a shared layout conversion changes the latency."""
-        return self.overlap and not self.serialize_network
+        configuration pays a shared layout conversion changes the latency (a serialised
+        network with a hidden share is not additive either)."""
+        return self.overlap and (not self.serialize_network or self.network_hidden_share > 0)
 
     def sampled_space(self) -> str:
         """The restriction a sampled tile menu puts on a fused search ("" when none)."""

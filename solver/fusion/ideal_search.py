@@ -95,7 +95,15 @@ class _SetBounds:
             cons = self.consumers[k]
             if not cons or cons & mask != cons:
                 m += self.outputs[k]
-        return config_latency(c, m / p.dram_bandwidth_Bps, w, o, p.overlap, p.serialize_network)
+        return config_latency(
+            c,
+            m / p.dram_bandwidth_Bps,
+            w,
+            o,
+            p.overlap,
+            p.serialize_network,
+            p.network_hidden_share,
+        )
 
 
 class IdealSearch:

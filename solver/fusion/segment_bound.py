@@ -50,7 +50,7 @@ class KnapsackBounds:
         (default PROBE_KERNELS)."""
         self.problem = problem
         self.weights, self.constant_weight = bound_weights(
-            problem.overlap, problem.serialize_network
+            problem.overlap, problem.serialize_network, problem.network_hidden_share
         )
         # bytes per buffer unit (no SRAM: any buffer overflows the grid)
         self.unit = problem.sram_bytes / GRID if problem.sram_bytes > 0 else 1e-30
@@ -94,7 +94,8 @@ class KnapsackBounds:
         for i in np.linspace(0, self.n - 1, PROBE_ROWS).astype(int):
             for values in self._row_values(int(i)):
                 used[int(np.argmax(values))] = True
-        coarse = bound_weights(self.problem.overlap, self.problem.serialize_network)[0]
+        p = self.problem
+        coarse = bound_weights(p.overlap, p.serialize_network, p.network_hidden_share)[0]
         extra = [w for w, u in zip(fine, used) if u and not np.isclose(coarse, w).all(1).any()]
         return np.concatenate([coarse, np.array(extra).reshape(-1, 3)])
 

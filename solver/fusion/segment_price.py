@@ -144,7 +144,15 @@ def set_price(pricer: KnapsackPricer, members: list[int]) -> float | None:
         if not len(front):
             return math.inf
     mem = float(front[-1, 1]) / problem.dram_bandwidth_Bps
-    return config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
+    return config_latency(
+        comp,
+        mem,
+        net,
+        ovh,
+        problem.overlap,
+        problem.serialize_network,
+        problem.network_hidden_share,
+    )
 
 
 @dataclass(frozen=True)
@@ -265,7 +273,15 @@ class KnapsackPricer:
             if not math.isfinite(least):
                 break  # buffers only grow with j: no longer segment from i fits either
             mem = least / problem.dram_bandwidth_Bps
-            out[j] = config_latency(comp, mem, net, ovh, problem.overlap, problem.serialize_network)
+            out[j] = config_latency(
+                comp,
+                mem,
+                net,
+                ovh,
+                problem.overlap,
+                problem.serialize_network,
+                problem.network_hidden_share,
+            )
             if saved is not None and keep is not None and keep(j):
                 saved[j] = RowState(j, final, tuple(pending), comp, net, ovh)
         return True

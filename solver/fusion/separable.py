@@ -98,6 +98,6 @@ def separable_rows(problem: MappingProblem) -> np.ndarray:
         mem = m / bw
         o = np.cumsum(t.overhead[i:end]) if problem.serialize_network else 0.0
         values[i, i + 1 : end + 1] = config_latency(
-            c, mem, w, o, problem.overlap, problem.serialize_network
+            c, mem, w, o, problem.overlap, problem.serialize_network, problem.network_hidden_share
         )
     return values

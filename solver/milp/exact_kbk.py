@@ -229,7 +229,15 @@ def _latency(
     problem: MappingProblem, overhead_s: float, comp: Seconds, mem: Seconds, net: Seconds
 ) -> Seconds:
     """The one latency rule (solver.cost.latency.config_latency), over a charge table."""
-    return config_latency(comp, mem, net, overhead_s, problem.overlap, problem.serialize_network)
+    return config_latency(
+        comp,
+        mem,
+        net,
+        overhead_s,
+        problem.overlap,
+        problem.serialize_network,
+        problem.network_hidden_share,
+    )
 
 
 def _latency_table(

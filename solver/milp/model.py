@@ -388,17 +388,19 @@ def add_latency_epigraph(m: _Model, c: int, latency_col: int) -> None:
     """L[c] >= every linear piece of the configuration-latency rule
     (solver.cost.latency.epigraph_rows): with overlap L >= compute, L >= memory,
     L >= network; without, L >= compute + memory + network; serialised network,
-    L >= compute + network and L >= overhead + memory + network."""
+    L >= compute + network and L >= overhead + memory + network (with a hidden share, the
+    network's and the other part's coefficients below 1 in turn)."""
     if not m.selection.latency_epigraph:
         return
     parts = {COMPUTE: m.compute[c], MEMORY: m.memory[c], NETWORK: m.network[c]}
-    rule = epigraph_rows(m.problem.overlap, m.problem.serialize_network)
-    for r, (names, with_overhead) in enumerate(rule):
+    p = m.problem
+    rule = epigraph_rows(p.overlap, p.serialize_network, p.network_hidden_share)
+    for r, (weights, overhead_weight) in enumerate(rule):
         row: dict[int, float] = {latency_col: 1.0}
-        for name in names:
+        for name, weight in weights.items():
             for col, coef in parts[name].items():
-                row[col] = row.get(col, 0.0) - coef
-        constant = m.overhead[c] if with_overhead else 0.0
+                row[col] = row.get(col, 0.0) - weight * coef
+        constant = m.overhead[c] * overhead_weight
         m.lp.add_row(row, constant, linear.INF, name=f"latency_epigraph[config={c},rule={r}]")
 
 

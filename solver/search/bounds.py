@@ -82,7 +82,15 @@ def bound_of(
 def plan_warnings(
     workload: Workload, system: System, execution: ExecutionOptions
 ) -> tuple[str, ...]:
-    """What the report must flag: matrix work at a precision the chip is not calibrated for."""
+    """What the report must flag: matrix work at a precision the chip is not calibrated for;
+    a TP comm overlap asked of a chip with no calibrated hidden share."""
     matrix = any(k.kind.uses_matrix_unit for p in workload.phases for k in p.graph.kernels)
     line = efficiency.plateau_warning(system.chip, execution.math_precision) if matrix else ""
-    return (line,) if line else ()
+    lines = [line] if line else []
+    uncalibrated = system.chip.efficiency.tp_comm_hidden_share <= 0
+    if execution.tp_comm_overlap and execution.serialize_network and uncalibrated:
+        lines.append(
+            f"execution.tp_comm_overlap: {system.chip.name} has no calibrated "
+            "efficiency.tp_comm_hidden_share, so its TP collectives stay serial"
+        )
+    return tuple(lines)

@@ -63,4 +63,5 @@ def phase_problem(
         serialize_network=execution.serialize_network,
         micro_batches=micro_batches,
         weights=weights,
+        network_hidden_share=execution.network_hidden_share,
     )

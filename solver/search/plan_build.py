@@ -93,6 +93,7 @@ def build_plan(
         chip_calibration=system.chip.calibration,
         warnings=plan_warnings(workload, system, execution),
         overlap=execution.overlap_name,
+        network_hidden_share=execution.network_hidden_share,
         training=knob_values(workload),
     )
 

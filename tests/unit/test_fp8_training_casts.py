@@ -142,11 +142,31 @@ def test_fit_plateau_takes_the_least_mean_relative_error():
     (0.0909 + 0.0909) / 2 = 0.0909 at 0.55, (0.1667 + 0) / 2 = 0.0833 at 0.6: u = 0.6."""
     from mapshard.fidelity.fit_training import fit_plateau
 
-    fit = fit_plateau(lambda u: [0.5 / u, 0.6 / u], [1.0, 1.0], ["a", "b"], (0.5, 0.55, 0.6))
+    fit = fit_plateau(
+        lambda u, h: [0.5 / u, 0.6 / u], [1.0, 1.0], ["a", "b"], (0.5, 0.55, 0.6), (0.0,)
+    )
     assert fit.util == 0.6
     assert fit.mean_abs_err == pytest.approx((1 / 6) / 2)
     assert fit.max_abs_err == pytest.approx(1 / 6)
     assert fit.rows == ("a", "b")
+
+
+def test_fit_plateau_and_hidden_share_together():
+    """Row a (no TP overlap) takes 0.5 / u s, measured 1 s; row b (TP overlap) takes
+    0.5 / u + 0.4 (1 - h) s, measured 1.2 s. Only u = 0.5 fits a (u = 0.6: |0.833 - 1| =
+    0.167); then b = 1 + 0.4 (1 - h) = 1.2 at h = 0.5, exact: mean 0 at (0.5, 0.5), where h = 0
+    leaves b 1.4 / 1.2 - 1 = 0.167 and h = 1 leaves 1 / 1.2 - 1 = -0.167."""
+    from mapshard.fidelity.fit_training import fit_plateau
+
+    fit = fit_plateau(
+        lambda u, h: [0.5 / u, 0.5 / u + 0.4 * (1 - h)],
+        [1.0, 1.2],
+        ["a", "b"],
+        (0.5, 0.6),
+        (0.0, 0.5, 1.0),
+    )
+    assert (fit.util, fit.hidden) == (0.5, 0.5)
+    assert fit.mean_abs_err == pytest.approx(0.0, abs=1e-12)
 
 
 def _tiny(math: int) -> Workload:
