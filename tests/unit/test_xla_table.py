@@ -125,3 +125,32 @@ def test_batched_rows_count_every_gemm_of_the_batch():
     assert convention_flop(case) == 2 * 4 * 4096**3 == 549755813888
     (pt,) = [p for p in fit.gemm_points([case], "H100-SXM5-80GB")]
     assert pt.batch == 4 and pt.time_s == pytest.approx(697041e-9, rel=1e-9)
+
+
+def test_validate_prices_a_batched_row_as_all_its_gemms(tmp_path):
+    """P-XHB33 through `mapshard validate`: 4 GEMMs of 4096^3 on the H100 (989.4 TF BF16,
+    the chip file's plateau u and overhead o, 128 x 256 tiles on 132 SMs: 4 x 32 x 16 =
+    2048 tiles in 16 waves of 132, occupancy 2048 / 2112; DRAM 4 x 3 x 4096^2 x 2 B /
+    2.90 TB/s = 139 us, below compute): 549,755,813,888 / (989.4e12 x u x 2048/2112) + o;
+    with u = 0.784, o = 4.5 us: 730.88 + 4.5 = 735.38 us, 747.58 TFLOP/s (-5.2%). Priced as
+    one GEMM it would be a quarter of the FLOP."""
+    from mapshard.cli import main
+
+    lines = FILES["fit"].read_text(encoding="utf-8").splitlines()
+    cases = tmp_path / "cases.csv"
+    cases.write_text(
+        "\n".join([lines[0], *[ln for ln in lines if ln.startswith("P-XHB33,")]]) + "\n",
+        encoding="utf-8",
+    )
+    assert main(["validate", str(cases), "--out", str(tmp_path / "v")]) == 0
+    with (tmp_path / "v" / "validation.csv").open(encoding="utf-8", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    from hardware import library
+
+    eff = library.get_chip("H100-SXM5-80GB").accelerator.efficiency
+    u, o = eff.gemm_util, eff.kernel_overhead_us * 1e-6
+    t = 549755813888 / (989.4e12 * u * 2048 / 2112) + o
+    assert float(row["predicted"]) == pytest.approx(549755813888 / t, rel=1e-9)
+    assert float(row["error_pct"]) == pytest.approx(
+        (549755813888 / t / 788699393418751 - 1) * 100, abs=1e-3
+    )
