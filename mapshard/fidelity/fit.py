@@ -110,9 +110,9 @@ def gemm_points(cases: list[Case], chip: str) -> list[GemmPoint]:
         if c.kind != "gemm" or not c.usable or c.text("chip") != chip:
             continue
         m, k, n, prec, fam = c.int("m"), c.int("k"), c.int("n"), c.text("precision"), family(c)
-        value = c.measured or 0.0
-        t = value if c.metric == "kernel_time_s" else 2.0 * m * n * k / value
-        out.append(GemmPoint(c.id, m, n, k, prec, t, 1, fam))
+        b, value = max(c.int("batch", 1), 1), c.measured or 0.0
+        t = value if c.metric == "kernel_time_s" else 2.0 * b * m * n * k / value
+        out.append(GemmPoint(c.id, m, n, k, prec, t, b, fam))
         for key, raw in sorted(c.extra.items()):
             cube = re.fullmatch(r"also_(\d+)cube_flops", key)
             if cube:

@@ -9,6 +9,7 @@ from mapshard.fidelity.cases import Case
 
 CONVENTIONS = (
     "2mnk",
+    "2bmnk",
     "megatron_sc21_eq3",
     "nemo_model_flops_2024",
     "llmfoundry_mfu",
@@ -33,6 +34,12 @@ def _need(case: Case, *cols: str) -> list[int]:
 def gemm_2mnk(case: Case) -> float:
     m, k, n = _need(case, "m", "k", "n")
     return 2.0 * m * n * k
+
+
+def gemm_2bmnk(case: Case) -> float:
+    """A batched GEMM: `batch` independent m x k x n products (XLA's matmul table)."""
+    b, m, k, n = _need(case, "batch", "m", "k", "n")
+    return 2.0 * b * m * n * k
 
 
 def megatron_sc21_eq3(case: Case) -> float:
@@ -94,6 +101,7 @@ def convention_flop(case: Case, hardware: bool = False) -> float:
     name = case.text("flop_convention")
     fns = {
         "2mnk": gemm_2mnk,
+        "2bmnk": gemm_2bmnk,
         "megatron_sc21_eq3": megatron_sc21_eq3,
         "nemo_model_flops_2024": nemo_model_flops,
         "palm_6N_plus_12LHQT": palm,

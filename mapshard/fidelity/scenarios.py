@@ -245,7 +245,8 @@ def _model(case: Case, msg: setup_pb2.Model) -> None:
 
 
 def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
-    """C[m,n] = A[m,k] B[k,n]. An FP8 GEMM reads 1-byte inputs and writes a 16-bit C (as
+    """C[m,n] = A[m,k] B[k,n], `batch` independent ones when the row gives a batch (a
+    batched GEMM, one kernel). An FP8 GEMM reads 1-byte inputs and writes a 16-bit C (as
     cuBLASLt's FP8 GEMMs do); the setup has one activation type for A and C, so the larger
     input becomes the FP8 weight operand (the GEMM transposed when A is the larger) and the
     smaller input is counted at 2 bytes."""
@@ -255,6 +256,7 @@ def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
     if case.text("precision") == "fp8" and m > n:
         m, n = n, m
     g.M, g.K, g.N = m, k, n
+    g.batch = max(case.int("batch", 1), 1)
     g.weight_operand = case.text("precision") == "fp8"
 
 
