@@ -107,8 +107,8 @@ def gemm_points(cases: list[Case], chip: str) -> list[GemmPoint]:
     for c in cases:
         if c.usable and c.text("chip") == chip:
             out.extend(replace(p, family=family(c)) for p in layer_op_points(c))
-        if c.kind != "gemm" or not c.usable or c.text("chip") != chip:
-            continue
+        if c.kind != "gemm" or not c.usable or c.text("chip") != chip or c.kernel_only:
+            continue  # kernel-only timings: not what the fitted model prices (cases.py)
         m, k, n, prec, fam = c.int("m"), c.int("k"), c.int("n"), c.text("precision"), family(c)
         b, value = max(c.int("batch", 1), 1), c.measured or 0.0
         t = value if c.metric == "kernel_time_s" else 2.0 * b * m * n * k / value
