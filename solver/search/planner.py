@@ -31,6 +31,7 @@ from solver.search.phase_problem import build_key, micro_batches_of, param_cap, 
 from solver.search.plan_build import Solved, build_plan, fusion_search_text, proven_bound
 from solver.search.progress import SearchProgress
 from solver.search.solve_memo import solve_graph_memo
+from solver.search.storage_rule import weight_rule
 from solver.search.training_space import Candidate
 
 # the graph search the planner runs: the exact kernel-by-kernel elimination first, then
@@ -260,7 +261,7 @@ class _OuterSearch:
         workload, choice = candidate.workload, candidate.choice
         capacity = self.system.dram.capacity_bytes
         tp, pp = choice.degree("TP"), choice.degree("PP")
-        rule = assemble.weight_rule(workload, choice)
+        rule = weight_rule(workload, choice)
         micro_batches = micro_batches_of(workload, choice)
         problems = self.phase_problems(workload, choice, rule, micro_batches)
         if not isinstance(problems, dict):
