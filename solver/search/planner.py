@@ -329,7 +329,8 @@ class _OuterSearch:
         total = split.stored_per_chip
         memory = assemble.memory_use(workload, choice, capacity, total)
         if memory.total > capacity * (1 + 1e-9):
-            # a split that does not fit (seen: GPT-3 175B, DRAM halved): no plan, no proof
+            # defence in depth (the split prices storage as memory_use does): no plan, no proof
+            self.stops.append(infeasible.SPLIT_OVER)
             return _Phases(latency=dict.fromkeys(split.chosen, math.inf), bound=split.bound_s)
         return _Phases(
             {name: (pt.problem, pt.sol) for name, pt in split.chosen.items()},
@@ -413,24 +414,11 @@ class _OuterSearch:
 
     def raise_no_plan(self, limits: infeasible.Limits) -> None:
         workload = self.workload
-        if "error" in self.statuses:
-            raise NoPlanError(
-                "HiGHS could not solve the mapping problem (numerical trouble): a setup "
-                "value many orders of magnitude from the others (a bandwidth, size or "
-                "rate) is the usual cause; check the units"
-            )
-        if self.no_plan or not self.infeasible_reasons:
-            if infeasible.UNEXPLAINED in self.stops and "time_limit" not in self.stops:
-                raise NoPlanError(infeasible.UNEXPLAINED_TEXT)
-            why = (
-                "stopped on the fusion search's path cap"
-                if "path_cap" in self.stops and "time_limit" not in self.stops
-                else f"stopped at the time limit ({self.options.time_limit_s:g} s)"
-            )
-            raise NoPlanError(
-                f"{self.no_plan} of {len(self.bounds)} parallel choices {why} before a "
-                "first plan; raise solver.time_limit_s (or --time-limit)"
-            )
+        stopped = self.no_plan > 0 or not self.infeasible_reasons
+        counts = (self.no_plan, len(self.bounds), self.options.time_limit_s)
+        text = infeasible.no_plan_text(self.statuses, self.stops, stopped, *counts)
+        if text is not None:
+            raise NoPlanError(text)
         suggest = (
             limits if workload.kind in ("training", "inference") else infeasible.any_tp(limits)
         )

@@ -19,13 +19,16 @@ FP32 master copy and Adam moments beyond the 2 B gradient):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import solver.search.planner as planner
 from generator.graph import KernelGraph, Phase, Workload
 from hardware.system import MemoryLevel, NetworkLevel, System, Topology
+from schema.errors import NoPlanError
 from solver.options import ExecutionOptions, SolverOptions
-from solver.search import assemble
+from solver.search import assemble, infeasible
 from solver.search.parallel import Choice
 from solver.search.storage_rule import ParamBytes, param_bytes, weight_rule
 from tests.solver_fixtures import gemm, small_chip
@@ -148,3 +151,21 @@ def test_a_split_the_chip_cannot_hold_is_never_chosen():
     assert tight.memory.total == SPLIT_BYTES <= TIGHT
     assert tight.stats.status == "optimal"
     assert tight.latency_s > roomy.latency_s
+
+
+def test_the_planner_guard_names_a_split_the_check_rejects(monkeypatch):
+    """Defence in depth: were the split's bytes per parameter to drift from memory_use's
+    again (here the FSDP share left out, 8 B instead of 9 B, as before the one rule), the
+    split's replicated plan (83,968 B on the 83,456 B chip) is no plan, and the search
+    says it is a defect, not a time limit."""
+    real = planner.weight_rule
+
+    def drifted(workload, choice):
+        rule = real(workload, choice)
+        assert rule.bytes_per_param == 9.0
+        return replace(rule, bytes_per_param=8.0)
+
+    monkeypatch.setattr(planner, "weight_rule", drifted)
+    with pytest.raises(NoPlanError) as err:
+        _plan(TIGHT)
+    assert str(err.value) == infeasible.SPLIT_OVER_TEXT
