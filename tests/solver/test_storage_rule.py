@@ -7,7 +7,8 @@ micro-batch 8, selective recompute, ZeRO-3: the split believed its layers' extra
 took 3.40 GB of the 3.53 GB slack at 0.25 B per parameter, and memory_use counted 0.43 GB
 over 40 GiB, because memory_use also held FSDP's gathered share (two layers of 96,
 63/64 of each) that the split's bytes per parameter left out. Before the planner guarded
-it, such a plan left the search called optimal.
+it, such a split could leave the search as a plan called optimal (the 4-chip case below
+did: 83,968 B on an 83,456 B chip); with the guard alone, that case had no plan.
 
 Hand numbers, ZeRO over a DP x CP group of `shard` chips, w = 2 B of weight and
 optimizer_bytes_per_param = 14 B (gradient + optimizer state beyond the weight: 12 B of
