@@ -48,6 +48,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "path_cap": "on the fusion search's path cap (solver max_paths)",
             "memory_split": "short of proving the DRAM split among the graphs optimal",
             "unexplained": "with a layout skipped (no mapping found, none ruled out)",
+            "split_over_capacity": "with a layout skipped (its DRAM split over capacity)",
         }.get(plan.stats.stop_reason, "at the time limit")
         print(
             f"warning: stopped {why}; the plan is within {plan.stats.gap:.2%} of optimal",

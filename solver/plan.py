@@ -83,7 +83,8 @@ class SolveStats:
     # why the search ended: "proof" (optimal), "time_limit", "path_cap" (the fusion
     # search's limit on priced segmentations, SolverOptions.max_paths), or "memory_split"
     # (the DRAM split among graphs not proven: solver.search.dram_split), or "unexplained"
-    # (a layout's graph search found no mapping that no resource explains: skipped)
+    # (a layout's graph search found no mapping that no resource explains: skipped), or
+    # "split_over_capacity" (a DRAM split the memory check rejected: skipped)
     stop_reason: str = "proof"
     # "all": every assignment with Config[u] <= Config[v]; else the restricted space a
     # graph's fusion search covered (status and gap hold within it only)

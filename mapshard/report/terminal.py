@@ -43,6 +43,8 @@ STOP_TEXT = {
     "(the DRAM split among the graphs is not proven optimal)",
     "unexplained": "a layout skipped: its graph search found no mapping that no resource "
     "explains (a search defect; please report the setup)",
+    "split_over_capacity": "a layout skipped: its DRAM split chose plans over the chip's "
+    "capacity (a search defect; please report the setup)",
 }
 
 

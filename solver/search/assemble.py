@@ -11,11 +11,12 @@ from generator.graph import Communication, OperandRole, Pass, Phase, Workload
 from generator.ops_fp8 import FP8_BYTES
 from solver.cost.collectives import hierarchical_time
 from solver.cost.memo import per_phases
-from solver.cost.weights import StepWeights, WeightRule, self_updated_params, step_sync_s
+from solver.cost.weights import StepWeights, self_updated_params, step_sync_s
 from solver.plan import MemoryUse
 from solver.search.context_parallel import stage_ring_s
 from solver.search.data_parallel import BUCKET_BYTES, dp_sync
 from solver.search.parallel import Choice
+from solver.search.storage_rule import param_bytes
 
 
 @dataclass(frozen=True)
@@ -318,39 +319,6 @@ def micro_batches(workload: Workload, dp: int) -> int:
     return max(1, math.ceil(workload.global_batch / (max(workload.micro_batch, 1) * dp)))
 
 
-def weight_rule(workload: Workload, choice: Choice) -> WeightRule:
-    """How the chosen shardings store weights for this choice (solver.cost.menus.WeightRule):
-    resident bytes per stored parameter with the ZeRO stage rules of `memory_use`, and in
-    training the gradient bytes per parameter a replicated weight syncs once per step
-    (`training_times`)."""
-    dp = choice.degree("DP")
-    wbytes = workload.weight_bytes_per_param
-    if workload.kind != "training" or workload.forward_only:  # no gradients to reduce
-        return WeightRule(wbytes)
-    z = workload.zero_stage
-    opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
-    shard = dp * choice.degree("CP")  # ZeRO shards over the DP x CP group
-    per_param = (
-        wbytes * (1 / (shard if z >= 3 else 1) + fsdp_gathered_share(workload, choice))
-        + wbytes / (shard if z >= 2 else 1)
-        + opt_extra / (shard if z >= 1 else 1)
-    )
-    return WeightRule(per_param, wbytes)
-
-
-def fsdp_gathered_share(workload: Workload, choice: Choice) -> float:
-    """Under ZeRO-3 (FSDP), the share of a chip's stored parameters held gathered besides
-    its shard: the unit in use and the prefetched next one (one layer each), (shard - 1) /
-    shard of each. 0 below ZeRO-3. One rule for `memory_use` and `weight_rule` (the DRAM
-    split prices storage with the latter, the plan's re-check with the former)."""
-    shard = choice.degree("DP") * choice.degree("CP")
-    if workload.zero_stage < 3 or shard <= 1:
-        return 0.0
-    pp = choice.degree("PP")
-    layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
-    return min(2 / layers_here, 1.0) * (shard - 1) / shard
-
-
 def instances_per_stage(phase: Phase, pp: int) -> int:
     """Graph instances of a phase one pipeline stage holds: its share of the layers, or the
     whole of a head phase (the stage that has it holds all of it)."""
@@ -394,32 +362,26 @@ def memory_use(
     """Per-chip DRAM footprint: weights, gradients, optimizer state, activations, KV cache.
 
     `stored`: parameters stored per chip as the mapping's shardings leave them
-    (solver.cost.menus.WeightRule; `stored_params` + `unmapped_params` / (TP x PP)). None:
-    every parameter split over TP x PP, the least any mapping can store (a lower bound,
-    for suggestions)."""
+    (solver.cost.weights.WeightRule; `stored_params` + `unmapped_params` / (TP x PP)),
+    each taking solver.search.storage_rule.param_bytes. None: every parameter split over
+    TP x PP, the least any mapping can store (a lower bound, for suggestions)."""
     tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
     if stored is None:
         stored = param_count(workload) / (tp * pp)
-    wbytes = workload.weight_bytes_per_param
+    # the one rule the DRAM split prices storage by (WeightRule.bytes_per_param = its total)
+    per = param_bytes(workload, choice)
+    weights = stored * per.weights
     if workload.resident_bytes > 0:
         # in-place data (HPL's matrix) counted once, split over every chip, plus the
         # workspace: not each kernel's input and output, which alias the same storage
         chips = tp * pp * dp
         act = workload.resident_bytes / chips + workload.workspace_bytes
-        return MemoryUse(weights=stored * wbytes, activations=act, capacity=capacity)
+        return MemoryUse(weights=weights, activations=act, capacity=capacity)
     if workload.kind != "training" or workload.forward_only:  # no gradients, no optimizer
-        weights = stored * wbytes
         kv = workload.kv_cache_bytes / (tp * pp)
         act = max((_peak_activation(p) for p in workload.phases), default=0.0) / tp
         return MemoryUse(weights=weights, kv_cache=kv, activations=act, capacity=capacity)
-    z = workload.zero_stage
-    shard = dp * choice.degree("CP")  # ZeRO shards over the DP x CP group
-    weights = (
-        stored * wbytes * (1 / (shard if z >= 3 else 1) + fsdp_gathered_share(workload, choice))
-    )
-    grads = stored * wbytes / (shard if z >= 2 else 1)
-    opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
-    optimizer = stored * opt_extra / (shard if z >= 1 else 1)
+    grads, optimizer = stored * per.gradients, stored * per.optimizer
     m = micro_batches(workload, dp)
     in_flight = min(pp, m) * interleave_memory_factor(pp, workload.virtual_pipeline)
     act = 0.0

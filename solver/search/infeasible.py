@@ -89,6 +89,50 @@ UNEXPLAINED_TEXT = (
     "fits), DRAM capacity (none without the DRAM row either) nor the chip count rules "
     "one out: a search defect; please report the setup"
 )
+# the DRAM split chose plans that assemble.memory_use finds over capacity (the split and the
+# check price storage by solver.search.storage_rule; never seen since they share it)
+SPLIT_OVER = "split_over_capacity"
+SPLIT_OVER_TEXT = (
+    "the DRAM split among the graphs chose plans whose memory the plan's check finds over "
+    "the chip's capacity: a search defect; please report the setup"
+)
+# stop reasons that are search defects, and what a search with no plan says of them
+DEFECTS = ((UNEXPLAINED, UNEXPLAINED_TEXT), (SPLIT_OVER, SPLIT_OVER_TEXT))
+NUMERICS_TEXT = (
+    "HiGHS could not solve the mapping problem (numerical trouble): a setup value many "
+    "orders of magnitude from the others (a bandwidth, size or rate) is the usual cause; "
+    "check the units"
+)
+
+
+def no_plan_text(
+    statuses: list[str],
+    stops: list[str],
+    stopped: bool,
+    no_plan: int,
+    choices: int,
+    time_limit_s: float,
+) -> str | None:
+    """Why a search found no plan, when it is not the infeasibility of every choice: a
+    solver error; else, when choices stopped before a first plan (`stopped`: `no_plan` of
+    the `choices`, or none was found infeasible), a search defect (`DEFECTS`) short of the
+    time limit, the fusion search's path cap, or the time limit. None: infeasible."""
+    if "error" in statuses:
+        return NUMERICS_TEXT
+    if not stopped:
+        return None
+    for stop, text in DEFECTS:
+        if stop in stops and "time_limit" not in stops:
+            return text
+    why = (
+        "stopped on the fusion search's path cap"
+        if "path_cap" in stops and "time_limit" not in stops
+        else f"stopped at the time limit ({time_limit_s:g} s)"
+    )
+    return (
+        f"{no_plan} of {choices} parallel choices {why} before a first plan; raise "
+        "solver.time_limit_s (or --time-limit)"
+    )
 
 
 def phase_reason(

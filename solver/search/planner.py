@@ -31,6 +31,7 @@ from solver.search.phase_problem import build_key, micro_batches_of, param_cap, 
 from solver.search.plan_build import Solved, build_plan, fusion_search_text, proven_bound
 from solver.search.progress import SearchProgress
 from solver.search.solve_memo import solve_graph_memo
+from solver.search.storage_rule import weight_rule
 from solver.search.training_space import Candidate
 
 # the graph search the planner runs: the exact kernel-by-kernel elimination first, then
@@ -260,7 +261,7 @@ class _OuterSearch:
         workload, choice = candidate.workload, candidate.choice
         capacity = self.system.dram.capacity_bytes
         tp, pp = choice.degree("TP"), choice.degree("PP")
-        rule = assemble.weight_rule(workload, choice)
+        rule = weight_rule(workload, choice)
         micro_batches = micro_batches_of(workload, choice)
         problems = self.phase_problems(workload, choice, rule, micro_batches)
         if not isinstance(problems, dict):
@@ -328,7 +329,8 @@ class _OuterSearch:
         total = split.stored_per_chip
         memory = assemble.memory_use(workload, choice, capacity, total)
         if memory.total > capacity * (1 + 1e-9):
-            # a split that does not fit (seen: GPT-3 175B, DRAM halved): no plan, no proof
+            # defence in depth (the split prices storage as memory_use does): no plan, no proof
+            self.stops.append(infeasible.SPLIT_OVER)
             return _Phases(latency=dict.fromkeys(split.chosen, math.inf), bound=split.bound_s)
         return _Phases(
             {name: (pt.problem, pt.sol) for name, pt in split.chosen.items()},
@@ -412,24 +414,11 @@ class _OuterSearch:
 
     def raise_no_plan(self, limits: infeasible.Limits) -> None:
         workload = self.workload
-        if "error" in self.statuses:
-            raise NoPlanError(
-                "HiGHS could not solve the mapping problem (numerical trouble): a setup "
-                "value many orders of magnitude from the others (a bandwidth, size or "
-                "rate) is the usual cause; check the units"
-            )
-        if self.no_plan or not self.infeasible_reasons:
-            if infeasible.UNEXPLAINED in self.stops and "time_limit" not in self.stops:
-                raise NoPlanError(infeasible.UNEXPLAINED_TEXT)
-            why = (
-                "stopped on the fusion search's path cap"
-                if "path_cap" in self.stops and "time_limit" not in self.stops
-                else f"stopped at the time limit ({self.options.time_limit_s:g} s)"
-            )
-            raise NoPlanError(
-                f"{self.no_plan} of {len(self.bounds)} parallel choices {why} before a "
-                "first plan; raise solver.time_limit_s (or --time-limit)"
-            )
+        stopped = self.no_plan > 0 or not self.infeasible_reasons
+        counts = (self.no_plan, len(self.bounds), self.options.time_limit_s)
+        text = infeasible.no_plan_text(self.statuses, self.stops, stopped, *counts)
+        if text is not None:
+            raise NoPlanError(text)
         suggest = (
             limits if workload.kind in ("training", "inference") else infeasible.any_tp(limits)
         )

@@ -40,7 +40,7 @@ from tests.solver_fixtures import gemm, small_chip
 
 ACT_B = 65_536  # h_b's A + C over 2 chips
 BYTES_PER_PARAM = 2.0
-RULE = WeightRule(BYTES_PER_PARAM)  # inference: weights only (assemble.weight_rule)
+RULE = WeightRule(BYTES_PER_PARAM)  # inference: weights only (storage_rule.weight_rule)
 
 
 def _system(dram_bytes: float) -> System:

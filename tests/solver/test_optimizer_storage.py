@@ -34,6 +34,7 @@ from solver.options import ExecutionOptions, SolverOptions
 from solver.search import assemble
 from solver.search.parallel import enumerate_choices
 from solver.search.phase_problem import phase_problem
+from solver.search.storage_rule import weight_rule
 from tests.solver_fixtures import gemm, small_chip
 
 DRAM_BPS = 1e11
@@ -73,7 +74,7 @@ def _brute_force(workload: Workload) -> tuple[float, str]:
     """Every option of the one kernel at TP 2, priced by solver.check (graph latency), plus
     the update of what it stores and the gradient sync of a replicated weight (SYNC_S)."""
     tp2 = _tp2()
-    rule = assemble.weight_rule(workload, tp2)
+    rule = weight_rule(workload, tp2)
     problem = phase_problem(
         workload.phases[0].graph, _system(), tp2, ExecutionOptions(dataflow=False), 1, rule
     )

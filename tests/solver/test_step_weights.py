@@ -40,9 +40,9 @@ from hardware.system import MemoryLevel, NetworkLevel, System, Topology
 from solver.check import mapping_cost
 from solver.cost.weights import StepWeights, floor_weights, self_updated_params, step_weights
 from solver.options import ExecutionOptions, SolverOptions
-from solver.search import assemble
 from solver.search.parallel import enumerate_choices
 from solver.search.phase_problem import phase_problem
+from solver.search.storage_rule import weight_rule
 from tests.solver_fixtures import gemm, small_chip
 
 DRAM_BPS, LINK_BPS, ALPHA = 1e11, 1e10, 1e-7
@@ -83,7 +83,7 @@ def _workload() -> Workload:
 def _problem(workload: Workload, chips: int = 2):
     system = _system(chips)
     choice = next(c for c in enumerate_choices(system, chips, 1, 1) if c.degree("TP") == chips)
-    rule = assemble.weight_rule(workload, choice)
+    rule = weight_rule(workload, choice)
     execution = ExecutionOptions(dataflow=False)
     return phase_problem(workload.phases[0].graph, system, choice, execution, 1, rule)
 
