@@ -7,8 +7,10 @@ FLOP conventions:
   and a key/value-gradient kernel (1.25x each). The fused kernel keeps no probabilities, so
   its backward recomputes the scores S = Q K^T before dP = dO V^T, dV = P^T dO, dQ = dS K
   and dK = dS^T Q: five matrix products per tile against the forward's two (FlashAttention-2
-  backward pass, Dao 2023; cuDNN's fused attention runs the same algorithm). Megatron's
-  model-FLOP count (2x) leaves the recompute out; the hardware does it.
+  backward pass, Dao 2023; cuDNN's fused attention runs the same algorithm; the
+  flash-attention repository's benchmarks/benchmark_flash_attention.py counts its backward
+  at 2.5x the forward). Megatron's model-FLOP count (2x) leaves the recompute out; the
+  hardware does it.
 - Unfused attention (`bmm`, `softmax`, `dropout`): the two batched GEMMs count
   2 b s_q s_kv heads head_dim each (the same total as the fused kernel); backward: one
   batched GEMM per input, each the forward FLOP.
