@@ -35,7 +35,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem, config_rank
 
 
@@ -124,15 +123,7 @@ def config_cost(
             if e.dst in group:
                 net += charge
     mem = mem_bytes / problem.dram_bandwidth_Bps
-    latency = config_latency(
-        comp,
-        mem,
-        net,
-        ovh,
-        problem.overlap,
-        problem.serialize_network,
-        problem.network_hidden_share,
-    )
+    latency = problem.latency(comp, mem, net, ovh)
     feasible = sram <= problem.sram_bytes * (1 + 1e-9) + 1e-6
     return ConfigCost(tuple(members), comp, mem, net, sram, latency, feasible)
 

@@ -12,9 +12,10 @@ memory and network times (and its kernels' launch overheads) make its latency.
                          h = 0 is the serialised network, h = 1 hides the shorter one
                          entirely; between, the two contend for the SMs and memory.
 
-C always counts the kernels' launch overheads. Every evaluator calls `config_latency`; the
-MILP writes the same rule as epigraph rows from `epigraph_rows`; the knapsack lower bounds
-take their weights from `bound_weights`.
+C always counts the kernels' launch overheads. Every evaluator calls `config_latency`
+(through `MappingProblem.latency`, which passes the problem's flags); the MILP writes the
+same rule as epigraph rows from `epigraph_rows`; the knapsack lower bounds take their
+weights from `bound_weights`.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from hardware.system import NetworkLevel
+from solver.cost.latency import Seconds, config_latency
 
 Span = Sequence[tuple[NetworkLevel, int]]
 REPLICATED = "none"
@@ -158,6 +159,20 @@ class MappingProblem:
             e = self.edges[i]
             out[i] = e.conv[sharding[e.src]][sharding[e.dst]]
         return out
+
+    def latency(
+        self, compute_s: Seconds, memory_s: Seconds, network_s: Seconds, overhead_s: Seconds
+    ) -> Seconds:
+        """A configuration's latency under this problem's rule (solver.cost.latency)."""
+        return config_latency(
+            compute_s,
+            memory_s,
+            network_s,
+            overhead_s,
+            self.overlap,
+            self.serialize_network,
+            self.network_hidden_share,
+        )
 
     @property
     def network_overlapped(self) -> bool:

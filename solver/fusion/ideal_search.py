@@ -24,7 +24,6 @@ import time
 
 import numpy as np
 
-from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem
 from solver.fusion.ideals import members, predecessor_masks
 from solver.fusion.segment_price import KnapsackPricer, set_price
@@ -95,15 +94,7 @@ class _SetBounds:
             cons = self.consumers[k]
             if not cons or cons & mask != cons:
                 m += self.outputs[k]
-        return config_latency(
-            c,
-            m / p.dram_bandwidth_Bps,
-            w,
-            o,
-            p.overlap,
-            p.serialize_network,
-            p.network_hidden_share,
-        )
+        return p.latency(c, m / p.dram_bandwidth_Bps, w, o)
 
 
 class IdealSearch:

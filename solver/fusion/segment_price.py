@@ -23,7 +23,6 @@ from functools import cached_property
 import numpy as np
 
 from solver.check import hold_bytes
-from solver.cost.latency import config_latency
 from solver.cost.problem import EdgeCost, MappingProblem
 from solver.fusion.period import Periodicity, periodicity
 from solver.milp.conversions import descendants
@@ -144,15 +143,7 @@ def set_price(pricer: KnapsackPricer, members: list[int]) -> float | None:
         if not len(front):
             return math.inf
     mem = float(front[-1, 1]) / problem.dram_bandwidth_Bps
-    return config_latency(
-        comp,
-        mem,
-        net,
-        ovh,
-        problem.overlap,
-        problem.serialize_network,
-        problem.network_hidden_share,
-    )
+    return problem.latency(comp, mem, net, ovh)
 
 
 @dataclass(frozen=True)
@@ -273,15 +264,7 @@ class KnapsackPricer:
             if not math.isfinite(least):
                 break  # buffers only grow with j: no longer segment from i fits either
             mem = least / problem.dram_bandwidth_Bps
-            out[j] = config_latency(
-                comp,
-                mem,
-                net,
-                ovh,
-                problem.overlap,
-                problem.serialize_network,
-                problem.network_hidden_share,
-            )
+            out[j] = problem.latency(comp, mem, net, ovh)
             if saved is not None and keep is not None and keep(j):
                 saved[j] = RowState(j, final, tuple(pending), comp, net, ovh)
         return True

@@ -23,7 +23,6 @@ import math
 
 import numpy as np
 
-from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem
 
 
@@ -97,7 +96,5 @@ def separable_rows(problem: MappingProblem) -> np.ndarray:
         m += np.cumsum(pending[i + 1 : end + 1])
         mem = m / bw
         o = np.cumsum(t.overhead[i:end]) if problem.serialize_network else 0.0
-        values[i, i + 1 : end + 1] = config_latency(
-            c, mem, w, o, problem.overlap, problem.serialize_network, problem.network_hidden_share
-        )
+        values[i, i + 1 : end + 1] = problem.latency(c, mem, w, o)
     return values

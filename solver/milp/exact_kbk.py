@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solver.check import kernel_memory_bytes, kernel_sram_bytes, mapping_cost
-from solver.cost.latency import Seconds, config_latency
+from solver.cost.latency import Seconds
 from solver.cost.problem import EdgeCost, MappingProblem
 from solver.milp.conversions import descendants
 from solver.milp.elimination import Factor, eliminate
@@ -229,15 +229,7 @@ def _latency(
     problem: MappingProblem, overhead_s: float, comp: Seconds, mem: Seconds, net: Seconds
 ) -> Seconds:
     """The one latency rule (solver.cost.latency.config_latency), over a charge table."""
-    return config_latency(
-        comp,
-        mem,
-        net,
-        overhead_s,
-        problem.overlap,
-        problem.serialize_network,
-        problem.network_hidden_share,
-    )
+    return problem.latency(comp, mem, net, overhead_s)
 
 
 def _latency_table(
