@@ -31,18 +31,15 @@ XLA = ("P-XHB", "P-XBB", "P-XBF")
 
 
 def system(chip: str):
-    from hardware.resolve import resolve_system
-    from schema import setup_pb2
+    from mapshard.fidelity.fit import library_system
 
-    s = setup_pb2.Setup()
-    s.system.chip = chip
-    s.system.num_chip = 1
-    return resolve_system(s, DEV)
+    return library_system(chip)
 
 
 def copy_Bps(chip: str) -> float:
-    s = system(chip)
-    return s.dram.bandwidth_Bps * (s.chip.efficiency.dram_util or 1.0)
+    from mapshard.fidelity.fit import copy_Bps as of_system
+
+    return of_system(system(chip))
 
 
 def with_params(chip: str, f):
@@ -118,8 +115,8 @@ def refits() -> dict:
     check_cases = read_cases(DATA / "validation_public_check.csv")
     out = {}
     for chip, split in (("H100-SXM5-80GB", ("fp8",)), ("B200", ())):
-        fit_pts = fit.gemm_points(fit_cases, chip)
-        check_pts = fit.gemm_points(check_cases, chip)
+        fit_pts = fit.gemm_points(fit_cases, chip, kernel_only=True)
+        check_pts = fit.gemm_points(check_cases, chip, kernel_only=True)
         new = fit.fit_gemm(system(chip).chip, fit_pts, split=split, copy_Bps=copy_Bps(chip))
         now = chip_file_fit(chip)
         out[chip] = new

@@ -33,8 +33,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 
-from hardware.system import Chip
+from hardware.system import Chip, System
 from mapshard.fidelity.cases import Case
 from solver.cost.efficiency import for_precision, gemm_compute_time
 
@@ -101,13 +102,16 @@ def family(c: Case) -> str:
     return found.group(0) if found else c.text("source")
 
 
-def gemm_points(cases: list[Case], chip: str) -> list[GemmPoint]:
-    """Every GEMM measurement of `chip`: rows plus their companion sizes."""
+def gemm_points(cases: list[Case], chip: str, kernel_only: bool = False) -> list[GemmPoint]:
+    """Every GEMM measurement of `chip`: rows plus their companion sizes; rows timed as
+    kernel duration alone only with `kernel_only` (benchmarks/xla_gemm_fit.py's what-if)."""
     out = []
     for c in cases:
         if c.usable and c.text("chip") == chip:
             out.extend(replace(p, family=family(c)) for p in layer_op_points(c))
-        if c.kind != "gemm" or not c.usable or c.text("chip") != chip or c.kernel_only:
+        if c.kind != "gemm" or not c.usable or c.text("chip") != chip:
+            continue
+        if c.kernel_only and not kernel_only:
             continue  # kernel-only timings: not what the fitted model prices (cases.py)
         m, k, n, prec, fam = c.int("m"), c.int("k"), c.int("n"), c.text("precision"), family(c)
         b, value = max(c.int("batch", 1), 1), c.measured or 0.0
@@ -122,6 +126,22 @@ def gemm_points(cases: list[Case], chip: str) -> list[GemmPoint]:
             elif key == "also_down_proj_s":  # vidur mlp.csv: down_proj is (m, k=n/2) x (n/2, k)
                 out.append(GemmPoint(f"{c.id}:{key}", m, k, n // 2, prec, float(raw), 1, fam))
     return out
+
+
+def library_system(chip: str) -> System:
+    """One chip of the hardware library, resolved as a setup naming it would be."""
+    from hardware.resolve import resolve_system
+    from schema import setup_pb2
+
+    s = setup_pb2.Setup()
+    s.system.chip = chip
+    s.system.num_chip = 1
+    return resolve_system(s, Path("library"))
+
+
+def copy_Bps(system: System) -> float:
+    """The chip's STREAM-copy bandwidth (the DRAM floor of the GEMM fit)."""
+    return system.dram.bandwidth_Bps * (system.chip.efficiency.dram_util or 1.0)
 
 
 def model_time(chip: Chip, p: GemmPoint, overhead_s: float) -> float:

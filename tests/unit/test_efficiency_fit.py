@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 
 from hardware import library
-from hardware.resolve import resolve_system
 from mapshard.fidelity import fit
 from mapshard.fidelity.cases import read_cases
-from schema import setup_pb2
 
 DATA = Path(__file__).parents[1] / "data" / "validation"
 CASES = DATA / "validation_dev_structured.csv"
@@ -25,17 +23,12 @@ def cases():
     return [c for path in FIT_FILES for c in read_cases(path)]
 
 
-def system(chip: str):
-    s = setup_pb2.Setup()
-    s.system.chip = chip
-    s.system.num_chip = 1
-    return resolve_system(s, CASES)
+system = fit.library_system
 
 
 def copy_Bps(chip: str) -> float:
     """The chip's STREAM-copy bandwidth (its DRAM floor in the GEMM fit)."""
-    sysm = system(chip)
-    return sysm.dram.bandwidth_Bps * (sysm.chip.efficiency.dram_util or 1.0)
+    return fit.copy_Bps(system(chip))
 
 
 _FITS: dict[tuple, fit.GemmFit] = {}
