@@ -41,7 +41,7 @@ from solver.cost.efficiency import for_precision, gemm_compute_time
 
 HALF_DIMS = tuple(range(0, 1025, 16))
 OVERHEADS_US = tuple(x / 2 for x in range(0, 21))  # launch + fill/drain: 0-10 us
-MIN_TIMES_US = tuple(x / 2 for x in range(0, 21))  # launch-rate floor of a GEMM: 0-10 us
+MIN_TIMES_US = tuple(x / 2 for x in range(0, 41))  # launch-rate floor of a GEMM: 0-20 us
 UTILS = tuple(u / 1000 for u in range(400, 1001, 2))
 
 
