@@ -30,7 +30,7 @@ SHARDING = {
 }
 # the top-level blocks of DFModel's DSE message; the rest is MapShard's own
 DSE_FIELDS = ("dataflow_graph", "system", "cost", "execution", "gurobi")
-MAPSHARD_ONLY = ("pin_sharding", "pipeline_schedule", "serialize_network")
+MAPSHARD_ONLY = ("pin_sharding", "pipeline_schedule", "serialize_network", "tp_comm_overlap")
 WHOLE = re.compile(r"^(\s*(?:word|time): -?\d+)\.0$", re.M)
 
 

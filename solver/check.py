@@ -247,8 +247,9 @@ def legal_groupings(problem: MappingProblem) -> list[list[list[int]]]:
 
 def placement_matters(problem: MappingProblem) -> bool:
     """Whether the configuration that pays a shared layout conversion changes the latency:
-    only when a configuration's network time overlaps its other terms, and some produced
-    tensor has several consumers."""
+    only when a configuration's network time overlaps its other terms (wholly, or by a
+    hidden share under a serialised network), and some produced tensor has several
+    consumers."""
     return problem.network_overlapped and any(e.group >= 0 for e in problem.edges)
 
 

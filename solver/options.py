@@ -42,7 +42,8 @@ class ExecutionOptions:
     pin_sharding: bool = False
     pipeline_schedule: str = "1f1b"  # or "gpipe"
     # GPU kernel-by-kernel semantics: a kernel's collective runs after its compute (one
-    # stream) and the launch overhead adds: L = overhead + max(compute, memory) + network.
+    # stream) and the launch overhead adds: L = overhead + max(compute, memory) + network
+    # (less network_hidden_share of the shorter of the last two).
     serialize_network: bool = False
     # with serialize_network: the share of the shorter of a kernel's collectives and its
     # compute/memory that hides under the other (the framework overlaps its TP collectives

@@ -23,9 +23,10 @@ def bound_by(
     """The binding resource under the latency rule in force (solver/cost/latency.py), with
     `compute` counting the launch overhead; "overhead" when the fixed per-kernel launch/
     setup time outweighs the work, so a norm held at the floor is not called compute-bound.
-    Serialised network (L = overhead + max(C - overhead, M) + N): the largest of the three
-    terms, compute or memory naming the middle one, so a GEMV whose DRAM time exceeds its
-    work is memory-bound even when C (with the overhead) exceeds M."""
+    Serialised network (L = overhead + max(C - overhead, M) + N, less a hidden share of the
+    shorter of the last two): the largest of the three terms, compute or memory naming the
+    middle one, so a GEMV whose DRAM time exceeds its work is memory-bound even when C
+    (with the overhead) exceeds M."""
     if serialize_network:
         work = compute - overhead
         middle = ("compute", work) if work >= memory else ("memory", memory)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mapshard.fidelity.cases import Case, read_cases
+from schema import setup_pb2
 
 # fraction of the FP8 peak; H100's fast-accumulation plateau is 0.694 (chip file)
 GRID = tuple(round(0.450 + 0.01 * i, 3) for i in range(12))  # 0.45 .. 0.56
@@ -79,15 +80,26 @@ def fp8_training_rows(cases: list[Case], chip: str) -> list[Case]:
     ]
 
 
+def fit_setup(case: Case, util: float, hidden: float) -> tuple[setup_pb2.Setup, list]:
+    """The row's setup (and its levels) at plateau `util` and hidden share `hidden`."""
+    from mapshard.fidelity.scenarios import build_setup
+
+    setup, levels = build_setup(case)
+    setup.system.accelerator.efficiency.fp8_split_accumulate_util = util
+    if hidden > 0:
+        setup.system.accelerator.efficiency.tp_comm_hidden_share = hidden
+    else:  # 0 in the message means "the chip file's": switch the overlap off instead
+        setup.ClearField("execution")
+    return setup, levels
+
+
 def step_time(case: Case, where: Path, util: float, hidden: float = 0.0) -> float:
     """The row's predicted step time with the split-accumulation plateau at `util` and the
     TP comm overlap's hidden share at `hidden`."""
     from mapshard import pipeline
-    from mapshard.fidelity.scenarios import build_setup, chip_spec, tag_levels
+    from mapshard.fidelity.scenarios import chip_spec, tag_levels
 
-    setup, levels = build_setup(case)
-    setup.system.accelerator.efficiency.fp8_split_accumulate_util = util
-    setup.system.accelerator.efficiency.tp_comm_hidden_share = hidden
+    setup, levels = fit_setup(case, util, hidden)
     loaded = pipeline.load_message(setup, where)
     system = tag_levels(pipeline.resolve(loaded), levels, chip_spec(case))
     plan = pipeline.plan(pipeline.assemble(loaded, system, pipeline.generate(loaded, system)))

@@ -360,9 +360,10 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     setup.name = f"validate_{case.id}"
     _workload(case, setup)
     _system(case, spec, setup, levels)
-    # no execution block: kernel by kernel with the chip's calibrated overlap
-    # (ChipSpec.overlap; GPUs SERIAL_NETWORK), exactly what `mapshard run` of the same
-    # setup assumes; a recipe that overlaps its TP collectives says so
+    # no overlap set: kernel by kernel with the chip's calibrated overlap (ChipSpec.overlap;
+    # GPUs SERIAL_NETWORK), exactly what `mapshard run` of the same setup assumes; a recipe
+    # that overlaps its TP collectives says so (an execution block whose overlap stays
+    # unset: the chip's mode still wins over the no-block default, pipeline.overlap_mode)
     if tp_comm_overlap(case):
         setup.execution.tp_comm_overlap = True
     setup.solver.time_limit_s = 60

@@ -179,7 +179,9 @@ class MappingProblem:
         """A configuration's network time overlaps its other terms (max), so which
         configuration pays a shared layout conversion changes the latency (a serialised
         network with a hidden share is not additive either)."""
-        return self.overlap and (not self.serialize_network or self.network_hidden_share > 0)
+        if self.serialize_network:  # the rule ignores `overlap` there
+            return self.network_hidden_share > 0
+        return self.overlap
 
     def sampled_space(self) -> str:
         """The restriction a sampled tile menu puts on a fused search ("" when none)."""

@@ -1,7 +1,8 @@
 """Lower bounds of a segment's latency that see the SRAM limit, for any sharding.
 
 A configuration's latency is max(C, M, N) (overlap), C + M + N (no overlap) or
-overhead + max(C - overhead, M) + N (serialised network): in every case at least a
+overhead + max(C - overhead, M) + N (serialised network; with a hidden share h of the
+shorter part, overhead + max(X, N) + (1 - h) min(X, N)): in every case at least a
 weighted sum w_C*C + w_M*M + w_N*N (+ a constant) for weights from a small fixed set
 (under overlap, any convex combination: on large problems a finer grid's points that bind
 on a few probe rows are added).

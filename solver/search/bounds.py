@@ -88,7 +88,12 @@ def plan_warnings(
     line = efficiency.plateau_warning(system.chip, execution.math_precision) if matrix else ""
     lines = [line] if line else []
     uncalibrated = system.chip.efficiency.tp_comm_hidden_share <= 0
-    if execution.tp_comm_overlap and execution.serialize_network and uncalibrated:
+    if execution.tp_comm_overlap and not execution.serialize_network:
+        lines.append(
+            f"execution.tp_comm_overlap has no effect under overlap {execution.overlap_name}: "
+            "it hides part of a serialised network (SERIAL_NETWORK, the GPUs' default)"
+        )
+    elif execution.tp_comm_overlap and uncalibrated:
         lines.append(
             f"execution.tp_comm_overlap: {system.chip.name} has no calibrated "
             "efficiency.tp_comm_hidden_share, so its TP collectives stay serial"

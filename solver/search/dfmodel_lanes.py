@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 
 from generator.graph import KernelGraph
 from schema.errors import SetupError
-from solver.check import config_latency
 from solver.cost import dfmodel_model as dm
 from solver.cost import dfmodel_problem as dp
 from solver.cost.dfmodel_lanes import LaneKernel, config_cycles, lane_kernel
+from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem
 from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.options import DFModelOptions

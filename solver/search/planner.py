@@ -63,6 +63,7 @@ class _Phases:
     bound: float = 0.0
     failed: infeasible.Reason | None = None
     memory: _Memory = field(default_factory=_Memory)
+    no_plan: str = "no plan in time"  # why a phase has no finite latency
 
 
 def search_workload(
@@ -201,7 +202,7 @@ class _OuterSearch:
         else:  # stopped at the time limit without a plan: only its bounds are known
             self.no_plan += 1
             self.statuses.append("time_limit")
-            result(None, "pruned", "no plan in time")
+            result(None, "pruned", phases.no_plan)
             self.open_bounds.append(max(lb, phases.bound))
         return True
 
@@ -331,7 +332,10 @@ class _OuterSearch:
         if memory.total > capacity * (1 + 1e-9):
             # defence in depth (the split prices storage as memory_use does): no plan, no proof
             self.stops.append(infeasible.SPLIT_OVER)
-            return _Phases(latency=dict.fromkeys(split.chosen, math.inf), bound=split.bound_s)
+            over = "DRAM split over capacity (a search defect)"
+            return _Phases(
+                latency=dict.fromkeys(split.chosen, math.inf), bound=split.bound_s, no_plan=over
+            )
         return _Phases(
             {name: (pt.problem, pt.sol) for name, pt in split.chosen.items()},
             {name: pt.sol.objective_s for name, pt in split.chosen.items()},

@@ -72,3 +72,53 @@ def test_the_hidden_share_is_the_chips_under_a_serialised_network_only():
     assert pipeline.execution_options(_setup(True), "serial_network", 0.0).network_hidden_share == (
         0.0
     )
+
+
+def test_the_fit_switches_the_overlap_off_at_a_hidden_share_of_0():
+    """fit_training's grid point h = 0 is the serial network: the setup drops the overlap (a
+    0 share in the message would mean "the chip file's", 0.5 on the H100)."""
+    from mapshard.fidelity.fit_training import fit_setup
+
+    nem03 = {c.id: c for c in read_cases(FIT)}["P-NEM03"]
+    off, _ = fit_setup(nem03, 0.49, 0.0)
+    on, _ = fit_setup(nem03, 0.49, 0.3)
+    assert not off.execution.tp_comm_overlap
+    assert pipeline.execution_options(off, "serial_network", 0.5).network_hidden_share == 0.0
+    assert on.execution.tp_comm_overlap
+    assert on.system.accelerator.efficiency.tp_comm_hidden_share == 0.3
+
+
+def test_network_overlapped_follows_the_rule_in_force():
+    """The payer of a shared conversion matters where the latency is not additive in the
+    network: overlap without serialisation, or a serialised network with a hidden share
+    (whatever `overlap` says: the serialised rule ignores it)."""
+    from solver.cost.problem import MappingProblem
+
+    def problem(overlap: bool, serial: bool, hidden: float) -> MappingProblem:
+        return MappingProblem((), (), 1.0, 1.0, overlap, False, 1, (), serial, hidden)
+
+    assert problem(True, False, 0.0).network_overlapped
+    assert not problem(False, False, 0.0).network_overlapped
+    assert not problem(True, True, 0.0).network_overlapped
+    assert problem(True, True, 0.4).network_overlapped
+    assert problem(False, True, 0.4).network_overlapped
+
+
+def test_a_perfect_overlap_makes_tp_comm_overlap_a_warning():
+    """tp_comm_overlap refines a serialised network; under a perfect overlap the plan says
+    it has no effect. On the H100 (calibrated share 0.5) the serial plan has no warning."""
+    from dataclasses import replace
+
+    from mapshard.fidelity.scenarios import load_case_scenario
+    from solver.search.bounds import plan_warnings
+
+    nem03 = {c.id: c for c in read_cases(FIT)}["P-NEM03"]
+    sc = load_case_scenario(nem03, FIT)
+    perfect = replace(pipeline.scenario_options(sc), serialize_network=False)
+    assert any(
+        "no effect under overlap perfect" in w
+        for w in plan_warnings(sc.workload, sc.system, perfect)
+    )
+    serial = pipeline.scenario_options(sc)
+    assert serial.network_hidden_share == 0.5
+    assert not [w for w in plan_warnings(sc.workload, sc.system, serial) if "tp_comm" in w]
