@@ -431,8 +431,7 @@ def execution_options(
     mode = overlap_mode(setup, chip_overlap)
     default_math = default_dtype(setup).lower()  # HPL fp64, FFT fp32, else bf16
     fft = ex.WhichOneof("workload_variant") == "fft"  # DFModel's FFT branch
-    # the chip's calibrated share when the framework overlaps its TP collectives with the
-    # GEMMs (a perfect overlap hides them already)
+    # the chip's share when the framework overlaps TP collectives with GEMMs (serial only)
     hidden = chip_tp_comm_hidden if ex.tp_comm_overlap and mode == "serial_network" else 0.0
     return ExecutionOptions(
         dataflow=ex.execution_style == setup_pb2.DATAFLOW,
