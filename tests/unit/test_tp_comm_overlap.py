@@ -76,7 +76,7 @@ def test_the_hidden_share_is_the_chips_under_a_serialised_network_only():
 
 def test_the_fit_switches_the_overlap_off_at_a_hidden_share_of_0():
     """fit_training's grid point h = 0 is the serial network: the setup drops the overlap (a
-    0 share in the message would mean "the chip file's", 0.5 on the H100)."""
+    0 share in the message would mean "the chip file's", 0.6 on the H100)."""
     from mapshard.fidelity.fit_training import fit_setup
 
     nem03 = {c.id: c for c in read_cases(FIT)}["P-NEM03"]
@@ -106,7 +106,7 @@ def test_network_overlapped_follows_the_rule_in_force():
 
 def test_a_perfect_overlap_makes_tp_comm_overlap_a_warning():
     """tp_comm_overlap refines a serialised network; under a perfect overlap the plan says
-    it has no effect. On the H100 (calibrated share 0.5) the serial plan has no warning."""
+    it has no effect. On the H100 (calibrated share 0.6) the serial plan has no warning."""
     from dataclasses import replace
 
     from mapshard.fidelity.scenarios import load_case_scenario
@@ -120,5 +120,5 @@ def test_a_perfect_overlap_makes_tp_comm_overlap_a_warning():
         for w in plan_warnings(sc.workload, sc.system, perfect)
     )
     serial = pipeline.scenario_options(sc)
-    assert serial.network_hidden_share == 0.5
+    assert serial.network_hidden_share == 0.6
     assert not [w for w in plan_warnings(sc.workload, sc.system, serial) if "tp_comm" in w]
