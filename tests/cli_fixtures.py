@@ -7,18 +7,21 @@ import sys
 from pathlib import Path
 
 # The child blocks inside the solver's first progress callback (after it has said so on
-# stdout), so the signal provably lands mid-solve, however fast the solve has become.
+# stdout), so the signal provably lands mid-solve, however fast the solve has become; later
+# callbacks (a report made while the interrupt unwinds) return at once.
 _CHILD = """
 import math, sys, time
 from mapshard import cli, progress
 
 AFTER_FIRST_PLAN = {after_first_plan}
+BLOCKED = []  # block once: a report made while the signal unwinds must not block again
 
 def update(self, state):
-    if not hasattr(state, "best_latency_s"):  # a stage report, not the solver's
+    if BLOCKED or not hasattr(state, "best_latency_s"):  # a stage report, not the solver's
         return
     if AFTER_FIRST_PLAN and not math.isfinite(state.best_latency_s):
         return
+    BLOCKED.append(True)
     print("inside the solve", flush=True)
     time.sleep(120)
 
