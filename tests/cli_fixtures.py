@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,13 @@ sys.exit(cli.main(sys.argv[1:]))
 """
 
 
+def _default_signals() -> None:
+    """In the child before exec: SIGINT and SIGTERM at their defaults, whatever the test
+    process set (a disposition of SIG_IGN survives exec, and the child would sleep on)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def signal_mid_solve(
     scenario: Path, out: Path, signum: int, after_first_plan: bool = False
 ) -> tuple[int, str]:
@@ -37,7 +45,13 @@ def signal_mid_solve(
     plan, or with `after_first_plan` once the search holds one): (exit code, stderr)."""
     child_code = _CHILD.format(after_first_plan=after_first_plan)
     cmd = [sys.executable, "-c", child_code, "run", str(scenario), "--out", str(out), "--quiet"]
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_signals,  # an ignored SIGINT would be inherited across exec
+    )
     try:
         assert child.stdout.readline() == "inside the solve\n", child.stderr.read()
         child.send_signal(signum)
