@@ -29,17 +29,13 @@ DATA = ROOT / "tests" / "data" / "validation"
 DEV = DATA / "validation_dev_structured.csv"
 XLA = ("P-XHB", "P-XBB", "P-XBF")
 
+from mapshard.fidelity import fit  # noqa: E402  (after the repository is on sys.path)
 
-def system(chip: str):
-    from mapshard.fidelity.fit import library_system
-
-    return library_system(chip)
+system = fit.library_system
 
 
 def copy_Bps(chip: str) -> float:
-    from mapshard.fidelity.fit import copy_Bps as of_system
-
-    return of_system(system(chip))
+    return fit.copy_Bps(system(chip))
 
 
 def with_params(chip: str, f):
@@ -60,7 +56,6 @@ def with_params(chip: str, f):
 def time_errors(chip: str, f, points) -> list[float]:
     """|model time / measured - 1| of the fit's model: max(min time, overhead + max(compute,
     compulsory DRAM bytes at copy bandwidth)), as fit_gemm scores it."""
-    from mapshard.fidelity import fit
 
     c = with_params(chip, f)
     ovh, floor = c.efficiency.kernel_overhead_s, c.efficiency.kernel_min_time_s
@@ -108,7 +103,6 @@ REGIMES = {
 
 def refits() -> dict:
     """Print the refit per chip next to the chip file; return {chip: refit}."""
-    from mapshard.fidelity import fit
     from mapshard.fidelity.cases import read_cases
 
     fit_cases = [c for p in (DEV, DATA / "validation_public_fit.csv") for c in read_cases(p)]
@@ -157,7 +151,6 @@ def overlap(table_path: Path, fits: dict) -> None:
     """Balance and K bins of the table's DRAM-resident entries, C and M under each chip's
     refit (`fits`: the H100 refit is the chip file's within 0.002 of plateau; the B200 has
     no fit of its own in its chip file, which carries the GB200's)."""
-    from mapshard.fidelity import fit
     from mapshard.fidelity.xla_table import parse_table
     from solver.cost.efficiency import for_precision, gemm_compute_time
 

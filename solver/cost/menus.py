@@ -390,7 +390,7 @@ def build_problem(
         max_configs=max_configs if dataflow and max_configs > 0 else len(menus),
         pinned_configs=pinned,
         serialize_network=serialize_network,
-        network_hidden_share=network_hidden_share if serialize_network else 0.0,
+        network_hidden_share=network_hidden_share,
         resident_bytes_per_param=weights.bytes_per_param if weights else 0.0,
         weight_facts=weight_facts(kernels) if weights else (),
     )
