@@ -422,17 +422,17 @@ def execution_options(
 ) -> ExecutionOptions:
     """Solver options from the setup; `chip_overlap`: the resolved chip's calibrated overlap
     (System.chip.overlap), the default when the setup names none; `chip_tp_comm_hidden`:
-    its tp_comm_hidden_share (Execution.tp_comm_overlap). "" is right only for a
-    setup without a library chip (a DFModel file); a scenario's options come from
-    `scenario_options`, which cannot forget the chip."""
+    its tp_comm_hidden_share. "" is right only for a setup without a library chip (a
+    DFModel file); a scenario's options come from `scenario_options` (it has the chip)."""
     ex = setup.execution
     precision = setup.workload.precision
     math_type = precision.math or precision.activation
     mode = overlap_mode(setup, chip_overlap)
     default_math = default_dtype(setup).lower()  # HPL fp64, FFT fp32, else bf16
     fft = ex.WhichOneof("workload_variant") == "fft"  # DFModel's FFT branch
-    # the chip's share when the framework overlaps TP collectives with GEMMs (serial only)
-    hidden = chip_tp_comm_hidden if ex.tp_comm_overlap and mode == "serial_network" else 0.0
+    # the chip's contention share (serial only): TP collectives with the recipe's overlap;
+    # step-level overlaps (DP buckets, p2p) always, perfect when the chip has no share
+    serial_h = chip_tp_comm_hidden if mode == "serial_network" else 0.0
     return ExecutionOptions(
         dataflow=ex.execution_style == setup_pb2.DATAFLOW,
         num_config=int(ex.num_config),
@@ -441,8 +441,9 @@ def execution_options(
         pin_sharding=ex.pin_sharding,
         pipeline_schedule=(ex.pipeline_schedule or "1f1b").lower(),
         serialize_network=mode == "serial_network",
-        network_hidden_share=hidden,
+        network_hidden_share=serial_h if ex.tp_comm_overlap else 0.0,
         tp_comm_overlap=ex.tp_comm_overlap,
+        comm_hidden_share=serial_h or 1.0,
         cost_model=setup_pb2.CostModel.Name(ex.cost_model).lower(),
         word_bytes=float(ex.word or 2.0),
         fft_copies=max(int(ex.fft.num_copy), 1) if fft else 0,

@@ -50,6 +50,11 @@ class ExecutionOptions:
     # with the GEMMs, Execution.tp_comm_overlap; the chip's calibrated tp_comm_hidden_share)
     network_hidden_share: float = 0.0
     tp_comm_overlap: bool = False  # the setup asked for it (Execution.tp_comm_overlap)
+    # the share of a collective the framework runs beside compute at step level (DP
+    # gradient buckets and parameter gathers, interleaved pipeline and CP ring transfers)
+    # that hides under it (solver.cost.latency.exposed_under): 1 = perfect; on a
+    # kernel-by-kernel GPU the chip's calibrated tp_comm_hidden_share, the same contention
+    comm_hidden_share: float = 1.0
     # whose equations price a mapping: "native" or "dfmodel" (solver/cost/dfmodel_model.py)
     cost_model: str = "native"
     word_bytes: float = 2.0  # DFModel's execution.word: bytes per element

@@ -162,6 +162,9 @@ class Plan:
     # share of each kernel's collective hidden under its work (Execution.tp_comm_overlap
     # with the chip's calibrated share; 0 = none)
     network_hidden_share: float = 0.0
+    # share of a step-level collective run beside compute (DP buckets, pipeline and CP ring
+    # transfers) hidden under it (ExecutionOptions.comm_hidden_share; 1 = perfect)
+    comm_hidden_share: float = 1.0
     # whose equations priced the plan: "native" or "dfmodel" (--cost-model)
     cost_model: str = "native"
     # on a DFModel input priced natively: (term, native s, DFModel s) per step where the two

@@ -12,13 +12,17 @@ kernel measurement of its own; it is fitted here to the chip's FP8 training FIT 
   `efficiency.fp8_split_accumulate_util = u` and `efficiency.tp_comm_hidden_share = h` set
   in its setup (the chip's other numbers untouched), for (u, h) on GRID x HIDDEN_GRID;
 - (u, h) minimises the mean |relative error| of the predicted step time over the rows.
-The hidden share acts only on the rows whose recipe overlaps its TP collectives with the
-GEMMs (extra_params tp_comm_overlap=1, Transformer Engine userbuffers: the chunked
-collective runs beside the GEMM and the two contend for the SMs, so less than all of the
-shorter one hides); the other rows hold u alone, which keeps the two apart.
+The hidden share is the chip's contention of any collective run beside compute: it acts on
+the TP collectives of the rows whose recipe overlaps them with the GEMMs (extra_params
+tp_comm_overlap=1, Transformer Engine userbuffers: the chunked collective runs beside the
+GEMM and the two contend for the SMs, so less than all of the shorter one hides) and on
+every row's step-level overlaps (the DP gradient reduce-scatter and parameter all-gather,
+the interleaved pipeline's and the CP ring's transfers; solver.cost.latency.exposed_under).
+Grid point h = 0 is "nothing hides" (the share is set to NO_HIDING, since a 0 in the chip
+message means "uncalibrated", which the step-level overlaps read as perfect).
 The step time is re-planned at each point (not rescaled from one plan): the step is a
 max/sum of overlapped terms (pipeline p2p, DP collectives) that do not scale linearly.
-Run: `python -m mapshard.fidelity.fit_training` (about 25 minutes on one core).
+Run: `python -m mapshard.fidelity.fit_training` (about 30 minutes on one core).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from schema import setup_pb2
 # fraction of the FP8 peak; H100's fast-accumulation plateau is 0.694 (chip file)
 GRID = tuple(round(0.450 + 0.01 * i, 3) for i in range(12))  # 0.45 .. 0.56
 HIDDEN_GRID = tuple(round(0.1 * i, 1) for i in range(9))  # 0 .. 0.8
+NO_HIDING = 1e-6  # the share grid point 0 sets: positive, so it is read, and nothing hides
 
 
 @dataclass(frozen=True)
@@ -86,10 +91,8 @@ def fit_setup(case: Case, util: float, hidden: float) -> tuple[setup_pb2.Setup, 
 
     setup, levels = build_setup(case)
     setup.system.accelerator.efficiency.fp8_split_accumulate_util = util
-    if hidden > 0:
-        setup.system.accelerator.efficiency.tp_comm_hidden_share = hidden
-    else:  # 0 in the message means "the chip file's": switch the overlap off instead
-        setup.ClearField("execution")
+    # 0 in the message means "the chip file's": grid point 0 sets NO_HIDING instead
+    setup.system.accelerator.efficiency.tp_comm_hidden_share = max(hidden, NO_HIDING)
     return setup, levels
 
 
@@ -106,17 +109,6 @@ def step_time(case: Case, where: Path, util: float, hidden: float = 0.0) -> floa
     return plan.iteration_time_s or plan.latency_s
 
 
-_PLAIN: dict[tuple[str, Path, float], float] = {}
-
-
-def _plain(case: Case, where: Path, util: float) -> float:
-    """step_time at hidden share 0 (memoised by row id: rows without TP comm overlap)."""
-    key = (case.id, where, util)
-    if key not in _PLAIN:
-        _PLAIN[key] = step_time(case, where, util, 0.0)
-    return _PLAIN[key]
-
-
 def measured_step_s(case: Case) -> float:
     """Seconds per step of a tokens-per-second-per-chip training row."""
     tokens = case.float("global_batch") * case.float("seq_len")
@@ -131,7 +123,7 @@ def measured_step_s(case: Case) -> float:
 def fit_split_accumulate(path: Path, chip: str) -> PlateauFit:
     """The chip's fp8_split_accumulate_util and tp_comm_hidden_share fitted to the FP8
     training rows of `path`."""
-    from mapshard.fidelity.scenarios import Unmodelable, tp_comm_overlap
+    from mapshard.fidelity.scenarios import Unmodelable
     from schema.errors import InfeasibleError
 
     rows = []
@@ -141,14 +133,9 @@ def fit_split_accumulate(path: Path, chip: str) -> PlateauFit:
         except (Unmodelable, InfeasibleError):  # no plan at any plateau: nothing to fit
             continue
         rows.append(c)
-    overlapped = [tp_comm_overlap(c) for c in rows]
 
     def times(u: float, h: float) -> list[float]:
-        # a row without the recipe's overlap does not read h: one plan per u serves all h
-        return [
-            step_time(c, path.parent, u, h) if o else _plain(c, path.parent, u)
-            for c, o in zip(rows, overlapped, strict=True)
-        ]
+        return [step_time(c, path.parent, u, h) for c in rows]
 
     return fit_plateau(
         times,

@@ -209,6 +209,8 @@ def summary_dict(
     }
     if plan.network_hidden_share > 0:
         out["tp_comm_hidden_share"] = plan.network_hidden_share
+    if plan.workload_kind == "training" and plan.comm_hidden_share < 1:
+        out["step_comm_hidden_share"] = plan.comm_hidden_share
     if plan.training:
         out["training"] = dict(plan.training)
     if plan.chip_calibration is not None:

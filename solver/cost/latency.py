@@ -16,6 +16,12 @@ C always counts the kernels' launch overheads. Every evaluator calls `config_lat
 (through `MappingProblem.latency`, which passes the problem's flags); the MILP writes the
 same rule as epigraph rows from `epigraph_rows`; the knapsack lower bounds take their
 weights from `bound_weights`.
+
+The step assembly applies the same rule to the collectives a framework runs beside compute
+(the DP gradient buckets and parameter gathers, the interleaved pipeline's transfers, the
+context-parallel ring's hops): what such a collective of N seconds adds to a compute window
+of W seconds is `exposed_under(N, W, h)` = max(X, N) + (1 - h) min(X, N) - X with X = W,
+i.e. max(0, N - W) + (1 - h) min(N, W); h = 1 is perfect overlap.
 """
 
 from __future__ import annotations
@@ -52,6 +58,13 @@ def config_latency(
     if overlap:
         return top(top(compute_s, memory_s), network_s)
     return compute_s + memory_s + network_s
+
+
+def exposed_under(network_s: float, work_s: float, hidden: float = 1.0) -> float:
+    """Seconds a collective of `network_s` running beside `work_s` of compute adds to it: the
+    excess over the window plus the unhidden (1 - `hidden`) share of the overlap, where the
+    two contend for the SMs and memory (module docstring)."""
+    return network_s - hidden * min(max(network_s, 0.0), max(work_s, 0.0))
 
 
 Row = tuple[dict[str, float], float]

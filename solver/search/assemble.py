@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from generator.graph import Communication, OperandRole, Pass, Phase, Workload
 from generator.ops_fp8 import FP8_BYTES
 from solver.cost.collectives import hierarchical_time
+from solver.cost.latency import exposed_under
 from solver.cost.memo import per_phases
 from solver.cost.weights import StepWeights, self_updated_params, step_sync_s
 from solver.plan import MemoryUse
 from solver.search.context_parallel import stage_ring_s
-from solver.search.data_parallel import BUCKET_BYTES, dp_sync
+from solver.search.data_parallel import BUCKET_BYTES, DataParallelSync, dp_sync
 from solver.search.parallel import Choice
 from solver.search.storage_rule import param_bytes
 
@@ -39,7 +40,9 @@ def pipeline_time(stage_s: float, micro_batches: int, pp: int, interleave: int =
     return (micro_batches + (pp - 1) / max(interleave, 1)) * stage_s
 
 
-def pipeline_p2p(hop_s: float, v: int, pp: int, fwd_s: float, bwd_s: float) -> tuple[float, float]:
+def pipeline_p2p(
+    hop_s: float, v: int, pp: int, fwd_s: float, bwd_s: float, hidden: float = 1.0
+) -> tuple[float, float]:
     """(exposed point-to-point time per micro-batch per stage, once-per-step fill/drain time)
     for one activation (or gradient) transfer of `hop_s` between neighbouring stages, with
     `fwd_s` / `bwd_s` the stage's forward / backward compute of one micro-batch.
@@ -52,13 +55,16 @@ def pipeline_p2p(hop_s: float, v: int, pp: int, fwd_s: float, bwd_s: float) -> t
     overlap_p2p_comm, on by default for it): a forward transfer hides under one chunk's
     forward (fwd_s / v), a backward one under one chunk's backward; exposed per micro-batch
         v x (max(0, hop - fwd_s / v) + max(0, hop - bwd_s / v)),
-    plus, once per step, the fill and drain that no compute covers: the first activation
-    crossing p - 1 stages and the last gradient crossing them back, 2 (p - 1) x hop."""
+    at `hidden` = 1; a share h < 1 of the overlap hides (solver.cost.latency.exposed_under:
+    each max(0, hop - w) reads hop - h min(hop, w)); plus, once per step, the fill and
+    drain that no compute covers: the first activation crossing p - 1 stages and the last
+    gradient crossing them back, 2 (p - 1) x hop."""
     if pp <= 1:
         return 0.0, 0.0
     if v <= 1:
         return 2 * hop_s, 0.0
-    exposed = v * (max(0.0, hop_s - fwd_s / v) + max(0.0, hop_s - bwd_s / v))
+    fwd, bwd = exposed_under(hop_s, fwd_s / v, hidden), exposed_under(hop_s, bwd_s / v, hidden)
+    exposed = v * (fwd + bwd)
     return exposed, 2 * (pp - 1) * hop_s
 
 
@@ -142,12 +148,15 @@ def training_times(
     dram_Bps: float,
     stored: float | None = None,
     weights: StepWeights | None = None,
+    hidden: float = 1.0,
 ) -> StepTimes:
     """Step time; `stored`: parameters per chip as the mapping stores them (the optimizer
     updates every stored copy), None = split over TP x PP; `weights`: per chip, the
     replicas whose gradient the step syncs over TP and the parameters the graphs' own
     OPTIMIZER kernels update (solver.cost.weights.StepWeights), None = no replica and the
-    graph-updated weights split over TP x PP (the least any mapping charges)."""
+    graph-updated weights split over TP x PP (the least any mapping charges); `hidden`:
+    the share of a collective run beside compute (DP buckets, pipeline and ring transfers)
+    that hides under it (ExecutionOptions.comm_hidden_share)."""
     tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
     cp = choice.degree("CP")
     micro = max(workload.micro_batch, 1)
@@ -158,14 +167,15 @@ def training_times(
     for p in head_phases(workload):
         stage += p.count * phase_latency[p.name]
     stage *= max(workload.instances_per_micro_batch, 1)
-    stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency, dram_Bps)
+    stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency, dram_Bps, hidden)
     fwd = stage * forward_fraction(workload)
     transfer = fill = 0.0
     if pp > 1:
         bytes_ = max(boundary_bytes(workload, p) for p in layer_phases(workload)) / tp
         bytes_ *= max(workload.instances_per_micro_batch, 1)
         hop = hierarchical_time("p2p", bytes_, choice.span("PP"))
-        transfer, fill = pipeline_p2p(hop, max(workload.virtual_pipeline, 1), pp, fwd, stage - fwd)
+        v = max(workload.virtual_pipeline, 1)
+        transfer, fill = pipeline_p2p(hop, v, pp, fwd, stage - fwd, hidden)
     stage_total = stage + transfer
     pipeline = pipeline_time(stage_total, m, pp, workload.virtual_pipeline) + fill
     bubble = pipeline - m * stage_total
@@ -174,21 +184,7 @@ def training_times(
         weights = StepWeights(self_updated=self_updated_params(workload) / (tp * pp))
     tp_sync = step_sync_s(weights, workload.weight_bytes_per_param, choice.span("TP"))
     tp_sync = 0.0 if workload.forward_only else tp_sync
-    layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
-    # FSDP wraps one transformer layer per unit; DDP and ZeRO-1/2 use buckets
-    unit = params_chip * workload.weight_bytes_per_param / layers_here
-    # CP ranks hold the same weights: gradients reduce (and ZeRO shards) over DP x CP
-    sync = dp_sync(
-        workload.zero_stage if dp * cp > 1 else 0,
-        choice.span("CP") + choice.span("DP"),
-        gradient_bytes(workload) / (tp * pp),
-        params_chip * workload.weight_bytes_per_param,
-        fwd,
-        stage - fwd,
-        m,
-        unit if workload.zero_stage >= 3 else BUCKET_BYTES,
-    )
-    dp_time = sync.exposed_s
+    dp_time = _dp_sync(workload, choice, params_chip, fwd, stage - fwd, m, hidden).exposed_s
     # ZeRO >= 1: each rank updates only its 1/(DP x CP) shard of weights and optimizer state
     shard = dp * cp if workload.zero_stage >= 1 else 1
     updated = max(params_chip - weights.self_updated, 0.0)  # the graphs update the rest
@@ -214,6 +210,35 @@ def training_times(
         optimizer_s=optimizer + cast,  # the step-end work: update, then FP8 weight copies
         pp_transfer_s=transfer * m,
         breakdown=(*breakdown, ("fp8_weight_cast", cast)) if cast > 0 else breakdown,
+    )
+
+
+def _dp_sync(
+    workload: Workload,
+    choice: Choice,
+    params_chip: float,
+    fwd_s: float,
+    bwd_s: float,
+    micro_batches: int,
+    hidden: float,
+) -> DataParallelSync:
+    """The step's DP collectives (solver.search.data_parallel.dp_sync) for this choice."""
+    tp, pp = choice.degree("TP"), choice.degree("PP")
+    dp, cp = choice.degree("DP"), choice.degree("CP")
+    layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
+    # FSDP wraps one transformer layer per unit; DDP and ZeRO-1/2 use buckets
+    unit = params_chip * workload.weight_bytes_per_param / layers_here
+    # CP ranks hold the same weights: gradients reduce (and ZeRO shards) over DP x CP
+    return dp_sync(
+        workload.zero_stage if dp * cp > 1 else 0,
+        choice.span("CP") + choice.span("DP"),
+        gradient_bytes(workload) / (tp * pp),
+        params_chip * workload.weight_bytes_per_param,
+        fwd_s,
+        bwd_s,
+        micro_batches,
+        unit if workload.zero_stage >= 3 else BUCKET_BYTES,
+        hidden,
     )
 
 

@@ -20,13 +20,13 @@ def step_times(
     system: System,
     stored: float | None = None,
     weights: StepWeights | None = None,
+    hidden: float = 1.0,
 ) -> assemble.StepTimes:
     """The step (or request) time of a choice from its graphs' latencies (`stored`,
-    `weights`: assemble.training_times)."""
+    `weights`, `hidden`: assemble.training_times)."""
     if workload.kind == "training":
-        return assemble.training_times(
-            workload, choice, phase_latency, system.dram.bandwidth_Bps, stored, weights
-        )
+        bw = system.dram.bandwidth_Bps
+        return assemble.training_times(workload, choice, phase_latency, bw, stored, weights, hidden)
     if workload.kind == "inference":
         return assemble.inference_times(workload, choice, phase_latency)
     return assemble.graph_times(workload, phase_latency)
@@ -40,7 +40,7 @@ def roofline_bound(
     read once at the achievable DRAM bandwidth, split perfectly over the TP group;
     assembled like a real plan. Never above the latency of any plan of the choice."""
     lat = roofline_phase_latency(workload, system, choice.degree("TP"), execution)
-    return step_times(workload, choice, lat, system).latency_s
+    return step_times(workload, choice, lat, system, hidden=execution.comm_hidden_share).latency_s
 
 
 def roofline_phase_latency(
@@ -70,13 +70,17 @@ def bytes_read_at_least(kernel: Kernel) -> float:
 
 
 def bound_of(
-    workload: Workload, choice: Choice, phase_bound: dict[str, float], system: System
+    workload: Workload,
+    choice: Choice,
+    phase_bound: dict[str, float],
+    system: System,
+    hidden: float = 1.0,
 ) -> float:
     """A choice's step time assembled from its graphs' proven bounds (0 when a graph has
-    none: rates such as tokens/s divide by them)."""
+    none: rates such as tokens/s divide by them); `hidden`: step_times."""
     if any(not v > 0 for v in phase_bound.values()):
         return 0.0
-    return step_times(workload, choice, phase_bound, system).latency_s
+    return step_times(workload, choice, phase_bound, system, hidden=hidden).latency_s
 
 
 def plan_warnings(

@@ -35,6 +35,7 @@ import math
 
 from generator.graph import KernelKind, Pass, Phase, Workload
 from solver.cost.collectives import hierarchical_time
+from solver.cost.latency import exposed_under
 from solver.search.parallel import Span
 
 ATTENTION_KINDS = (KernelKind.ATTENTION, KernelKind.BATCHED_GEMM)
@@ -82,14 +83,22 @@ def merge_bytes(workload: Workload, phase: Phase, tp: int, cp: int) -> float:
 
 
 def ring_exposed_s(
-    block_bytes: float, span: Span, cp: int, attn_fwd_s: float, attn_bwd_s: float
+    block_bytes: float,
+    span: Span,
+    cp: int,
+    attn_fwd_s: float,
+    attn_bwd_s: float,
+    hidden: float = 1.0,
 ) -> tuple[float, float]:
-    """(exposed, moved) seconds of one layer's CP ring for one micro-batch."""
+    """(exposed, moved) seconds of one layer's CP ring for one micro-batch; `hidden`: the
+    share h of a hop's overlap with its attention step that hides (1 = the module
+    docstring's max(0, hop - step); solver.cost.latency.exposed_under)."""
     if cp <= 1:
         return 0.0, 0.0
     hop_f = hierarchical_time("p2p", block_bytes, span)
     hop_b = hierarchical_time("p2p", 2 * block_bytes, span)
-    exposed = (cp - 1) * (max(0.0, hop_f - attn_fwd_s / cp) + max(0.0, hop_b - attn_bwd_s / cp))
+    fwd = exposed_under(hop_f, attn_fwd_s / cp, hidden)
+    exposed = (cp - 1) * (fwd + exposed_under(hop_b, attn_bwd_s / cp, hidden))
     return exposed, (cp - 1) * (hop_f + hop_b)
 
 
@@ -100,9 +109,11 @@ def stage_ring_s(
     pp: int,
     phase_latency: dict[str, float],
     dram_Bps: float = math.inf,
+    hidden: float = 1.0,
 ) -> float:
-    """Exposed CP ring time of one pipeline stage for one micro-batch: the hops no attention
-    step hides and the partial-result merges at `dram_Bps`."""
+    """Exposed CP ring time of one pipeline stage for one micro-batch: what the hops add to
+    the attention steps (`hidden`: ring_exposed_s) and the partial-result merges at
+    `dram_Bps`."""
     cp = workload.context_parallel
     if cp <= 1:
         return 0.0
@@ -112,7 +123,8 @@ def stage_ring_s(
             continue
         f, b = attention_shares(p)
         lat = phase_latency[p.name]
-        exposed, _ = ring_exposed_s(kv_block_bytes(workload, p, tp), span, cp, f * lat, b * lat)
+        block = kv_block_bytes(workload, p, tp)
+        exposed, _ = ring_exposed_s(block, span, cp, f * lat, b * lat, hidden)
         merge = merge_bytes(workload, p, tp, cp) / dram_Bps
         total += math.ceil(p.count / pp) * (exposed + merge)
     return total

@@ -94,15 +94,17 @@ def build_plan(
         warnings=plan_warnings(workload, system, execution),
         overlap=execution.overlap_name,
         network_hidden_share=execution.network_hidden_share,
+        comm_hidden_share=execution.comm_hidden_share,
         training=knob_values(workload),
     )
 
 
-def proven_bound(best: Solved, system: System) -> float:
+def proven_bound(best: Solved, system: System, hidden: float = 1.0) -> float:
     """The best plan's proven lower bound: its graphs' bounds assembled at the least
-    storage, or the DRAM split's own bound when tighter, never above its latency."""
+    storage, or the DRAM split's own bound when tighter, never above its latency
+    (`hidden`: bounds.step_times)."""
     lat = {name: sol.bound_s for name, (_, sol) in best.solutions.items()}
-    graphs = bound_of(best.workload, best.choice, lat, system)
+    graphs = bound_of(best.workload, best.choice, lat, system, hidden)
     return min(max(graphs, best.bound_s), best.times.latency_s)
 
 

@@ -194,7 +194,8 @@ class _OuterSearch:
             result(None, "infeasible", failed.text)
             return False
         if all(math.isfinite(v) for v in phase_latency.values()):
-            times = step_times(workload, choice, phase_latency, system, *memory.step)
+            hidden = self.execution.comm_hidden_share
+            times = step_times(workload, choice, phase_latency, system, *memory.step, hidden)
             result(times.latency_s, "solved")
             self.open_bounds.append(phases.bound)
             if self.best is None or times.latency_s < self.best.times.latency_s:
@@ -226,7 +227,7 @@ class _OuterSearch:
             _, sol = self.solve_cached(key, problems[phase.name])
             self.remember(build_key(phase, choice, micro_batches), problems[phase.name], sol)
             bounds[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
-        lb = bound_of(workload, choice, bounds, self.system)
+        lb = bound_of(workload, choice, bounds, self.system, self.execution.comm_hidden_share)
         return lb >= self.best.times.latency_s * (1 - 1e-9)
 
     def reuse(self, build: tuple, key: tuple, problem: MappingProblem) -> None:
@@ -300,7 +301,9 @@ class _OuterSearch:
             tops[phase.name] = dram_split.point(cap, problem, sol)
             latency[phase.name] = sol.objective_s
         if len(tops) < len(workload.phases) or not all(map(math.isfinite, latency.values())):
-            return _Phases(latency=latency, bound=bound_of(workload, choice, bounds, self.system))
+            hidden = self.execution.comm_hidden_share
+            bound = bound_of(workload, choice, bounds, self.system, hidden)
+            return _Phases(latency=latency, bound=bound)
         return self.split(candidate, layout, tops, solve)
 
     def split(
@@ -316,7 +319,8 @@ class _OuterSearch:
         capacity = system.dram.capacity_bytes
 
         def evaluate(latency: dict, stored: float | None, weights: StepWeights | None) -> float:
-            return step_times(workload, choice, latency, system, stored, weights).latency_s
+            hidden = self.execution.comm_hidden_share
+            return step_times(workload, choice, latency, system, stored, weights, hidden).latency_s
 
         split = dram_split.split_dram(layout, tops, solve, evaluate, self.options.gap)
         if not split.chosen:  # no plans of the graphs fit together
@@ -440,7 +444,7 @@ class _OuterSearch:
         # other choice contributes its proven bound, and a choice never reached (time
         # limit) its roofline bound.
         unexplored = [lb for lb, _, _ in bounds[len(results) :]]
-        proven = proven_bound(best, self.system)
+        proven = proven_bound(best, self.system, self.execution.comm_hidden_share)
         bound_latency = min([proven, *self.open_bounds, *unexplored])
         gap = max(0.0, (best.times.latency_s - bound_latency) / best.times.latency_s)
         if status != "optimal" and len(results) < len(bounds):

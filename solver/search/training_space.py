@@ -133,7 +133,8 @@ def ordered_bounds(
         key = (id(cand.workload.phases), tp)
         if key not in cache:
             cache[key] = roofline_phase_latency(cand.workload, system, tp, execution)
-        lb = step_times(cand.workload, cand.choice, cache[key], system).latency_s
+        hidden = execution.comm_hidden_share
+        lb = step_times(cand.workload, cand.choice, cache[key], system, hidden=hidden).latency_s
         out.append((lb, i, cand))
     out.sort(key=lambda t: (t[0], t[1]))
     return out

@@ -141,3 +141,54 @@ def test_zero3_step_charges_the_per_micro_batch_gathers():
     rs = 0.75 * 2 * params / 1e9
     per_micro = max(ag / 4, ag - fwd) + max(ag / 4, ag + rs - (stage - fwd))
     assert t.dp_allreduce_s == pytest.approx(2 * per_micro)
+
+
+def test_contention_share_charges_the_unhidden_part_of_the_overlap():
+    """The one latency rule at step level (solver.cost.latency.exposed_under): a collective
+    of N s beside W s of compute adds max(0, N - W) + (1 - h) min(N, W)."""
+    from solver.cost.latency import exposed_under
+
+    assert exposed_under(3.0, 5.0, 0.6) == pytest.approx(0.4 * 3.0)
+    assert exposed_under(5.0, 3.0, 0.6) == pytest.approx(2.0 + 0.4 * 3.0)
+    assert exposed_under(5.0, 3.0, 1.0) == pytest.approx(2.0)
+    assert exposed_under(3.0, 5.0, 1.0) == 0.0
+    assert exposed_under(3.0, 5.0, 0.0) == pytest.approx(3.0)
+
+
+def test_zero1_with_a_contention_share():
+    """h = 0.6. Reduce-scatter 17.5 ms beside a 20 ms backward: 0.4 x 17.5 = 7 ms (above the
+    one 25 MiB bucket, 0.23 ms). All-gather 17.5 ms beside a 10 ms forward: 7.5 ms excess
+    + 0.4 x 10 ms = 11.5 ms. Moved bytes do not change."""
+    s = dp_sync(1, SPAN, G, P, 0.01, 0.02, 4, hidden=0.6)
+    assert s.exposed_s == pytest.approx(0.007 + 0.0115)
+    assert s.total_s == pytest.approx(2 * AG)
+
+
+def test_zero3_backward_with_a_contention_share():
+    """h = 0.5, one micro-batch, forward 10 ms, backward 20 ms. Forward: AG 17.5 ms beside
+    10 ms -> 7.5 + 0.5 x 10 = 12.5 ms. Backward: AG + RS = 35 ms beside 20 ms -> 15 +
+    0.5 x 20 = 25 ms."""
+    s = dp_sync(3, SPAN, G, P, 0.01, 0.02, 1, unit_bytes=2e8, hidden=0.5)
+    assert s.exposed_s == pytest.approx(0.0125 + 0.025)
+
+
+def test_interleaved_p2p_with_a_contention_share():
+    """hop 1 s, v = 2, pp = 4, forward 1 s and backward 2 s per micro-batch, h = 0.5: a
+    forward transfer beside a 0.5 s chunk adds 0.5 + 0.5 x 0.5 = 0.75 s, a backward one
+    beside a 1 s chunk 0.5 x 1 = 0.5 s: 2 x 1.25 = 2.5 s per micro-batch; the fill and
+    drain (no compute beside them) stay 6 s."""
+    assert assemble.pipeline_p2p(1.0, 2, 4, 1.0, 2.0, 0.5) == pytest.approx((2.5, 6.0))
+
+
+def test_ring_hops_with_a_contention_share():
+    """CP 2 on the 100 GB/s switch, K/V block 1e9 B: forward hop 10 ms beside a 40 ms / 2 =
+    20 ms attention step, backward hop (2e9 B) 20 ms beside 60 ms / 2 = 30 ms. At h = 1
+    nothing is exposed; at h = 0.25 each hop pays 0.75 of itself: 0.75 x 30 = 22.5 ms."""
+    from solver.search.context_parallel import ring_exposed_s
+
+    sw = NetworkLevel("cp", Topology.SWITCH, 2, 100e9, parallelism=("CP",))
+    span = ((sw, 2),)
+    assert ring_exposed_s(1e9, span, 2, 0.04, 0.06)[0] == pytest.approx(0.0)
+    exposed, moved = ring_exposed_s(1e9, span, 2, 0.04, 0.06, 0.25)
+    assert exposed == pytest.approx(0.0225)
+    assert moved == pytest.approx(0.03)

@@ -74,18 +74,32 @@ def test_the_hidden_share_is_the_chips_under_a_serialised_network_only():
     )
 
 
-def test_the_fit_switches_the_overlap_off_at_a_hidden_share_of_0():
-    """fit_training's grid point h = 0 is the serial network: the setup drops the overlap (a
-    0 share in the message would mean "the chip file's", 0.6 on the H100)."""
-    from mapshard.fidelity.fit_training import fit_setup
+def test_the_fits_grid_point_0_hides_nothing():
+    """fit_training's grid point h = 0 is "nothing hides": a 0 share in the message would mean
+    "uncalibrated" (the chip file's 0.6 on the H100, and perfect step-level overlap), so the
+    setup carries NO_HIDING, which every overlap reads as (almost) serial."""
+    from mapshard.fidelity.fit_training import NO_HIDING, fit_setup
 
     nem03 = {c.id: c for c in read_cases(FIT)}["P-NEM03"]
     off, _ = fit_setup(nem03, 0.49, 0.0)
     on, _ = fit_setup(nem03, 0.49, 0.3)
-    assert not off.execution.tp_comm_overlap
-    assert pipeline.execution_options(off, "serial_network", 0.5).network_hidden_share == 0.0
+    assert off.system.accelerator.efficiency.tp_comm_hidden_share == NO_HIDING
+    options = pipeline.execution_options(off, "serial_network", NO_HIDING)
+    assert options.network_hidden_share == NO_HIDING
+    assert options.comm_hidden_share == NO_HIDING
     assert on.execution.tp_comm_overlap
     assert on.system.accelerator.efficiency.tp_comm_hidden_share == 0.3
+
+
+def test_step_level_overlaps_take_the_chips_share_on_a_serialised_network():
+    """The DP buckets' and p2p transfers' hidden share (comm_hidden_share) is the chip's
+    calibrated contention under SERIAL_NETWORK, with or without the recipe's TP overlap;
+    perfect (1) under PERFECT overlap or when the chip has no share."""
+    assert pipeline.execution_options(_setup(False), "serial_network", 0.6).comm_hidden_share == 0.6
+    assert pipeline.execution_options(_setup(True), "serial_network", 0.6).comm_hidden_share == 0.6
+    perfect = _setup(False, setup_pb2.PERFECT)
+    assert pipeline.execution_options(perfect, "serial_network", 0.6).comm_hidden_share == 1.0
+    assert pipeline.execution_options(_setup(False), "serial_network", 0.0).comm_hidden_share == 1.0
 
 
 def test_network_overlapped_follows_the_rule_in_force():
@@ -120,5 +134,6 @@ def test_a_perfect_overlap_makes_tp_comm_overlap_a_warning():
         for w in plan_warnings(sc.workload, sc.system, perfect)
     )
     serial = pipeline.scenario_options(sc)
-    assert serial.network_hidden_share == 0.6
+    assert serial.network_hidden_share == 0.7
+    assert serial.comm_hidden_share == 0.7
     assert not [w for w in plan_warnings(sc.workload, sc.system, serial) if "tp_comm" in w]
