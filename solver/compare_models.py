@@ -116,7 +116,9 @@ def _weight_time(plan: Plan, workload: Workload, tp: int, pp: int, overlap: bool
                 for k in members
             )
             memory = max(c.memory_s - weights / bw, 0.0)
-            without = config_latency(c.compute_s, memory, c.network_s, 0.0, overlap)
+            # the plan's own rule (its overheads are not kept per configuration: 0 here)
+            serial, hidden = plan.overlap == "serial_network", plan.network_hidden_share
+            without = config_latency(c.compute_s, memory, c.network_s, 0.0, overlap, serial, hidden)
             total += (c.latency_s - without) * repeat.get(ph.name, 1)
     return total
 
