@@ -1,0 +1,73 @@
+"""benchmarks/gpu_measure.py's torch-free parts: the rows it writes fit the validation schema
+and land on the side the written split rule decides; FLOP conventions by hand."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+spec = importlib.util.spec_from_file_location("gpu_measure", ROOT / "benchmarks" / "gpu_measure.py")
+assert spec is not None and spec.loader is not None
+gm = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gm)
+
+
+def test_flop_conventions_by_hand():
+    assert gm.gemm_flop(802816, 768, 192) == 2 * 802816 * 768 * 192  # 2.368e11
+    # 4 x 4 x 4096^2 x 16 x 128 / 2 (causal) = 2.749e11
+    assert gm.attention_flop(4, 4096, 16, 128, causal=True) == 4 * 4 * 4096**2 * 16 * 128 / 2
+    assert gm.attention_flop(1, 8, 1, 1, causal=False) == 256.0
+
+
+def test_the_shapes_cover_decode_m_and_the_skinny_n_of_the_missed_check_rows():
+    shapes = gm.gemm_shapes()
+    assert (802816, 768, 192) in shapes  # P-GEM11 / P-GEM23's shape
+    assert {(1, 4096, 4096), (128, 8192, 28672), (4096, 4096, 4096)} <= set(shapes)
+    assert len(shapes) == len(set(shapes)) == 4 + 4 * 5 + 9
+
+
+def test_split_rule_matches_the_schemas():
+    """sha256("P-GEM07") starts 4ee64573 = 0 mod 3: check; "P-GEM01": fit."""
+    assert gm.side("P-GEM07") == "check" and gm.side("P-GEM01") == "fit"
+
+
+def test_rows_fill_the_schema_and_are_placed_by_the_rule(tmp_path, monkeypatch):
+    header = gm.schema_header()
+    assert len(header) == 47
+    rows = [
+        gm.make_row(
+            header,
+            "H100-SXM5-80GB",
+            "NVIDIA H100 80GB HBM3",
+            id=f"M-H100-{i:03d}",
+            kind="gemm",
+            m=1,
+            k=2,
+            n=3,
+            metric="throughput_flops",
+            value="1.0",
+        )
+        for i in range(1, 13)
+    ]
+    assert all(list(r) == header for r in rows)
+    assert rows[0]["extra_params"] == "device=NVIDIA_H100_80GB_HBM3;timing=cuda_event_stream"
+    assert rows[0]["usable"] == "1" and rows[0]["num_chips"] == "1"
+    measured = tmp_path / "measured.csv"
+    with measured.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    fit, check = tmp_path / "fit.csv", tmp_path / "check.csv"
+    shutil.copy(gm.FIT, fit)
+    shutil.copy(gm.CHECK, check)
+    monkeypatch.setattr(gm, "FIT", fit)
+    monkeypatch.setattr(gm, "CHECK", check)
+    n_fit, n_check = gm.place(measured)
+    want_check = [r["id"] for r in rows if gm.side(r["id"]) == "check"]
+    assert (n_fit, n_check) == (12 - len(want_check), len(want_check))
+    with check.open(newline="") as f:
+        ids = [r["id"] for r in csv.DictReader(f)]
+    assert ids[-len(want_check) :] == want_check
