@@ -22,7 +22,9 @@ Grid point h = 0 is "nothing hides" (the share is set to NO_HIDING, since a 0 in
 message means "uncalibrated", which the step-level overlaps read as perfect).
 The step time is re-planned at each point (not rescaled from one plan): the step is a
 max/sum of overlapped terms (pipeline p2p, DP collectives) that do not scale linearly.
-Run: `python -m mapshard.fidelity.fit_training` (about 30 minutes on one core).
+Run: `python -m mapshard.fidelity.fit_training` (H100, about 30 minutes on one core);
+`python -m mapshard.fidelity.fit_training --no-split B200 GB200` fits the Blackwell share alone
+(no split plateau), jointly over both chips' rows (a few minutes).
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from schema import setup_pb2
 
 # fraction of the FP8 peak; H100's fast-accumulation plateau is 0.694 (chip file)
 GRID = tuple(round(0.450 + 0.01 * i, 3) for i in range(12))  # 0.45 .. 0.56
-HIDDEN_GRID = tuple(round(0.1 * i, 1) for i in range(9))  # 0 .. 0.8
+HIDDEN_GRID = tuple(round(0.1 * i, 1) for i in range(11))  # 0 .. 1
 NO_HIDING = 1e-6  # the share grid point 0 sets: positive, so it is read, and nothing hides
+SPLIT_NONE = (0.0,)  # the plateau grid of a chip with no split plateau (0 = none in the file)
 
 
 @dataclass(frozen=True)
@@ -120,16 +123,21 @@ def measured_step_s(case: Case) -> float:
     raise ValueError(f"{case.id}: metric {case.metric} is not a step time")
 
 
-def fit_split_accumulate(path: Path, chip: str) -> PlateauFit:
-    """The chip's fp8_split_accumulate_util and tp_comm_hidden_share fitted to the FP8
-    training rows of `path`."""
+def fit_split_accumulate(
+    path: Path, chips: Sequence[str], grid: Sequence[float] = GRID
+) -> PlateauFit:
+    """fp8_split_accumulate_util and tp_comm_hidden_share fitted together to the FP8 training
+    rows of `path` on `chips` (one chip, or a family that shares its SMs and links).
+    `grid` = SPLIT_NONE fits the share alone, for chips without a fast-accumulation mode to
+    lose (Blackwell: no split plateau, split_accumulate_factor is 1)."""
     from mapshard.fidelity.scenarios import Unmodelable
     from schema.errors import InfeasibleError
 
     rows = []
-    for c in fp8_training_rows(read_cases(path), chip):
+    cases = read_cases(path)
+    for c in (c for chip in chips for c in fp8_training_rows(cases, chip)):
         try:
-            step_time(c, path.parent, GRID[-1])
+            step_time(c, path.parent, grid[-1])
         except (Unmodelable, InfeasibleError):  # no plan at any plateau: nothing to fit
             continue
         rows.append(c)
@@ -137,19 +145,17 @@ def fit_split_accumulate(path: Path, chip: str) -> PlateauFit:
     def times(u: float, h: float) -> list[float]:
         return [step_time(c, path.parent, u, h) for c in rows]
 
-    return fit_plateau(
-        times,
-        [measured_step_s(c) for c in rows],
-        [c.id for c in rows],
-    )
+    return fit_plateau(times, [measured_step_s(c) for c in rows], [c.id for c in rows], grid)
 
 
 if __name__ == "__main__":  # pragma: no cover - the fit's command line
+    # python -m mapshard.fidelity.fit_training [--no-split] CHIP [CHIP ...]
+    no_split = "--no-split" in sys.argv
+    names = [a for a in sys.argv[1:] if a != "--no-split"] or ["H100-SXM5-80GB"]
     fit_path = Path("tests/data/validation/validation_public_fit.csv")
-    name = sys.argv[1] if len(sys.argv) > 1 else "H100-SXM5-80GB"
-    result = fit_split_accumulate(fit_path, name)
+    result = fit_split_accumulate(fit_path, names, SPLIT_NONE if no_split else GRID)
     print(
-        f"{name}: fp8_split_accumulate_util {result.util}, tp_comm_hidden_share "
+        f"{', '.join(names)}: fp8_split_accumulate_util {result.util}, tp_comm_hidden_share "
         f"{result.hidden} (mean |err| "
         f"{100 * result.mean_abs_err:.2f}%, max {100 * result.max_abs_err:.2f}%) over "
         f"{', '.join(result.rows)}"
