@@ -158,6 +158,25 @@ def measure_gemms(torch, new_row: Callable[..., dict]) -> list[dict]:
     return rows
 
 
+def attention_row(
+    new_row: Callable[..., dict], shape: tuple[int, int, int], what: str, **cells: object
+) -> dict:
+    """A BF16 fused-attention row (query heads, KV heads, head dim), kept as evidence:
+    validate does not predict single attention kernels."""
+    heads, kv_heads, dim = shape
+    note = "Not predicted: validate does not model a single fused-attention kernel row; "
+    return new_row(
+        "attention_fwd",
+        precision="bf16",
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=dim,
+        usable="0",
+        notes=note + what + ".",
+        **cells,
+    )
+
+
 def measure_attention(torch, new_row: Callable[..., dict]) -> list[dict]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
@@ -190,22 +209,17 @@ def measure_attention(torch, new_row: Callable[..., dict]) -> list[dict]:
             flop = attention_flop(b, seq, heads, dim, causal=True)
             for pass_, t, f in (("fwd", tf, flop), ("bwd", tb, 2.5 * flop)):
                 rows.append(
-                    new_row(
-                        "attention_fwd",
-                        precision="bf16",
+                    attention_row(
+                        new_row,
+                        (heads, heads, dim),
+                        "backward = forward+backward less forward",
                         hidden=heads * dim,
-                        heads=heads,
-                        kv_heads=heads,
-                        head_dim=dim,
                         seq_len=seq,
                         batch=b,
                         metric="throughput_flops",
                         value=repr(f / t),
                         value_as_published=f"{t * 1e6:.2f} us ({name}, causal, {pass_})",
                         flop_convention="flash_attn_benchmark",
-                        usable="0",
-                        notes="Not predicted: validate does not model a single fused-attention "
-                        "kernel row; kept as evidence (backward = forward+backward less forward).",
                         extra_params=f"library={name};pass={pass_};causal=1",
                     )
                 )
@@ -219,20 +233,15 @@ def measure_attention(torch, new_row: Callable[..., dict]) -> list[dict]:
         t = stream_time_s(torch, lambda q=q, k=k, v=v: sdpa(q, k, v, enable_gqa=True), 50)
         kv_bytes = 2 * batch * kv_heads * kv_len * dim * 2  # K and V, BF16
         rows.append(
-            new_row(
-                "attention_fwd",
-                precision="bf16",
-                heads=q_heads,
-                kv_heads=kv_heads,
-                head_dim=dim,
+            attention_row(
+                new_row,
+                (q_heads, kv_heads, dim),
+                "decode attention of one new token per sequence against a BF16 KV cache",
                 batch=batch,
                 kv_len=kv_len,
                 metric="kernel_time_s",
                 value=repr(t),
                 value_as_published=f"{t * 1e6:.2f} us (decode, GQA 32/8, torch sdpa default)",
-                usable="0",
-                notes="Not predicted: validate does not model a single fused-attention kernel "
-                "row; decode attention of one new token per sequence against a BF16 KV cache.",
                 extra_params=f"pass=fwd;causal=0;decode=1;derived_kv_bytes={kv_bytes}",
             )
         )
