@@ -40,7 +40,20 @@ def test_roofline_chip_is_efficiency_one():
 
 
 def test_tile_candidates_are_the_tile_its_halves_and_transposes():
-    assert tile_candidates(128, 256) == [(128, 256), (64, 256), (128, 128), (256, 128), (256, 64)]
+    assert tile_candidates(128, 256) == [(128, 256), (128, 128), (256, 128)]
+    # a 4:1 half only where its short side spans the GEMM's whole m (decode) or n
+    assert (64, 256) in tile_candidates(128, 256, m=64, n=4096)
+    assert (256, 64) in tile_candidates(128, 256, m=4096, n=64)
+    assert (256, 64) not in tile_candidates(128, 256, m=4096, n=192)
+
+
+def test_n192_pads_to_the_128_wide_tile():
+    # 802816 x 192 on 108 SMs: 256x64 would fit n exactly (9408 tiles, 0.99); the 2:1 tiles
+    # pad n = 192 to 256. Best is 128x128: 6272 x 2 = 12544 tiles = 116.1 -> 117 waves
+    # (128x256 and 256x128: 6272 tiles = 58.1 -> 59 waves of twice the area, 0.7385)
+    expected = 802816 * 192 / (117 * 108 * 128 * 128)
+    assert expected == pytest.approx(0.7446, abs=1e-4)
+    assert occupancy(802816, 192, 1, 108, 128, 256) == pytest.approx(expected)
 
 
 def test_occupancy_counts_waves_and_padding_by_hand():
@@ -49,8 +62,8 @@ def test_occupancy_counts_waves_and_padding_by_hand():
     assert occupancy(4096, 4096, 1, 108, 128, 256) == pytest.approx(
         4096 * 4096 / (5 * 108 * 128 * 256)
     )
-    # one 64 x 64 output on 108 SMs: the smallest candidate tile (128x128 or 64x256 area) pads
-    # it: 4096 useful MACs of 108 * 16384
+    # one 64 x 64 output on 108 SMs: the smallest candidate tile (128x128, or 64x256 whose
+    # short side spans m = 64) pads it: 4096 useful MACs of 108 * 16384
     assert occupancy(64, 64, 1, 108, 128, 256) == pytest.approx(64 * 64 / (108 * 128 * 128))
     # batch multiplies the tiles
     assert occupancy(128, 256, 108, 108, 128, 256) == pytest.approx(1.0)
