@@ -10,7 +10,7 @@ from generator.graph import KernelGraph, KernelKind, ModelInfo, OperandRole, Pas
 from generator.llm_layer import Layer, LayerShape
 from generator.models import ModelConfig
 from generator.ops import embedding, linear, norm
-from generator.ops_loss import fp32_cross_entropy
+from generator.ops_loss import fp32_cross_entropy, fused_cross_entropy
 from generator.precision import Precision
 
 
@@ -52,10 +52,12 @@ def head_graph(
     head_tokens: int,
     cls: str = "Ma_Mw",
     training: bool = False,
+    fused_loss: bool = False,
 ) -> KernelGraph:
     """Token (+ learned position) embedding of `embed_tokens`, and final norm + LM head over
-    `head_tokens`; training adds the loss (in FP32, as Megatron-LM computes it) and the
-    backward pass."""
+    `head_tokens`; training adds the loss (in FP32, as Megatron-LM computes it, or with
+    `fused_loss` one fused online-softmax kernel pair, LossImpl LOSS_FUSED) and the backward
+    pass."""
     b = GraphBuilder(name)
     w, a = prec.weight_bytes, prec.activation_bytes
     H, V = ("hidden", cfg.hidden), ("vocab", cfg.vocab)
@@ -87,7 +89,8 @@ def head_graph(
         shardable=["tokens", "vocab", "hidden"],
     )
     if training:
-        fp32_cross_entropy(b, "loss", logits, abpe=a)
+        loss = fused_cross_entropy if fused_loss else fp32_cross_entropy
+        loss(b, "loss", logits, abpe=a)
         b.backward([emb])
     return sixteen_bit_head(b.graph(), prec)
 

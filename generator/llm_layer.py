@@ -37,6 +37,7 @@ from generator.llm_mla import mla
 from generator.models import ModelConfig
 from generator.ops import GATED_FLOP, IN, KV, OUT, SOFTMAX_FLOP, add, binary, linear, norm, unary
 from generator.ops_attention import AttnInput, attention, bmm, dropout, kv_write, softmax
+from generator.ops_eager import eager_squared_relu
 from generator.ops_fp8 import FP8_BYTES, fp8_cast
 from generator.precision import Precision
 
@@ -73,6 +74,9 @@ class LayerShape:
     # FP8 training: each linear layer's 16-bit input and output gradient are cast to FP8 by
     # kernels of their own (generator/ops_fp8.py); inference engines fuse the cast instead
     fp8_casts: bool = False
+    # the MLP activation as the framework's eager ops (LlmTraining.eager_activation): only
+    # squared ReLU differs from one fused kernel each way (generator/ops_eager.py)
+    eager_activation: bool = False
 
 
 def expert_tokens(tokens: int, k: int, experts: int, capacity_factor: float) -> int:
@@ -302,7 +306,11 @@ class Layer:
                 bias=bias,
                 shardable=["tokens", "ffn", "hidden"],
             )
-            act = unary(self.b, f"{prefix}_act", up, abpe=self.a, shardable=["tokens", "ffn"])
+            keep = ["tokens", "ffn"]
+            if self.cfg.squared_relu and self.shape.eager_activation:
+                act = eager_squared_relu(self.b, f"{prefix}_act", up, abpe=self.a, shardable=keep)
+            else:
+                act = unary(self.b, f"{prefix}_act", up, abpe=self.a, shardable=keep)
         assert act.dims == (T, F)
         return self.lin(
             f"{prefix}_down",

@@ -144,6 +144,7 @@ def _pinned_workload(
         unfused_attention=unfused,
         dropout=req.dropout > 0,
         fp8_casts=prec.math == "FP8",
+        eager_activation=req.eager_activation,
     )
     layers = layer_phases("layer", cfg, shape, prec, training=True, recompute=recompute)
     if not req.sequence_parallel:
@@ -152,7 +153,13 @@ def _pinned_workload(
     head = Phase(
         "head",
         head_graph(
-            "head", cfg, prec, embed_tokens=rank_tokens, head_tokens=rank_tokens, training=True
+            "head",
+            cfg,
+            prec,
+            embed_tokens=rank_tokens,
+            head_tokens=rank_tokens,
+            training=True,
+            fused_loss=req.loss == setup_pb2.LOSS_FUSED,
         ),
         role="head",
     )
@@ -176,6 +183,10 @@ def _pinned_workload(
         )
     if req.dropout > 0:
         notes.append(f"dropout {req.dropout:g}: 1-byte keep masks written and read back")
+    if req.eager_activation and cfg.squared_relu:
+        notes.append("squared ReLU as eager ops: relu, pow; four backward kernels")
+    if req.loss == setup_pb2.LOSS_FUSED:
+        notes.append("fused cross-entropy: one online-softmax kernel pair, in place")
     if searched:
         notes.append("searched by the outer search: " + ", ".join(searched))
     return Workload(

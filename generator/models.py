@@ -35,6 +35,7 @@ class ModelConfig:
     ffn: int  # dense MLP width
     vocab: int
     gated: bool = True  # SwiGLU / GeGLU (gate, up, down) vs GELU MLP (up, down)
+    squared_relu: bool = False  # non-gated MLP activation relu(x)^2 (Nemotron) instead of GELU
     norm: str = "rms"  # "rms" or "layer" (LayerNorm has a bias)
     tie_embeddings: bool = False
     qkv_bias: bool = False
@@ -139,6 +140,7 @@ def from_spec(spec: setup_pb2.ModelSpec, where: str) -> ModelConfig:
         ffn=ffn,
         vocab=spec.vocab_size,
         gated=gated,
+        squared_relu=spec.ffn == setup_pb2.SQUARED_RELU,
         norm="layer" if layer_norm else "rms",
         tie_embeddings=spec.tie_embeddings,
         qkv_bias=spec.attention_bias or gpt2,

@@ -1,4 +1,5 @@
-"""The LM's training loss as Megatron-LM runs it: vocab-parallel cross-entropy in FP32.
+"""The LM's training loss: vocab-parallel cross-entropy in FP32 as Megatron-LM runs it, or
+fused (Transformer Engine's online-softmax kernels).
 
 Megatron-LM (megatron/core/tensor_parallel/cross_entropy.py, VocabParallelCrossEntropy, and
 its jit-fused variant megatron/core/fusions/fused_cross_entropy.py) upcasts the 16-bit logits
@@ -15,6 +16,14 @@ Bytes per logit element (a = 16-bit activation bytes, 2):
             downcast        read 4, write a     (4 + a)  = a + 12 = 14
 The tokens-sized pieces (max, sum, target logit, loss, its all-reduces over TP) are left out:
 one value per row against a vocabulary of tens of thousands per row.
+
+Fused (Transformer Engine's cross_entropy, Megatron's cross_entropy_fusion_impl "te",
+Megatron-Bridge's recipes): an online-softmax pass finds each row's max and sum in one read,
+a second computes the loss and writes the 16-bit gradient in place of the logits, and the
+backward scales that gradient by the loss gradient in place:
+  forward   row max + sum       read a                      (a)
+            loss + gradient     read a, write a             (2a)    = 3a = 6
+  backward  scale in place      read a, write a             (2a)    = 4
 """
 
 from __future__ import annotations
@@ -95,3 +104,48 @@ def fp32_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: floa
         seed=True,
     )
     return probs
+
+
+def fused_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: float) -> Tensor:
+    """Softmax cross-entropy as one fused online-softmax kernel pair (module docstring):
+    `<name>_rowstats`, `<name>` (the seed: loss and the gradient), `<name>_bwd`."""
+    dims = logits.dims
+    rows = (dims[0],)
+    n = dims_elements(dims)
+    shard = [d for d, _ in dims]
+
+    def vector(kname: str, args: list[Arg], flop: float, **kw: object) -> Tensor:
+        t = b.add_kernel(
+            kname, KernelKind.SOFTMAX, args, flop, kernel_class="Va_Va", shardable=shard, **kw
+        )  # type: ignore[arg-type]
+        assert t is not None
+        return t
+
+    stats = vector(
+        f"{name}_rowstats",
+        [Arg("logits", IN, dims, abpe, logits), Arg("row_stats", OUT, rows, 2 * FP32_BYTES)],
+        EXP_FLOP * n,
+    )
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        dx = vector(
+            f"{name}_bwd",
+            [Arg("grad", IN, dims, abpe, b.saved(grad)), Arg("dlogits", OUT, dims, abpe)],
+            n,
+            pass_=Pass.BWD,
+        )
+        return [(logits, dx)]
+
+    grad = vector(
+        name,
+        [
+            Arg("logits", IN, dims, abpe, logits),
+            Arg("row_stats", IN, rows, 2 * FP32_BYTES, stats),
+            Arg("targets", IN, rows, 4.0),
+            Arg("grad", OUT, dims, abpe),
+        ],
+        (EXP_FLOP + SCALE_FLOP) * n,
+        rule=rule,
+        seed=True,
+    )
+    return grad

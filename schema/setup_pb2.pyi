@@ -79,6 +79,7 @@ class FfnKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FFN_UNSET: _ClassVar[FfnKind]
     GELU: _ClassVar[FfnKind]
     SWIGLU: _ClassVar[FfnKind]
+    SQUARED_RELU: _ClassVar[FfnKind]
 
 class NormKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -96,6 +97,11 @@ class Recompute(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RECOMPUTE_NONE: _ClassVar[Recompute]
     RECOMPUTE_SELECTIVE: _ClassVar[Recompute]
     RECOMPUTE_FULL: _ClassVar[Recompute]
+
+class LossImpl(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LOSS_FP32_PASSES: _ClassVar[LossImpl]
+    LOSS_FUSED: _ClassVar[LossImpl]
 
 class InferencePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -204,6 +210,7 @@ FP64: DType
 FFN_UNSET: FfnKind
 GELU: FfnKind
 SWIGLU: FfnKind
+SQUARED_RELU: FfnKind
 NORM_UNSET: NormKind
 LAYERNORM: NormKind
 RMSNORM: NormKind
@@ -212,6 +219,8 @@ UNFUSED_ATTENTION: AttentionImpl
 RECOMPUTE_NONE: Recompute
 RECOMPUTE_SELECTIVE: Recompute
 RECOMPUTE_FULL: Recompute
+LOSS_FP32_PASSES: LossImpl
+LOSS_FUSED: LossImpl
 REQUEST: InferencePhase
 PREFILL: InferencePhase
 DECODE: InferencePhase
@@ -658,7 +667,7 @@ class Model(_message.Message):
     def __init__(self, inline: _Optional[_Union[ModelSpec, _Mapping]] = ..., hf_model: _Optional[str] = ...) -> None: ...
 
 class LlmTraining(_message.Message):
-    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout", "context_parallel")
+    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout", "context_parallel", "eager_activation", "loss")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GLOBAL_BATCH_FIELD_NUMBER: _ClassVar[int]
     MICRO_BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -670,6 +679,8 @@ class LlmTraining(_message.Message):
     ATTENTION_FIELD_NUMBER: _ClassVar[int]
     DROPOUT_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    EAGER_ACTIVATION_FIELD_NUMBER: _ClassVar[int]
+    LOSS_FIELD_NUMBER: _ClassVar[int]
     model: Model
     global_batch: int
     micro_batch: int
@@ -681,7 +692,9 @@ class LlmTraining(_message.Message):
     attention: AttentionImpl
     dropout: float
     context_parallel: int
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ...) -> None: ...
+    eager_activation: bool
+    loss: LossImpl
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ..., eager_activation: _Optional[bool] = ..., loss: _Optional[_Union[LossImpl, str]] = ...) -> None: ...
 
 class LlmInference(_message.Message):
     __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention", "tensor_parallel_split", "prefill_tokens_per_pass", "request_overhead_us", "kv_reread_dram_share", "prefill_sequences", "stream")

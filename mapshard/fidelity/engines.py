@@ -169,3 +169,21 @@ def request_overhead_us(case: Case) -> float:
     if case.extra.get("engine") == "TensorRT-LLM" and session:
         return TRTLLM_SESSION_REQUEST_OVERHEAD_US
     return 0.0
+
+
+LOSS_IMPL = {"fp32_passes": setup_pb2.LOSS_FP32_PASSES, "fused": setup_pb2.LOSS_FUSED}
+
+
+def training_kernels(case: Case) -> tuple[bool, int]:
+    """(eager activation, LossImpl) of a training row's framework, from extra_params:
+    `eager_activation=1` when the MLP activation runs as eager ops (NeMo 1.x's squared
+    ReLU), `loss_impl=fused` for a fused cross-entropy (Megatron-Bridge's recipes:
+    cross_entropy_loss_fusion with the "te" implementation); Megatron's FP32 passes and a
+    fused activation otherwise. The row's notes cite the recipe."""
+    eager = case.extra.get("eager_activation", "0")
+    if eager not in ("0", "1"):
+        raise Unmodelable(f"eager_activation={eager} is not 0 or 1")
+    loss = case.extra.get("loss_impl", "fp32_passes")
+    if loss not in LOSS_IMPL:
+        raise Unmodelable(f"loss_impl={loss} is not {' or '.join(LOSS_IMPL)}")
+    return eager == "1", LOSS_IMPL[loss]

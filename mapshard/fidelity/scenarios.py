@@ -39,6 +39,7 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
     kv_reread_dram_share,
     request_overhead_us,
     tensor_parallel_split,
+    training_kernels,
     trtllm_dequantized_fp8,
 )
 from mapshard.pipeline import Scenario
@@ -204,6 +205,13 @@ def _shipped(name: str) -> str:
     return short if (MODELS_DIR / short / "config.json").is_file() else ""
 
 
+FFN_KINDS = {
+    "gelu": setup_pb2.GELU,
+    "swiglu": setup_pb2.SWIGLU,
+    "squared_relu": setup_pb2.SQUARED_RELU,
+}
+
+
 def _model(case: Case, msg: setup_pb2.Model) -> None:
     """A shipped config when the row names one and its dims match the row (layer rows keep
     one layer, so they are inline), else an inline ModelSpec from the columns."""
@@ -223,7 +231,10 @@ def _model(case: Case, msg: setup_pb2.Model) -> None:
         if case.int(col) <= 0:
             raise Unmodelable(f"model column {col} is empty and no shipped config matches")
     spec = msg.inline
-    swiglu = case.text("ffn_kind") == "swiglu"
+    ffn_kind = case.text("ffn_kind") or "gelu"
+    if ffn_kind not in FFN_KINDS:
+        raise Unmodelable(f"ffn_kind {ffn_kind!r} is not {', '.join(FFN_KINDS)}")
+    swiglu = ffn_kind == "swiglu"
     spec.name = case.text("model") or case.id
     spec.architecture = "llama" if swiglu else "gpt2"
     spec.hidden_size = case.int("hidden")
@@ -233,7 +244,7 @@ def _model(case: Case, msg: setup_pb2.Model) -> None:
     spec.head_dim = case.int("head_dim") or case.int("hidden") // case.int("heads")
     spec.intermediate_size = case.int("ffn_hidden")
     spec.vocab_size = case.int("vocab") or 51200  # layer rows: the head is not predicted
-    spec.ffn = setup_pb2.SWIGLU if swiglu else setup_pb2.GELU
+    spec.ffn = FFN_KINDS[ffn_kind]
     spec.norm = setup_pb2.RMSNORM if swiglu else setup_pb2.LAYERNORM
     if not swiglu:
         spec.max_position_embeddings = max(
@@ -328,6 +339,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.zero_stage = zero_stage(case)
         t.context_parallel = max(case.int("cp", 1), 1)
         t.attention, t.dropout = attention_impl(case)
+        t.eager_activation, t.loss = training_kernels(case)
     else:
         i = setup.workload.llm_inference
         _model(case, i.model)

@@ -1,0 +1,86 @@
+"""An MLP activation as a framework runs it op by op (PyTorch eager), not one fused kernel.
+
+NeMo 1.x builds Megatron-core's MLP with its own `squared_relu(x) = torch.pow(relu(x), 2)`,
+not jit-compiled (nemo/collections/nlp/modules/common/megatron/utils.py, picked by
+activation_to_func in nemo/collections/nlp/parts/utils_funcs.py), so each op is a kernel:
+  forward   relu             read a, write a                    (2a)
+            pow(r, 2)        read a, write a                    (2a)
+  backward  r.pow(1)         a copy: read a, write a            (2a)   pow's backward is
+            2 * that         read a, write a                    (2a)   grad * (2 * r^1)
+            grad * that      read 2a, write a                   (3a)
+            relu backward    threshold_backward(grad, r): 2a, a (3a)
+That is 4a bytes per element forward and 10a backward (a = 2 for 16-bit activations), where
+a fused activation moves 2a and 3a.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from generator.builder import Arg, GraphBuilder, Tensor, dims_elements
+from generator.graph import KernelKind, OperandRole, Pass
+
+IN, OUT = OperandRole.INPUT, OperandRole.OUTPUT
+
+
+def eager_squared_relu(
+    b: GraphBuilder, name: str, x: Tensor, *, abpe: float, shardable: Sequence[str]
+) -> Tensor:
+    """relu(x)^2 as `<name>_relu`, `<name>_pow`; backward `<name>_pow_bwd_copy`,
+    `<name>_pow_bwd_scale`, `<name>_pow_bwd`, `<name>_relu_bwd` (module docstring)."""
+    dims = x.dims
+    n = dims_elements(dims)
+    shard = list(shardable)
+
+    def vector(kname: str, args: list[Arg], flop: float, **kw: object) -> Tensor:
+        t = b.add_kernel(
+            kname, KernelKind.ELEMENTWISE, args, flop, kernel_class="Va_Va", shardable=shard, **kw
+        )  # type: ignore[arg-type]
+        assert t is not None
+        return t
+
+    r = vector(f"{name}_relu", [Arg("in", IN, dims, abpe, x), Arg("out", OUT, dims, abpe)], n)
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None
+        bwd = {"pass_": Pass.BWD}
+        r1 = vector(
+            f"{name}_pow_bwd_copy",
+            [Arg("in", IN, dims, abpe, b.saved(r)), Arg("out", OUT, dims, abpe)],
+            0,
+            **bwd,
+        )
+        two_r = vector(
+            f"{name}_pow_bwd_scale",
+            [Arg("in", IN, dims, abpe, r1), Arg("out", OUT, dims, abpe)],
+            n,
+            **bwd,
+        )
+        dr = vector(
+            f"{name}_pow_bwd",
+            [
+                Arg("dy", IN, dims, abpe, b.view(dy, dims)),
+                Arg("scale", IN, dims, abpe, two_r),
+                Arg("dr", OUT, dims, abpe),
+            ],
+            n,
+            **bwd,
+        )
+        dx = vector(
+            f"{name}_relu_bwd",
+            [
+                Arg("dr", IN, dims, abpe, dr),
+                Arg("out", IN, dims, abpe, b.saved(r)),
+                Arg("dx", OUT, dims, abpe),
+            ],
+            n,
+            **bwd,
+        )
+        return [(x, dx)]
+
+    return vector(
+        f"{name}_pow",
+        [Arg("in", IN, dims, abpe, r), Arg("out", OUT, dims, abpe)],
+        n,
+        rule=rule,
+    )

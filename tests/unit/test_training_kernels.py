@@ -1,0 +1,119 @@
+"""The framework's kernels a training recipe fixes: the fused cross-entropy (Transformer
+Engine's online-softmax kernel pair, LossImpl LOSS_FUSED) and the squared-ReLU MLP
+activation as NeMo 1.x runs it eagerly (torch.pow(relu(x), 2): two forward kernels, four
+backward). Bytes per element derived by hand from the kernels the frameworks launch, 16-bit
+activations (2 bytes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from generator.build import build_workload
+from generator.graph import Pass
+from mapshard.fidelity.cases import Case, Unmodelable, parse_extra
+from mapshard.fidelity.engines import training_kernels
+from schema import setup_pb2
+
+TOKENS, VOCAB = 128, 128256  # micro-batch 1 x 128 tokens; Llama-3.1-8B's vocabulary
+HIDDEN, FFN = 256, 1024
+
+
+def _setup(**training) -> setup_pb2.Setup:
+    s = setup_pb2.Setup()
+    t = s.workload.llm_training
+    t.global_batch, t.micro_batch, t.seq_len = 2, 1, TOKENS
+    for key, value in training.items():
+        setattr(t, key, value)
+    s.workload.precision.math = setup_pb2.BF16
+    s.system.chip, s.system.num_chip = "H100-SXM5-80GB", 1
+    return s
+
+
+def _phase(s: setup_pb2.Setup, role: str):
+    return next(p for p in build_workload(s, Path("setup.txt"), 1).phases if p.role == role)
+
+
+def _bytes_per_element(kernel, elements: int) -> float:
+    total = sum(kernel.operand_elements(o) * o.bytes_per_element for o in kernel.operands)
+    return total / elements
+
+
+def test_fused_loss_moves_ten_bytes_per_logit():
+    s = _setup(loss=setup_pb2.LOSS_FUSED)
+    s.workload.llm_training.model.hf_model = "Llama-3.1-8B"
+    head = _phase(s, "head").graph
+    kernels = {k.name: k for k in head.kernels if k.name.startswith("loss")}
+    per = {n: _bytes_per_element(k, TOKENS * VOCAB) for n, k in kernels.items()}
+    stats = 8 / VOCAB  # FP32 row max and sum per row
+    expected = {
+        "loss_rowstats": 2 + stats,  # one read of the bf16 logits; write the row stats
+        "loss": 2 + 2 + stats + 4 / VOCAB,  # read logits, write the bf16 gradient; stats, targets
+        "loss_bwd": 2 + 2,  # scale the gradient in place
+    }
+    assert per == pytest.approx(expected, rel=1e-12)
+    fwd = sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.FWD)
+    assert fwd - 2 * stats - 4 / VOCAB == pytest.approx(6)  # against Megatron's 26
+    assert any(e.src == "loss_bwd" and e.dst == "lm_head_bwd" for e in head.edges)
+
+
+def _mlp_act_kernels(eager: bool) -> dict:
+    s = _setup(eager_activation=eager)
+    spec = s.workload.llm_training.model.inline
+    spec.name, spec.hidden_size, spec.num_layers = "sqrelu", HIDDEN, 2
+    spec.num_heads, spec.intermediate_size, spec.vocab_size = 4, FFN, 1024
+    spec.ffn, spec.norm = setup_pb2.SQUARED_RELU, setup_pb2.LAYERNORM
+    layer = _phase(s, "layer").graph
+    return {k.name: k for k in layer.kernels if k.name.startswith("mlp_act")}
+
+
+def test_eager_squared_relu_launches_pytorchs_kernels():
+    kernels = _mlp_act_kernels(eager=True)
+    per = {n: _bytes_per_element(k, TOKENS * FFN) for n, k in kernels.items()}
+    expected = {
+        "mlp_act_relu": 2 + 2,  # relu: read, write
+        "mlp_act_pow": 2 + 2,  # pow(r, 2): read, write
+        "mlp_act_pow_bwd_copy": 2 + 2,  # r.pow(1) is a copy
+        "mlp_act_pow_bwd_scale": 2 + 2,  # 2 * r^1
+        "mlp_act_pow_bwd": 2 + 2 + 2,  # grad * (2 r): two reads, one write
+        "mlp_act_relu_bwd": 2 + 2 + 2,  # threshold_backward(grad, r)
+    }
+    assert per == pytest.approx(expected, rel=1e-12)
+    fwd = sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.FWD)
+    bwd = sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.BWD)
+    assert (fwd, bwd) == (pytest.approx(8), pytest.approx(20))
+
+
+def test_fused_squared_relu_is_one_kernel_each_way():
+    kernels = _mlp_act_kernels(eager=False)
+    per = {n: _bytes_per_element(k, TOKENS * FFN) for n, k in kernels.items()}
+    assert per == pytest.approx({"mlp_act": 4, "mlp_act_bwd": 6})
+
+
+def _case(extra: str) -> Case:
+    cells = {"id": "X", "kind": "training_step", "extra_params": extra}
+    return Case(cells, parse_extra(extra))
+
+
+def test_rows_name_the_recipes_kernels():
+    assert training_kernels(_case("")) == (False, setup_pb2.LOSS_FP32_PASSES)
+    assert training_kernels(_case("eager_activation=1;loss_impl=fused")) == (
+        True,
+        setup_pb2.LOSS_FUSED,
+    )
+    with pytest.raises(Unmodelable, match="loss_impl=te"):
+        training_kernels(_case("loss_impl=te"))
+
+
+def test_a_squared_relu_row_builds_a_squared_relu_model():
+    from mapshard.fidelity.scenarios import _model
+
+    cells = {"id": "X", "kind": "training_step", "hidden": "4096", "layers": "32"}
+    cells |= {"heads": "32", "ffn_hidden": "16384", "vocab": "256000"}
+    msg = setup_pb2.Model()
+    _model(Case(cells | {"ffn_kind": "squared_relu"}), msg)
+    assert msg.inline.ffn == setup_pb2.SQUARED_RELU
+    assert msg.inline.norm == setup_pb2.LAYERNORM
+    with pytest.raises(Unmodelable, match="ffn_kind 'relu'"):
+        _model(Case(cells | {"ffn_kind": "relu"}), setup_pb2.Model())
