@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from generator.graph import (
     Communication,
@@ -176,6 +177,14 @@ class GraphBuilder:
         return t
 
     # -- kernels -------------------------------------------------------------------------
+    def add_vector(
+        self, name: str, kind: KernelKind, args: Sequence[Arg], flop: float, **kw: Any
+    ) -> Tensor:
+        """A vector-unit kernel (kernel class Va_Va) with an output; keywords as add_kernel."""
+        t = self.add_kernel(name, kind, args, flop, kernel_class="Va_Va", **kw)
+        assert t is not None, name
+        return t
+
     def add_kernel(
         self,
         name: str,

@@ -33,11 +33,7 @@ def eager_squared_relu(
     shard = list(shardable)
 
     def vector(kname: str, args: list[Arg], flop: float, **kw: object) -> Tensor:
-        t = b.add_kernel(
-            kname, KernelKind.ELEMENTWISE, args, flop, kernel_class="Va_Va", shardable=shard, **kw
-        )  # type: ignore[arg-type]
-        assert t is not None
-        return t
+        return b.add_vector(kname, KernelKind.ELEMENTWISE, args, flop, shardable=shard, **kw)
 
     r = vector(f"{name}_relu", [Arg("in", IN, dims, abpe, x), Arg("out", OUT, dims, abpe)], n)
 

@@ -28,7 +28,9 @@ backward scales that gradient by the loss gradient in place:
 
 from __future__ import annotations
 
-from generator.builder import Arg, GraphBuilder, Tensor, dims_elements
+from collections.abc import Callable
+
+from generator.builder import Arg, Dims, GraphBuilder, Tensor, dims_elements
 from generator.graph import KernelKind, OperandRole, Pass
 
 IN, OUT = OperandRole.INPUT, OperandRole.OUTPUT
@@ -38,23 +40,23 @@ NORM_FLOP = 1  # divide by the row sum
 SCALE_FLOP = 2  # subtract the one-hot target, multiply by the loss gradient
 
 
+def _over_logits(b: GraphBuilder, logits: Tensor) -> tuple[Dims, Dims, int, Callable[..., Tensor]]:
+    """The logits' dims, one row per token, their element count, and an adder of the loss's
+    vector kernels (split like the logits)."""
+    dims = logits.dims
+    shard = [d for d, _ in dims]
+
+    def vector(kname: str, args: list[Arg], flop: float, **kw: object) -> Tensor:
+        return b.add_vector(kname, KernelKind.SOFTMAX, args, flop, shardable=shard, **kw)
+
+    return dims, (dims[0],), dims_elements(dims), vector
+
+
 def fp32_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: float) -> Tensor:
     """Softmax cross-entropy over the vocabulary in FP32 (Megatron's passes, see the module
     docstring); the start of the backward pass. Kernels: `<name>_upcast`, `<name>_exp`,
     `<name>_sum`, `<name>` (the seed: softmax and loss), `<name>_bwd`, `<name>_bwd_cast`."""
-    dims = logits.dims
-    tokens = dims[0]
-    rows = (tokens,)
-    n = dims_elements(dims)
-    shard = [d for d, _ in dims]
-
-    def vector(kname: str, args: list[Arg], flop: float, **kw: object) -> Tensor:
-        t = b.add_kernel(
-            kname, KernelKind.SOFTMAX, args, flop, kernel_class="Va_Va", shardable=shard, **kw
-        )  # type: ignore[arg-type]
-        assert t is not None
-        return t
-
+    dims, rows, n, vector = _over_logits(b, logits)
     up = vector(
         f"{name}_upcast",
         [Arg("logits", IN, dims, abpe, logits), Arg("logits_fp32", OUT, dims, FP32_BYTES)],
@@ -109,18 +111,7 @@ def fp32_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: floa
 def fused_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: float) -> Tensor:
     """Softmax cross-entropy as one fused online-softmax kernel pair (module docstring):
     `<name>_rowstats`, `<name>` (the seed: loss and the gradient), `<name>_bwd`."""
-    dims = logits.dims
-    rows = (dims[0],)
-    n = dims_elements(dims)
-    shard = [d for d, _ in dims]
-
-    def vector(kname: str, args: list[Arg], flop: float, **kw: object) -> Tensor:
-        t = b.add_kernel(
-            kname, KernelKind.SOFTMAX, args, flop, kernel_class="Va_Va", shardable=shard, **kw
-        )  # type: ignore[arg-type]
-        assert t is not None
-        return t
-
+    dims, rows, n, vector = _over_logits(b, logits)
     stats = vector(
         f"{name}_rowstats",
         [Arg("logits", IN, dims, abpe, logits), Arg("row_stats", OUT, rows, 2 * FP32_BYTES)],
