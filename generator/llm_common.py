@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from generator.builder import GraphBuilder
+from generator.builder import GraphBuilder, Tensor
 from generator.graph import KernelGraph, KernelKind, ModelInfo, OperandRole, Pass, Phase
 from generator.llm_layer import Layer, LayerShape
 from generator.models import ModelConfig
@@ -43,6 +43,32 @@ def layer_graph(
     return b.graph()
 
 
+def _embedding(b: GraphBuilder, cfg: ModelConfig, prec: Precision, tokens: int) -> Tensor:
+    """The token (+ learned position) embedding of `tokens` tokens."""
+    H, V, T = ("hidden", cfg.hidden), ("vocab", cfg.vocab), ("tokens", tokens)
+    positions = (("positions", cfg.positions), H) if cfg.positions else None
+    return embedding(
+        b,
+        "embedding",
+        T,
+        (V, H),
+        (T, H),
+        wbpe=prec.weight_bytes,
+        abpe=prec.activation_bytes,
+        tied=cfg.tie_embeddings,
+        positions=positions,
+    )
+
+
+def embed_graph(name: str, cfg: ModelConfig, prec: Precision, *, tokens: int) -> KernelGraph:
+    """A training step's token embedding on its own (the first pipeline stage's, where the
+    LM head runs on the last: Megatron-LM with untied embeddings): the lookup and, fed by
+    the first layer's input gradient, the embedding's weight gradient."""
+    b = GraphBuilder(name)
+    b.backward([_embedding(b, cfg, prec, tokens)])
+    return sixteen_bit_head(b.graph(), prec)
+
+
 def head_graph(
     name: str,
     cfg: ModelConfig,
@@ -53,27 +79,16 @@ def head_graph(
     cls: str = "Ma_Mw",
     training: bool = False,
     fused_loss: bool = False,
+    embedding: bool = True,
 ) -> KernelGraph:
-    """Token (+ learned position) embedding of `embed_tokens`, and final norm + LM head over
-    `head_tokens`; training adds the loss (in FP32, as Megatron-LM computes it, or with
-    `fused_loss` one fused online-softmax kernel pair, LossImpl LOSS_FUSED) and the backward
-    pass."""
+    """Token (+ learned position) embedding of `embed_tokens` (unless `embedding` is False:
+    `embed_graph` holds it), and final norm + LM head over `head_tokens`; training adds the
+    loss (in FP32, as Megatron-LM computes it, or with `fused_loss` one fused online-softmax
+    kernel pair, LossImpl LOSS_FUSED) and the backward pass."""
     b = GraphBuilder(name)
     w, a = prec.weight_bytes, prec.activation_bytes
-    H, V = ("hidden", cfg.hidden), ("vocab", cfg.vocab)
-    Te, Th = ("tokens", embed_tokens), ("tokens", head_tokens)
-    positions = (("positions", cfg.positions), H) if cfg.positions else None
-    emb = embedding(
-        b,
-        "embedding",
-        Te,
-        (V, H),
-        (Te, H),
-        wbpe=w,
-        abpe=a,
-        tied=cfg.tie_embeddings,
-        positions=positions,
-    )
+    H, V, Th = ("hidden", cfg.hidden), ("vocab", cfg.vocab), ("tokens", head_tokens)
+    emb = _embedding(b, cfg, prec, embed_tokens) if embedding else None
     y = b.input((Th, H), a)
     yn = norm(b, "final_norm", y, kind=cfg.norm, wbpe=w, abpe=a)
     logits = linear(
@@ -91,7 +106,7 @@ def head_graph(
     if training:
         loss = fused_cross_entropy if fused_loss else fp32_cross_entropy
         loss(b, "loss", logits, abpe=a)
-        b.backward([emb])
+        b.backward([emb] if emb is not None else [])
     return sixteen_bit_head(b.graph(), prec)
 
 
@@ -138,13 +153,17 @@ def graph_params(graph: KernelGraph, cfg: ModelConfig) -> tuple[int, int]:
 
 
 def model_info(
-    cfg: ModelConfig, layer_phases: list[Phase], head: Phase, prec: Precision
+    cfg: ModelConfig, layer_phases: list[Phase], head: Phase | tuple[Phase, ...], prec: Precision
 ) -> ModelInfo:
+    """`head`: the graph(s) outside the layers (embedding, LM head), counted once."""
     total = active = largest = 0
     for ph in layer_phases:
         t, act = graph_params(ph.graph, cfg)
         total, active, largest = total + t * ph.count, active + act * ph.count, max(largest, t)
-    ht, ha = graph_params(head.graph, cfg)
+    ht = ha = 0
+    for ph in head if isinstance(head, tuple) else (head,):
+        t, act = graph_params(ph.graph, cfg)
+        ht, ha = ht + t, ha + act
     return ModelInfo(
         name=cfg.name,
         num_params=total + ht,

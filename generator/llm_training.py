@@ -2,8 +2,10 @@
 
 Phase `layer` (count = num_layers): forward, recompute copies, activation gradients and
 weight gradients of one layer for one micro-batch (micro_batch sequences x seq_len tokens).
-Phase `head` (role "head", count 1): token/position embedding, final norm, LM head
-(tokens x hidden x vocab), cross-entropy loss, and their backward. The solver multiplies by
+Phase `embed` (role "embed", count 1): token/position embedding and its weight gradient (on
+the first pipeline stage). Phase `head` (role "head", count 1): final norm, LM head (tokens x
+hidden x vocab), cross-entropy loss, and their backward (on the last stage). A tied embedding
+(one table for both) stays in `head`. The solver multiplies by
 the micro-batches per step (global_batch / (micro_batch x data-parallel degree)).
 
 GEMM FLOP per micro-batch, closed forms (b = micro_batch, s = seq_len, l = layers,
@@ -19,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from generator.graph import KernelGraph, Phase, Workload
-from generator.llm_common import head_graph, layer_phases, model_info
+from generator.llm_common import embed_graph, head_graph, layer_phases, model_info
 from generator.llm_layer import AttnSegment, LayerShape
 from generator.models import ModelConfig
 from generator.precision import Precision
@@ -150,6 +152,9 @@ def _pinned_workload(
     if not req.sequence_parallel:
         layers = tuple(replace(p, graph=_replicated_vector_kernels(p.graph)) for p in layers)
     rank_tokens = mb * s // cp
+    # untied: the embedding on the first pipeline stage, the LM head on the last (a tied
+    # table is one weight, one graph)
+    apart = not cfg.tie_embeddings
     head = Phase(
         "head",
         head_graph(
@@ -160,9 +165,12 @@ def _pinned_workload(
             head_tokens=rank_tokens,
             training=True,
             fused_loss=req.loss == setup_pb2.LOSS_FUSED,
+            embedding=not apart,
         ),
         role="head",
     )
+    embed = Phase("embed", embed_graph("embed", cfg, prec, tokens=rank_tokens), role="embed")
+    edges = (embed, head) if apart else (head,)
     notes = [
         f"micro-batch of {mb} x {s} tokens per graph instance; the step runs "
         f"global_batch / (micro_batch x DP) micro-batches per data-parallel rank"
@@ -191,8 +199,8 @@ def _pinned_workload(
         notes.append("searched by the outer search: " + ", ".join(searched))
     return Workload(
         kind="training",
-        phases=(*layers, head),
-        model=model_info(cfg, layers, head, prec),
+        phases=(*layers, *edges),
+        model=model_info(cfg, layers, edges, prec),
         global_batch=req.global_batch,
         micro_batch=mb,
         seq_len=s,

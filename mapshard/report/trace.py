@@ -262,9 +262,12 @@ def _busy(segments: list[Segment], times: float = 1.0) -> dict[str, float]:
 
 
 def _instances_on(phase: PhasePlan, stage: int, stages: int) -> float:
-    """Layer graphs are split evenly over the stages; head graphs run on the last stage."""
+    """Layer graphs are split evenly over the stages; head graphs run on the last stage,
+    the embedding (role "embed") on the first."""
     if phase.role == "head":
         return float(phase.count) if stage == stages - 1 else 0.0
+    if phase.role == "embed":
+        return float(phase.count) if stage == 0 else 0.0
     return phase.count / stages
 
 

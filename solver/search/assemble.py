@@ -164,8 +164,7 @@ def training_times(
     stage = 0.0
     for p in layer_phases(workload):
         stage += math.ceil(p.count / pp) * phase_latency[p.name]
-    for p in head_phases(workload):
-        stage += p.count * phase_latency[p.name]
+    stage += edge_stage_s(workload, phase_latency, pp)
     stage *= max(workload.instances_per_micro_batch, 1)
     stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency, dram_Bps, hidden)
     fwd = stage * forward_fraction(workload)
@@ -350,11 +349,23 @@ def instances_per_stage(phase: Phase, pp: int) -> int:
     return math.ceil(phase.count / pp) if phase.role == "layer" else phase.count
 
 
-def weight_group(phase: Phase) -> tuple[str, str]:
+def weight_group(phase: Phase, pp: int = 1) -> tuple[str, str]:
     """Phases that run the same weights (prefill and decode of one layer stack, every
     decode step) share a group; the stored weights of a group are the largest of its
-    phases'. `prefill_head` / `decode_head` -> (head, head), `decode_moe` -> (layer, moe)."""
-    return phase.role, phase.name.partition("_")[2]
+    phases'. `prefill_head` / `decode_head` -> (head, head), `decode_moe` -> (layer, moe).
+    With PP the embedding (first stage) and the LM head (last stage) are one group too: no
+    stage holds both, so the busiest holds the larger."""
+    role = "head" if phase.role == "embed" and pp > 1 else phase.role
+    return role, phase.name.partition("_")[2]
+
+
+def edge_stage_s(workload: Workload, phase_latency: dict[str, float], pp: int) -> float:
+    """Time of the graphs outside the layers on the busiest stage, per micro-batch: the
+    embedding ("embed" phases) runs on the first stage, the LM head and loss on the last,
+    so with PP a stage runs the larger of the two; without, the one stage runs both."""
+    first = sum(p.count * phase_latency[p.name] for p in workload.phases if p.role == "embed")
+    last = sum(p.count * phase_latency[p.name] for p in head_phases(workload)) - first
+    return max(first, last) if pp > 1 else first + last
 
 
 def stored_params(
@@ -365,7 +376,7 @@ def stored_params(
     groups: dict[tuple[str, str], float] = {}
     for p in workload.phases:
         n = per_instance.get(p.name, 0.0) * instances_per_stage(p, pp)
-        key = weight_group(p)
+        key = weight_group(p, pp)
         groups[key] = max(groups.get(key, 0.0), n)
     return groups
 

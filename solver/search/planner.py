@@ -276,7 +276,13 @@ class _OuterSearch:
             return _Phases(failed=infeasible.dram_reason(memory))
         instances = {p.name: assemble.instances_per_stage(p, pp) for p in workload.phases}
         layout = dram_split.Layout(
-            workload.phases, instances, least, rule.bytes_per_param, capacity - memory.total, rest
+            workload.phases,
+            instances,
+            least,
+            rule.bytes_per_param,
+            capacity - memory.total,
+            rest,
+            pp,
         )
 
         def solve(phase: Phase, cap: float) -> tuple[MappingProblem, GraphSolution]:

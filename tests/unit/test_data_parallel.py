@@ -81,11 +81,15 @@ def test_plain_1f1b_waits_on_its_p2p_and_interleaving_hides_it():
     choice = Choice((("TP", 1), ("PP", 2), ("DP", 1)), (("PP", ((pp, 2),)),), (pp,))
     hop = 2 * 128 * 256 * 2 / 100e9
     stage = 2 * 1e-3  # 4 layers over 2 stages at 1 ms each, no head time
-    plain = assemble.training_times(_workload(0, 1), choice, {"layer": 1e-3, "head": 0.0}, 1e15)
+    plain = assemble.training_times(
+        _workload(0, 1), choice, {"layer": 1e-3, "embed": 0.0, "head": 0.0}, 1e15
+    )
     assert plain.micro_batches == 8  # global batch 16 / micro-batch 2
     assert plain.pp_transfer_s == pytest.approx(8 * 2 * hop)
     assert plain.bubble_s == pytest.approx(1 * (stage + 2 * hop))  # (p - 1) / v slots
-    inter = assemble.training_times(_workload(0, 2), choice, {"layer": 1e-3, "head": 0.0}, 1e15)
+    inter = assemble.training_times(
+        _workload(0, 2), choice, {"layer": 1e-3, "embed": 0.0, "head": 0.0}, 1e15
+    )
     assert inter.pp_transfer_s == 0.0
     assert inter.bubble_s == pytest.approx(stage / 2 + 2 * hop)
 
@@ -128,7 +132,7 @@ def test_zero3_step_charges_the_per_micro_batch_gathers():
     sw = NetworkLevel("dp", Topology.SWITCH, 4, 1e9, parallelism=("DP",))  # slow: exposed
     choice = Choice((("DP", 4), ("PP", 1), ("TP", 1)), (("DP", ((sw, 4),)),), (sw,))
     w = _workload(3)
-    lat = {"layer": 1e-3, "head": 1e-3}
+    lat = {"layer": 1e-3, "embed": 0.0, "head": 1e-3}
     t = assemble.training_times(w, choice, lat, 1e15, stored=1e6)
     assert t.micro_batches == 2
     stage = 4 * 1e-3 + 1e-3

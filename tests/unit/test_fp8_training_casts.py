@@ -226,7 +226,7 @@ def test_fp8_weight_copies_are_cast_once_per_step():
     from solver.search.parallel import Choice
 
     choice = Choice(degrees=(("TP", 1), ("PP", 1), ("DP", 1)), spans=(), levels=())
-    latency = {"layer": 1e-3, "head": 1e-3}
+    latency = {"layer": 1e-3, "embed": 0.0, "head": 1e-3}
     fp8 = assemble.training_times(_tiny(setup_pb2.FP8), choice, latency, 1e12)
     assert 6 * 4 * (65536 + 131072 + 65536 + 262144 + 131072) == 15_728_640
     cast = dict(fp8.breakdown)["fp8_weight_cast"]
