@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from generator.build import build_workload
-from solver.search import assemble
 from schema import setup_pb2
+from solver.search import assemble
 
 
 def _workload(tied: bool):
