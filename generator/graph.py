@@ -396,6 +396,9 @@ class Workload:
     sequence_parallel: bool = False
     zero_stage: int = 0
     virtual_pipeline: int = 1
+    # the embedding and the loss take a layer's place each in the pipeline split
+    # (LlmTraining.edges_in_pipeline_split)
+    edges_in_pipeline_split: bool = False
     context_parallel: int = 1  # CP ranks sharing each sequence (graphs hold one rank's part)
     weight_bytes_per_param: float = 2.0
     optimizer_bytes_per_param: float = 14.0  # gradients + optimizer state beyond weights

@@ -208,6 +208,7 @@ def _pinned_workload(
         sequence_parallel=req.sequence_parallel,
         zero_stage=req.zero_stage,
         virtual_pipeline=req.virtual_pipeline or 1,
+        edges_in_pipeline_split=req.edges_in_pipeline_split,
         searched=searched,
         context_parallel=cp,
         backward_reads_wired=True,

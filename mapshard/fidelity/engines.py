@@ -187,3 +187,13 @@ def training_kernels(case: Case) -> tuple[bool, int]:
     if loss not in LOSS_IMPL:
         raise Unmodelable(f"loss_impl={loss} is not {' or '.join(LOSS_IMPL)}")
     return eager == "1", LOSS_IMPL[loss]
+
+
+def edges_in_pipeline_split(case: Case) -> bool:
+    """Whether the run's pipeline split counts the embedding and the loss as a layer each
+    (extra_params `edges_in_pipeline_split=1`: Megatron's account_for_embedding_in_pipeline_
+    split and account_for_loss_in_pipeline_split, set by the recipe cited in the notes)."""
+    given = case.extra.get("edges_in_pipeline_split", "0")
+    if given not in ("0", "1"):
+        raise Unmodelable(f"edges_in_pipeline_split={given} is not 0 or 1")
+    return given == "1"

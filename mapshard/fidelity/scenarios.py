@@ -36,6 +36,7 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
     TRTLLM_XQA_VERSION,
     attention_impl,
     decode_attention,
+    edges_in_pipeline_split,
     kv_reread_dram_share,
     request_overhead_us,
     tensor_parallel_split,
@@ -340,6 +341,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.context_parallel = max(case.int("cp", 1), 1)
         t.attention, t.dropout = attention_impl(case)
         t.eager_activation, t.loss = training_kernels(case)
+        t.edges_in_pipeline_split = edges_in_pipeline_split(case)
     else:
         i = setup.workload.llm_inference
         _model(case, i.model)

@@ -17,6 +17,13 @@ from solver.plan import MemoryUse
 from solver.search.context_parallel import stage_ring_s
 from solver.search.data_parallel import BUCKET_BYTES, DataParallelSync, dp_sync
 from solver.search.parallel import Choice
+from solver.search.stages import (  # noqa: F401  (re-exported: callers ask assemble)
+    edge_stage_s,
+    head_phases,
+    instances_per_stage,
+    layer_phases,
+    stage_work_s,
+)
 from solver.search.storage_rule import param_bytes
 
 
@@ -66,14 +73,6 @@ def pipeline_p2p(
     fwd, bwd = exposed_under(hop_s, fwd_s / v, hidden), exposed_under(hop_s, bwd_s / v, hidden)
     exposed = v * (fwd + bwd)
     return exposed, 2 * (pp - 1) * hop_s
-
-
-def layer_phases(workload: Workload) -> list[Phase]:
-    return [p for p in workload.phases if p.role == "layer"]
-
-
-def head_phases(workload: Workload) -> list[Phase]:
-    return [p for p in workload.phases if p.role != "layer"]
 
 
 def boundary_bytes(workload: Workload, phase: Phase) -> float:
@@ -161,10 +160,7 @@ def training_times(
     cp = choice.degree("CP")
     micro = max(workload.micro_batch, 1)
     m = max(1, math.ceil(workload.global_batch / (micro * dp)))
-    stage = 0.0
-    for p in layer_phases(workload):
-        stage += math.ceil(p.count / pp) * phase_latency[p.name]
-    stage += edge_stage_s(workload, phase_latency, pp)
+    stage = stage_work_s(workload, phase_latency, pp)
     stage *= max(workload.instances_per_micro_batch, 1)
     stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency, dram_Bps, hidden)
     fwd = stage * forward_fraction(workload)
@@ -343,12 +339,6 @@ def micro_batches(workload: Workload, dp: int) -> int:
     return max(1, math.ceil(workload.global_batch / (max(workload.micro_batch, 1) * dp)))
 
 
-def instances_per_stage(phase: Phase, pp: int) -> int:
-    """Graph instances of a phase one pipeline stage holds: its share of the layers, or the
-    whole of a head phase (the stage that has it holds all of it)."""
-    return math.ceil(phase.count / pp) if phase.role == "layer" else phase.count
-
-
 def weight_group(phase: Phase, pp: int = 1) -> tuple[str, str]:
     """Phases that run the same weights (prefill and decode of one layer stack, every
     decode step) share a group; the stored weights of a group are the largest of its
@@ -357,15 +347,6 @@ def weight_group(phase: Phase, pp: int = 1) -> tuple[str, str]:
     stage holds both, so the busiest holds the larger."""
     role = "head" if phase.role == "embed" and pp > 1 else phase.role
     return role, phase.name.partition("_")[2]
-
-
-def edge_stage_s(workload: Workload, phase_latency: dict[str, float], pp: int) -> float:
-    """Time of the graphs outside the layers on the busiest stage, per micro-batch: the
-    embedding ("embed" phases) runs on the first stage, the LM head and loss on the last,
-    so with PP a stage runs the larger of the two; without, the one stage runs both."""
-    first = sum(p.count * phase_latency[p.name] for p in workload.phases if p.role == "embed")
-    last = sum(p.count * phase_latency[p.name] for p in head_phases(workload)) - first
-    return max(first, last) if pp > 1 else first + last
 
 
 def stored_params(

@@ -59,3 +59,21 @@ def test_the_busiest_stage_stores_the_larger_table():
     two = assemble.stored_params(w, 2, per_instance)
     assert sum(one.values()) == pytest.approx(4 * 10 + 7 + 9)
     assert sum(two.values()) == pytest.approx(2 * 10 + 9)  # 2 layers and the LM head
+
+
+def test_edges_in_the_split_take_a_layers_place():
+    from dataclasses import replace
+
+    w = replace(_workload(tied=False), edges_in_pipeline_split=True)
+    latency = {"layer": 1.0, "embed": 0.2, "head": 1.5}
+    # 4 layers + 2 edges over PP 2: 3 places a stage, embed + 2 layers | 2 layers + head
+    assert assemble.stage_work_s(w, latency, pp=2) == pytest.approx(2.0 + 1.5)
+    # over PP 3: 2 places, embed + 1 | 2 layers | 1 + head
+    assert assemble.stage_work_s(w, latency, pp=3) == pytest.approx(max(2.0, 1.0 + 1.5))
+    latency["head"] = 0.5  # the middle stage (2 layers) is now the busiest
+    assert assemble.stage_work_s(w, latency, pp=3) == pytest.approx(2.0)
+    # without the option: ceil(4 / 2) = 2 layers beside the larger edge
+    plain = replace(w, edges_in_pipeline_split=False)
+    assert assemble.stage_work_s(plain, latency, pp=2) == pytest.approx(2.5)
+    # one stage: every layer and both edges, either way
+    assert assemble.stage_work_s(w, latency, pp=1) == pytest.approx(4 + 0.2 + 0.5)

@@ -1,0 +1,52 @@
+"""What one pipeline stage runs and holds: its share of the layer graphs and, on the first
+and last stages, the graphs outside the layers (embedding first, LM head and loss last).
+
+Why a module: the step assembly (assemble.training_times), the memory check and the DRAM
+split all ask which graphs share a stage; one answer keeps them in step.
+"""
+
+from __future__ import annotations
+
+import math
+
+from generator.graph import Phase, Workload
+
+
+def layer_phases(workload: Workload) -> list[Phase]:
+    return [p for p in workload.phases if p.role == "layer"]
+
+
+def head_phases(workload: Workload) -> list[Phase]:
+    return [p for p in workload.phases if p.role != "layer"]
+
+
+def instances_per_stage(phase: Phase, pp: int) -> int:
+    """Graph instances of a phase one pipeline stage holds: its share of the layers, or the
+    whole of a head phase (the stage that has it holds all of it)."""
+    return math.ceil(phase.count / pp) if phase.role == "layer" else phase.count
+
+
+def stage_work_s(workload: Workload, phase_latency: dict[str, float], pp: int) -> float:
+    """One micro-batch's work on the busiest pipeline stage: its share of the layers beside
+    the larger edge (`edge_stage_s`); with `edges_in_pipeline_split` the edges take a layer's
+    place each, u = ceil((layers + 2) / PP) places per stage (u - 1 layers and an edge on
+    the first and last, u layers between), the layers at their mean time."""
+    layers = layer_phases(workload)
+    stack = sum(math.ceil(p.count / pp) * phase_latency[p.name] for p in layers)
+    edge = edge_stage_s(workload, phase_latency, pp)
+    count = sum(p.count for p in layers)
+    if pp <= 1 or not workload.edges_in_pipeline_split or count == 0:
+        return stack + edge
+    mean = sum(p.count * phase_latency[p.name] for p in layers) / count
+    places = math.ceil((count + 2) / pp)
+    middle = places * mean if pp > 2 else 0.0  # a stage between the first and the last
+    return max(middle, (places - 1) * mean + edge)
+
+
+def edge_stage_s(workload: Workload, phase_latency: dict[str, float], pp: int) -> float:
+    """Time of the graphs outside the layers on the busiest stage, per micro-batch: the
+    embedding ("embed" phases) runs on the first stage, the LM head and loss on the last,
+    so with PP a stage runs the larger of the two; without, the one stage runs both."""
+    first = sum(p.count * phase_latency[p.name] for p in workload.phases if p.role == "embed")
+    last = sum(p.count * phase_latency[p.name] for p in head_phases(workload)) - first
+    return max(first, last) if pp > 1 else first + last
