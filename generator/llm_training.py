@@ -5,8 +5,8 @@ weight gradients of one layer for one micro-batch (micro_batch sequences x seq_l
 Phase `embed` (role "embed", count 1): token/position embedding and its weight gradient (on
 the first pipeline stage). Phase `head` (role "head", count 1): final norm, LM head (tokens x
 hidden x vocab), cross-entropy loss, and their backward (on the last stage). A tied embedding
-(one table for both) stays in `head`. The solver multiplies by
-the micro-batches per step (global_batch / (micro_batch x data-parallel degree)).
+(one table for both) stays in `head`. The solver multiplies by the micro-batches per step
+(global_batch / (micro_batch x data-parallel degree)).
 
 GEMM FLOP per micro-batch, closed forms (b = micro_batch, s = seq_len, l = layers,
 h = hidden, V = vocab, T = b s, N_gemm = GEMM weight parameters incl. the LM head):
@@ -169,8 +169,10 @@ def _pinned_workload(
         ),
         role="head",
     )
-    embed = Phase("embed", embed_graph("embed", cfg, prec, tokens=rank_tokens), role="embed")
-    edges = (embed, head) if apart else (head,)
+    edges: tuple[Phase, ...] = (head,)
+    if apart:
+        embed = embed_graph("embed", cfg, prec, tokens=rank_tokens)
+        edges = (Phase("embed", embed, role="embed"), head)
     notes = [
         f"micro-batch of {mb} x {s} tokens per graph instance; the step runs "
         f"global_batch / (micro_batch x DP) micro-batches per data-parallel rank"
