@@ -61,6 +61,8 @@ def _gemm_fit(cases, chip: str, like: str | None, split: tuple) -> fit.GemmFit:
         # only FP8 H200 points: its 16-bit plateau is the H100's (same GH100 SMs)
         ("H200-SXM-141GB", ("fp8",), "H100-SXM5-80GB"),
         ("GB200", (), None),
+        # only FP8 MI300X points: one plateau serves every precision
+        ("MI300X", (), None),
     ],
 )
 def test_gemm_parameters_are_the_fit(cases, chip, split, plateau_from):
@@ -202,7 +204,9 @@ def test_dram_util_is_stream_copy_over_peak(cases, chip, rows):
     assert sysm.chip.efficiency.dram_util == pytest.approx(util, abs=5e-4)
 
 
-@pytest.mark.parametrize("chip", ["A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "GB200"])
+@pytest.mark.parametrize(
+    "chip", ["A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "GB200", "MI300X"]
+)
 def test_collective_efficiency_is_the_fit(cases, chip):
     spec = library.find_chip(chip)
     f = fit.fit_collective(cases, chip, spec.scale_up_bw_GBps * 1e9)
@@ -298,3 +302,42 @@ def test_launch_floor_paces_the_smallest_gb200_gemms(cases):
         assert fit.model_time(sysm.chip, p, ovh) == pytest.approx(4.5e-6)
     big = fit.GemmPoint("x", 2048, 2048, 2048, "fp8", 1.0)
     assert fit.model_time(sysm.chip, big, ovh) > 4.5e-6 * 1.3
+
+
+def test_mi300x_alpha_beta_fit_by_hand(cases):
+    """MI300X (RCCL all-reduce on 8 GPUs, ROCm blog sweep): 1 KiB and 4 KiB take 13.11 and
+    13.27 us, mean 13.19 us = 2 steps of 6.595 us; 8 MiB takes 83.68 us, of which 70.49 us
+    move 1.75 x 2^23 bus bytes: 208.3 GB/s = 0.465 of the 448 GB/s xGMI links. The plateau
+    is the mean busbw at >= 1 GiB, (314.72 + 317.96 + 318.98) / 3 / 448 = 0.708 (P-MIR21,
+    24, 25); the CHECK sizes (2 KiB, 16 KiB, 32 KiB, 512 KiB, 1 MiB, 256 MiB, 512 MiB,
+    2 GiB, 4 GiB) are not used."""
+    f = fit.fit_collective(cases, "MI300X", 448e9)
+    alpha = (13.11 + 13.27) / 2 / 2
+    assert f.latency_us == pytest.approx(alpha, abs=0.01)
+    t = 83.68e-6 - 2 * alpha * 1e-6
+    assert dict(f.curve)[2**23] == pytest.approx(1.75 * 2**23 / t / 448e9, abs=1e-3)
+    assert dict(f.curve)[2**23] == pytest.approx(0.465, abs=1e-3)
+    assert f.bus_bw_util == pytest.approx((314.72 + 317.96 + 318.98) / 3 / 448, abs=1e-3)
+    check = {"P-MIR02", "P-MIR05", "P-MIR06", "P-MIR10", "P-MIR11", "P-MIR19", "P-MIR20"}
+    assert not (check | {"P-MIR22", "P-MIR23"}) & set(f.sources)
+
+
+def test_mi300x_gemm_fit_by_hand(cases):
+    """MI300X hipBLASLt FP8 (Azure ND MI300X v5): the 1024^3 (P-MIG01, 278.2 TF = 7.72 us)
+    sits on the 8 us launch floor, its work at the plateau being 2 x 1024^3 / (2614.9 TF x
+    0.504) = 1.63 us; the 32768^3 (P-MIG06, 1142.4 TF) is 2 x 32768^3 / (2614.9 TF x 0.504 x
+    32768 / (32768 + 384)) = 1303 TF modelled (1300 TF in whole 256x256-tile waves over
+    304 CUs), 13.8% above the measurement. The copy row P-MIC01 is CHECK: no FIT row sets
+    dram_util."""
+    sysm = system("MI300X")
+    eff = sysm.chip.efficiency
+    assert (eff.gemm_util, eff.gemm_half_dim) == (0.504, 384.0)
+    small = fit.GemmPoint("P-MIG01", 1024, 1024, 1024, "fp8", 2 * 1024**3 / 278.2e12)
+    assert 2 * 1024**3 / (2614.9e12 * 0.504) == pytest.approx(1.63e-6, rel=0.01)
+    assert fit.model_time(sysm.chip, small, eff.kernel_overhead_s) == pytest.approx(8.0e-6)
+    big = fit.GemmPoint("P-MIG06", 32768, 32768, 32768, "fp8", 2 * 32768**3 / 1142.4e12)
+    by_hand = 2 * 32768**3 / (2614.9e12 * 0.504 * 32768 / (32768 + 384))
+    t = fit.model_time(sysm.chip, big, eff.kernel_overhead_s)
+    assert t == pytest.approx(by_hand, rel=0.01)
+    assert 2 * 32768**3 / t == pytest.approx(1142.4e12 * 1.138, rel=0.01)
+    assert fit.fit_dram_util(cases, "MI300X", sysm.dram.bandwidth_Bps) == (0.0, [])
