@@ -153,15 +153,15 @@ def graph_params(graph: KernelGraph, cfg: ModelConfig) -> tuple[int, int]:
 
 
 def model_info(
-    cfg: ModelConfig, layer_phases: list[Phase], head: Phase | tuple[Phase, ...], prec: Precision
+    cfg: ModelConfig, layer_phases: list[Phase], heads: tuple[Phase, ...], prec: Precision
 ) -> ModelInfo:
-    """`head`: the graph(s) outside the layers (embedding, LM head), counted once."""
+    """`heads`: the graphs outside the layers (embedding, LM head), each counted once."""
     total = active = largest = 0
     for ph in layer_phases:
         t, act = graph_params(ph.graph, cfg)
         total, active, largest = total + t * ph.count, active + act * ph.count, max(largest, t)
     ht = ha = 0
-    for ph in head if isinstance(head, tuple) else (head,):
+    for ph in heads:
         t, act = graph_params(ph.graph, cfg)
         ht, ha = ht + t, ha + act
     return ModelInfo(

@@ -235,7 +235,7 @@ def inference_workload(
     return Workload(
         kind="inference",
         phases=tuple(phases),
-        model=model_info(cfg, *first[0], prec),
+        model=model_info(cfg, first[0][0], (first[0][1],), prec),
         phase=kind,
         batch=batch,
         input_len=ilen,

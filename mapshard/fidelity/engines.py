@@ -180,20 +180,19 @@ def training_kernels(case: Case) -> tuple[bool, int]:
     ReLU), `loss_impl=fused` for a fused cross-entropy (Megatron-Bridge's recipes:
     cross_entropy_loss_fusion with the "te" implementation); Megatron's FP32 passes and a
     fused activation otherwise. The row's notes cite the recipe."""
-    eager = case.extra.get("eager_activation", "0")
-    if eager not in ("0", "1"):
-        raise Unmodelable(f"eager_activation={eager} is not 0 or 1")
     loss = case.extra.get("loss_impl", "fp32_passes")
     if loss not in LOSS_IMPL:
         raise Unmodelable(f"loss_impl={loss} is not {' or '.join(LOSS_IMPL)}")
-    return eager == "1", LOSS_IMPL[loss]
+    return _flag(case, "eager_activation"), LOSS_IMPL[loss]
 
 
 def edges_in_pipeline_split(case: Case) -> bool:
     """Whether the run's pipeline split counts the embedding and the loss as a layer each
     (extra_params `edges_in_pipeline_split=1`: Megatron's account_for_embedding_in_pipeline_
     split and account_for_loss_in_pipeline_split, set by the recipe cited in the notes)."""
-    given = case.extra.get("edges_in_pipeline_split", "0")
-    if given not in ("0", "1"):
-        raise Unmodelable(f"edges_in_pipeline_split={given} is not 0 or 1")
-    return given == "1"
+    return _flag(case, "edges_in_pipeline_split")
+
+
+def _flag(case: Case, key: str) -> bool:
+    """The row's extra_params 0/1 switch `key` (absent: 0)."""
+    return _given(case, key, lambda v: v in (0, 1), "0 or 1") == 1

@@ -23,6 +23,7 @@ from solver.search.stages import (  # noqa: F401  (re-exported: callers ask asse
     instances_per_stage,
     layer_phases,
     stage_work_s,
+    weight_group,
 )
 from solver.search.storage_rule import param_bytes
 
@@ -337,16 +338,6 @@ def graph_times(workload: Workload, phase_latency: dict[str, float]) -> StepTime
 
 def micro_batches(workload: Workload, dp: int) -> int:
     return max(1, math.ceil(workload.global_batch / (max(workload.micro_batch, 1) * dp)))
-
-
-def weight_group(phase: Phase, pp: int = 1) -> tuple[str, str]:
-    """Phases that run the same weights (prefill and decode of one layer stack, every
-    decode step) share a group; the stored weights of a group are the largest of its
-    phases'. `prefill_head` / `decode_head` -> (head, head), `decode_moe` -> (layer, moe).
-    With PP the embedding (first stage) and the LM head (last stage) are one group too: no
-    stage holds both, so the busiest holds the larger."""
-    role = "head" if phase.role == "embed" and pp > 1 else phase.role
-    return role, phase.name.partition("_")[2]
 
 
 def stored_params(

@@ -50,3 +50,13 @@ def edge_stage_s(workload: Workload, phase_latency: dict[str, float], pp: int) -
     first = sum(p.count * phase_latency[p.name] for p in workload.phases if p.role == "embed")
     last = sum(p.count * phase_latency[p.name] for p in head_phases(workload)) - first
     return max(first, last) if pp > 1 else first + last
+
+
+def weight_group(phase: Phase, pp: int = 1) -> tuple[str, str]:
+    """Phases that run the same weights (prefill and decode of one layer stack, every
+    decode step) share a group; the stored weights of a group are the largest of its
+    phases'. `prefill_head` / `decode_head` -> (head, head), `decode_moe` -> (layer, moe).
+    With PP the embedding (first stage) and the LM head (last stage) are one group too: no
+    stage holds both, so the busiest holds the larger."""
+    role = "head" if phase.role == "embed" and pp > 1 else phase.role
+    return role, phase.name.partition("_")[2]
