@@ -36,7 +36,7 @@ from generator.graph import Communication, KernelKind
 from generator.llm_mla import mla
 from generator.models import ModelConfig
 from generator.ops import GATED_FLOP, IN, KV, OUT, SOFTMAX_FLOP, add, binary, linear, norm, unary
-from generator.ops_attention import AttnInput, attention, bmm, dropout, kv_write, softmax
+from generator.ops_attention import AttnInput, attention, bmm, dropout, kv_write, rope, softmax
 from generator.ops_eager import eager_squared_relu
 from generator.ops_fp8 import FP8_BYTES, fp8_cast
 from generator.precision import Precision
@@ -77,6 +77,13 @@ class LayerShape:
     # the MLP activation as the framework's eager ops (LlmTraining.eager_activation): only
     # squared ReLU differs from one fused kernel each way (generator/ops_eager.py)
     eager_activation: bool = False
+    # rotary position embedding as kernels of its own on the queries and the stacked keys and
+    # values (training: Megatron-LM's fused RoPE, generator/ops_attention.py `rope`). The
+    # value half rides with the keys: it stands for the copies Megatron's split of the one
+    # QKV GEMM output costs (the GQA query reshape forward, the split's gradient concat
+    # backward), which the model's separate q and kv projections do not have. Inference
+    # engines apply RoPE inside their QKV-preprocessing / KV-cache-write kernel.
+    rope: bool = False
 
 
 def expert_tokens(tokens: int, k: int, experts: int, capacity_factor: float) -> int:
@@ -188,6 +195,9 @@ class Layer:
             shardable=["tokens", *kn, "hidden"],
         )
         assert q.dims == (T, *qh, D) and kv.dims == (T, KVd, *kh, D)
+        if self.shape.rope:
+            q = rope(b, "q_rope", q, abpe=self.a, shardable=["tokens", *qn])
+            kv = rope(b, "kv_rope", kv, abpe=self.a, shardable=["tokens", *kn])
         if self.shape.kv_write:
             kv_write(
                 b, "kv_write", kv, kv.dims, abpe=self.a, kv_bpe=self.kvb, shardable=["tokens", *kn]

@@ -147,6 +147,9 @@ def _pinned_workload(
         dropout=req.dropout > 0,
         fp8_casts=prec.math == "FP8",
         eager_activation=req.eager_activation,
+        # rotary positions unless the model has a learned table (MLA's decoupled rope
+        # slice, generator/llm_mla.py, is not charged a rotation kernel)
+        rope=cfg.positions == 0 and not cfg.is_mla,
     )
     layers = layer_phases("layer", cfg, shape, prec, training=True, recompute=recompute)
     if not req.sequence_parallel:

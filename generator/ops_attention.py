@@ -16,6 +16,9 @@ FLOP conventions:
   batched GEMM per input, each the forward FLOP.
 - Dropout writes a 1-byte keep mask (PyTorch's bool mask) beside its output; its backward
   reads the mask back.
+- Rotary position embedding (`rope`): x' = x cos + rotate_half(x) sin, 3 FLOP per element
+  (two products, one sum); its backward is the inverse rotation of the incoming gradient
+  (the sin/cos table, seq x head_dim, is negligible against the activations).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from generator.ops import DROPOUT_FLOP, IN, KV, MASK_BYTES, OUT, SOFTMAX_FLOP
 
 # each of the fused backward's two kernels: half of its 5 products' 2.5x the forward FLOP
 BWD_FLOP_SHARE = 1.25
+ROPE_FLOP = 3  # per element: x cos + rotate_half(x) sin
 
 
 def attention(
@@ -251,4 +255,34 @@ def kv_write(
         dims_elements(dims),
         kernel_class="Async_KVCache",
         shardable=shardable,
+    )
+
+
+def rope(b: GraphBuilder, name: str, x: Tensor, *, abpe: float, shardable: Sequence[str]) -> Tensor:
+    """Rotary position embedding of `x` as a kernel of its own (Megatron-LM's
+    apply_rope_fusion: Transformer Engine's fused RoPE, one kernel per tensor each way):
+    reads x and writes the rotated copy; the backward reads the incoming gradient only (a
+    rotation by the negative angle) and writes the input's gradient."""
+    dims, shard = x.dims, list(shardable)
+    flop = ROPE_FLOP * dims_elements(dims)
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        assert dy is not None
+        dx = b.add_vector(
+            f"{name}_bwd",
+            KernelKind.ELEMENTWISE,
+            [Arg("dy", IN, dims, abpe, b.view(dy, dims)), Arg("dx", OUT, dims, abpe)],
+            flop,
+            pass_=Pass.BWD,
+            shardable=shard,
+        )
+        return [(x, dx)]
+
+    return b.add_vector(
+        name,
+        KernelKind.ELEMENTWISE,
+        [Arg("in", IN, dims, abpe, x), Arg("out", OUT, dims, abpe)],
+        flop,
+        shardable=shard,
+        rule=rule,
     )

@@ -237,7 +237,11 @@ def _model(case: Case, msg: setup_pb2.Model) -> None:
         raise Unmodelable(f"ffn_kind {ffn_kind!r} is not {', '.join(FFN_KINDS)}")
     swiglu = ffn_kind == "swiglu"
     spec.name = case.text("model") or case.id
-    spec.architecture = "llama" if swiglu else "gpt2"
+    # GELU rows are GPT-3 style (biases, learned positions); squared ReLU is Nemotron's
+    # generic decoder: no biases, rotary positions (NeMo's nemotron yamls: bias false,
+    # position_embedding_type rope), LayerNorm
+    gpt = ffn_kind == "gelu"
+    spec.architecture = "llama" if swiglu else "gpt2" if gpt else ""
     spec.hidden_size = case.int("hidden")
     spec.num_layers = case.int("layers")
     spec.num_heads = case.int("heads")
@@ -247,7 +251,7 @@ def _model(case: Case, msg: setup_pb2.Model) -> None:
     spec.vocab_size = case.int("vocab") or 51200  # layer rows: the head is not predicted
     spec.ffn = FFN_KINDS[ffn_kind]
     spec.norm = setup_pb2.RMSNORM if swiglu else setup_pb2.LAYERNORM
-    if not swiglu:
+    if gpt:
         spec.max_position_embeddings = max(
             case.int("seq_len"), case.int("input_len"), case.int("kv_len"), 2048
         )

@@ -31,8 +31,9 @@ def test_one_rank_holds_s_over_cp_tokens_against_all_keys():
     one, four = tiny(1), tiny(4)
     # every GEMM is linear in the rank's tokens and attention is (s/4 queries) x (s keys):
     # the layer graph's FLOP is exactly a quarter, plus the sum that accumulates the K/V
-    # gradients coming back around the ring: 64 tokens x (K, V) x 4 heads x 64 dims
-    acc = next(k for k in four.phases[0].graph.kernels if k.name == "kv_proj_grad_sum")
+    # gradients coming back around the ring (into the rotary kernel that made them): 64
+    # tokens x (K, V) x 4 heads x 64 dims
+    acc = next(k for k in four.phases[0].graph.kernels if k.name == "kv_rope_grad_sum")
     assert acc.flop == 64 * 2 * 4 * 64
     rest = four.phases[0].graph.flop - acc.flop
     assert rest == pytest.approx(one.phases[0].graph.flop / 4)

@@ -12,6 +12,7 @@ import pytest
 from hardware import library
 from mapshard.fidelity import fit
 from mapshard.fidelity.cases import read_cases
+from solver.cost.efficiency import for_precision
 
 DATA = Path(__file__).parents[1] / "data" / "validation"
 CASES = DATA / "validation_dev_structured.csv"
@@ -61,8 +62,8 @@ def _gemm_fit(cases, chip: str, like: str | None, split: tuple) -> fit.GemmFit:
         # only FP8 H200 points: its 16-bit plateau is the H100's (same GH100 SMs)
         ("H200-SXM-141GB", ("fp8",), "H100-SXM5-80GB"),
         ("GB200", (), None),
-        # only FP8 MI300X points: one plateau serves every precision
-        ("MI300X", (), None),
+        # FP8 (Azure) and one BF16 (AMD's max-achievable-FLOPs blog) MI300X point
+        ("MI300X", ("fp8",), None),
     ],
 )
 def test_gemm_parameters_are_the_fit(cases, chip, split, plateau_from):
@@ -195,7 +196,12 @@ def test_companion_sizes_are_read_from_extra_params(cases):
 
 @pytest.mark.parametrize(
     "chip,rows",
-    [("A100-SXM4-80GB", ["K14"]), ("H100-SXM5-80GB", ["K12"]), ("H200-SXM-141GB", ["K13"])],
+    [
+        ("A100-SXM4-80GB", ["K14"]),
+        ("H100-SXM5-80GB", ["K12"]),
+        ("H200-SXM-141GB", ["K13"]),
+        ("MI300X", ["P-MIC03"]),
+    ],
 )
 def test_dram_util_is_stream_copy_over_peak(cases, chip, rows):
     sysm = system(chip)
@@ -327,10 +333,10 @@ def test_mi300x_gemm_fit_by_hand(cases):
     sits on the 8 us launch floor, its work at the plateau being 2 x 1024^3 / (2614.9 TF x
     0.504) = 1.63 us; the 32768^3 (P-MIG06, 1142.4 TF) is 2 x 32768^3 / (2614.9 TF x 0.504 x
     32768 / (32768 + 384)) = 1303 TF modelled (1300 TF in whole 256x256-tile waves over
-    304 CUs), 13.8% above the measurement. The copy row P-MIC01 is CHECK: no FIT row sets
-    dram_util."""
+    304 CUs), 13.8% above the measurement. Of the copy rows only P-MIC03 is FIT: 4,269,126
+    MB/s of 5300 GB/s = 0.8055 (P-MIC01 and P-MIC02 are CHECK)."""
     sysm = system("MI300X")
-    eff = sysm.chip.efficiency
+    eff = for_precision(sysm.chip, "fp8").efficiency
     assert (eff.gemm_util, eff.gemm_half_dim) == (0.504, 384.0)
     small = fit.GemmPoint("P-MIG01", 1024, 1024, 1024, "fp8", 2 * 1024**3 / 278.2e12)
     assert 2 * 1024**3 / (2614.9e12 * 0.504) == pytest.approx(1.63e-6, rel=0.01)
@@ -340,4 +346,16 @@ def test_mi300x_gemm_fit_by_hand(cases):
     t = fit.model_time(sysm.chip, big, eff.kernel_overhead_s)
     assert t == pytest.approx(by_hand, rel=0.01)
     assert 2 * 32768**3 / t == pytest.approx(1142.4e12 * 1.138, rel=0.01)
-    assert fit.fit_dram_util(cases, "MI300X", sysm.dram.bandwidth_Bps) == (0.0, [])
+    util, ids = fit.fit_dram_util(cases, "MI300X", sysm.dram.bandwidth_Bps)
+    assert ids == ["P-MIC03"] and util == pytest.approx(4269126.275e6 / 5300e9)
+
+
+def test_mi300x_16bit_plateau_by_hand():
+    """AMD's BF16 max-achievable-FLOPs GEMM (P-MIG11: 708 TF at M 4096, N 4864, K 32896) is
+    16 x 19 = 304 output tiles of 256x256, one per CU: occupancy 1, so its plateau is
+    708 / (1307.4 x 32896 / (32896 + 384)) = 0.548 of the BF16 peak."""
+    sysm = system("MI300X")
+    assert sysm.chip.efficiency.gemm_util == pytest.approx(708 / (1307.4 * 32896 / 33280), abs=1e-3)
+    point = fit.GemmPoint("P-MIG11", 4096, 4864, 32896, "bf16", 2 * 4096 * 4864 * 32896 / 708e12)
+    by_hand = 2 * 4096 * 4864 * 32896 / (1307.4e12 * 0.548 * 32896 / 33280)
+    assert fit.model_time(sysm.chip, point, 0.0) == pytest.approx(by_hand, rel=1e-6)

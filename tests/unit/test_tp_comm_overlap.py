@@ -134,6 +134,6 @@ def test_a_perfect_overlap_makes_tp_comm_overlap_a_warning():
         for w in plan_warnings(sc.workload, sc.system, perfect)
     )
     serial = pipeline.scenario_options(sc)
-    assert serial.network_hidden_share == 0.7
-    assert serial.comm_hidden_share == 0.7
+    assert serial.network_hidden_share == 0.6
+    assert serial.comm_hidden_share == 0.6
     assert not [w for w in plan_warnings(sc.workload, sc.system, serial) if "tp_comm" in w]

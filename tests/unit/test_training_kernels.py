@@ -1,8 +1,9 @@
 """The framework's kernels a training recipe fixes: the fused cross-entropy (Transformer
-Engine's online-softmax kernel pair, LossImpl LOSS_FUSED) and the squared-ReLU MLP
+Engine's online-softmax kernel pair, LossImpl LOSS_FUSED), the squared-ReLU MLP
 activation as NeMo 1.x runs it eagerly (torch.pow(relu(x), 2): two forward kernels, four
-backward). Bytes per element derived by hand from the kernels the frameworks launch, 16-bit
-activations (2 bytes)."""
+backward) and Megatron's fused rotary embedding (one kernel per tensor each way). Bytes
+per element derived by hand from the kernels the frameworks launch, 16-bit activations
+(2 bytes)."""
 
 from __future__ import annotations
 
@@ -115,5 +116,45 @@ def test_a_squared_relu_row_builds_a_squared_relu_model():
     _model(Case(cells | {"ffn_kind": "squared_relu"}), msg)
     assert msg.inline.ffn == setup_pb2.SQUARED_RELU
     assert msg.inline.norm == setup_pb2.LAYERNORM
+    # Nemotron: no biases, rotary positions (not GPT-2's learned table)
+    assert msg.inline.architecture == "" and msg.inline.max_position_embeddings == 0
+    gelu = setup_pb2.Model()
+    _model(Case(cells | {"ffn_kind": "gelu", "seq_len": "2048"}), gelu)
+    assert (gelu.inline.architecture, gelu.inline.max_position_embeddings) == ("gpt2", 2048)
     with pytest.raises(Unmodelable, match="ffn_kind 'relu'"):
         _model(Case(cells | {"ffn_kind": "relu"}), setup_pb2.Model())
+
+
+def _rope_kernels(**spec_fields) -> dict:
+    s = _setup()
+    spec = s.workload.llm_training.model.inline
+    spec.name, spec.hidden_size, spec.num_layers = "rope", HIDDEN, 2
+    spec.num_heads, spec.intermediate_size, spec.vocab_size = 4, FFN, 1024
+    for key, value in spec_fields.items():
+        setattr(spec, key, value)
+    layer = _phase(s, "layer").graph
+    return {k.name: k for k in layer.kernels if "rope" in k.name}
+
+
+def test_rotary_embedding_reads_and_writes_q_and_kv_each_way():
+    """GQA, 4 query heads of 64 over 2 KV heads: q is 256 elements per token, the stacked
+    K and V 2 x 2 x 64 = 256. Forward: read x, write the rotation; backward: read the
+    gradient, write the input's (the inverse rotation needs no saved input). 2 bytes each."""
+    kernels = _rope_kernels(num_kv_heads=2)
+    moved = {
+        n: sum(k.operand_elements(o) * o.bytes_per_element for o in k.operands)
+        for n, k in kernels.items()
+    }
+    q, kv = TOKENS * 4 * 64, TOKENS * 2 * 2 * 64
+    assert moved == {"q_rope": 4 * q, "q_rope_bwd": 4 * q, "kv_rope": 4 * kv, "kv_rope_bwd": 4 * kv}
+    assert kernels["q_rope"].flop == 3 * q  # x cos + rotate_half(x) sin
+    assert {n: k.pass_ for n, k in kernels.items()} == {
+        "q_rope": Pass.FWD,
+        "q_rope_bwd": Pass.BWD,
+        "kv_rope": Pass.FWD,
+        "kv_rope_bwd": Pass.BWD,
+    }
+
+
+def test_learned_positions_have_no_rotary_kernels():
+    assert _rope_kernels(architecture="gpt2", max_position_embeddings=TOKENS) == {}
