@@ -23,7 +23,8 @@ fi
 if [ "${1:-}" = "--test" ]; then
   shift
   cd "$here"
-  exec "$venv/bin/python" -m pytest "$@"
+  # one worker per core (pytest-xdist), a test file to a worker: the suite is CPU-bound
+  exec "$venv/bin/python" -m pytest -n auto --dist loadfile "$@"
 fi
 if [ "${1:-}" = "mapshard" ]; then
   shift
