@@ -208,20 +208,24 @@ def unary(
     kind: KernelKind = KernelKind.ELEMENTWISE,
     cls: str = "Va_Va",
     shardable: Sequence[str] | None = None,
+    backward_reads_input: bool = True,
 ) -> Tensor:
-    """An elementwise function of x (out may drop a dim: the gated activation)."""
+    """An elementwise function of x (out may drop a dim: the gated activation). Its backward
+    reads the incoming gradient and, unless `backward_reads_input` is False (a linear map
+    such as a rotation), the saved input."""
     out = out or x.dims
     flop = flop_per_element * dims_elements(out)
     shard = list(shardable) if shardable is not None else _names(out)
 
     def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
         assert dy is not None
+        saved = [Arg("in", IN, x.dims, abpe, b.saved(x))] if backward_reads_input else []
         dx = b.add_kernel(
             f"{name}_bwd",
             kind,
             [
                 Arg("dy", IN, out, abpe, b.view(dy, out)),
-                Arg("in", IN, x.dims, abpe, b.saved(x)),
+                *saved,
                 Arg("dx", OUT, x.dims, abpe),
             ],
             flop,

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from generator.builder import Arg, Dims, GraphBuilder, Tensor, dims_elements
 from generator.graph import KernelKind, OperandRole, Pass
-from generator.ops import DROPOUT_FLOP, IN, KV, MASK_BYTES, OUT, SOFTMAX_FLOP
+from generator.ops import DROPOUT_FLOP, IN, KV, MASK_BYTES, OUT, SOFTMAX_FLOP, unary
 
 # each of the fused backward's two kernels: half of its 5 products' 2.5x the forward FLOP
 BWD_FLOP_SHARE = 1.25
@@ -263,26 +263,12 @@ def rope(b: GraphBuilder, name: str, x: Tensor, *, abpe: float, shardable: Seque
     apply_rope_fusion: Transformer Engine's fused RoPE, one kernel per tensor each way):
     reads x and writes the rotated copy; the backward reads the incoming gradient only (a
     rotation by the negative angle) and writes the input's gradient."""
-    dims, shard = x.dims, list(shardable)
-    flop = ROPE_FLOP * dims_elements(dims)
-
-    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
-        assert dy is not None
-        dx = b.add_vector(
-            f"{name}_bwd",
-            KernelKind.ELEMENTWISE,
-            [Arg("dy", IN, dims, abpe, b.view(dy, dims)), Arg("dx", OUT, dims, abpe)],
-            flop,
-            pass_=Pass.BWD,
-            shardable=shard,
-        )
-        return [(x, dx)]
-
-    return b.add_vector(
+    return unary(
+        b,
         name,
-        KernelKind.ELEMENTWISE,
-        [Arg("in", IN, dims, abpe, x), Arg("out", OUT, dims, abpe)],
-        flop,
-        shardable=shard,
-        rule=rule,
+        x,
+        abpe=abpe,
+        flop_per_element=ROPE_FLOP,
+        shardable=shardable,
+        backward_reads_input=False,
     )
