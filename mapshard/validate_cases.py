@@ -35,7 +35,12 @@ def validate_case(case: Case, where: Path) -> Outcome:
     from mapshard.fidelity.scenarios import Unmodelable
 
     base = dict(
-        id=case.id, kind=case.kind, group=case.group, metric=case.metric, measured=case.measured
+        id=case.id,
+        kind=case.kind,
+        group=case.group,
+        metric=case.metric,
+        measured=case.measured,
+        chip=case.text("chip"),
     )
     if not case.usable:
         return Outcome(**base, predicted=None, reason=_skip_reason(case))

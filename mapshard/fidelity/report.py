@@ -41,6 +41,7 @@ class Outcome:
     measured: float | None
     predicted: float | None
     reason: str = ""
+    chip: str = ""  # the row's chip (kernel constants are per chip: errors are split by it)
 
     @property
     def error_pct(self) -> float | None:
@@ -84,7 +85,9 @@ def _summary(name: str, rows: Sequence[Outcome], bound: float | None) -> GroupSu
 def summarize(outcomes: Sequence[Outcome]) -> list[GroupSummary]:
     """Mean and max |error| per group (gemm, memory_copy, collective, training, inference,
     then any other kind), over the cases that were predicted; a group of several kinds is
-    followed by one line per kind ("  inference_prefill"), which carries no bound."""
+    followed by one line per kind ("  inference_prefill"), and a group of several chips by
+    one line per chip ("  gemm on MI300X": a chip's constants are fitted on its own rows, so
+    a chip the model does not carry over to shows apart); those lines carry no bound."""
     groups = list(GROUP_ORDER) + sorted({o.group for o in outcomes} - set(GROUP_ORDER))
     out = []
     for g in groups:
@@ -95,6 +98,11 @@ def summarize(outcomes: Sequence[Outcome]) -> list[GroupSummary]:
         kinds = sorted({o.kind for o in rows})
         if len(kinds) > 1:
             out.extend(_summary(f"  {k}", [o for o in rows if o.kind == k], None) for k in kinds)
+        chips = sorted({o.chip for o in rows if o.chip})
+        if len(chips) > 1:
+            out.extend(
+                _summary(f"  {g} on {c}", [o for o in rows if o.chip == c], None) for c in chips
+            )
     return out
 
 
@@ -125,7 +133,7 @@ def summary_csv(summary: Sequence[GroupSummary]) -> str:
     for s in summary:
         w.writerow(
             [
-                "kind" if s.group.startswith(" ") else "group",
+                "group" if not s.group.startswith(" ") else "chip" if " on " in s.group else "kind",
                 s.group.strip(),
                 " ".join(s.kinds),
                 s.predicted,
@@ -141,9 +149,11 @@ def summary_csv(summary: Sequence[GroupSummary]) -> str:
 
 
 def format_summary(summary: Sequence[GroupSummary]) -> str:
-    """The summary as a fixed-width table for the terminal."""
+    """The summary as a fixed-width table for the terminal (the first column as wide as its
+    longest label)."""
+    w = max([24, *(len(s.group) for s in summary)])
     head = (
-        f"{'group':<24} {'n':>3} {'skip':>4} {'mean|err|%':>10} {'max|err|%':>9} "
+        f"{'group':<{w}} {'n':>3} {'skip':>4} {'mean|err|%':>10} {'max|err|%':>9} "
         f"{'worst':<6} {'bound%':>6}  status"
     )
     lines = [head, "-" * len(head)]
@@ -153,7 +163,7 @@ def format_summary(summary: Sequence[GroupSummary]) -> str:
         bound = "-" if s.bound_pct is None else f"{s.bound_pct:g}"
         status = {True: "ok", False: "EXCEEDED", None: "-"}[s.within_bound]
         lines.append(
-            f"{s.group:<24} {s.predicted:>3} {s.not_predicted:>4} {mean:>10} "
+            f"{s.group:<{w}} {s.predicted:>3} {s.not_predicted:>4} {mean:>10} "
             f"{mx:>9} {s.worst_id:<6} {bound:>6}  {status}"
         )
     return "\n".join(lines)
