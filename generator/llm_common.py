@@ -66,7 +66,7 @@ def embed_graph(name: str, cfg: ModelConfig, prec: Precision, *, tokens: int) ->
     the first layer's input gradient, the embedding's weight gradient."""
     b = GraphBuilder(name)
     b.backward([_embedding(b, cfg, prec, tokens)])
-    return sixteen_bit_head(b.graph(), prec)
+    return b.graph()
 
 
 def head_graph(

@@ -17,14 +17,7 @@ from solver.plan import MemoryUse
 from solver.search.context_parallel import stage_ring_s
 from solver.search.data_parallel import BUCKET_BYTES, DataParallelSync, dp_sync
 from solver.search.parallel import Choice
-from solver.search.stages import (  # noqa: F401  (re-exported: callers ask assemble)
-    edge_stage_s,
-    head_phases,
-    instances_per_stage,
-    layer_phases,
-    stage_work_s,
-    weight_group,
-)
+from solver.search.stages import instances_per_stage, layer_phases, stage_work_s, weight_group
 from solver.search.storage_rule import param_bytes
 
 

@@ -45,7 +45,7 @@ from generator.graph import Phase
 from solver.cost.problem import MappingProblem
 from solver.cost.weights import StepWeights, floor_weights, step_weights, stored_params
 from solver.fusion.segment_search import GraphSolution
-from solver.search import assemble
+from solver.search import stages
 
 MAX_FRONTIER_SOLVES = 8  # descending solves per graph before the least-storage solve
 STOP = "memory_split"  # SolveStats.stop_reason when the split is not proven optimal
@@ -103,14 +103,14 @@ class Layout:
     per_param: float
     slack: float
     rest: float
-    pp: int = 1  # pipeline stages (assemble.weight_group)
+    pp: int = 1  # pipeline stages (stages.weight_group)
 
     @cached_property
     def floor(self) -> dict[Group, float]:
         """Parameters per chip each weight group stores at least."""
         floor: dict[Group, float] = {}
         for p in self.phases:
-            g = assemble.weight_group(p, self.pp)
+            g = stages.weight_group(p, self.pp)
             floor[g] = max(floor.get(g, 0.0), self.least[p.name] * self.instances[p.name])
         return floor
 
@@ -118,7 +118,7 @@ class Layout:
         """The parameter cap per instance with every byte of the slack."""
         if self.per_param <= 0 or not math.isfinite(self.slack):
             return math.inf
-        group = self.floor[assemble.weight_group(phase, self.pp)]
+        group = self.floor[stages.weight_group(phase, self.pp)]
         return (group + self.slack / self.per_param) / self.instances[phase.name]
 
     def used(self, stored: dict[str, float]) -> dict[Group, float]:
@@ -126,7 +126,7 @@ class Layout:
         (`stored`: parameters per instance, by phase name)."""
         used: dict[Group, float] = {}
         for p in self.phases:
-            g = assemble.weight_group(p, self.pp)
+            g = stages.weight_group(p, self.pp)
             used[g] = max(used.get(g, 0.0), stored[p.name] * self.instances[p.name])
         return used
 
@@ -152,7 +152,7 @@ class Layout:
         as its phases' largest (they run the same weights), summed over the groups."""
         groups: dict[Group, tuple[float, ...]] = {}
         for p in self.phases:
-            w, n, g = weights[p.name], self.instances[p.name], assemble.weight_group(p, self.pp)
+            w, n, g = weights[p.name], self.instances[p.name], stages.weight_group(p, self.pp)
             mine = (w.all_reduce * n, w.all_gather * n, w.self_updated * n)
             groups[g] = tuple(map(max, groups.get(g, mine), mine))
         return StepWeights(*(sum(v) for v in zip(*groups.values(), strict=False)))
@@ -320,7 +320,7 @@ def _enumerate(
     chip), or None when none fits."""
     groups: dict[Group, list[Phase]] = {}
     for p in layout.phases:
-        groups.setdefault(assemble.weight_group(p, layout.pp), []).append(p)
+        groups.setdefault(stages.weight_group(p, layout.pp), []).append(p)
     levels = {
         g: sorted({s * layout.instances[p.name] for p in ps for _, s, *_ in options[p.name]})
         for g, ps in groups.items()

@@ -23,7 +23,7 @@ from solver.cost.weights import StepWeights, WeightRule, least_stored, stored_pa
 from solver.fusion.segment_search import GraphSolution
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
-from solver.search import assemble, dram_split, infeasible, training_space
+from solver.search import assemble, dram_split, infeasible, stages, training_space
 from solver.search.bounds import bound_of, step_times
 from solver.search.exact_first import solve_graph_exact_first, solved_by
 from solver.search.parallel import Choice, enumerate_choices, spans_key
@@ -274,7 +274,7 @@ class _OuterSearch:
         memory = assemble.memory_use(workload, choice, capacity, floor)
         if memory.total > capacity * (1 + 1e-9):
             return _Phases(failed=infeasible.dram_reason(memory))
-        instances = {p.name: assemble.instances_per_stage(p, pp) for p in workload.phases}
+        instances = {p.name: stages.instances_per_stage(p, pp) for p in workload.phases}
         layout = dram_split.Layout(
             workload.phases,
             instances,

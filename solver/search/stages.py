@@ -47,8 +47,9 @@ def edge_stage_s(workload: Workload, phase_latency: dict[str, float], pp: int) -
     """Time of the graphs outside the layers on the busiest stage, per micro-batch: the
     embedding ("embed" phases) runs on the first stage, the LM head and loss on the last,
     so with PP a stage runs the larger of the two; without, the one stage runs both."""
-    first = sum(p.count * phase_latency[p.name] for p in workload.phases if p.role == "embed")
-    last = sum(p.count * phase_latency[p.name] for p in head_phases(workload)) - first
+    edges = head_phases(workload)
+    first = sum(p.count * phase_latency[p.name] for p in edges if p.role == "embed")
+    last = sum(p.count * phase_latency[p.name] for p in edges if p.role != "embed")
     return max(first, last) if pp > 1 else first + last
 
 

@@ -32,7 +32,7 @@ from generator.graph import Workload
 from hardware.system import System
 from solver.cost.weights import WeightRule
 from solver.options import ExecutionOptions
-from solver.search import assemble, infeasible
+from solver.search import assemble, infeasible, stages
 from solver.search.bounds import roofline_phase_latency, step_times
 from solver.search.parallel import Choice, divisors, spans_key
 
@@ -117,7 +117,7 @@ def interleavings(workload: Workload, choice: Choice) -> tuple[int, ...]:
     pp = choice.degree("PP")
     if pp <= 1:
         return (1,)
-    layers = max((p.count for p in assemble.layer_phases(workload)), default=1)
+    layers = max((p.count for p in stages.layer_phases(workload)), default=1)
     return tuple(divisors(math.ceil(layers / pp)))
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from generator.build import build_workload
 from schema import setup_pb2
-from solver.search import assemble
+from solver.search import assemble, stages
 
 
 def _workload(tied: bool):
@@ -46,10 +46,10 @@ def test_tied_embedding_stays_with_the_head():
 def test_the_busiest_stage_runs_the_larger_edge():
     w = _workload(tied=False)
     latency = {"layer": 1.0, "embed": 0.2, "head": 0.5}
-    assert assemble.edge_stage_s(w, latency, pp=1) == pytest.approx(0.7)  # one stage: both
-    assert assemble.edge_stage_s(w, latency, pp=2) == pytest.approx(0.5)  # last stage's head
+    assert stages.edge_stage_s(w, latency, pp=1) == pytest.approx(0.7)  # one stage: both
+    assert stages.edge_stage_s(w, latency, pp=2) == pytest.approx(0.5)  # last stage's head
     latency["embed"] = 0.9
-    assert assemble.edge_stage_s(w, latency, pp=4) == pytest.approx(0.9)
+    assert stages.edge_stage_s(w, latency, pp=4) == pytest.approx(0.9)
 
 
 def test_the_busiest_stage_stores_the_larger_table():
@@ -67,13 +67,13 @@ def test_edges_in_the_split_take_a_layers_place():
     w = replace(_workload(tied=False), edges_in_pipeline_split=True)
     latency = {"layer": 1.0, "embed": 0.2, "head": 1.5}
     # 4 layers + 2 edges over PP 2: 3 places a stage, embed + 2 layers | 2 layers + head
-    assert assemble.stage_work_s(w, latency, pp=2) == pytest.approx(2.0 + 1.5)
+    assert stages.stage_work_s(w, latency, pp=2) == pytest.approx(2.0 + 1.5)
     # over PP 3: 2 places, embed + 1 | 2 layers | 1 + head
-    assert assemble.stage_work_s(w, latency, pp=3) == pytest.approx(max(2.0, 1.0 + 1.5))
+    assert stages.stage_work_s(w, latency, pp=3) == pytest.approx(max(2.0, 1.0 + 1.5))
     latency["head"] = 0.5  # the middle stage (2 layers) is now the busiest
-    assert assemble.stage_work_s(w, latency, pp=3) == pytest.approx(2.0)
+    assert stages.stage_work_s(w, latency, pp=3) == pytest.approx(2.0)
     # without the option: ceil(4 / 2) = 2 layers beside the larger edge
     plain = replace(w, edges_in_pipeline_split=False)
-    assert assemble.stage_work_s(plain, latency, pp=2) == pytest.approx(2.5)
+    assert stages.stage_work_s(plain, latency, pp=2) == pytest.approx(2.5)
     # one stage: every layer and both edges, either way
-    assert assemble.stage_work_s(w, latency, pp=1) == pytest.approx(4 + 0.2 + 0.5)
+    assert stages.stage_work_s(w, latency, pp=1) == pytest.approx(4 + 0.2 + 0.5)
