@@ -376,6 +376,8 @@ class ModelInfo:
     params_outside_layers: int = 0
     architecture: str = ""  # llama, mixtral, qwen2, gemma2, gpt2, deepseek_v2, ...
     attention: str = ""  # mha, gqa, mqa, mla
+    # of num_params, the routed experts' weights (an EP rank stores experts / EP of them)
+    num_expert_params: int = 0
 
 
 TRAINING_KNOBS = ("micro_batch", "recompute", "zero_stage", "virtual_pipeline")
@@ -400,6 +402,8 @@ class Workload:
     # (LlmTraining.edges_in_pipeline_split)
     edges_in_pipeline_split: bool = False
     context_parallel: int = 1  # CP ranks sharing each sequence (graphs hold one rank's part)
+    # EP ranks splitting the experts (graphs hold one rank's experts: LlmTraining.expert_parallel)
+    expert_parallel: int = 1
     weight_bytes_per_param: float = 2.0
     optimizer_bytes_per_param: float = 14.0  # gradients + optimizer state beyond weights
     # Graph instances per micro-batch (a DFModel LLM graph is one sequence: a micro-batch

@@ -132,11 +132,14 @@ def sixteen_bit_head(graph: KernelGraph, prec: Precision) -> KernelGraph:
     return replace(graph, kernels=kernels)
 
 
-def graph_params(graph: KernelGraph, cfg: ModelConfig) -> tuple[int, int]:
-    """(parameters, active parameters per token): WEIGHT elements of the FWD kernels; expert
-    weights (leading `experts` dim; the router's is (hidden, experts)) count k/E of their
-    elements as active."""
-    total = active = 0
+def graph_params(
+    graph: KernelGraph, cfg: ModelConfig, expert_parallel: int = 1
+) -> tuple[int, int, int]:
+    """(parameters, active parameters per token, expert parameters): WEIGHT elements of the
+    FWD kernels; expert weights (leading `experts` dim; the router's is (hidden, experts))
+    count k/E of their elements as active, and `expert_parallel` times over (an EP rank's
+    graph holds experts / EP of them)."""
+    total = active = expert = 0
     for k in graph.kernels:
         if k.pass_ != Pass.FWD:
             continue
@@ -144,30 +147,40 @@ def graph_params(graph: KernelGraph, cfg: ModelConfig) -> tuple[int, int]:
             if op.role != OperandRole.WEIGHT:
                 continue
             n = k.operand_elements(op)
-            total += n
             if op.dims[:1] == ("experts",) and cfg.experts:
+                n *= expert_parallel
+                expert += n
                 active += n * cfg.experts_per_token // cfg.experts
             else:
                 active += n
-    return total, active
+            total += n
+    return total, active, expert
 
 
 def model_info(
-    cfg: ModelConfig, layer_phases: list[Phase], heads: tuple[Phase, ...], prec: Precision
+    cfg: ModelConfig,
+    layer_phases: list[Phase],
+    heads: tuple[Phase, ...],
+    prec: Precision,
+    expert_parallel: int = 1,
 ) -> ModelInfo:
-    """`heads`: the graphs outside the layers (embedding, LM head), each counted once."""
-    total = active = largest = 0
+    """`heads`: the graphs outside the layers (embedding, LM head), each counted once;
+    `expert_parallel`: the layer graphs hold one EP rank's experts (the whole model's
+    counts are reported)."""
+    total = active = largest = experts = 0
     for ph in layer_phases:
-        t, act = graph_params(ph.graph, cfg)
+        t, act, e = graph_params(ph.graph, cfg, expert_parallel)
         total, active, largest = total + t * ph.count, active + act * ph.count, max(largest, t)
+        experts += e * ph.count
     ht = ha = 0
     for ph in heads:
-        t, act = graph_params(ph.graph, cfg)
+        t, act, _ = graph_params(ph.graph, cfg)
         ht, ha = ht + t, ha + act
     return ModelInfo(
         name=cfg.name,
         num_params=total + ht,
         num_active_params=active + ha,
+        num_expert_params=experts,
         num_layers=cfg.layers,
         hidden_size=cfg.hidden,
         num_heads=cfg.heads,

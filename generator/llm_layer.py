@@ -84,6 +84,10 @@ class LayerShape:
     # backward), which the model's separate q and kv projections do not have. Inference
     # engines apply RoPE inside their QKV-preprocessing / KV-cache-write kernel.
     rope: bool = False
+    # MoE training with expert parallelism (LlmTraining.expert_parallel): the graph is one EP
+    # rank's, holding experts / EP of the experts, each fed by the routed tokens of all EP
+    # ranks; dispatch and combine all-to-all the routed token copies over the "ep" group
+    expert_parallel: int = 1
 
 
 def expert_tokens(tokens: int, k: int, experts: int, capacity_factor: float) -> int:
@@ -338,26 +342,33 @@ class Layer:
         Expert GEMM FLOP counts the routed token slots tokens*k (at most experts x capacity);
         the gradient through the routing weights (tiny) is not modelled."""
         b, c, T, H = self.b, self.cfg, self.T, self.H
-        E, k, tokens = ("experts", c.experts), c.experts_per_token, self.shape.tokens
-        C = ("expert_tokens", expert_tokens(tokens, k, c.experts, c.capacity_factor))
+        ep, k, tokens = self.shape.expert_parallel, c.experts_per_token, self.shape.tokens
+        # this rank's experts, each taking its share of the tokens of all EP ranks
+        E = ("experts", c.experts // ep)
+        C = ("expert_tokens", expert_tokens(tokens * ep, k, c.experts, c.capacity_factor))
         F = ("ffn", c.moe_ffn)
         routed = min(tokens * k, E[1] * C[1])
-        logits = self.lin("router", h, (T, H), (H, E), (T, E), fp8=False, shardable=["tokens"])
+        # the router scores every expert; under EP the routing table (T, all experts) is not
+        # the local experts dim
+        R = ("experts", c.experts) if ep == 1 else ("routes", c.experts)
+        logits = self.lin("router", h, (T, H), (H, R), (T, R), fp8=False, shardable=["tokens"])
         route = b.add_kernel(
             "topk",
             KernelKind.ROUTER,
-            [Arg("in", IN, (T, E), self.a, logits), Arg("out", OUT, (T, E), self.a)],
-            SOFTMAX_FLOP * tokens * E[1],
+            [Arg("in", IN, (T, R), self.a, logits), Arg("out", OUT, (T, R), self.a)],
+            SOFTMAX_FLOP * tokens * R[1],
             kernel_class="Va_Va",
             shardable=["tokens"],
             requires_grad=False,
         )
         assert route is not None
-        a2a = tokens * k * H[1] * self.a
+        # the routed token copies the group exchanges (the all-to-all's size convention: the
+        # whole group's bytes, solver.cost.collectives); an EP rank's graph holds its own
+        a2a = tokens * k * H[1] * self.a * ep
         disp = binary(
             b,
             "dispatch",
-            [("in", h, (T, H)), ("route", route, (T, E))],
+            [("in", h, (T, H)), ("route", route, (T, R))],
             (E, C, H),
             routed * H[1],
             abpe=self.a,
@@ -415,7 +426,7 @@ class Layer:
         out = binary(
             b,
             "combine",
-            [("in", down, (E, C, H)), ("route", route, (T, E))],
+            [("in", down, (E, C, H)), ("route", route, (T, R))],
             (T, H),
             2 * routed * H[1],
             abpe=self.a,

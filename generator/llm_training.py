@@ -59,8 +59,24 @@ def check_training(req: setup_pb2.LlmTraining, path: Path) -> None:
         )
     if req.virtual_pipeline < 0:
         p.append(f"{where}.virtual_pipeline must be >= 0 (0 = 1), got {req.virtual_pipeline}")
+    if req.expert_parallel < 0:
+        p.append(f"{where}.expert_parallel must be >= 0 (0 = 1), got {req.expert_parallel}")
     if p:
         raise SetupError(p)
+
+
+def check_expert_parallel(req: setup_pb2.LlmTraining, cfg: ModelConfig, path: Path) -> None:
+    """EP splits the routed experts: the model needs them, in a number EP divides."""
+    ep = req.expert_parallel
+    if ep <= 1:
+        return
+    where = f"{path}: workload.llm_training.expert_parallel {ep}"
+    if cfg.experts <= 0:
+        raise SetupError(f"{where} needs a mixture-of-experts model; {cfg.name} has no experts")
+    if cfg.experts % ep:
+        raise SetupError(
+            f"{where} must divide the model's {cfg.experts} experts (each rank holds experts / EP)"
+        )
 
 
 MODEL_PARALLEL_DIMS = ("heads", "kv_heads", "ffn", "experts", "vocab")
@@ -109,6 +125,7 @@ def training_workload(
     """The workload; with the micro-batch or recompute mode searched, one pinned variant per
     (micro-batch, recompute) pair rides along in `variants` (graph.Workload)."""
     check_training(req, path)
+    check_expert_parallel(req, cfg, path)
     if req.virtual_pipeline > cfg.layers:
         raise SetupError(
             f"{path}: workload.llm_training.virtual_pipeline {req.virtual_pipeline} exceeds the "
@@ -137,6 +154,7 @@ def _pinned_workload(
     depth are plain numbers the solver sets per candidate)."""
     s = req.seq_len
     cp = max(req.context_parallel, 1)
+    ep = max(req.expert_parallel, 1)
     unfused = req.attention == setup_pb2.UNFUSED_ATTENTION
     # one CP rank: s / CP query tokens against all s keys (the ring brings every K/V block)
     shape = LayerShape(
@@ -150,6 +168,7 @@ def _pinned_workload(
         # rotary positions unless the model has a learned table (MLA's decoupled rope
         # slice, generator/llm_mla.py, is not charged a rotation kernel)
         rope=cfg.positions == 0 and not cfg.is_mla,
+        expert_parallel=ep,
     )
     layers = layer_phases("layer", cfg, shape, prec, training=True, recompute=recompute)
     if not req.sequence_parallel:
@@ -185,6 +204,11 @@ def _pinned_workload(
             f"context parallel {cp}: {s // cp} of the {s} tokens per rank, K/V blocks passed "
             "around the CP ring (ring attention)"
         )
+    if ep > 1:
+        notes.append(
+            f"expert parallel {ep}: {cfg.experts // ep} of the {cfg.experts} experts per rank, "
+            "the routed tokens of the EP ranks exchanged by all-to-all (dispatch, combine)"
+        )
     if req.sequence_parallel:
         notes.append("sequence parallel: norms/residuals split on tokens across the TP group")
     if unfused:
@@ -205,7 +229,7 @@ def _pinned_workload(
     return Workload(
         kind="training",
         phases=(*layers, *edges),
-        model=model_info(cfg, layers, edges, prec),
+        model=model_info(cfg, layers, edges, prec, ep),
         global_batch=req.global_batch,
         micro_batch=mb,
         seq_len=s,
@@ -216,6 +240,7 @@ def _pinned_workload(
         edges_in_pipeline_split=req.edges_in_pipeline_split,
         searched=searched,
         context_parallel=cp,
+        expert_parallel=ep,
         backward_reads_wired=True,
         weight_bytes_per_param=prec.weight_bytes,
         optimizer_bytes_per_param=prec.optimizer_bytes_per_param,

@@ -69,5 +69,17 @@ def check_degrees(path: Path, system: System, workload: Workload) -> None:
         problems.append(
             f"{where}: context_parallel {cp} does not divide the system's {system.num_chips} chips"
         )
+    ep = workload.expert_parallel
+    if workload.kind == "training" and degrees and degrees.get("EP", 1) != ep:
+        problems.append(
+            f"{where}: the levels tagged EP multiply to {degrees.get('EP', 1)} but the workload's "
+            f"expert_parallel is {ep}; give workload.llm_training.expert_parallel: "
+            f"{degrees.get('EP', 1)} or tag EP levels multiplying to {ep}"
+        )
+    elif ep > 1 and system.num_chips % (ep * cp):
+        problems.append(
+            f"{where}: expert_parallel {ep} x context_parallel {cp} does not divide the "
+            f"system's {system.num_chips} chips"
+        )
     if problems:
         raise SetupError(problems)

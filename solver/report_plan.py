@@ -158,7 +158,9 @@ def workload_flop(workload: Workload, choice: Choice) -> float:
         per_phase[p.name] = sum(k.flop for k in p.graph.kernels if k.pass_ != Pass.RECOMPUTE)
     if workload.kind == "training":
         instances = max(workload.instances_per_micro_batch, 1)
+        # a graph holds one CP rank's share of its micro-batch's sequences
         sequences = workload.global_batch / max(workload.micro_batch, 1) * instances
+        sequences *= max(workload.context_parallel, 1)
         return sum(per_phase[p.name] * p.count for p in workload.phases) * sequences
     return sum(per_phase[p.name] * p.count * p.steps for p in workload.phases)
 
@@ -174,7 +176,7 @@ def energy_of(
     pp = choice.degree("PP")
     repeat = {p.name: p.count * p.steps / pp for p in workload.phases}
     if workload.kind == "training":
-        mb = workload.global_batch / max(workload.micro_batch, 1) / choice.degree("DP")
+        mb = workload.global_batch / max(workload.micro_batch, 1) / choice.data_ranks()
         mb *= max(workload.instances_per_micro_batch, 1)
         repeat = {p.name: p.count * mb / pp for p in workload.phases}
     for ph in phases:

@@ -118,8 +118,9 @@ def scale_up_share(case: Case, spec: setup_pb2.ChipSpec, degree: int) -> float:
     return (degree - 1) / (n - 1) if 1 < degree < n else 1.0
 
 
-# Megatron-LM's rank order, innermost first (context parallel next to tensor parallel)
-RANK_ORDER = ("TP", "CP", "DP", "PP")
+# Megatron-LM's rank order, innermost first (context parallel next to tensor parallel, the
+# expert-parallel ranks carved from the data-parallel ones next)
+RANK_ORDER = ("TP", "CP", "EP", "DP", "PP")
 
 
 def place_degrees(degrees: dict[str, int], num_chips: int, node: int) -> list[LevelSpec]:
@@ -146,8 +147,14 @@ def case_levels(case: Case, spec: setup_pb2.ChipSpec) -> list[LevelSpec]:
         n = case.int("num_chips", 1)
         return place_degrees({"TP": n}, n, node_size(case, spec))
     degrees = {k.upper(): max(case.int(k, 1), 1) for k in ("tp", "cp", "dp", "pp")}
-    if case.int("ep", 1) > 1:
-        raise Unmodelable(f"EP={case.int('ep')} is not modelled by the scenario builder")
+    ep = max(case.int("ep", 1), 1)
+    if ep > 1:
+        # the row's dp counts every data-parallel rank, the EP ones included (Megatron-LM)
+        if case.kind != "training_step":
+            raise Unmodelable(f"EP={ep} outside training is not modelled by the scenario builder")
+        if degrees["DP"] % ep:
+            raise Unmodelable(f"EP={ep} does not divide dp {degrees['DP']}")
+        degrees["EP"], degrees["DP"] = ep, degrees["DP"] // ep
     return place_degrees(degrees, case.int("num_chips", 1), node_size(case, spec))
 
 
@@ -343,6 +350,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.virtual_pipeline = case.int("virtual_pipeline", 1)
         t.zero_stage = zero_stage(case)
         t.context_parallel = max(case.int("cp", 1), 1)
+        t.expert_parallel = max(case.int("ep", 1), 1)
         t.attention, t.dropout = attention_impl(case)
         t.eager_activation, t.loss = training_kernels(case)
         t.edges_in_pipeline_split = edges_in_pipeline_split(case)

@@ -15,10 +15,15 @@ from solver.cost.memo import per_phases
 from solver.cost.weights import StepWeights, self_updated_params, step_sync_s
 from solver.plan import MemoryUse
 from solver.search.context_parallel import stage_ring_s
-from solver.search.data_parallel import BUCKET_BYTES, DataParallelSync, dp_sync
+from solver.search.data_parallel import BUCKET_BYTES, DataParallelSync, SyncGroup, dp_sync
 from solver.search.parallel import Choice
 from solver.search.stages import instances_per_stage, layer_phases, stage_work_s, weight_group
-from solver.search.storage_rule import param_bytes
+from solver.search.storage_rule import (
+    expert_share,
+    param_bytes,
+    rank_params,
+    zero_shard,
+)
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ def gradient_bytes(workload: Workload) -> float:
     """Bytes of the data-parallel gradient all-reduce per step (whole model)."""
     total = _periodic_bytes(workload.phases)
     if total == 0 and workload.kind == "training" and not workload.forward_only:
-        total = param_count(workload) * workload.weight_bytes_per_param
+        total = rank_params(workload) * workload.weight_bytes_per_param
     return total
 
 
@@ -123,17 +128,6 @@ def _forward_fraction(phases: tuple[Phase, ...]) -> float:
     return fwd / total if total > 0 else 0.5
 
 
-def param_count(workload: Workload) -> float:
-    if workload.model and workload.model.num_params:
-        return float(workload.model.num_params)
-    total = 0.0
-    for p in workload.phases:
-        for k in p.graph.kernels:
-            if k.pass_ == Pass.FWD:
-                total += k.weight_params * p.count
-    return total
-
-
 def training_times(
     workload: Workload,
     choice: Choice,
@@ -150,10 +144,8 @@ def training_times(
     graph-updated weights split over TP x PP (the least any mapping charges); `hidden`:
     the share of a collective run beside compute (DP buckets, pipeline and ring transfers)
     that hides under it (ExecutionOptions.comm_hidden_share)."""
-    tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
-    cp = choice.degree("CP")
-    micro = max(workload.micro_batch, 1)
-    m = max(1, math.ceil(workload.global_batch / (micro * dp)))
+    tp, pp = choice.degree("TP"), choice.degree("PP")
+    m = micro_batches(workload, choice.data_ranks())
     stage = stage_work_s(workload, phase_latency, pp)
     stage *= max(workload.instances_per_micro_batch, 1)
     stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency, dram_Bps, hidden)
@@ -168,14 +160,14 @@ def training_times(
     stage_total = stage + transfer
     pipeline = pipeline_time(stage_total, m, pp, workload.virtual_pipeline) + fill
     bubble = pipeline - m * stage_total
-    params_chip = param_count(workload) / (tp * pp) if stored is None else stored
+    params_chip = rank_params(workload) / (tp * pp) if stored is None else stored
     if weights is None:
         weights = StepWeights(self_updated=self_updated_params(workload) / (tp * pp))
     tp_sync = step_sync_s(weights, workload.weight_bytes_per_param, choice.span("TP"))
     tp_sync = 0.0 if workload.forward_only else tp_sync
     dp_time = _dp_sync(workload, choice, params_chip, fwd, stage - fwd, m, hidden).exposed_s
-    # ZeRO >= 1: each rank updates only its 1/(DP x CP) shard of weights and optimizer state
-    shard = dp * cp if workload.zero_stage >= 1 else 1
+    # ZeRO >= 1: each rank updates only its shard of weights and optimizer state
+    shard = zero_shard(workload, choice) if workload.zero_stage >= 1 else 1
     updated = max(params_chip - weights.self_updated, 0.0)  # the graphs update the rest
     opt_bytes = (
         2 * updated * (workload.weight_bytes_per_param + workload.optimizer_bytes_per_param)
@@ -211,23 +203,33 @@ def _dp_sync(
     micro_batches: int,
     hidden: float,
 ) -> DataParallelSync:
-    """The step's DP collectives (solver.search.data_parallel.dp_sync) for this choice."""
+    """The step's DP collectives (solver.search.data_parallel.dp_sync) for this choice: CP
+    ranks hold the same weights, so gradients reduce (and ZeRO shards) over DP x CP; under
+    EP the dense weights over EP x DP x CP too, the experts (an EP rank's own) over DP x CP."""
     tp, pp = choice.degree("TP"), choice.degree("PP")
-    dp, cp = choice.degree("DP"), choice.degree("CP")
+    ranks = choice.data_ranks() * choice.degree("CP")
     layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
     # FSDP wraps one transformer layer per unit; DDP and ZeRO-1/2 use buckets
     unit = params_chip * workload.weight_bytes_per_param / layers_here
-    # CP ranks hold the same weights: gradients reduce (and ZeRO shards) over DP x CP
+    grads = gradient_bytes(workload) / (tp * pp)
+    params = params_chip * workload.weight_bytes_per_param
+    share = expert_share(workload)
+    experts = None
+    if share > 0 and choice.degree("EP") > 1:
+        span = choice.span("CP") + choice.span("DP")
+        experts = SyncGroup(span, grads * share, params * share)
+        grads, params = grads * (1 - share), params * (1 - share)
     return dp_sync(
-        workload.zero_stage if dp * cp > 1 else 0,
-        choice.span("CP") + choice.span("DP"),
-        gradient_bytes(workload) / (tp * pp),
-        params_chip * workload.weight_bytes_per_param,
+        workload.zero_stage if ranks > 1 else 0,
+        choice.span("CP") + choice.span("EP") + choice.span("DP"),
+        grads,
+        params,
         fwd_s,
         bwd_s,
         micro_batches,
         unit if workload.zero_stage >= 3 else BUCKET_BYTES,
         hidden,
+        experts=experts,
     )
 
 
@@ -330,6 +332,7 @@ def graph_times(workload: Workload, phase_latency: dict[str, float]) -> StepTime
 
 
 def micro_batches(workload: Workload, dp: int) -> int:
+    """Micro-batches per step of each of `dp` data ranks (DP x EP: Choice.data_ranks)."""
     return max(1, math.ceil(workload.global_batch / (max(workload.micro_batch, 1) * dp)))
 
 
@@ -354,7 +357,7 @@ def unmapped_params(workload: Workload) -> float:
         for p in workload.phases
     }
     mapped = sum(stored_params(workload, 1, full).values())
-    return max(0.0, param_count(workload) - mapped)
+    return max(0.0, rank_params(workload) - mapped)
 
 
 def memory_use(
@@ -368,7 +371,7 @@ def memory_use(
     TP x PP, the least any mapping can store (a lower bound, for suggestions)."""
     tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
     if stored is None:
-        stored = param_count(workload) / (tp * pp)
+        stored = rank_params(workload) / (tp * pp)
     # the one rule the DRAM split prices storage by (WeightRule.bytes_per_param = its total)
     per = param_bytes(workload, choice)
     weights = stored * per.weights
@@ -383,7 +386,7 @@ def memory_use(
         act = max((_peak_activation(p) for p in workload.phases), default=0.0) / tp
         return MemoryUse(weights=weights, kv_cache=kv, activations=act, capacity=capacity)
     grads, optimizer = stored * per.gradients, stored * per.optimizer
-    m = micro_batches(workload, dp)
+    m = micro_batches(workload, choice.data_ranks())
     in_flight = min(pp, m) * interleave_memory_factor(pp, workload.virtual_pipeline)
     act = 0.0
     for p in layer_phases(workload):

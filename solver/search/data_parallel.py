@@ -25,6 +25,9 @@ formulas below write that perfect case; every "- window" reads E.
                        forward  max(T_ag(u), T_ag(P) - f)
                        backward max(T_ag(u), T_ag(P) + T_rs(G) - b)   (re-gather + reduce)
                        times m, no step-end gather (each rank updates its own shard).
+Under expert parallelism an EP rank's own experts reduce over DP x CP only, the dense rest
+over EP x DP x CP (Megatron-LM's expert-data-parallel group): T(X) is then the sum of the
+two groups' collectives, run in the same buckets and windows.
 The gradient window is the last micro-batch's backward (gradient accumulation holds the
 reduction until then); the parameter gather of ZeRO-1/2 hides under the next step's first
 forward. h is the chip's calibrated share on a kernel-by-kernel GPU (ExecutionOptions.
@@ -44,6 +47,16 @@ BUCKET_BYTES = 25 * 2**20
 
 
 @dataclass(frozen=True)
+class SyncGroup:
+    """Gradients (G) and ZeRO parameters (P) per chip that a set of ranks other than the
+    step's DP group shares: an EP rank's experts, reduced over DP x CP only."""
+
+    span: Span
+    grad_bytes: float
+    param_bytes: float
+
+
+@dataclass(frozen=True)
 class DataParallelSync:
     """Network time of the DP collectives in one step: exposed (charged) and in total."""
 
@@ -51,12 +64,22 @@ class DataParallelSync:
     total_s: float
 
 
+def _time(kind: str, sizes: tuple[tuple[float, Span], ...]) -> float:
+    """Alpha-beta time of collective `kind` on each (bytes, span), one after the other."""
+    return sum(hierarchical_time(kind, size, span) for size, span in sizes)
+
+
 def _exposed(
-    kind: str, size: float, window_s: float, span: Span, unit: float, hidden: float
+    kind: str,
+    sizes: tuple[tuple[float, Span], ...],
+    window_s: float,
+    unit: float,
+    hidden: float,
 ) -> float:
-    """max(T(u), E(T(size), window)): what one bucketed collective adds to its window."""
-    whole = hierarchical_time(kind, size, span)
-    first = hierarchical_time(kind, min(unit, size), span)
+    """max(T(u), E(T(size), window)): what one bucketed collective adds to its window (the
+    first bucket: the largest group's)."""
+    whole = _time(kind, sizes)
+    first = max(hierarchical_time(kind, min(unit, size), span) for size, span in sizes)
     return max(first, exposed_under(whole, window_s, hidden))
 
 
@@ -70,25 +93,33 @@ def dp_sync(
     micro_batches: int,
     unit_bytes: float = BUCKET_BYTES,
     hidden: float = 1.0,
+    experts: SyncGroup | None = None,
 ) -> DataParallelSync:
     """The step's DP collectives by ZeRO stage (module docstring: rules and sources);
-    `hidden`: the share h of the overlap that hides."""
-    if not any(p > 1 for _, p in span):
+    `hidden`: the share h of the overlap that hides; `experts`: gradients and parameters
+    reduced over a group of their own (EP), in the same buckets and windows."""
+    groups = ((grad_bytes, param_bytes, span),)
+    if experts is not None:
+        groups += ((experts.grad_bytes, experts.param_bytes, experts.span),)
+    groups = tuple(g for g in groups if any(p > 1 for _, p in g[2]))
+    if not groups:
         return DataParallelSync(0.0, 0.0)
     m = max(micro_batches, 1)
     u = unit_bytes
+    grads = tuple((g, s) for g, _, s in groups)
+    params = tuple((p, s) for _, p, s in groups)
     if zero_stage <= 0:
-        total = hierarchical_time("all_reduce", grad_bytes, span)
-        return DataParallelSync(_exposed("all_reduce", grad_bytes, bwd_s, span, u, hidden), total)
-    rs = hierarchical_time("reduce_scatter", grad_bytes, span)
-    ag = hierarchical_time("all_gather", param_bytes, span)
+        total = _time("all_reduce", grads)
+        return DataParallelSync(_exposed("all_reduce", grads, bwd_s, u, hidden), total)
+    rs = _time("reduce_scatter", grads)
+    ag = _time("all_gather", params)
     if zero_stage >= 3:
-        fwd = _exposed("all_gather", param_bytes, fwd_s, span, u, hidden)
-        first_ag = hierarchical_time("all_gather", min(u, param_bytes), span)
+        fwd = _exposed("all_gather", params, fwd_s, u, hidden)
+        first_ag = max(hierarchical_time("all_gather", min(u, p), s) for p, s in params)
         bwd = max(first_ag, exposed_under(ag + rs, bwd_s, hidden))
         return DataParallelSync(m * (fwd + bwd), m * (2 * ag + rs))
-    gather = _exposed("all_gather", param_bytes, fwd_s, span, u, hidden)
-    reduce = _exposed("reduce_scatter", grad_bytes, bwd_s, span, u, hidden)
+    gather = _exposed("all_gather", params, fwd_s, u, hidden)
+    reduce = _exposed("reduce_scatter", grads, bwd_s, u, hidden)
     if zero_stage == 2:
         return DataParallelSync(m * reduce + gather, m * rs + ag)
     return DataParallelSync(reduce + gather, rs + ag)

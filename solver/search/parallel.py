@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from hardware.system import NetworkLevel, System
 
 Span = tuple[tuple[NetworkLevel, int], ...]
-ORDERS = (("TP", "CP", "DP", "PP"), ("TP", "CP", "PP", "DP"))
+# innermost first; EP (carved from the data-parallel ranks) sits between CP and DP, as in
+# Megatron-LM's default rank order tp-cp-ep-dp-pp
+ORDERS = (("TP", "CP", "EP", "DP", "PP"), ("TP", "CP", "EP", "PP", "DP"))
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,11 @@ class Choice:
 
     def span(self, name: str) -> Span:
         return dict(self.spans).get(name, ())
+
+    def data_ranks(self) -> int:
+        """Ranks that each run their own micro-batches: DP x EP (EP ranks are data-parallel
+        for everything but the experts they split)."""
+        return self.degree("DP") * self.degree("EP")
 
     def describe(self) -> str:
         parts = []
@@ -128,11 +135,17 @@ def tagged_spans(levels: tuple[NetworkLevel, ...]) -> tuple[tuple[str, Span], ..
 
 
 def enumerate_choices(
-    system: System, max_tp: int, max_pp: int, max_dp: int, allow_dp: bool = True, cp: int = 1
+    system: System,
+    max_tp: int,
+    max_pp: int,
+    max_dp: int,
+    allow_dp: bool = True,
+    cp: int = 1,
+    ep: int = 1,
 ) -> list[Choice]:
-    """All (degrees, placement) choices; fixed ones when every level carries a tag. `cp`:
-    the workload's context-parallel degree, placed next to TP (Megatron-LM's rank order
-    TP, CP, DP, PP) when the degrees are searched."""
+    """All (degrees, placement) choices; fixed ones when every level carries a tag. `cp`,
+    `ep`: the workload's context- and expert-parallel degrees, placed next to TP (Megatron-
+    LM's rank order TP, CP, EP, DP, PP) when the degrees are searched."""
     choices: list[Choice] = []
     seen: set[tuple] = set()
     for levels in level_shapes(system):
@@ -144,16 +157,17 @@ def enumerate_choices(
                 seen.add(key)
                 choices.append(Choice(tuple(sorted(deg.items())), tagged_spans(levels), levels))
             continue
-        if system.num_chips % cp:
+        if system.num_chips % (cp * ep):
             continue
-        n = system.num_chips // cp
+        n = system.num_chips // (cp * ep)
         for tp, pp in itertools.product(divisors(n), repeat=2):
             if n % (tp * pp):
                 continue
             dp = n // (tp * pp)
-            if tp > max_tp or pp > max_pp or dp > max_dp or (dp > 1 and not allow_dp):
+            ranks = dp * ep
+            if tp > max_tp or pp > max_pp or ranks > max_dp or (ranks > 1 and not allow_dp):
                 continue
-            deg = {"TP": tp, "PP": pp, "DP": dp, "CP": cp}
+            deg = {"TP": tp, "PP": pp, "DP": dp, "CP": cp, "EP": ep}
             for order in ORDERS:
                 spans = place(levels, order, deg)
                 if spans is None:
@@ -162,8 +176,7 @@ def enumerate_choices(
                 if key in seen:
                     continue
                 seen.add(key)
-                full = {"EP": 1, **deg}
-                choices.append(Choice(tuple(sorted(full.items())), spans, levels))
+                choices.append(Choice(tuple(sorted(deg.items())), spans, levels))
     return choices
 
 

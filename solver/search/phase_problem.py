@@ -31,11 +31,11 @@ def param_cap(problem: MappingProblem) -> float:
 
 def micro_batches_of(workload: Workload, choice: Choice) -> int:
     """Graph instances per step that accumulate weight gradients (assemble.training_times'
-    count): global batch / (micro-batch x DP) in training, else 1."""
+    count): global batch / (micro-batch x DP x EP) in training, else 1."""
     if workload.kind != "training":
         return 1
     micro = max(workload.micro_batch, 1)
-    return max(1, math.ceil(workload.global_batch / (micro * choice.degree("DP"))))
+    return max(1, math.ceil(workload.global_batch / (micro * choice.data_ranks())))
 
 
 def phase_problem(

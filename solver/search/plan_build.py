@@ -15,6 +15,7 @@ from solver.report_plan import build_phase_plans, energy_of, workload_flop
 from solver.search import assemble
 from solver.search.bounds import bound_of, plan_warnings
 from solver.search.parallel import Choice
+from solver.search.storage_rule import param_count
 from solver.search.training_space import knob_values
 
 
@@ -51,7 +52,8 @@ def build_plan(
     t = best.times
     util = flop / (t.latency_s * system.num_chips * peak) if t.latency_s > 0 else 0.0
     deg = {k.lower(): v for k, v in best.choice.degrees}
-    if any(k.sharding.startswith("experts") for p in phases for k in p.kernels):
+    experts_on_tp = any(k.sharding.startswith("experts") for p in phases for k in p.kernels)
+    if deg.get("ep", 1) <= 1 and experts_on_tp:
         deg["ep"] = deg.get("tp", 1)
     placement = {
         name.lower(): "x".join(f"{lv.name}:{p}" for lv, p in span)
@@ -79,10 +81,8 @@ def build_plan(
         ttft_s=t.ttft_s,
         tpot_s=t.tpot_s,
         tokens_per_s=t.tokens_per_s,
-        num_params=model.num_params if model else int(assemble.param_count(workload)),
-        num_active_params=(
-            model.num_active_params if model else int(assemble.param_count(workload))
-        ),
+        num_params=model.num_params if model else int(param_count(workload)),
+        num_active_params=(model.num_active_params if model else int(param_count(workload))),
         micro_batches=t.micro_batches,
         pipeline_bubble_s=t.bubble_s,
         dp_allreduce_s=t.dp_allreduce_s,

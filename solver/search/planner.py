@@ -90,6 +90,7 @@ def search_workload(
         limits.max_dp,
         allow_dp=limits.allow_dp,
         cp=workload.context_parallel,
+        ep=workload.expert_parallel,
     )
     candidates = training_space.expand(workload, choices)
     if not candidates:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from generator.graph import Workload
+from generator.graph import Pass, Workload
 from solver.cost.weights import WeightRule
 from solver.search.parallel import Choice
 
@@ -34,6 +34,45 @@ class ParamBytes:
         return self.weights + self.gradients + self.optimizer
 
 
+def param_count(workload: Workload) -> float:
+    """The model's parameters (all of them, every expert included)."""
+    if workload.model and workload.model.num_params:
+        return float(workload.model.num_params)
+    total = 0.0
+    for p in workload.phases:
+        for k in p.graph.kernels:
+            if k.pass_ == Pass.FWD:
+                total += k.weight_params * p.count
+    return total
+
+
+def rank_params(workload: Workload) -> float:
+    """The parameters one EP rank's graphs hold: the model's, less the experts the other EP
+    ranks hold (param_count without EP)."""
+    ep = max(workload.expert_parallel, 1)
+    experts = workload.model.num_expert_params if workload.model else 0
+    return param_count(workload) - experts * (1 - 1 / ep)
+
+
+def expert_share(workload: Workload) -> float:
+    """Of an EP rank's parameters, the share its own experts take (0 without EP): they
+    reduce and shard over DP x CP, the dense rest over EP x DP x CP."""
+    ep = max(workload.expert_parallel, 1)
+    if ep <= 1 or workload.model is None or not workload.model.num_expert_params:
+        return 0.0
+    return workload.model.num_expert_params / ep / rank_params(workload)
+
+
+def zero_shard(workload: Workload, choice: Choice) -> float:
+    """Ranks a stored parameter's ZeRO shard is split over, on average: DP x CP, and EP x
+    DP x CP for the dense parameters of an EP rank (1 / shard = the mean of 1 / ranks)."""
+    ranks = choice.degree("DP") * choice.degree("CP")
+    share, ep = expert_share(workload), choice.degree("EP")
+    if share <= 0 or ep <= 1:
+        return float(ranks * ep)
+    return 1 / (share / ranks + (1 - share) / (ranks * ep))
+
+
 def param_bytes(workload: Workload, choice: Choice) -> ParamBytes:
     """Inference and forward-only graphs keep the weights alone. Training keeps a gradient
     and the optimizer state beyond weight and gradient (optimizer_bytes_per_param - weight
@@ -44,7 +83,7 @@ def param_bytes(workload: Workload, choice: Choice) -> ParamBytes:
     if workload.kind != "training" or workload.forward_only:  # no gradients, no optimizer
         return ParamBytes(wbytes)
     z = workload.zero_stage
-    shard = choice.degree("DP") * choice.degree("CP")  # ZeRO shards over the DP x CP group
+    shard = zero_shard(workload, choice)  # ZeRO shards over the DP x CP (x EP) group
     opt_extra = max(workload.optimizer_bytes_per_param - wbytes, 0.0)
     return ParamBytes(
         weights=wbytes * (1 / (shard if z >= 3 else 1) + fsdp_gathered_share(workload, choice)),
@@ -57,7 +96,7 @@ def fsdp_gathered_share(workload: Workload, choice: Choice) -> float:
     """Under ZeRO-3 (FSDP), the share of a chip's stored parameters held gathered besides
     its shard: the unit in use and the prefetched next one (one layer each), (shard - 1) /
     shard of each. 0 below ZeRO-3."""
-    shard = choice.degree("DP") * choice.degree("CP")
+    shard = zero_shard(workload, choice)
     if workload.zero_stage < 3 or shard <= 1:
         return 0.0
     pp = choice.degree("PP")

@@ -81,7 +81,7 @@ def group_key(cand: Candidate) -> tuple:
     """Candidates with one key share their graphs, TP degree, placement and micro-batch
     count: they differ only in ZeRO stage or interleaving depth."""
     choice = cand.choice
-    per_rank = choice.degree("DP") * max(cand.workload.micro_batch, 1)
+    per_rank = choice.data_ranks() * max(cand.workload.micro_batch, 1)
     return (
         id(cand.workload.phases),
         spans_key(choice.spans),
@@ -98,17 +98,17 @@ def group_sizes(candidates: list[Candidate]) -> dict[tuple, int]:
 
 
 def _micro_batch_divides(workload: Workload, choice: Choice) -> bool:
-    """A searched micro-batch must divide each DP rank's share of the global batch."""
+    """A searched micro-batch must divide each data rank's (DP x EP) share of the global batch."""
     if "micro_batch" not in workload.searched:
         return True
-    per_rank, left = divmod(workload.global_batch, choice.degree("DP"))
+    per_rank, left = divmod(workload.global_batch, choice.data_ranks())
     return left == 0 and per_rank % workload.micro_batch == 0
 
 
 def zero_stages(workload: Workload, choice: Choice) -> tuple[int, ...]:
     if "zero_stage" not in workload.searched:
         return (workload.zero_stage,)
-    return ZERO_STAGES if choice.degree("DP") * choice.degree("CP") > 1 else (0,)
+    return ZERO_STAGES if choice.data_ranks() * choice.degree("CP") > 1 else (0,)
 
 
 def interleavings(workload: Workload, choice: Choice) -> tuple[int, ...]:
