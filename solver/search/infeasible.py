@@ -289,8 +289,10 @@ def raise_infeasible(
     layout = smallest_layout(workload, system.dram.capacity_bytes, limits)
     if layout is not None:
         tp, pp, dp = layout
-        chips = tp * pp * dp
+        cp, ep = workload.context_parallel, workload.expert_parallel  # the workload's own
+        chips = tp * pp * dp * cp * ep
         shown = f"TP {tp} × PP {pp}" + (f" × DP {dp}" if dp > 1 else "")
+        shown += "".join(f" × {n} {d}" for n, d in (("CP", cp), ("EP", ep)) if d > 1)
         more = f"num_chip ≥ {chips}" if chips > system.num_chips else TAGS_HINT
         fixes.append(f"needs ≥ {tp * pp}-way TP×PP ({shown}; {more})")
     fixes.append(f"≥ {_gb(least, up=True)} GB of DRAM per chip")
@@ -324,14 +326,16 @@ def smallest_layout(
     workload: Workload, capacity: float, limits: Limits
 ) -> tuple[int, int, int] | None:
     """The (tp, pp, dp) with the fewest chips whose memory_use fits `capacity`, among the
-    degrees the planner searches (small integers and powers of two); None when none fits."""
+    degrees the planner searches (small integers and powers of two), beside the workload's
+    own CP and EP degrees; None when none fits."""
     tps = _degrees(limits.max_tp)
     pps = _degrees(limits.max_pp)
     dps = _degrees(limits.max_dp) if limits.allow_dp else [1]
     for tp, pp, dp in sorted(
         itertools.product(tps, pps, dps), key=lambda d: (d[0] * d[1] * d[2], d[1], d[2])
     ):
-        choice = Choice((("DP", dp), ("PP", pp), ("TP", tp)), (), ())
+        degrees = (("CP", workload.context_parallel), ("DP", dp), ("EP", workload.expert_parallel))
+        choice = Choice((*degrees, ("PP", pp), ("TP", tp)), (), ())
         if assemble.memory_use(workload, choice, capacity).total <= capacity * (1 + 1e-9):
             return tp, pp, dp
     return None

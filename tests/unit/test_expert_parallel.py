@@ -164,3 +164,20 @@ def test_backward_kernels_carry_the_all_to_all_too():
         if k.pass_ == Pass.BWD and k.name.startswith(("dispatch", "combine"))
     ]  # fmt: skip
     assert bwd and all(k.communication_group == "ep" for k in bwd)
+
+
+def test_too_little_memory_names_the_chips_ep_needs_beside_tp(tmp_path):
+    from schema.errors import InfeasibleError
+
+    # Mixtral on 8 H100 with EP 8, ZeRO-1: per chip 1.6e9 dense + 45.1e9 / 8 expert
+    # parameters, 2 + 2 bytes each besides the optimizer state: over 80 GB with the
+    # activations of a 4096-token micro-batch; TP 2 halves it, on 16 chips
+    text = """
+workload { llm_training { model { hf_model: "Mixtral-8x7B-v0.1" } global_batch: 64
+  micro_batch: 1 seq_len: 4096 expert_parallel: 8 zero_stage: 1 recompute: RECOMPUTE_NONE
+  virtual_pipeline: 1 } }
+system { chip: "H100-SXM5-80GB" num_chip: 8 }
+"""
+    (tmp_path / "setup.txt").write_text(text, encoding="utf-8")
+    with pytest.raises(InfeasibleError, match="TP 2 × PP 1 × EP 8; num_chip ≥ 16"):
+        pipeline.plan(pipeline.load_scenario(tmp_path))
