@@ -404,6 +404,8 @@ class Workload:
     context_parallel: int = 1  # CP ranks sharing each sequence (graphs hold one rank's part)
     # EP ranks splitting the experts (graphs hold one rank's experts: LlmTraining.expert_parallel)
     expert_parallel: int = 1
+    # FP8 training gathers its FP8 GEMM weights in FP8 (LlmTraining.fp8_param_gather)
+    fp8_param_gather: bool = False
     weight_bytes_per_param: float = 2.0
     optimizer_bytes_per_param: float = 14.0  # gradients + optimizer state beyond weights
     # Graph instances per micro-batch (a DFModel LLM graph is one sequence: a micro-batch

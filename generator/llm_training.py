@@ -218,6 +218,11 @@ def _pinned_workload(
             "FP8 linear layers: each 16-bit input and output gradient cast to FP8 by amax + "
             "cast-transpose kernels (6 bytes per element; Transformer Engine current scaling)"
         )
+    if req.fp8_param_gather and prec.math == "FP8":
+        notes.append(
+            "FP8 parameter all-gather: the FP8 GEMM weights gathered at 1 byte, cast on each "
+            "rank's shard after the update, transposed once per gather"
+        )
     if req.dropout > 0:
         notes.append(f"dropout {req.dropout:g}: 1-byte keep masks written and read back")
     if req.eager_activation and cfg.squared_relu:
@@ -241,6 +246,7 @@ def _pinned_workload(
         searched=searched,
         context_parallel=cp,
         expert_parallel=ep,
+        fp8_param_gather=req.fp8_param_gather and prec.math == "FP8",
         backward_reads_wired=True,
         weight_bytes_per_param=prec.weight_bytes,
         optimizer_bytes_per_param=prec.optimizer_bytes_per_param,

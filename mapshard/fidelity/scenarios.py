@@ -351,6 +351,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.zero_stage = zero_stage(case)
         t.context_parallel = max(case.int("cp", 1), 1)
         t.expert_parallel = max(case.int("ep", 1), 1)
+        t.fp8_param_gather = case.extra.get("fp8_param_gather", "0") == "1"
         t.attention, t.dropout = attention_impl(case)
         t.eager_activation, t.loss = training_kernels(case)
         t.edges_in_pipeline_split = edges_in_pipeline_split(case)

@@ -173,7 +173,8 @@ def training_times(
         2 * updated * (workload.weight_bytes_per_param + workload.optimizer_bytes_per_param)
     ) / shard
     optimizer = 0.0 if workload.forward_only else opt_bytes / dram_Bps
-    cast = fp8_weight_cast_s(workload, tp * pp, m, dram_Bps)
+    gathered = fp8_gathered_shard(workload, choice)
+    cast = fp8_weight_cast_s(workload, tp * pp, m, dram_Bps, gathered)
     total = pipeline + dp_time + tp_sync + optimizer + cast
     breakdown = (
         ("pipeline_compute", m * stage),
@@ -212,7 +213,7 @@ def _dp_sync(
     # FSDP wraps one transformer layer per unit; DDP and ZeRO-1/2 use buckets
     unit = params_chip * workload.weight_bytes_per_param / layers_here
     grads = gradient_bytes(workload) / (tp * pp)
-    params = params_chip * workload.weight_bytes_per_param
+    params = params_chip * gathered_bytes_per_param(workload, choice)
     share = expert_share(workload)
     experts = None
     if share > 0 and choice.degree("EP") > 1:
@@ -245,20 +246,50 @@ def fp8_weight_elements(workload: Workload) -> float:
     return total
 
 
-def fp8_weight_cast_s(workload: Workload, model_split: int, micro: int, dram_Bps: float) -> float:
+def fp8_weight_cast_s(
+    workload: Workload, model_split: int, micro: int, dram_Bps: float, gathered: float = 0.0
+) -> float:
     """FP8 training casts each 16-bit weight of its FP8 GEMMs to FP8 (and its transpose, for
     the dgrad GEMM) once per step, after the optimizer update (Transformer Engine caches the
     copies over the micro-batches; Megatron's is_first_microbatch): per element an amax read,
     a cast read and two 1-byte writes, 2 x weight bytes + 2 bytes (generator/ops_fp8.py), of
     the chip's 1/model_split (TP x PP) share. ZeRO-3 gathers the weights again for every
-    micro-batch, so the copies are cast per micro-batch. 0 unless the math is FP8 and the
-    weights are stored wider."""
+    micro-batch, so the copies are cast per micro-batch. With the FP8 parameter all-gather
+    (`gathered`: the ZeRO shard count, `fp8_gathered_shard`) a rank casts only its shard
+    (amax read, cast read, one 1-byte write) once per step, and every gather's FP8 weights
+    get their transpose (a 1-byte read and write). 0 unless the math is FP8 and the weights
+    are stored wider."""
     w = workload.weight_bytes_per_param
     if workload.forward_only or workload.compute_dtype != "FP8" or w <= FP8_BYTES:
         return 0.0
     casts = micro if workload.zero_stage >= 3 else 1
     elements = fp8_weight_elements(workload) / model_split
+    if gathered > 1:
+        shard = elements / gathered * (2 * w + FP8_BYTES)
+        return (shard + casts * elements * 2 * FP8_BYTES) / dram_Bps
     return casts * elements * (2 * w + 2 * FP8_BYTES) / dram_Bps
+
+
+def fp8_gathered_shard(workload: Workload, choice: Choice) -> float:
+    """The ZeRO shard count over which the FP8 GEMM weights are gathered in FP8
+    (Workload.fp8_param_gather, with a ZeRO stage and more than one data rank), else 0."""
+    w = workload.weight_bytes_per_param
+    ranks = choice.data_ranks() * choice.degree("CP")
+    if not workload.fp8_param_gather or workload.zero_stage < 1 or ranks <= 1:
+        return 0.0
+    if workload.forward_only or workload.compute_dtype != "FP8" or w <= FP8_BYTES:
+        return 0.0
+    return zero_shard(workload, choice)
+
+
+def gathered_bytes_per_param(workload: Workload, choice: Choice) -> float:
+    """Bytes per stored parameter the ZeRO parameter all-gather moves: the weight bytes, the
+    FP8 GEMM weights at 1 byte under the FP8 parameter all-gather."""
+    w = workload.weight_bytes_per_param
+    if not fp8_gathered_shard(workload, choice):
+        return w
+    fp8_share = min(fp8_weight_elements(workload) / max(rank_params(workload), 1.0), 1.0)
+    return w - fp8_share * (w - FP8_BYTES)
 
 
 def inference_times(

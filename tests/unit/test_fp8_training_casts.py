@@ -235,3 +235,28 @@ def test_fp8_weight_copies_are_cast_once_per_step():
     assert fp8.iteration_time_s == pytest.approx(sum(v for _, v in fp8.breakdown))
     bf16 = assemble.training_times(_tiny(setup_pb2.BF16), choice, latency, 1e12)
     assert "fp8_weight_cast" not in dict(bf16.breakdown)
+
+
+def test_fp8_parameter_all_gather_moves_one_byte_per_fp8_weight():
+    """With fp8_param_gather and ZeRO-1 over 4 DP ranks: the 2,621,440 FP8 GEMM weight
+    elements (above) gather at 1 byte, the other 514,304 parameters (8 RMSNorms of 256, the
+    final norm, the 1000 x 256 embedding and LM head) at 2: 3,650,048 bytes for 3,135,744
+    parameters. The cast: each rank's quarter at 2 + 2 + 1 bytes (amax read, cast read, FP8
+    write), and every element's transpose at 1 + 1: 3,276,800 + 5,242,880 bytes."""
+    from dataclasses import replace
+
+    from solver.search import assemble
+    from solver.search.parallel import Choice
+
+    workload = replace(_tiny(setup_pb2.FP8), fp8_param_gather=True, zero_stage=1)
+    params = 4 * (655_360 + 2 * 256) + 2 * 1000 * 256 + 256
+    assert workload.model.num_params == params == 3_135_744
+    choice = Choice(degrees=(("TP", 1), ("PP", 1), ("DP", 4)), spans=(), levels=())
+    per_param = assemble.gathered_bytes_per_param(workload, choice)
+    assert per_param * params == pytest.approx(2_621_440 * 1 + (params - 2_621_440) * 2)
+    cast = assemble.fp8_weight_cast_s(workload, 1, 8, 1e12, 4.0)
+    assert cast == pytest.approx((2_621_440 / 4 * 5 + 2_621_440 * 2) / 1e12)
+    # one data rank (nothing gathered) or no ZeRO: 16-bit gathers, the whole-copy cast
+    single = Choice(degrees=(("TP", 1), ("PP", 1), ("DP", 1)), spans=(), levels=())
+    assert assemble.gathered_bytes_per_param(workload, single) == 2.0
+    assert assemble.fp8_gathered_shard(replace(workload, zero_stage=0), choice) == 0.0
