@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted(p for p in (ROOT / "scenarios").iterdir() if (p / "setup.txt").is_file())
 KINDS = {
     "gpt3_175b_train_a100": "training",
+    "mixtral_8x7b_train_64xb200_ep8": "training",
     "dlrm_tpuv4": "dlrm",
     "hpl_8node_h100": "hpl",
     "fft_1024": "fft",
