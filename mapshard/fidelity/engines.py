@@ -193,6 +193,12 @@ def edges_in_pipeline_split(case: Case) -> bool:
     return _flag(case, "edges_in_pipeline_split")
 
 
+def fp8_param_gather(case: Case) -> bool:
+    """Whether the run all-gathers its FP8 GEMM weights in FP8 (extra_params
+    `fp8_param_gather=1`: Megatron's --fp8-param-gather, set by the recipe in the notes)."""
+    return _flag(case, "fp8_param_gather")
+
+
 def _flag(case: Case, key: str) -> bool:
     """The row's extra_params 0/1 switch `key` (absent: 0)."""
     return _given(case, key, lambda v: v in (0, 1), "0 or 1") == 1

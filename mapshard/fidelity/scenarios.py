@@ -37,6 +37,7 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
     attention_impl,
     decode_attention,
     edges_in_pipeline_split,
+    fp8_param_gather,
     kv_reread_dram_share,
     request_overhead_us,
     tensor_parallel_split,
@@ -351,7 +352,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.zero_stage = zero_stage(case)
         t.context_parallel = max(case.int("cp", 1), 1)
         t.expert_parallel = max(case.int("ep", 1), 1)
-        t.fp8_param_gather = case.extra.get("fp8_param_gather", "0") == "1"
+        t.fp8_param_gather = fp8_param_gather(case)
         t.attention, t.dropout = attention_impl(case)
         t.eager_activation, t.loss = training_kernels(case)
         t.edges_in_pipeline_split = edges_in_pipeline_split(case)

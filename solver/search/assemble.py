@@ -259,9 +259,9 @@ def fp8_weight_cast_s(
     (amax read, cast read, one 1-byte write) once per step, and every gather's FP8 weights
     get their transpose (a 1-byte read and write). 0 unless the math is FP8 and the weights
     are stored wider."""
-    w = workload.weight_bytes_per_param
-    if workload.forward_only or workload.compute_dtype != "FP8" or w <= FP8_BYTES:
+    if not _casts_fp8_copies(workload):
         return 0.0
+    w = workload.weight_bytes_per_param
     casts = micro if workload.zero_stage >= 3 else 1
     elements = fp8_weight_elements(workload) / model_split
     if gathered > 1:
@@ -273,13 +273,16 @@ def fp8_weight_cast_s(
 def fp8_gathered_shard(workload: Workload, choice: Choice) -> float:
     """The ZeRO shard count over which the FP8 GEMM weights are gathered in FP8
     (Workload.fp8_param_gather, with a ZeRO stage and more than one data rank), else 0."""
-    w = workload.weight_bytes_per_param
     ranks = choice.data_ranks() * choice.degree("CP")
     if not workload.fp8_param_gather or workload.zero_stage < 1 or ranks <= 1:
         return 0.0
-    if workload.forward_only or workload.compute_dtype != "FP8" or w <= FP8_BYTES:
-        return 0.0
-    return zero_shard(workload, choice)
+    return zero_shard(workload, choice) if _casts_fp8_copies(workload) else 0.0
+
+
+def _casts_fp8_copies(workload: Workload) -> bool:
+    """FP8 training with weights stored wider than FP8: its GEMMs read FP8 copies."""
+    w = workload.weight_bytes_per_param
+    return not workload.forward_only and workload.compute_dtype == "FP8" and w > FP8_BYTES
 
 
 def gathered_bytes_per_param(workload: Workload, choice: Choice) -> float:

@@ -98,16 +98,14 @@ def dp_sync(
     """The step's DP collectives by ZeRO stage (module docstring: rules and sources);
     `hidden`: the share h of the overlap that hides; `experts`: gradients and parameters
     reduced over a group of their own (EP), in the same buckets and windows."""
-    groups = ((grad_bytes, param_bytes, span),)
-    if experts is not None:
-        groups += ((experts.grad_bytes, experts.param_bytes, experts.span),)
-    groups = tuple(g for g in groups if any(p > 1 for _, p in g[2]))
+    groups = [SyncGroup(span, grad_bytes, param_bytes), *([experts] if experts else [])]
+    groups = [g for g in groups if any(p > 1 for _, p in g.span)]
     if not groups:
         return DataParallelSync(0.0, 0.0)
     m = max(micro_batches, 1)
     u = unit_bytes
-    grads = tuple((g, s) for g, _, s in groups)
-    params = tuple((p, s) for _, p, s in groups)
+    grads = tuple((g.grad_bytes, g.span) for g in groups)
+    params = tuple((g.param_bytes, g.span) for g in groups)
     if zero_stage <= 0:
         total = _time("all_reduce", grads)
         return DataParallelSync(_exposed("all_reduce", grads, bwd_s, u, hidden), total)
