@@ -44,7 +44,7 @@ def host_launch_beyond_chip_s(settings: dict, system: System) -> float:
     """Seconds per kernel the engine's host adds to a step beyond the per-kernel overhead
     the chip file already charges inside every solved kernel: a kernel's launch-to-launch
     time is kernel_launch_us in all, so the chip's overhead is part of it, not added to it
-    (GB200 charges 0 per kernel, so its fit rows see the whole 10.5 us; H100 charges 4.5)."""
+    (GB200 charges 0 per kernel, so its fit rows see the whole 10.4 us; H100 charges 4.5)."""
     chip_us = system.chip.efficiency.kernel_overhead_s * 1e6
     return max(settings["kernel_launch_us"] - chip_us, 0.0) * 1e-6
 

@@ -4,8 +4,9 @@ The chip files' `efficiency` blocks cite the numbers this module computes from t
 validation cases (tests/test_efficiency_fit.py checks they agree), so every fitted value
 can be re-derived:
 - dram_util: STREAM/BabelStream copy bandwidth / DRAM peak (memory_copy rows);
-- gemm_util, gemm_half_dim, kernel_overhead_us, kernel_min_time_us: least mean |relative
-  error| of the GEMM model against every GEMM point of the chip: the gemm rows, the same
+- gemm_util, gemm_half_dim, kernel_overhead_us, kernel_min_time_us and the wave tile
+  (gemm_tile_m x gemm_tile_n, one of TILES): least mean |relative error| of the GEMM model
+  against every GEMM point of the chip: the gemm rows, the same
   source's companion sizes in extra_params (also_<n>cube_flops, also_down_proj_s), and the
   separately timed GEMMs of layer rows (op_qkv_s, op_wo_s, op_w1_s, op_w2_s, op_qk_s,
   op_av_s). The model is the solver's kernel time, max(min time, overhead + max(compute at the
@@ -43,6 +44,13 @@ HALF_DIMS = tuple(range(0, 1025, 16))
 OVERHEADS_US = tuple(x / 2 for x in range(0, 21))  # launch + fill/drain: 0-10 us
 MIN_TIMES_US = tuple(x / 2 for x in range(0, 41))  # launch-rate floor of a GEMM: 0-20 us
 UTILS = tuple(u / 1000 for u in range(400, 1001, 2))
+# Per-multiprocessor output tiles of large-GEMM kernels: 128x256 (cuBLAS / CUTLASS on sm80 and
+# sm90; one SM's half of Blackwell's 2-SM 256x256 MMA) and 128x128. A 256x256 FP32 accumulator
+# (256 KiB) is a whole NVIDIA register file, so no NVIDIA SM runs one. Which tile a chip's
+# wave model uses is fitted like the other parameters: the library's heuristic picks a tile
+# per shape, and the tile whose waves best reproduce the chip's measured shapes stands for
+# them. Ties go to the first.
+TILES = ((128, 256), (128, 128))
 
 
 @dataclass(frozen=True)
@@ -178,6 +186,7 @@ class GemmFit:
     points: tuple[GemmPoint, ...]
     by_precision: tuple[tuple[str, float], ...] = ()  # the split precisions' plateaus
     kernel_min_time_us: float = 0.0  # launch-rate floor (0 = none)
+    tile: tuple[int, int] = (0, 0)  # (gemm_tile_m, gemm_tile_n): the wave tile, one of TILES
 
 
 def fit_gemm(
@@ -188,13 +197,14 @@ def fit_gemm(
     split: tuple[str, ...] = (),
     copy_Bps: float = 0.0,
     fix_min_time_us: float | None = None,
+    fix_tile: tuple[int, int] | None = None,
 ) -> GemmFit:
-    """Grid search of (plateaus, gemm_half_dim, kernel_overhead_us, kernel_min_time_us)
-    minimising the family-weighted mean absolute relative time error over `points` (the
-    chip's tile sizes are kept) of max(min time, overhead + max(compute, compulsory DRAM
-    bytes / copy_Bps)) (copy_Bps 0: no DRAM floor). Each precision in `split` gets its own
-    plateau, the other points share gemm_util; for a given roll-off, overhead and min time
-    each group's best plateau is independent of the others'. Ties go to the smaller
+    """Grid search of (plateaus, gemm_half_dim, kernel_overhead_us, kernel_min_time_us, wave
+    tile from TILES) minimising the family-weighted mean absolute relative time error over
+    `points` of max(min time, overhead + max(compute, compulsory DRAM bytes / copy_Bps))
+    (copy_Bps 0: no DRAM floor). Each precision in `split` gets its own plateau, the other
+    points share gemm_util; for a given tile, roll-off, overhead and min time each group's
+    best plateau is independent of the others'. Ties go to the earlier tile, then the smaller
     roll-off, overhead and min time (in that order). With fewer than three points only the
     plateau is determined: pass the others (taken from a chip of the same SM architecture).
     `mean_abs_err` is the plain (unweighted) mean."""
@@ -214,8 +224,10 @@ def fit_gemm(
     plain = replace(
         chip.efficiency, gemm_util=1.0, gemm_util_by_precision=(), kernel_min_time_s=0.0
     )
-    for half in halves:
-        base = replace(chip, efficiency=replace(plain, gemm_half_dim=float(half)))
+    tiles = TILES if fix_tile is None else (fix_tile,)
+    for (tile_m, tile_n), half in ((t, h) for t in tiles for h in halves):
+        shape = replace(plain, gemm_half_dim=float(half), gemm_tile_m=tile_m, gemm_tile_n=tile_n)
+        base = replace(chip, efficiency=shape)
         raw = np.array([model_time(base, p, 0.0) for p in points])
         work = np.maximum(raw[None, :] / utils[:, None], floor[None, :]) / times  # (util, pt)
         for ovh in overheads:
@@ -237,9 +249,10 @@ def fit_gemm(
                 for g, idx in groups.items():
                     err[idx] = errs[f, pick[g][f], idx]
                 min_us = live[f] if fix_min_time_us is None else fix_min_time_us
-                best = (float(total[f]), float(half), float(ovh), float(min_us), chosen, err)
+                tile = (tile_m, tile_n)
+                best = (float(total[f]), float(half), float(ovh), float(min_us), chosen, err, tile)
     assert best is not None
-    _, half, ovh, min_us, chosen, err = best
+    _, half, ovh, min_us, chosen, err, tile = best
     by_precision = tuple(sorted((g, u) for g, u in chosen.items() if g))
     return GemmFit(
         chosen.get("", 0.0),
@@ -250,6 +263,7 @@ def fit_gemm(
         tuple(points),
         by_precision,
         min_us,
+        tile,
     )
 
 

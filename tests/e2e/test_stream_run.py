@@ -42,12 +42,12 @@ def test_one_wave_equals_its_steps_solved_alone(tmp_path: Path, capsys) -> None:
     sequences at KV lengths 17 and 18 (the grid's two KV lengths). Every step also pays the
     engine's host launches: one forward pass is 2 layers x 12 kernels (attn_norm, kv_proj,
     kv_write, q_proj, attention, o_proj, attn_residual, mlp_norm, mlp_gate_up, mlp_act,
-    mlp_down, mlp_residual) + 3 (embedding, final_norm, lm_head) = 27 kernels, x (10.5 us,
+    mlp_down, mlp_residual) + 3 (embedding, final_norm, lm_head) = 27 kernels, x (10.4 us,
     the default kernel_launch_us, less the 4.5 us per kernel the H100 chip file already
-    charges inside each solved kernel) = 27 x 6.0 us = O = 162 us. By hand:
+    charges inside each solved kernel) = 27 x 5.9 us = O = 159.3 us. By hand:
     duration = T1 + T2 + T3 + 3 O, TTFT = T1 + O for every request,
     TPOT = (T2 + T3) / 2 + O, 12 output tokens."""
-    o = 27 * (10.5 - 4.5) * 1e-6
+    o = 27 * (10.4 - 4.5) * 1e-6
     t1 = _step("phase: CHUNKED_PREFILL chunk_size: 64 prefill_sequences: 4 input_len: 16")
     t2 = _step("phase: DECODE batch: 4 context_len: 17")
     t3 = _step("phase: DECODE batch: 4 context_len: 18")
@@ -58,7 +58,7 @@ def test_one_wave_equals_its_steps_solved_alone(tmp_path: Path, capsys) -> None:
     view = json.loads((out / "summary.json").read_text())["stream"]
     assert view["steps"] == 3 and view["max_concurrency"] == 4 and view["output_tokens"] == 12
     assert view["kernels_per_step"] == 27 and view["step_overhead_s"] == pytest.approx(o)
-    assert "engine overhead: 27 kernels per step x 10.5 us launch" in printed
+    assert "engine overhead: 27 kernels per step x 10.4 us launch" in printed
     assert view["duration_s"] == pytest.approx(t1 + t2 + t3 + 3 * o, rel=1e-9)
     assert view["output_tokens_per_s"] == pytest.approx(12 / (t1 + t2 + t3 + 3 * o), rel=1e-9)
     assert view["ttft_s"]["p50"] == pytest.approx(t1 + o, rel=1e-9)
