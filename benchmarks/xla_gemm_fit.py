@@ -49,6 +49,8 @@ def with_params(chip: str, f):
         gemm_half_dim=f.gemm_half_dim,
         kernel_overhead_s=f.kernel_overhead_us * 1e-6,
         kernel_min_time_s=f.kernel_min_time_us * 1e-6,
+        gemm_tile_m=f.tile[0] or s.chip.efficiency.gemm_tile_m,
+        gemm_tile_n=f.tile[1] or s.chip.efficiency.gemm_tile_n,
     )
     return replace(s.chip, efficiency=eff)
 
@@ -79,6 +81,7 @@ def chip_file_fit(chip: str):
         (),
         tuple(e.gemm_util_by_precision),
         e.kernel_min_time_s * 1e6,
+        (e.gemm_tile_m, e.gemm_tile_n),
     )
 
 
@@ -87,7 +90,7 @@ def describe(f) -> str:
     return (
         f"gemm_util {f.gemm_util}{' (' + plateaus + ')' if plateaus else ''}, half_dim "
         f"{f.gemm_half_dim:g}, overhead {f.kernel_overhead_us:g} us, min time "
-        f"{f.kernel_min_time_us:g} us"
+        f"{f.kernel_min_time_us:g} us, tile {f.tile[0]}x{f.tile[1]}"
     )
 
 
