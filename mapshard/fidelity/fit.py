@@ -6,10 +6,10 @@ can be re-derived:
 - dram_util: STREAM/BabelStream copy bandwidth / DRAM peak (memory_copy rows);
 - gemm_util, gemm_half_dim, kernel_overhead_us, kernel_min_time_us and the wave tile
   (gemm_tile_m x gemm_tile_n, one of TILES): least mean |relative error| of the GEMM model
-  against every GEMM point of the chip: the gemm rows, the same
-  source's companion sizes in extra_params (also_<n>cube_flops, also_down_proj_s), and the
-  separately timed GEMMs of layer rows (op_qkv_s, op_wo_s, op_w1_s, op_w2_s, op_qk_s,
-  op_av_s). The model is the solver's kernel time, max(min time, overhead + max(compute at the
+  against every GEMM point of the chip: the gemm rows, the same source's companion sizes
+  in extra_params (also_<n>cube_flops, also_down_proj_s), and the separately timed GEMMs of
+  layer rows (op_qkv_s, op_wo_s, op_w1_s, op_w2_s, op_qk_s, op_av_s). The model is the
+  solver's kernel time, max(min time, overhead + max(compute at the
   `solver.cost.efficiency` fraction, compulsory DRAM bytes at the chip's copy bandwidth)),
   so a bandwidth-bound point constrains the overhead instead of being dropped, and the
   smallest GEMMs (launch-paced) set the min time instead of inflating the overhead that
@@ -31,6 +31,7 @@ can be re-derived:
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass, replace
@@ -225,8 +226,8 @@ def fit_gemm(
         chip.efficiency, gemm_util=1.0, gemm_util_by_precision=(), kernel_min_time_s=0.0
     )
     tiles = TILES if fix_tile is None else (fix_tile,)
-    for (tile_m, tile_n), half in ((t, h) for t in tiles for h in halves):
-        shape = replace(plain, gemm_half_dim=float(half), gemm_tile_m=tile_m, gemm_tile_n=tile_n)
+    for tile, half in itertools.product(tiles, halves):
+        shape = replace(plain, gemm_half_dim=float(half), gemm_tile_m=tile[0], gemm_tile_n=tile[1])
         base = replace(chip, efficiency=shape)
         raw = np.array([model_time(base, p, 0.0) for p in points])
         work = np.maximum(raw[None, :] / utils[:, None], floor[None, :]) / times  # (util, pt)
@@ -249,7 +250,6 @@ def fit_gemm(
                 for g, idx in groups.items():
                     err[idx] = errs[f, pick[g][f], idx]
                 min_us = live[f] if fix_min_time_us is None else fix_min_time_us
-                tile = (tile_m, tile_n)
                 best = (float(total[f]), float(half), float(ovh), float(min_us), chosen, err, tile)
     assert best is not None
     _, half, ovh, min_us, chosen, err, tile = best

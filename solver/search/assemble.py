@@ -208,7 +208,6 @@ def _dp_sync(
     ranks hold the same weights, so gradients reduce (and ZeRO shards) over DP x CP; under
     EP the dense weights over EP x DP x CP too, the experts (an EP rank's own) over DP x CP."""
     tp, pp = choice.degree("TP"), choice.degree("PP")
-    ranks = choice.data_ranks() * choice.degree("CP")
     layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
     # FSDP wraps one transformer layer per unit; DDP and ZeRO-1/2 use buckets
     unit = params_chip * workload.weight_bytes_per_param / layers_here
@@ -221,7 +220,7 @@ def _dp_sync(
         experts = SyncGroup(span, grads * share, params * share)
         grads, params = grads * (1 - share), params * (1 - share)
     return dp_sync(
-        workload.zero_stage if ranks > 1 else 0,
+        workload.zero_stage if choice.weight_replicas() > 1 else 0,
         choice.span("CP") + choice.span("EP") + choice.span("DP"),
         grads,
         params,
@@ -273,8 +272,7 @@ def fp8_weight_cast_s(
 def fp8_gathered_shard(workload: Workload, choice: Choice) -> float:
     """The ZeRO shard count over which the FP8 GEMM weights are gathered in FP8
     (Workload.fp8_param_gather, with a ZeRO stage and more than one data rank), else 0."""
-    ranks = choice.data_ranks() * choice.degree("CP")
-    if not workload.fp8_param_gather or workload.zero_stage < 1 or ranks <= 1:
+    if not workload.fp8_param_gather or workload.zero_stage < 1 or choice.weight_replicas() <= 1:
         return 0.0
     return zero_shard(workload, choice) if _casts_fp8_copies(workload) else 0.0
 

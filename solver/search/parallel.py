@@ -36,6 +36,11 @@ class Choice:
         for everything but the experts they split)."""
         return self.degree("DP") * self.degree("EP")
 
+    def weight_replicas(self) -> int:
+        """Ranks holding the same dense weights, over which gradients reduce and ZeRO
+        shards: DP x EP x CP (CP ranks split sequences, not weights)."""
+        return self.data_ranks() * self.degree("CP")
+
     def describe(self) -> str:
         parts = []
         for name, span in self.spans:

@@ -108,7 +108,7 @@ def _micro_batch_divides(workload: Workload, choice: Choice) -> bool:
 def zero_stages(workload: Workload, choice: Choice) -> tuple[int, ...]:
     if "zero_stage" not in workload.searched:
         return (workload.zero_stage,)
-    return ZERO_STAGES if choice.data_ranks() * choice.degree("CP") > 1 else (0,)
+    return ZERO_STAGES if choice.weight_replicas() > 1 else (0,)
 
 
 def interleavings(workload: Workload, choice: Choice) -> tuple[int, ...]:
