@@ -406,6 +406,8 @@ class Workload:
     expert_parallel: int = 1
     # FP8 training gathers its FP8 GEMM weights in FP8 (LlmTraining.fp8_param_gather)
     fp8_param_gather: bool = False
+    # the DP gradient reduction runs on FP32 buffers (LlmTraining.grad_reduce_fp32)
+    grad_reduce_fp32: bool = False
     weight_bytes_per_param: float = 2.0
     optimizer_bytes_per_param: float = 14.0  # gradients + optimizer state beyond weights
     # Graph instances per micro-batch (a DFModel LLM graph is one sequence: a micro-batch

@@ -223,6 +223,8 @@ def _pinned_workload(
             "FP8 parameter all-gather: the FP8 GEMM weights gathered at 1 byte, cast on each "
             "rank's shard after the update, transposed once per gather"
         )
+    if req.grad_reduce_fp32:
+        notes.append("gradients reduced over the data-parallel ranks in FP32 (4 bytes each)")
     if req.dropout > 0:
         notes.append(f"dropout {req.dropout:g}: 1-byte keep masks written and read back")
     if req.eager_activation and cfg.squared_relu:
@@ -247,6 +249,7 @@ def _pinned_workload(
         context_parallel=cp,
         expert_parallel=ep,
         fp8_param_gather=req.fp8_param_gather and prec.math == "FP8",
+        grad_reduce_fp32=req.grad_reduce_fp32,
         backward_reads_wired=True,
         weight_bytes_per_param=prec.weight_bytes,
         optimizer_bytes_per_param=prec.optimizer_bytes_per_param,

@@ -199,6 +199,19 @@ def fp8_param_gather(case: Case) -> bool:
     return _flag(case, "fp8_param_gather")
 
 
+GRAD_REDUCE_DTYPES = ("fp32", "bf16", "fp16")
+
+
+def grad_reduce_fp32(case: Case) -> bool:
+    """Whether the run reduces its DP gradients in FP32 (extra_params `grad_reduce_dtype`:
+    fp32, or bf16/fp16 for the 16-bit reduction; absent: 16-bit), from the recipe in the
+    notes (Megatron-core grad_reduce_in_fp32, apex grad_sync_dtype, FSDP reduce_dtype)."""
+    given = case.extra.get("grad_reduce_dtype", "")
+    if given and given not in GRAD_REDUCE_DTYPES:
+        raise Unmodelable(f"grad_reduce_dtype={given} is not {', '.join(GRAD_REDUCE_DTYPES)}")
+    return given == "fp32"
+
+
 def _flag(case: Case, key: str) -> bool:
     """The row's extra_params 0/1 switch `key` (absent: 0)."""
     return _given(case, key, lambda v: v in (0, 1), "0 or 1") == 1

@@ -38,6 +38,7 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
     decode_attention,
     edges_in_pipeline_split,
     fp8_param_gather,
+    grad_reduce_fp32,
     kv_reread_dram_share,
     request_overhead_us,
     tensor_parallel_split,
@@ -353,6 +354,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.context_parallel = max(case.int("cp", 1), 1)
         t.expert_parallel = max(case.int("ep", 1), 1)
         t.fp8_param_gather = fp8_param_gather(case)
+        t.grad_reduce_fp32 = grad_reduce_fp32(case)
         t.attention, t.dropout = attention_impl(case)
         t.eager_activation, t.loss = training_kernels(case)
         t.edges_in_pipeline_split = edges_in_pipeline_split(case)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from generator.graph import Communication, OperandRole, Pass, Phase, Workload
 from generator.ops_fp8 import FP8_BYTES
+from generator.ops_loss import FP32_BYTES
 from solver.cost.collectives import hierarchical_time
 from solver.cost.latency import exposed_under
 from solver.cost.memo import per_phases
@@ -93,11 +94,12 @@ def _tokens(phase: Phase) -> int:
 
 
 def gradient_bytes(workload: Workload) -> float:
-    """Bytes of the data-parallel gradient all-reduce per step (whole model)."""
+    """Bytes of the DP gradient reduction per step (whole model), FP32 if grad_reduce_fp32."""
     total = _periodic_bytes(workload.phases)
     if total == 0 and workload.kind == "training" and not workload.forward_only:
         total = rank_params(workload) * workload.weight_bytes_per_param
-    return total
+    fp32 = FP32_BYTES / workload.weight_bytes_per_param if workload.grad_reduce_fp32 else 1.0
+    return total * fp32
 
 
 @per_phases

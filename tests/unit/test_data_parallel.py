@@ -147,6 +147,27 @@ def test_zero3_step_charges_the_per_micro_batch_gathers():
     assert t.dp_allreduce_s == pytest.approx(2 * per_micro)
 
 
+def test_fp32_gradient_reduction_moves_four_bytes_per_gradient():
+    """grad_reduce_fp32 (Megatron's grad_reduce_in_fp32, apex's FP32 grad_sync_dtype): the
+    ZeRO-1 reduce-scatter of the tiny model moves 4 x 3,135,744 bytes instead of 2 x, the
+    parameter all-gather (P = stored x 2 bytes) stays at 2 bytes per weight. DP 4 on a
+    1 GB/s switch: reduce-scatter 3/4 x G / 1e9, all-gather 3/4 x 2e6 / 1e9. Both fit in
+    one 25 MiB bucket, the one that cannot overlap, so both are exposed whole."""
+    from dataclasses import replace
+
+    sw = NetworkLevel("dp", Topology.SWITCH, 4, 1e9, parallelism=("DP",))
+    choice = Choice((("DP", 4), ("PP", 1), ("TP", 1)), (("DP", ((sw, 4),)),), (sw,))
+    params = 3_135_744
+    lat = {"layer": 1e-3, "embed": 0.0, "head": 1e-3}
+    for fp32, grad_bytes in ((False, 2), (True, 4)):
+        w = replace(_workload(1), grad_reduce_fp32=fp32)
+        assert assemble.gradient_bytes(w) == pytest.approx(grad_bytes * params)
+        t = assemble.training_times(w, choice, lat, 1e15, stored=1e6)
+        rs = 0.75 * grad_bytes * params / 1e9
+        ag = 0.75 * 2e6 / 1e9
+        assert t.dp_allreduce_s == pytest.approx(rs + ag)
+
+
 def test_contention_share_charges_the_unhidden_part_of_the_overlap():
     """The one latency rule at step level (solver.cost.latency.exposed_under): a collective
     of N s beside W s of compute adds max(0, N - W) + (1 - h) min(N, W)."""

@@ -114,3 +114,17 @@ def test_a_fully_connected_node_gives_a_small_group_its_share_of_links():
     assert scale_up_share(rows["P-GD317"], setup_pb2.ChipSpec(vendor="Intel"), 8) == 1.0
     setup, _ = build_setup(rows["P-TRT08"])  # Llama-2-70B TP 2 on H100 (NVSwitch)
     assert setup.system.topology[0].link_bw_GBps == 450
+
+
+def test_grad_reduce_dtype_sets_the_fp32_gradient_reduction():
+    """extra_params grad_reduce_dtype: fp32 for the NeMo 24.07 launcher rows (apex
+    DistributedFusedAdam's FP32 grad_sync_dtype), bf16 for the Megatron-Bridge rows; absent:
+    16-bit; anything else is an error naming the valid values."""
+    from mapshard.fidelity.scenarios import grad_reduce_fp32
+
+    rows = {c.id: c for c in read_cases(DATA / "validation_public_check.csv")}
+    assert build_setup(rows["P-NEM01"])[0].workload.llm_training.grad_reduce_fp32
+    assert not build_setup(rows["P-NEM22"])[0].workload.llm_training.grad_reduce_fp32
+    assert not grad_reduce_fp32(_case())
+    with pytest.raises(Unmodelable, match="grad_reduce_dtype=fp64 is not fp32, bf16, fp16"):
+        grad_reduce_fp32(_case(grad_reduce_dtype="fp64"))

@@ -120,7 +120,7 @@ def test_network_overlapped_follows_the_rule_in_force():
 
 def test_a_perfect_overlap_makes_tp_comm_overlap_a_warning():
     """tp_comm_overlap refines a serialised network; under a perfect overlap the plan says
-    it has no effect. On the H100 (calibrated share 0.6) the serial plan has no warning."""
+    it has no effect. On the H100 (calibrated share 0.7) the serial plan has no warning."""
     from dataclasses import replace
 
     from mapshard.fidelity.scenarios import load_case_scenario
@@ -134,6 +134,6 @@ def test_a_perfect_overlap_makes_tp_comm_overlap_a_warning():
         for w in plan_warnings(sc.workload, sc.system, perfect)
     )
     serial = pipeline.scenario_options(sc)
-    assert serial.network_hidden_share == 0.6
-    assert serial.comm_hidden_share == 0.6
+    assert serial.network_hidden_share == 0.7
+    assert serial.comm_hidden_share == 0.7
     assert not [w for w in plan_warnings(sc.workload, sc.system, serial) if "tp_comm" in w]
