@@ -8,7 +8,8 @@ issue #2377, H100). The GEMM microbenchmarks behind the chip's FP8 plateau (Azur
 superbench cublaslt_gemm) use fast accumulation, so the split-accumulation plateau has no
 kernel measurement of its own; it is fitted here to the chip's FP8 training FIT rows
 (end-to-end NeMo steps), everything else held at the chip file's values:
-- each usable FIT row of the chip with precision fp8 and kind training_step is planned with
+- each usable FIT row of the chip with precision fp8, kind training_step and a dense model
+  (no experts: fp8_training_rows) is planned with
   `efficiency.fp8_split_accumulate_util = u` and `efficiency.tp_comm_hidden_share = h` set
   in its setup (the chip's other numbers untouched), for (u, h) on GRID x HIDDEN_GRID;
 - (u, h) minimises the mean |relative error| of the predicted step time over the rows.
@@ -77,7 +78,9 @@ def fit_plateau(
 
 
 def fp8_training_rows(cases: list[Case], chip: str) -> list[Case]:
-    """The chip's usable FP8 training-step rows."""
+    """The chip's usable FP8 training-step rows of dense models: an MoE row's step also
+    carries expert costs (routing, token permutation, grouped GEMMs of narrow experts) that
+    a dense GEMM plateau and a collective share must not absorb."""
     return [
         c
         for c in cases
@@ -85,6 +88,7 @@ def fp8_training_rows(cases: list[Case], chip: str) -> list[Case]:
         and c.kind == "training_step"
         and c.text("chip") == chip
         and c.text("precision") == "fp8"
+        and c.int("experts") == 0
     ]
 
 

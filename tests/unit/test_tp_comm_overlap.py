@@ -137,3 +137,17 @@ def test_a_perfect_overlap_makes_tp_comm_overlap_a_warning():
     assert serial.network_hidden_share == 0.7
     assert serial.comm_hidden_share == 0.7
     assert not [w for w in plan_warnings(sc.workload, sc.system, serial) if "tp_comm" in w]
+
+
+def test_the_training_fit_takes_dense_fp8_rows_only():
+    """fit_training's rows: the chip's usable FP8 training FIT rows of dense models. The MoE
+    rows (Mixtral P-NEM13/17 on Blackwell, Qwen3-30B-A3B P-NEM33 on H100) carry expert costs
+    the split plateau and the collective share must not absorb."""
+    from mapshard.fidelity.fit_training import fp8_training_rows
+
+    cases = read_cases(FIT)
+    h100 = {c.id for c in fp8_training_rows(cases, "H100-SXM5-80GB")}
+    want = {f"P-NEM{i:02d}" for i in (2, 3, 4, 5, 6, 7, 9, 20, 23, 25, 29, 31)}
+    assert h100 == want
+    blackwell = {c.id for chip in ("B200", "GB200") for c in fp8_training_rows(cases, chip)}
+    assert blackwell == {f"P-NEM{i:02d}" for i in (10, 11, 12, 14, 15, 16, 21, 28)}
