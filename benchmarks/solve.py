@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from generator.graph import Phase, Workload  # noqa: E402
 from mapshard import pipeline  # noqa: E402
+from mapshard.scenario import Scenario  # noqa: E402
 from schema import setup_pb2  # noqa: E402
 from schema.errors import InfeasibleError, NoPlanError  # noqa: E402
 
@@ -81,7 +82,7 @@ def run_synthetic(time_limit: float):
     setup.execution.num_config = 8
     setup.execution.perfect_overlap = True
     setup.solver.gap = 0.01
-    scenario = pipeline.Scenario(setup, ROOT / "synthetic_200", system, workload)
+    scenario = Scenario(setup, ROOT / "synthetic_200", system, workload)
     t0 = time.perf_counter()
     result = pipeline.plan(scenario, time_limit)
     return result, time.perf_counter() - t0

@@ -4,7 +4,7 @@ the step solved directly, and what the grid and a whole stream cost in time.
     python benchmarks/stream_steps.py [--scenario scenarios/llama31_8b_stream_h100]
                                       [--points 40] [--seed 3]
 
-Builds the scenario's step grid exactly as `mapshard run` does (mapshard/stream_steps.py),
+Builds the scenario's step grid exactly as `mapshard run` does (mapshard/analyses/stream_steps.py),
 then solves --points random off-grid steps (decode sequences D, KV length C, prompt tokens
 P: no prompt, a chunk of the mean prompt, or whole mean prompts) and prints each direct
 and interpolated time, their ratio, then the median and largest |error| and the seconds
@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> None:
     from mapshard import pipeline
-    from mapshard.stream import run_stream
-    from mapshard.stream_steps import StepShape, build_table, point_setup
+    from mapshard.analyses.stream import run_stream
+    from mapshard.analyses.stream_steps import StepShape, build_table, point_setup
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenario", default=str(ROOT / "scenarios" / "llama31_8b_stream_h100"))
@@ -86,7 +86,7 @@ def main() -> None:
 
 
 def _requests(loaded):  # noqa: ANN001, ANN202
-    from mapshard.stream import requests_of
+    from mapshard.analyses.stream import requests_of
 
     return requests_of(loaded.setup.workload.llm_inference)
 

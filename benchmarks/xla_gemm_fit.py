@@ -155,7 +155,7 @@ def overlap(table_path: Path, fits: dict) -> None:
     refit (`fits`: the H100 refit is the chip file's within 0.002 of plateau; the B200 has
     no fit of its own in its chip file, which carries the GB200's)."""
     from mapshard.fidelity.xla_table import parse_table
-    from solver.cost.efficiency import for_precision, gemm_compute_time
+    from solver.api import for_precision, gemm_compute_time
 
     table = parse_table(table_path.read_text(encoding="utf-8"))
     for key, dtype, chip_name, prec, in_bytes, l2 in TABLE_SETS:
@@ -198,7 +198,7 @@ def overlap_models(table_path: Path, fits: dict) -> None:
     """Mean |time error| of four overlap rules over the DRAM-resident entries >= 15 us, each
     with its best overhead (0-10 us), C at each chip's refit plateau without K roll-off."""
     from mapshard.fidelity.xla_table import parse_table
-    from solver.cost.efficiency import for_precision, gemm_efficiency
+    from solver.api import for_precision, gemm_efficiency
 
     table = parse_table(table_path.read_text(encoding="utf-8"))
     print("\noverlap rules, mean |time error| (best overhead) and by k:")

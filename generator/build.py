@@ -13,7 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from generator.dfmodel_gpt import dfmodel_gpt_from_llm
+from generator.dlrm import dlrm_workload
+from generator.fft import fft_workload
+from generator.gemm import gemm_workload
 from generator.graph import ModelInfo, OperandRole, Pass, Phase, Workload
+from generator.hpl import hpl_workload
+from generator.llm_inference import inference_workload
+from generator.llm_training import training_workload
 from generator.models import load_model
 from generator.precision import default_dtype, resolve_precision
 from generator.proto_graph import graph_from_proto
@@ -171,30 +177,18 @@ def _generated(setup: setup_pb2.Setup, path: Path, num_chips: int) -> Workload:
     wl = setup.workload
     kind = wl.WhichOneof("kind")
     if kind == "llm_training":
-        from generator.llm_training import training_workload
-
         cfg = load_model(wl.llm_training.model, path, "workload.llm_training.model")
         return training_workload(wl.llm_training, cfg, resolve_precision(wl.precision), path)
     if kind == "llm_inference":
-        from generator.llm_inference import inference_workload
-
         cfg = load_model(wl.llm_inference.model, path, "workload.llm_inference.model")
         return inference_workload(wl.llm_inference, cfg, resolve_precision(wl.precision), path)
     if kind == "dlrm":
-        from generator.dlrm import dlrm_workload
-
         return dlrm_workload(wl.dlrm, resolve_precision(wl.precision), max(1, num_chips), path)
     if kind == "hpl":
-        from generator.hpl import hpl_workload
-
         return hpl_workload(
             wl.hpl, resolve_precision(wl.precision, default_dtype(setup)), path, num_chips
         )
     if kind == "fft":
-        from generator.fft import fft_workload
-
         return fft_workload(wl.fft, resolve_precision(wl.precision, default_dtype(setup)), path)
     assert kind == "gemm", kind
-    from generator.gemm import gemm_workload
-
     return gemm_workload(wl.gemm, resolve_precision(wl.precision), path)

@@ -31,7 +31,8 @@ from generator.graph import (
     Pass,
 )
 
-Dims = tuple[tuple[str, int], ...]
+Dim = tuple[str, int]  # one loop dim: (name, size)
+Dims = tuple[Dim, ...]
 
 
 def dims_elements(dims: Sequence[tuple[str, int]]) -> int:
@@ -152,7 +153,9 @@ class GraphBuilder:
         self._next_key += 1
         return self._next_key
 
-    def input(self, dims: Sequence[tuple[str, int]], bpe: float, requires_grad=True) -> Tensor:
+    def input(
+        self, dims: Sequence[tuple[str, int]], bpe: float, requires_grad: bool = True
+    ) -> Tensor:
         """A graph input (activation from the previous graph instance, read from memory)."""
         return Tensor(self._key(), "", tuple(dims), bpe, requires_grad)
 

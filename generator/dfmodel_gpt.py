@@ -78,16 +78,35 @@ def dfmodel_float(x: float) -> float:
 def dfmodel_gpt_graph(
     hidden: int, head_dim: int, num_head: int, seq: int, word: float = 2, forward_only: bool = False
 ) -> setup_pb2.DataflowGraph:
+    """The layer as DFModel's generator writes it: its kernel table in DFModel's kernel
+    format, then its connections (the forward part alone with `forward_only`)."""
     if num_head * head_dim != hidden:
         raise SetupError(
             f"execution.llm: num_head x head_dim ({num_head} x {head_dim}) must "
             f"equal hidden_dim ({hidden})"
         )
-    h, d, H, s, w = hidden, head_dim, num_head, seq, word
+    table = _kernel_table(hidden, head_dim, num_head, seq, word)
+    n_kernels = FORWARD_KERNELS if forward_only else len(table)
+    n_conn = FORWARD_CONNECTIONS if forward_only else len(CONNECTIONS)
+    dg = setup_pb2.DataflowGraph()
+    for i, row in enumerate(table[:n_kernels], start=1):
+        _add_kernel(dg, i, row)
+    for j, (a, b) in enumerate(CONNECTIONS[:n_conn], start=1):
+        dg.connections.add(startIdx=a, endIdx=b, id=j)
+    return dg
+
+
+# name, fwd_bwd, variant (ew1, ew12: elementwise with one or two inputs; gw: GEMM with a
+# weight; g12: GEMM of two inputs), (outer, M, [K,] N), tensor sizes (inputs..., output)
+Row = tuple[str, int, str, tuple[int, ...], tuple[float, ...]]
+
+
+def _kernel_table(h: int, d: int, H: int, s: int, w: float) -> list[Row]:
+    """The layer's 41 kernels in DFModel's order (the forward's 18 first), with their shapes
+    and tensor sizes for one sequence."""
     hs, hh, ssh, fs, fh = h * s * w, h * h * w, s * s * H * w, 4 * h * s * w, 4 * h * h * w
     F, B = setup_pb2.FWD, setup_pb2.BWD
-    # name, fwd_bwd, variant, (outer, M, [K,] N), tensor sizes (inputs..., output)
-    table = [
+    return [
         ("Add_Prev_Layer", F, "ew1", (1, h, s), (hs, hs)),
         ("LayerNorm_1", F, "ew1", (1, h, s), (hs, hs)),
         ("Q", F, "gw", (H, d, h, s), (hs, hh, hs)),
@@ -130,39 +149,39 @@ def dfmodel_gpt_graph(
         ("K_bwd_weight_update", B, "g12", (1, h, s, h), (hs, hs, hh)),
         ("Q_bwd_weight_update", B, "g12", (1, h, s, h), (hs, hs, hh)),
     ]
-    n_kernels = FORWARD_KERNELS if forward_only else len(table)
-    n_conn = FORWARD_CONNECTIONS if forward_only else len(CONNECTIONS)
-    dg = setup_pb2.DataflowGraph()
-    for i, (name, fb, variant, shape, sizes) in enumerate(table[:n_kernels], start=1):
-        k = dg.kernels.add(name=name, id=i, config=-1, fwd_bwd=fb)
-        sz = [dfmodel_float(x) for x in sizes]
-        if variant.startswith("ew"):
-            k.type = setup_pb2.SIMD
-            v = k.elementwise_input1 if variant == "ew1" else k.elementwise_input1_input2
-            v.outer, v.M, v.N = shape
-            if variant == "ew1":
-                v.input_tensor_size, v.output_tensor_size = sz
-            else:
-                v.input_tensor_1_size, v.input_tensor_2_size, v.output_tensor_size = sz
-            v.tiling = setup_pb2.N_TILING
-            continue
-        k.type = setup_pb2.SYSTOLIC
-        v = k.gemm_input1_weight if variant == "gw" else k.gemm_input1_input2
-        v.outer, v.M, v.K, v.N = shape
-        if variant == "gw":
-            v.input_tensor_size, v.weight_tensor_size, v.output_tensor_size = sz
-            v.tiling = setup_pb2.N_TILING
+
+
+def _add_kernel(dg: setup_pb2.DataflowGraph, i: int, row: Row) -> None:
+    """One table row as DFModel writes a kernel: elementwise kernels on the SIMD unit,
+    GEMMs on the systolic array, tiled along N except the weight-gradient GEMMs (along K,
+    with the periodic all-reduce of the gradient)."""
+    name, fb, variant, shape, sizes = row
+    k = dg.kernels.add(name=name, id=i, config=-1, fwd_bwd=fb)
+    sz = [dfmodel_float(x) for x in sizes]
+    if variant.startswith("ew"):
+        k.type = setup_pb2.SIMD
+        v = k.elementwise_input1 if variant == "ew1" else k.elementwise_input1_input2
+        v.outer, v.M, v.N = shape
+        if variant == "ew1":
+            v.input_tensor_size, v.output_tensor_size = sz
         else:
             v.input_tensor_1_size, v.input_tensor_2_size, v.output_tensor_size = sz
-            if name.endswith("_weight_update"):
-                v.tiling = setup_pb2.K_TILING
-                v.communication_type = setup_pb2.ALL_REDUCE_PERIODIC
-                v.communication_size = sz[2]
-            else:
-                v.tiling = setup_pb2.N_TILING
-    for j, (a, b) in enumerate(CONNECTIONS[:n_conn], start=1):
-        dg.connections.add(startIdx=a, endIdx=b, id=j)
-    return dg
+        v.tiling = setup_pb2.N_TILING
+        return
+    k.type = setup_pb2.SYSTOLIC
+    g = k.gemm_input1_weight if variant == "gw" else k.gemm_input1_input2
+    g.outer, g.M, g.K, g.N = shape
+    if variant == "gw":
+        g.input_tensor_size, g.weight_tensor_size, g.output_tensor_size = sz
+        g.tiling = setup_pb2.N_TILING
+    else:
+        g.input_tensor_1_size, g.input_tensor_2_size, g.output_tensor_size = sz
+        if name.endswith("_weight_update"):
+            g.tiling = setup_pb2.K_TILING
+            g.communication_type = setup_pb2.ALL_REDUCE_PERIODIC
+            g.communication_size = sz[2]
+        else:
+            g.tiling = setup_pb2.N_TILING
 
 
 def dfmodel_gpt_from_llm(llm: setup_pb2.Llm, word: float) -> setup_pb2.DataflowGraph:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from generator.builder import Arg, GraphBuilder, Tensor
 from generator.graph import Communication, KernelKind, ModelInfo, Pass, Phase, Workload
-from generator.ops import IN, OUT, W, binary, cross_entropy, linear
+from generator.ops import IN, OUT, W, binary, linear
+from generator.ops_loss import cross_entropy
 from generator.precision import Precision
 from schema import setup_pb2
 from schema.errors import SetupError
@@ -29,6 +30,52 @@ A2A = Communication.ALL_TO_ALL
 
 
 def dlrm_workload(req: setup_pb2.Dlrm, prec: Precision, num_chip: int, path: Path) -> Workload:
+    """The forward pass of one training step in model order (sparse features, bottom MLP,
+    interaction, top MLP, loss), then its backward."""
+    _check(req, path)
+    w, a = prec.weight_bytes, prec.activation_bytes
+    batch = req.micro_batch_size * num_chip
+    T, E, D = req.num_table, req.emb_dim, req.mlp_dim
+    Bd = ("batch", batch)
+    b = GraphBuilder("dlrm")
+    sparse = _embeddings(b, req, batch, prec)
+    dense = req.dense_features or D
+    dense_in = b.input((Bd, ("bottom_0", dense)), a, requires_grad=False)
+    bottom_widths = [dense] + [D] * (req.bottom_num_mlp - 1) + [E]
+    bottom = _mlp(b, "bottom", dense_in, bottom_widths, batch, prec)
+    z = _interaction(b, bottom, sparse, req, batch, prec)
+    top_widths = [_interactions(req)] + [D] * (req.top_num_mlp - 1) + [1]
+    top = _mlp(b, "top", z, top_widths, batch, prec)
+    cross_entropy(b, "loss", top, abpe=a)
+    b.backward([])
+    graph = b.graph()
+    params = sum(k.weight_params for k in graph.kernels if k.pass_ == Pass.FWD)
+    model = ModelInfo(
+        name="dlrm",
+        num_params=params,
+        num_active_params=params,
+        num_layers=req.bottom_num_mlp + req.top_num_mlp,
+        hidden_size=D,
+        params_outside_layers=T * req.row * E,
+    )
+    return Workload(
+        kind="dlrm",
+        phases=(Phase("dlrm", graph),),
+        model=model,
+        global_batch=batch,
+        micro_batch=req.micro_batch_size,
+        weight_bytes_per_param=w,
+        optimizer_bytes_per_param=prec.optimizer_bytes_per_param,
+        activation_bytes_per_element=a,
+        compute_dtype=prec.math,
+        notes=(
+            f"global batch {batch} = micro_batch_size {req.micro_batch_size} x {num_chip} chips",
+        ),
+    )
+
+
+def _check(req: setup_pb2.Dlrm, path: Path) -> None:
+    """Every size of the request positive (dense_features may be 0: = mlp_dim)."""
     bad = [
         f"{path}: workload.dlrm.{f} must be > 0, got {getattr(req, f)}"
         for f in (
@@ -47,13 +94,15 @@ def dlrm_workload(req: setup_pb2.Dlrm, prec: Precision, num_chip: int, path: Pat
         bad.append(f"{path}: workload.dlrm.dense_features must be >= 0 (0 = mlp_dim)")
     if bad:
         raise SetupError(bad)
-    w, a = prec.weight_bytes, prec.activation_bytes
-    batch = req.micro_batch_size * num_chip
-    T, E, D = req.num_table, req.emb_dim, req.mlp_dim
-    Bd, Td, Ed = ("batch", batch), ("tables", T), ("emb", E)
-    b = GraphBuilder("dlrm")
 
-    # embedding lookups with sum pooling, then the all-to-all to the batch-split MLPs
+
+def _embeddings(b: GraphBuilder, req: setup_pb2.Dlrm, batch: int, prec: Precision) -> Tensor:
+    """The sparse features: lookups with sum pooling, split by table across chips, so the
+    pooled vectors go through an all-to-all to the batch-split MLPs; their gradients come
+    back through another, on the table update (WGRAD)."""
+    w, a = prec.weight_bytes, prec.activation_bytes
+    T, E = req.num_table, req.emb_dim
+    Bd, Td, Ed = ("batch", batch), ("tables", T), ("emb", E)
     pooled = (Bd, Td, Ed)
     ids = (Bd, Td, ("pooled", req.pooled_row))
     table = (Td, ("rows", req.row), Ed)
@@ -96,64 +145,63 @@ def dlrm_workload(req: setup_pb2.Dlrm, prec: Precision, num_chip: int, path: Pat
         rule=emb_rule,
     )
     assert sparse is not None
+    return sparse
 
-    def mlp(prefix: str, x: Tensor, widths: list[int]) -> Tensor:
-        for i in range(len(widths) - 1):
-            xi, yo = (Bd, (f"{prefix}_{i}", widths[i])), (Bd, (f"{prefix}_{i + 1}", widths[i + 1]))
-            x = linear(
-                b,
-                f"{prefix}_mlp_{i + 1}",
-                x,
-                xi,
-                (xi[1], yo[1]),
-                yo,
-                wbpe=w,
-                abpe=a,
-                bias=True,
-                shardable=["batch", xi[1][0], yo[1][0]],
-            )
-        return x
 
-    dense_in = b.input((Bd, ("bottom_0", req.dense_features or D)), a, requires_grad=False)
-    bottom = mlp(
-        "bottom", dense_in, [req.dense_features or D] + [D] * (req.bottom_num_mlp - 1) + [E]
-    )
-    inter = E + T * (T + 1) // 2
-    z = binary(
+def _mlp(
+    b: GraphBuilder,
+    prefix: str,
+    x: Tensor,
+    widths: list[int],
+    batch: int,
+    prec: Precision,
+) -> Tensor:
+    """A stack of linear layers (bias and ReLU in the epilogue) of the given widths, split
+    across samples (data parallel: dim `batch`)."""
+    Bd = ("batch", batch)
+    for i in range(len(widths) - 1):
+        xi, yo = (Bd, (f"{prefix}_{i}", widths[i])), (Bd, (f"{prefix}_{i + 1}", widths[i + 1]))
+        x = linear(
+            b,
+            f"{prefix}_mlp_{i + 1}",
+            x,
+            xi,
+            (xi[1], yo[1]),
+            yo,
+            wbpe=prec.weight_bytes,
+            abpe=prec.activation_bytes,
+            bias=True,
+            shardable=["batch", xi[1][0], yo[1][0]],
+        )
+    return x
+
+
+def _interactions(req: setup_pb2.Dlrm) -> int:
+    """Width of the interaction's output: the dense vector and every distinct pair's dot."""
+    T = req.num_table
+    return req.emb_dim + T * (T + 1) // 2
+
+
+def _interaction(
+    b: GraphBuilder,
+    bottom: Tensor,
+    sparse: Tensor,
+    req: setup_pb2.Dlrm,
+    batch: int,
+    prec: Precision,
+) -> Tensor:
+    """Pairwise feature interaction of the bottom MLP's output with the pooled embeddings:
+    a batched GEMM of each sample's features with themselves."""
+    T, E = req.num_table, req.emb_dim
+    Bd, Ed = ("batch", batch), ("emb", E)
+    return binary(
         b,
         "interaction",
-        [("dense", bottom, (Bd, Ed)), ("sparse", sparse, pooled)],
-        (Bd, ("interactions", inter)),
+        [("dense", bottom, (Bd, Ed)), ("sparse", sparse, (Bd, ("tables", T), Ed))],
+        (Bd, ("interactions", _interactions(req))),
         batch * E * T * (T + 1),
-        abpe=a,
+        abpe=prec.activation_bytes,
         kind=KernelKind.BATCHED_GEMM,
         cls="Ma_Ma",
         shardable=["batch"],
-    )
-    top = mlp("top", z, [inter] + [D] * (req.top_num_mlp - 1) + [1])
-    cross_entropy(b, "loss", top, abpe=a)
-    b.backward([])
-    graph = b.graph()
-    params = sum(k.weight_params for k in graph.kernels if k.pass_ == Pass.FWD)
-    model = ModelInfo(
-        name="dlrm",
-        num_params=params,
-        num_active_params=params,
-        num_layers=req.bottom_num_mlp + req.top_num_mlp,
-        hidden_size=D,
-        params_outside_layers=T * req.row * E,
-    )
-    return Workload(
-        kind="dlrm",
-        phases=(Phase("dlrm", graph),),
-        model=model,
-        global_batch=batch,
-        micro_batch=req.micro_batch_size,
-        weight_bytes_per_param=w,
-        optimizer_bytes_per_param=prec.optimizer_bytes_per_param,
-        activation_bytes_per_element=a,
-        compute_dtype=prec.math,
-        notes=(
-            f"global batch {batch} = micro_batch_size {req.micro_batch_size} x {num_chip} chips",
-        ),
     )

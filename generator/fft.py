@@ -20,6 +20,7 @@ from generator.builder import Arg, GraphBuilder
 from generator.graph import Communication, KernelKind, Phase, Workload
 from generator.ops import IN, OUT
 from generator.precision import Precision
+from generator.requests import request_batch
 from schema import setup_pb2
 from schema.errors import SetupError
 
@@ -57,7 +58,7 @@ def fft_workload(req: setup_pb2.Fft, prec: Precision, path: Path) -> Workload:
         raise SetupError(f"{path}: workload.fft.length must be > 1 points, got {req.length}")
     if req.batch < 0:
         raise SetupError(f"{path}: workload.fft.batch must be >= 0 (0 = 1), got {req.batch}")
-    n, batch = req.length, req.batch or 1
+    n, batch = req.length, request_batch(req)
     bpe = 2 * prec.activation_bytes
     factors = factor_passes(n)
     dims = (("batch", batch), *((f"digit_{i}", f) for i, f in enumerate(factors)))

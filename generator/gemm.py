@@ -12,6 +12,7 @@ from generator.builder import Arg, GraphBuilder
 from generator.graph import KernelKind, ModelInfo, Phase, Workload
 from generator.ops import IN, OUT, W
 from generator.precision import Precision
+from generator.requests import request_batch
 from schema import setup_pb2
 from schema.errors import SetupError
 
@@ -26,7 +27,7 @@ def gemm_workload(req: setup_pb2.Gemm, prec: Precision, path: Path) -> Workload:
         bad.append(f"{path}: workload.gemm.batch must be >= 0 (0 = 1), got {req.batch}")
     if bad:
         raise SetupError(bad)
-    batch = req.batch or 1
+    batch = request_batch(req)
     a, w = prec.activation_bytes, prec.weight_bytes
     bd = (("batch", batch),) if batch > 1 else ()
     M, K, N = ("M", req.M), ("K", req.K), ("N", req.N)

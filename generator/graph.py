@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from generator.layers import layer_levels
+from generator.layers import MIN_SIDE, block_levels, components, wide_bridges
 
 
 class KernelKind(str, Enum):
@@ -78,7 +78,7 @@ class Operand:
 @dataclass(frozen=True)
 class DFModelExtra:
     """A DFModel kernel variant's fields that only DFModel's equations read
-    (solver/cost/dfmodel_lanes.py, dfmodel_problem.py)."""
+    (solver/dfmodel/lanes.py, problem.py)."""
 
     memory_size_bytes: float = 0.0  # explicit DRAM bytes DFModel charges to the kernel
     num_input: int = 0  # streamed inputs (0 = unset: DFModel counts 1)
@@ -120,7 +120,7 @@ class Kernel:
     # The unit that runs it, when the input says ("matrix" or "vector"; "" = by kind).
     unit: str = ""
     # DFModel's own reading of a DFModel kernel variant, used only by --cost-model dfmodel
-    # (solver/cost/dfmodel_model.py): its `tiling` dim ("M", "K", "N"; "" = none) and its
+    # (solver/dfmodel/model.py): its `tiling` dim ("M", "K", "N"; "" = none) and its
     # `type` ("SYSTOLIC" or "SIMD"). Not part of the kernel's identity: the einsum form
     # (graph_to_proto) has no place for them, and the native model never reads them.
     dfmodel_tiling: str = field(default="", compare=False)
@@ -244,7 +244,7 @@ class KernelGraph:
         kernels of a lower level first, each level's ready kernels sorted afresh when it
         starts, ties by signatures within the layer, so every copy comes out in the same
         order and the problem's order is periodic (solver.fusion.period)."""
-        layers = layer_levels(self)
+        layers = _layer_levels(self)
         level, sig = layers if layers is not None else ({}, structural_signatures(self))
         index = {k.name: i for i, k in enumerate(self.kernels)}
         deg = {k.name: 0 for k in self.kernels}
@@ -332,6 +332,38 @@ def structural_signatures(graph: KernelGraph, rounds: int = 4) -> dict[str, str]
 
 def _digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
+
+
+def _layer_levels(graph: KernelGraph) -> tuple[dict[str, int], dict[str, str]] | None:
+    """(kernel -> level, kernel -> signature within its block) when the graph repeats a
+    layer: at least two blocks between wide bridges (generator.layers) look alike (same
+    signatures); None otherwise (the order then stays the plain depth-first one)."""
+    names = [k.name for k in graph.kernels]
+    index = {name: i for i, name in enumerate(names)}
+    pairs = [(index[e.src], index[e.dst]) for e in graph.edges]
+    cut = wide_bridges(len(names), pairs, MIN_SIDE)
+    if not cut:
+        return None
+    block = components(len(names), pairs, cut)
+    count = max(block) + 1
+    sig: dict[str, str] = {}
+    looks: list[tuple[str, ...]] = []
+    members: list[list[Kernel]] = [[] for _ in range(count)]
+    for k in graph.kernels:
+        members[block[index[k.name]]].append(k)
+    edges: list[list[Edge]] = [[] for _ in range(count)]
+    for i, e in enumerate(graph.edges):
+        if i not in cut:
+            edges[block[pairs[i][0]]].append(e)
+    for b in range(count):
+        block_graph = KernelGraph(graph.name, tuple(members[b]), tuple(edges[b]))
+        local = structural_signatures(block_graph)
+        sig.update(local)
+        looks.append(tuple(sorted(local.values())))
+    if len(set(looks)) == len(looks):
+        return None  # no two blocks alike: not repeated layers
+    level = block_levels(count, block, pairs, cut)
+    return {name: level[block[index[name]]] for name in names}, sig
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,17 @@
-"""Repeated layers in one kernel graph, found from its structure alone.
+"""Repeated layers in one graph, found from its structure alone: graph algorithms on nodes
+numbered 0..n-1 and edges given as index pairs, knowing nothing of kernels.
 
 A whole model in one graph joins its layers by lone edges: removing one (a bridge of the
 undirected graph) splits the graph in two. Cut at the bridges that leave at least
-MIN_SIDE kernels on each side, the graph falls into blocks; a layer-by-layer order runs
-the blocks by level (the longest chain of bridges from a source block), and orders each
-block by signatures of the block alone, so identical layers come out in identical orders
-(KernelGraph.canonical_order). Nothing here depends on names or declaration order."""
+MIN_SIDE kernels on each side (`wide_bridges`), the graph falls into blocks (`components`),
+each at a level: the longest chain of bridges from a source block (`block_levels`).
+KernelGraph.canonical_order (generator.graph) runs the blocks by level and orders each
+block by signatures of the block alone, so identical layers come out in identical orders.
+Nothing here depends on names or declaration order."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from generator.graph import KernelGraph
 
 MIN_SIDE = 8  # kernels on each side of a bridge that separates layers
 
@@ -120,38 +118,12 @@ def wide_bridges(num_nodes: int, pairs: Sequence[tuple[int, int]], min_side: int
     return keep
 
 
-def layer_levels(graph: KernelGraph) -> tuple[dict[str, int], dict[str, str]] | None:
-    """(kernel -> level, kernel -> signature within its block) when the graph repeats a
-    layer: at least two blocks between wide bridges look alike (same signatures); None
-    otherwise (the order then stays the plain depth-first one)."""
-    from generator.graph import KernelGraph, structural_signatures
-
-    names = [k.name for k in graph.kernels]
-    index = {name: i for i, name in enumerate(names)}
-    pairs = [(index[e.src], index[e.dst]) for e in graph.edges]
-    cut = wide_bridges(len(names), pairs, MIN_SIDE)
-    if not cut:
-        return None
-    block = components(len(names), pairs, cut)
-    count = max(block) + 1
-    sig: dict[str, str] = {}
-    looks: list[tuple[str, ...]] = []
-    members: list[list] = [[] for _ in range(count)]
-    for k in graph.kernels:
-        members[block[index[k.name]]].append(k)
-    edges: list[list] = [[] for _ in range(count)]
-    for i, e in enumerate(graph.edges):
-        if i not in cut:
-            edges[block[pairs[i][0]]].append(e)
-    for b in range(count):
-        block_graph = KernelGraph(graph.name, tuple(members[b]), tuple(edges[b]))
-        local = structural_signatures(block_graph)
-        sig.update(local)
-        looks.append(tuple(sorted(local.values())))
-    if len(set(looks)) == len(looks):
-        return None  # no two blocks alike: not repeated layers
-    # level: the longest chain of bridges into a block (bridges point from producer),
-    # over the blocks in a topological order (Kahn)
+def block_levels(
+    count: int, block: Sequence[int], pairs: Sequence[tuple[int, int]], cut: set[int]
+) -> list[int]:
+    """Level of each of the `count` blocks (`block`: node -> block id) joined by the bridges
+    in `cut`: the longest chain of bridges into a block (bridges point from producer), over
+    the blocks in a topological order (Kahn)."""
     succ: list[list[int]] = [[] for _ in range(count)]
     indeg = [0] * count
     for i in sorted(cut):
@@ -167,4 +139,4 @@ def layer_levels(graph: KernelGraph) -> tuple[dict[str, int], dict[str, str]] | 
             indeg[b] -= 1
             if indeg[b] == 0:
                 ready.append(b)
-    return {name: level[block[index[name]]] for name in names}, sig
+    return level

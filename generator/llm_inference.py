@@ -45,12 +45,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from generator.graph import KernelGraph, KernelKind, OperandRole, Phase, Workload
 from generator.llm_common import head_graph, layer_phases, model_info
 from generator.llm_layer import AttnSegment, LayerShape
 from generator.models import ModelConfig
 from generator.precision import Precision
+from generator.requests import request_batch
 from schema import setup_pb2
 from schema.errors import SetupError
 
@@ -150,98 +152,52 @@ def _decode_shape(batch: int, context: int) -> LayerShape:
     return LayerShape(batch, (seg,), "Va_Mw", kv_write=True, absorbed=True)
 
 
+class _Part(NamedTuple):
+    """The layer phases and head phase of one part of an inference workload (a prefill, a
+    run of decode steps, a chunked-prefill step), and what it adds to the bookkeeping."""
+
+    layers: list[Phase]
+    head: Phase
+    kv_tokens: int  # cached tokens (all sequences) at the longest context it attends to
+    extra: dict[str, int]  # Workload fields it sets (context_len, chunk_size, ...)
+    notes: list[str]
+
+
 def inference_workload(
     req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, path: Path
 ) -> Workload:
+    """The phase's parts in the order a request runs them (prefill, then decode); the
+    model's weights are counted once, on the first part."""
     check_inference(req, path)
-    batch, ilen, olen = req.batch or 1, req.input_len, req.output_len
+    batch, ilen, olen = request_batch(req), req.input_len, req.output_len
     kind = PHASE[req.phase]
-    phases: list[Phase] = []
-    first: list[tuple[list[Phase], Phase]] = []  # the model's weights, counted once
-    kv_tokens = 0  # cached tokens (all sequences) at the longest context
+    parts: list[_Part] = []
+    if kind in ("prefill", "request"):
+        parts.append(_prefill(req, cfg, prec, batch))
+    if kind == "decode":
+        parts.append(_decode(req, cfg, prec, batch))
+    if kind == "request" and olen > 1:
+        parts.append(_request_decode(req, cfg, prec, batch))
+    if kind == "chunked_prefill":
+        parts.append(_chunked_prefill(req, cfg, prec))
     extra: dict[str, int] = {}
     notes: list[str] = []
-
-    unfused = req.attention == setup_pb2.UNFUSED_ATTENTION
-    per_head = req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD
-    model_split = req.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT
-    reread = req.kv_reread_dram_share or 1.0
-
-    def add(base: str, shape: LayerShape, embed: int, head: int, cls: str, steps: int = 1) -> None:
-        shape = replace(
-            shape, unfused_attention=unfused, kv_per_query_head=per_head, kv_reread_share=reread
-        )
-        layers = layer_phases(base, cfg, shape, prec, steps=steps)
-        graph = head_graph(f"{base}_head", cfg, prec, embed_tokens=embed, head_tokens=head, cls=cls)
-        if model_split:
-            layers = [replace(p, graph=model_dims_split(p.graph)) for p in layers]
-            graph = model_dims_split(graph)
-        hd = Phase(f"{base}_head", graph, steps=steps, role="head")
-        phases.extend([*layers, hd])
-        first.append((layers, hd))
-
-    if kind in ("prefill", "request"):
-        seqs, passes = prefill_passes(batch, ilen, req.prefill_tokens_per_pass)
-        add("prefill", _prefill_shape(seqs, ilen), seqs * ilen, seqs, "Va_Mw", steps=passes)
-        if passes > 1:
-            notes.append(
-                f"prefill: {passes} passes of {seqs} sequences ({seqs * ilen} tokens; "
-                f"prefill_tokens_per_pass {req.prefill_tokens_per_pass})"
-            )
-        kv_tokens = batch * ilen
-    if kind == "decode":
-        ctx = req.context_len or ilen
-        add("decode", _decode_shape(batch, ctx), batch, batch, "Va_Mw")
-        kv_tokens = batch * ctx
-        extra["context_len"] = ctx
-    if kind == "request" and olen > 1:
-        steps, mean_ctx = olen - 1, ilen + (olen + 1) // 2
-        add("decode", _decode_shape(batch, mean_ctx), batch, batch, "Va_Mw", steps=steps)
-        kv_tokens = batch * (ilen + olen - 1)
-        extra["context_len"] = mean_ctx
-        notes.append(
-            f"decode: {steps} steps at the mean context {mean_ctx} (input_len + "
-            "output_len / 2): steps x mean context = the exact attention sum"
-        )
-    if kind == "chunked_prefill":
-        chunk, dec = req.chunk_size, req.decode_batch
-        ctx = req.context_len or ilen
-        seqs = max(1, req.prefill_sequences)  # whole prompts of chunk / seqs tokens
-        prefix = max(0, ilen - chunk) if seqs == 1 else 0
-        q = chunk // seqs
-        segs = [
-            AttnSegment("attention_prefill", seqs, q, prefix + q, cached=prefix > 0, cls="Ma_Mqa")
-        ]
-        if dec:
-            segs.append(AttnSegment("attention_decode", dec, 1, ctx, cached=True, cls="Va_Mqa"))
-        shape = LayerShape(chunk + dec, tuple(segs), "Ma_Mw", kv_write=True, absorbed=cfg.is_mla)
-        add("chunked_prefill", shape, chunk + dec, dec + seqs, "Ma_Mw")
-        kv_tokens = prefix + chunk + dec * ctx
-        extra.update(chunk_size=chunk, decode_batch=dec, context_len=ctx)
-        where = (
-            "the first chunk (attends to itself)"
-            if not prefix
-            else f"the last chunk of a {ilen}-token prompt ({prefix} earlier tokens cached)"
-        )
-        if seqs > 1:
-            where = f"{seqs} whole prompts of {q} tokens (each attends to itself)"
-        notes.append(
-            f"chunked prefill: {chunk} prefill tokens, {where}, + {dec} decode tokens "
-            f"at context {ctx}"
-        )
-    if unfused and not cfg.is_mla:
+    for part in parts:
+        extra.update(part.extra)
+        notes.extend(part.notes)
+    if req.attention == setup_pb2.UNFUSED_ATTENTION and not cfg.is_mla:
         notes.append("unfused attention: QK^T, softmax and AV through DRAM")
     kv_per_token = cfg.layers * cfg.kv_elements_per_token_per_layer() * prec.kv_bytes
     return Workload(
         kind="inference",
-        phases=tuple(phases),
-        model=model_info(cfg, first[0][0], (first[0][1],), prec),
+        phases=tuple(p for part in parts for p in (*part.layers, part.head)),
+        model=model_info(cfg, parts[0].layers, (parts[0].head,), prec),
         phase=kind,
         batch=batch,
         input_len=ilen,
         output_len=olen,
         seq_len=ilen,
-        kv_cache_bytes=kv_per_token * kv_tokens,
+        kv_cache_bytes=kv_per_token * parts[-1].kv_tokens,
         weight_bytes_per_param=prec.weight_bytes,
         optimizer_bytes_per_param=0.0,
         activation_bytes_per_element=prec.activation_bytes,
@@ -251,3 +207,101 @@ def inference_workload(
         notes=tuple(notes),
         **extra,
     )
+
+
+def _phases(
+    req: setup_pb2.LlmInference,
+    cfg: ModelConfig,
+    prec: Precision,
+    base: str,
+    shape: LayerShape,
+    tokens: tuple[int, int],
+    cls: str,
+    steps: int = 1,
+) -> tuple[list[Phase], Phase]:
+    """The layer phases and the head phase (`tokens`: embedded, through the LM head) of one
+    part, with the request's attention options and, under MODEL_DIMS_SPLIT, the engine's
+    tensor-parallel layout."""
+    shape = replace(
+        shape,
+        unfused_attention=req.attention == setup_pb2.UNFUSED_ATTENTION,
+        kv_per_query_head=req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD,
+        kv_reread_share=req.kv_reread_dram_share or 1.0,
+    )
+    embed, head = tokens
+    layers = layer_phases(base, cfg, shape, prec, steps=steps)
+    graph = head_graph(f"{base}_head", cfg, prec, embed_tokens=embed, head_tokens=head, cls=cls)
+    if req.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT:
+        layers = [replace(p, graph=model_dims_split(p.graph)) for p in layers]
+        graph = model_dims_split(graph)
+    return layers, Phase(f"{base}_head", graph, steps=steps, role="head")
+
+
+def _prefill(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, batch: int) -> _Part:
+    """The prompts of the batch, in passes of whole sequences under a token budget; the LM
+    head runs on each sequence's last token."""
+    ilen = req.input_len
+    seqs, passes = prefill_passes(batch, ilen, req.prefill_tokens_per_pass)
+    shape = _prefill_shape(seqs, ilen)
+    layers, head = _phases(req, cfg, prec, "prefill", shape, (seqs * ilen, seqs), "Va_Mw", passes)
+    notes: list[str] = []
+    if passes > 1:
+        notes.append(
+            f"prefill: {passes} passes of {seqs} sequences ({seqs * ilen} tokens; "
+            f"prefill_tokens_per_pass {req.prefill_tokens_per_pass})"
+        )
+    return _Part(layers, head, batch * ilen, {}, notes)
+
+
+def _decode(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, batch: int) -> _Part:
+    """One decode step of the batch at context_len (0 = input_len)."""
+    ctx = req.context_len or req.input_len
+    layers, head = _phases(
+        req, cfg, prec, "decode", _decode_shape(batch, ctx), (batch, batch), "Va_Mw"
+    )
+    return _Part(layers, head, batch * ctx, {"context_len": ctx}, [])
+
+
+def _request_decode(
+    req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, batch: int
+) -> _Part:
+    """A request's output_len - 1 decode steps after its prefill, at the mean context:
+    attention is linear in the context, so steps x mean context is the exact sum."""
+    ilen, olen = req.input_len, req.output_len
+    steps, mean_ctx = olen - 1, ilen + (olen + 1) // 2
+    shape = _decode_shape(batch, mean_ctx)
+    layers, head = _phases(req, cfg, prec, "decode", shape, (batch, batch), "Va_Mw", steps)
+    note = (
+        f"decode: {steps} steps at the mean context {mean_ctx} (input_len + "
+        "output_len / 2): steps x mean context = the exact attention sum"
+    )
+    return _Part(layers, head, batch * (ilen + olen - 1), {"context_len": mean_ctx}, [note])
+
+
+def _chunked_prefill(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision) -> _Part:
+    """One scheduler step: the GEMMs over the prefill chunk and the decode tokens together,
+    attention as two kernels (the chunk's, the decode tokens' at context_len)."""
+    ilen, chunk, dec = req.input_len, req.chunk_size, req.decode_batch
+    ctx = req.context_len or ilen
+    seqs = max(1, req.prefill_sequences)  # whole prompts of chunk / seqs tokens
+    prefix = max(0, ilen - chunk) if seqs == 1 else 0
+    q = chunk // seqs
+    segs = [AttnSegment("attention_prefill", seqs, q, prefix + q, cached=prefix > 0, cls="Ma_Mqa")]
+    if dec:
+        segs.append(AttnSegment("attention_decode", dec, 1, ctx, cached=True, cls="Va_Mqa"))
+    shape = LayerShape(chunk + dec, tuple(segs), "Ma_Mw", kv_write=True, absorbed=cfg.is_mla)
+    layers, head = _phases(
+        req, cfg, prec, "chunked_prefill", shape, (chunk + dec, dec + seqs), "Ma_Mw"
+    )
+    where = (
+        "the first chunk (attends to itself)"
+        if not prefix
+        else f"the last chunk of a {ilen}-token prompt ({prefix} earlier tokens cached)"
+    )
+    if seqs > 1:
+        where = f"{seqs} whole prompts of {q} tokens (each attends to itself)"
+    note = (
+        f"chunked prefill: {chunk} prefill tokens, {where}, + {dec} decode tokens at context {ctx}"
+    )
+    extra = {"chunk_size": chunk, "decode_batch": dec, "context_len": ctx}
+    return _Part(layers, head, prefix + chunk + dec * ctx, extra, [note])

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from generator.builder import Arg, Dims, GraphBuilder, Tensor, dims_elements
+from generator.builder import Arg, Dim, Dims, GraphBuilder, Tensor, dims_elements
 from generator.graph import Communication, KernelKind
 from generator.llm_mla import mla
 from generator.models import ModelConfig
@@ -346,22 +346,11 @@ class Layer:
         # this rank's experts, each taking its share of the tokens of all EP ranks
         E = ("experts", c.experts // ep)
         C = ("expert_tokens", expert_tokens(tokens * ep, k, c.experts, c.capacity_factor))
-        F = ("ffn", c.moe_ffn)
         routed = min(tokens * k, E[1] * C[1])
         # the router scores every expert; under EP the routing table (T, all experts) is not
         # the local experts dim
         R = ("experts", c.experts) if ep == 1 else ("routes", c.experts)
-        logits = self.lin("router", h, (T, H), (H, R), (T, R), fp8=False, shardable=["tokens"])
-        route = b.add_kernel(
-            "topk",
-            KernelKind.ROUTER,
-            [Arg("in", IN, (T, R), self.a, logits), Arg("out", OUT, (T, R), self.a)],
-            SOFTMAX_FLOP * tokens * R[1],
-            kernel_class="Va_Va",
-            shardable=["tokens"],
-            requires_grad=False,
-        )
-        assert route is not None
+        route = self.router(h, R)
         # the routed token copies the group exchanges (the all-to-all's size convention: the
         # whole group's bytes, solver.cost.collectives); an EP rank's graph holds its own
         a2a = tokens * k * H[1] * self.a * ep
@@ -378,6 +367,46 @@ class Layer:
             comm=A2A,
             comm_bytes=a2a,
         )
+        down = self.experts(disp, E, C, routed)
+        out = binary(
+            b,
+            "combine",
+            [("in", down, (E, C, H)), ("route", route, (T, R))],
+            (T, H),
+            2 * routed * H[1],
+            abpe=self.a,
+            kind=KernelKind.ROUTER,
+            cls="Va_Va",
+            shardable=["tokens", "experts"],
+            comm=A2A,
+            comm_bytes=a2a,
+        )
+        if c.shared_experts:
+            shared = self.mlp(h, "shared", c.moe_ffn * c.shared_experts, False)
+            out = add(b, "moe_sum", out, shared, abpe=self.a)
+        return out
+
+    def router(self, h: Tensor, R: Dim) -> Tensor:
+        """Each token's scores over every expert (`R`: a GEMM Megatron keeps in 16-bit),
+        then its top-k choice: the routing table dispatch and combine read."""
+        T, H = self.T, self.H
+        logits = self.lin("router", h, (T, H), (H, R), (T, R), fp8=False, shardable=["tokens"])
+        route = self.b.add_kernel(
+            "topk",
+            KernelKind.ROUTER,
+            [Arg("in", IN, (T, R), self.a, logits), Arg("out", OUT, (T, R), self.a)],
+            SOFTMAX_FLOP * self.shape.tokens * R[1],
+            kernel_class="Va_Va",
+            shardable=["tokens"],
+            requires_grad=False,
+        )
+        assert route is not None
+        return route
+
+    def experts(self, disp: Tensor, E: Dim, C: Dim, routed: int) -> Tensor:
+        """This rank's experts as one MLP of batched GEMMs over (experts, expert_tokens),
+        each GEMM's FLOP counted on the `routed` token slots only."""
+        c, H, F = self.cfg, self.H, ("ffn", self.cfg.moe_ffn)
         gemm = dict(
             kind=KernelKind.BATCHED_GEMM, shardable=["experts", "expert_tokens", "ffn", "hidden"]
         )
@@ -393,7 +422,7 @@ class Layer:
                 **gemm,
             )
             act = unary(
-                b,
+                self.b,
                 "expert_act",
                 up,
                 (E, C, F),
@@ -412,9 +441,9 @@ class Layer:
                 **gemm,
             )
             act = unary(
-                b, "expert_act", up, abpe=self.a, shardable=["experts", "expert_tokens", "ffn"]
+                self.b, "expert_act", up, abpe=self.a, shardable=["experts", "expert_tokens", "ffn"]
             )
-        down = self.lin(
+        return self.lin(
             "expert_down",
             act,
             (E, C, F),
@@ -423,20 +452,3 @@ class Layer:
             flop=2 * routed * H[1] * F[1],
             **gemm,
         )
-        out = binary(
-            b,
-            "combine",
-            [("in", down, (E, C, H)), ("route", route, (T, R))],
-            (T, H),
-            2 * routed * H[1],
-            abpe=self.a,
-            kind=KernelKind.ROUTER,
-            cls="Va_Va",
-            shardable=["tokens", "experts"],
-            comm=A2A,
-            comm_bytes=a2a,
-        )
-        if c.shared_experts:
-            shared = self.mlp(h, "shared", c.moe_ffn * c.shared_experts, False)
-            out = add(b, "moe_sum", out, shared, abpe=self.a)
-        return out

@@ -152,30 +152,66 @@ def _pinned_workload(
 ) -> Workload:
     """The workload at one micro-batch size and recompute mode (ZeRO stage and interleaving
     depth are plain numbers the solver sets per candidate)."""
-    s = req.seq_len
     cp = max(req.context_parallel, 1)
     ep = max(req.expert_parallel, 1)
-    unfused = req.attention == setup_pb2.UNFUSED_ATTENTION
-    # one CP rank: s / CP query tokens against all s keys (the ring brings every K/V block)
-    shape = LayerShape(
+    shape = _layer_shape(req, cfg, prec, mb)
+    layers = layer_phases("layer", cfg, shape, prec, training=True, recompute=recompute)
+    if not req.sequence_parallel:
+        layers = tuple(replace(p, graph=_replicated_vector_kernels(p.graph)) for p in layers)
+    edges = _edge_phases(req, cfg, prec, rank_tokens=mb * req.seq_len // cp)
+    return Workload(
+        kind="training",
+        phases=(*layers, *edges),
+        model=model_info(cfg, layers, edges, prec, ep),
+        global_batch=req.global_batch,
+        micro_batch=mb,
+        seq_len=req.seq_len,
+        recompute=recompute,
+        sequence_parallel=req.sequence_parallel,
+        zero_stage=req.zero_stage,
+        virtual_pipeline=req.virtual_pipeline or 1,
+        edges_in_pipeline_split=req.edges_in_pipeline_split,
+        searched=searched,
+        context_parallel=cp,
+        expert_parallel=ep,
+        fp8_param_gather=req.fp8_param_gather and prec.math == "FP8",
+        grad_reduce_fp32=req.grad_reduce_fp32,
+        backward_reads_wired=True,
+        weight_bytes_per_param=prec.weight_bytes,
+        optimizer_bytes_per_param=prec.optimizer_bytes_per_param,
+        activation_bytes_per_element=prec.activation_bytes,
+        kv_bytes_per_element=prec.kv_bytes,
+        compute_dtype=prec.math,
+        notes=_notes(req, cfg, prec, mb, searched),
+    )
+
+
+def _layer_shape(
+    req: setup_pb2.LlmTraining, cfg: ModelConfig, prec: Precision, mb: int
+) -> LayerShape:
+    """One layer on one context-parallel rank: s / CP query tokens of each of the mb
+    sequences against all s keys (the ring brings every K/V block)."""
+    s, cp = req.seq_len, max(req.context_parallel, 1)
+    return LayerShape(
         tokens=mb * s // cp,
         segments=(AttnSegment("attention", mb, s // cp, s, cached=False, cls="Ma_Mqa"),),
         gemm_cls="Ma_Mw",
-        unfused_attention=unfused,
+        unfused_attention=req.attention == setup_pb2.UNFUSED_ATTENTION,
         dropout=req.dropout > 0,
         fp8_casts=prec.math == "FP8",
         eager_activation=req.eager_activation,
         # rotary positions unless the model has a learned table (MLA's decoupled rope
         # slice, generator/llm_mla.py, is not charged a rotation kernel)
         rope=cfg.positions == 0 and not cfg.is_mla,
-        expert_parallel=ep,
+        expert_parallel=max(req.expert_parallel, 1),
     )
-    layers = layer_phases("layer", cfg, shape, prec, training=True, recompute=recompute)
-    if not req.sequence_parallel:
-        layers = tuple(replace(p, graph=_replicated_vector_kernels(p.graph)) for p in layers)
-    rank_tokens = mb * s // cp
-    # untied: the embedding on the first pipeline stage, the LM head on the last (a tied
-    # table is one weight, one graph)
+
+
+def _edge_phases(
+    req: setup_pb2.LlmTraining, cfg: ModelConfig, prec: Precision, rank_tokens: int
+) -> tuple[Phase, ...]:
+    """The model's ends: untied, the embedding on the first pipeline stage and the LM head
+    with the loss on the last; a tied table is one weight, so one graph (`head`)."""
     apart = not cfg.tie_embeddings
     head = Phase(
         "head",
@@ -191,10 +227,22 @@ def _pinned_workload(
         ),
         role="head",
     )
-    edges: tuple[Phase, ...] = (head,)
-    if apart:
-        embed = embed_graph("embed", cfg, prec, tokens=rank_tokens)
-        edges = (Phase("embed", embed, role="embed"), head)
+    if not apart:
+        return (head,)
+    embed = embed_graph("embed", cfg, prec, tokens=rank_tokens)
+    return (Phase("embed", embed, role="embed"), head)
+
+
+def _notes(
+    req: setup_pb2.LlmTraining,
+    cfg: ModelConfig,
+    prec: Precision,
+    mb: int,
+    searched: tuple[str, ...],
+) -> tuple[str, ...]:
+    """What the graphs stand for and each option that changed them, in words (the report
+    prints them beside the plan)."""
+    s, cp, ep = req.seq_len, max(req.context_parallel, 1), max(req.expert_parallel, 1)
     notes = [
         f"micro-batch of {mb} x {s} tokens per graph instance; the step runs "
         f"global_batch / (micro_batch x DP) micro-batches per data-parallel rank"
@@ -211,9 +259,9 @@ def _pinned_workload(
         )
     if req.sequence_parallel:
         notes.append("sequence parallel: norms/residuals split on tokens across the TP group")
-    if unfused:
+    if req.attention == setup_pb2.UNFUSED_ATTENTION:
         notes.append("unfused attention: QK^T, softmax, dropout and AV through DRAM")
-    if shape.fp8_casts:
+    if prec.math == "FP8":
         notes.append(
             "FP8 linear layers: each 16-bit input and output gradient cast to FP8 by amax + "
             "cast-transpose kernels (6 bytes per element; Transformer Engine current scaling)"
@@ -233,28 +281,4 @@ def _pinned_workload(
         notes.append("fused cross-entropy: one online-softmax kernel pair, in place")
     if searched:
         notes.append("searched by the outer search: " + ", ".join(searched))
-    return Workload(
-        kind="training",
-        phases=(*layers, *edges),
-        model=model_info(cfg, layers, edges, prec, ep),
-        global_batch=req.global_batch,
-        micro_batch=mb,
-        seq_len=s,
-        recompute=recompute,
-        sequence_parallel=req.sequence_parallel,
-        zero_stage=req.zero_stage,
-        virtual_pipeline=req.virtual_pipeline or 1,
-        edges_in_pipeline_split=req.edges_in_pipeline_split,
-        searched=searched,
-        context_parallel=cp,
-        expert_parallel=ep,
-        fp8_param_gather=req.fp8_param_gather and prec.math == "FP8",
-        grad_reduce_fp32=req.grad_reduce_fp32,
-        backward_reads_wired=True,
-        weight_bytes_per_param=prec.weight_bytes,
-        optimizer_bytes_per_param=prec.optimizer_bytes_per_param,
-        activation_bytes_per_element=prec.activation_bytes,
-        kv_bytes_per_element=prec.kv_bytes,
-        compute_dtype=prec.math,
-        notes=tuple(notes),
-    )
+    return tuple(notes)

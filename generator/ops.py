@@ -13,7 +13,7 @@ FLOP conventions (vector kernels are rough; matrix kernels exact):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from generator.builder import Arg, Dims, GraphBuilder, Tensor, dims_elements
 from generator.graph import Communication, KernelKind, OperandRole, Pass
@@ -40,6 +40,25 @@ def _split_accumulate(b: GraphBuilder, name: str, on: bool) -> None:
 
 def _names(dims: Dims) -> list[str]:
     return [d for d, _ in dims]
+
+
+@dataclass(frozen=True)
+class _Gemm:
+    """A linear layer's forward GEMM, as its backward GEMMs need it."""
+
+    name: str
+    x_dims: Dims
+    weight: Dims
+    out: Dims
+    bias_dims: Dims | None  # None: no bias
+    kind: KernelKind
+    cls: str
+    shard: list[str]
+    flop: float
+    wbpe: float
+    abpe: float
+    xbpe: float  # bytes per element of the input (an FP8 copy: 1)
+    fp8_grad: bool
 
 
 def linear(
@@ -75,59 +94,86 @@ def linear(
     if flop is None:
         flop = 2 * dims_elements(tuple(loop.items()))
     shard = list(shardable) if shardable is not None else list(loop)
-    grad_bytes = (dims_elements(weight) + (dims_elements(bias_dims) if bias else 0)) * wbpe
+    g = _Gemm(
+        name,
+        x_dims,
+        weight,
+        out,
+        bias_dims if bias else None,
+        kind,
+        cls,
+        shard,
+        flop,
+        wbpe,
+        abpe,
+        xbpe,
+        fp8_grad,
+    )
 
     def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
-        assert dy is not None and isinstance(x, Tensor)
-        dy = b.view(dy, out)
-        dbpe = abpe
-        if fp8_grad:
-            keep = [d for d, _ in out if d in shard]
-            dy = fp8_grad_cast(b, f"{name}_grad", dy, out, abpe=abpe, shardable=keep)
-            dbpe = FP8_BYTES
-        pairs = []
-        if x.requires_grad:
-            dx = b.add_kernel(
-                f"{name}_bwd",
-                kind,
-                [
-                    Arg("dy", IN, out, dbpe, dy),
-                    Arg("weight", W, weight, wbpe),
-                    Arg("dx", OUT, x_dims, abpe),
-                ],
-                flop,
-                pass_=Pass.BWD,
-                kernel_class=cls,
-                shardable=shard,
-            )
-            assert dx is not None
-            pairs.append((x, dx))
-            _split_accumulate(b, f"{name}_bwd", fp8_grad)
-        xs = b.saved(b.view(x, x_dims) if not x.part else x)
-
-        def wgrad() -> None:
-            outs = [Arg("dweight", OUT, weight, wbpe)]
-            if bias:
-                outs.append(Arg("dbias", OUT, bias_dims, wbpe))
-            b.add_kernel(
-                f"{name}_weight_update",
-                kind,
-                [Arg("in", IN, x_dims, xbpe, xs), Arg("dy", IN, out, dbpe, dy), *outs],
-                flop,
-                pass_=Pass.WGRAD,
-                kernel_class="Ma_Ma",
-                shardable=shard,
-                communication=ARP,
-                communication_bytes=grad_bytes,
-            )
-            _split_accumulate(b, f"{name}_weight_update", fp8_grad)
-
-        b.defer(wgrad)
-        return pairs
+        return _linear_backward(b, g, x, dy)
 
     t = b.add_kernel(name, kind, args, flop, kernel_class=cls, shardable=shard, rule=rule)
     assert t is not None
     return t
+
+
+def _linear_backward(
+    b: GraphBuilder, g: _Gemm, x: Tensor | tuple[Tensor, ...], dy: Tensor | None
+) -> list[tuple[Tensor, Tensor]]:
+    """The activation gradient dx = dy . weight^T (`<name>_bwd`) now, the weight gradient
+    (_weight_gradient) deferred to the end of the backward pass; under FP8 training dy is
+    cast to FP8 first."""
+    assert dy is not None and isinstance(x, Tensor)
+    dy = b.view(dy, g.out)
+    dbpe = g.abpe
+    if g.fp8_grad:
+        keep = [d for d, _ in g.out if d in g.shard]
+        dy = fp8_grad_cast(b, f"{g.name}_grad", dy, g.out, abpe=g.abpe, shardable=keep)
+        dbpe = FP8_BYTES
+    pairs = []
+    if x.requires_grad:
+        dx = b.add_kernel(
+            f"{g.name}_bwd",
+            g.kind,
+            [
+                Arg("dy", IN, g.out, dbpe, dy),
+                Arg("weight", W, g.weight, g.wbpe),
+                Arg("dx", OUT, g.x_dims, g.abpe),
+            ],
+            g.flop,
+            pass_=Pass.BWD,
+            kernel_class=g.cls,
+            shardable=g.shard,
+        )
+        assert dx is not None
+        pairs.append((x, dx))
+        _split_accumulate(b, f"{g.name}_bwd", g.fp8_grad)
+    xs = b.saved(b.view(x, g.x_dims) if not x.part else x)
+    b.defer(lambda: _weight_gradient(b, g, xs, dy, dbpe))
+    return pairs
+
+
+def _weight_gradient(b: GraphBuilder, g: _Gemm, xs: Tensor, dy: Tensor, dbpe: float) -> None:
+    """dweight = x^T . dy (and dbias) (`<name>_weight_update`), from the saved input; the
+    gradients are all-reduced over the data-parallel group once per step."""
+    outs = [Arg("dweight", OUT, g.weight, g.wbpe)]
+    grad_elements = dims_elements(g.weight)
+    if g.bias_dims is not None:
+        outs.append(Arg("dbias", OUT, g.bias_dims, g.wbpe))
+        grad_elements += dims_elements(g.bias_dims)
+    b.add_kernel(
+        f"{g.name}_weight_update",
+        g.kind,
+        [Arg("in", IN, g.x_dims, g.xbpe, xs), Arg("dy", IN, g.out, dbpe, dy), *outs],
+        g.flop,
+        pass_=Pass.WGRAD,
+        kernel_class="Ma_Ma",
+        shardable=g.shard,
+        communication=ARP,
+        communication_bytes=grad_elements * g.wbpe,
+    )
+    _split_accumulate(b, f"{g.name}_weight_update", g.fp8_grad)
 
 
 def norm(
@@ -412,48 +458,6 @@ def embedding(
 
     t = b.add_kernel(
         name, KernelKind.EMBEDDING, args, flop, kernel_class=cls, shardable=shard, rule=rule
-    )
-    assert t is not None
-    return t
-
-
-def cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: float) -> Tensor:
-    """Softmax cross-entropy over the vocabulary; the start of the backward pass."""
-    dims = logits.dims
-    tokens = dims[0]
-    flop = SOFTMAX_FLOP * dims_elements(dims)
-    shard = _names(dims)
-
-    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
-        dx = b.add_kernel(
-            f"{name}_bwd",
-            KernelKind.SOFTMAX,
-            [
-                Arg("logits", IN, dims, abpe, b.saved(logits)),
-                Arg("targets", IN, (tokens,), 4.0),
-                Arg("dlogits", OUT, dims, abpe),
-            ],
-            flop,
-            pass_=Pass.BWD,
-            kernel_class="Va_Va",
-            shardable=shard,
-        )
-        assert dx is not None
-        return [(logits, dx)]
-
-    t = b.add_kernel(
-        name,
-        KernelKind.SOFTMAX,
-        [
-            Arg("logits", IN, dims, abpe, logits),
-            Arg("targets", IN, (tokens,), 4.0),
-            Arg("loss", OUT, (tokens,), 4.0),
-        ],
-        flop,
-        kernel_class="Va_Va",
-        shardable=shard,
-        rule=rule,
-        seed=True,
     )
     assert t is not None
     return t

@@ -1,5 +1,6 @@
-"""The LM's training loss: vocab-parallel cross-entropy in FP32 as Megatron-LM runs it, or
-fused (Transformer Engine's online-softmax kernels).
+"""Training losses: plain softmax cross-entropy (`cross_entropy`: one kernel each way, in
+the activations' type), and the LM's: vocab-parallel cross-entropy in FP32 as Megatron-LM
+runs it, or fused (Transformer Engine's online-softmax kernels).
 
 Megatron-LM (megatron/core/tensor_parallel/cross_entropy.py, VocabParallelCrossEntropy, and
 its jit-fused variant megatron/core/fusions/fused_cross_entropy.py) upcasts the 16-bit logits
@@ -32,6 +33,7 @@ from collections.abc import Callable
 
 from generator.builder import Arg, Dims, GraphBuilder, Tensor, dims_elements
 from generator.graph import KernelKind, OperandRole, Pass
+from generator.ops import SOFTMAX_FLOP
 
 IN, OUT = OperandRole.INPUT, OperandRole.OUTPUT
 FP32_BYTES = 4.0
@@ -140,3 +142,45 @@ def fused_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: flo
         seed=True,
     )
     return grad
+
+
+def cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: float) -> Tensor:
+    """Softmax cross-entropy over the vocabulary; the start of the backward pass."""
+    dims = logits.dims
+    tokens = dims[0]
+    flop = SOFTMAX_FLOP * dims_elements(dims)
+    shard = [d for d, _ in dims]
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        dx = b.add_kernel(
+            f"{name}_bwd",
+            KernelKind.SOFTMAX,
+            [
+                Arg("logits", IN, dims, abpe, b.saved(logits)),
+                Arg("targets", IN, (tokens,), 4.0),
+                Arg("dlogits", OUT, dims, abpe),
+            ],
+            flop,
+            pass_=Pass.BWD,
+            kernel_class="Va_Va",
+            shardable=shard,
+        )
+        assert dx is not None
+        return [(logits, dx)]
+
+    t = b.add_kernel(
+        name,
+        KernelKind.SOFTMAX,
+        [
+            Arg("logits", IN, dims, abpe, logits),
+            Arg("targets", IN, (tokens,), 4.0),
+            Arg("loss", OUT, (tokens,), 4.0),
+        ],
+        flop,
+        kernel_class="Va_Va",
+        shardable=shard,
+        rule=rule,
+        seed=True,
+    )
+    assert t is not None
+    return t

@@ -14,10 +14,7 @@ Pass: FWD/BWD from fwd_bwd; names ending in `_weight_update` are WGRAD, `_recomp
 RECOMPUTE, `_optimizer` OPTIMIZER (the einsum form carries no pass field, so generators name
 their kernels this way and the round trip keeps the pass).
 
-Connections: startIdx/endIdx are kernel ids. The consumer operand is `end_operand` if given,
-else the first unfilled INPUT operand whose bytes equal the producer's output bytes, else the
-first unfilled INPUT operand. Edge.dim_map comes from `generator.builder.infer_dim_map`;
-tensor_bytes = the producer's output bytes (or the consumer operand's, if smaller: a slice).
+Connections: see generator.proto_edges.
 """
 
 from __future__ import annotations
@@ -25,12 +22,12 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from generator.builder import DEFAULT_GROUP, infer_dim_map
+from generator.builder import DEFAULT_GROUP
 from generator.graph import (
     Communication,
     DFModelExtra,
-    Edge,
     Kernel,
     KernelGraph,
     KernelKind,
@@ -38,6 +35,7 @@ from generator.graph import (
     OperandRole,
     Pass,
 )
+from generator.proto_edges import check_acyclic, edges_from_proto
 from schema import setup_pb2
 from schema.dtypes import PRECISIONS
 from schema.errors import SetupError
@@ -57,6 +55,12 @@ ROLE = {
     setup_pb2.KV_CACHE: OperandRole.KV_CACHE,
 }
 ROLE_PB = {v: k for k, v in ROLE.items()}
+DFModelVariant = (
+    setup_pb2.GemmInput1Weight
+    | setup_pb2.GemmInput1Input2
+    | setup_pb2.ElementwiseInput1
+    | setup_pb2.ElementwiseInput1Input2
+)
 COMM = {
     setup_pb2.CommunicationType.Name(v): Communication(setup_pb2.CommunicationType.Name(v))
     for v in setup_pb2.CommunicationType.values()
@@ -164,7 +168,7 @@ def _dfmodel_kernel(
     )
 
 
-def _extra(v) -> DFModelExtra:
+def _extra(v: DFModelVariant) -> DFModelExtra:
     """The variant's fields only DFModel's equations read (gemm_input1_weight alone has
     skip_weight and use_effective_stage)."""
     return DFModelExtra(
@@ -177,7 +181,7 @@ def _extra(v) -> DFModelExtra:
     )
 
 
-def _second_comm(v) -> dict:
+def _second_comm(v: DFModelVariant) -> dict[str, Any]:
     """DFModel's communication_type_2: a second collective over the kernel's group."""
     name = setup_pb2.CommunicationType.Name(v.communication_type_2)
     if name == "NO_COMMUNICATION" or v.communication_size_2 <= 0:
@@ -199,7 +203,7 @@ def _unit(k: setup_pb2.Kernel, kind: KernelKind) -> str:
     return UNIT[k.type] if UNIT[k.type] != own else ""
 
 
-def _comm(name: str, size: float, group: str = "") -> dict:
+def _comm(name: str, size: float, group: str = "") -> dict[str, Any]:
     """The kernel's collective; `group` overrides its default group (DFModel's non-LLM
     graphs run theirs over every chip: "all")."""
     if name == "NO_COMMUNICATION":
@@ -285,30 +289,6 @@ def _einsum_kernel(
     )
 
 
-def _find_cycle(names: list[str], succ: dict[str, list[str]]) -> list[str]:
-    """One cycle (its kernels, first repeated at the end) or []; an iterative depth-first
-    search, so a dependency chain of any length fits in the stack."""
-    color: dict[str, int] = {}  # 1 = on the current path, 2 = done
-    for root in names:
-        if root in color:
-            continue
-        path = [root]
-        todo = [iter(succ[root])]
-        color[root] = 1
-        while todo:
-            nxt = next(todo[-1], None)
-            if nxt is None:
-                color[path.pop()] = 2
-                todo.pop()
-            elif color.get(nxt) == 1:
-                return path[path.index(nxt) :] + [nxt]
-            elif nxt not in color:
-                color[nxt] = 1
-                path.append(nxt)
-                todo.append(iter(succ[nxt]))
-    return []
-
-
 def graph_from_proto(
     dg: setup_pb2.DataflowGraph,
     *,
@@ -324,158 +304,104 @@ def graph_from_proto(
     collective's default; "all" = every chip, DFModel's meaning for its non-LLM graphs)."""
     problems: list[str] = []
     pre = f"{path}: {field}"
-    kernels: list[Kernel] = []
-    by_id: dict[int, Kernel] = {}
-    broken: set[int] = set()  # ids of kernels already reported (their edges are not checked)
-    names: set[str] = set()
     if not dg.kernels:
         problems.append(f"{pre}.kernels is empty; a graph needs at least one kernel")
+    kernels, by_id, broken = _kernels(dg, pre, word, pin_sharding, collective_group, problems)
+    all_edges = edges_from_proto(dg, by_id, broken, pre, problems)
+    edges = [e for e, nxt in all_edges if not nxt]
+    boundary = [e for e, nxt in all_edges if nxt]
+    if problems:
+        raise SetupError(problems)
+    check_acyclic(kernels, edges, pre)
+    return KernelGraph(name, tuple(kernels), tuple(edges), tuple(boundary))
+
+
+def _kernels(
+    dg: setup_pb2.DataflowGraph,
+    pre: str,
+    word: float,
+    pin_sharding: bool,
+    group: str,
+    problems: list[str],
+) -> tuple[list[Kernel], dict[int, Kernel], set[int]]:
+    """The kernels read, in order; (kernels, id -> kernel, ids of kernels already reported,
+    whose connections are then not checked)."""
+    kernels: list[Kernel] = []
+    by_id: dict[int, Kernel] = {}
+    broken: set[int] = set()
+    names: set[str] = set()
     for i, k in enumerate(dg.kernels):
         where = f"{pre}.kernels[{i}]"
-        if not k.name:
-            problems.append(f"{where}.name is empty; every kernel needs a unique name")
-        elif k.name in names:
-            problems.append(
-                f"{where}.name {k.name!r} is used by another kernel; names must be unique"
-            )
-        if k.id < 0:  # 0 is an id (DFModel's inputs leave one kernel's id out)
-            problems.append(f"{where}.id must be a non-negative integer, got {k.id}")
-        elif k.id in by_id:
-            problems.append(
-                f"{where}.id {k.id} ({k.name}) is used by {by_id[k.id].name!r}; ids must be unique"
-            )
+        _check_identity(k, where, names, by_id, problems)
         variant = k.WhichOneof("kernel_variant")
         if variant is None:
             problems.append(
                 f"{where} ({k.name}) has no kernel body; give one of {', '.join(VARIANTS)}"
             )
             continue
-        if variant == "einsum":
-            kernel = _einsum_kernel(k, word, where, problems)
-        else:
-            kernel = _dfmodel_kernel(k, variant, word, where, problems, collective_group)
+        kernel = _kernel(k, variant, where, word, pin_sharding, group, problems)
         if kernel is None:
             broken.add(k.id)
             continue
-        pin = k.sharding
-        tiling = getattr(k, variant).tiling if variant != "einsum" else 0
-        if not pin and pin_sharding and tiling in TILING_DIM:
-            pin = TILING_DIM[tiling]
-        if pin and pin != "none" and pin not in kernel.dim_sizes:
-            problems.append(
-                f"{where}.sharding {pin!r} is not a loop dim of {k.name} "
-                f'({", ".join(kernel.dim_sizes)}, or "none")'
-            )
-        config = k.config if k.HasField("config") else -1
-        if config < -1:
-            problems.append(f"{where}.config must be -1 (searched) or >= 0, got {config}")
-        kernel = replace(
-            kernel,
-            pinned_sharding=pin,
-            pinned_config=config,
-            pinned_tile=k.tile.strip(),
-            dfmodel_tiling=TILING_DIM.get(tiling, "") if variant != "einsum" else "",
-            dfmodel_type=setup_pb2.KernelType.Name(k.type) if variant != "einsum" else "",
-            dfmodel_extra=_extra(getattr(k, variant)) if variant != "einsum" else None,
-        )
         kernels.append(kernel)
         names.add(k.name)
         if k.id >= 0 and k.id not in by_id:
             by_id[k.id] = kernel
-    all_edges = _edges(dg, by_id, broken, pre, problems)
-    edges = [e for e, nxt in all_edges if not nxt]
-    boundary = [e for e, nxt in all_edges if nxt]
-    if problems:
-        raise SetupError(problems)
-    succ: dict[str, list[str]] = {k.name: [] for k in kernels}
-    for e in edges:
-        succ[e.src].append(e.dst)
-    cycle = _find_cycle([k.name for k in kernels], succ)
-    if cycle:
-        raise SetupError(
-            f"{pre}.connections form a cycle: {' -> '.join(cycle)}; a dataflow "
-            "graph must be acyclic"
+    return kernels, by_id, broken
+
+
+def _check_identity(
+    k: setup_pb2.Kernel, where: str, names: set[str], by_id: dict[int, Kernel], problems: list[str]
+) -> None:
+    """A kernel's name and id unique among those read before it."""
+    if not k.name:
+        problems.append(f"{where}.name is empty; every kernel needs a unique name")
+    elif k.name in names:
+        problems.append(f"{where}.name {k.name!r} is used by another kernel; names must be unique")
+    if k.id < 0:  # 0 is an id (DFModel's inputs leave one kernel's id out)
+        problems.append(f"{where}.id must be a non-negative integer, got {k.id}")
+    elif k.id in by_id:
+        problems.append(
+            f"{where}.id {k.id} ({k.name}) is used by {by_id[k.id].name!r}; ids must be unique"
         )
-    return KernelGraph(name, tuple(kernels), tuple(edges), tuple(boundary))
 
 
-def _edges(
-    dg: setup_pb2.DataflowGraph,
-    by_id: dict[int, Kernel],
-    broken: set[int],
-    pre: str,
+def _kernel(
+    k: setup_pb2.Kernel,
+    variant: str,
+    where: str,
+    word: float,
+    pin_sharding: bool,
+    group: str,
     problems: list[str],
-) -> list[tuple[Edge, bool]]:
-    """(edge, whether it crosses into the next instance) per connection."""
-    edges: list[tuple[Edge, bool]] = []
-    filled: dict[str, list[str]] = {}
-    for i, c in enumerate(dg.connections):
-        where = f"{pre}.connections[{i}]"
-        src, dst = by_id.get(c.startIdx), by_id.get(c.endIdx)
-        if c.startIdx in broken or c.endIdx in broken:
-            continue
-        for label, idx, kern in (("startIdx", c.startIdx, src), ("endIdx", c.endIdx, dst)):
-            if kern is None:
-                problems.append(
-                    f"{where}.{label} {idx} names no kernel; kernel ids are {_ids(by_id)}"
-                )
-        if src is None or dst is None:
-            continue
-        if c.startIdx == c.endIdx:
-            problems.append(f"{where} connects kernel {src.name!r} to itself")
-            continue
-        if not src.outputs:
-            problems.append(f"{where}: kernel {src.name!r} has no OUTPUT operand to send")
-            continue
-        out = src.outputs[0]
-        out_bytes = src.operand_bytes(out)
-        taken = filled.setdefault(dst.name, [])
-        inputs = [o for o in dst.operands if o.role == OperandRole.INPUT]
-        if c.end_operand:
-            op = next(
-                (
-                    o
-                    for o in dst.operands
-                    if o.name == c.end_operand and o.role != OperandRole.OUTPUT
-                ),
-                None,
-            )
-            if op is None:
-                valid = ", ".join(o.name for o in dst.inputs)
-                problems.append(
-                    f"{where}.end_operand {c.end_operand!r} is not an input of "
-                    f"{dst.name!r}; its inputs are {valid}"
-                )
-                continue
-        else:
-            free = [o for o in inputs if o.name not in taken]
-            same = [o for o in free if math.isclose(dst.operand_bytes(o), out_bytes, rel_tol=1e-9)]
-            op = (same or free or [None])[0]
-        if c.next_instance and op is not None:
-            pass  # feeds the next instance: does not take one of this instance's inputs
-        elif len(taken) + 1 > len(dst.inputs) or op is None:
-            problems.append(
-                f"{where}: kernel {dst.name!r} gets more incoming connections "
-                f"than it has inputs ({len(dst.inputs)}: "
-                f"{', '.join(o.name for o in dst.inputs)})"
-            )
-            continue
-        if not c.next_instance:
-            taken.append(op.name)
-        sizes = src.dim_sizes
-        dsizes = dst.dim_sizes
-        dim_map = infer_dim_map(
-            [(d, sizes[d]) for d in out.dims], [(d, dsizes[d]) for d in op.dims]
+) -> Kernel | None:
+    """One kernel from its body (a DFModel variant or the einsum form) with what the input
+    pins: its sharding (with `pin_sharding`, a DFModel variant's tiling dim), its
+    configuration and its tile; None after a problem in its body."""
+    if variant == "einsum":
+        kernel = _einsum_kernel(k, word, where, problems)
+    else:
+        kernel = _dfmodel_kernel(k, variant, word, where, problems, group)
+    if kernel is None:
+        return None
+    pin = k.sharding
+    tiling = getattr(k, variant).tiling if variant != "einsum" else 0
+    if not pin and pin_sharding and tiling in TILING_DIM:
+        pin = TILING_DIM[tiling]
+    if pin and pin != "none" and pin not in kernel.dim_sizes:
+        problems.append(
+            f"{where}.sharding {pin!r} is not a loop dim of {k.name} "
+            f'({", ".join(kernel.dim_sizes)}, or "none")'
         )
-        tensor_bytes = min(out_bytes, dst.operand_bytes(op))
-        edges.append(
-            (Edge(src.name, dst.name, op.name, "", dim_map, tensor_bytes), c.next_instance)
-        )
-    return edges
-
-
-def _ids(by_id: dict[int, Kernel]) -> str:
-    ids = sorted(by_id)
-    if len(ids) > 8:
-        return f"{ids[0]}..{ids[-1]} ({len(ids)} kernels)"
-    return ", ".join(map(str, ids)) or "(none)"
+    config = k.config if k.HasField("config") else -1
+    if config < -1:
+        problems.append(f"{where}.config must be -1 (searched) or >= 0, got {config}")
+    return replace(
+        kernel,
+        pinned_sharding=pin,
+        pinned_config=config,
+        pinned_tile=k.tile.strip(),
+        dfmodel_tiling=TILING_DIM.get(tiling, "") if variant != "einsum" else "",
+        dfmodel_type=setup_pb2.KernelType.Name(k.type) if variant != "einsum" else "",
+        dfmodel_extra=_extra(getattr(k, variant)) if variant != "einsum" else None,
+    )

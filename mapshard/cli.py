@@ -8,7 +8,8 @@ import signal
 import sys
 import threading
 
-from schema.errors import InfeasibleError, NoPlanError, SetupError
+from mapshard import commands
+from schema.errors import InfeasibleError, NoPlanError, SetupError, Terminated
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_NO_PLAN = 0, 2, 3, 4
 
@@ -134,11 +135,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so that the same clean-up runs (no half-written or
-    hidden temporary result is left behind)."""
-
-
 def _terminate(signum: int, frame: object) -> None:
     raise Terminated()
 
@@ -157,8 +153,6 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
-        from mapshard import commands
-
         return getattr(commands, f"cmd_{args.command}")(args)
     except SetupError as exc:
         for problem in exc.problems:

@@ -1,4 +1,4 @@
-"""One function per subcommand: call the pipeline, print, return the exit code."""
+"""One function per subcommand: call the run or the stages, print, return the exit code."""
 
 from __future__ import annotations
 
@@ -6,7 +6,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from schema.errors import Interrupted, SetupError
+from generator.export import generated_files
+from hardware import library
+from mapshard import pipeline
+from mapshard.compare import compare_csv, compare_html, format_table, load_side
+from mapshard.outdir import check_writable, replace_folder
+from mapshard.profile import run_profile_command
+from mapshard.progress import Progress
+from mapshard.report.bounds import bounds_files, workload_gemms
+from mapshard.report.explain import format_explain
+from mapshard.report.terminal import format_summary
+from mapshard.run import Result, run
+from mapshard.sweep.cli import run_sweep_command
+from mapshard.validate_cases import run_validation_command
+from schema.errors import Interrupted, SetupError, Terminated
 
 
 def _out_dir(scenario: str, out: str | None, default: str = "results") -> Path:
@@ -20,15 +33,11 @@ def _out_dir(scenario: str, out: str | None, default: str = "results") -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from mapshard import pipeline
-    from mapshard.progress import Progress
-    from mapshard.report.terminal import format_summary
-
     out = _out_dir(args.scenario, args.out)
     try:
         with Progress(enabled=not args.quiet) as progress:
             what_if = True if args.what_if else False if args.no_sensitivity else None
-            result = pipeline.run(
+            result = run(
                 args.scenario, out, args.time_limit, progress.update, what_if, args.cost_model
             )
     except Interrupted as stop:
@@ -37,11 +46,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _interrupted(stop, args.quiet)
     plan = result.plan
     if not args.quiet:
-        print(
-            format_summary(
-                plan, sensitivity=result.sensitivity, serving=result.serving, stream=result.stream
-            )
-        )
+        print(format_summary(plan, result.views))
         print(f"\nresults: {out}")
     if plan.stats.status == "time_limit":
         why = {
@@ -65,10 +70,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _interrupted(stop: Interrupted, quiet: bool) -> int:
     """The best plan found before Ctrl-C / SIGTERM was written: say so, exit 130 / 143."""
-    from mapshard.cli import Terminated
-    from mapshard.pipeline import Result
-    from mapshard.report.terminal import format_summary
-
     result = stop.result
     assert isinstance(result, Result)
     plan = result.plan
@@ -83,10 +84,6 @@ def _interrupted(stop: Interrupted, quiet: bool) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from generator.export import generated_files
-    from mapshard import pipeline
-    from mapshard.outdir import replace_folder
-
     scenario = pipeline.load_scenario(args.scenario)
     out = _out_dir(args.scenario, args.out, "graph")
     replace_folder(out, generated_files(scenario.workload))
@@ -101,19 +98,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from mapshard import pipeline
-    from mapshard.report.explain import format_explain
-
     scenario = pipeline.load_scenario(args.scenario)
     print(format_explain(pipeline.plan(scenario, args.time_limit)))
     return 0
 
 
 def cmd_bounds(args: argparse.Namespace) -> int:
-    from mapshard import pipeline
-    from mapshard.outdir import replace_folder
-    from mapshard.report.bounds import bounds_files, workload_gemms
-
     scenario = pipeline.load_scenario(args.scenario)
     gemms = workload_gemms(scenario.workload, args.kernel)
     if not gemms:
@@ -127,8 +117,6 @@ def cmd_bounds(args: argparse.Namespace) -> int:
 
 
 def cmd_hardware(args: argparse.Namespace) -> int:
-    from hardware import library
-
     if args.action == "list":
         print(library.format_list())
         return 0
@@ -141,15 +129,10 @@ def cmd_hardware(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from mapshard.sweep.cli import run_sweep_command
-
     return run_sweep_command(args)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from mapshard.compare import compare_csv, compare_html, format_table, load_side
-    from mapshard.outdir import check_writable, replace_folder
-
     if len(args.items) < 2:
         raise SetupError("mapshard compare: give at least two scenario or result folders")
     out = Path(args.out or "compare")
@@ -162,12 +145,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from mapshard.validate_cases import run_validation_command
-
     return run_validation_command(args)
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from mapshard.profile import run_profile_command
-
     return run_profile_command(args)

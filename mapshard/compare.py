@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
+from mapshard.api import solve
+from mapshard.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 
 BOUNDS = ("compute", "memory", "network", "overhead")
 
@@ -36,8 +37,6 @@ def load_side(path: str | Path, time_limit_s: float | None = None) -> Side:
         configs = pd.read_csv(path / "configs.csv")
         name = summary.get("scenario") or path.name
     else:
-        from mapshard.api import solve
-
         result = solve(path, time_limit_s)
         summary, configs = result.summary, result.configs
         name = result.scenario.name

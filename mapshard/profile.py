@@ -21,10 +21,15 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
+from mapshard import pipeline
 from mapshard.fidelity.profile_io import read_profile
 from mapshard.fidelity.profile_match import Calibration, Comparison, calibrate, compare
+from mapshard.scenario import scenario_options
+from mapshard.sweep.store import write_atomic
 from schema import setup_pb2
 from schema.errors import SetupError
+from schema.setup_io import parse_text
+from solver.api import dram_efficiency, for_precision
 
 CSV_COLUMNS = (
     "phase",
@@ -145,8 +150,6 @@ def override_text(
 
 def merge_override(setup: setup_pb2.Setup, path: Path) -> setup_pb2.Setup:
     """`setup` with the override fragment's fields merged on top (a copy)."""
-    from schema.setup_io import parse_text
-
     frag = setup_pb2.Setup()
     parse_text(Path(path).read_text(encoding="utf-8"), frag, Path(path))
     merged = setup_pb2.Setup()
@@ -157,10 +160,6 @@ def merge_override(setup: setup_pb2.Setup, path: Path) -> setup_pb2.Setup:
 
 def run_profile_command(args: argparse.Namespace) -> int:
     """The CLI entry point (mapshard.commands.cmd_profile)."""
-    from mapshard import pipeline
-    from mapshard.sweep.store import write_atomic
-    from solver.cost.efficiency import dram_efficiency, for_precision
-
     scenario = pipeline.load_scenario(args.scenario)
     measured = read_profile(args.profile)
     plan = pipeline.plan(scenario)
@@ -176,7 +175,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
         write_atomic(out, comparison_csv(cmp).encode("utf-8"))
         print(f"written: {out}")
         return 0
-    math = pipeline.scenario_options(scenario).math_precision
+    math = scenario_options(scenario).math_precision
     own = math in dict(scenario.system.chip.efficiency.gemm_util_by_precision)
     chip = for_precision(scenario.system.chip, math)  # the plateau the plan used
     cal = calibrate(

@@ -16,8 +16,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hardware import library
+from hardware.calibration import calibration_of
 from mapshard.fidelity.cases import Case, read_cases
+from mapshard.fidelity.predict import predict
 from mapshard.fidelity.report import Outcome, format_summary, summarize, write_outputs
+from mapshard.fidelity.scenarios import Unmodelable
 from schema.errors import InfeasibleError, NoPlanError, SetupError
 
 EXIT_OK, EXIT_BOUNDS = 0, 1
@@ -31,9 +35,6 @@ def _skip_reason(case: Case) -> str:
 
 def validate_case(case: Case, where: Path) -> Outcome:
     """One case's outcome: a prediction, or the reason there is none."""
-    from mapshard.fidelity.predict import predict
-    from mapshard.fidelity.scenarios import Unmodelable
-
     base = dict(
         id=case.id,
         kind=case.kind,
@@ -68,9 +69,6 @@ def validate_cases(cases: Sequence[Case], where: Path) -> list[Outcome]:
 def uncalibrated_chips(cases: Sequence[Case], outcomes: Sequence[Outcome]) -> dict[str, int]:
     """{library chip: predicted rows} for the chips whose efficiency is not calibrated: their
     predictions run every kernel at peak, an upper bound on speed, not a forecast."""
-    from hardware import library
-    from hardware.calibration import calibration_of
-
     predicted = {o.id for o in outcomes if o.predicted is not None}
     out: dict[str, int] = {}
     for c in cases:

@@ -27,6 +27,11 @@ class NoPlanError(Exception):
     """The solver stopped at its limit before finding any plan."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that the same clean-up runs (no half-written or
+    hidden temporary result is left behind)."""
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM during the search after a first plan: carries the best plan found
     (status "interrupted", its gap to the proven bound) so the caller can still write it.

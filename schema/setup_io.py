@@ -10,6 +10,7 @@ from google.protobuf import text_format
 
 from schema import setup_pb2
 from schema.errors import SetupError
+from schema.fields import suggest_field
 
 SETUP_NAME = "setup.txt"
 
@@ -77,8 +78,6 @@ def _explain(msg: str) -> str:
     msg = " ".join(msg.split())
     m = re.search(r'Message type "mapshard\.(\w+)" has no field named "(\w+)"', msg)
     if m:
-        from schema.fields import suggest_field
-
         return f'unknown field "{m.group(2)}" in {m.group(1)}' + suggest_field(
             m.group(1), m.group(2)
         )

@@ -11,7 +11,6 @@ products, graph cycles, model types) live in `hardware.resolve` and `generator.b
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -23,6 +22,8 @@ from google.protobuf.message import Message
 from schema import setup_pb2
 from schema.dfmodel import sram_unbounded
 from schema.errors import SetupError
+from schema.problems import BOTH, NONE, NOTHING, Problems, Said
+from schema.validation_graph import check_graph
 from schema.validation_stream import check_prefill_sequences, check_stream
 
 MAX_CHIPS = 1 << 20  # a million chips: beyond every built or planned system
@@ -32,10 +33,6 @@ HUGE = 1e30  # beyond any physical size, rate or price: a typo in an exponent or
 PARALLELISMS = ("TP", "PP", "DP", "EP", "CP")
 WORDS = (0.5, 1.0, 2.0, 4.0, 8.0)  # bytes per element
 PIPELINE_SCHEDULES = ("", "1F1B", "GPIPE")
-EINSUM_KINDS = tuple(
-    "GEMM BATCHED_GEMM ELEMENTWISE NORM SOFTMAX ATTENTION EMBEDDING KV_READ KV_WRITE ROUTER "
-    "COLLECTIVE".split()
-)
 SOURCES = "give exactly one workload source: dataflow_graph, workload, or execution.llm"
 LIBRARY = "or name a library chip with system.chip (see `mapshard hardware list`)"
 # Integer fields whose negative values mean something (Kernel.config: -1 = searched).
@@ -52,8 +49,6 @@ def validate_setup(
     """Raise SetupError listing every semantic problem of `setup` (read from `path`).
     `solver_names`: the MILP solvers that can run here (asked only when the setup names one
     other than HiGHS; the schema knows no solver)."""
-    from schema.validation_graph import check_graph
-
     p = Problems(path)
     negatives = _check_numbers(setup, "", p)  # NaN, inf, huge, undefined enum numbers
     _check_sources(setup, p)
@@ -71,54 +66,6 @@ def validate_setup(
         p.add(field, "is negative", value, valid)
     if p.problems:
         raise SetupError(p.problems)
-
-
-class Problems:
-    """Collects one message per field path (the first, most specific one wins)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.problems: list[str] = []
-        self.seen: set[str] = set()
-
-    def add(self, field: str, wrong: str, got: object, valid: str) -> None:
-        if field not in self.seen:
-            self.seen.add(field)
-            self.problems.append(f"{self.path}: {field} {wrong}, got {_fmt(got)}; {valid}")
-
-    def positive(self, msg: Message, prefix: str, names: str, why: str = "") -> None:
-        """Each of the space-separated fields `names` of `msg` must be > 0 (ints: >= 1)."""
-        for name in names.split():
-            value = getattr(msg, name)
-            if not value > 0:
-                low = "> 0" if isinstance(value, float) else ">= 1"
-                self.add(f"{prefix}.{name}", f"must be {low}{why}", value, "give a positive size")
-
-    def fraction(self, field: str, value: float, low_closed: bool, zero_unset: bool) -> None:
-        """value in [0, 1) (low_closed) or (0, 1]; with zero_unset, 0 means the default."""
-        if zero_unset and value == 0:
-            return
-        if not (0 <= value < 1 if low_closed else 0 < value <= 1):
-            rng = "[0, 1)" if low_closed else "(0, 1]"
-            unset = " (0 = default)" if zero_unset else ""
-            self.add(field, f"is outside {rng}", value, f"give a fraction in {rng}{unset}")
-
-
-class Said(str):
-    """A description in place of a value ("nothing", "both"): printed without quotes."""
-
-
-NOTHING, BOTH, NONE = Said("nothing"), Said("both"), Said("none")
-
-
-def _fmt(value: object) -> str:
-    if isinstance(value, Said):
-        return str(value)
-    if isinstance(value, str):  # quoted and escaped: a message stays one line
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return str(int(value)) if abs(value) < 1e16 else repr(value)
-    return str(value)
 
 
 def _check_numbers(msg: Message, prefix: str, p: Problems) -> list[tuple[str, object, str]]:

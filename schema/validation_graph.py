@@ -4,8 +4,13 @@ split from schema.validation so each module keeps one owner."""
 from __future__ import annotations
 
 from schema import setup_pb2
+from schema.problems import NONE, Problems, Said
 from schema.tiles import TILE_SYNTAX, parse_tile
-from schema.validation import EINSUM_KINDS, NONE, Problems, Said
+
+EINSUM_KINDS = tuple(
+    "GEMM BATCHED_GEMM ELEMENTWISE NORM SOFTMAX ATTENTION EMBEDDING KV_READ KV_WRITE ROUTER "
+    "COLLECTIVE".split()
+)
 
 
 def check_graph(g: setup_pb2.DataflowGraph, num_config: int, p: Problems) -> None:

@@ -4,12 +4,9 @@ field in range, each problem one message naming the field and what is valid."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from schema import setup_pb2
-
-if TYPE_CHECKING:
-    from schema.validation import Problems
+from schema.problems import Problems
 
 MAX_REQUESTS = 1_000_000  # the simulation is O(steps); more is a typo, not a workload
 DEFAULT_MAX_BATCH = 256  # sequences (TensorRT-LLM's default max_batch_size)

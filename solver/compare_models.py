@@ -1,7 +1,7 @@
 """Where MapShard's native model and DFModel's equations differ, term by term, on one plan.
 
 For a DFModel input solved with the native model, each term is what the native plan
-charges per step and what DFModel's equations (solver/cost/dfmodel_model.py) charge for the
+charges per step and what DFModel's equations (solver/dfmodel/model.py) charge for the
 same thing on the same plan:
   optimizer step      native: optimizer_s              DFModel: none
   DP all-reduce       native: after the pipeline        DFModel: ALL_REDUCE_PERIODIC kernels
@@ -25,7 +25,9 @@ from dataclasses import dataclass
 
 from generator.graph import Workload
 from hardware.system import System
+from schema.errors import SetupError
 from solver.cost.latency import config_latency
+from solver.dfmodel.model import system_cost_power
 from solver.plan import Plan
 
 WEIGHTS = "weights read from DRAM (DFModel reads none without memory_size)"
@@ -78,9 +80,6 @@ def compare_cost(plan: Plan, system: System) -> tuple[tuple[str, float, float], 
     """(name, native, DFModel) for System Cost ($) and System Power (W) where they differ:
     DFModel's per-variant link and switch counts, no switch at <= 4 chips, no link on one
     chip. Empty when the topology is not one of DFModel's variants."""
-    from schema.errors import SetupError
-    from solver.cost.dfmodel_model import system_cost_power
-
     degrees = [lv.degree for lv in system.network]
     try:
         cost, power = system_cost_power(system, degrees)

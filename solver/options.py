@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 @dataclass(frozen=True)
 class DFModelOptions:
     """DFModel's workload block and lane/stage hardware fields, read only by
-    --cost-model dfmodel (solver/search/dfmodel_*); mapshard.pipeline fills it."""
+    --cost-model dfmodel (solver/dfmodel/); mapshard.pipeline fills it."""
 
     branch: str = ""  # execution's workload block: llm, dlrm, hpl, fft, mamba, ... ("" none)
     num_copy: int = 1  # dlrm / hpl / fft num_copy
@@ -29,7 +29,7 @@ class DFModelOptions:
     separate_rs_ag_for_ar: bool = False
     # DFModel's newer schema (the `overlap` enum, execution.effective_stage): its
     # num_input multiplies a configuration's II (not a kernel's cycles) and a configuration
-    # with a streamed kernel runs one tile (solver/search/dfmodel_lanes.py)
+    # with a streamed kernel runs one tile (solver/dfmodel/lane_search.py)
     newer_schema: bool = False
 
 
@@ -55,13 +55,19 @@ class ExecutionOptions:
     # that hides under it (solver.cost.latency.exposed_under): 1 = perfect; on a
     # kernel-by-kernel GPU the chip's calibrated tp_comm_hidden_share, the same contention
     comm_hidden_share: float = 1.0
-    # whose equations price a mapping: "native" or "dfmodel" (solver/cost/dfmodel_model.py)
+    # whose equations price a mapping: "native" or "dfmodel" (solver/dfmodel/model.py)
     cost_model: str = "native"
     word_bytes: float = 2.0  # DFModel's execution.word: bytes per element
     # DFModel's FFT branch (execution.fft): its num_copy (0 = not that branch) and length
     fft_copies: int = 0
     fft_length: int = 0
     dfmodel: DFModelOptions = DFModelOptions()
+
+    def config_budget(self, kernels: int) -> int:
+        """Most configurations a graph of `kernels` kernels may use, the one reading of
+        num_config: its value when fusion is searched and it is set (> 0), else one per
+        kernel (unset means no limit; kernel by kernel, each kernel is its own)."""
+        return self.num_config if self.dataflow and self.num_config > 0 else kernels
 
     @property
     def overlap_name(self) -> str:

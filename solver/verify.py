@@ -88,10 +88,9 @@ def _check_phase(
     for c in ph.configs:
         where = f"phase {ph.name} config {c.index}"
         out += _check_config(where, c, by_config.get(c.index, []), system, ex)
-    if ex.dataflow and ex.num_config > 0 and len(ph.configs) > ex.num_config:
-        out.append(
-            f"phase {ph.name}: {len(ph.configs)} configurations > num_config {ex.num_config}"
-        )
+    budget = ex.config_budget(len(ph.kernels))
+    if len(ph.configs) > budget:
+        out.append(f"phase {ph.name}: {len(ph.configs)} configurations > num_config {budget}")
     total = sum(c.latency_s for c in ph.configs)
     if not _close(ph.latency_s, total):
         out.append(f"phase {ph.name}: latency {ph.latency_s:.6g} s != its configs' {total:.6g} s")

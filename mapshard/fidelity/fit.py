@@ -37,9 +37,12 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from generator.ops import ACT_FLOP, NORM_FLOP, SOFTMAX_FLOP
+from hardware.resolve import resolve_system
 from hardware.system import Chip, System
 from mapshard.fidelity.cases import Case
-from solver.cost.efficiency import for_precision, gemm_compute_time
+from schema import setup_pb2
+from solver.api import for_precision, gemm_compute_time
 
 HALF_DIMS = tuple(range(0, 1025, 16))
 OVERHEADS_US = tuple(x / 2 for x in range(0, 21))  # launch + fill/drain: 0-10 us
@@ -139,9 +142,6 @@ def gemm_points(cases: list[Case], chip: str, kernel_only: bool = False) -> list
 
 def library_system(chip: str) -> System:
     """One chip of the hardware library, resolved as a setup naming it would be."""
-    from hardware.resolve import resolve_system
-    from schema import setup_pb2
-
     s = setup_pb2.Setup()
     s.system.chip = chip
     s.system.num_chip = 1
@@ -284,8 +284,6 @@ def vector_points(cases: list[Case], chip: str) -> list[VectorPoint]:
     """The vector ops layer_prefill rows of `chip` timed one by one (op_softmax_s over the
     b x heads/t x s x s scores; op_ln0_s, op_ln1_s LayerNorms over T x h; op_gelu_s over
     T x f/t; t = tp, T = b x s), each element read and written once at 2 bytes."""
-    from generator.ops import ACT_FLOP, NORM_FLOP, SOFTMAX_FLOP
-
     out = []
     for c in cases:
         if c.kind != "layer_prefill" or not c.usable or c.text("chip") != chip:

@@ -21,7 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hardware.system import Efficiency
+from mapshard import pipeline
 from mapshard.fidelity.cases import Case
+from mapshard.fidelity.scenarios import build_setup, chip_spec, tag_levels
+from schema.errors import InfeasibleError
+from solver.api import config_latency
 
 GRID = tuple(u / 100 for u in range(30, 101))
 RUN_KINDS = ("inference_static_batch", "inference_prefill")
@@ -48,8 +53,6 @@ class RunPoint:
 
     def time_s(self, matrix_util: float, dram_util: float) -> float:
         """The run's time with matrix kernels at `matrix_util` and DRAM at `dram_util`."""
-        from solver.cost.latency import config_latency
-
         total = 0.0
         for k in self.kernels:
             c = k.compute_s / matrix_util if k.matrix else k.compute_s
@@ -92,11 +95,6 @@ def single_chip_runs(cases: list[Case], chip: str) -> list[Case]:
 
 def run_point(case: Case, where: Path) -> RunPoint | None:
     """The row planned at 100% of peak, kernel by kernel (None: no plan, e.g. memory)."""
-    from hardware.system import Efficiency
-    from mapshard import pipeline
-    from mapshard.fidelity.scenarios import build_setup, chip_spec, tag_levels
-    from schema.errors import InfeasibleError
-
     setup, levels = build_setup(case)
     loaded = pipeline.load_message(setup, where)
     system = tag_levels(pipeline.resolve(loaded), levels, chip_spec(case))

@@ -35,8 +35,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mapshard import pipeline
 from mapshard.fidelity.cases import Case, read_cases
+from mapshard.fidelity.scenarios import Unmodelable, build_setup, chip_spec, tag_levels
 from schema import setup_pb2
+from schema.errors import InfeasibleError
 
 # fraction of the FP8 peak; H100's fast-accumulation plateau is 0.694 (chip file)
 GRID = tuple(round(0.450 + 0.01 * i, 3) for i in range(12))  # 0.45 .. 0.56
@@ -94,8 +97,6 @@ def fp8_training_rows(cases: list[Case], chip: str) -> list[Case]:
 
 def fit_setup(case: Case, util: float, hidden: float) -> tuple[setup_pb2.Setup, list]:
     """The row's setup (and its levels) at plateau `util` and hidden share `hidden`."""
-    from mapshard.fidelity.scenarios import build_setup
-
     setup, levels = build_setup(case)
     setup.system.accelerator.efficiency.fp8_split_accumulate_util = util
     # 0 in the message means "the chip file's": grid point 0 sets NO_HIDING instead
@@ -106,9 +107,6 @@ def fit_setup(case: Case, util: float, hidden: float) -> tuple[setup_pb2.Setup, 
 def step_time(case: Case, where: Path, util: float, hidden: float = 0.0) -> float:
     """The row's predicted step time with the split-accumulation plateau at `util` and the
     TP comm overlap's hidden share at `hidden`."""
-    from mapshard import pipeline
-    from mapshard.fidelity.scenarios import chip_spec, tag_levels
-
     setup, levels = fit_setup(case, util, hidden)
     loaded = pipeline.load_message(setup, where)
     system = tag_levels(pipeline.resolve(loaded), levels, chip_spec(case))
@@ -134,9 +132,6 @@ def fit_split_accumulate(
     rows of `path` on `chips` (one chip, or a family that shares its SMs and links).
     `grid` = SPLIT_NONE fits the share alone, for chips without a fast-accumulation mode to
     lose (Blackwell: no split plateau, split_accumulate_factor is 1)."""
-    from mapshard.fidelity.scenarios import Unmodelable
-    from schema.errors import InfeasibleError
-
     rows = []
     cases = read_cases(path)
     for c in (c for chip in chips for c in fp8_training_rows(cases, chip)):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hardware.system import NetworkLevel, Topology
+from mapshard import pipeline
 from mapshard.fidelity.cases import Case
 from mapshard.fidelity.flops import ConventionError, convention_flop
 from mapshard.fidelity.scenarios import (
@@ -29,7 +30,11 @@ from mapshard.fidelity.scenarios import (
     scale_up_kind,
     scale_up_share,
 )
+from mapshard.fidelity.stream_case import predict_offline
+from mapshard.scenario import Loaded
+from schema import setup_pb2
 from schema.errors import InfeasibleError
+from solver.api import achieved_dram_Bps, hierarchical_time
 from solver.plan import Plan
 
 # Kinds whose scenario prefills a static batch (the prefill-passes fallback applies).
@@ -57,8 +62,6 @@ def predict(case: Case, where: Path) -> Prediction:
     if case.kind == "collective":
         return _collective(case)
     if case.kind == "inference_offline_throughput":
-        from mapshard.fidelity.stream_case import predict_offline
-
         return Prediction(*predict_offline(case, where))
     if case.kind in ("gemm", "hpl") or case.kind in LLM_KINDS:
         return _solved(case, where)
@@ -71,17 +74,13 @@ def predict(case: Case, where: Path) -> Prediction:
 
 
 def _memory_copy(case: Case, where: Path) -> Prediction:
-    from mapshard import pipeline
-    from schema import setup_pb2
-    from solver.cost.efficiency import dram_efficiency
-
     if case.metric != "bandwidth_Bps":
         raise Unmodelable(f"memory_copy metric {case.metric!r} is not bandwidth_Bps")
     setup = setup_pb2.Setup()
     setup.system.chip = chip_spec(case).name
     setup.system.num_chip = 1
-    system = pipeline.resolve(pipeline.Loaded(setup, where))  # hardware only: no workload
-    return Prediction(system.dram.bandwidth_Bps * dram_efficiency(system.chip))
+    system = pipeline.resolve(Loaded(setup, where))  # hardware only: no workload
+    return Prediction(achieved_dram_Bps(system.chip, system.dram.bandwidth_Bps))
 
 
 # ---------------------------------------------------------------------------------------
@@ -137,8 +136,6 @@ def collective_span(case: Case) -> list[tuple[NetworkLevel, int]]:
 
 
 def collective_time(case: Case) -> float:
-    from solver.cost.collectives import hierarchical_time
-
     kind = case.text("collective")
     if kind not in _BUS_FACTOR:
         raise Unmodelable(
@@ -176,8 +173,6 @@ def _plan_in_memory(case: Case, where: Path) -> tuple[Plan, str]:
     engine prefilled it in parts (TensorRT-LLM's max_num_tokens, a graph compiler splitting
     the first-token graph). Passes of ceil(batch / 2^j) sequences, j = 1, 2, ... (a row's
     own max_num_tokens is tried first and kept when it fits)."""
-    from mapshard import pipeline
-
     try:
         return pipeline.plan(load_case_scenario(case, where)), ""
     except InfeasibleError as exc:
@@ -199,8 +194,6 @@ def _plan_in_memory(case: Case, where: Path) -> tuple[Plan, str]:
 
 
 def _solved(case: Case, where: Path) -> Prediction:
-    from mapshard import pipeline
-
     if case.kind in PREFILL_KINDS and case.int("batch", 1) > 1:
         p, note = _plan_in_memory(case, where)
     else:

@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from mapshard.fidelity.fit import OVERHEADS_US
 from mapshard.fidelity.profile_io import PLAN_CLASSES, MeasuredKernel, kernel_class
 from solver.plan import KernelPlan, Plan
 
@@ -169,8 +170,6 @@ def calibrate(
     """Fit gemm_util and kernel_overhead_us to the compute-bound GEMM launches (least mean
     |relative error|, every launch weighted once), and dram_util to the memory-bound
     launches: median achieved bandwidth (measured bytes, else the plan's) / DRAM peak."""
-    from mapshard.fidelity.fit import OVERHEADS_US
-
     utils = [u / 200 for u in range(2, 201)]  # 0.01 .. 1.0
 
     gemms = [

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mapshard.fidelity.cases import BOUNDS_PCT
+from mapshard.report.plots import figure, to_svg
+from mapshard.sweep.store import write_atomic
 
 COLUMNS = ("id", "kind", "metric", "measured", "predicted", "error_pct", "reason")
 SUMMARY_COLUMNS = (
@@ -206,8 +208,6 @@ def _unit(metric: str) -> str:
 def validation_svg(outcomes: Sequence[Outcome]) -> str:
     """Predicted vs measured, log-log, one panel per unit; marker and colour by group; the
     y = x line with dashed +-5 % and +-15 % lines."""
-    from mapshard.report.plots import figure, to_svg
-
     pts = [
         o
         for o in outcomes
@@ -275,8 +275,6 @@ def write_outputs(
     out: Path, outcomes: Sequence[Outcome], summary: Sequence[GroupSummary]
 ) -> list[Path]:
     """validation.csv, validation_summary.csv, validation.svg under `out`, each atomically."""
-    from mapshard.sweep.store import write_atomic
-
     files = {
         "validation.csv": validation_csv(outcomes),
         "validation_summary.csv": summary_csv(summary),

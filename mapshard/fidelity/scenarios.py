@@ -27,6 +27,7 @@ from generator.models import MODELS_DIR
 from hardware import library
 from hardware.system import CollectiveEfficiency, System, Topology
 from hardware.topology import collective_efficiency
+from mapshard import pipeline
 from mapshard.fidelity.cases import Case, Unmodelable
 from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-exported)
     ATTENTION_OP_KEYS,
@@ -281,7 +282,7 @@ def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
     if case.text("precision") == "fp8" and m > n:
         m, n = n, m
     g.M, g.K, g.N = m, k, n
-    g.batch = max(case.int("batch", 1), 1)
+    g.batch = case.int("batch", 1)  # unset or 0: one (generator.requests.request_batch)
     g.weight_operand = case.text("precision") == "fp8"
 
 
@@ -393,7 +394,7 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     # no overlap set: kernel by kernel with the chip's calibrated overlap (ChipSpec.overlap;
     # GPUs SERIAL_NETWORK), exactly what `mapshard run` of the same setup assumes; a recipe
     # that overlaps its TP collectives says so (an execution block whose overlap stays
-    # unset: the chip's mode still wins over the no-block default, pipeline.overlap_mode)
+    # unset: the chip's mode still wins over the no-block default, overlap_mode)
     if tp_comm_overlap(case):
         setup.execution.tp_comm_overlap = True
     setup.solver.time_limit_s = 60
@@ -426,8 +427,6 @@ def load_case_scenario(case: Case, where: Path, prefill_tokens_per_pass: int = 0
     schedule, recompute, precision, optimizer sharding); the per-kernel sharding is
     searched, as `mapshard run` would. `prefill_tokens_per_pass` > 0 overrides the row's
     prefill token budget (extra_params max_num_tokens)."""
-    from mapshard import pipeline
-
     setup, levels = build_setup(case)
     if prefill_tokens_per_pass > 0:
         setup.workload.llm_inference.prefill_tokens_per_pass = prefill_tokens_per_pass

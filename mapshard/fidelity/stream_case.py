@@ -1,6 +1,6 @@
 """Offline-throughput rows (kind inference_offline_throughput: trtllm-bench / MLPerf Offline
 style, in-flight batching over a request set) predicted by the request-stream view
-(mapshard/stream.py) on the row's scenario with its parallel degrees fixed.
+(mapshard/analyses/stream.py) on the row's scenario with its parallel degrees fixed.
 
 The row gives the request set (extra_params `requests`, input_len / output_len columns:
 every request the same lengths, all arriving at t = 0) and the engine's limits
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mapshard import pipeline
+from mapshard.analyses.stream import run_stream
 from mapshard.fidelity.cases import Case
 from mapshard.fidelity.scenarios import Unmodelable, build_setup, chip_spec, tag_levels
 from schema import setup_pb2
@@ -45,9 +47,6 @@ def stream_setup(case: Case) -> tuple[setup_pb2.Setup, list]:
 
 def predict_offline(case: Case, where: Path) -> tuple[float, str]:
     """(metric value, detail) of an offline-throughput row."""
-    from mapshard import pipeline
-    from mapshard.stream import run_stream
-
     if case.metric not in ("tokens_per_s", "requests_per_s"):
         raise Unmodelable(f"offline-throughput metric {case.metric!r} is not modelled")
     setup, levels = stream_setup(case)

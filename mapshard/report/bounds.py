@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from generator.graph import Kernel, OperandRole, Workload
-from mapshard.report.fmt import num
+from mapshard.fmt import num
+from mapshard.report.plots import frontier_svg
+from solver.api import gemm_dims, gemm_frontier
 from solver.plan import KernelPlan
 
 BOUNDS_COLUMNS = (
@@ -37,8 +39,6 @@ def workload_gemms(
 ) -> list[tuple[str, int, int, int, float]]:
     """(phase/kernel, M, K, N, bytes/element) of every GEMM of the workload (or only those
     named `kernel`), for `mapshard bounds`."""
-    from solver.cost.menus import gemm_dims
-
     gemms = []
     for phase in workload.phases:
         for k in phase.graph.kernels:
@@ -53,8 +53,6 @@ def frontier_points(
     m: int, k: int, n: int, bytes_per_element: float
 ) -> list[tuple[float, float, float, str, int, int]]:
     """(buffer bytes, DRAM bytes, FLOP per DRAM byte, family, Tm, Tn), buffer ascending."""
-    from solver.cost.frontier import gemm_frontier
-
     flop = 2.0 * m * k * n
     out = []
     for p in gemm_frontier(int(m), int(k), int(n)):
@@ -168,8 +166,6 @@ def bounds_files(
 ) -> dict[str, str]:
     """bounds.csv and bounds.svg (name -> text) for GEMMs given as (name, M, K, N,
     bytes/element)."""
-    from mapshard.report.plots import frontier_svg
-
     return {
         "bounds.csv": bounds_csv(kernels, buffer_bytes_max),
         "bounds.svg": frontier_svg(frontier_curves(kernels), buffer_bytes_max),

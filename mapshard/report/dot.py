@@ -12,7 +12,7 @@ import shutil
 import subprocess
 
 from generator.graph import Workload
-from mapshard.report.fmt import fmt_time
+from mapshard.fmt import fmt_time
 from mapshard.report.tables import ordered_kernels
 from solver.plan import Plan
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapshard.report.fmt import fmt_si
-from mapshard.report.summary import parallel_degrees, phase_instances
+from mapshard.fmt import fmt_si
+from mapshard.report.totals import parallel_degrees, phase_instances
 from solver.plan import Plan
 
 PER_OP = "per-op energies (cost.energy_per_*)"

@@ -4,9 +4,9 @@ Only what the plan records is shown."""
 
 from __future__ import annotations
 
-from mapshard.report.fmt import fmt_pct, fmt_time
-from mapshard.report.summary import phase_instances, phase_total_s
+from mapshard.fmt import fmt_pct, fmt_time
 from mapshard.report.tables import ordered_kernels
+from mapshard.report.totals import phase_instances, phase_total_s
 from solver.plan import KernelPlan, Plan
 
 

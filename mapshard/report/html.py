@@ -4,33 +4,23 @@ hardware's limits."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.graph import Kernel, Workload
 from hardware.system import System
+from mapshard.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report import plots
 from mapshard.report.bounds import frontier_curves, gemm_shape
 from mapshard.report.energy import money_text, step_energy
-from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report.html_views import sensitivity_section, serving_section, stream_section
 from mapshard.report.markup import escape as _e
 from mapshard.report.markup import table as _table
-from mapshard.report.summary import (
-    config_total_s,
-    kernel_time_s,
-    parallelism_text,
-    phase_instances,
-    phase_total_s,
-    step_components,
-    training_text,
-)
+from mapshard.report.summary import parallelism_text, step_components, training_text
 from mapshard.report.tables import dims_text
+from mapshard.report.terminal import difference_lines
+from mapshard.report.totals import config_total_s, kernel_time_s, phase_instances, phase_total_s
+from mapshard.views import Views
 from solver.plan import KernelPlan, Plan
-
-if TYPE_CHECKING:
-    from mapshard.sensitivity import Sensitivity
-    from mapshard.serving import Serving
-    from mapshard.stream import StreamView
 
 MAX_FRONTIER_GEMMS = 4
 MAX_KERNEL_ROWS = 40
@@ -434,11 +424,10 @@ def report_html(
     system: System | None = None,
     workload: Workload | None = None,
     mapping_svg: str | None = None,
-    sensitivity: Sensitivity | None = None,
-    serving: Serving | None = None,
-    stream: StreamView | None = None,
+    views: Views | None = None,
 ) -> str:
-    """The whole page as text (deterministic for a given plan)."""
+    """The whole page as text (deterministic for a given plan and views)."""
+    views = views or Views()
     badge = f'<span class="status {_e(plan.stats.status)}">{_e(plan.stats.status)}</span>'
     parts: list[Any] = [
         "<!DOCTYPE html>",
@@ -456,8 +445,6 @@ def report_html(
             + "</ul></div>"
         )
     if plan.model_differences or plan.cost_differences:
-        from mapshard.report.terminal import difference_lines
-
         parts.append(
             '<div class="warn"><b>Native model vs DFModel\'s equations (per step, this plan)'
             "</b><ul>"
@@ -467,10 +454,10 @@ def report_html(
     parts += [
         headline_cards(plan),
         inference_section(plan),
-        serving_section(serving),
-        stream_section(stream),
+        serving_section(views.serving),
+        stream_section(views.stream),
         time_section(plan),
-        sensitivity_section(sensitivity),
+        sensitivity_section(views.sensitivity),
         roofline_section(plan, system),
         memory_section(plan),
         frontier_section(plan, system, workload),

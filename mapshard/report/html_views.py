@@ -1,21 +1,15 @@
-"""report.html's what-if and serving sections: tables of re-solved points, built from
-mapshard/sensitivity.py and mapshard/serving.py (kept apart from html.py's plan sections)."""
+"""report.html's what-if, serving and stream sections, built from the views' records
+(mapshard/views.py), kept apart from html.py's plan sections."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mapshard.report.markup import escape as _e
 from mapshard.report.markup import table
-
-if TYPE_CHECKING:
-    from mapshard.sensitivity import Sensitivity
-    from mapshard.serving import Serving
-    from mapshard.stream import StreamView
+from mapshard.views import HEADER, Sensitivity, Serving, StreamView
 
 
 def sensitivity_section(sensitivity: Sensitivity | None) -> str:
-    """What-if: each resource scaled and re-solved (mapshard/sensitivity.py)."""
+    """What-if: each resource scaled and re-solved (mapshard/analyses/sensitivity.py)."""
     if sensitivity is None:
         return ""
     note = (
@@ -37,11 +31,9 @@ def sensitivity_section(sensitivity: Sensitivity | None) -> str:
 
 
 def serving_section(serving: Serving | None) -> str:
-    """TTFT / TPOT / tokens/s versus batch (mapshard/serving.py)."""
+    """TTFT / TPOT / tokens/s versus batch (mapshard/analyses/serving.py)."""
     if serving is None:
         return ""
-    from mapshard.serving import HEADER
-
     note = (
         f"Each row re-solved at that batch and input length (parallelism searched); "
         f"objective {serving.objective}, {serving.limits_text()}."
@@ -54,7 +46,7 @@ def serving_section(serving: Serving | None) -> str:
 
 
 def stream_section(stream: StreamView | None) -> str:
-    """Request-stream throughput and latency percentiles (mapshard/stream.py)."""
+    """Request-stream throughput and latency percentiles (mapshard/analyses/stream.py)."""
     if stream is None:
         return ""
     items = "".join(f"<li>{_e(line)}</li>" for line in stream.lines())

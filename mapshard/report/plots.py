@@ -14,10 +14,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from mapshard.fmt import fmt_bytes, fmt_si, kernel_class_label
 from mapshard.report import svgplot
-from mapshard.report.fmt import fmt_bytes, fmt_si, kernel_class_label
-from mapshard.report.summary import config_total_s, kernel_time_s, phase_instances
 from mapshard.report.svgplot import INK, Canvas, Scale
+from mapshard.report.totals import config_total_s, kernel_time_s, phase_instances
 from solver.plan import KernelPlan, Plan
 
 BOUND_COLORS = {"compute": "#4c72b0", "memory": "#dd8452", "network": "#55a868"}

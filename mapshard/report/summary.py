@@ -1,54 +1,24 @@
-"""summary.json: the plan's totals under the stable names of DESIGN.md's machine contract.
-
-Also the few derived quantities every report shares (how many times a phase's graph runs per
-step, its busy time), so the table, the trace and the HTML agree to the last digit.
-"""
+"""summary.json: the plan's totals under the stable names of DESIGN.md's machine contract,
+and the plan's texts the terminal and the HTML share (parallelism, training knobs)."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mapshard.report.fmt import finite
-from solver.plan import ConfigPlan, KernelPlan, PhasePlan, Plan
+from mapshard.fmt import finite
+from mapshard.report.energy import step_energy
+from mapshard.report.totals import (
+    PARALLELISMS,
+    busy_total_s,
+    parallel_degrees,
+    phase_instances,
+    phase_total_s,
+)
+from mapshard.views import Views
+from solver.plan import Plan
 
-if TYPE_CHECKING:
-    from mapshard.sensitivity import Sensitivity
-    from mapshard.serving import Serving
-    from mapshard.stream import StreamView
-
-PARALLELISMS = ("tp", "pp", "dp", "ep", "cp")
 TIMING_KEYS = ("solve_time_s", "build_time_s")
-
-
-def phase_instances(plan: Plan, phase: PhasePlan) -> float:
-    """Graph instances of a phase per step: layers x sequential steps x micro-batches.
-
-    Each instance takes `phase.latency_s` on the chips that run it; instances on different
-    pipeline stages run on different chips, so this counts busy time, not wall time.
-    """
-    return float(phase.count * phase.steps * max(1, plan.micro_batches))
-
-
-def phase_total_s(plan: Plan, phase: PhasePlan) -> float:
-    """Busy time of a phase per step, summed over pipeline stages."""
-    return phase.latency_s * phase_instances(plan, phase)
-
-
-def config_total_s(plan: Plan, phase: PhasePlan, config: ConfigPlan) -> float:
-    return config.latency_s * phase_instances(plan, phase)
-
-
-def busy_total_s(plan: Plan) -> float:
-    return sum(phase_total_s(plan, p) for p in plan.phases)
-
-
-def parallel_degrees(plan: Plan) -> dict[str, int]:
-    """tp, pp, dp, ep, cp, each present (1 when the plan does not use it)."""
-    degrees = {k.lower(): int(v) for k, v in plan.parallelism.items()}
-    return {k: degrees.get(k, 1) for k in PARALLELISMS} | {
-        k: v for k, v in degrees.items() if k not in PARALLELISMS
-    }
 
 
 def parallelism_text(plan: Plan, sep: str = " ", skip_ones: bool = False) -> str:
@@ -96,11 +66,6 @@ def step_components(plan: Plan) -> list[tuple[str, float]]:
     return [(k, v) for k, v in terms if v > 0]
 
 
-def kernel_time_s(kernel: KernelPlan) -> float:
-    """A kernel's own roofline time: the slowest of its three resources."""
-    return max(kernel.compute_s, kernel.memory_s, kernel.network_s)
-
-
 def _clean(value: Any) -> Any:
     """JSON-safe and deterministic: non-finite floats become null, tuples lists."""
     if isinstance(value, float):
@@ -134,23 +99,19 @@ def _phases(plan: Plan) -> list[dict[str, Any]]:
 
 def _energy(plan: Plan) -> dict[str, Any]:
     """energy_J per step (null when not modelled) and the model that gave it."""
-    from mapshard.report.energy import step_energy
-
     e = step_energy(plan)
     return {"energy_J": e.joules, "energy_model": e.model, "energy_utilisation": e.utilisation}
 
 
 def summary_dict(
     plan: Plan,
+    views: Views | None = None,
     include_timing: bool = True,
-    sensitivity: Sensitivity | None = None,
-    serving: Serving | None = None,
-    stream: StreamView | None = None,
 ) -> dict[str, Any]:
     """summary.json content. `include_timing=False` drops the wall-clock solver times, the
-    only values that differ between two runs of the same scenario; `sensitivity` adds the
-    what-if table under `sensitivity`, `serving` the serving view under `serving`, `stream`
-    the request-stream view under `stream`."""
+    only values that differ between two runs of the same scenario; each view the run
+    computed (what-if, serving, stream) goes under its own key."""
+    views = views or Views()
     st = plan.stats
     mem = plan.memory
     out: dict[str, Any] = {
@@ -230,26 +191,20 @@ def summary_dict(
         if value is not None:
             out[key] = value
     out |= _energy(plan)
-    if sensitivity is not None:
-        out["sensitivity"] = sensitivity.as_dict()
-    if serving is not None:
-        out["serving"] = serving.as_dict()
-    if stream is not None:
-        out["stream"] = stream.as_dict()
+    if views.sensitivity is not None:
+        out["sensitivity"] = views.sensitivity.as_dict()
+    if views.serving is not None:
+        out["serving"] = views.serving.as_dict()
+    if views.stream is not None:
+        out["stream"] = views.stream.as_dict()
     if not include_timing:
         out.pop("solve_time_s")
     return _clean(dict(sorted(out.items())))
 
 
-def summary_json(
-    plan: Plan,
-    include_timing: bool = True,
-    sensitivity: Sensitivity | None = None,
-    serving: Serving | None = None,
-    stream: StreamView | None = None,
-) -> str:
+def summary_json(plan: Plan, views: Views | None = None, include_timing: bool = True) -> str:
     """summary.json text: sorted keys, two-space indent, trailing newline."""
-    data = summary_dict(plan, include_timing, sensitivity, serving, stream)
+    data = summary_dict(plan, views, include_timing)
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import csv
 import io
 
-from mapshard.report.fmt import num
-from mapshard.report.summary import busy_total_s, config_total_s, phase_instances
+from mapshard.fmt import num
+from mapshard.report.totals import busy_total_s, config_total_s, phase_instances
 from solver.plan import KernelPlan, PhasePlan, Plan
 
 KERNEL_COLUMNS = (

@@ -4,26 +4,20 @@ statistics lines verbatim (scripts written for DFModel grep for them)."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
+from mapshard.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report.energy import money_text, step_energy
-from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
-from mapshard.report.summary import (
+from mapshard.report.summary import parallelism_text, step_components, training_text
+from mapshard.report.totals import (
     busy_total_s,
     config_total_s,
     parallel_degrees,
-    parallelism_text,
     phase_instances,
     phase_total_s,
-    step_components,
-    training_text,
 )
+from mapshard.views import HEADER, Sensitivity, Serving, Views
+from solver.api import Term, describe_model_differences
 from solver.plan import Plan
-
-if TYPE_CHECKING:
-    from mapshard.sensitivity import Sensitivity
-    from mapshard.serving import Serving
-    from mapshard.stream import StreamView
 
 MAX_CONFIG_ROWS = 12  # per phase
 
@@ -163,9 +157,7 @@ def config_table(plan: Plan) -> list[str]:
 
 def difference_lines(plan: Plan) -> list[str]:
     """The native-vs-DFModel terms (Plan.model_differences), one sentence each."""
-    from solver.compare_models import Term, describe
-
-    lines = describe(tuple(Term(*row) for row in plan.model_differences))
+    lines = describe_model_differences(tuple(Term(*row) for row in plan.model_differences))
     labels = {"system_cost": ("System Cost", "$"), "system_power_W": ("System Power", "W")}
     for name, a, b in plan.cost_differences:
         label, unit = labels.get(name, (name, ""))
@@ -209,8 +201,6 @@ def sensitivity_lines(sensitivity: Sensitivity) -> list[str]:
 
 def serving_lines(serving: Serving) -> list[str]:
     """TTFT / TPOT / tokens/s per batch and input length, the plan's row marked."""
-    from mapshard.serving import HEADER
-
     rows = [HEADER, *serving.table_rows()]
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) + "  " + r[6] for r in rows]
@@ -220,14 +210,13 @@ def serving_lines(serving: Serving) -> list[str]:
 
 def format_summary(
     plan: Plan,
+    views: Views | None = None,
     color: bool | None = None,
-    sensitivity: Sensitivity | None = None,
-    serving: Serving | None = None,
-    stream: StreamView | None = None,
 ) -> str:
     """The terminal summary; bold headings only when `color` (default: stdout is a TTY);
-    `sensitivity` adds the what-if table, `serving` the serving view, `stream` the
-    request-stream view."""
+    each view the run computed (serving, stream, what-if) adds its block."""
+    views = views or Views()
+    sensitivity, serving, stream = views.sensitivity, views.serving, views.stream
     if color is None:
         color = sys.stdout.isatty()
     lines = [_bold("MapShard plan", color)]

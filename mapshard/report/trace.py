@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mapshard.report.fmt import finite
-from mapshard.report.summary import parallel_degrees
+from mapshard.fmt import finite
+from mapshard.report.totals import parallel_degrees
 from solver.plan import ConfigPlan, PhasePlan, Plan
 
 MAX_DRAWN = 1024  # micro-batches (training) or steps (inference) drawn one by one per stage

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mapshard.sweep.runner import run_sweep
 from schema.errors import SetupError
 
 EXIT_OK, EXIT_INTERRUPTED = 0, 130
@@ -13,8 +14,6 @@ EXIT_OK, EXIT_INTERRUPTED = 0, 130
 def run_sweep_command(args: argparse.Namespace) -> int:
     """Run or resume a sweep. Bad input raises SetupError (the CLI turns it into exit 2);
     an interrupt keeps every finished row and returns 130."""
-    from mapshard.sweep.runner import run_sweep
-
     if args.workers is not None and args.workers < 0:
         raise SetupError(
             f"mapshard sweep: --workers must be >= 0 (0 = one per core), got {args.workers}"

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from mapshard.report.summary import summary_dict
+
 STATUSES = ("optimal", "time_limit", "infeasible", "failed", "filtered")
 SOLVED = ("optimal", "time_limit")  # statuses that carry a plan's metrics
 LEAD_COLUMNS = ("point_id", "index")
@@ -59,8 +61,6 @@ def columns(axis_names: tuple[str, ...]) -> tuple[str, ...]:
 
 def plan_metrics(plan: Any) -> dict[str, Any]:
     """The headline metrics of a solver Plan, by the names of the summary.json contract."""
-    from mapshard.report.summary import summary_dict
-
     s = summary_dict(plan)
     par = s.get("parallelism") or {}
     out: dict[str, Any] = {name: s.get(name) for name in METRICS}

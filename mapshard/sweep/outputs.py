@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mapshard.report.fmt import fmt_si, fmt_time
+from mapshard.fmt import fmt_si, fmt_time
 from mapshard.sweep import metrics
 from mapshard.sweep.pareto import PLOTS, figure_png, figure_svg, front_figure
 from mapshard.sweep.progress import fmt_counts, fmt_duration

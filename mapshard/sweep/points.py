@@ -20,6 +20,8 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
+from hardware.cost import system_cost, system_power
+from mapshard import pipeline
 from mapshard.sweep import metrics
 from mapshard.sweep.fieldset import set_field
 from mapshard.sweep.spec import SweepSpec
@@ -128,8 +130,6 @@ def check_point(
     """Validate and resolve a point's setup; apply pre-solve filters. Returns the point's
     final row when it needs no solve (failed or filtered), else None, and the problems
     that failed it (each naming the base file and a field path)."""
-    from mapshard import pipeline
-
     try:
         system = pipeline.resolve(pipeline.load_message(setup, spec.base_path))
     except SetupError as exc:
@@ -213,8 +213,6 @@ def _plain(path: str) -> str:
 def pre_solve_metrics(system: object) -> dict[str, float]:
     """Metrics of a resolved System (hardware.system.System). System Cost and Power need
     every topology degree; with a searched degree they are known only after solving."""
-    from hardware.cost import system_cost, system_power
-
     out: dict[str, float] = {"num_chips": float(system.num_chips)}  # type: ignore[attr-defined]
     try:
         out["system_cost"] = system_cost(system)  # type: ignore[arg-type]

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mapshard.sweep import metrics
+from mapshard.sweep.backends import DaskBackend, LocalBackend
+from mapshard.sweep.outputs import write_outputs as _write
 from mapshard.sweep.points import Point, expand_points
 from mapshard.sweep.progress import SweepProgress, summary_line
 from mapshard.sweep.spec import SweepSpec, load_sweep
@@ -101,8 +103,6 @@ def run_sweep(
         driver.interrupted,
     )
     if write_outputs and not driver.interrupted:
-        from mapshard.sweep.outputs import write_outputs as _write
-
         outcome.outputs = _write(outcome)
     return outcome
 
@@ -132,8 +132,6 @@ def _batch(batch_id: int, jobs: tuple[Job, ...], spec: SweepSpec) -> Batch:
 
 
 def _backend(workers: int, cluster: str | None) -> Any:
-    from mapshard.sweep.backends import DaskBackend, LocalBackend
-
     if cluster:
         return DaskBackend(cluster)
     return LocalBackend(workers or os.cpu_count() or 1)

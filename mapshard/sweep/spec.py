@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hardware import library
 from mapshard.sweep import metrics
 from mapshard.sweep.fieldset import (
     FieldPath,
@@ -279,8 +280,6 @@ def _check_library_names(
     fp: FieldPath, values: list[Any], base: setup_pb2.Setup, where: str, problems: list[str]
 ) -> None:
     """`system.chip` and `system.preset` take library names: check them now."""
-    from hardware import library
-
     if fp.text == "system.chip" and not base.system.chip_table:
         find, names = library.find_chip, library.chip_names()
     elif fp.text == "system.preset":

@@ -24,8 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mapshard import pipeline
+from mapshard.scenario import Loaded
 from mapshard.sweep import metrics
 from mapshard.sweep.spec import FilterSpec
+from schema import setup_pb2
+from schema.errors import InfeasibleError, NoPlanError, SetupError
+from solver.api import SOLUTIONS, load_backends
 
 _CACHE_SIZE = 8
 _WORKLOADS: OrderedDict[str, Any] = OrderedDict()  # key -> Workload or the exception
@@ -52,8 +57,6 @@ class Batch:
 
 def run_batch(batch: Batch) -> list[dict[str, str]]:
     """Solve every point of a batch; returns the rows (also reported one by one)."""
-    from solver.search.solve_memo import SOLUTIONS
-
     SOLUTIONS.enabled = True  # this process runs sweep points: reuse equal graphs' solutions
     rows = []
     for job in batch.jobs:
@@ -68,15 +71,11 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
     """One point's results row. Never raises for a bad, infeasible or unsolvable point."""
     from google.protobuf import text_format
 
-    from mapshard import pipeline
-    from schema import setup_pb2
-    from schema.errors import InfeasibleError, NoPlanError, SetupError
-
     t0 = time.perf_counter()
     values: dict[str, Any] = {}
     try:
         # validated when the sweep expanded its points (sweep.points.check_point)
-        loaded = pipeline.Loaded(text_format.Parse(job.text, setup_pb2.Setup()), base_path)
+        loaded = Loaded(text_format.Parse(job.text, setup_pb2.Setup()), base_path)
         system = pipeline.resolve(loaded)
         # known before the solve: an infeasible point's row says what it would rest on too
         values["chip_calibration"] = system.chip.calibration.status
@@ -113,8 +112,6 @@ def _workload(key: str, loaded: Any, system: Any) -> Any:
     """The generated workload of a key on this many chips, built once per process (errors
     are cached too). The chip count is part of the key: a generator may size its graph by
     the machine (DLRM's global batch), and the workload key leaves `system` out."""
-    from mapshard import pipeline
-
     key = f"{key}/{system.num_chips}"
     with _LOCK:
         if key in _WORKLOADS:
@@ -178,9 +175,6 @@ def init_local_worker(address: str, authkey: bytes, driver_pid: int) -> None:
 
 def _warm_up() -> None:
     """Load the solver stack before the first point, so its solve time is the solve's."""
-    import solver.api  # noqa: F401
-    from solver.milp.linear import load_backends
-
     load_backends()
 
 

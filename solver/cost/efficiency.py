@@ -179,3 +179,11 @@ def vector_efficiency(chip: Chip) -> float:
 
 def dram_efficiency(chip: Chip) -> float:
     return chip.efficiency.dram_util or 1.0
+
+
+def achieved_dram_Bps(chip: Chip, peak_Bps: float) -> float:
+    """The DRAM bandwidth any streaming, memory-bound kernel reaches: the peak times the
+    chip's measured copy fraction (dram_util). Written once because the graphs' kernels,
+    the optimizer step, the FP8 weight cast and the context-parallel merge all stream
+    through the same DRAM; none of them reaches the raw peak."""
+    return peak_Bps * dram_efficiency(chip)

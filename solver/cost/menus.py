@@ -20,6 +20,7 @@ from solver.cost.weights import (
     weight_facts,
     weight_storage,
 )
+from solver.options import ExecutionOptions
 
 # --------------------------------------------------------------------------------------
 # Building menus
@@ -347,7 +348,8 @@ def build_problem(
 ) -> MappingProblem:
     """`micro_batches`: graph instances per step that accumulate weight gradients (training:
     global batch / (micro-batch x DP)); a weight gradient's TP reduction runs once per step,
-    so each instance carries 1/micro_batches of it."""
+    so each instance carries 1/micro_batches of it. `max_configs`: the setup's num_config,
+    read by ExecutionOptions.config_budget."""
     order = graph.canonical_order()
     index = {name: i for i, name in enumerate(order)}
     kernels = [graph.kernel(n) for n in order]
@@ -379,7 +381,8 @@ def build_problem(
         raw.append((e, wrap))
     edges = conversion_groups(edges, kernels, menus, raw)
     pinned = tuple(k.pinned_config for k in kernels)
-    eff_bw = dram_bandwidth_Bps * efficiency.dram_efficiency(chip)
+    eff_bw = efficiency.achieved_dram_Bps(chip, dram_bandwidth_Bps)
+    budget = ExecutionOptions(dataflow=dataflow, num_config=max_configs)
     return MappingProblem(
         kernels=tuple(menus),
         edges=tuple(edges),
@@ -387,7 +390,7 @@ def build_problem(
         dram_bandwidth_Bps=eff_bw,
         overlap=overlap,
         dataflow=dataflow,
-        max_configs=max_configs if dataflow and max_configs > 0 else len(menus),
+        max_configs=budget.config_budget(len(menus)),
         pinned_configs=pinned,
         serialize_network=serialize_network,
         network_hidden_share=network_hidden_share,

@@ -25,7 +25,7 @@ def step_times(
     """The step (or request) time of a choice from its graphs' latencies (`stored`,
     `weights`, `hidden`: assemble.training_times)."""
     if workload.kind == "training":
-        bw = system.dram.bandwidth_Bps
+        bw = efficiency.achieved_dram_Bps(system.chip, system.dram.bandwidth_Bps)
         return assemble.training_times(workload, choice, phase_latency, bw, stored, weights, hidden)
     if workload.kind == "inference":
         return assemble.inference_times(workload, choice, phase_latency)
@@ -49,7 +49,7 @@ def roofline_phase_latency(
     """Each phase's graph at its roofline bound over a TP group of `tp` chips (seconds, by
     phase name): the part of `roofline_bound` that depends only on the graphs and TP."""
     chip = efficiency.for_precision(system.chip, execution.math_precision)
-    bw = system.dram.bandwidth_Bps * efficiency.dram_efficiency(chip)
+    bw = efficiency.achieved_dram_Bps(chip, system.dram.bandwidth_Bps)
     lat = {}
     for p in workload.phases:
         compute = sum(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.graph import Workload
+from hardware.cost import system_cost, system_power
 from hardware.system import System
 from solver.cost.problem import MappingProblem
 from solver.fusion.segment_search import GraphSolution
@@ -42,8 +43,6 @@ def build_plan(
     scenario: str,
 ) -> Plan:
     """The Plan of the best candidate, for its own (pinned) workload."""
-    from hardware.cost import system_cost, system_power
-
     workload = best.workload
     phases = build_phase_plans(workload, best.solutions, system)
     levels = [lv.degree for lv in best.choice.levels]

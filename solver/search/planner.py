@@ -20,6 +20,7 @@ from hardware.system import System
 from schema.errors import Interrupted, NoPlanError
 from solver.cost.problem import MappingProblem
 from solver.cost.weights import StepWeights, WeightRule, least_stored, stored_params
+from solver.dfmodel import search_dfmodel
 from solver.fusion.segment_search import GraphSolution
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
@@ -78,8 +79,6 @@ def search_workload(
     """The best plan over every parallel choice (solver.api.solve_workload); `start_with`:
     training_space.start_with."""
     if execution.cost_model == "dfmodel":
-        from solver.search.dfmodel_plan import search_dfmodel
-
         return search_dfmodel(workload, system, execution, options, scenario, progress)
     search = _OuterSearch(workload, system, execution, options, time.perf_counter())
     limits = infeasible.limits_of(workload, system)

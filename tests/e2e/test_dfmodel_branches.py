@@ -16,7 +16,7 @@ from google.protobuf import text_format
 
 from mapshard.cli import main
 from schema import setup_pb2
-from solver.cost.dfmodel_lanes import config_cycles, lane_kernel
+from solver.dfmodel.lanes import config_cycles, lane_kernel
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "dfmodel"
 GHZ_1_6 = 1.600000023841858  # freq 1.6 as the protobuf float DFModel computes with

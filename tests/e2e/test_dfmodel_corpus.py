@@ -18,6 +18,7 @@ from google.protobuf import text_format
 
 from mapshard import pipeline
 from mapshard.cli import main
+from mapshard.run import run
 from schema import setup_pb2
 from schema.errors import SetupError
 from schema.setup_io import load_setup
@@ -64,7 +65,7 @@ def _roofline_s(setup: setup_pb2.Setup) -> float:
 
 def _run(name: str, tmp_path: Path, cost_model: str | None = None) -> None:
     """`mapshard run`'s spine: load, resolve, generate, solve, re-check, write."""
-    result = pipeline.run(DATA / name, tmp_path / "out", time_limit_s=3.0, cost_model=cost_model)
+    result = run(DATA / name, tmp_path / "out", time_limit_s=3.0, cost_model=cost_model)
     setup, _ = load_setup(DATA / name)
     plan = result.plan
     assert plan.stats.status in ("optimal", "time_limit")
@@ -108,7 +109,7 @@ def test_dse_final_records_the_mapping_in_dfmodels_shape(tmp_path: Path) -> None
     each edge carries its producer's 256,000-byte output, 256,000 / 8 = 32,000 bytes per
     chip when the producer is split over the 8 chips; a split dim holds ceil(8000 / 8) =
     1000 (or 16 / 8 = 2) per chip."""
-    result = pipeline.run(DATA / "damsim_dlrm_2x4.txt", tmp_path / "out", time_limit_s=3.0)
+    result = run(DATA / "damsim_dlrm_2x4.txt", tmp_path / "out", time_limit_s=3.0)
     final = text_format.Parse((tmp_path / "out" / "dse_final.txt").read_text(), setup_pb2.Setup())
     tp = result.plan.parallelism["tp"]
     assert tp == 8  # the plan puts all 8 chips on the chain (checked, not assumed)

@@ -9,6 +9,8 @@ import pytest
 
 from generator.proto_graph import MAX_BYTES_PER_ELEMENT
 from mapshard import pipeline
+from mapshard.run import Result, run
+from mapshard.scenario import execution_options
 from schema.errors import SetupError
 from solver.search.assemble import boundary_bytes
 
@@ -30,14 +32,14 @@ system {
 """
 
 
-def _run(tmp_path: Path, text: str) -> pipeline.Result:
+def _run(tmp_path: Path, text: str) -> Result:
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "setup.txt"
     path.write_text(text)
-    return pipeline.run(path, tmp_path / "out", time_limit_s=10.0)
+    return run(path, tmp_path / "out", time_limit_s=10.0)
 
 
-def _kernel(result: pipeline.Result, name: str):
+def _kernel(result: Result, name: str):
     return next(k for p in result.plan.phases for k in p.kernels if k.name == name)
 
 
@@ -58,7 +60,7 @@ def test_miscellany_is_the_execution_block() -> None:
     assert not loaded.setup.HasField("miscellany")
     assert ex.HasField("fft") and ex.fft.length == 2**40
     assert ex.compute_util == pytest.approx(0.9) and ex.word == 2
-    assert not pipeline.execution_options(loaded.setup).dataflow  # KERNEL_BY_KERNEL
+    assert not execution_options(loaded.setup).dataflow  # KERNEL_BY_KERNEL
 
 
 @pytest.mark.parametrize(
@@ -73,7 +75,7 @@ def test_overlap_enum_is_the_native_overlap(
     tmp_path: Path, style: str, overlap: bool, serialized: bool
 ) -> None:
     text = (DATA / "damsim_dlrm_2x4.txt").read_text().replace("NO_OVERLAP", style)
-    options = pipeline.execution_options(pipeline.load(_write(tmp_path, text)).setup)
+    options = execution_options(pipeline.load(_write(tmp_path, text)).setup)
     assert (options.overlap, options.serialize_network) == (overlap, serialized)
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mapshard import pipeline
 from mapshard.cli import main
+from mapshard.run import run
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "dfmodel"
@@ -283,7 +283,7 @@ def test_readme_native_run_compares_with_dfmodel(tmp_path: Path) -> None:
     (128 x 2*25600*2048*2 B / 50 GB/s = 0.536870912 s) and its bubble is the native
     pipeline compute x (128-1) / (3072 x 1). Neither needs the proven optimum: whatever
     plan the native search holds after 8 s is compared (the gallery test proves it)."""
-    result = pipeline.run(README, tmp_path / "nat", time_limit_s=8)
+    result = run(README, tmp_path / "nat", time_limit_s=8)
     plan = result.plan
     rows = {name: (a, b) for name, a, b in plan.model_differences}
     assert rows["pipeline transfers"][1] == pytest.approx(0.536870912, rel=1e-12)

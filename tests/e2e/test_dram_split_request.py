@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mapshard import pipeline
+from mapshard.run import run
 from solver.fusion.solve import solve_graph
 from solver.search import planner
 
@@ -44,7 +44,7 @@ def _run(tmp_path: Path, name: str) -> dict:
     scenario = tmp_path / "scenario"
     scenario.mkdir(exist_ok=True)
     (scenario / "setup.txt").write_text(SETUP, encoding="utf-8")
-    pipeline.run(scenario, tmp_path / name, time_limit_s=60)
+    run(scenario, tmp_path / name, time_limit_s=60)
     return json.loads((tmp_path / name / "summary.json").read_text())
 
 

@@ -15,6 +15,7 @@ from golden_headlines import GOLDEN, headlines
 from mapshard import pipeline
 from mapshard.cli import main
 from mapshard.report.terminal import format_summary
+from mapshard.run import run
 
 ROOT = Path(__file__).resolve().parents[2]
 GALLERY = sorted(p.parent.name for p in (ROOT / "scenarios").glob("*/setup.txt"))
@@ -25,7 +26,7 @@ GALLERY_PARAMS = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n fo
 @pytest.mark.parametrize("name", GALLERY_PARAMS)
 def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Path) -> None:
     out = tmp_path / "result"
-    result = pipeline.run(ROOT / "scenarios" / name, out, time_limit_s=60)
+    result = run(ROOT / "scenarios" / name, out, time_limit_s=60)
     # the roofline bound that orders and prunes the outer search is a true lower bound
     for c in result.plan.choices:
         if c.latency_s is not None:

@@ -12,10 +12,12 @@ from dataclasses import replace
 import pytest
 from report_fixtures import inference_plan, system, training_plan
 
-from mapshard.report import format_explain, format_summary, summary_dict, write_results
-from mapshard.report.summary import phase_total_s, summary_json
+from mapshard.report.explain import format_explain
+from mapshard.report.summary import summary_dict, summary_json
 from mapshard.report.tables import CONFIG_COLUMNS, KERNEL_COLUMNS, configs_csv, kernels_csv
-from mapshard.report.write import MARKER
+from mapshard.report.terminal import format_summary
+from mapshard.report.totals import phase_total_s
+from mapshard.report.write import MARKER, write_results
 from schema.errors import SetupError
 
 CONTRACT = (

@@ -8,7 +8,7 @@ from collections import defaultdict
 import pytest
 from report_fixtures import inference_plan, training_plan
 
-from mapshard.report.summary import phase_total_s
+from mapshard.report.totals import phase_total_s
 from mapshard.report.trace import (
     TID_CONFIG,
     TID_SCHEDULE,

@@ -8,8 +8,9 @@ import math
 from pathlib import Path
 
 from mapshard import pipeline
+from mapshard.analyses.sensitivity import scaled_systems
+from mapshard.analyses.sensitivity import sensitivity as what_if_table
 from mapshard.cli import main
-from mapshard.sensitivity import scaled_systems
 
 BYTES = 2  # BF16
 PEAK = 100e12  # bf16_tflops: 100
@@ -68,7 +69,7 @@ def test_compute_bound_gemm_follows_peak(tmp_path: Path) -> None:
     assert math.isclose(base, 1.374389534e-3, rel_tol=1e-9)
     scenario = pipeline.load_scenario(_setup(tmp_path, m, k, n))
     plan = pipeline.plan(scenario)
-    table = pipeline.what_if(scenario, plan)
+    table = what_if_table(scenario, plan, force=True)
     rows = {(r.resource, r.factor): r for r in table.rows}
     assert math.isclose(plan.latency_s, base, rel_tol=1e-9)
     assert math.isclose(rows[("compute", 2.0)].latency_s, base / 2, rel_tol=1e-9)
@@ -81,7 +82,7 @@ def test_half_the_memory_capacity_is_reported_infeasible(tmp_path: Path) -> None
     # weights K*N*2 B = 33.6 MB; 50 MB of DRAM holds them, 25 MB (x0.5) does not
     folder = _setup(tmp_path, 8, 4096, 4096, dram_cap=50e6)
     scenario = pipeline.load_scenario(folder)
-    table = pipeline.what_if(scenario, pipeline.plan(scenario))
+    table = what_if_table(scenario, pipeline.plan(scenario), force=True)
     rows = {(r.resource, r.factor): r for r in table.rows}
     half = rows[("DRAM capacity", 0.5)]
     assert half.status == "infeasible" and half.latency_s is None
@@ -120,7 +121,7 @@ def test_default_scenario_report_has_the_what_if_table_and_the_frontier(tmp_path
 
 
 def test_a_time_limited_base_plan_is_said_in_the_binding_sentence() -> None:
-    from mapshard.sensitivity import Row, Sensitivity
+    from mapshard.views import Row, Sensitivity
 
     rows = (Row("compute", 2.0, "optimal", 0.5, 0.0), Row("SRAM", 2.0, "time_limit", 0.9, 0.02))
     table = Sensitivity(1.0, 5.0, rows, "time_limit")
@@ -135,7 +136,7 @@ def test_a_time_limited_base_plan_is_said_in_the_binding_sentence() -> None:
 def test_large_dataflow_graphs_skip_the_table_unless_asked() -> None:
     """DFModel's 41-kernel DATAFLOW layer: whether the table is computed depends on the
     graph's size only (same on every machine), and the empty table says why."""
-    from mapshard import sensitivity
+    from mapshard.analyses import sensitivity
 
     root = Path(__file__).resolve().parents[2]
     scenario = pipeline.load_scenario(root / "scenarios" / "dfmodel_gpt3_1t_sn30")

@@ -13,12 +13,13 @@ import dataclasses
 from pathlib import Path
 
 from mapshard import pipeline
-from mapshard.sensitivity import base_candidate, scaled_systems, sensitivity
+from mapshard.analyses.sensitivity import base_candidate, scaled_systems, sensitivity
+from mapshard.scenario import Scenario
 from solver.search.solve_memo import SOLUTIONS
 from tests.solver.test_outer_training import setup_text
 
 
-def _free_knobs(tmp_path: Path) -> pipeline.Scenario:
+def _free_knobs(tmp_path: Path) -> Scenario:
     folder = tmp_path / "free"
     folder.mkdir()
     text = setup_text("", chips=1).replace("global_batch: 4", "global_batch: 2")

@@ -13,6 +13,8 @@ import pytest
 from google.protobuf import text_format
 
 from mapshard import pipeline
+from mapshard.run import run
+from mapshard.scenario import Scenario, scenario_options
 from schema import setup_pb2
 from solver.verify import verify_plan
 
@@ -21,14 +23,14 @@ GALLERY = sorted(p.parent.name for p in (ROOT / "scenarios").glob("*/setup.txt")
 
 
 @functools.cache
-def _solved(name: str) -> tuple[pipeline.Scenario, object]:
+def _solved(name: str) -> tuple[Scenario, object]:
     """Solved once per test session (the plans are frozen; tests replace, never mutate)."""
     sc = pipeline.load_scenario(ROOT / "scenarios" / name)
     return sc, pipeline.solve(sc, 5.0)
 
 
-def _verify(sc: pipeline.Scenario, plan) -> list[str]:
-    return verify_plan(plan, sc.workload, sc.system, pipeline.scenario_options(sc))
+def _verify(sc: Scenario, plan) -> list[str]:
+    return verify_plan(plan, sc.workload, sc.system, scenario_options(sc))
 
 
 @pytest.mark.parametrize("name", GALLERY)
@@ -65,7 +67,7 @@ def test_recheck_catches_hand_corrupted_plans() -> None:
     bad = replace(plan, memory=replace(plan.memory, weights=plan.memory.capacity * 2))
     assert any("capacity" in v for v in _verify(sc, bad))
 
-    few = replace(pipeline.scenario_options(sc), num_config=1)
+    few = replace(scenario_options(sc), num_config=1)
     if len(plan.phases[0].configs) > 1:
         assert any("num_config" in v for v in verify_plan(plan, sc.workload, sc.system, few))
 
@@ -85,7 +87,7 @@ def test_run_report_has_the_frontier_and_the_graph_edges(tmp_path: Path) -> None
     """`mapshard run` used to write without the workload: no frontier plot for LLMs and a
     made-up chain of edges in mapping.dot."""
     out = tmp_path / "r"
-    result = pipeline.run(ROOT / "scenarios" / "llama31_8b_decode_h100", out, 10.0)
+    result = run(ROOT / "scenarios" / "llama31_8b_decode_h100", out, 10.0)
     html = (out / "report.html").read_text()
     section = html.split("<h2>Data-movement frontier of the heaviest GEMMs</h2>", 1)[1]
     section = section.split("<h2>", 1)[0]

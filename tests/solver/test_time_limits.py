@@ -23,7 +23,7 @@ from report_fixtures import training_plan
 
 from mapshard import pipeline
 from mapshard.cli import EXIT_NO_PLAN, main
-from mapshard.report import write_results
+from mapshard.report.write import write_results
 from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.search import planner
 

@@ -1,4 +1,4 @@
-"""DFModel's own equations (solver/cost/dfmodel_model.py) against numbers derived by hand
+"""DFModel's own equations (solver/dfmodel/model.py) against numbers derived by hand
 from DFModel's src/intra_chip.py (fengqian-ayce/DFModel @ 04f93d5) and its committed logs."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from hardware.system import Chip, CostModel, MemoryLevel, NetworkLevel, System, Topology
 from schema.errors import SetupError
-from solver.cost import dfmodel_fft as fft
-from solver.cost import dfmodel_model as dm
+from solver.dfmodel import fft
+from solver.dfmodel import model as dm
 
 GB = 1e9
 
@@ -143,9 +143,9 @@ def test_stage_one_least_communication_matches_enumeration() -> None:
     from pathlib import Path
 
     from mapshard import pipeline
-    from solver.cost.dfmodel_problem import sharding_problem
+    from solver.dfmodel.problem import sharding_problem
+    from solver.dfmodel.search import stage_one
     from solver.options import SolverOptions
-    from solver.search.dfmodel_search import stage_one
 
     root = Path(__file__).resolve().parents[2]
     sc = pipeline.load_scenario(root / "tests" / "data" / "dfmodel" / "mlp_tp2_pp2")
@@ -162,7 +162,7 @@ def test_stage_one_least_communication_matches_enumeration() -> None:
 
 def test_one_chip_without_a_network_has_no_links_or_switches() -> None:
     """A single-chip DFModel graph (no topology block): nothing to count, no IndexError."""
-    from solver.cost.dfmodel_model import cost_power_counts
+    from solver.dfmodel.model import cost_power_counts
 
     assert cost_power_counts("", [], 1, 1) == ([], [])
 

@@ -1,4 +1,4 @@
-"""DFModel's PMU place-and-route rows (solver/search/dfmodel_pmu.py) against exhaustive
+"""DFModel's PMU place-and-route rows (solver/dfmodel/pmu.py) against exhaustive
 enumeration: every (lane, stage) of every kernel on a tiny chip, each buffer's PMU count
 recomputed here from DFModel's rows (fengqian-ayce/DFModel src/intra_chip.py @ 04f93d5,
 its `pmu != 0` branch), the least slowest-kernel cycles among the choices that fit."""
@@ -13,7 +13,7 @@ from google.protobuf import text_format
 
 from generator.proto_graph import graph_from_proto
 from schema import setup_pb2
-from solver.search.dfmodel_pmu import PmuChip, pairs, solve_assignment
+from solver.dfmodel.pmu import PmuChip, pairs, solve_assignment
 
 GRAPH = """
 kernels { name: "G1" id: 1 type: SYSTOLIC

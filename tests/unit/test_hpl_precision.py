@@ -12,13 +12,14 @@ import pytest
 from mapshard import pipeline
 from mapshard.fidelity.cases import Case
 from mapshard.fidelity.predict import predict
+from mapshard.scenario import Scenario, scenario_options
 from solver.search import assemble
 from solver.search.parallel import Choice
 
 H100_FP64 = 66.9e12
 
 
-def scenario(tmp_path: Path, body: str, chips: int = 8) -> pipeline.Scenario:
+def scenario(tmp_path: Path, body: str, chips: int = 8) -> Scenario:
     text = body + f'\nsystem {{ chip: "H100-SXM5-80GB" num_chip: {chips} }}\n'
     (tmp_path / "setup.txt").write_text(text, encoding="utf-8")
     return pipeline.load_scenario(tmp_path)
@@ -37,12 +38,12 @@ def test_hpl_memory_counts_the_in_place_matrix_once(tmp_path):
 
 def test_default_math_precision_per_workload(tmp_path):
     hpl = scenario(tmp_path, "workload { hpl { N: 4096 B: 256 } }")
-    assert pipeline.scenario_options(hpl).math_precision == "fp64"
+    assert scenario_options(hpl).math_precision == "fp64"
     fft = scenario(tmp_path, "workload { fft { length: 1024 batch: 16 } }", chips=1)
-    assert pipeline.scenario_options(fft).math_precision == "fp32"
+    assert scenario_options(fft).math_precision == "fp32"
     assert fft.workload.activation_bytes_per_element == 2 * 4  # complex FP32: two floats
     gemm = scenario(tmp_path, "workload { gemm { M: 64 K: 64 N: 64 } }", chips=1)
-    assert pipeline.scenario_options(gemm).math_precision == "bf16"
+    assert scenario_options(gemm).math_precision == "bf16"
 
 
 def test_hpl_runs_at_the_fp64_peak_and_says_it_is_uncalibrated(tmp_path):

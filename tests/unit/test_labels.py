@@ -7,7 +7,7 @@ import dataclasses
 
 from report_fixtures import inference_plan
 
-from mapshard.report.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
+from mapshard.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report.summary import parallelism_text
 from mapshard.report.terminal import format_summary
 

@@ -11,6 +11,7 @@ from google.protobuf import text_format
 from mapshard import pipeline
 from mapshard.fidelity.cases import read_cases
 from mapshard.fidelity.scenarios import build_setup, load_case_scenario
+from mapshard.scenario import execution_options, overlap_mode
 from schema import setup_pb2
 
 DEV = Path(__file__).parents[1] / "data" / "validation" / "validation_dev_structured.csv"
@@ -23,8 +24,8 @@ LLAMA = (
 def mode(text: str, tmp_path: Path) -> tuple[str, bool, bool]:
     (tmp_path / "setup.txt").write_text(LLAMA + text, encoding="utf-8")
     sc = pipeline.load_scenario(tmp_path)
-    ex = pipeline.execution_options(sc.setup, sc.system.chip.overlap)
-    return pipeline.overlap_mode(sc.setup, sc.system.chip.overlap), ex.overlap, ex.serialize_network
+    ex = execution_options(sc.setup, sc.system.chip.overlap)
+    return overlap_mode(sc.setup, sc.system.chip.overlap), ex.overlap, ex.serialize_network
 
 
 CUSTOM = (
@@ -73,8 +74,8 @@ def test_validate_and_run_assume_the_same_overlap(tmp_path):
     (tmp_path / "setup.txt").write_text(text_format.MessageToString(setup), encoding="utf-8")
     ran = pipeline.load_scenario(tmp_path)
     validated = load_case_scenario(t01, DEV)
-    run_opts = pipeline.execution_options(ran.setup, ran.system.chip.overlap)
-    val_opts = pipeline.execution_options(validated.setup, validated.system.chip.overlap)
+    run_opts = execution_options(ran.setup, ran.system.chip.overlap)
+    val_opts = execution_options(validated.setup, validated.system.chip.overlap)
     assert run_opts == val_opts
     assert (run_opts.overlap, run_opts.serialize_network) == (True, True)
     assert not setup.HasField("execution")

@@ -9,6 +9,7 @@ import pytest
 from google.protobuf import text_format
 
 from mapshard import pipeline
+from mapshard.scenario import scenario_options
 from schema import setup_pb2
 from solver.search.bounds import roofline_bound as _lower_bound
 from solver.search.parallel import Choice
@@ -29,7 +30,7 @@ execution { execution_style: KERNEL_BY_KERNEL perfect_overlap: true }
 def test_bound_uses_the_math_precision_peak_and_the_gemm_plateau():
     sc = _scenario(A100_FP16_GEMM)
     single = Choice(degrees=(), spans=(), levels=sc.system.network)
-    lb = _lower_bound(sc.workload, sc.system, single, pipeline.scenario_options(sc))
+    lb = _lower_bound(sc.workload, sc.system, single, scenario_options(sc))
     # 2 x 8192^3 FLOP at 312 TF (FP16, not INT4's 1248) x 0.832 (A100 gemm_util)
     assert lb == pytest.approx(2 * 8192**3 / (312e12 * 0.832), rel=1e-9)
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import pytest
 
-from mapshard.stream import DEFAULT_KERNEL_LAUNCH_US
-from mapshard.stream_sim import EngineLimits, Request, simulate
-from mapshard.stream_steps import StepTable
+from mapshard.analyses.stream_sim import EngineLimits, Request, simulate
+from mapshard.analyses.stream_steps import StepTable
+from schema.validation_stream import DEFAULT_KERNEL_LAUNCH_US
 
 # id: (measured tokens/s, output tokens, steps, duration s without overhead, kernels/step)
 FIT_ROWS = {

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from mapshard import pipeline
-from mapshard.stream import requests_of
-from mapshard.stream_server import serve
-from mapshard.stream_sim import EngineLimits, Request, simulate
-from mapshard.stream_steps import (
+from mapshard.analyses.stream import requests_of
+from mapshard.analyses.stream_server import serve
+from mapshard.analyses.stream_sim import EngineLimits, Request, simulate
+from mapshard.analyses.stream_steps import (
     StepShape,
     StepTable,
     build_table,
@@ -239,7 +239,7 @@ def test_server_given_rate_and_unreachable_limits():
 
 
 def test_engine_keeps_one_weight_layout_on_several_chips():
-    from mapshard.stream import engine_layout
+    from mapshard.analyses.stream import engine_layout
 
     s = _setup("num_requests: 1")
     same, notes = engine_layout(s, SimpleNamespace(num_chips=1))

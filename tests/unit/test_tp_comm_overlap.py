@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mapshard import pipeline
 from mapshard.fidelity.cases import Case, read_cases
 from mapshard.fidelity.scenarios import Unmodelable, build_setup, tp_comm_overlap
+from mapshard.scenario import execution_options, scenario_options
 from schema import setup_pb2
 
 FIT = Path(__file__).parents[1] / "data" / "validation" / "validation_public_fit.csv"
@@ -59,19 +59,13 @@ def _setup(tp_comm: bool, overlap: int = setup_pb2.OVERLAP_UNSET) -> setup_pb2.S
 
 def test_the_hidden_share_is_the_chips_under_a_serialised_network_only():
     # H100 kernel by kernel (SERIAL_NETWORK, its default) with a calibrated share of 0.3
-    assert pipeline.execution_options(_setup(True), "serial_network", 0.3).network_hidden_share == (
-        0.3
-    )
+    assert execution_options(_setup(True), "serial_network", 0.3).network_hidden_share == (0.3)
     # the framework does not overlap: serial
-    assert pipeline.execution_options(
-        _setup(False), "serial_network", 0.3
-    ).network_hidden_share == (0.0)
+    assert execution_options(_setup(False), "serial_network", 0.3).network_hidden_share == (0.0)
     # a perfect overlap hides the network already; an uncalibrated chip keeps it serial
     perfect = _setup(True, setup_pb2.PERFECT)
-    assert pipeline.execution_options(perfect, "serial_network", 0.3).network_hidden_share == 0.0
-    assert pipeline.execution_options(_setup(True), "serial_network", 0.0).network_hidden_share == (
-        0.0
-    )
+    assert execution_options(perfect, "serial_network", 0.3).network_hidden_share == 0.0
+    assert execution_options(_setup(True), "serial_network", 0.0).network_hidden_share == (0.0)
 
 
 def test_the_fits_grid_point_0_hides_nothing():
@@ -84,7 +78,7 @@ def test_the_fits_grid_point_0_hides_nothing():
     off, _ = fit_setup(nem03, 0.49, 0.0)
     on, _ = fit_setup(nem03, 0.49, 0.3)
     assert off.system.accelerator.efficiency.tp_comm_hidden_share == NO_HIDING
-    options = pipeline.execution_options(off, "serial_network", NO_HIDING)
+    options = execution_options(off, "serial_network", NO_HIDING)
     assert options.network_hidden_share == NO_HIDING
     assert options.comm_hidden_share == NO_HIDING
     assert on.execution.tp_comm_overlap
@@ -95,11 +89,11 @@ def test_step_level_overlaps_take_the_chips_share_on_a_serialised_network():
     """The DP buckets' and p2p transfers' hidden share (comm_hidden_share) is the chip's
     calibrated contention under SERIAL_NETWORK, with or without the recipe's TP overlap;
     perfect (1) under PERFECT overlap or when the chip has no share."""
-    assert pipeline.execution_options(_setup(False), "serial_network", 0.6).comm_hidden_share == 0.6
-    assert pipeline.execution_options(_setup(True), "serial_network", 0.6).comm_hidden_share == 0.6
+    assert execution_options(_setup(False), "serial_network", 0.6).comm_hidden_share == 0.6
+    assert execution_options(_setup(True), "serial_network", 0.6).comm_hidden_share == 0.6
     perfect = _setup(False, setup_pb2.PERFECT)
-    assert pipeline.execution_options(perfect, "serial_network", 0.6).comm_hidden_share == 1.0
-    assert pipeline.execution_options(_setup(False), "serial_network", 0.0).comm_hidden_share == 1.0
+    assert execution_options(perfect, "serial_network", 0.6).comm_hidden_share == 1.0
+    assert execution_options(_setup(False), "serial_network", 0.0).comm_hidden_share == 1.0
 
 
 def test_network_overlapped_follows_the_rule_in_force():
@@ -128,12 +122,12 @@ def test_a_perfect_overlap_makes_tp_comm_overlap_a_warning():
 
     nem03 = {c.id: c for c in read_cases(FIT)}["P-NEM03"]
     sc = load_case_scenario(nem03, FIT)
-    perfect = replace(pipeline.scenario_options(sc), serialize_network=False)
+    perfect = replace(scenario_options(sc), serialize_network=False)
     assert any(
         "no effect under overlap perfect" in w
         for w in plan_warnings(sc.workload, sc.system, perfect)
     )
-    serial = pipeline.scenario_options(sc)
+    serial = scenario_options(sc)
     assert serial.network_hidden_share == 0.7
     assert serial.comm_hidden_share == 0.7
     assert not [w for w in plan_warnings(sc.workload, sc.system, serial) if "tp_comm" in w]

@@ -7,13 +7,13 @@ units of the largest tensor), which the MILP solves exactly. Ties are broken tow
 FLOP per chip (a documented choice: DFModel leaves them to Gurobi).
 
 Stage 2 (intra_chip): with the shardings fixed, each kernel has one option whose compute,
-network and DRAM numbers are DFModel's (solver/cost/dfmodel_model.py); the fusion search
+network and DRAM numbers are DFModel's (solver/dfmodel/model.py); the fusion search
 then chooses the configurations. DFModel charges a crossing edge at both ends; MapShard's
 rule charges a consumer's input per edge and a producer's output once when any consumer is
 elsewhere, so a producer with several consumers in other configurations pays once here
 and once per edge in DFModel: the search's objective is a lower bound of DFModel's; the
 found configurations are then re-priced DFModel's way (every edge between two of them cut:
-solver/search/dfmodel_search.py), and the difference is a proven gap (none: optimal).
+solver/dfmodel/search.py), and the difference is a proven gap (none: optimal).
 SRAM is counted conservatively (every edge's two tiles at both ends, plus depth x tile
 when fused; a weight kernel that needs DFModel's tiling_factor runs alone), so a plan found
 fits DFModel's SRAM.
@@ -25,8 +25,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import solver.dfmodel.model as dm
 from generator.graph import KernelGraph
-from solver.cost import dfmodel_model as dm
 from solver.cost.problem import EdgeCost, KernelMenu, MappingProblem, Option
 
 
@@ -104,7 +104,7 @@ class KernelCost:
     flop: float  # per chip, all tiles
     sharding: str = "none"  # stage 1's choice: outer, M, K, N or none
     # DFModel's newer schema: the kernel's configuration moves its edges x edge_scale and
-    # its memory_size x size_scale (one tile, x num_input: solver/search/dfmodel_lanes.py)
+    # its memory_size x size_scale (one tile, x num_input: solver/dfmodel/lane_search.py)
     edge_scale: float = 1.0
     size_scale: float = 1.0
 
@@ -125,7 +125,7 @@ def kernel_costs(graph: KernelGraph, shardings: Sequence[str], c: StageTwo) -> l
             net = tile_out * c.num_tile * c.ratios.of(own)
         weight = m * kk * c.word_bytes if dims.has_weight else 0.0
         # compute_util 0: DFModel's lane/stage model, priced per configuration
-        # (solver/cost/dfmodel_lanes.py); 0 here
+        # (solver/dfmodel/lanes.py); 0 here
         compute = flop / (c.compute_util * c.peak_flops) if c.compute_util > 0 else 0.0
         base.append([compute, net, tile_out * c.num_tile, tile_out, weight, flop, s])
     for i, e in enumerate(graph.edges):

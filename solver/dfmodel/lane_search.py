@@ -1,6 +1,6 @@
 """The configurations of a DFModel graph whose configuration cost is not a sum over its
-kernels: lane/stage compute (solver/cost/dfmodel_lanes.py) and HPL's two-link network
-(solver/cost/dfmodel_branches.py), searched exactly by solver/search/dfmodel_assign.py.
+kernels: lane/stage compute (solver/dfmodel/lanes.py) and HPL's two-link network
+(solver/dfmodel/branches.py), searched exactly by solver/dfmodel/assign.py.
 
 A set's price is DFModel's: compute (lane/stage min-max, or the sum of FLOP / util x
 peak), memory (every edge with exactly one end in the set, the producer's output per chip,
@@ -17,19 +17,19 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+import solver.dfmodel.assign as da
+import solver.dfmodel.model as dm
+import solver.dfmodel.pmu as pmu
+import solver.dfmodel.problem as dp
 from generator.graph import KernelGraph
 from schema.errors import SetupError
-from solver.cost import dfmodel_model as dm
-from solver.cost import dfmodel_problem as dp
-from solver.cost.dfmodel_lanes import LaneKernel, config_cycles, lane_kernel
 from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem
+from solver.dfmodel.lanes import LaneKernel, config_cycles, lane_kernel
+from solver.dfmodel.pmu import PmuChip, PmuData
+from solver.dfmodel.price import exact_price
 from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.options import DFModelOptions
-from solver.search import dfmodel_assign as da
-from solver.search import dfmodel_pmu as pmu
-from solver.search.dfmodel_pmu import PmuChip, PmuData
-from solver.search.dfmodel_price import exact_price
 
 # a set's network: (seconds, per-member shares); None = the sum of each kernel's network_s
 NetworkRule = Callable[[Sequence[int]], tuple[float, list[float]]]
@@ -43,7 +43,7 @@ class LaneCompute:
     cores: int
     num_tile: int
     freq_Hz: float  # as DFModel stores it (a float GHz)
-    pmu: PmuData | None = None  # a chip with pmu > 0: DFModel's PMU rows (dfmodel_pmu.py)
+    pmu: PmuData | None = None  # a chip with pmu > 0: DFModel's PMU rows (pmu.py)
     streams_per_config: bool = False  # DFModel's newer schema (DFModelOptions.newer_schema)
 
 
@@ -222,7 +222,7 @@ def _assemble(graph, costs, c, configs, prices, found):
 
 
 def pmu_configs(graph, costs, c, rules, in_order, lanes: LaneCompute, network, preds):
-    """The best assignment under DFModel's PMU rows (solver/search/dfmodel_pmu.py):
+    """The best assignment under DFModel's PMU rows (solver/dfmodel/pmu.py):
     assignments in order of their price without those rows (a lower bound); each priced
     by the cores-and-PMUs MILP until the next bound reaches the best."""
     n = len(graph.kernels)

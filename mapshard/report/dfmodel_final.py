@@ -16,9 +16,10 @@ import re
 
 from google.protobuf import text_format
 
-from mapshard.pipeline import Scenario, execution_options
+from mapshard.scenario import Scenario, execution_options
 from schema import setup_pb2
 from schema.dfmodel_spelling import DFMODEL_VARIANTS
+from solver.api import hpl_grid as grid_of
 from solver.plan import Plan
 
 FILE_NAME = "dse_final.txt"
@@ -130,9 +131,7 @@ def topological_numbers(graph: setup_pb2.DataflowGraph) -> dict[int, int]:
 
 
 def hpl_grid(scenario: Scenario, options) -> tuple[int, int] | None:
-    """DFModel's HPL process grid (X, Y) of the topology (solver/cost/dfmodel_branches)."""
-    from solver.cost.dfmodel_branches import hpl_grid as grid_of
-
+    """DFModel's HPL process grid (X, Y) of the topology (solver/dfmodel/branches)."""
     per_copy = scenario.system.num_chips // max(options.dfmodel.num_copy, 1)
     return grid_of(scenario.system, per_copy)
 
@@ -150,7 +149,7 @@ def _grid_sizes(body, grid: tuple[int, int]) -> None:
 def stage_edges(graph: setup_pb2.DataflowGraph) -> set[tuple[int, int]]:
     """(startIdx, endIdx) of the connections DFModel labels STAGE: a weight GEMM's first
     input, a two-input GEMM's second, in the order of the connections (the rule of
-    solver/search/dfmodel_pmu.stage_inputs); every other one is LANE."""
+    solver/dfmodel/pmu.stage_inputs); every other one is LANE."""
     variant = {k.id: k.WhichOneof("kernel_variant") for k in graph.kernels}
     seen: dict[int, int] = {}
     out = set()

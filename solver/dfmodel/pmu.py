@@ -20,7 +20,7 @@ For one assignment of kernels to configurations the cores and PMUs are chosen by
 (HiGHS): per kernel a one-hot menu of (lane, stage) pairs that are each the fewest lanes
 (stages) for their row (column) count, per configuration T_c >= the chosen cycles and
 II_c by the overlap rule. Assignments are tried in order of their price without these rows
-(solver/search/dfmodel_lanes.py, a lower bound); the first whose bound reaches the best
+(solver/dfmodel/lane_search.py, a lower bound); the first whose bound reaches the best
 found ends the search: exact.
 """
 
@@ -31,8 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from generator.graph import KernelGraph, OperandRole
+from solver.dfmodel.assign import Rules, ideals
+from solver.dfmodel.problem import buffer_depths
 from solver.milp.linear import LinearModel, solve
-from solver.search.dfmodel_assign import Rules, ideals
 
 US = 1e6  # the MILP works in microseconds
 
@@ -246,8 +247,6 @@ def _neg(terms: dict[int, float]) -> dict[int, float]:
 
 
 def graph_depth(graph: KernelGraph, edge) -> int:
-    from solver.cost.dfmodel_problem import buffer_depths
-
     return buffer_depths(graph)[(edge.src, edge.dst)]
 
 

@@ -1,18 +1,19 @@
 """`--cost-model dfmodel` on DFModel's FFT branch: one fixed layout (N over the chips of a
 copy, no TP/PP/DP choice), the configurations searched as on any DFModel graph, the step
-the sum of the configurations (solver/cost/dfmodel_fft.py holds the equations)."""
+the sum of the configurations (solver/dfmodel/fft.py holds the equations)."""
 
 from __future__ import annotations
 
 import math
 
+import solver.dfmodel.fft as fft
+import solver.dfmodel.model as dm
+import solver.dfmodel.problem as dp
 from generator.graph import Workload
 from hardware.system import System
-from solver.cost import dfmodel_fft as fft
-from solver.cost import dfmodel_model as dm
-from solver.cost import dfmodel_problem as dp
+from solver.dfmodel.lane_search import lane_compute
+from solver.dfmodel.search import DFStep, solve_configs
 from solver.options import ExecutionOptions, SolverOptions
-from solver.search.dfmodel_search import DFStep, solve_configs
 from solver.search.parallel import Choice
 
 
@@ -31,7 +32,7 @@ def search_fft(
     util: float,
 ):
     """(the best DFStep or None, why the layout failed, its lower bound): the same
-    contract as dfmodel_search.search_choices, for the one layout DFModel's FFT allows."""
+    contract as search.search_choices, for the one layout DFModel's FFT allows."""
     graph = workload.phases[0].graph
     per_copy = fft.chips_per_copy(system, execution.fft_copies)
     choice = fft_choice(system)
@@ -44,8 +45,6 @@ def search_fft(
     )  # fmt: skip
     lanes = None
     if util <= 0:  # DFModel's lane/stage compute at the FFT shard (M, K, ceil(N / P))
-        from solver.search.dfmodel_lanes import lane_compute
-
         shards = [(d.M, d.K, math.ceil(d.N / per_copy)) for d in map(dm.dims_of, graph.kernels)]
         lanes = lane_compute(graph, shards, execution.dfmodel, 1, execution.word_bytes, peak)
     problem, sol, floor = solve_configs(graph, costs, c, execution, options, lanes)

@@ -10,14 +10,14 @@ per-chip shard (M, K, N), lane width W (systolic_width), stage width H (systolic
                         cycles = ceil(M / (lane W)) x ceil(K / (stage E)) x N
   x num_input (DFModel's streaming count, 1 when unset) -- at 04f93d5; DFModel's newer
   schema (its SSM inputs, commit b9a3e2f) instead multiplies the configuration's II by its
-  largest num_input and runs such a configuration as one tile (solver/search/dfmodel_lanes.py)
+  largest num_input and runs such a configuration as one tile (solver/dfmodel/lane_search.py)
 A configuration's compute = max over its kernels of cycles x num_tile / freq (GHz -> ns).
 DFModel chooses the split of the cores; here it is exact: f_k(t) = the least cycles of
 kernel k on at most t cores, and the least T with sum_k min{t : f_k(t) <= T} <= core is the
 configuration's min-max (every f_k is non-increasing, so the test is monotone in T).
 
 A chip with `pmu > 0` adds DFModel's place-and-route rows, which couple the core split
-with the buffers: solver/search/dfmodel_pmu.py (a MILP per assignment).
+with the buffers: solver/dfmodel/pmu.py (a MILP per assignment).
 """
 
 from __future__ import annotations

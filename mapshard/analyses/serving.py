@@ -10,75 +10,15 @@ limits, the one with the most tokens/s (ties: the smaller batch, then the shorte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from mapshard.report.fmt import fmt_si, fmt_time
+from generator.requests import request_batch
+from hardware.system import System
+from mapshard import pipeline
+from mapshard.fmt import fmt_time
+from mapshard.scenario import Loaded, Scenario
+from mapshard.views import Point, Serving
 from schema import setup_pb2
 from schema.errors import InfeasibleError, NoPlanError
 from solver.plan import Plan
-
-
-@dataclass(frozen=True)
-class Point:
-    batch: int
-    input_len: int
-    status: str  # optimal | time_limit | infeasible | no_plan
-    latency_s: float | None = None
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    tokens_per_s: float | None = None
-    parallelism: str = ""
-    within_limits: bool = False
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class Serving:
-    objective: str  # MIN_LATENCY | MAX_THROUGHPUT
-    max_ttft_s: float | None
-    max_tpot_s: float | None
-    points: tuple[Point, ...]
-    chosen: int | None  # index into points of the plan's point (MAX_THROUGHPUT)
-
-    def as_dict(self) -> dict:
-        """summary.json's `serving` key."""
-        return {
-            "objective": self.objective,
-            "max_ttft_s": self.max_ttft_s,
-            "max_tpot_s": self.max_tpot_s,
-            "chosen": self.chosen,
-            "points": [p.__dict__ for p in self.points],
-        }
-
-    def table_rows(self) -> list[list[str]]:
-        rows = []
-        for i, p in enumerate(self.points):
-            mark = "<- plan" if i == self.chosen else ("" if p.within_limits else "over limit")
-            if p.latency_s is None:
-                mark = f"{p.status}: {p.reason}" if p.reason else p.status
-            rows.append(
-                [
-                    str(p.batch),
-                    str(p.input_len),
-                    p.parallelism or "-",
-                    fmt_time(p.ttft_s),
-                    fmt_time(p.tpot_s),
-                    fmt_si(p.tokens_per_s) if p.tokens_per_s else "-",
-                    mark,
-                ]
-            )
-        return rows
-
-    def limits_text(self) -> str:
-        parts = [
-            f"{name} <= {fmt_time(v)}"
-            for name, v in (("TTFT", self.max_ttft_s), ("TPOT", self.max_tpot_s))
-            if v
-        ]
-        return " and ".join(parts) if parts else "no latency limits"
-
-
-HEADER = ["batch", "input/KV", "parallelism", "TTFT", "TPOT", "tokens/s", ""]
 
 
 def wanted(setup: setup_pb2.Setup) -> bool:
@@ -112,11 +52,9 @@ def _within(p: Point, max_ttft_s: float | None, max_tpot_s: float | None) -> boo
     return p.latency_s is not None and ok_ttft and ok_tpot
 
 
-def _solve_point(scenario, time_limit_s: float | None) -> tuple[Point, Plan | None]:  # noqa: ANN001
-    from mapshard import pipeline
-
+def _solve_point(scenario: Scenario, time_limit_s: float | None) -> tuple[Point, Plan | None]:
     inf = scenario.setup.workload.llm_inference
-    b, n = max(1, int(inf.batch)), _length(inf)
+    b, n = request_batch(inf), _length(inf)
     try:
         plan = pipeline.plan(scenario, time_limit_s)
     except InfeasibleError as exc:
@@ -130,16 +68,16 @@ def _solve_point(scenario, time_limit_s: float | None) -> tuple[Point, Plan | No
     return point, plan
 
 
-def serve(loaded, system, time_limit_s: float | None = None):  # noqa: ANN001, ANN201
+def serve(
+    loaded: Loaded, system: System, time_limit_s: float | None = None
+) -> tuple[Serving, Scenario, Plan]:
     """Solve every (batch, input_len) point; returns (Serving, Scenario, Plan) where the
     scenario and plan are the chosen point's (MAX_THROUGHPUT) or the setup's own batch
     (MIN_LATENCY). Raises InfeasibleError when MAX_THROUGHPUT finds no point within the
     limits."""
-    from mapshard import pipeline
-
     inf = loaded.setup.workload.llm_inference
     sv = inf.serving
-    batches = list(sv.batch) or [max(1, int(inf.batch))]
+    batches = list(sv.batch) or [request_batch(inf)]
     lengths = list(sv.input_len) or [_length(inf)]
     max_ttft = sv.max_ttft_ms / 1e3 or None
     max_tpot = sv.max_tpot_ms / 1e3 or None
@@ -166,7 +104,7 @@ def serve(loaded, system, time_limit_s: float | None = None):  # noqa: ANN001, A
                 "raise the limits or add smaller batches to serving.batch",
             )
         return view, *solved[chosen]
-    own_key = (max(1, int(inf.batch)), _length(inf))
+    own_key = (request_batch(inf), _length(inf))
     for point, (scenario, plan) in zip(points, solved):
         if (point.batch, point.input_len) == own_key and plan is not None:
             return view, scenario, plan

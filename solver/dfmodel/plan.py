@@ -1,20 +1,21 @@
 """The Plan of a `--cost-model dfmodel` run: DFModel's step, System Cost/Power and DRAM use
-(solver/search/dfmodel_search.py finds the step; this writes it in the common Plan)."""
+(solver/dfmodel/search.py finds the step; this writes it in the common Plan)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
+import solver.dfmodel.model as dm
 from generator.graph import Workload
 from hardware.system import System
 from schema.errors import InfeasibleError
-from solver.cost import dfmodel_model as dm
+from solver.dfmodel.branch_search import search_dlrm, search_hpl
+from solver.dfmodel.fft_search import search_fft
+from solver.dfmodel.search import DFStep, checked_util, search_choices
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.report_plan import build_phase_plans, workload_flop
-from solver.search.dfmodel_fft import search_fft
-from solver.search.dfmodel_search import DFStep, checked_util, search_choices
 from solver.verify import dfmodel_sram_row
 
 
@@ -34,8 +35,6 @@ def search_dfmodel(
         util = checked_util(workload, system)
         best, failed, lower = search_fft(workload, system, execution, options, util)
     elif branch in ("dlrm", "hpl"):  # DFModel's DLRM / HPL branches: one fixed layout
-        from solver.search.dfmodel_branch_search import search_dlrm, search_hpl
-
         util = checked_util(workload, system)
         search = search_dlrm if branch == "dlrm" else search_hpl
         best, failed, lower = search(workload, system, execution, options, util)
@@ -117,7 +116,7 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
             f"DFModel prices this chip (pmu {execution.dfmodel.pmu}) with its PMU "
             "place-and-route rows instead of an SRAM row: reproduced, except that a weight "
             "kernel's out-edges are bounded by their own size where DFModel reads another "
-            "edge's (an indexing slip; solver/search/dfmodel_pmu.py)",
+            "edge's (an indexing slip; solver/dfmodel/pmu.py)",
         )
     return Plan(
         scenario=scenario,

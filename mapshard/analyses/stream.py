@@ -6,9 +6,9 @@ the plan's parallelism, priced by solved engine-step costs.
    runs once; its placement is pinned on the topology levels for every later point) and
    gives the per-chip weights, activations and KV bytes per token; the KV cache gets
    kv_memory_fraction of the DRAM left.
-3. Solve the step grid (mapshard/stream_steps.py), add the engine's host cost per step
+3. Solve the step grid (mapshard/analyses/stream_steps.py), add the engine's host cost per step
    (the kernels of one forward pass x kernel_launch_us, see `step_overhead`), and simulate
-   the stream on it (mapshard/stream_sim.py).
+   the stream on it (mapshard/analyses/stream_sim.py).
 4. The plan written with the view is one steady-state step: decode of the most sequences
    that ran at once, at their mean KV length.
 The whole machine is one engine (with DP > 1 a step's sequences are split over the
@@ -19,16 +19,17 @@ decoding sequence takes one token of a step.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from hardware.system import System
-from mapshard import stream_server
-from mapshard.report.fmt import fmt_si, fmt_time
-from mapshard.stream_server import ServerResult
-from mapshard.stream_sim import PERCENTILES, EngineLimits, Request, StreamStats, simulate
-from mapshard.stream_steps import INTERPOLATION, StepShape, build_table, point_setup, prefill_points
+from mapshard import pipeline
+from mapshard.analyses import stream_server
+from mapshard.analyses.stream_sim import EngineLimits, Request, simulate
+from mapshard.analyses.stream_steps import StepShape, build_table, point_setup, prefill_points
+from mapshard.scenario import Loaded, Scenario
+from mapshard.views import StreamView
 from schema import setup_pb2
 from schema.errors import InfeasibleError
 from schema.validation_stream import (
@@ -47,99 +48,6 @@ def host_launch_beyond_chip_s(settings: dict, system: System) -> float:
     (GB200 charges 0 per kernel, so its fit rows see the whole 10.4 us; H100 charges 4.5)."""
     chip_us = system.chip.efficiency.kernel_overhead_s * 1e6
     return max(settings["kernel_launch_us"] - chip_us, 0.0) * 1e-6
-
-
-@dataclass(frozen=True)
-class StreamView:
-    """The stream's settings, what the engine could hold, and the simulated result."""
-
-    settings: dict
-    kv_capacity_tokens: int
-    kv_bytes_per_token_per_chip: float
-    parallelism: str
-    parallelism_fixed: bool
-    points_solved: int
-    step_points: list
-    plan_step: str
-    stats: StreamStats
-    kernels_per_step: int = 0  # kernels of one forward pass (the decode step's plan)
-    step_overhead_s: float = 0.0  # kernels_per_step x kernel_launch_us, every step
-    server: ServerResult | None = None  # POISSON: the rate and the latency limits
-    notes: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict:
-        """summary.json's `stream` key (times in seconds)."""
-        s = self.stats
-        pct = {f"p{q}": None for q in PERCENTILES}
-        return {
-            **self.settings,
-            "kv_capacity_tokens": self.kv_capacity_tokens,
-            "kv_bytes_per_token_per_chip": self.kv_bytes_per_token_per_chip,
-            "parallelism": self.parallelism,
-            "parallelism_fixed": self.parallelism_fixed,
-            "output_tokens_per_s": s.output_tokens_per_s,
-            "requests_per_s": s.requests_per_s,
-            "output_tokens": s.output_tokens,
-            "duration_s": s.duration_s,
-            "steps": s.steps,
-            "max_concurrency": s.max_concurrency,
-            "ttft_s": dict(zip(pct, s.ttft_s)),
-            "tpot_s": dict(zip(pct, s.tpot_s)) if s.tpot_s else pct,
-            "latency_s": dict(zip(pct, s.latency_s)),
-            "interpolation": INTERPOLATION,
-            "kernels_per_step": self.kernels_per_step,
-            "step_overhead_s": self.step_overhead_s,
-            "step_points_solved": self.points_solved,
-            "step_points": self.step_points,
-            "plan_step": self.plan_step,
-            "server": self.server.as_dict() if self.server else None,
-            "notes": list(self.notes),
-        }
-
-    def lines(self) -> list[str]:
-        """The terminal summary's stream block."""
-        s, st = self.settings, self.stats
-        sv = self.server
-        arrival = s["arrival"] + (f" {sv.rate_per_s:.4g}/s" if sv else "")
-        pct = "/".join(f"p{q}" for q in PERCENTILES)
-        return [
-            f"{s['num_requests']} requests ({arrival}, seed {s['seed']}), input {s['input_len']},"
-            f" output {s['output_len']} tokens; max_batch {s['max_batch']}, max_num_tokens "
-            f"{s['max_num_tokens']}, chunked prefill {'on' if s['chunked_prefill'] else 'off'}",
-            f"KV cache: {self.kv_capacity_tokens:,} tokens ({s['kv_memory_fraction']:g} of "
-            f"the free DRAM, {fmt_si(self.kv_bytes_per_token_per_chip, 'B')}/token/chip); "
-            f"parallelism {self.parallelism}"
-            + ("" if self.parallelism_fixed else " (searched at every step point)"),
-            f"throughput: {fmt_si(st.output_tokens_per_s)} output tokens/s, "
-            f"{st.requests_per_s:.3g} requests/s over {fmt_time(st.duration_s)} "
-            f"({st.steps} steps, at most {st.max_concurrency} sequences at once)",
-            f"engine overhead: {self.kernels_per_step} kernels per step x "
-            f"{s['kernel_launch_us']:g} us launch (less the chip's own per-kernel overhead) = "
-            f"{fmt_time(self.step_overhead_s)} per step, on top of each solved step time",
-            f"TTFT {pct}: " + " / ".join(fmt_time(x) for x in st.ttft_s),
-            f"TPOT {pct}: " + (" / ".join(fmt_time(x) for x in st.tpot_s) or "- (one token each)"),
-            f"latency {pct}: " + " / ".join(fmt_time(x) for x in st.latency_s),
-            *([_server_line(sv)] if sv and (sv.max_ttft_p99_s or sv.max_tpot_p99_s) else []),
-            f"{INTERPOLATION} ({self.points_solved} points solved); the plan shown is "
-            f"{self.plan_step}",
-            *self.notes,
-        ]
-
-
-def _server_line(sv: ServerResult) -> str:
-    lims = " and ".join(
-        f"p99 {name} <= {fmt_time(v)}"
-        for name, v in (("TTFT", sv.max_ttft_p99_s), ("TPOT", sv.max_tpot_p99_s))
-        if v
-    )
-    if sv.searched:
-        return (
-            f"server: the highest Poisson rate with {lims} is {sv.rate_per_s:.4g} requests/s "
-            f"(bisected, {sv.simulations} simulated streams; the figures above are at it)"
-        )
-    return (
-        f"server: {sv.rate_per_s:.4g} requests/s {'meets' if sv.within_limits else 'misses'} {lims}"
-    )
 
 
 def wanted(setup: setup_pb2.Setup) -> bool:
@@ -242,11 +150,11 @@ def _parallelism(plan: Plan) -> str:
     return " ".join(f"{k.upper()}{v}" for k, v in sorted(deg.items()) if v > 1) or "1 chip"
 
 
-def run_stream(loaded, system: System, time_limit_s: float | None = None):  # noqa: ANN001, ANN201
+def run_stream(
+    loaded: Loaded, system: System, time_limit_s: float | None = None
+) -> tuple[StreamView, Scenario, Plan]:
     """Solve the steps, simulate the stream; returns (StreamView, Scenario, Plan) where the
     scenario and plan are the steady-state decode step's."""
-    from mapshard import pipeline
-
     inf = loaded.setup.workload.llm_inference
     settings = settings_of(inf)
     reqs = requests_of(inf, 1.0)  # POISSON: the pattern at 1 request/s (scaled when served)

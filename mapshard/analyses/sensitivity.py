@@ -1,6 +1,6 @@
 """What-if: which resource binds. Each of compute, DRAM bandwidth, link bandwidth per
 topology level, SRAM and memory capacity is scaled by x0.5 and x2 and the scenario is
-RE-SOLVED through the same pipeline (pipeline.plan on the scenario's own kernel graph, so
+RE-SOLVED through the same stages (pipeline.plan on the scenario's own kernel graph, so
 nothing is regenerated), with a short time limit. A scaled resource changes the MILP's
 constants only, so the same search answers "what if"; no latency is extrapolated.
 
@@ -20,11 +20,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from hardware.system import System
-from mapshard.report.fmt import fmt_pct, fmt_time
+from mapshard import pipeline
+from mapshard.scenario import Scenario, scenario_options, solver_options
+from mapshard.views import Row, Sensitivity
 from schema.errors import InfeasibleError, NoPlanError
+from solver.api import SOLUTIONS
+from solver.plan import Plan
 
 FACTORS = (0.5, 2.0)
 #: Each re-solve's time limit at most (seconds): short, and fixed so that the result folder
@@ -37,91 +40,6 @@ MAX_AUTO_DATAFLOW_KERNELS = 20
 #: ... and above this many kernels in any graph (each re-solve then costs about as much
 #: as the main solve, ten or more times over).
 MAX_AUTO_KERNELS = 500
-
-
-@dataclass(frozen=True)
-class Row:
-    """One re-solve: `resource` scaled by `factor` -> `latency_s` (None when no plan)."""
-
-    resource: str
-    factor: float
-    status: str  # optimal | time_limit | infeasible | no_plan
-    latency_s: float | None
-    gap: float | None
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class Sensitivity:
-    base_latency_s: float
-    time_limit_s: float
-    rows: tuple[Row, ...]
-    base_status: str = "optimal"  # the plan the rows compare with
-    skipped: str = ""  # why the table was not computed ("" = computed)
-
-    def ratio(self, row: Row) -> float | None:
-        """new latency / base latency: 0.5 = twice as fast (None when no plan)."""
-        if row.latency_s is None or self.base_latency_s <= 0:
-            return None
-        return row.latency_s / self.base_latency_s
-
-    def binding(self) -> str:
-        """The binding resource in words, from the x2 rows: the one doubling helps most,
-        then the others ("DRAM bandwidth binds: 2x gives 40% faster; 2x compute gives 3%")."""
-        if self.skipped:
-            return f"what-if not computed: {self.skipped}"
-        doubled = [(self.ratio(r), r) for r in self.rows if r.factor == 2.0]
-        doubled = [(s, r) for s, r in doubled if s is not None]
-        if not doubled:
-            return "no x2 re-solve found a plan"
-        doubled.sort(key=lambda sr: (sr[0], sr[1].resource))
-        best_s, best = doubled[0]
-        if best_s > 1 / 1.005:
-            return "no single resource binds: doubling any one of them gives under 0.5%"
-        others = "; ".join(f"2x {r.resource} gives {_faster(s)}" for s, r in doubled[1:3])
-        head = f"{best.resource} binds: {_faster(best_s)} with 2x {best.resource}"
-        caveat = (
-            f" (the plan itself stopped at {self.base_status.replace('_', ' ')}: changes "
-            "compare best plans found, not proven optima)"
-            if self.base_status != "optimal"
-            else ""
-        )
-        return head + (f"; {others}" if others else "") + caveat
-
-    def as_dict(self) -> dict:
-        """summary.json's `sensitivity` key."""
-        return {
-            "base_latency_s": self.base_latency_s,
-            "base_status": self.base_status,
-            "resolve_time_limit_s": self.time_limit_s,
-            "binding": self.binding(),
-            "rows": [dataclasses.asdict(r) | {"latency_ratio": self.ratio(r)} for r in self.rows],
-        }
-
-    def table_rows(self) -> list[list[str]]:
-        """Rows for people: resource, factor, new latency, change, solve status."""
-        out = []
-        for r in self.rows:
-            s = self.ratio(r)
-            status = {
-                "optimal": "optimal",
-                "time_limit": f"time limit: best found, within {fmt_pct(r.gap)} of optimal",
-                "infeasible": f"infeasible: {r.reason}",
-                "no_plan": f"no plan within {self.time_limit_s:.3g} s",
-            }.get(r.status, r.status)
-            change = "-" if s is None else _faster(s)
-            out.append([r.resource, f"x{r.factor:g}", fmt_time(r.latency_s), change, status])
-        return out
-
-
-def _faster(ratio: float) -> str:
-    """A latency ratio in words: 0.714 -> "40% faster" (1/0.714 - 1), 1.8 -> "80% slower"
-    (takes 80% longer)."""
-    change = 1.0 / ratio - 1.0 if ratio < 1 else ratio - 1.0
-    if change < 0.0005:
-        return "no change"
-    word = "faster" if ratio < 1 else "slower"
-    return f"{change:.0%} {word}" if change >= 0.095 else f"{change:.1%} {word}"
 
 
 def _mem_name(system: System) -> str:
@@ -176,19 +94,17 @@ def resolve_time_limit(configured_s: float) -> float:
     return min(configured_s, MAX_RESOLVE_S) if configured_s > 0 else MAX_RESOLVE_S
 
 
-def skip_reason(scenario) -> str:  # noqa: ANN001
+def skip_reason(scenario: Scenario) -> str:
     """Why the what-if table is not computed unasked ("" = it is): a DATAFLOW graph larger
     than MAX_AUTO_DATAFLOW_KERNELS kernels, any graph larger than MAX_AUTO_KERNELS. By
     graph size, not wall time: the same answer on every machine."""
-    from mapshard import pipeline
-
     kernels = max(len(p.graph.kernels) for p in scenario.workload.phases)
     if kernels > MAX_AUTO_KERNELS:
         return (
             f"a graph of {kernels} kernels: each re-solve (one per resource and factor) "
             "costs about as much as the solve; run with --what-if to compute it"
         )
-    if not pipeline.scenario_options(scenario).dataflow or kernels <= MAX_AUTO_DATAFLOW_KERNELS:
+    if not scenario_options(scenario).dataflow or kernels <= MAX_AUTO_DATAFLOW_KERNELS:
         return ""
     return (
         f"a DATAFLOW graph of {kernels} kernels takes up to {MAX_RESOLVE_S:g} s per re-solve, "
@@ -197,23 +113,19 @@ def skip_reason(scenario) -> str:  # noqa: ANN001
 
 
 def sensitivity(
-    scenario,  # noqa: ANN001
-    plan,  # noqa: ANN001
+    scenario: Scenario,
+    plan: Plan,
     time_limit_s: float | None = None,
     force: bool = False,
 ) -> Sensitivity:
-    """Re-solve `scenario` (a pipeline.Scenario) once per scaled resource; `plan` is its
+    """Re-solve `scenario` (a Scenario) once per scaled resource; `plan` is its
     checked plan and `time_limit_s` the run's limit (None: the setup's). Every re-solved
     plan passes the same independent re-check. Unless `force`, a scenario `skip_reason`
     names gets an empty table that says why."""
-    from mapshard import pipeline
-
     skipped = "" if force else skip_reason(scenario)
     if skipped:
         return Sensitivity(plan.latency_s, 0.0, (), plan.stats.status, skipped)
-    time_limit_s = resolve_time_limit(
-        pipeline.solver_options(scenario.setup, time_limit_s).time_limit_s
-    )
+    time_limit_s = resolve_time_limit(solver_options(scenario.setup, time_limit_s).time_limit_s)
     start = base_candidate(plan)
     rows = []
     with solutions_kept():
@@ -231,7 +143,7 @@ def sensitivity(
     return Sensitivity(plan.latency_s, time_limit_s, tuple(rows), plan.stats.status)
 
 
-def base_candidate(plan) -> tuple[str, str] | None:  # noqa: ANN001
+def base_candidate(plan: Plan) -> tuple[str, str] | None:
     """(placement, knobs) of the base plan's own candidate: each re-solve settles it first,
     so its roofline pruning starts from a near-optimal incumbent (exact: see
     solver.search.training_space.start_with). None when the plan lists none."""
@@ -246,8 +158,6 @@ def solutions_kept() -> Iterator[None]:
     """Graph solutions reused between the re-solves when a graph's inner problem is equal
     (solver.search.solve_memo: kernel-by-kernel graphs solved to the end only, so a hit
     is what a fresh solve returns); switched back off afterwards unless it was on."""
-    from solver.search.solve_memo import SOLUTIONS
-
     was_on = SOLUTIONS.enabled
     SOLUTIONS.enabled = True
     try:

@@ -8,7 +8,7 @@ DLRM (data parallelism over copies, embedding all-to-all): TP = PP = 1, DP = P; 
 kernel runs whole (shard = (M, K, N)).
   all-to-all: an ALL_TO_ALL kernel moves communication_size / P bytes per chip (0 on one
     chip), at the slowest level's msg_j / (link_bw_j x bw_j): the same per-level factors
-    as the FFT branch (solver/cost/dfmodel_fft.py)
+    as the FFT branch (solver/dfmodel/fft.py)
   ALL_REDUCE_PERIODIC: its output bytes / micro-batches (global_batch / P), charged as
     that many nanoseconds. DFModel's row for DLRM compares the bytes with the latency
     directly (no link bandwidth, unlike its LLM branch): taken literally, i.e. 1 GB/s;
@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import math
 
+import solver.dfmodel.model as dm
 from generator.graph import Communication, KernelGraph
 from hardware.system import System
 from schema.errors import SetupError
-from solver.cost import dfmodel_model as dm
-from solver.cost.dfmodel_problem import KernelCost
+from solver.dfmodel.problem import KernelCost
 
 NS = 1e-9  # DFModel's latencies are in ns
 

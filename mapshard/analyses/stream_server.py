@@ -1,7 +1,7 @@
 """MLPerf-Server-style rate for the request-stream view: the highest Poisson arrival rate
 whose p99 time to first token and p99 time per output token stay within the limits.
 
-The arrival pattern is drawn once at 1 request/s (mapshard.stream.requests_of) and scaled:
+The arrival pattern is drawn once at 1 request/s (mapshard.analyses.stream.requests_of) and scaled:
 at rate r request i arrives at t_i / r, so a higher rate compresses the same pattern and
 the search compares like with like. The rate is bisected between the offline throughput
 (requests/s with every request at t = 0, which no arrival rate can beat for long) and 1/4096
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from mapshard.stream_sim import EngineLimits, Request, StepCost, StreamStats, simulate
+from mapshard.analyses.stream_sim import EngineLimits, Request, StepCost, StreamStats, simulate
 from schema.errors import InfeasibleError
 
 ITERATIONS = 14

@@ -30,11 +30,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import solver.dfmodel.model as dm
 from generator.graph import Communication, KernelGraph
 from hardware.system import System
 from schema.errors import SetupError
-from solver.cost import dfmodel_model as dm
-from solver.cost.dfmodel_problem import KernelCost
+from solver.dfmodel.problem import KernelCost
 
 
 def _tri(a: float) -> float:

@@ -3,7 +3,7 @@
 For every parallel choice DFModel's layout allows (each of TP/PP/DP on at most one level):
 stage 1 fixes each kernel's sharding (least communication, solved by the MILP), stage 2
 searches the configurations with the fusion search (solver/fusion/solve.py) on DFModel's
-numbers (solver/cost/dfmodel_problem.py), and the step is assembled DFModel's way
+numbers (solver/dfmodel/problem.py), and the step is assembled DFModel's way
 (intra_chip.py):
   training split: with backward kernels and num_config C < kernels, forward kernels take
     configurations 0..C/2-1 and backward ones C/2..C-1 (odd C: the better of the two
@@ -15,12 +15,12 @@ numbers (solver/cost/dfmodel_problem.py), and the step is assembled DFModel's wa
          ceil(layers / PP), c' = layers_per_stage - 1 if >= 2 else 1,
          p2p = layers * (2 hidden seq_len word, training only) / B_PP
   graph: step = sum_c II_c
-  FFT (execution.fft): one fixed layout, step = sum_c II_c (solver/search/dfmodel_fft.py)
+  FFT (execution.fft): one fixed layout, step = sum_c II_c (solver/dfmodel/fft_search.py)
   DLRM / HPL (execution.dlrm / hpl): one fixed layout each
-    (solver/search/dfmodel_branch_search.py)
+    (solver/dfmodel/branch_search.py)
   compute_util 0 (DFModel's lane/stage compute), num_input, HPL's network: a configuration
     costs no sum over its kernels; its configurations are searched exhaustively
-    (solver/search/dfmodel_lanes.py). num_tile: solver/search/dfmodel_search.tiles_to_try.
+    (solver/dfmodel/lane_search.py). num_tile: solver/dfmodel/search.tiles_to_try.
 """
 
 from __future__ import annotations
@@ -28,17 +28,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import solver.dfmodel.model as dm
+import solver.dfmodel.problem as dp
 from generator.graph import KernelGraph, Pass, Workload
 from hardware.system import System
 from schema.errors import SetupError
-from solver.cost import dfmodel_model as dm
-from solver.cost import dfmodel_problem as dp
+from solver.check import mapping_cost
 from solver.cost.problem import MappingProblem
+from solver.dfmodel.assign import Rules
+from solver.dfmodel.lane_search import lane_compute, lane_configs
+from solver.dfmodel.price import exact_price
 from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.fusion.solve import solve_graph
 from solver.milp.model import solve_configurations
 from solver.options import ExecutionOptions, SolverOptions
-from solver.search.dfmodel_price import exact_price
 from solver.search.parallel import Choice, enumerate_choices
 
 
@@ -115,8 +118,8 @@ def solve_configs(
     """The configurations under DFModel's numbers (one problem, or the forward/backward
     split), re-priced exactly: (the problem over every kernel whose rule charges each
     crossing edge at both ends, its solution, the search's lower bound of the sum).
-    `lanes` (a dfmodel_lanes.LaneCompute) or `network` (a per-set rule): a configuration's
-    cost is no sum over its kernels, searched exhaustively (solver/search/dfmodel_lanes.py)."""
+    `lanes` (a lane_search.LaneCompute) or `network` (a per-set rule): a configuration's
+    cost is no sum over its kernels, searched exhaustively (solver/dfmodel/lane_search.py)."""
     if lanes is not None or network is not None or any(streamed(graph)):
         return _exhaustive(graph, costs, c, execution, lanes, network, quick)
     order = [
@@ -127,9 +130,9 @@ def solve_configs(
     ]
     n = len(order)
     bwd = backward(graph)
-    limit = execution.num_config if execution.num_config > 0 else n
+    limit = execution.config_budget(n)
     pins = [k.pinned_config for k in graph.kernels]
-    if not execution.dataflow or limit == n:  # DFModel: C == kernels pins Config[i] = i
+    if limit == n:  # kernel by kernel, or DFModel's C == kernels: it pins Config[i] = i
         problem = dp.stage_two_problem(graph, costs, order, c, n, [pins[k] for k in order])
         problem = replace(problem, dataflow=False)
         sol = _in_order(problem)
@@ -173,12 +176,9 @@ def solve_configs(
 
 def _exhaustive(graph, costs, c, execution, lanes, network, quick: bool):
     """solve_configs when a configuration's cost is no sum over its kernels (lane/stage,
-    HPL's links, num_input): every assignment DFModel allows (dfmodel_lanes.py)."""
-    from solver.search.dfmodel_assign import Rules
-    from solver.search.dfmodel_lanes import lane_configs
-
+    HPL's links, num_input): every assignment DFModel allows (lane_search.py)."""
     n = len(graph.kernels)
-    limit = execution.num_config if execution.num_config > 0 else n
+    limit = execution.config_budget(n)
     bwd = backward(graph)
     split = any(bwd) and not all(bwd) and limit < n
     rules = Rules(
@@ -187,14 +187,12 @@ def _exhaustive(graph, costs, c, execution, lanes, network, quick: bool):
         tuple(bwd) if split else (),
         tuple(streamed(graph)),
     )
-    in_order = not execution.dataflow or limit == n
+    in_order = limit == n
     return lane_configs(graph, costs, c, rules, in_order, lanes, network, quick)
 
 
 def _in_order(problem: MappingProblem) -> GraphSolution:
     """Kernel by kernel (DFModel: Config[i] = i): one configuration per kernel, in order."""
-    from solver.check import mapping_cost
-
     configs = tuple((k,) for k in range(len(problem.kernels)))
     choice = (0,) * len(problem.kernels)
     total, _ = mapping_cost(problem, configs, choice)
@@ -235,7 +233,7 @@ def search_choices(
 ) -> tuple[DFStep | None, list[tuple[Choice, str]], float]:
     """The best DFModel step over every choice, why the others failed, and the least
     lower bound of any choice's step (the proven bound of the best). DFModel's FFT branch
-    (one fixed layout) is solver/search/dfmodel_fft.search_fft."""
+    (one fixed layout) is solver/dfmodel/fft_search.search_fft."""
     graph = workload.phases[0].graph
     util = checked_util(workload, system)
     llm = workload.kind in ("training", "inference") and workload.seq_len > 0
@@ -342,8 +340,6 @@ def _best_tiling(graph, shardings, base: dp.StageTwo, counts, execution, options
 
 
 def _lanes(graph: KernelGraph, shardings, c: dp.StageTwo, execution: ExecutionOptions):
-    from solver.search.dfmodel_lanes import lane_compute
-
     shards = [
         dm.shard_dims(dm.dims_of(k), s, c.tp, c.num_tile) for k, s in zip(graph.kernels, shardings)
     ]

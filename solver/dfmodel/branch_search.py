@@ -1,23 +1,23 @@
 """`--cost-model dfmodel` on DFModel's DLRM and HPL branches: one fixed layout each (DLRM:
 data parallel over the chips of a copy; HPL: the copy's chips as its process grid), the
-configurations searched exhaustively (solver/search/dfmodel_lanes.py), the step assembled
-DFModel's way (solver/cost/dfmodel_branches.py holds the equations)."""
+configurations searched exhaustively (solver/dfmodel/lane_search.py), the step assembled
+DFModel's way (solver/dfmodel/branches.py holds the equations)."""
 
 from __future__ import annotations
 
 import math
 
+import solver.dfmodel.branches as br
+import solver.dfmodel.fft as fft
+import solver.dfmodel.model as dm
+import solver.dfmodel.problem as dp
 from generator.graph import Workload
 from hardware.system import System
 from schema.errors import SetupError
-from solver.cost import dfmodel_branches as br
-from solver.cost import dfmodel_fft as fft
-from solver.cost import dfmodel_model as dm
-from solver.cost import dfmodel_problem as dp
+from solver.dfmodel.fft_search import fft_choice
+from solver.dfmodel.lane_search import lane_compute
+from solver.dfmodel.search import DFStep, solve_configs
 from solver.options import ExecutionOptions, SolverOptions
-from solver.search.dfmodel_fft import fft_choice
-from solver.search.dfmodel_lanes import lane_compute
-from solver.search.dfmodel_search import DFStep, solve_configs
 from solver.search.parallel import Choice
 
 

@@ -1,14 +1,15 @@
 """DFModel's price of a set of configurations: every edge between two of them written at
 its producer and read at its consumer (its D matrix), written as the common
-MappingProblem and priced by solver/check.py (shared by solver/search/dfmodel_search.py
-and dfmodel_lanes.py)."""
+MappingProblem and priced by solver/check.py (shared by solver/dfmodel/search.py
+and lane_search.py)."""
 
 from __future__ import annotations
 
 import math
 
+import solver.dfmodel.problem as dp
 from generator.graph import KernelGraph
-from solver.cost import dfmodel_problem as dp
+from solver.check import mapping_cost
 from solver.cost.problem import MappingProblem
 from solver.fusion.segment_search import GraphSolution
 
@@ -24,8 +25,6 @@ def exact_price(
     between two configurations is cut, so it is written at its producer and read at its
     consumer (DFModel's D matrix). The search's objective, which charges a producer once
     for all its consumers elsewhere, is a lower bound of that price."""
-    from solver.check import mapping_cost
-
     if not math.isfinite(found.objective_s) or not configs:
         return dp.stage_two_problem(graph, costs, [], c, 1), found, math.inf
     config_of = {k: ci for ci, cf in enumerate(configs) for k in cf}

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from google.protobuf import text_format
 
-from mapshard.pipeline import Scenario, plan_workload, scenario_options
+from generator.proto_write import graph_to_proto
+from mapshard.scenario import Scenario, plan_workload, scenario_options
 from schema import setup_pb2
 from solver.plan import Plan
 
@@ -23,8 +24,6 @@ def plan_setup_texts(scenario: Scenario, plan: Plan) -> str:
         "# execution.pin_sharding: false) to have that choice searched again.",
     ]
     if not setup.HasField("dataflow_graph"):
-        from generator.proto_write import graph_to_proto
-
         phases = plan_workload(scenario, plan).phases
         graph = next(p.graph for p in phases if p.name == phase.name)
         setup.ClearField("workload")

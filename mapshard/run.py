@@ -1,0 +1,149 @@
+"""The one composition of a run: load -> resolve -> analysis -> what-if -> write. The CLI,
+`mapshard.solve`, sweeps, validation and benchmarks call this (or the stages in
+pipeline.py); none of them assembles a run of its own.
+
+The analysis is what the setup asks for: the serving view (one solve per batch and input
+length), the request stream (a step grid solved, the stream simulated) or one plan.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from hardware.system import System
+from mapshard.analyses import serving, stream
+from mapshard.analyses.sensitivity import sensitivity as what_if_table
+from mapshard.pipeline import Stage, assemble, check, load, plan, resolve
+from mapshard.report.summary import summary_dict
+from mapshard.report.tables import configs_csv, kernels_csv
+from mapshard.report.write import check_writable, write_result_folder
+from mapshard.scenario import Loaded, Scenario, with_cost_model
+from mapshard.views import Views
+from schema.errors import Interrupted
+from solver.plan import Plan
+
+
+@dataclass(frozen=True)
+class Result:
+    """A solved scenario: its checked plan, the views computed beside it and, once written,
+    the result folder. `summary`, `kernels` and `configs` are summary.json (a dict),
+    kernels.csv and configs.csv (DataFrames) without touching the disk."""
+
+    scenario: Scenario
+    plan: Plan
+    views: Views = Views()
+    out: Path | None = None
+    files: tuple[Path, ...] = ()
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        return summary_dict(self.plan, self.views)
+
+    @cached_property
+    def kernels(self):  # -> pandas.DataFrame
+        return csv_frame(kernels_csv(self.plan))
+
+    @cached_property
+    def configs(self):  # -> pandas.DataFrame
+        return csv_frame(configs_csv(self.plan))
+
+    @cached_property
+    def serving(self):  # -> pandas.DataFrame | None
+        """TTFT / TPOT / tokens/s per batch (llm_inference.serving), one row per point."""
+        if self.views.serving is None:
+            return None
+        import pandas as pd
+
+        return pd.DataFrame([p.__dict__ for p in self.views.serving.points])
+
+    def what_if(self, time_limit_s: float | None = None):  # -> pandas.DataFrame
+        """Each resource x0.5 and x2, re-solved (the table `mapshard run` prints); the
+        binding resource in words is `.attrs["binding"]`."""
+        import pandas as pd
+
+        table = what_if_table(self.scenario, self.plan, time_limit_s, force=True)
+        frame = pd.DataFrame(table.as_dict()["rows"])
+        frame.attrs["binding"] = table.binding()
+        return frame
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """The result folder `mapshard run` writes (atomically, never over your files)."""
+        return write_result_folder(self.scenario, self.plan, out_dir, self.views)
+
+
+def analyse(
+    loaded: Loaded,
+    system: System,
+    time_limit_s: float | None = None,
+    progress: Callable[..., None] | None = None,
+    cost_model: str | None = None,
+) -> Result:
+    """The analysis the setup asks for, not written. Interrupted after a first plan (the
+    plain plan only), it re-raises schema.errors.Interrupted with `.result` set to that
+    plan, checked."""
+    say = progress or (lambda stage: None)
+    if serving.wanted(loaded.setup):  # one solve per batch / input length
+        view, sc, p = serving.serve(loaded, system, time_limit_s)
+        return Result(sc, p, Views(serving=view))
+    if stream.wanted(loaded.setup):  # step grid solved, request stream simulated
+        say(Stage("solving engine steps and simulating the request stream"))
+        flow, sc, p = stream.run_stream(loaded, system, time_limit_s)
+        return Result(sc, p, Views(stream=flow))
+    sc = with_cost_model(assemble(loaded, system), cost_model)
+    try:
+        return Result(sc, plan(sc, time_limit_s, progress))
+    except Interrupted as stop:  # Ctrl-C / SIGTERM after a first plan
+        stop.result = Result(sc, check(sc, stop.plan))  # type: ignore[arg-type]
+        raise
+
+
+def run(
+    scenario: str | Path,
+    out: str | Path,
+    time_limit_s: float | None = None,
+    progress: Callable[..., None] | None = None,
+    sensitivity: bool | None = False,
+    cost_model: str | None = None,
+) -> Result:
+    """`mapshard run`: load -> resolve -> analysis [-> what-if] -> write.
+    `sensitivity`: True computes the what-if table, None computes it unless the graph is a
+    large DATAFLOW one (the table then says why), False leaves it out. `cost_model`
+    (--cost-model) replaces the setup's execution.cost_model.
+    The result folder is checked before the solve, so a bad --out costs no solver time.
+    Interrupted after a first plan, it writes that plan (status "interrupted") and re-raises
+    schema.errors.Interrupted with `.result` set to the written Result."""
+    say = progress or (lambda stage: None)
+    loaded = load(scenario, cost_model)
+    system = resolve(loaded)
+    check_writable(out)
+    say(Stage("generating the kernel graph"))
+    try:
+        result = analyse(loaded, system, time_limit_s, progress, cost_model)
+    except Interrupted as stop:
+        if isinstance(stop.result, Result):  # write the best plan found
+            stop.result = _written(stop.result, out)
+        raise
+    if result.views.stream is not None and sensitivity is None:
+        sensitivity = False  # a stream's plan is one of many steps: --what-if asks for it
+    if sensitivity is not False:  # None: unless the graph is too large (sensitivity.py)
+        say(Stage("what-if: re-solving with each resource x0.5 and x2"))
+        table = what_if_table(result.scenario, result.plan, time_limit_s, sensitivity is True)
+        result = replace(result, views=replace(result.views, sensitivity=table))
+    say(Stage("writing the report"))
+    return _written(result, out)
+
+
+def _written(result: Result, out: str | Path) -> Result:
+    files = write_result_folder(result.scenario, result.plan, out, result.views)
+    return replace(result, out=Path(out), files=tuple(files))
+
+
+def csv_frame(csv_text: str):  # -> pandas.DataFrame
+    import pandas as pd
+
+    return pd.read_csv(io.StringIO(csv_text))
