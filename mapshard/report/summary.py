@@ -106,18 +106,16 @@ def _energy(plan: Plan) -> dict[str, Any]:
 def summary_dict(
     plan: Plan,
     views: Views | None = None,
-    include_timing: bool = True,
 ) -> dict[str, Any]:
-    """summary.json content. `include_timing=False` drops the wall-clock solver times, the
-    only values that differ between two runs of the same scenario; each view the run
-    computed (what-if, serving, stream) goes under its own key."""
+    """summary.json content: nothing in it depends on the machine or its load (the
+    wall-clock times are timing.json's); each view the run computed (what-if, serving,
+    stream) goes under its own key."""
     views = views or Views()
     st = plan.stats
     mem = plan.memory
     out: dict[str, Any] = {
         "status": st.status,
         "gap": st.gap,
-        "solve_time_s": st.solve_time_s,
         "latency_s": plan.latency_s,
         "objective": st.objective,
         "bound": st.bound,
@@ -197,21 +195,18 @@ def summary_dict(
         out["serving"] = views.serving.as_dict()
     if views.stream is not None:
         out["stream"] = views.stream.as_dict()
-    if not include_timing:
-        out.pop("solve_time_s")
     return _clean(dict(sorted(out.items())))
 
 
-def summary_json(plan: Plan, views: Views | None = None, include_timing: bool = True) -> str:
+def summary_json(plan: Plan, views: Views | None = None) -> str:
     """summary.json text: sorted keys, two-space indent, trailing newline."""
-    data = summary_dict(plan, views, include_timing)
+    data = summary_dict(plan, views)
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
 def timing_json(plan: Plan) -> str:
     """timing.json: the run's wall-clock figures, the one result file that differs between
-    two runs of the same input. summary.json repeats `solve_time_s` (DESIGN.md's machine
-    contract names it there)."""
+    two runs of the same input (DESIGN.md's machine contract)."""
     st = plan.stats
     data = {key: finite(getattr(st, key)) for key in TIMING_KEYS}
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"

@@ -21,7 +21,7 @@ from mapshard.report.write import MARKER, write_results
 from schema.errors import SetupError
 
 CONTRACT = (
-    "status", "gap", "solve_time_s", "latency_s", "parallelism", "system_cost",
+    "status", "gap", "latency_s", "parallelism", "system_cost",
     "system_power_W", "workload_flop", "flops_utilization", "memory_per_chip_bytes",
     "num_params", "num_active_params",
 )  # fmt: skip
@@ -49,9 +49,8 @@ def test_summary_inference_fields_and_timing_switch():
     s = summary_dict(plan)
     assert {"ttft_s", "tpot_s", "tokens_per_s"} <= s.keys()
     assert "iteration_time_s" not in s
-    untimed = summary_dict(plan, include_timing=False)
-    assert "solve_time_s" not in untimed and "build_time_s" not in s  # timing.json has it
-    assert set(s) - set(untimed) == {"solve_time_s"}
+    # wall-clock figures are timing.json's alone: summary.json is the same on any machine
+    assert "solve_time_s" not in s and "build_time_s" not in s
 
 
 def test_summary_json_is_strict_json_even_with_infinite_gap():
