@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_once(args: argparse.Namespace) -> float:
     """One sweep into a fresh folder; prints its figures and returns points/second."""
-    from mapshard.sweep import load_sweep, run_sweep
-    from mapshard.sweep.runner import make_batches
+    from mapshard.sweeps import load_sweep, run_sweep
+    from mapshard.sweeps.runner import make_batches
 
     with tempfile.TemporaryDirectory(prefix="mapshard_sweep_bench_") as tmp:
         folder = Path(args.keep or tmp)

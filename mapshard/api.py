@@ -14,8 +14,8 @@ from pathlib import Path
 
 from mapshard.pipeline import load, load_message, resolve
 from mapshard.run import Result, analyse, csv_frame
-from mapshard.sweep import run_sweep
-from mapshard.sweep.store import RESULTS_NAME
+from mapshard.sweeps import run_sweep
+from mapshard.sweeps.store import RESULTS_NAME
 from schema import setup_pb2
 from schema.setup_io import parse_text
 

@@ -7,8 +7,10 @@ import math
 import signal
 import sys
 import threading
+from typing import TextIO
 
 from mapshard import commands
+from mapshard.fmt import terminal_safe
 from schema.errors import InfeasibleError, NoPlanError, SetupError, Terminated
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_NO_PLAN = 0, 2, 3, 4
@@ -126,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("cases", help="CSV in the structured validation format")
     p.add_argument("--out", help="output folder (default: validation_results)")
     p.add_argument("--check", action="store_true", help="exit 1 when error bounds are exceeded")
+    p.add_argument(
+        "--tables-only",
+        action="store_true",
+        help="skip the second prediction with the physical model alone (kernel tables off)",
+    )
 
     p = _sub(sub, "profile", "Compare a plan with a measured profile, or calibrate a chip.")
     p.add_argument("action", choices=["compare", "calibrate"])
@@ -139,13 +146,30 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+class _TerminalSafe:
+    """A text stream that escapes control characters from what it is given (names from a
+    setup, a CSV, a chip table), keeping only those MapShard prints itself."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(terminal_safe(text, own_controls=True))
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _TerminalSafe(sys.stdout), _TerminalSafe(sys.stderr)  # type: ignore[assignment]
     try:
         return _main(argv)
     finally:
+        sys.stdout, sys.stderr = streams
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)
 

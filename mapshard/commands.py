@@ -17,7 +17,7 @@ from mapshard.report.bounds import bounds_files, workload_gemms
 from mapshard.report.explain import format_explain
 from mapshard.report.terminal import format_summary
 from mapshard.run import Result, run
-from mapshard.sweep.cli import run_sweep_command
+from mapshard.sweeps.cli import run_sweep_command
 from mapshard.validate_cases import run_validation_command
 from schema.errors import Interrupted, SetupError, Terminated
 

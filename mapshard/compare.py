@@ -5,15 +5,18 @@ summary.json) is read as it is."""
 
 from __future__ import annotations
 
+import csv
 import html
 import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mapshard.api import solve
 from mapshard.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
+from schema.errors import SetupError
 
 BOUNDS = ("compute", "memory", "network", "overhead")
 
@@ -27,21 +30,75 @@ class Side:
     time_by_bound: dict[str, float]  # seconds per step, configurations grouped by bound
 
 
+#: summary.json keys the comparison reads, with the types a valid one holds there
+NUMBER_KEYS = (
+    "latency_s", "ttft_s", "tpot_s", "tokens_per_s", "flops_utilization", "system_cost",
+    "system_power_W", "energy_J", "memory_per_chip_bytes", "num_chips", "workload_flop",
+)  # fmt: skip
+
+
 def load_side(path: str | Path, time_limit_s: float | None = None) -> Side:
     """A result folder as written, or a scenario folder/setup file solved now."""
-    import pandas as pd
-
     path = Path(path)
     if (path / "summary.json").is_file() and (path / "configs.csv").is_file():
-        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-        configs = pd.read_csv(path / "configs.csv")
+        summary = _read_summary(path / "summary.json")
+        by_bound = _read_time_by_bound(path / "configs.csv")
         name = summary.get("scenario") or path.name
     else:
         result = solve(path, time_limit_s)
         summary, configs = result.summary, result.configs
         name = result.scenario.name
-    by_bound = configs.groupby("bound")["total_s"].sum().to_dict() if len(configs) else {}
+        by_bound = configs.groupby("bound")["total_s"].sum().to_dict() if len(configs) else {}
     return Side(str(name), summary, {b: float(by_bound.get(b, 0.0)) for b in BOUNDS})
+
+
+def _read_summary(path: Path) -> dict[str, Any]:
+    """summary.json of a result folder, checked against what the comparison reads."""
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SetupError(f"{path}: not a readable summary.json ({exc}); give a result "
+                         "folder `mapshard run` wrote, or a scenario folder") from None  # fmt: skip
+    if not isinstance(summary, dict):
+        raise SetupError(
+            f"{path}: a summary.json holds a JSON object, not {type(summary).__name__}"
+        )
+    for key in NUMBER_KEYS:
+        value = summary.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise SetupError(f"{path}: {key} is {value!r}; a number (or null) was expected")
+    for key in ("status", "scenario"):
+        if summary.get(key) is not None and not isinstance(summary[key], str):
+            raise SetupError(f"{path}: {key} is {summary[key]!r}; a string was expected")
+    degrees = summary.get("parallelism")
+    if degrees is not None and not (
+        isinstance(degrees, dict)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in degrees.values())
+    ):
+        raise SetupError(f"{path}: parallelism is {degrees!r}; an object of whole degrees "
+                         'such as {"tp": 8, "pp": 1} was expected')  # fmt: skip
+    return summary
+
+
+def _read_time_by_bound(path: Path) -> dict[str, float]:
+    """configs.csv's busy time per step by binding resource."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise SetupError(f"{path}: not a readable configs.csv ({exc})") from None
+    out: dict[str, float] = {}
+    for number, row in enumerate(rows, start=2):
+        bound, total = row.get("bound"), row.get("total_s")
+        try:
+            seconds = float(total) if total is not None else math.nan
+        except ValueError:
+            seconds = math.nan
+        if bound is None or not math.isfinite(seconds) or seconds < 0:
+            raise SetupError(f"{path}:{number}: a configs.csv row needs a bound and a total_s "
+                             f"of seconds >= 0, got {bound!r} and {total!r}")  # fmt: skip
+        out[bound] = out.get(bound, 0.0) + seconds
+    return out
 
 
 def _par(s: dict[str, Any]) -> str:

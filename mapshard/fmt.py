@@ -7,6 +7,7 @@ engineering units with three significant digits.
 from __future__ import annotations
 
 import math
+import re
 
 
 def finite(x: float | None) -> float | None:
@@ -121,3 +122,19 @@ KERNEL_CLASS_WORDS = {
 def kernel_class_label(code: str) -> str:
     """A kernel class for people: "GEMV (token vectors x weights)"; unknown codes as given."""
     return KERNEL_CLASS_WORDS.get(code, code)
+
+
+#: the only escape sequences MapShard itself prints (report/terminal.py's bold headings)
+BOLD_ON, BOLD_OFF = "\033[1m", "\033[0m"
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_OWN = re.compile(f"({re.escape(BOLD_ON)}|{re.escape(BOLD_OFF)}|\r)")
+
+
+def terminal_safe(text: str, own_controls: bool = False) -> str:
+    """`text` with every control character (escape sequences, bells, bidi overrides)
+    written as a visible escape, so a name in a setup (a chip, a kernel) cannot clear the
+    screen or set the window title. Newlines and tabs stay; with `own_controls` so do the
+    controls MapShard itself prints (bold headings, the progress line's carriage return)."""
+    if own_controls:
+        return "".join(p if _OWN.fullmatch(p) else terminal_safe(p) for p in _OWN.split(text))
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)

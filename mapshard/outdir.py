@@ -2,16 +2,22 @@
 into place, so a reader never sees half of one and a failed run leaves the old one), and
 replaced only while they hold nothing but what MapShard wrote there.
 
-A marker file lists each file MapShard wrote with a hash of its content; anything else in
-the folder, or a file edited since (the README invites editing plan.txt), is the user's, and
-MapShard stops with one line instead of overwriting it. Result folders, generated graphs and
-bounds all go through `replace_folder`.
+A marker file lists each file MapShard wrote with a hash of its content (timing.json, whose
+wall-clock figures differ every run, is listed without one); anything else in the folder —
+a sub-folder, a link, a file edited since (the README invites editing plan.txt), a name the
+marker lists without a hash — is the user's, and MapShard stops with one line instead of
+overwriting it, whatever a hand-written or stale marker says. Result folders, generated
+graphs, bounds, comparisons, validation and sweep outputs all go through `replace_folder`.
+
+The hidden sibling folders a write uses carry the writer's process id; one left by a killed
+run (SIGKILL, power loss) is removed by the next write beside it once that process is gone.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,6 +25,8 @@ from pathlib import Path
 from schema.errors import SetupError
 
 MARKER = ".mapshard-results"
+#: files listed in the marker without a hash: their content differs on every run
+UNHASHED = frozenset({"timing.json"})
 
 
 def _digest(data: bytes) -> str:
@@ -27,15 +35,16 @@ def _digest(data: bytes) -> str:
 
 def _marker_text(files: dict[str, bytes]) -> str:
     return "MapShard result folder; MapShard may replace it. Files:\n" + "".join(
-        f"{name} {_digest(files[name])}\n" for name in sorted(files)
+        f"{name}\n" if name in UNHASHED else f"{name} {_digest(files[name])}\n"
+        for name in sorted(files)
     )
 
 
 def _marked_files(folder: Path) -> dict[str, str] | None:
-    """Name -> content hash ('' when the marker predates hashes) of the files the folder's
-    marker lists, or None when there is no marker."""
+    """Name -> content hash ('' for UNHASHED names) of the files the folder's marker lists,
+    or None when there is no marker."""
     marker = folder / MARKER
-    if not marker.is_file():
+    if marker.is_symlink() or not marker.is_file():
         return None
     lines = marker.read_text(errors="replace").splitlines()[1:]
     marked = {}
@@ -44,6 +53,22 @@ def _marked_files(folder: Path) -> dict[str, str] | None:
         if name:
             marked[name] = digest
     return marked
+
+
+def _not_ours(folder: Path, marked: dict[str, str]) -> list[str]:
+    """Entries the marker lists that MapShard cannot have left as they are: anything but a
+    plain file, a name with a path in it, a hashed name without a hash."""
+    out = []
+    for name, digest in marked.items():
+        path = folder / name
+        if not (path.exists() or path.is_symlink()):
+            continue
+        plain = name not in ("", ".", "..") and "/" not in name and "\\" not in name
+        if not plain or path.is_symlink() or not path.is_file():
+            out.append(name)
+        elif not digest and name not in UNHASHED:
+            out.append(name)
+    return sorted(out)
 
 
 def _edited(folder: Path, marked: dict[str, str]) -> list[str]:
@@ -68,6 +93,8 @@ def check_replaceable(out_dir: Path) -> None:
         return
     marked = _marked_files(out_dir)
     foreign = sorted(entries - {MARKER} - set(marked or {}))
+    if marked is not None:
+        foreign = sorted({*foreign, *_not_ours(out_dir, marked)})
     if marked is None or foreign:
         shown = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
         raise SetupError(
@@ -91,7 +118,7 @@ def check_writable(out_dir: Path | str) -> None:
     check_replaceable(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tempfile.mkdtemp(prefix=f".{out.name}.probe-", dir=out.parent))
+        shutil.rmtree(tempfile.mkdtemp(prefix=_prefix(out, "probe"), dir=out.parent))
     except OSError as exc:
         raise SetupError(_os_problem(out, exc)) from None
 
@@ -120,7 +147,8 @@ def replace_folder(out_dir: Path | str, files: dict[str, str | bytes]) -> list[P
 def _replace_atomically(out: Path, files: dict[str, bytes]) -> None:
     check_replaceable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    _remove_stale_siblings(out)
+    tmp = Path(tempfile.mkdtemp(prefix=_prefix(out, "tmp"), dir=out.parent))
     old = tmp.with_name(tmp.name.replace(".tmp-", ".old-", 1))
     try:
         for name, data in sorted(files.items()):
@@ -142,3 +170,30 @@ def _replace_atomically(out: Path, files: dict[str, bytes]) -> None:
                 os.rename(old, out)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _prefix(out: Path, kind: str) -> str:
+    """The hidden sibling's name prefix: the folder, what it is for, the writer's pid."""
+    return f".{out.name}.{kind}-{os.getpid()}-"
+
+
+def _remove_stale_siblings(out: Path) -> None:
+    """Remove hidden siblings of `out` left by a writer that is gone (killed mid-write)."""
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.(tmp|old|probe)-(\d+)-[^/]*")
+    for entry in out.parent.iterdir():
+        match = pattern.fullmatch(entry.name)
+        if not match or entry.is_symlink() or not entry.is_dir():
+            continue
+        pid = int(match.group(2))
+        if pid != os.getpid() and not _alive(pid):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

@@ -25,7 +25,7 @@ from mapshard import pipeline
 from mapshard.fidelity.profile_io import read_profile
 from mapshard.fidelity.profile_match import Calibration, Comparison, calibrate, compare
 from mapshard.scenario import scenario_options
-from mapshard.sweep.store import write_atomic
+from mapshard.sweeps.store import write_atomic
 from schema import setup_pb2
 from schema.errors import SetupError
 from schema.setup_io import parse_text

@@ -71,6 +71,26 @@ def parse_text(text: str, message: _message.Message, path: Path) -> None:
             line, col, msg = match.groups()
             raise SetupError(f"{path}:{line}:{col}: {_explain(msg)}") from None
         raise SetupError(f"{path}: {_explain(raw)}") from None
+    except ValueError as exc:  # a number the field's type cannot hold (an enum of 2^31)
+        raise SetupError(f"{path}:{_where(text, str(exc))}{_range_problem(str(exc))}") from None
+
+
+def _where(text: str, problem: str) -> str:
+    """LINE:COL: of the value a protobuf ValueError names (its message has no position)."""
+    value = problem.rpartition(":")[2].strip()
+    match = re.search(rf"(?<![\w.]){re.escape(value)}(?![\w.])", text) if value else None
+    if match is None:
+        return " "
+    line = text.count("\n", 0, match.start()) + 1
+    col = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
+    return f"{line}:{col}: "
+
+
+def _range_problem(problem: str) -> str:
+    return (
+        f"{problem.lower()}: an enum takes one of its value names (or a number of the enum), "
+        "an integer field a number that fits its type"
+    )
 
 
 def _explain(msg: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mapshard.fidelity.cases import BOUNDS_PCT
 from mapshard.report.plots import figure, to_svg
-from mapshard.sweep.store import write_atomic
+from mapshard.sweeps.store import write_atomic
 
 COLUMNS = ("id", "kind", "metric", "measured", "predicted", "error_pct", "reason")
 SUMMARY_COLUMNS = (

@@ -37,7 +37,7 @@ def solve_graph_memo(
     solve: Callable[[MappingProblem, SolverOptions], GraphSolution] = solve_graph,
 ) -> GraphSolution:
     """`solve(problem, options)`, from SOLUTIONS when an equal problem finished (off by
-    default: a sweep worker switches it on, `mapshard.sweep.worker.run_batch`)."""
+    default: a sweep worker switches it on, `mapshard.sweeps.worker.run_batch`)."""
     if problem.dataflow or not SOLUTIONS.enabled or (options.name, options.threads) != _HIGHS:
         return solve(problem, options)
     key: Hashable = (problem, options.gap, options.node_limit, options.max_paths)

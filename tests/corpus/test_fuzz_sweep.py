@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fuzz_setup import mutation
 
-from mapshard.sweep import expand_points, load_sweep
+from mapshard.sweeps import expand_points, load_sweep
 from schema.errors import SetupError
 
 SWEEP = """\

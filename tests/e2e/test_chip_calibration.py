@@ -13,7 +13,7 @@ import pytest
 from hardware import library
 from hardware.calibration import CALIBRATED, CORE_PARTS, UNCALIBRATED, calibration_of
 from mapshard.cli import main
-from mapshard.sweep import metrics
+from mapshard.sweeps import metrics
 from schema import setup_pb2
 
 ROOT = Path(__file__).resolve().parents[2]

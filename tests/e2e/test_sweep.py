@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from mapshard.cli import main
-from mapshard.sweep import expand_points, load_sweep, run_sweep
-from mapshard.sweep.fieldset import convert_value, parse_field_path, set_field
-from mapshard.sweep.metrics import TIMING_COLUMNS
-from mapshard.sweep.pareto import pareto_mask
-from mapshard.sweep.store import ResultsStore, csv_line, read_rows
-from mapshard.sweep.worker import Job, solve_point
+from mapshard.sweeps import expand_points, load_sweep, run_sweep
+from mapshard.sweeps.cli import cluster_warning
+from mapshard.sweeps.fieldset import convert_value, parse_field_path, set_field
+from mapshard.sweeps.metrics import TIMING_COLUMNS
+from mapshard.sweeps.pareto import pareto_mask
+from mapshard.sweeps.store import ResultsStore, csv_line, read_rows
+from mapshard.sweeps.worker import Job, solve_point
 from schema import setup_pb2
 from schema.errors import SetupError
 
@@ -234,6 +235,58 @@ def test_store_drops_a_partial_last_line_and_rejects_other_sweeps(tmp_path: Path
     again.close()
     with pytest.raises(SetupError, match="not this sweep's"):
         ResultsStore(path, ("point_id", "index", "other")).open()
+
+
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ("a,0,optimal\n", "stored already"),  # a duplicate of a stored point
+        ("c,2,optimal,extra\n", "4 cells"),  # extra cells
+        ("d,3\n", "2 cells"),  # missing cells
+        ("e,4,garbage\n", "status 'garbage'"),  # not a status
+        ("f,x,optimal\n", "non-numeric index"),
+    ],
+)
+def test_resume_removes_rows_that_are_not_finished_points(
+    tmp_path: Path, bad: str, why: str
+) -> None:
+    """Every class of damaged row is reported and removed from the file, never kept or
+    read back twice; the good rows stay."""
+    cols = ("point_id", "index", "status")
+    path = tmp_path / "results.csv"
+    path.write_text(csv_line(cols) + "a,0,optimal\n" + bad + "b,1,failed\n")
+    store = ResultsStore(path, cols)
+    rows = store.open()
+    store.close()
+    assert list(rows) == ["a", "b"]
+    assert len(store.dropped) == 1 and why in store.dropped[0] and "line 3" in store.dropped[0]
+    assert path.read_text() == csv_line(cols) + "a,0,optimal\nb,1,failed\n"
+    again = ResultsStore(path, cols)
+    assert list(again.open()) == ["a", "b"] and again.dropped == []
+    again.close()
+
+
+def test_two_axes_on_one_field_are_refused(tmp_path: Path) -> None:
+    sweep = write_sweep(
+        tmp_path,
+        GEMM
+        + 'axis { field: "workload.gemm.M" values: ["64", "128"] }\n'
+        + 'axis { field: "workload.gemm.M" name: "m2" values: ["256"] }\n',
+    )
+    with pytest.raises(SetupError, match=r"axis\[1\]: sets workload.gemm.M, which axis\[0\]"):
+        load_sweep(sweep)
+
+
+def test_a_plain_tcp_cluster_off_this_machine_is_warned_about() -> None:
+    for quiet in (
+        "tcp://127.0.0.1:8786",
+        "tcp://localhost:8786",
+        "tcp://[::1]:1",
+        "tls://10.1.2.3:8786",
+    ):
+        assert cluster_warning(quiet) == "", quiet
+    for loud in ("tcp://10.1.2.3:8786", "scheduler.example:8786"):
+        assert "tls://" in cluster_warning(loud), loud
 
 
 def test_pareto_mask() -> None:

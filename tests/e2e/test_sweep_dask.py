@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from test_sweep import TINY_LLM, comparable, write_sweep
 
-from mapshard.sweep import load_sweep, run_sweep
+from mapshard.sweeps import load_sweep, run_sweep
 
 pytestmark = pytest.mark.slow  # worker processes and signals: seconds each
 

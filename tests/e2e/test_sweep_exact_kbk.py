@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mapshard.sweep import expand_points, load_sweep
-from mapshard.sweep.worker import Job, solve_point
+from mapshard.sweeps import expand_points, load_sweep
+from mapshard.sweeps.worker import Job, solve_point
 from solver.fusion.solve import solve_graph
 from solver.search import planner
 from tests.e2e.test_sweep import write_sweep

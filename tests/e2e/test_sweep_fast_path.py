@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mapshard.sweep import load_sweep, run_sweep
-from mapshard.sweep import worker as sweep_worker
-from mapshard.sweep.store import read_rows
-from mapshard.sweep.worker import Job, solve_point
+from mapshard.sweeps import load_sweep, run_sweep
+from mapshard.sweeps import worker as sweep_worker
+from mapshard.sweeps.store import read_rows
+from mapshard.sweeps.worker import Job, solve_point
 from solver.cost import frontier, memo
 from tests.e2e.test_sweep import comparable, write_sweep
 

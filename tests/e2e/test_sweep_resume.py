@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from test_sweep import TINY_LLM, comparable, write_sweep
 
-from mapshard.sweep import load_sweep, run_sweep
-from mapshard.sweep.store import read_rows
+from mapshard.sweeps import load_sweep, run_sweep
+from mapshard.sweeps.store import read_rows
 
 pytestmark = pytest.mark.slow  # worker processes and signals: seconds each
 
@@ -49,7 +49,9 @@ def _check_complete(results: Path, reference: dict[str, dict[str, str]]) -> None
     assert comparable(rows) == reference
 
 
-def test_driver_sigkill_then_resume(tmp_path: Path) -> None:
+def test_driver_sigterm_then_sigkill_then_resume(tmp_path: Path) -> None:
+    """SIGTERM: exit 143 with every finished row kept and nothing else printed (no
+    multiprocessing noise); SIGKILL of the resumed driver: the next run completes it."""
     sweep = write_sweep(tmp_path, TINY_LLM + AXES)
     ref = run_sweep(
         load_sweep(sweep), out=tmp_path / "ref", workers=2, quiet=True, write_outputs=False
@@ -71,15 +73,28 @@ def test_driver_sigkill_then_resume(tmp_path: Path) -> None:
         str(out),
         "--quiet",
     ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_rows(results, 2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert proc.returncode == 143, err
+    assert err.startswith("interrupted: ") and err.count("\n") == 1, err
+    termed = _lines(results) - 1
+    assert 2 <= termed < TOTAL, "the SIGTERM came too late to test a resume"
+
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        _wait_rows(results, 3)
+        _wait_rows(results, termed + 2)
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     done_before = _lines(results) - 1
-    assert 3 <= done_before < TOTAL, "the kill came too late to test a resume"
+    assert termed + 2 <= done_before < TOTAL, "the kill came too late to test a resume"
 
     resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr

@@ -14,8 +14,8 @@ import pytest
 from google.protobuf import text_format
 
 from mapshard.cli import EXIT_INFEASIBLE, main
-from mapshard.sweep.points import canonical_text
-from mapshard.sweep.worker import Job, solve_point
+from mapshard.sweeps.points import canonical_text
+from mapshard.sweeps.worker import Job, solve_point
 from schema import setup_pb2
 
 CHIP = """

@@ -29,8 +29,10 @@ import uuid
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from mapshard.sweep.worker import Batch, init_local_worker, run_batch
+from mapshard.sweeps.worker import Batch, init_local_worker, run_batch
 from schema.errors import SetupError
+
+TERM_GRACE_S = 2.0  # a stopped worker's time to exit cleanly before it is killed
 
 
 class _Inbox:
@@ -158,18 +160,23 @@ class LocalBackend:
 
 
 def _kill(pool: cf.ProcessPoolExecutor) -> None:
-    """Stop a pool now: cancel queued work and kill its processes (an interrupt, or a pool
-    broken by a dead worker)."""
+    """Stop a pool now: cancel queued work and end its processes (an interrupt, or a pool
+    broken by a dead worker): SIGTERM first, which a worker turns into a clean exit
+    (worker._exit_cleanly), then SIGKILL for one still running after TERM_GRACE_S (a solve
+    deep in HiGHS)."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in processes:
         try:
-            proc.kill()
+            proc.terminate()
         except (OSError, ValueError):
             pass
     for proc in processes:
         try:
-            proc.join(timeout=5)
+            proc.join(timeout=TERM_GRACE_S)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
         except (OSError, ValueError, AssertionError):
             pass
     pool.shutdown(wait=True)  # the pool's manager thread sees the dead workers and cleans up

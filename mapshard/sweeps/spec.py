@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from hardware import library
-from mapshard.sweep import metrics
-from mapshard.sweep.fieldset import (
+from mapshard.sweeps import metrics
+from mapshard.sweeps.fieldset import (
     FieldPath,
     convert_number,
     convert_value,
@@ -296,10 +296,19 @@ def _check_library_names(
 
 
 def _check_names(axes: tuple[AxisSpec, ...], path: Path, problems: list[str]) -> None:
+    """Each axis its own results column and its own field (two axes on one field: the later
+    would silently win, and its column would be wrong in every row)."""
     fixed = set(metrics.columns(()))
-    seen: dict[str, int] = {}
+    seen: dict[str, AxisSpec] = {}
+    fields: dict[tuple[tuple[str, int | None], ...], AxisSpec] = {}
     for a in axes:
-        if a.name in fixed:
+        same_field = fields.setdefault(a.field.parts, a) if a.values else a
+        if same_field is not a:
+            problems.append(
+                f"{path}: axis[{a.index}]: sets {a.field.text}, which axis[{same_field.index}] "
+                "already sets (the later would silently win); give one axis all its values"
+            )
+        elif a.name in fixed:
             problems.append(
                 f'{path}: axis[{a.index}]: column name "{a.name}" is taken by a '
                 "results column; give the axis a name"
@@ -307,9 +316,9 @@ def _check_names(axes: tuple[AxisSpec, ...], path: Path, problems: list[str]) ->
         elif a.name in seen:
             problems.append(
                 f'{path}: axis[{a.index}]: column name "{a.name}" repeats '
-                f"axis[{seen[a.name]}]; give the axis a name"
+                f"axis[{seen[a.name].index}]; give the axis a name"
             )
-        seen.setdefault(a.name, a.index)
+        seen.setdefault(a.name, a)
 
 
 def _filter(i: int, f: setup_pb2.Filter, path: Path, problems: list[str]) -> FilterSpec:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -26,8 +27,8 @@ from typing import Any
 
 from mapshard import pipeline
 from mapshard.scenario import Loaded
-from mapshard.sweep import metrics
-from mapshard.sweep.spec import FilterSpec
+from mapshard.sweeps import metrics
+from mapshard.sweeps.spec import FilterSpec
 from schema import setup_pb2
 from schema.errors import InfeasibleError, NoPlanError, SetupError
 from solver.api import SOLUTIONS, load_backends
@@ -154,11 +155,15 @@ def _report(batch: Batch, message: tuple[Any, ...]) -> None:
 
 
 def init_local_worker(address: str, authkey: bytes, driver_pid: int) -> None:
-    """ProcessPoolExecutor initializer: Ctrl-C is the driver's business; reports go over a
-    private socket to the driver; the process exits when the driver is gone."""
+    """ProcessPoolExecutor initializer: Ctrl-C is the driver's business; SIGTERM (the
+    driver stopping the pool) ends the worker through Python's own exit, so what the
+    solver stack registered with multiprocessing's resource tracker (Pyomo's lock) is
+    released rather than reported leaked; reports go over a private socket to the driver;
+    the process exits when the driver is gone."""
     from multiprocessing.connection import Client
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     conn = Client(address, family="AF_UNIX", authkey=authkey)
 
     def send(message: tuple[Any, ...]) -> None:
@@ -171,6 +176,10 @@ def init_local_worker(address: str, authkey: bytes, driver_pid: int) -> None:
     _SINK = send
     threading.Thread(target=_watch_parent, args=(driver_pid,), daemon=True).start()
     _warm_up()
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    sys.exit(0)
 
 
 def _warm_up() -> None:

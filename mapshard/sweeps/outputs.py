@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mapshard.fmt import fmt_si, fmt_time
-from mapshard.sweep import metrics
-from mapshard.sweep.pareto import PLOTS, figure_png, figure_svg, front_figure
-from mapshard.sweep.progress import fmt_counts, fmt_duration
-from mapshard.sweep.store import write_atomic
+from mapshard.sweeps import metrics
+from mapshard.sweeps.pareto import PLOTS, figure_png, figure_svg, front_figure
+from mapshard.sweeps.progress import fmt_counts, fmt_duration
+from mapshard.sweeps.store import RESULTS_NAME, write_atomic
 from schema import setup_pb2
+from schema.errors import SetupError
 
 if TYPE_CHECKING:
-    from mapshard.sweep.runner import SweepOutcome
+    from mapshard.sweeps.runner import SweepOutcome
 
 REPORT_NAME = "sweep_report.html"
 
@@ -40,6 +41,35 @@ def best_rows(rows: list[dict[str, str]], objectives: tuple[str, ...]) -> dict[s
         if best is not None:
             out[obj] = best[1]
     return out
+
+
+def sweep_owned(name: str, is_dir: bool) -> bool:
+    """Whether a sweep writes an entry of this name in its output folder."""
+    if is_dir:
+        return name.startswith("best_")
+    plots = {f"{p.name}.{ext}" for p in PLOTS for ext in ("svg", "png")}
+    return name in {RESULTS_NAME, f".{RESULTS_NAME}.lock", REPORT_NAME, *plots} or (
+        name.startswith(".") and name.endswith(".tmp")  # an atomic write cut short
+    )
+
+
+def check_sweep_folder(out: Path) -> None:
+    """Before anything is solved: the output folder is new, empty, or a sweep's own (its
+    results.csv beside only what a sweep writes), so no user file is overwritten."""
+    if not out.is_dir():
+        return
+    entries = list(out.iterdir())
+    if not entries:
+        return
+    foreign = sorted(
+        e.name for e in entries if e.is_symlink() or not sweep_owned(e.name, e.is_dir())
+    )
+    if foreign or not (out / RESULTS_NAME).is_file():
+        shown = ", ".join(foreign[:5]) or "no results.csv"
+        raise SetupError(
+            f"{out}: the output folder is not a sweep's ({shown}); the sweep will not write "
+            "over it: give another --out, or the folder of the sweep to resume"
+        )
 
 
 def write_outputs(outcome: SweepOutcome) -> list[Path]:

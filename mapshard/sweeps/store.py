@@ -3,8 +3,10 @@
 Crash safety: the file is opened O_APPEND and the rows that reach the driver together
 (usually one, a few when workers finish at once) are written as complete lines with a
 single os.write, then fsync'ed; rows never contain a newline. On open, a trailing partial line
-(an interrupted write) is cut off and lines with the wrong number of cells are dropped, so
-the rows read back are exactly the points that finished; their point_ids are skipped on
+(an interrupted write) is cut off, and rows that cannot be a finished point — the wrong
+number of cells, an unknown status, an index that is not a number, a point_id already
+stored — are removed from the file (rewritten atomically) and reported, so the rows read
+back are exactly the points that finished, each once; their point_ids are skipped on
 resume. Only the driver writes the file.
 """
 
@@ -17,6 +19,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from mapshard.sweeps.metrics import STATUSES
 from schema.errors import SetupError
 
 RESULTS_NAME = "results.csv"
@@ -36,6 +39,7 @@ class ResultsStore:
         self.columns = columns
         self._fd: int | None = None
         self._lock: int | None = None
+        self.dropped: list[str] = []  # rows removed on open, each with its reason
 
     def open(self, point_ids: set[str] | None = None) -> dict[str, dict[str, str]]:
         """Open for appending (creating the file with its header); returns the rows already
@@ -117,12 +121,31 @@ class ResultsStore:
                 f"({', '.join(self.columns)}); give another --out folder or remove the file"
             )
         rows: dict[str, dict[str, str]] = {}
-        for cells in csv.reader(lines[1:]):
-            if len(cells) != len(self.columns):
-                continue  # damaged line: the point runs again
+        self.dropped = []
+        for number, cells in enumerate(csv.reader(lines[1:]), start=2):
+            problem = self._row_problem(cells, rows)
+            if problem:
+                self.dropped.append(f"line {number}: {problem}")
+                continue
             row = dict(zip(self.columns, cells))
-            rows.setdefault(row["point_id"], row)
+            rows[row["point_id"]] = row
+        if self.dropped:  # keep only the good rows: a dropped one is never read again
+            kept = [csv_line(r[c] for c in self.columns) for r in rows.values()]
+            write_atomic(self.path, (header + "".join(kept)).encode("utf-8"))
         return rows
+
+    def _row_problem(self, cells: list[str], rows: dict[str, dict[str, str]]) -> str:
+        """Why a stored row is not a finished point ("" when it is one)."""
+        if len(cells) != len(self.columns):
+            return f"{len(cells)} cells where the header has {len(self.columns)}"
+        row = dict(zip(self.columns, cells))
+        if row.get("status") not in STATUSES:
+            return f"status {row.get('status')!r} is none of {', '.join(STATUSES)}"
+        if not row.get("index", "").isdigit() or not row.get("point_id"):
+            return "no point_id or a non-numeric index"
+        if row["point_id"] in rows:
+            return f"point_id {row['point_id']} is stored already"
+        return ""
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -22,9 +22,9 @@ from google.protobuf import text_format
 
 from hardware.cost import system_cost, system_power
 from mapshard import pipeline
-from mapshard.sweep import metrics
-from mapshard.sweep.fieldset import set_field
-from mapshard.sweep.spec import SweepSpec
+from mapshard.sweeps import metrics
+from mapshard.sweeps.fieldset import set_field
+from mapshard.sweeps.spec import SweepSpec
 from schema import setup_pb2
 from schema.errors import SetupError
 

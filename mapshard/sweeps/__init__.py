@@ -8,9 +8,9 @@ anything is solved) -> run_sweep (batches by workload, results store, resume) ->
 write_outputs.
 """
 
-from mapshard.sweep.points import Point, expand_points
-from mapshard.sweep.runner import SweepOutcome, run_sweep
-from mapshard.sweep.spec import AxisSpec, FilterSpec, SweepSpec, load_sweep
+from mapshard.sweeps.points import Point, expand_points
+from mapshard.sweeps.runner import SweepOutcome, run_sweep
+from mapshard.sweeps.spec import AxisSpec, FilterSpec, SweepSpec, load_sweep
 
 __all__ = [
     "AxisSpec",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import threading
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -21,14 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mapshard.sweep import metrics
-from mapshard.sweep.backends import DaskBackend, LocalBackend
-from mapshard.sweep.outputs import write_outputs as _write
-from mapshard.sweep.points import Point, expand_points
-from mapshard.sweep.progress import SweepProgress, summary_line
-from mapshard.sweep.spec import SweepSpec, load_sweep
-from mapshard.sweep.store import RESULTS_NAME, ResultsStore
-from mapshard.sweep.worker import Batch, Job
+from mapshard.sweeps import metrics
+from mapshard.sweeps.backends import DaskBackend, LocalBackend
+from mapshard.sweeps.outputs import check_sweep_folder
+from mapshard.sweeps.outputs import write_outputs as _write
+from mapshard.sweeps.points import Point, expand_points
+from mapshard.sweeps.progress import SweepProgress, summary_line
+from mapshard.sweeps.spec import SweepSpec, load_sweep
+from mapshard.sweeps.store import RESULTS_NAME, ResultsStore
+from mapshard.sweeps.worker import Batch, Job
+from schema.errors import SetupError, Terminated
 
 MAX_CHUNK = 16
 
@@ -45,6 +48,8 @@ class SweepOutcome:
     repeats: int = 0
     interrupted: bool = False
     outputs: list[Path] = field(default_factory=list)
+    terminated: bool = False  # the interrupt was SIGTERM (exit 143), not Ctrl-C (130)
+    dropped: tuple[str, ...] = ()  # results.csv rows removed on resume, with the reason
 
     @property
     def summary(self) -> str:
@@ -71,11 +76,16 @@ def run_sweep(
     interrupt (Ctrl-C, SIGTERM) returns with `interrupted` set and every finished row kept."""
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(sweep)
     out = Path(out) if out is not None else default_out(spec.path)
+    if out.exists() and not out.is_dir():
+        raise SetupError(f"{out}: the sweep's output path is a file, not a folder; give a "
+                         "folder for --out (new, or a sweep's own to resume it)")  # fmt: skip
+    check_sweep_folder(out)
     t0 = time.perf_counter()
     points, repeats = expand_points(spec)
     store = ResultsStore(out / RESULTS_NAME, spec.columns)
     stored = store.open({p.point_id for p in points})
     driver = _Driver(spec, store, stored, points, quiet)
+    terminated = False
     try:
         with _sigterm_as_interrupt():
             driver.record_many([p.row for p in points if p.row is not None])
@@ -84,8 +94,9 @@ def run_sweep(
             if jobs:
                 backend = _backend(workers, cluster)
                 driver.run(backend, make_batches(jobs, spec, backend.capacity, chunk))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         driver.interrupted = True
+        terminated = isinstance(exc, Terminated)
     finally:
         driver.progress.close()
         store.close()
@@ -101,6 +112,8 @@ def run_sweep(
         time.perf_counter() - t0,
         repeats,
         driver.interrupted,
+        terminated=terminated,
+        dropped=tuple(store.dropped),
     )
     if write_outputs and not driver.interrupted:
         outcome.outputs = _write(outcome)
@@ -272,15 +285,14 @@ def _counts(rows: list[dict[str, str]]) -> dict[str, int]:
 
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the driver like Ctrl-C (rows kept, workers killed)."""
-    import threading
-
+    """SIGTERM stops the driver like Ctrl-C (rows kept, workers killed), as Terminated so
+    that the command exits 143."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        raise Terminated
 
     old = signal.signal(signal.SIGTERM, handler)
     try:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mapshard.sweep import metrics
+from mapshard.sweeps import metrics
 
 _RC = {
     "svg.hashsalt": "mapshard-sweep",

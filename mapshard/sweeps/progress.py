@@ -9,7 +9,7 @@ import sys
 import time
 from typing import TextIO
 
-from mapshard.sweep.metrics import STATUSES
+from mapshard.sweeps.metrics import STATUSES
 
 
 def fmt_duration(seconds: float) -> str:
