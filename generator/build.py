@@ -21,6 +21,7 @@ from generator.hpl import hpl_workload
 from generator.llm_inference import inference_workload
 from generator.llm_training import training_workload
 from generator.models import load_model
+from generator.pins import apply_pins
 from generator.precision import default_dtype, resolve_precision
 from generator.proto_graph import graph_from_proto
 from schema import setup_pb2
@@ -34,7 +35,8 @@ def build_workload(setup: setup_pb2.Setup, setup_path: Path, num_chips: int) -> 
     setup_path = Path(setup_path)
     workload = _build(setup, setup_path, num_chips)
     check_loop_sizes(workload, setup_path)
-    return workload
+    # the mapping pinned by name (plan.txt), on the graphs as generated
+    return apply_pins(workload, setup.execution.pin, setup_path)
 
 
 # The data-movement frontier counts elements in 64-bit integers (M*K times a pass count of
@@ -114,11 +116,22 @@ def _graph_workload(
         if dg.HasField("repeat") and dg.repeat <= 0:
             raise SetupError(f"{path}: dataflow_graph.repeat must be > 0, got {dg.repeat}")
         count = dg.repeat if dg.HasField("repeat") else 1
+        # DFModel's DLRM graph is one batch item: its step runs it global_batch_size times
+        batch = ex.dlrm.global_batch_size if ex.HasField("dlrm") else 0
+        notes = (
+            (
+                f"DFModel DLRM graph: one graph instance per batch item; the step runs it "
+                f"execution.dlrm.global_batch_size = {batch} times",
+            )
+            if batch > 1
+            else ()
+        )
         return Workload(
             kind="graph",
-            phases=(Phase("graph", graph, count=count),),
+            phases=(Phase("graph", graph, count=count, steps=max(batch, 1)),),
             activation_bytes_per_element=word,
             weight_bytes_per_param=word,
+            notes=notes,
         )
     llm = ex.llm
     per_graph = max(1, llm.num_layer_in_graph)
@@ -178,10 +191,12 @@ def _generated(setup: setup_pb2.Setup, path: Path, num_chips: int) -> Workload:
     kind = wl.WhichOneof("kind")
     if kind == "llm_training":
         cfg = load_model(wl.llm_training.model, path, "workload.llm_training.model")
-        return training_workload(wl.llm_training, cfg, resolve_precision(wl.precision), path)
+        prec = resolve_precision(wl.precision)
+        return training_workload(wl.llm_training, cfg, prec, path, max(1, num_chips))
     if kind == "llm_inference":
         cfg = load_model(wl.llm_inference.model, path, "workload.llm_inference.model")
-        return inference_workload(wl.llm_inference, cfg, resolve_precision(wl.precision), path)
+        prec = resolve_precision(wl.precision)
+        return inference_workload(wl.llm_inference, cfg, prec, path, max(1, num_chips))
     if kind == "dlrm":
         return dlrm_workload(wl.dlrm, resolve_precision(wl.precision), max(1, num_chips), path)
     if kind == "hpl":

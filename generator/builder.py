@@ -204,8 +204,10 @@ class GraphBuilder:
         rule: BackwardRule | None = None,
         seed: bool = False,
         requires_grad: bool = True,
+        in_place: str = "",
     ) -> Tensor | None:
-        """Add one kernel; returns its first output as a Tensor (None when it has none)."""
+        """Add one kernel; returns its first output as a Tensor (None when it has none).
+        `in_place`: the input operand whose buffer its output overwrites (Kernel.in_place)."""
         if name in self.kernels:
             raise ValueError(f"{self.name}: duplicate kernel name {name}")
         if self._in_backward and pass_ == Pass.FWD:
@@ -237,6 +239,7 @@ class GraphBuilder:
             communication=communication if communication_bytes > 0 else Communication.NONE,
             communication_bytes=float(communication_bytes),
             communication_group=group if communication_bytes > 0 else "",
+            in_place=in_place,
         )
         self.kernels[name] = kernel
         for arg in args:

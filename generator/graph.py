@@ -8,15 +8,14 @@ before any splitting across chips); the solver decides how each kernel is split.
 
 from __future__ import annotations
 
-import hashlib
-import heapq
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
-from generator.layers import MIN_SIDE, block_levels, components, wide_bridges
+from generator.order import canonical_order
 
 
 class KernelKind(str, Enum):
@@ -134,9 +133,14 @@ class Kernel:
     # structural signatures (canonical order) of graphs without it stay as they were; it
     # still takes part in equality and hashing (the menu memo's key)
     split_accumulate: bool = field(default=False, repr=False)
+    # the input its output overwrites (the FP32 loss, generator/ops_loss.py): memory only
+    in_place: str = field(default="", repr=False, compare=False)
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)
+    # the sharding the kernel order sees (_unpinned): None = pinned_sharding (a generator's
+    # own "none"); a user's pin (generator.pins, a graph's field) keeps the one before it
+    order_sharding: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def dim_sizes(self) -> dict[str, int]:
@@ -224,10 +228,16 @@ class KernelGraph:
     boundary: tuple[Edge, ...] = ()
 
     def kernel(self, name: str) -> Kernel:
+        return self._by_name[name]  # KeyError when absent
+
+    @cached_property
+    def _by_name(self) -> dict[str, Kernel]:
+        """Name -> the first kernel of that name, built once: a lookup per kernel over a
+        20,000-kernel graph is otherwise n^2."""
+        by_name: dict[str, Kernel] = {}
         for k in self.kernels:
-            if k.name == name:
-                return k
-        raise KeyError(name)
+            by_name.setdefault(k.name, k)
+        return by_name
 
     @property
     def flop(self) -> float:
@@ -244,49 +254,7 @@ class KernelGraph:
         kernels of a lower level first, each level's ready kernels sorted afresh when it
         starts, ties by signatures within the layer, so every copy comes out in the same
         order and the problem's order is periodic (solver.fusion.period)."""
-        layers = _layer_levels(self)
-        level, sig = layers if layers is not None else ({}, structural_signatures(self))
-        index = {k.name: i for i, k in enumerate(self.kernels)}
-        deg = {k.name: 0 for k in self.kernels}
-        succ: dict[str, list[str]] = {k.name: [] for k in self.kernels}
-        for e in self.edges:
-            deg[e.dst] += 1
-            succ[e.src].append(e.dst)
-
-        def key(name: str) -> tuple[str, int]:
-            return (sig[name], index[name])
-
-        # depth first (a branch is finished before the next starts: fusion-friendly), one
-        # stack per level (a single one without repeated layers)
-        stacks: dict[int, list[str]] = {}
-        live: list[int] = []  # heap of the levels whose stack holds a kernel
-
-        def push(name: str) -> None:
-            stack = stacks.setdefault(level.get(name, 0), [])
-            if not stack:
-                heapq.heappush(live, level.get(name, 0))
-            stack.append(name)
-
-        for n in sorted((n for n, d in deg.items() if d == 0), key=key, reverse=True):
-            push(n)
-        order: list[str] = []
-        current = -1
-        while live:
-            if live[0] != current:
-                current = live[0]
-                stacks[current].sort(key=key, reverse=True)
-            name = stacks[current].pop()
-            if not stacks[current]:
-                heapq.heappop(live)
-            order.append(name)
-            new = []
-            for m in succ[name]:
-                deg[m] -= 1
-                if deg[m] == 0:
-                    new.append(m)
-            for m in sorted(new, key=key, reverse=True):
-                push(m)
-        return tuple(order)
+        return canonical_order(self.kernels, self.edges, self.boundary)
 
     def topological_order(self, key: Callable[[str, int], Any] | None = None) -> tuple[str, ...]:
         """Kahn's algorithm, ties broken by `key(name, declaration index)` (default: the
@@ -312,58 +280,6 @@ class KernelGraph:
         if len(order) != len(self.kernels):
             raise ValueError(f"graph {self.name} has a cycle")
         return tuple(order)
-
-
-def structural_signatures(graph: KernelGraph, rounds: int = 4) -> dict[str, str]:
-    """kernel name -> a digest of its content (every field but its name) refined `rounds`
-    times by its producers' and consumers' digests along the edges (Weisfeiler-Lehman):
-    equal for kernels the graph cannot tell apart, whatever their names or order."""
-    sig = {k.name: _digest(repr(replace(k, name=""))) for k in graph.kernels}
-    tagged = [("e", e) for e in graph.edges] + [("b", e) for e in graph.boundary]
-    for _ in range(rounds):
-        around: dict[str, list[str]] = {k.name: [] for k in graph.kernels}
-        for tag, e in tagged:
-            what = repr((e.dst_operand, e.src_operand, e.dim_map, e.tensor_bytes))
-            around[e.dst].append(f"{tag}<{sig[e.src]}{what}")
-            around[e.src].append(f"{tag}>{sig[e.dst]}{what}")
-        sig = {name: _digest(sig[name] + "".join(sorted(around[name]))) for name in sig}
-    return sig
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()
-
-
-def _layer_levels(graph: KernelGraph) -> tuple[dict[str, int], dict[str, str]] | None:
-    """(kernel -> level, kernel -> signature within its block) when the graph repeats a
-    layer: at least two blocks between wide bridges (generator.layers) look alike (same
-    signatures); None otherwise (the order then stays the plain depth-first one)."""
-    names = [k.name for k in graph.kernels]
-    index = {name: i for i, name in enumerate(names)}
-    pairs = [(index[e.src], index[e.dst]) for e in graph.edges]
-    cut = wide_bridges(len(names), pairs, MIN_SIDE)
-    if not cut:
-        return None
-    block = components(len(names), pairs, cut)
-    count = max(block) + 1
-    sig: dict[str, str] = {}
-    looks: list[tuple[str, ...]] = []
-    members: list[list[Kernel]] = [[] for _ in range(count)]
-    for k in graph.kernels:
-        members[block[index[k.name]]].append(k)
-    edges: list[list[Edge]] = [[] for _ in range(count)]
-    for i, e in enumerate(graph.edges):
-        if i not in cut:
-            edges[block[pairs[i][0]]].append(e)
-    for b in range(count):
-        block_graph = KernelGraph(graph.name, tuple(members[b]), tuple(edges[b]))
-        local = structural_signatures(block_graph)
-        sig.update(local)
-        looks.append(tuple(sorted(local.values())))
-    if len(set(looks)) == len(looks):
-        return None  # no two blocks alike: not repeated layers
-    level = block_levels(count, block, pairs, cut)
-    return {name: level[block[index[name]]] for name in names}, sig
 
 
 @dataclass(frozen=True)
@@ -456,6 +372,7 @@ class Workload:
     # Inference
     phase: str = ""  # "prefill", "decode", "chunked_prefill", "request"
     batch: int = 1
+    replicas: int = 1  # model replicas (DP); graphs and KV cache: one replica's batch share
     input_len: int = 0
     output_len: int = 0
     kv_cache_bytes: float = 0.0  # whole batch at the longest context
@@ -475,12 +392,11 @@ class Workload:
     context_len: int = 0
     # Inference: the serving runtime's host time per generate call (request_overhead_us)
     request_overhead_s: float = 0.0
-    # Training knobs the setup left unset, chosen by the solver's outer search: any of
-    # "micro_batch", "recompute", "zero_stage", "virtual_pipeline" (TRAINING_KNOBS).
+    # Knobs the setup left unset, chosen by the solver's outer search: TRAINING_KNOBS,
+    # "expert_parallel" (training) or "replicas" (inference).
     searched: tuple[str, ...] = ()
-    # When the micro-batch or the recompute mode is searched, the graphs differ per value:
-    # one workload per (micro_batch, recompute) pair, each with every graph built (this
-    # workload is the first of them); empty when neither is searched.
+    # When a knob that changes the graphs is searched: one workload per value, each with
+    # every graph built (this workload is the first of them); else empty.
     variants: tuple[Workload, ...] = ()
 
     @property

@@ -163,12 +163,51 @@ class _Part(NamedTuple):
     notes: list[str]
 
 
+# Phases whose batch replicas of the model can share (a chunked-prefill step is one
+# scheduler's step: its chunk and decode tokens are not a batch to split)
+REPLICATED_PHASES = ("prefill", "decode", "request")
+
+
+def replica_counts(req: setup_pb2.LlmInference, num_chips: int) -> tuple[int, ...]:
+    """Replicas of the model (data parallelism) the outer search tries: every r dividing
+    both the batch (each replica serves batch / r sequences) and the chips."""
+    if PHASE[req.phase] not in REPLICATED_PHASES:
+        return (1,)
+    batch = request_batch(req)
+    return tuple(r for r in range(1, batch + 1) if batch % r == 0 and num_chips % r == 0)
+
+
 def inference_workload(
+    req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, path: Path, num_chips: int = 1
+) -> Workload:
+    """The workload of one replica of the model serving the whole batch; with more replicas
+    possible (`replica_counts` on `num_chips` chips), one variant per replica count rides
+    along in `variants` (graph.Workload.replicas): its graphs serve batch / r sequences,
+    its `batch` stays the whole batch (throughput counts every replica)."""
+    check_inference(req, path)
+    counts = replica_counts(req, num_chips)
+    if len(counts) == 1:
+        return _replica(req, cfg, prec, path)
+    variants = []
+    for r in counts:
+        part = setup_pb2.LlmInference()
+        part.CopyFrom(req)
+        part.batch = request_batch(req) // r
+        w = _replica(part, cfg, prec, path)
+        notes = w.notes
+        if r > 1:
+            notes = (f"{r} replicas of the model, each serving {part.batch} sequences", *notes)
+        variants.append(
+            replace(w, batch=request_batch(req), replicas=r, searched=("replicas",), notes=notes)
+        )
+    return replace(variants[0], variants=tuple(variants))
+
+
+def _replica(
     req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, path: Path
 ) -> Workload:
     """The phase's parts in the order a request runs them (prefill, then decode); the
     model's weights are counted once, on the first part."""
-    check_inference(req, path)
     batch, ilen, olen = request_batch(req), req.input_len, req.output_len
     kind = PHASE[req.phase]
     parts: list[_Part] = []

@@ -55,12 +55,16 @@ def check_training(req: setup_pb2.LlmTraining, path: Path) -> None:
     elif req.context_parallel > 1 and req.seq_len > 0 and req.seq_len % req.context_parallel:
         p.append(
             f"{where}.context_parallel {req.context_parallel} must divide seq_len "
-            f"{req.seq_len} (each rank holds seq_len / CP tokens)"
+            f"{req.seq_len} (each rank holds seq_len / CP tokens); valid: "
+            f"{_divisors(req.seq_len, req.context_parallel)}"
         )
     if req.virtual_pipeline < 0:
         p.append(f"{where}.virtual_pipeline must be >= 0 (0 = 1), got {req.virtual_pipeline}")
     if req.expert_parallel < 0:
-        p.append(f"{where}.expert_parallel must be >= 0 (0 = 1), got {req.expert_parallel}")
+        p.append(
+            f"{where}.expert_parallel must be >= 0 (0 = searched for an MoE model), "
+            f"got {req.expert_parallel}"
+        )
     if p:
         raise SetupError(p)
 
@@ -75,7 +79,8 @@ def check_expert_parallel(req: setup_pb2.LlmTraining, cfg: ModelConfig, path: Pa
         raise SetupError(f"{where} needs a mixture-of-experts model; {cfg.name} has no experts")
     if cfg.experts % ep:
         raise SetupError(
-            f"{where} must divide the model's {cfg.experts} experts (each rank holds experts / EP)"
+            f"{where} must divide the model's {cfg.experts} experts (each rank holds experts "
+            f"/ EP); valid: {_divisors(cfg.experts, ep)}"
         )
 
 
@@ -113,6 +118,19 @@ def searched_knobs(req: setup_pb2.LlmTraining) -> tuple[str, ...]:
     return tuple(searched)
 
 
+def expert_parallel_degrees(
+    req: setup_pb2.LlmTraining, cfg: ModelConfig, num_chips: int
+) -> tuple[int, ...]:
+    """EP degrees the outer search tries: the one given, else (0, an MoE model) every
+    divisor of the expert count that divides the chips left by CP (EP ranks are carved
+    from the data-parallel ranks: TP x CP x EP x DP x PP = chips)."""
+    if req.expert_parallel > 0 or cfg.experts <= 1:
+        return (max(req.expert_parallel, 1),)
+    cp = max(req.context_parallel, 1)
+    ranks = num_chips // cp if num_chips % cp == 0 else 1
+    return tuple(e for e in range(1, cfg.experts + 1) if cfg.experts % e == 0 and ranks % e == 0)
+
+
 def micro_batch_sizes(global_batch: int) -> tuple[int, ...]:
     """Micro-batch sizes the outer search tries: every divisor of the global batch (the
     search keeps those that also divide global_batch / DP, Megatron-LM's rule)."""
@@ -120,10 +138,11 @@ def micro_batch_sizes(global_batch: int) -> tuple[int, ...]:
 
 
 def training_workload(
-    req: setup_pb2.LlmTraining, cfg: ModelConfig, prec: Precision, path: Path
+    req: setup_pb2.LlmTraining, cfg: ModelConfig, prec: Precision, path: Path, num_chips: int = 1
 ) -> Workload:
-    """The workload; with the micro-batch or recompute mode searched, one pinned variant per
-    (micro-batch, recompute) pair rides along in `variants` (graph.Workload)."""
+    """The workload; with the micro-batch, recompute mode or EP degree searched, one pinned
+    variant per (micro-batch, recompute, EP) rides along in `variants` (graph.Workload).
+    `num_chips`: the system's, which bounds the EP degrees searched."""
     check_training(req, path)
     check_expert_parallel(req, cfg, path)
     if req.virtual_pipeline > cfg.layers:
@@ -132,10 +151,16 @@ def training_workload(
             f"model's {cfg.layers} layers; each virtual stage holds at least one layer"
         )
     searched = searched_knobs(req)
+    eps = expert_parallel_degrees(req, cfg, num_chips)
+    if len(eps) > 1:
+        searched = (*searched, "expert_parallel")
     sizes = micro_batch_sizes(req.global_batch) if "micro_batch" in searched else (req.micro_batch,)
     modes = tuple(RECOMPUTE.values()) if "recompute" in searched else (RECOMPUTE[req.recompute],)
     variants = tuple(
-        _pinned_workload(req, cfg, prec, mb, mode, searched) for mb in sizes for mode in modes
+        _pinned_workload(req, cfg, prec, mb, mode, searched, ep)
+        for mb in sizes
+        for mode in modes
+        for ep in eps
     )
     if len(variants) == 1:
         return variants[0]
@@ -149,12 +174,12 @@ def _pinned_workload(
     mb: int,
     recompute: str,
     searched: tuple[str, ...],
+    ep: int = 1,
 ) -> Workload:
-    """The workload at one micro-batch size and recompute mode (ZeRO stage and interleaving
-    depth are plain numbers the solver sets per candidate)."""
+    """The workload at one micro-batch size, recompute mode and EP degree (ZeRO stage and
+    interleaving depth are plain numbers the solver sets per candidate)."""
     cp = max(req.context_parallel, 1)
-    ep = max(req.expert_parallel, 1)
-    shape = _layer_shape(req, cfg, prec, mb)
+    shape = _layer_shape(req, cfg, prec, mb, ep)
     layers = layer_phases("layer", cfg, shape, prec, training=True, recompute=recompute)
     if not req.sequence_parallel:
         layers = tuple(replace(p, graph=_replicated_vector_kernels(p.graph)) for p in layers)
@@ -182,12 +207,12 @@ def _pinned_workload(
         activation_bytes_per_element=prec.activation_bytes,
         kv_bytes_per_element=prec.kv_bytes,
         compute_dtype=prec.math,
-        notes=_notes(req, cfg, prec, mb, searched),
+        notes=_notes(req, cfg, prec, mb, searched, ep),
     )
 
 
 def _layer_shape(
-    req: setup_pb2.LlmTraining, cfg: ModelConfig, prec: Precision, mb: int
+    req: setup_pb2.LlmTraining, cfg: ModelConfig, prec: Precision, mb: int, ep: int
 ) -> LayerShape:
     """One layer on one context-parallel rank: s / CP query tokens of each of the mb
     sequences against all s keys (the ring brings every K/V block)."""
@@ -203,7 +228,7 @@ def _layer_shape(
         # rotary positions unless the model has a learned table (MLA's decoupled rope
         # slice, generator/llm_mla.py, is not charged a rotation kernel)
         rope=cfg.positions == 0 and not cfg.is_mla,
-        expert_parallel=max(req.expert_parallel, 1),
+        expert_parallel=ep,
     )
 
 
@@ -239,10 +264,11 @@ def _notes(
     prec: Precision,
     mb: int,
     searched: tuple[str, ...],
+    ep: int,
 ) -> tuple[str, ...]:
     """What the graphs stand for and each option that changed them, in words (the report
     prints them beside the plan)."""
-    s, cp, ep = req.seq_len, max(req.context_parallel, 1), max(req.expert_parallel, 1)
+    s, cp = req.seq_len, max(req.context_parallel, 1)
     notes = [
         f"micro-batch of {mb} x {s} tokens per graph instance; the step runs "
         f"global_batch / (micro_batch x DP) micro-batches per data-parallel rank"
@@ -282,3 +308,11 @@ def _notes(
     if searched:
         notes.append("searched by the outer search: " + ", ".join(searched))
     return tuple(notes)
+
+
+def _divisors(size: int, near: int) -> str:
+    """The degrees that split `size` evenly, as words (those up to 4 x `near` when many)."""
+    found = [d for d in range(1, size + 1) if size % d == 0]
+    shown = [d for d in found if d <= 4 * near] if len(found) > 12 else found
+    more = ", ..." if len(shown) < len(found) else ""
+    return ", ".join(map(str, shown)) + more

@@ -8,7 +8,8 @@ to FP32 before the softmax, overwrites that FP32 copy in place with exp(logits -
 with the softmax, and keeps the FP32 softmax for the backward, which scales it in place and
 casts the gradient back to the logits' dtype. Every pass streams the whole [tokens, vocab]
 tensor, so the loss moves several times the bytes of one 16-bit read + one 16-bit write.
-Bytes per logit element (a = 16-bit activation bytes, 2):
+Bytes per logit element (a = 16-bit activation bytes, 2); the in-place passes are marked
+(Kernel.in_place), so the memory count holds one FP32 buffer through them:
   forward   upcast + max    read a, write 4     (a + 4)
             exp in place    read 4, write 4     (8)
             row sum         read 4              (4)
@@ -68,6 +69,7 @@ def fp32_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: floa
         f"{name}_exp",
         [Arg("logits_fp32", IN, dims, FP32_BYTES, up), Arg("exp", OUT, dims, FP32_BYTES)],
         EXP_FLOP * n,
+        in_place="logits_fp32",
     )
     sums = vector(
         f"{name}_sum",
@@ -86,6 +88,7 @@ def fp32_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: floa
             ],
             SCALE_FLOP * n,
             pass_=Pass.BWD,
+            in_place="softmax",
         )
         dx = vector(
             f"{name}_bwd_cast",
@@ -106,6 +109,7 @@ def fp32_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: floa
         NORM_FLOP * n,
         rule=rule,
         seed=True,
+        in_place="exp",
     )
     return probs
 
@@ -126,6 +130,7 @@ def fused_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: flo
             [Arg("grad", IN, dims, abpe, b.saved(grad)), Arg("dlogits", OUT, dims, abpe)],
             n,
             pass_=Pass.BWD,
+            in_place="grad",
         )
         return [(logits, dx)]
 
@@ -140,6 +145,7 @@ def fused_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: flo
         (EXP_FLOP + SCALE_FLOP) * n,
         rule=rule,
         seed=True,
+        in_place="logits",
     )
     return grad
 

@@ -35,6 +35,7 @@ from generator.graph import (
     OperandRole,
     Pass,
 )
+from generator.pins import sharding_problem, tile_problem
 from generator.proto_edges import check_acyclic, edges_from_proto
 from schema import setup_pb2
 from schema.dtypes import PRECISIONS
@@ -388,11 +389,12 @@ def _kernel(
     tiling = getattr(k, variant).tiling if variant != "einsum" else 0
     if not pin and pin_sharding and tiling in TILING_DIM:
         pin = TILING_DIM[tiling]
-    if pin and pin != "none" and pin not in kernel.dim_sizes:
-        problems.append(
-            f"{where}.sharding {pin!r} is not a loop dim of {k.name} "
-            f'({", ".join(kernel.dim_sizes)}, or "none")'
-        )
+    wrong = sharding_problem(kernel, pin)
+    if wrong:
+        problems.append(f"{where}.sharding ({k.name}): {wrong}")
+    wrong = tile_problem(kernel, k.tile.strip())
+    if wrong:
+        problems.append(f"{where}.tile ({k.name}): {wrong}")
     config = k.config if k.HasField("config") else -1
     if config < -1:
         problems.append(f"{where}.config must be -1 (searched) or >= 0, got {config}")
@@ -401,6 +403,7 @@ def _kernel(
         pinned_sharding=pin,
         pinned_config=config,
         pinned_tile=k.tile.strip(),
+        order_sharding="",  # the input's pin: no part of the order (Kernel.order_sharding)
         dfmodel_tiling=TILING_DIM.get(tiling, "") if variant != "einsum" else "",
         dfmodel_type=setup_pb2.KernelType.Name(k.type) if variant != "einsum" else "",
         dfmodel_extra=_extra(getattr(k, variant)) if variant != "einsum" else None,

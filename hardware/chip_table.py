@@ -79,6 +79,13 @@ def load_chip_table(path: str | Path) -> dict[str, setup_pb2.ChipSpec]:
         key = cell.strip().lower()
         if not key:
             columns.append(None)
+        elif key in known and known[key] in columns:
+            first = columns.index(known[key]) + 1
+            problems.append(
+                f"{path}:{header_row}: column {known[key]} appears twice (columns {first} and "
+                f"{len(columns) + 1}); a chip table names each column once"
+            )
+            columns.append(None)
         elif key in known:
             columns.append(known[key])
         else:
@@ -101,6 +108,13 @@ def load_chip_table(path: str | Path) -> dict[str, setup_pb2.ChipSpec]:
     for row_no, cells in rows[header_at + 1 :]:
         if not any(cells):
             continue
+        stray = [i + 1 for i, cell in enumerate(cells) if cell and i >= len(columns)]
+        if stray:
+            problems.append(
+                f"{path}:{row_no}: {len(stray)} cell(s) beyond the header's {len(columns)} "
+                f"columns (column {stray[0]}); every value needs a named column"
+            )
+            continue
         values = {c: cells[i] for i, c in enumerate(columns) if c and i < len(cells)}
         name = values.get("name", "")
         if not name:
@@ -119,6 +133,9 @@ def load_chip_table(path: str | Path) -> dict[str, setup_pb2.ChipSpec]:
     return chips
 
 
+_NUMBER_LIKE = re.compile(r"[-+0-9.,_eE ]{1,40}|nan|inf|-inf", re.IGNORECASE)
+
+
 def _row_to_spec(
     path: Path, row_no: int, name: str, values: dict[str, str], problems: list[str]
 ) -> setup_pb2.ChipSpec:
@@ -135,8 +152,13 @@ def _row_to_spec(
         limit = MAX_TABLE_INTEGER if integer else MAX_TABLE_NUMBER
         if not (0 <= number <= limit) or (integer and number != int(number)):
             kind = "a whole number" if integer else "a number"
+            # echo the cell only when it looks like a number: a cell holding a name or a
+            # secret by mistake is not printed
+            got = (
+                repr(raw[:40]) if _NUMBER_LIKE.fullmatch(raw) else f"text of {len(raw)} characters"
+            )
             problems.append(
-                f"{path}:{row_no}: column {column} must be {kind} in 0..{limit:g}, got {raw[:40]!r}"
+                f"{path}:{row_no}: column {column} must be {kind} in 0..{limit:g}, got {got}"
             )
             continue
         target: _message.Message = spec

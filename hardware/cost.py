@@ -1,24 +1,26 @@
-"""System Cost and System Power: DFModel's closed forms, pure functions of a System.
+"""System Cost and System Power of the native model, pure functions of a System.
 
-With n chips, DRAM bandwidth B_dram (GB/s) and, per topology level l, degree d_l and link
-bandwidth B_l (GB/s per chip, one direction):
+With n chips, DRAM bandwidth B_dram (GB/s) and, per topology level l, link bandwidth B_l
+(GB/s per chip, one direction):
 
     cost  = n*accelerator_price + n*B_dram*dram_unit_price
-          + sum_l n*B_l*link_unit_price + sum_l 2*d_l*B_l*switch_unit_price
+          + sum_l n*B_l*link_unit_price + sum_(switch levels l) 2*d_l*B_l*switch_unit_price
     power = n*accelerator_power + n*B_dram*dram_unit_power
-          + sum_l n*B_l*link_unit_power[l] + sum_l 2*d_l*B_l*switch_unit_power
+          + sum_l n*B_l*link_unit_power[l] + sum_(switch levels l) 2*d_l*B_l*switch_unit_power
 
-DFModel's units are kept: $ and W per GB/s (per switch port for the switch terms). The
-switch term follows DFModel for every level kind, rings included. This reproduces DFModel's
-README example (1024 SN30, r_r 8x128 at 50 GB/s): cost 17,757,184, power 511,325.01 (DFModel
-stores the cost fields as float32; in double precision the power is 511,325.0002).
+DFModel's units are kept: $ and W per GB/s (per switch port for the switch terms), and its
+switch term on a switch level (2 d_l B_l of port bandwidth). A ring, torus or fully-connected
+level has no switch, so it pays none (DFModel charges its switch term on every level kind:
+its closed forms, per variant, are solver/dfmodel/model.system_cost_power, which reproduces
+its README example's 17,757,184; the native figure for that r_r 8 x 128 system is 326,400
+less).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hardware.system import System
+from hardware.system import System, Topology
 
 
 def _degrees(system: System, degrees: Sequence[int] | None) -> list[int]:
@@ -32,6 +34,15 @@ def _degrees(system: System, degrees: Sequence[int] | None) -> list[int]:
     return list(degrees)
 
 
+def _switch_ports(system: System, degrees: Sequence[int] | None) -> list[int]:
+    """Switch port bandwidth per level, in link bandwidths: DFModel's 2 x degree on a switch
+    level, none on a level without a switch (a searched level must be given its degree)."""
+    return [
+        2 * d if level.kind == Topology.SWITCH else 0
+        for level, d in zip(system.network, _degrees(system, degrees))
+    ]
+
+
 def cost_breakdown(system: System, degrees: Sequence[int] | None = None) -> dict[str, float]:
     """System Cost ($) split into accelerator, dram, link and switch terms."""
     c, n = system.cost, system.num_chips
@@ -42,7 +53,8 @@ def cost_breakdown(system: System, degrees: Sequence[int] | None = None) -> dict
         "dram": n * dram_GBps * c.dram_unit_price,
         "link": sum(n * bw * c.link_unit_price for bw in bws),
         "switch": sum(
-            2 * d * bw * c.switch_unit_price for d, bw in zip(_degrees(system, degrees), bws)
+            ports * bw * c.switch_unit_price
+            for ports, bw in zip(_switch_ports(system, degrees), bws)
         ),
     }
 
@@ -58,7 +70,8 @@ def power_breakdown(system: System, degrees: Sequence[int] | None = None) -> dic
         "dram": n * dram_GBps * c.dram_unit_power,
         "link": sum(n * bw * p for bw, p in zip(bws, per_level)),
         "switch": sum(
-            2 * d * bw * c.switch_unit_power for d, bw in zip(_degrees(system, degrees), bws)
+            ports * bw * c.switch_unit_power
+            for ports, bw in zip(_switch_ports(system, degrees), bws)
         ),
     }
 

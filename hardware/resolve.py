@@ -10,12 +10,14 @@ setup file and the field path.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from hardware import library
 from hardware.calibration import calibration_of
 from hardware.checks import Problems, fraction, non_negative, positive
 from hardware.chip_table import load_chip_table
+from hardware.kernel_source import resolve_kernel_source
 from hardware.system import Chip, CostModel, Efficiency, MemoryLevel, System
 from hardware.topology import resolve_levels, resolve_num_chip
 from schema import setup_pb2
@@ -37,6 +39,8 @@ def resolve_system(setup: setup_pb2.Setup | NormalisedSetup, setup_path: Path) -
     # An unknown chip leaves an empty spec: checking its numbers would only add noise.
     spec_problems = problems if found else Problems(problems.where)
     chip = _chip(spec, native.origin(COMPUTE_UTIL), spec_problems)
+    kernel_system, kernel_source = resolve_kernel_source(sysmsg, spec, spec_problems)
+    chip = replace(chip, kernel_system=kernel_system, kernel_source=kernel_source)
     num_chip = resolve_num_chip(sysmsg, preset, problems, native)
     levels = resolve_levels(sysmsg, preset, spec, num_chip, problems, spec_problems, native)
     memory = _memory(spec, spec_problems)

@@ -102,6 +102,10 @@ class Chip:
     # calibrated overlap of compute, memory and network (setup.proto OverlapMode):
     # "perfect", "serial_network", "none", or "" when the chip does not say
     overlap: str = ""
+    # measured kernel tables (hardware.kernel_db): the database's system folder and the
+    # framework-version read from it ("trtllm-1.3.0rc20"); "" = none, the physical model
+    kernel_system: str = ""
+    kernel_source: str = ""
 
     def peak(self, precision: str) -> float:
         """Peak matrix FLOP/s at `precision`, falling back to the nearest wider type."""

@@ -51,6 +51,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if plan.stats.status == "time_limit":
         why = {
             "path_cap": "on the fusion search's path cap (solver max_paths)",
+            "price_cap": "on the fusion search's budget of segment prices (solver max_priced)",
+            "node_limit": "on a MILP's node budget (solver node_limit)",
+            "candidate_cap": "on the outer search's candidate budget (solver max_candidates)",
             "memory_split": "short of proving the DRAM split among the graphs optimal",
             "unexplained": "with a layout skipped (no mapping found, none ruled out)",
             "split_over_capacity": "with a layout skipped (its DRAM split over capacity)",

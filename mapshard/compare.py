@@ -48,7 +48,7 @@ def load_side(path: str | Path, time_limit_s: float | None = None) -> Side:
         result = solve(path, time_limit_s)
         summary, configs = result.summary, result.configs
         name = result.scenario.name
-        by_bound = configs.groupby("bound")["total_s"].sum().to_dict() if len(configs) else {}
+        by_bound = configs.groupby("bound")["per_step_s"].sum().to_dict() if len(configs) else {}
     return Side(str(name), summary, {b: float(by_bound.get(b, 0.0)) for b in BOUNDS})
 
 
@@ -81,7 +81,8 @@ def _read_summary(path: Path) -> dict[str, Any]:
 
 
 def _read_time_by_bound(path: Path) -> dict[str, float]:
-    """configs.csv's busy time per step by binding resource."""
+    """configs.csv's wall time per step by binding resource (`per_step_s`; a folder from
+    before that column has only the busy time summed over stages, `total_s`)."""
     try:
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
@@ -89,13 +90,13 @@ def _read_time_by_bound(path: Path) -> dict[str, float]:
         raise SetupError(f"{path}: not a readable configs.csv ({exc})") from None
     out: dict[str, float] = {}
     for number, row in enumerate(rows, start=2):
-        bound, total = row.get("bound"), row.get("total_s")
+        bound, total = row.get("bound"), row.get("per_step_s", row.get("total_s"))
         try:
             seconds = float(total) if total is not None else math.nan
         except ValueError:
             seconds = math.nan
         if bound is None or not math.isfinite(seconds) or seconds < 0:
-            raise SetupError(f"{path}:{number}: a configs.csv row needs a bound and a total_s "
+            raise SetupError(f"{path}:{number}: a configs.csv row needs a bound and a per_step_s "
                              f"of seconds >= 0, got {bound!r} and {total!r}")  # fmt: skip
         out[bound] = out.get(bound, 0.0) + seconds
     return out

@@ -1,14 +1,21 @@
 """Checks that need both the resolved system and the generated workload: parallel degrees
-pinned by topology tags must fit the model (a TP wider than the attention heads would
-silently replicate every kernel), and tags go on every level or none."""
+pinned by topology tags, by execution.placement or by the workload's own fields must fit the
+model (a TP that does not divide the attention heads would silently split tokens instead,
+an EP the experts, a CP the sequence), tags go on every level or none, and a pinned
+placement names the system's levels with their degrees."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+from generator.degrees import tp_fits
 from generator.graph import Workload
 from hardware.system import System
 from schema.errors import SetupError
+from schema.pins import Placement, parse_placement, placement_degrees
+
+PLACEMENT = "execution.placement"
 
 
 def tagged_degrees(system: System) -> dict[str, int]:
@@ -21,8 +28,9 @@ def tagged_degrees(system: System) -> dict[str, int]:
     return degrees
 
 
-def check_degrees(path: Path, system: System, workload: Workload) -> None:
-    """Raise SetupError listing every pinned degree the workload cannot use."""
+def check_degrees(path: Path, system: System, workload: Workload, placement: str = "") -> None:
+    """Raise SetupError listing every pinned degree the workload cannot use; `placement`:
+    execution.placement (schema.pins syntax, already checked)."""
     where = f"{path}: system topology parallelism"
     problems = []
     tagged = [lv.name for lv in system.network if lv.parallelism]
@@ -33,6 +41,11 @@ def check_degrees(path: Path, system: System, workload: Workload) -> None:
             f"{', '.join(untagged)} do not; tag every level or none (none = searched)"
         )
     degrees = tagged_degrees(system)
+    pinned = parse_placement(placement) if placement else None
+    if pinned is not None:
+        problems += placement_problems(path, system, pinned)
+        degrees = placement_degrees(pinned)
+        where = f"{path}: {PLACEMENT}"
     pp_levels = [lv.name for lv in system.network if "PP" in lv.parallelism and lv.degree > 1]
     if pp_levels and workload.kind not in ("training", "inference"):
         problems.append(
@@ -43,43 +56,146 @@ def check_degrees(path: Path, system: System, workload: Workload) -> None:
         )
     model = workload.model
     if model is not None and workload.kind in ("training", "inference"):
-        limits = (
-            ("TP", model.num_heads, "attention heads"),
-            ("PP", model.num_layers, "layers"),
-            ("EP", model.num_experts, "experts"),
+        problems += _model_problems(where, workload, degrees, system.num_chips)
+    problems += _workload_problems(path, where, system, workload, degrees, pinned is not None)
+    if problems:
+        raise SetupError(problems)
+
+
+def _model_problems(
+    where: str, workload: Workload, degrees: dict[str, int], chips: int
+) -> list[str]:
+    """PP at most the layers; TP dividing the heads and the KV heads it splits (or split by
+    them: replicated KV heads); EP dividing the experts."""
+    model = workload.model
+    assert model is not None
+    problems = []
+    for tag, limit, what in (
+        ("TP", model.num_heads, "attention heads"),
+        ("PP", model.num_layers, "layers"),
+        ("EP", model.num_experts, "experts"),
+    ):
+        degree = degrees.get(tag, 1)
+        if degree > 1 and degree > limit:
+            if limit:
+                wrong = f"{tag} {degree} exceeds the model's {limit} {what}; give {tag} <= {limit}"
+            else:
+                wrong = f"{tag} {degree} on a model without {what}; leave {tag} out"
+            problems.append(f"{where}: {wrong}")
+    tp = degrees.get("TP", 1)
+    if 1 < tp <= model.num_heads and not tp_fits(model, tp):
+        valid = ", ".join(str(d) for d in _divisors(chips) if tp_fits(model, d))
+        problems.append(
+            f"{where}: TP {tp} does not divide the model's {model.num_heads} attention heads "
+            f"and {model.num_kv_heads or model.num_heads} KV heads evenly (it would split "
+            f"tokens instead); valid TP degrees on {chips} chips: {valid}"
         )
-        for tag, limit, what in limits:
-            degree = degrees.get(tag, 1)
-            if degree > 1 and degree > limit:
-                if limit:
-                    wrong = (
-                        f"{tag} {degree} exceeds the model's {limit} {what}; give {tag} <= {limit}"
-                    )
-                else:
-                    wrong = f"{tag} {degree} on a model without {what}; leave {tag} out"
-                problems.append(f"{where}: {wrong}")
-    cp = workload.context_parallel
+    ep = degrees.get("EP", 1)
+    if 1 < ep <= model.num_experts and model.num_experts % ep:
+        valid = _valid(model.num_experts, chips)
+        problems.append(
+            f"{where}: EP {ep} does not divide the model's {model.num_experts} experts; "
+            f"valid EP degrees on {chips} chips: {valid}"
+        )
+    return problems
+
+
+def _workload_problems(
+    path: Path,
+    where: str,
+    system: System,
+    workload: Workload,
+    degrees: dict[str, int],
+    placed: bool,
+) -> list[str]:
+    """The workload's own context_parallel and expert_parallel: equal to the degrees the
+    levels pin, dividing the chips, CP dividing the sequence, EP the experts."""
+    problems = []
+    cp, ep = workload.context_parallel, workload.expert_parallel
+    if degrees.get("EP", 1) in {v.expert_parallel for v in workload.variants}:
+        ep = degrees.get("EP", 1)  # EP searched (solver.search.degrees): a variant has it
+    train = "workload.llm_training"
+    pins, tags = ("the levels tagged", "tag") if not placed else ("the placement's", "place")
     if degrees and degrees.get("CP", 1) != cp:
         problems.append(
-            f"{where}: the levels tagged CP multiply to {degrees.get('CP', 1)} but the workload's "
-            f"context_parallel is {cp}; give workload.llm_training.context_parallel: "
-            f"{degrees.get('CP', 1)} or tag CP levels multiplying to {cp}"
+            f"{where}: {pins} CP multiply to {degrees.get('CP', 1)} but the workload's "
+            f"context_parallel is {cp}; give {train}.context_parallel: "
+            f"{degrees.get('CP', 1)} or {tags} CP levels multiplying to {cp}"
         )
     elif cp > 1 and system.num_chips % cp:
         problems.append(
             f"{where}: context_parallel {cp} does not divide the system's {system.num_chips} chips"
         )
-    ep = workload.expert_parallel
+    elif cp > 1 and workload.seq_len % cp:
+        valid = _valid(workload.seq_len, system.num_chips)
+        problems.append(
+            f"{path}: {train}.context_parallel {cp} does not divide the sequence of "
+            f"{workload.seq_len} tokens; valid CP degrees on {system.num_chips} chips: {valid}"
+        )
+    model = workload.model
     if workload.kind == "training" and degrees and degrees.get("EP", 1) != ep:
         problems.append(
-            f"{where}: the levels tagged EP multiply to {degrees.get('EP', 1)} but the workload's "
-            f"expert_parallel is {ep}; give workload.llm_training.expert_parallel: "
-            f"{degrees.get('EP', 1)} or tag EP levels multiplying to {ep}"
+            f"{where}: {pins} EP multiply to {degrees.get('EP', 1)} but the workload's "
+            f"expert_parallel is {ep}; give {train}.expert_parallel: "
+            f"{degrees.get('EP', 1)} or {tags} EP levels multiplying to {ep}"
         )
     elif ep > 1 and system.num_chips % (ep * cp):
         problems.append(
             f"{where}: expert_parallel {ep} x context_parallel {cp} does not divide the "
             f"system's {system.num_chips} chips"
         )
-    if problems:
-        raise SetupError(problems)
+    elif ep > 1 and model is not None and model.num_experts % ep:
+        valid = _valid(model.num_experts, system.num_chips)
+        problems.append(
+            f"{path}: {train}.expert_parallel {ep} does not divide the model's "
+            f"{model.num_experts} experts; valid EP degrees on {system.num_chips} chips: {valid}"
+        )
+    return problems
+
+
+def placement_problems(path: Path, system: System, placement: Placement) -> list[str]:
+    """A pinned placement names each level of the system by a unique name, takes each
+    level's whole degree (a searched degree takes what the placement gives it) and every
+    chip."""
+    where = f"{path}: {PLACEMENT}"
+    names = [lv.name for lv in system.network]
+    if len(set(names)) != len(names):
+        return [
+            f"{where}: the topology levels' names ({', '.join(names)}) repeat, so a placement "
+            "cannot name them; give each system.topology level a unique name"
+        ]
+    on: dict[str, int] = {}
+    for span in placement.values():
+        for level, chips in span:
+            on[level] = on.get(level, 1) * chips
+    problems = []
+    unknown = sorted(set(on) - set(names))
+    if unknown:
+        levels = ", ".join(f"{lv.name} ({lv.degree or 'searched'})" for lv in system.network)
+        return [
+            f"{where}: {', '.join(unknown)} is not a topology level of this system; valid "
+            f"levels (chips): {levels or 'none (one chip)'}"
+        ]
+    for lv in system.network:
+        got = on.get(lv.name, 1)
+        if lv.degree > 0 and got != lv.degree:
+            problems.append(
+                f"{where}: level {lv.name} has {lv.degree} chips but the placement uses "
+                f"{got} of them; give groups on {lv.name} whose chips multiply to {lv.degree}"
+            )
+    total = math.prod(on.values())
+    if not problems and total != system.num_chips:
+        problems.append(
+            f"{where}: the groups span {total} chips but the system has {system.num_chips}; "
+            "give a placement whose chips multiply to system.num_chip"
+        )
+    return problems
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _valid(size: int, chips: int) -> str:
+    """The degrees that divide both `size` and the chip count, as words."""
+    return ", ".join(str(d) for d in _divisors(math.gcd(size, chips)))

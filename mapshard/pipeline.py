@@ -34,7 +34,7 @@ from mapshard.scenario import (
     solver_options,
 )
 from schema import setup_pb2
-from schema.dfmodel import normalise
+from schema.dfmodel import ignored_fields, normalise
 from schema.dfmodel_spelling import respell, user_field
 from schema.errors import SetupError
 from schema.setup_io import load_setup
@@ -96,7 +96,7 @@ def generate(loaded: Loaded, system: System) -> Workload:
     """The workload for the resolved machine: generators whose graph spans the machine
     (DLRM's global batch) get the resolved chip count, never the setup's raw field."""
     workload = build_workload(loaded.setup, loaded.path, system.num_chips)
-    check_degrees(loaded.path, system, workload)
+    check_degrees(loaded.path, system, workload, loaded.setup.execution.placement)
     return workload
 
 
@@ -200,7 +200,9 @@ def plan(
 ) -> Plan:
     """solve -> check -> compare: the only way callers get a plan."""
     solved = solve(scenario, time_limit_s, progress, start_with)
-    return compare_models(scenario, check(scenario, solved))
+    compared = compare_models(scenario, check(scenario, solved))
+    ignored = ignored_fields(scenario.setup)  # DFModel fields no model reads: said
+    return replace(compared, warnings=compared.warnings + ignored) if ignored else compared
 
 
 def compare_models(scenario: Scenario, plan: Plan) -> Plan:

@@ -14,7 +14,13 @@ from schema import setup_pb2
 from schema.dfmodel import native_solver
 from schema.dtypes import precision_name
 from solver.api import chosen_workload
-from solver.options import DFModelOptions, ExecutionOptions, SolverOptions
+from solver.options import (
+    MAX_PATHS,
+    MAX_PRICED,
+    DFModelOptions,
+    ExecutionOptions,
+    SolverOptions,
+)
 from solver.plan import Plan
 
 
@@ -43,7 +49,7 @@ class Scenario:
 def plan_workload(scenario: Scenario, plan: Plan) -> Workload:
     """The workload the plan was made for: the scenario's, with the training knobs the
     outer search chose (micro-batch, recompute, ZeRO stage, interleaving) pinned."""
-    return chosen_workload(scenario.workload, plan.training)
+    return chosen_workload(scenario.workload, plan.training, plan.parallelism)
 
 
 def with_cost_model(scenario: Scenario, cost_model: str | None) -> Scenario:
@@ -129,6 +135,7 @@ def execution_options(
         fft_copies=max(int(ex.fft.num_copy), 1) if fft else 0,
         fft_length=int(ex.fft.length) if fft else 0,
         dfmodel=dfmodel_options(setup),
+        placement=ex.placement,
     )
 
 
@@ -163,9 +170,10 @@ def dfmodel_options(setup: setup_pb2.Setup) -> DFModelOptions:
 
 
 def solver_options(setup: setup_pb2.Setup, time_limit_s: float | None = None) -> SolverOptions:
-    """`solver` wins over DFModel's `gurobi` block; the command line wins over both.
-    DFModel's thread count is a Gurobi setting for a large server: HiGHS runs single-threaded
-    unless `solver.threads` asks otherwise (one setting per process; see DESIGN.md)."""
+    """`solver` wins over DFModel's `gurobi` block; the command line wins over both (the
+    time limit: a safety valve, the work budgets decide the answer). DFModel's thread
+    count is a Gurobi setting for a large server: HiGHS runs single-threaded unless
+    `solver.threads` asks otherwise (one setting per process; see DESIGN.md)."""
     s = native_solver(setup)  # DFModel's `gurobi` filled in (schema.dfmodel)
     limit = s.time_limit_s
     if time_limit_s is not None:
@@ -175,5 +183,8 @@ def solver_options(setup: setup_pb2.Setup, time_limit_s: float | None = None) ->
         gap=float(s.gap or 1e-4),
         threads=int(s.threads or 1),
         name=s.name or "highs",
-        node_limit=int(s.node_limit),
+        node_limit=int(s.node_limit),  # 0: solver.options.NODE_LIMIT
+        max_paths=int(s.max_paths or MAX_PATHS),
+        max_priced=int(s.max_priced or MAX_PRICED),
+        max_candidates=int(s.max_candidates),
     )

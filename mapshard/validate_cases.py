@@ -20,8 +20,10 @@ from hardware import library
 from hardware.calibration import calibration_of
 from mapshard.fidelity.cases import Case, read_cases
 from mapshard.fidelity.predict import predict
-from mapshard.fidelity.report import Outcome, format_summary, summarize, write_outputs
+from mapshard.fidelity.report import Outcome, format_summary, output_files, summarize
 from mapshard.fidelity.scenarios import Unmodelable
+from mapshard.fidelity.sources import compare, format_sources, sources_csv
+from mapshard.outdir import check_writable, replace_folder
 from schema.errors import InfeasibleError, NoPlanError, SetupError
 
 EXIT_OK, EXIT_BOUNDS = 0, 1
@@ -83,11 +85,20 @@ def run_validation_command(args: argparse.Namespace) -> int:
     """The CLI entry point (mapshard.commands.cmd_validate)."""
     path = Path(args.cases)
     cases = read_cases(path)
+    out = Path(args.out or "validation_results")
+    check_writable(out)  # before minutes of predictions: a user's folder is refused now
     outcomes = validate_cases(cases, path)
     summary = summarize(outcomes)
-    out = Path(args.out or "validation_results")
-    write_outputs(out, outcomes, summary)
+    files = output_files(outcomes, summary)
     print(format_summary(summary))
+    # the CLI compares by default (--tables-only skips it); a caller's Namespace without the
+    # flag (the e2e fixtures) gets one pass, keeping the suite's time
+    compare_sources = not getattr(args, "tables_only", True)
+    if compare_sources:
+        lines = compare(cases, outcomes, lambda c: validate_case(c, path))
+        files["validation_sources.csv"] = sources_csv(lines)
+        print("\nmean |error| with the measured kernel tables and with the physical model alone:")
+        print(format_sources(lines))
     flagged = uncalibrated_chips(cases, outcomes)
     if flagged:
         rows = ", ".join(f"{chip} ({n})" for chip, n in flagged.items())
@@ -97,7 +108,11 @@ def run_validation_command(args: argparse.Namespace) -> int:
         print("\nnot predicted:")
         for o in skipped:
             print(f"  {o.id}: {o.reason}")
-    print(f"\nwritten: {out / 'validation.csv'}, validation_summary.csv, validation.svg")
+    replace_folder(out, files)  # one folder MapShard owns (mapshard/outdir.py)
+    print(
+        f"\nwritten: {out / 'validation.csv'}, validation_summary.csv, validation.svg"
+        + (", validation_sources.csv" if compare_sources else "")
+    )
     if args.check:
         failed = [s for s in summary if s.within_bound is False]
         for s in failed:

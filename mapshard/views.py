@@ -12,6 +12,7 @@ from mapshard.analyses.stream_server import ServerResult
 from mapshard.analyses.stream_sim import PERCENTILES, StreamStats
 from mapshard.analyses.stream_steps import INTERPOLATION
 from mapshard.fmt import fmt_pct, fmt_si, fmt_time
+from schema import setup_pb2
 
 
 @dataclass(frozen=True)
@@ -80,13 +81,19 @@ class Sensitivity:
             s = self.ratio(r)
             status = {
                 "optimal": "optimal",
-                "time_limit": f"time limit: best found, within {fmt_pct(r.gap)} of optimal",
+                "time_limit": f"{_stop_words(r.reason)}: best found, within {fmt_pct(r.gap)} "
+                "of optimal",
                 "infeasible": f"infeasible: {r.reason}",
                 "no_plan": f"no plan within {self.time_limit_s:.3g} s",
             }.get(r.status, r.status)
             change = "-" if s is None else _faster(s)
             out.append([r.resource, f"x{r.factor:g}", fmt_time(r.latency_s), change, status])
         return out
+
+
+def _stop_words(stop: str) -> str:
+    """A stopped re-solve's stop reason (SolveStats.stop_reason) in words."""
+    return "time limit" if stop in ("", "time_limit") else f"work budget ({stop})"
 
 
 def _faster(ratio: float) -> str:
@@ -179,6 +186,8 @@ class StreamView:
     step_overhead_s: float = 0.0  # kernels_per_step x kernel_launch_us, every step
     server: ServerResult | None = None  # POISSON: the rate and the latency limits
     notes: tuple[str, ...] = ()
+    # the setup the stream was run from (plan.txt writes it: the plan's scenario is a step's)
+    setup: setup_pb2.Setup | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict:
         """summary.json's `stream` key (times in seconds)."""

@@ -13,7 +13,11 @@ fields are interpreted here and nowhere below:
   (`solver` wins). `gurobi.thread` is not carried over: it is a Gurobi setting for a large
   server, and HiGHS runs single-threaded unless `solver.threads` asks otherwise;
 * `execution.compute_util` becomes `system.accelerator.efficiency.compute_util` (a native
-  efficiency given in the setup wins).
+  efficiency given in the setup wins);
+* `system.accelerator.link_latency` (DFModel's newer schema: one link's latency in ns)
+  becomes every topology level's `latency_us` left unset: the alpha of each algorithm step
+  of the native collectives (solver/cost/collectives.py), and DFModel's per-hop term under
+  `--cost-model dfmodel` (solver/dfmodel/model.all_reduce_alpha_s).
 
 Validation runs on the user's setup before this, so its messages name the user's fields.
 Problems found later (hardware resolution) name the user's fields too, through `origins`:
@@ -86,9 +90,28 @@ def normalise(setup: setup_pb2.Setup | NormalisedSetup) -> NormalisedSetup:
         origins[COMPUTE_UTIL] = "execution.compute_util"
     if native.execution.compute_util:  # (assigning would make an absent block present)
         native.execution.compute_util = 0.0
+    _link_latency(native, origins)
     if sram_unbounded(native):
         native.system.accelerator.sram_cap = float(sys.maxsize)  # DFModel's own reading
     return NormalisedSetup(native, origins, replaces, conflicts, degrees)
+
+
+LINK_LATENCY = "system.accelerator.link_latency"
+
+
+def _link_latency(setup: setup_pb2.Setup, origins: dict[str, str]) -> None:
+    """DFModel's accelerator.link_latency (ns per hop) as the levels' latency_us (a level's
+    own latency wins); the accelerator field is cleared so nothing reads it twice (kept, and
+    reported unused by `ignored_fields`, when the setup names no level to carry it)."""
+    acc = setup.system.accelerator
+    ns = acc.link_latency
+    if ns <= 0 or not setup.system.topology:
+        return
+    for i, level in enumerate(setup.system.topology):
+        if not level.latency_us:
+            level.latency_us = ns * 1e-3
+            origins[f"system.topology[{i}].latency_us"] = LINK_LATENCY
+    acc.link_latency = 0.0
 
 
 def sram_unbounded(setup: setup_pb2.Setup) -> bool:
@@ -154,3 +177,51 @@ def _topology(
         origins[f"{path}.link_bw_GBps"] = f"{vpath}.link_bw_{axis}"
         origins[f"{path}.parallelism"] = f"{vpath}.par_{axis}"
     return True, (), degrees
+
+
+def ignored_fields(setup: setup_pb2.Setup) -> tuple[str, ...]:
+    """DFModel fields this setup gives that no model here reads, one sentence each (the run
+    goes on without them; the result says so: never silently)."""
+    out = []
+    sysm = setup.system
+    if sysm.HBD:
+        out.append(
+            f"system.HBD ({sysm.HBD}) is ignored: DFModel's high-bandwidth-domain size is "
+            "informational; the topology levels say which chips share a domain"
+        )
+    mem = sysm.memory
+    if mem.second_dram_bw or mem.second_dram_cap:
+        out.append(
+            "system.memory.second_dram_bw / second_dram_cap are ignored: DFModel's second "
+            "DRAM is not modelled; weights, activations and edges use the first DRAM "
+            f"({mem.dram_bw:g} GB/s, {mem.dram_cap:g} B)"
+        )
+    zeroed = [i for i, c in enumerate(setup.dataflow_graph.connections) if c.zero_out]
+    if zeroed:
+        out.append(
+            f"dataflow_graph.connections {zeroed} zero_out is ignored: each edge is priced as "
+            "carrying its producer's output (DFModel prices a zero_out edge as 0 bytes)"
+        )
+    if setup.gurobi.thread:
+        out.append(
+            f"gurobi.thread ({setup.gurobi.thread}) is ignored: it is Gurobi's; HiGHS runs "
+            f"with solver.threads ({setup.solver.threads or 1})"
+        )
+    if (
+        sysm.accelerator.link_latency
+        and not sysm.topology
+        and not sysm.WhichOneof("topology_variant")
+    ):
+        out.append(
+            f"{LINK_LATENCY} is ignored: the setup names no topology level to carry it "
+            "(give a DFModel topology variant or system.topology)"
+        )
+    dfmodel_graph = any(
+        k.WhichOneof("kernel_variant") not in (None, "einsum") for k in setup.dataflow_graph.kernels
+    )
+    if dfmodel_graph:
+        out.append(
+            "DFModel's intermediate dse.txt and dse_sharded.txt are not written: "
+            "dse_final.txt holds the chosen mapping (its shardings and configurations)"
+        )
+    return tuple(out)

@@ -136,6 +136,11 @@ def _explain(msg: str) -> str:
 def load_setup(scenario: str | Path) -> tuple[setup_pb2.Setup, Path]:
     """Parse a scenario's setup.txt. Returns the message and the file's path."""
     path = setup_path(scenario)
+    if path.suffix == ".pb":
+        raise SetupError(
+            f"{path}: a binary protobuf (DFModel's dse.pb / dse_sharded.pb) is not read; give "
+            "the setup as protobuf text (DFModel's user_input/setup.txt, or its dse.txt)"
+        )
     text = read_text(path)
     if not text.strip():
         raise SetupError(

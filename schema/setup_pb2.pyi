@@ -857,7 +857,7 @@ class Gemm(_message.Message):
     def __init__(self, M: _Optional[int] = ..., K: _Optional[int] = ..., N: _Optional[int] = ..., batch: _Optional[int] = ..., weight_operand: _Optional[bool] = ...) -> None: ...
 
 class System(_message.Message):
-    __slots__ = ("chip", "preset", "num_chip", "accelerator", "memory", "memory_levels", "topology", "r", "sw", "fc", "r_r", "r_fc", "r_sw", "sw_sw", "fc_fc", "r_r_r", "r_sw_sw", "sw_sw_sw", "chip_table", "HBD")
+    __slots__ = ("chip", "preset", "num_chip", "accelerator", "memory", "memory_levels", "topology", "r", "sw", "fc", "r_r", "r_fc", "r_sw", "sw_sw", "fc_fc", "r_r_r", "r_sw_sw", "sw_sw_sw", "chip_table", "HBD", "kernel_source")
     CHIP_FIELD_NUMBER: _ClassVar[int]
     PRESET_FIELD_NUMBER: _ClassVar[int]
     NUM_CHIP_FIELD_NUMBER: _ClassVar[int]
@@ -878,6 +878,7 @@ class System(_message.Message):
     SW_SW_SW_FIELD_NUMBER: _ClassVar[int]
     CHIP_TABLE_FIELD_NUMBER: _ClassVar[int]
     HBD_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_SOURCE_FIELD_NUMBER: _ClassVar[int]
     chip: str
     preset: str
     num_chip: int
@@ -898,7 +899,8 @@ class System(_message.Message):
     sw_sw_sw: SW_SW_SW
     chip_table: str
     HBD: int
-    def __init__(self, chip: _Optional[str] = ..., preset: _Optional[str] = ..., num_chip: _Optional[int] = ..., accelerator: _Optional[_Union[Accelerator, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., memory_levels: _Optional[_Iterable[_Union[MemoryLevel, _Mapping]]] = ..., topology: _Optional[_Iterable[_Union[TopologyLevel, _Mapping]]] = ..., r: _Optional[_Union[R, _Mapping]] = ..., sw: _Optional[_Union[SW, _Mapping]] = ..., fc: _Optional[_Union[FC, _Mapping]] = ..., r_r: _Optional[_Union[R_R, _Mapping]] = ..., r_fc: _Optional[_Union[R_FC, _Mapping]] = ..., r_sw: _Optional[_Union[R_SW, _Mapping]] = ..., sw_sw: _Optional[_Union[SW_SW, _Mapping]] = ..., fc_fc: _Optional[_Union[FC_FC, _Mapping]] = ..., r_r_r: _Optional[_Union[R_R_R, _Mapping]] = ..., r_sw_sw: _Optional[_Union[R_SW_SW, _Mapping]] = ..., sw_sw_sw: _Optional[_Union[SW_SW_SW, _Mapping]] = ..., chip_table: _Optional[str] = ..., HBD: _Optional[int] = ...) -> None: ...
+    kernel_source: str
+    def __init__(self, chip: _Optional[str] = ..., preset: _Optional[str] = ..., num_chip: _Optional[int] = ..., accelerator: _Optional[_Union[Accelerator, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., memory_levels: _Optional[_Iterable[_Union[MemoryLevel, _Mapping]]] = ..., topology: _Optional[_Iterable[_Union[TopologyLevel, _Mapping]]] = ..., r: _Optional[_Union[R, _Mapping]] = ..., sw: _Optional[_Union[SW, _Mapping]] = ..., fc: _Optional[_Union[FC, _Mapping]] = ..., r_r: _Optional[_Union[R_R, _Mapping]] = ..., r_fc: _Optional[_Union[R_FC, _Mapping]] = ..., r_sw: _Optional[_Union[R_SW, _Mapping]] = ..., sw_sw: _Optional[_Union[SW_SW, _Mapping]] = ..., fc_fc: _Optional[_Union[FC_FC, _Mapping]] = ..., r_r_r: _Optional[_Union[R_R_R, _Mapping]] = ..., r_sw_sw: _Optional[_Union[R_SW_SW, _Mapping]] = ..., sw_sw_sw: _Optional[_Union[SW_SW_SW, _Mapping]] = ..., chip_table: _Optional[str] = ..., HBD: _Optional[int] = ..., kernel_source: _Optional[str] = ...) -> None: ...
 
 class Accelerator(_message.Message):
     __slots__ = ("core", "systolic_width", "systolic_height", "sram_cap", "freq", "fp64_tflops", "fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops", "fp8_tflops", "int8_tflops", "int4_tflops", "vector_tflops", "l2_cap", "l2_bw_GBps", "efficiency", "pmu", "pmu_cap", "x", "y", "placement", "link_latency")
@@ -1341,7 +1343,7 @@ class DfmMamba(_message.Message):
     def __init__(self, hidden: _Optional[int] = ..., seq_len: _Optional[int] = ..., tile_size: _Optional[int] = ..., effective_stage: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "dlrm", "hpl", "fft", "gemm_fft_llm", "vector_fft_llm", "regular_fft_llm", "mamba", "separate_rs_ag_for_ar", "skip_inter_chip_optimization", "effective_stage", "pin_sharding", "pipeline_schedule", "serialize_network", "overlap", "cost_model", "tp_comm_overlap")
+    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "dlrm", "hpl", "fft", "gemm_fft_llm", "vector_fft_llm", "regular_fft_llm", "mamba", "separate_rs_ag_for_ar", "skip_inter_chip_optimization", "effective_stage", "pin_sharding", "pipeline_schedule", "serialize_network", "overlap", "cost_model", "tp_comm_overlap", "placement", "pin")
     EXECUTION_STYLE_FIELD_NUMBER: _ClassVar[int]
     NUM_CONFIG_FIELD_NUMBER: _ClassVar[int]
     PERFECT_OVERLAP_FIELD_NUMBER: _ClassVar[int]
@@ -1364,6 +1366,8 @@ class Execution(_message.Message):
     OVERLAP_FIELD_NUMBER: _ClassVar[int]
     COST_MODEL_FIELD_NUMBER: _ClassVar[int]
     TP_COMM_OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    PIN_FIELD_NUMBER: _ClassVar[int]
     execution_style: ExecutionStyle
     num_config: int
     perfect_overlap: bool
@@ -1386,7 +1390,23 @@ class Execution(_message.Message):
     overlap: OverlapMode
     cost_model: CostModel
     tp_comm_overlap: bool
-    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., dlrm: _Optional[_Union[DfmDlrm, _Mapping]] = ..., hpl: _Optional[_Union[DfmHpl, _Mapping]] = ..., fft: _Optional[_Union[DfmFft, _Mapping]] = ..., gemm_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., vector_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., regular_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., mamba: _Optional[_Union[DfmMamba, _Mapping]] = ..., separate_rs_ag_for_ar: _Optional[bool] = ..., skip_inter_chip_optimization: _Optional[bool] = ..., effective_stage: _Optional[int] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ..., overlap: _Optional[_Union[OverlapMode, str]] = ..., cost_model: _Optional[_Union[CostModel, str]] = ..., tp_comm_overlap: _Optional[bool] = ...) -> None: ...
+    placement: str
+    pin: _containers.RepeatedCompositeFieldContainer[KernelPin]
+    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., dlrm: _Optional[_Union[DfmDlrm, _Mapping]] = ..., hpl: _Optional[_Union[DfmHpl, _Mapping]] = ..., fft: _Optional[_Union[DfmFft, _Mapping]] = ..., gemm_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., vector_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., regular_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., mamba: _Optional[_Union[DfmMamba, _Mapping]] = ..., separate_rs_ag_for_ar: _Optional[bool] = ..., skip_inter_chip_optimization: _Optional[bool] = ..., effective_stage: _Optional[int] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ..., overlap: _Optional[_Union[OverlapMode, str]] = ..., cost_model: _Optional[_Union[CostModel, str]] = ..., tp_comm_overlap: _Optional[bool] = ..., placement: _Optional[str] = ..., pin: _Optional[_Iterable[_Union[KernelPin, _Mapping]]] = ...) -> None: ...
+
+class KernelPin(_message.Message):
+    __slots__ = ("phase", "kernel", "config", "sharding", "tile")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    SHARDING_FIELD_NUMBER: _ClassVar[int]
+    TILE_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    kernel: str
+    config: int
+    sharding: str
+    tile: str
+    def __init__(self, phase: _Optional[str] = ..., kernel: _Optional[str] = ..., config: _Optional[int] = ..., sharding: _Optional[str] = ..., tile: _Optional[str] = ...) -> None: ...
 
 class Gurobi(_message.Message):
     __slots__ = ("thread", "gap", "time")
@@ -1399,18 +1419,24 @@ class Gurobi(_message.Message):
     def __init__(self, thread: _Optional[int] = ..., gap: _Optional[float] = ..., time: _Optional[float] = ...) -> None: ...
 
 class Solver(_message.Message):
-    __slots__ = ("time_limit_s", "gap", "threads", "name", "node_limit")
+    __slots__ = ("time_limit_s", "gap", "threads", "name", "node_limit", "max_paths", "max_priced", "max_candidates")
     TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
     GAP_FIELD_NUMBER: _ClassVar[int]
     THREADS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NODE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MAX_PATHS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PRICED_FIELD_NUMBER: _ClassVar[int]
+    MAX_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     time_limit_s: float
     gap: float
     threads: int
     name: str
     node_limit: int
-    def __init__(self, time_limit_s: _Optional[float] = ..., gap: _Optional[float] = ..., threads: _Optional[int] = ..., name: _Optional[str] = ..., node_limit: _Optional[int] = ...) -> None: ...
+    max_paths: int
+    max_priced: int
+    max_candidates: int
+    def __init__(self, time_limit_s: _Optional[float] = ..., gap: _Optional[float] = ..., threads: _Optional[int] = ..., name: _Optional[str] = ..., node_limit: _Optional[int] = ..., max_paths: _Optional[int] = ..., max_priced: _Optional[int] = ..., max_candidates: _Optional[int] = ...) -> None: ...
 
 class ChipSpec(_message.Message):
     __slots__ = ("name", "vendor", "accelerator", "memory", "memory_levels", "scale_up_bw_GBps", "scale_out_bw_GBps", "scale_up_latency_us", "scale_out_latency_us", "scale_up_domain", "tdp_W", "price_usd", "aliases", "sources", "overlap")

@@ -24,10 +24,19 @@ from schema.dfmodel import sram_unbounded
 from schema.errors import SetupError
 from schema.problems import BOTH, NONE, NOTHING, Problems, Said
 from schema.validation_graph import check_graph
+from schema.validation_pins import check_pins
 from schema.validation_stream import check_prefill_sequences, check_stream
 
 MAX_CHIPS = 1 << 20  # a million chips: beyond every built or planned system
 MAX_THREADS = 256  # HiGHS aborts the process on absurd thread counts
+# solver work budgets (proto/setup.proto Solver) and what 0 means for each
+WORK_BUDGETS = {
+    "node_limit": "10000 nodes per MILP",
+    "max_paths": "200 segmentations",
+    "max_priced": "500 segment prices",
+    "max_candidates": "every candidate",
+}
+MAX_BUDGET = 2**31 - 1
 TINY = 1e-12  # below any physical rate, size, price or fraction in the fields' units
 HUGE = 1e30  # beyond any physical size, rate or price: a typo in an exponent or unit
 PARALLELISMS = ("TP", "PP", "DP", "EP", "CP")
@@ -61,6 +70,7 @@ def validate_setup(
     if setup.HasField("workload"):
         _check_workload(setup.workload, p)
     _check_execution(setup.execution, p)
+    check_pins(setup, p)
     _check_solver(setup, solver_names, p)
     for field, value, valid in negatives:  # generic, so after the more specific messages
         p.add(field, "is negative", value, valid)
@@ -149,7 +159,23 @@ def _check_system(s: setup_pb2.System, p: Problems, sram_optional: bool = False)
         p.fraction(field, coll.bus_bw_util, False, True)
     for i, level in enumerate(s.memory_levels):
         p.positive(level, f"system.memory_levels[{i}]", "bandwidth_GBps capacity_bytes")
+    _check_kernel_source(s, p)
     _check_topology(s, library, p)
+
+
+# system.kernel_source: "none" | "roofline" | a framework, optionally "-<version>" (which
+# versions a chip has is hardware.resolve's check: it needs the installed database)
+KERNEL_SOURCE = re.compile(r"(none|roofline|(trtllm|vllm|sglang)(-[0-9][0-9A-Za-z.+]*)?)")
+
+
+def _check_kernel_source(s: setup_pb2.System, p: Problems) -> None:
+    if s.kernel_source and not KERNEL_SOURCE.fullmatch(s.kernel_source):
+        valid = (
+            'give "none" or "roofline" (the calibrated model), or a framework of the measured '
+            'kernel database (trtllm, vllm, sglang), optionally with "-<version>", e.g. '
+            '"trtllm-1.3.0rc20"'
+        )
+        p.add("system.kernel_source", "is not a kernel-time source", s.kernel_source, valid)
 
 
 def _check_custom_chip(s: setup_pb2.System, p: Problems, sram_optional: bool = False) -> None:
@@ -400,6 +426,13 @@ def _check_solver(
     if s.threads > MAX_THREADS:
         valid = f"give at most {MAX_THREADS} (HiGHS aborts on more)"
         p.add("solver.threads", "is too many", s.threads, valid)
+    for name, default in WORK_BUDGETS.items():
+        value = getattr(s, name)
+        if value < 0:
+            p.add(f"solver.{name}", "is negative", value, f"give a count (0 = {default})")
+        elif value > MAX_BUDGET:
+            valid = f"give at most {MAX_BUDGET} (HiGHS counts in 32 bits)"
+            p.add(f"solver.{name}", "is too large", value, valid)
     p.fraction("solver.gap", s.gap, low_closed=True, zero_unset=False)
     if s.name and s.name != "highs":
         names = list(solver_names())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 
@@ -62,6 +63,8 @@ class ExecutionOptions:
     fft_copies: int = 0
     fft_length: int = 0
     dfmodel: DFModelOptions = DFModelOptions()
+    # the parallel layout pinned (Execution.placement, schema.pins syntax; "" = searched)
+    placement: str = ""
 
     def config_budget(self, kernels: int) -> int:
         """Most configurations a graph of `kernels` kernels may use, the one reading of
@@ -77,18 +80,59 @@ class ExecutionOptions:
         return "perfect" if self.overlap else "none"
 
 
+# Work budgets: what decides the answer, counted in work, never in seconds, so the same
+# input gives the same plan on any machine at any load (DESIGN.md, machine-readable
+# contract). Each default lets every shipped scenario reach a proven optimum.
+NODE_LIMIT = 10_000  # branch-and-bound nodes per MILP (HiGHS mip_max_nodes)
+MAX_PATHS = 200  # segmentations priced exactly per fusion search
+MAX_PRICED = 500  # segments (kernel sets) priced by a MILP per fusion search
+MIN_LEFT_S = 0.01  # a search past its valve still hands HiGHS this much (it stops at once)
+VALVE_STOP = "time_limit"  # the stop reason of the wall-clock valve
+# the stop reason each work budget gives a search it ends -> its setup field (solver {})
+BUDGET_OF_STOP = {
+    "node_limit": "node_limit",
+    "path_cap": "max_paths",
+    "price_cap": "max_priced",
+    "candidate_cap": "max_candidates",
+}
+
+
 @dataclass(frozen=True)
 class SolverOptions:
-    time_limit_s: float = 0.0  # 0 = none
+    """How the search runs. The work budgets (node_limit, max_paths, max_priced,
+    max_candidates) decide the answer; `time_limit_s` is only a safety valve on the wall
+    clock: every loop checks it, and a run it stops says so (stop reason "time_limit")."""
+
+    time_limit_s: float = 0.0  # the valve: wall seconds for the whole search (0 = none)
     gap: float = 1e-4
     threads: int = 1
     name: str = "highs"
-    node_limit: int = 0
-    max_paths: int = 200  # fusion search: segmentations priced before giving up the proof
+    node_limit: int = 0  # nodes per MILP as the user set it (0: NODE_LIMIT)
+    max_paths: int = MAX_PATHS
+    max_priced: int = MAX_PRICED
+    max_candidates: int = 0  # outer candidates whose graphs are solved (0 = every one)
+
+    @property
+    def nodes(self) -> int:
+        """The node budget of each MILP: the user's, else NODE_LIMIT."""
+        return self.node_limit if self.node_limit > 0 else NODE_LIMIT
 
     def remaining(self, t0: float) -> SolverOptions:
-        """These options with the time limit left since `t0` (at least 1 s; none: as is)."""
+        """These options with the time left of the valve since `t0` (at least MIN_LEFT_S;
+        none: as is)."""
         if self.time_limit_s <= 0:
             return self
-        left = max(1.0, self.time_limit_s - (time.perf_counter() - t0))
+        left = max(MIN_LEFT_S, self.time_limit_s - (time.perf_counter() - t0))
         return replace(self, time_limit_s=left)
+
+
+def deadline_of(options: SolverOptions) -> float:
+    """perf_counter seconds at which the valve trips (inf without a time limit)."""
+    if options.time_limit_s <= 0:
+        return math.inf
+    return time.perf_counter() + options.time_limit_s
+
+
+def past(deadline: float) -> bool:
+    """True once the valve's `deadline` (perf_counter seconds) has passed."""
+    return time.perf_counter() > deadline

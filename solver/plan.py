@@ -35,6 +35,9 @@ class KernelPlan:
     bound: str  # "compute" | "memory" | "network" | "overhead" (fixed per-kernel time)
     collective: str = ""  # e.g. "all_reduce 12.6 MB over tp"
     energy_J: float = 0.0  # one instance, all chips
+    # where compute_s comes from: "measured:trtllm-1.3.0rc20 gemm bf16, interpolated",
+    # "fitted plateau", "peak, uncalibrated", ... (solver.cost.kernel_times)
+    time_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,10 +81,14 @@ class SolveStats:
     choices_solved: int = 0
     choices_pruned: int = 0
     choices_infeasible: int = 0
+    # stopped by a work budget or the wall-clock valve before solved (ChoiceResult
+    # "not_solved"): their bounds are in `bound` and `gap`
+    choices_not_solved: int = 0
     solver: str = "highs"
     fusion_search: str = ""
-    # why the search ended: "proof" (optimal), "time_limit", "path_cap" (the fusion
-    # search's limit on priced segmentations, SolverOptions.max_paths), or "memory_split"
+    # why the search ended: "proof" (optimal), "time_limit" (the wall-clock valve, the
+    # only stop that may differ between runs), a work budget (the same on every machine:
+    # "path_cap", "price_cap", "node_limit", "candidate_cap", SolverOptions), "memory_split"
     # (the DRAM split among graphs not proven: solver.search.dram_split), or "unexplained"
     # (a layout's graph search found no mapping that no resource explains: skipped), or
     # "split_over_capacity" (a DRAM split the memory check rejected: skipped)
@@ -115,7 +122,7 @@ class ChoiceResult:
     placement: str
     lower_bound_s: float
     latency_s: float | None  # None when pruned or infeasible
-    status: str  # "solved" | "pruned" | "infeasible"
+    status: str  # "solved" | "pruned" | "infeasible" | "not_solved" (solver.search.ledger)
     reason: str = ""
     # the training knobs this candidate pinned, when the outer search chose them
     # ("micro-batch 2, recompute selective, ZeRO-1, interleave 2"; solver.search.training_space)

@@ -52,8 +52,9 @@ def build_phase_plans(
         charge = dict(zip(map(id, problem.edges), problem.edge_charges(sharding, rank)))
         for c, seg in enumerate(sol.configs):
             configs.append(_config_plan(phase, problem, sol, c, seg, rank))
+            members = set(seg)  # once per configuration (a 20,000-kernel one: not n^2)
             for k in seg:
-                kernels.append(_kernel_plan(phase, problem, sol, c, k, set(seg), charge, system))
+                kernels.append(_kernel_plan(phase, problem, sol, c, k, members, charge, system))
         lower = sum(max(min(o.compute_s for o in m.options), 0.0) for m in problem.kernels)
         out.append(
             PhasePlan(
@@ -137,6 +138,7 @@ def _kernel_plan(
         bound=bound_by(compute, memory, network, menu.overhead_s, problem.serialize_network),
         collective=opt.collective + ("; layout conversion" if conv > 0 else ""),
         energy_J=_kernel_energy(system, opt.flop_per_chip, dram, opt.network_bytes),
+        time_source=opt.time_source,
     )
 
 
@@ -162,7 +164,9 @@ def workload_flop(workload: Workload, choice: Choice) -> float:
         sequences = workload.global_batch / max(workload.micro_batch, 1) * instances
         sequences *= max(workload.context_parallel, 1)
         return sum(per_phase[p.name] * p.count for p in workload.phases) * sequences
-    return sum(per_phase[p.name] * p.count * p.steps for p in workload.phases)
+    # inference: the graphs are one replica's (Workload.replicas), each replica runs them
+    replicas = max(workload.replicas, 1)
+    return replicas * sum(per_phase[p.name] * p.count * p.steps for p in workload.phases)
 
 
 def energy_of(

@@ -51,9 +51,7 @@ def _regenerate() -> None:
     for setup in sorted((ROOT / "scenarios").glob("*/setup.txt")):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "r"
-            code = main(
-                ["run", str(setup.parent), "--out", str(out), "--quiet", "--time-limit", "60"]
-            )
+            code = main(["run", str(setup.parent), "--out", str(out), "--quiet"])
             assert code == 0, setup
             golden[setup.parent.name] = headlines(json.loads((out / "summary.json").read_text()))
     GOLDEN.parent.mkdir(parents=True, exist_ok=True)

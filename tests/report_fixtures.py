@@ -266,6 +266,9 @@ def _plan(
             "optimizer_s": latency * 0.01,
             "pipeline_bubble_s": latency * 0.1,
         }
+        # the step as the solver splits it: the entries add up to the step time
+        breakdown = {"pipeline_compute": latency * 0.84, "dp_sync_exposed": latency * 0.05,
+                     "optimizer": latency * 0.01, "pipeline_bubble": latency * 0.1}  # fmt: skip
     else:
         prefill = sum(p.latency_s * p.count for p in phases if p.name.startswith("prefill"))
         steps = max(p.steps for p in phases)
@@ -274,6 +277,7 @@ def _plan(
             "tpot_s": (latency - prefill) / steps,
             "tokens_per_s": 4 * steps / latency,
         }
+        breakdown = {"prefill": prefill, "decode": latency - prefill}
     return Plan(
         scenario=name,
         workload_kind=kind,
@@ -315,7 +319,7 @@ def _plan(
         num_params=7_000_000_000,
         num_active_params=7_000_000_000,
         micro_batches=micro,
-        time_breakdown={"compute": busy * 0.6, "memory": busy * 0.3, "network": busy * 0.1},
+        time_breakdown=breakdown,
         choices=(
             ChoiceResult(dict(par), "tp:nvlink pp:ib", latency * 0.9, latency, "solved"),
             ChoiceResult(

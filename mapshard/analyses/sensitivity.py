@@ -1,8 +1,10 @@
 """What-if: which resource binds. Each of compute, DRAM bandwidth, link bandwidth per
 topology level, SRAM and memory capacity is scaled by x0.5 and x2 and the scenario is
 RE-SOLVED through the same stages (pipeline.plan on the scenario's own kernel graph, so
-nothing is regenerated), with a short time limit. A scaled resource changes the MILP's
-constants only, so the same search answers "what if"; no latency is extrapolated.
+nothing is regenerated), on the setup's work budgets: the table is the same on every run
+and every machine (the run's time limit stays a safety valve, per re-solve). A scaled
+resource changes the MILP's constants only, so the same search answers "what if"; no
+latency is extrapolated.
 
 Reuse, exact: each re-solve settles the base plan's candidate (parallel choice and
 training knobs) first, so its roofline pruning starts from a near-optimal incumbent (a
@@ -11,8 +13,9 @@ latency; solver.search.training_space.start_with), and kernel-by-kernel graph so
 finished are shared between the re-solves when a graph's inner problem is equal
 (solver.search.solve_memo).
 
-A re-solve that stops at its time limit gives an upper bound on the new latency (the best
-plan found); its row says so. One that finds no plan, or proves none fits, says that too.
+A re-solve that a budget (or the valve) stops gives an upper bound on the new latency (the
+best plan found); its row says so. One that finds no plan, or proves none fits, says that
+too.
 """
 
 from __future__ import annotations
@@ -30,9 +33,6 @@ from solver.api import SOLUTIONS
 from solver.plan import Plan
 
 FACTORS = (0.5, 2.0)
-#: Each re-solve's time limit at most (seconds): short, and fixed so that the result folder
-#: stays identical for identical input (a limit from the main solve's wall time would not).
-MAX_RESOLVE_S = 5.0
 #: Above this many kernels in a DATAFLOW graph a re-solve can take tens of seconds (fusion
 #: search), so the table is computed only when asked (`--what-if`): by graph size, not by
 #: wall time, so whether it is computed is the same on every machine.
@@ -89,11 +89,6 @@ def scaled_systems(system: System) -> list[tuple[str, float, System]]:
     return [(name, f, make(f)) for name, make in makers for f in FACTORS]
 
 
-def resolve_time_limit(configured_s: float) -> float:
-    """Each re-solve's limit: the run's own limit, capped at MAX_RESOLVE_S."""
-    return min(configured_s, MAX_RESOLVE_S) if configured_s > 0 else MAX_RESOLVE_S
-
-
 def skip_reason(scenario: Scenario) -> str:
     """Why the what-if table is not computed unasked ("" = it is): a DATAFLOW graph larger
     than MAX_AUTO_DATAFLOW_KERNELS kernels, any graph larger than MAX_AUTO_KERNELS. By
@@ -107,8 +102,8 @@ def skip_reason(scenario: Scenario) -> str:
     if not scenario_options(scenario).dataflow or kernels <= MAX_AUTO_DATAFLOW_KERNELS:
         return ""
     return (
-        f"a DATAFLOW graph of {kernels} kernels takes up to {MAX_RESOLVE_S:g} s per re-solve, "
-        "one per resource and factor; run with --what-if to compute it"
+        f"a DATAFLOW graph of {kernels} kernels: each re-solve (one per resource and factor) "
+        "runs a fusion search; run with --what-if to compute it"
     )
 
 
@@ -119,13 +114,13 @@ def sensitivity(
     force: bool = False,
 ) -> Sensitivity:
     """Re-solve `scenario` (a Scenario) once per scaled resource; `plan` is its
-    checked plan and `time_limit_s` the run's limit (None: the setup's). Every re-solved
-    plan passes the same independent re-check. Unless `force`, a scenario `skip_reason`
-    names gets an empty table that says why."""
+    checked plan and `time_limit_s` the run's valve (None: the setup's), each re-solve's
+    valve too. Every re-solved plan passes the same independent re-check. Unless `force`,
+    a scenario `skip_reason` names gets an empty table that says why."""
     skipped = "" if force else skip_reason(scenario)
     if skipped:
         return Sensitivity(plan.latency_s, 0.0, (), plan.stats.status, skipped)
-    time_limit_s = resolve_time_limit(solver_options(scenario.setup, time_limit_s).time_limit_s)
+    time_limit_s = solver_options(scenario.setup, time_limit_s).time_limit_s
     start = base_candidate(plan)
     rows = []
     with solutions_kept():
@@ -139,7 +134,8 @@ def sensitivity(
             except NoPlanError:
                 rows.append(Row(name, factor, "no_plan", None, None))
                 continue
-            rows.append(Row(name, factor, p.stats.status, p.latency_s, p.stats.gap))
+            stop = p.stats.stop_reason if p.stats.status != "optimal" else ""
+            rows.append(Row(name, factor, p.stats.status, p.latency_s, p.stats.gap, stop))
     return Sensitivity(plan.latency_s, time_limit_s, tuple(rows), plan.stats.status)
 
 

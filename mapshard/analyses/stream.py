@@ -214,6 +214,7 @@ def run_stream(
         step_overhead_s=table.overhead_s,
         server=server,
         notes=notes,
+        setup=loaded.setup,
     )
     return view, scenario, plan
 

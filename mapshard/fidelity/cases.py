@@ -9,6 +9,7 @@ and must stay distinguishable from zero.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,7 +181,21 @@ def read_cases(path: str | Path) -> list[Case]:
         elif case.id in seen:
             problems.append(f"{path}: line {line}: id {case.id} appears twice")
         seen.add(case.id)
+        value = cells.get("value", "").strip()
+        if value and not _positive_number(value):
+            problems.append(
+                f"{path}: line {line}: value {value[:20]!r} of {case.id or 'the row'} is not a "
+                "measurement; give a finite number > 0 in the metric's unit (or leave it empty)"
+            )
         cases.append(case)
     if problems:
         raise SetupError(problems)
     return cases
+
+
+def _positive_number(text: str) -> bool:
+    try:
+        number = float(text)
+    except ValueError:
+        return False
+    return math.isfinite(number) and number > 0

@@ -10,11 +10,9 @@ import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from mapshard.fidelity.cases import BOUNDS_PCT
 from mapshard.report.plots import figure, to_svg
-from mapshard.sweeps.store import write_atomic
 
 COLUMNS = ("id", "kind", "metric", "measured", "predicted", "error_pct", "reason")
 SUMMARY_COLUMNS = (
@@ -271,18 +269,10 @@ def validation_svg(outcomes: Sequence[Outcome]) -> str:
         return to_svg(fig)
 
 
-def write_outputs(
-    out: Path, outcomes: Sequence[Outcome], summary: Sequence[GroupSummary]
-) -> list[Path]:
-    """validation.csv, validation_summary.csv, validation.svg under `out`, each atomically."""
-    files = {
+def output_files(outcomes: Sequence[Outcome], summary: Sequence[GroupSummary]) -> dict[str, str]:
+    """validation.csv, validation_summary.csv and validation.svg: name -> content."""
+    return {
         "validation.csv": validation_csv(outcomes),
         "validation_summary.csv": summary_csv(summary),
         "validation.svg": validation_svg(outcomes),
     }
-    paths = []
-    for name, text in files.items():
-        path = Path(out) / name
-        write_atomic(path, text.encode("utf-8"))
-        paths.append(path)
-    return paths

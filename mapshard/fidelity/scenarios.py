@@ -391,6 +391,9 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     setup.name = f"validate_{case.id}"
     _workload(case, setup)
     _system(case, spec, setup, levels)
+    # the kernel-time source (extra_params kernel_source=...; unset: the chip's default,
+    # "none": the physical model alone, mapshard.fidelity.sources)
+    setup.system.kernel_source = case.extra.get("kernel_source", "")
     # no overlap set: kernel by kernel with the chip's calibrated overlap (ChipSpec.overlap;
     # GPUs SERIAL_NETWORK), exactly what `mapshard run` of the same setup assumes; a recipe
     # that overlaps its TP collectives says so (an execution block whose overlap stays

@@ -31,7 +31,14 @@ SHARDING = {
 }
 # the top-level blocks of DFModel's DSE message; the rest is MapShard's own
 DSE_FIELDS = ("dataflow_graph", "system", "cost", "execution", "gurobi")
-MAPSHARD_ONLY = ("pin_sharding", "pipeline_schedule", "serialize_network", "tp_comm_overlap")
+MAPSHARD_ONLY = (
+    "pin_sharding",
+    "pipeline_schedule",
+    "serialize_network",
+    "tp_comm_overlap",
+    "placement",
+    "pin",
+)
 WHOLE = re.compile(r"^(\s*(?:word|time): -?\d+)\.0$", re.M)
 
 
@@ -116,17 +123,18 @@ def topological_numbers(graph: setup_pb2.DataflowGraph) -> dict[int, int]:
             succ[c.startIdx].append(c.endIdx)
             indegree[c.endIdx] += 1
     level: dict[int, int] = {}
-    rnd = 0
-    while len(level) < len(ids):
-        ready = [i for i in ids if i not in level and indegree[i] == 0]
-        if not ready:  # a cycle: validation refuses it before any plan exists
-            raise ValueError("the dataflow graph has a cycle")
+    ready, rnd = [i for i in ids if indegree[i] == 0], 0
+    while ready:  # round by round, each kernel touched once (a long chain: not n^2)
+        following = []
         for i in ready:
             level[i] = rnd
-        for i in ready:
             for j in succ[i]:
                 indegree[j] -= 1
-        rnd += 1
+                if indegree[j] == 0:
+                    following.append(j)
+        ready, rnd = following, rnd + 1
+    if len(level) < len(ids):  # a cycle: validation refuses it before any plan exists
+        raise ValueError("the dataflow graph has a cycle")
     return level
 
 

@@ -68,6 +68,9 @@ def choice_lines(plan: Plan) -> list[str]:
     pruned = [c for c in plan.choices if c.status == "pruned"]
     if pruned:
         lines.append(f"  pruned {len(pruned)}: roofline bound above the best plan found")
+    unsolved = [c for c in plan.choices if c.status == "not_solved"]
+    if unsolved:
+        lines.append(f"  not solved {len(unsolved)}: {unsolved[0].reason} (bounds in the gap)")
     infeasible = [c for c in plan.choices if c.status == "infeasible"]
     for c in infeasible[:MAX_INFEASIBLE_LINES]:
         reason = c.reason or "no reason recorded"

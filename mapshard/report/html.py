@@ -8,22 +8,28 @@ from typing import Any
 
 from generator.graph import Kernel, Workload
 from hardware.system import System
+from mapshard.analyses.stream_sim import PERCENTILES
 from mapshard.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report import plots
 from mapshard.report.bounds import frontier_curves, gemm_shape
 from mapshard.report.energy import money_text, step_energy
+from mapshard.report.html_tables import tables_section
 from mapshard.report.html_views import sensitivity_section, serving_section, stream_section
 from mapshard.report.markup import escape as _e
 from mapshard.report.markup import table as _table
-from mapshard.report.summary import parallelism_text, step_components, training_text
-from mapshard.report.tables import dims_text
+from mapshard.report.summary import parallelism_text, training_text
 from mapshard.report.terminal import difference_lines
-from mapshard.report.totals import config_total_s, kernel_time_s, phase_instances, phase_total_s
-from mapshard.views import Views
-from solver.plan import KernelPlan, Plan
+from mapshard.report.totals import (
+    kernel_time_s,
+    phase_instances,
+    phase_step_s,
+    phase_total_s,
+    step_terms,
+)
+from mapshard.views import StreamView, Views
+from solver.plan import Plan
 
 MAX_FRONTIER_GEMMS = 4
-MAX_KERNEL_ROWS = 40
 MAX_CHOICE_ROWS = 200
 MAX_INLINE_MAPPING = 2_000_000  # bytes of Graphviz SVG worth inlining
 
@@ -68,10 +74,19 @@ def _fig(svg: str, caption: str = "", plot: bool = True) -> str:
     return f'<div class="{cls}">{svg}{cap}</div>'
 
 
-def headline_cards(plan: Plan) -> str:
+def headline_cards(plan: Plan, stream: StreamView | None = None) -> str:
     st, m = plan.stats, plan.memory
     cards = []
-    if plan.ttft_s is not None or plan.tpot_s is not None:
+    if stream is not None:
+        s, median = stream.stats, PERCENTILES.index(50)
+        cards += [
+            _card("stream throughput", _per_s(s.output_tokens_per_s), "output tokens"),
+            _card("TTFT p50", fmt_time(s.ttft_s[median]), "time to first token"),
+            _card("TPOT p50", fmt_time(s.tpot_s[median]) if s.tpot_s else "-"),
+            _card("latency p50", fmt_time(s.latency_s[median]), "per request"),
+            _card("plan shown", fmt_time(plan.latency_s), "one engine step"),
+        ]
+    elif plan.ttft_s is not None or plan.tpot_s is not None:
         cards += [
             _card("request latency", fmt_time(plan.latency_s)),
             _card("TTFT", fmt_time(plan.ttft_s), "time to first token"),
@@ -84,7 +99,7 @@ def headline_cards(plan: Plan) -> str:
                 fmt_time(plan.iteration_time_s or plan.latency_s),
             )
         )
-    if plan.tokens_per_s is not None:
+    if plan.tokens_per_s is not None and stream is None:
         cards.append(_card("throughput", _per_s(plan.tokens_per_s)))
     cards += [
         _card(
@@ -118,7 +133,9 @@ def headline_cards(plan: Plan) -> str:
         _card(
             "outer choices",
             f"{st.choices_solved} solved",
-            f"{st.choices_pruned} pruned, {st.choices_infeasible} infeasible of {st.choices_total}",
+            f"{st.choices_pruned} pruned, {st.choices_infeasible} infeasible"
+            + (f", {st.choices_not_solved} not solved" if st.choices_not_solved else "")
+            + f" of {st.choices_total}",
         ),
     ]
     return '<div class="cards">' + "".join(cards) + "</div>"
@@ -139,46 +156,51 @@ def _calibration_card(plan: Plan) -> list[str]:
 
 
 def time_section(plan: Plan) -> str:
-    rows = []
-    for p in plan.phases:
-        rows.append(
-            [
-                p.name,
-                p.role,
-                f"{phase_instances(plan, p):g}",
-                fmt_time(p.latency_s),
-                fmt_time(p.lower_bound_s),
-                fmt_time(phase_total_s(plan, p)),
-                str(len(p.configs)),
-                str(len(p.kernels)),
-            ]
-        )
-    extra = [[k, fmt_time(v)] for k, v in step_components(plan)]
-    out = [
-        "<h2>Where the time goes</h2>",
-        _table(
-            [
-                "phase",
-                "role",
-                "instances / step",
-                "one instance",
-                "roofline bound",
-                "busy / step",
-                "configs",
-                "kernels",
-            ],
-            rows,
-            2,
-        ),
+    """Where the time goes, per step: the phases' and the step's own terms' wall time,
+    adding up to the step (the busy time summed over stages is the table's last column)."""
+    per_phase = phase_step_s(plan)
+    step = plan.latency_s or 1.0
+    rows = [
+        [
+            p.name,
+            p.role,
+            f"{phase_instances(plan, p):g}",
+            fmt_time(p.latency_s),
+            fmt_time(p.lower_bound_s),
+            fmt_time(per_phase[p.name]),
+            fmt_pct(per_phase[p.name] / step),
+            str(len(p.configs)),
+            str(len(p.kernels)),
+            fmt_time(phase_total_s(plan, p)),
+        ]
+        for p in plan.phases
     ]
-    if extra:
-        out.append(_table(["step time (as the solver splits it)", "time"], extra, narrow=True))
+    rows += [
+        [
+            name.replace("_", " "),
+            "step term",
+            "",
+            "",
+            "",
+            fmt_time(v),
+            fmt_pct(v / step),
+            "",
+            "",
+            "",
+        ]
+        for name, v in step_terms(plan)
+    ]
+    rows.append(["total", "", "", "", "", fmt_time(plan.latency_s), "100%", "", "", ""])
+    header = ["phase / term", "role", "instances", "one instance", "roofline bound", "per step",
+              "share", "configs", "kernels", "busy, all stages"]  # fmt: skip
+    out = ["<h2>Where the time goes</h2>", _table(header, rows, 2)]
     if plan.phases:
         out.append(
             _fig(
                 plots.time_by_config_svg(plan),
-                "Busy time per step: one instance's latency times the instances per "
-                "step (layers x steps x micro-batches), summed over pipeline stages.",
+                "Each configuration's share of the step's wall time (its phase's time per step "
+                "split by busy time); the step's own terms (pipeline bubble, exposed "
+                "communication, optimizer) are bars of their own. The bars add up to the step.",
             )
         )
         out.append(_fig(plots.time_by_class_svg(plan)))
@@ -211,16 +233,15 @@ def memory_section(plan: Plan) -> str:
     return "<h2>Memory per chip</h2>" + _fig(plots.memory_svg(plan))
 
 
-def _kernel_of(workload: Workload | None, k: KernelPlan) -> Kernel | None:
+def _kernels_by_name(workload: Workload | None) -> dict[tuple[str, str], Kernel]:
+    """(phase, kernel name) -> kernel, built once (a lookup per kernel: not n^2)."""
     if workload is None:
-        return None
+        return {}
+    by_name: dict[tuple[str, str], Kernel] = {}
     for p in workload.phases:
-        if p.name == k.phase:
-            try:
-                return p.graph.kernel(k.name)
-            except KeyError:
-                return None
-    return None
+        for kernel in p.graph.kernels:
+            by_name.setdefault((p.name, kernel.name), kernel)
+    return by_name
 
 
 def frontier_section(plan: Plan, system: System | None, workload: Workload | None) -> str:
@@ -235,8 +256,9 @@ def frontier_section(plan: Plan, system: System | None, workload: Workload | Non
     )
     gemms: list[tuple[str, int, int, int, float]] = []
     chosen: dict[str, tuple[float, float]] = {}
+    kernels = _kernels_by_name(workload)
     for _, _, k in totals:
-        shape = gemm_shape(k, plots.kernel_shards(plan, k), _kernel_of(workload, k))
+        shape = gemm_shape(k, plots.kernel_shards(plan, k), kernels.get((k.phase, k.name)))
         if shape is None:
             continue
         name = f"{k.phase}/{k.name}"
@@ -276,99 +298,6 @@ def inference_section(plan: Plan) -> str:
     )
 
 
-def tables_section(plan: Plan) -> str:
-    crow = []
-    for p in plan.phases:
-        for c in sorted(p.configs, key=lambda c: c.index):
-            crow.append(
-                [
-                    p.name,
-                    str(c.index),
-                    ", ".join(c.kernels),
-                    c.bound,
-                    fmt_time(c.compute_s),
-                    fmt_time(c.memory_s),
-                    fmt_time(c.network_s),
-                    fmt_time(c.latency_s),
-                    fmt_bytes(c.sram_bytes),
-                    fmt_time(config_total_s(plan, p, c)),
-                ]
-            )
-    ranked = sorted(
-        (
-            (kernel_time_s(k) * phase_instances(plan, p), i, k)
-            for p in plan.phases
-            for i, k in enumerate(p.kernels)
-        ),
-        key=lambda x: (-x[0], x[1]),
-    )
-    krow = [
-        [
-            f"{k.phase}/{k.name}",
-            k.kind,
-            k.kernel_class,
-            k.pass_,
-            dims_text(k.dims),
-            k.sharding,
-            k.tile,
-            str(k.config),
-            k.bound,
-            fmt_time(k.compute_s),
-            fmt_time(k.memory_s),
-            fmt_time(k.network_s),
-            fmt_bytes(k.dram_bytes),
-            fmt_time(t),
-        ]
-        for t, _, k in ranked[:MAX_KERNEL_ROWS]
-    ]
-    more = (
-        f"<p class='note'>{len(ranked) - MAX_KERNEL_ROWS} more kernels in kernels.csv.</p>"
-        if len(ranked) > MAX_KERNEL_ROWS
-        else ""
-    )
-    return (
-        "<h2>Configurations</h2>"
-        + _table(
-            [
-                "phase",
-                "config",
-                "kernels",
-                "bound",
-                "compute",
-                "memory",
-                "network",
-                "latency",
-                "SRAM",
-                "busy / step",
-            ],
-            crow,
-            3,
-        )
-        + "<h2>Kernels (by busy time per step)</h2>"
-        + _table(
-            [
-                "kernel",
-                "kind",
-                "class",
-                "pass",
-                "dims",
-                "sharding",
-                "tile",
-                "config",
-                "bound",
-                "compute",
-                "memory",
-                "network",
-                "DRAM / chip",
-                "busy / step",
-            ],
-            krow,
-            7,
-        )
-        + more
-    )
-
-
 def solver_section(plan: Plan) -> str:
     st = plan.stats
     stats = [
@@ -384,7 +313,8 @@ def solver_section(plan: Plan) -> str:
         [
             "outer choices",
             f"{st.choices_total} total, {st.choices_solved} solved, "
-            f"{st.choices_pruned} pruned, {st.choices_infeasible} infeasible",
+            f"{st.choices_pruned} pruned, {st.choices_infeasible} infeasible"
+            + (f", {st.choices_not_solved} not solved" if st.choices_not_solved else ""),
         ],
         *([["training knobs", training_text(plan)]] if plan.training else []),
     ]
@@ -452,7 +382,7 @@ def report_html(
             + "</ul></div>"
         )
     parts += [
-        headline_cards(plan),
+        headline_cards(plan, views.stream),
         inference_section(plan),
         serving_section(views.serving),
         stream_section(views.stream),

@@ -13,9 +13,9 @@ def sensitivity_section(sensitivity: Sensitivity | None) -> str:
     if sensitivity is None:
         return ""
     note = (
-        "Each resource scaled on its own and the scenario re-solved through the same search "
-        f"(at most {sensitivity.time_limit_s:.3g} s per re-solve); a row stopped at its time "
-        "limit shows the best plan found, an upper bound on the new latency."
+        "Each resource scaled on its own and the scenario re-solved through the same search, "
+        "on the setup's work budgets (the same table on every run); a row a budget or the "
+        "time limit stopped shows the best plan found, an upper bound on the new latency."
     )
     return (
         "<h2>What if</h2>"

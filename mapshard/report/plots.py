@@ -17,11 +17,18 @@ from typing import Any
 from mapshard.fmt import fmt_bytes, fmt_si, kernel_class_label
 from mapshard.report import svgplot
 from mapshard.report.svgplot import INK, Canvas, Scale
-from mapshard.report.totals import config_total_s, kernel_time_s, phase_instances
+from mapshard.report.totals import (
+    config_step_s,
+    kernel_time_s,
+    phase_instances,
+    phase_step_s,
+    step_terms,
+)
 from solver.plan import KernelPlan, Plan
 
 BOUND_COLORS = {"compute": "#4c72b0", "memory": "#dd8452", "network": "#55a868"}
 CLASS_COLORS = {**BOUND_COLORS, "overhead": "#8c8c8c"}  # what binds a kernel or configuration
+STEP_COLOR = "#c44e52"  # the step's own terms (bubble, exposed communication, optimizer)
 MEMORY_COLORS = ("#4c72b0", "#8172b3", "#937860", "#dd8452", "#55a868")
 _RC = {
     "svg.hashsalt": "mapshard",
@@ -80,12 +87,19 @@ def _config_label(phase: str, index: int, kernels: tuple[str, ...]) -> str:
 
 
 def time_by_config_svg(plan: Plan) -> str:
-    """Horizontal bars: each configuration's time per step (latency x instances)."""
+    """Horizontal bars: each configuration's share of the step's wall time, and the step's
+    own terms (bubble, exposed communication, optimizer): they add up to the step."""
+    per_phase = phase_step_s(plan)
     rows = [
-        (_config_label(p.name, c.index, c.kernels), config_total_s(plan, p, c), c.bound)
+        (
+            _config_label(p.name, c.index, c.kernels),
+            config_step_s(plan, p, c, per_phase[p.name]),
+            c.bound,
+        )  # fmt: skip
         for p in plan.phases
         for c in sorted(p.configs, key=lambda c: c.index)
     ]
+    rows += [(name.replace("_", " "), v, "step") for name, v in step_terms(plan)]
     total = sum(r[1] for r in rows) or 1.0
     if len(rows) > MAX_BARS:  # the longest ones in execution order, the rest as one bar
         keep = set(sorted(range(len(rows)), key=lambda i: (-rows[i][1], i))[: MAX_BARS - 1])
@@ -98,16 +112,18 @@ def time_by_config_svg(plan: Plan) -> str:
     c = Canvas(WIDTH, top + row_h * max(1, len(rows)) + 70)
     xs = Scale(0, max((r[1] / scale for r in rows), default=1.0) * 1.12 or 1.0, left, WIDTH - 20)
     ys = Scale(0, max(1, len(rows)), top, top + row_h * max(1, len(rows)))
-    title = "Time by configuration; colour = binding resource, % of busy time"
-    xlabel = f"time per step, busy time summed over stages ({unit})"
+    title = "Time per step by configuration; colour = binding resource, % of the step"
+    xlabel = f"wall time per step ({unit})"
     svgplot.axes(c, xs, ys, xlabel, "", title, yticks=False)
     for i, (label, t, bound) in enumerate(rows):
         y = ys(i) + 3
-        c.rect(xs(0), y, xs(t / scale) - xs(0), row_h - 6, CLASS_COLORS.get(bound, "#999999"),
+        fill = STEP_COLOR if bound == "step" else CLASS_COLORS.get(bound, "#999999")
+        c.rect(xs(0), y, xs(t / scale) - xs(0), row_h - 6, fill,
                f"{label}: {bound}")  # fmt: skip
         c.text(left - 6, y + row_h / 2 + 1, label, 10.5, "end")
         c.text(xs(t / scale) + 3, y + row_h / 2 + 1, f"{100 * t / total:.1f}%", 10)
-    svgplot.legend(c, list(CLASS_COLORS.items()), c.height - 8)
+    legend = list(CLASS_COLORS.items()) + [("step term", STEP_COLOR)]
+    svgplot.legend(c, legend, c.height - 8)
     return c.svg()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mapshard.analyses.stream_sim import PERCENTILES
 from mapshard.fmt import finite
 from mapshard.report.energy import step_energy
 from mapshard.report.totals import (
@@ -15,7 +16,7 @@ from mapshard.report.totals import (
     phase_instances,
     phase_total_s,
 )
-from mapshard.views import Views
+from mapshard.views import StreamView, Views
 from solver.plan import Plan
 
 TIMING_KEYS = ("solve_time_s", "build_time_s")
@@ -56,16 +57,6 @@ def training_text(plan: Plan) -> str:
     )
 
 
-def step_components(plan: Plan) -> list[tuple[str, float]]:
-    """How the solver splits the step time: its time_breakdown when given, else the step
-    terms outside the graphs (bubble, DP all-reduce, optimizer, pipeline transfers)."""
-    if plan.time_breakdown:
-        return [(k.replace("_", " "), v) for k, v in sorted(plan.time_breakdown.items())]
-    terms = (("pipeline bubble", plan.pipeline_bubble_s), ("DP all-reduce", plan.dp_allreduce_s),
-             ("optimizer", plan.optimizer_s), ("pp transfer", plan.pp_transfer_s))  # fmt: skip
-    return [(k, v) for k, v in terms if v > 0]
-
-
 def _clean(value: Any) -> Any:
     """JSON-safe and deterministic: non-finite floats become null, tuples lists."""
     if isinstance(value, float):
@@ -103,6 +94,19 @@ def _energy(plan: Plan) -> dict[str, Any]:
     return {"energy_J": e.joules, "energy_model": e.model, "energy_utilisation": e.utilisation}
 
 
+def time_sources(plan: Plan) -> dict[str, dict[str, float]]:
+    """Kernels and their compute time per step (launch overhead included, x instances) by
+    the source of that time (kernels.csv `time_source`)."""
+    out: dict[str, dict[str, float]] = {}
+    for phase in plan.phases:
+        instances = phase_instances(plan, phase)
+        for k in phase.kernels:
+            entry = out.setdefault(k.time_source or "unknown", {"kernels": 0, "compute_s": 0.0})
+            entry["kernels"] += 1
+            entry["compute_s"] += k.compute_s * instances
+    return dict(sorted(out.items()))
+
+
 def summary_dict(
     plan: Plan,
     views: Views | None = None,
@@ -131,6 +135,7 @@ def summary_dict(
         "choices_solved": st.choices_solved,
         "choices_pruned": st.choices_pruned,
         "choices_infeasible": st.choices_infeasible,
+        "choices_not_solved": st.choices_not_solved,
         "scenario": plan.scenario,
         "workload_kind": plan.workload_kind,
         "num_chips": plan.num_chips,
@@ -161,6 +166,7 @@ def summary_dict(
         "busy_time_s": busy_total_s(plan),
         "phases": _phases(plan),
         "num_kernels": sum(len(p.kernels) for p in plan.phases),
+        "time_sources": time_sources(plan),
         "num_configs": sum(len(p.configs) for p in plan.phases),
         "warnings": list(plan.warnings),
         "overlap": plan.overlap,
@@ -195,7 +201,24 @@ def summary_dict(
         out["serving"] = views.serving.as_dict()
     if views.stream is not None:
         out["stream"] = views.stream.as_dict()
+        out |= stream_headline(views.stream, out)
     return _clean(dict(sorted(out.items())))
+
+
+def stream_headline(stream: StreamView, summary: dict[str, Any]) -> dict[str, Any]:
+    """A request stream answers "what does serving this stream give": its throughput and
+    median latencies are the top-level figures; the solved engine step the plan shows keeps
+    its own under `plan_step`."""
+    st = stream.stats
+    median = PERCENTILES.index(50)
+    return {
+        "latency_s": st.latency_s[median],
+        "ttft_s": st.ttft_s[median],
+        "tpot_s": st.tpot_s[median] if st.tpot_s else None,
+        "tokens_per_s": st.output_tokens_per_s,
+        "headline": "stream: output tokens/s and p50 latencies of the simulated stream",
+        "plan_step": {k: summary.get(k) for k in ("latency_s", "ttft_s", "tpot_s", "tokens_per_s")},
+    }
 
 
 def summary_json(plan: Plan, views: Views | None = None) -> str:

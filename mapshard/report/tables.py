@@ -10,7 +10,13 @@ import csv
 import io
 
 from mapshard.fmt import num
-from mapshard.report.totals import busy_total_s, config_total_s, phase_instances
+from mapshard.report.totals import (
+    busy_total_s,
+    config_step_s,
+    config_total_s,
+    phase_instances,
+    phase_step_s,
+)
 from solver.plan import KernelPlan, PhasePlan, Plan
 
 KERNEL_COLUMNS = (
@@ -40,6 +46,7 @@ KERNEL_COLUMNS = (
     "count",
     "steps",
     "instances",
+    "time_source",
 )
 
 CONFIG_COLUMNS = (
@@ -56,6 +63,8 @@ CONFIG_COLUMNS = (
     "instances",
     "total_s",
     "share_of_busy",
+    "per_step_s",
+    "share_of_step",
 )
 
 
@@ -111,17 +120,24 @@ def kernels_csv(plan: Plan) -> str:
                     num(phase.count),
                     num(phase.steps),
                     num(instances),
+                    k.time_source,
                 ]
             )
     return _csv(KERNEL_COLUMNS, rows)
 
 
 def configs_csv(plan: Plan) -> str:
+    """Per configuration: one instance's times; `total_s` its busy time per step summed over
+    the chips that run it (pipeline stages included); `per_step_s` its share of the step's
+    wall time, which with the step's own terms (summary.json time_breakdown) adds up to the
+    step."""
     busy = busy_total_s(plan)
+    per_phase = phase_step_s(plan)
     rows = []
     for phase in plan.phases:
         for c in sorted(phase.configs, key=lambda c: c.index):
             total = config_total_s(plan, phase, c)
+            per_step = config_step_s(plan, phase, c, per_phase[phase.name])
             rows.append(
                 [
                     phase.name,
@@ -137,6 +153,8 @@ def configs_csv(plan: Plan) -> str:
                     num(phase_instances(plan, phase)),
                     num(total),
                     num(total / busy if busy > 0 else None),
+                    num(per_step),
+                    num(per_step / plan.latency_s if plan.latency_s > 0 else None),
                 ]
             )
     return _csv(CONFIG_COLUMNS, rows)

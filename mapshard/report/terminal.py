@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import sys
 
+from mapshard.analyses.stream_sim import PERCENTILES
 from mapshard.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from mapshard.report.energy import money_text, step_energy
-from mapshard.report.summary import parallelism_text, step_components, training_text
+from mapshard.report.summary import parallelism_text, training_text
 from mapshard.report.totals import (
-    busy_total_s,
-    config_total_s,
+    config_step_s,
     parallel_degrees,
     phase_instances,
-    phase_total_s,
+    phase_step_s,
+    step_terms,
 )
-from mapshard.views import HEADER, Sensitivity, Serving, Views
+from mapshard.views import HEADER, Sensitivity, Serving, StreamView, Views
 from solver.api import Term, describe_model_differences
 from solver.plan import Plan
 
@@ -33,6 +34,9 @@ def _bold(text: str, color: bool) -> str:
 STOP_TEXT = {
     "time_limit": "at the time limit",
     "path_cap": "on the fusion search's cap of priced segmentations (solver max_paths)",
+    "price_cap": "on the fusion search's budget of segment prices (solver max_priced)",
+    "node_limit": "on a MILP's node budget (solver node_limit)",
+    "candidate_cap": "on the outer search's candidate budget (solver max_candidates)",
     "memory_split": "on the cap of solves tracing each graph's latency-vs-DRAM frontier "
     "(the DRAM split among the graphs is not proven optimal)",
     "unexplained": "a layout skipped: its graph search found no mapping that no resource "
@@ -42,8 +46,9 @@ STOP_TEXT = {
 }
 
 
-def headline_lines(plan: Plan) -> list[str]:
-    """The numbers a reader wants first, one per line."""
+def headline_lines(plan: Plan, stream: StreamView | None = None) -> list[str]:
+    """The numbers a reader wants first, one per line: for a request stream, the stream's
+    throughput and median latencies, the plan's engine step after them."""
     st = plan.stats
     chips = f"{plan.num_chips} chip" + ("s" if plan.num_chips != 1 else "")
     lines = [f"Scenario {plan.scenario} ({plan.workload_kind}, {chips})"]
@@ -51,13 +56,22 @@ def headline_lines(plan: Plan) -> list[str]:
     lines.append(
         f"Solver: {st.status}, gap {gap}, {fmt_time(st.solve_time_s)}; outer choices "
         f"{st.choices_solved} solved, {st.choices_pruned} pruned, "
-        f"{st.choices_infeasible} infeasible of {st.choices_total}"
+        f"{st.choices_infeasible} infeasible"
+        + (f", {st.choices_not_solved} not solved" if st.choices_not_solved else "")
+        + f" of {st.choices_total}"
     )
     if st.status == "time_limit":
         lines.append(f"Search stopped: {STOP_TEXT.get(st.stop_reason, st.stop_reason)}")
     if st.search_space != "all":
         lines.append(f"Fusion search restricted to {st.search_space}: optimal only within it")
-    if plan.ttft_s is not None or plan.tpot_s is not None:
+    if stream is not None:
+        lines += stream_headline_lines(stream)
+    if stream is not None and plan.tpot_s is not None:
+        lines.append(
+            f"Plan shown: one engine step of {fmt_time(plan.latency_s)} "
+            f"({fmt_si(plan.tokens_per_s)} tokens/s within that step)"
+        )
+    elif plan.ttft_s is not None or plan.tpot_s is not None:
         lines.append(
             f"Request latency {fmt_time(plan.latency_s)}: TTFT {fmt_time(plan.ttft_s)}"
             f", TPOT {fmt_time(plan.tpot_s)}, "
@@ -110,6 +124,17 @@ def headline_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def stream_headline_lines(stream: StreamView) -> list[str]:
+    st = stream.stats
+    median = PERCENTILES.index(50)
+    tpot = fmt_time(st.tpot_s[median]) if st.tpot_s else "-"
+    return [
+        f"Request stream: {fmt_si(st.output_tokens_per_s)} output tokens/s, "
+        f"{st.requests_per_s:.3g} requests/s; p50 TTFT {fmt_time(st.ttft_s[median])}, "
+        f"TPOT {tpot}, latency {fmt_time(st.latency_s[median])}"
+    ]
+
+
 def _token_kind(plan: Plan) -> str:
     """Prefill alone counts prompt tokens; decode and whole requests generated ones."""
     return "input" if plan.tpot_s is None else "output"
@@ -122,36 +147,51 @@ def _config_label(c) -> str:
     return f"  config {c.index} {first}{more}"
 
 
+def _step_word(plan: Plan) -> str:
+    """What latency_s is: a training step, one inference step, or a whole request."""
+    if plan.workload_kind == "training":
+        return "step"
+    return "request" if plan.tpot_s is not None and plan.ttft_s is not None else "step"
+
+
 def config_table(plan: Plan) -> list[str]:
-    """Phases and their configurations: time per step, binding resource, share."""
-    busy = busy_total_s(plan) or 1.0
+    """Phases and their configurations, then the step's own terms (bubble, exposed
+    communication, optimizer): wall time per step, adding up to the step time."""
+    step = plan.latency_s or 1.0
+    word = _step_word(plan)
     head = (
         f"{'phase / configuration':<24}{'kernels':>8}{'inst.':>7}{'one':>10}"
-        f"{'total':>10}  {'bound':<8}{'compute':>9}{'memory':>9}{'network':>9}"
-        f"{'% busy':>8}"
+        f"{'per ' + word:>12}  {'bound':<8}{'compute':>9}{'memory':>9}{'network':>9}"
+        f"{'% ' + word:>11}"
     )
     lines = [head, "-" * len(head)]
+
+    def plain(label: str, seconds: float) -> str:
+        share = 100 * seconds / step
+        return f"{label[:24]:<24}{'':>25}{fmt_time(seconds):>12}  {'':<35}{share:>10.1f}%"
+
+    per_phase = phase_step_s(plan)
     for p in plan.phases:
         n = phase_instances(plan, p)
-        total = phase_total_s(plan, p)
+        phase_s = per_phase[p.name]
         lines.append(
             f"{p.name[:24]:<24}{len(p.kernels):>8}{n:>7g}{fmt_time(p.latency_s):>10}"
-            f"{fmt_time(total):>10}  {'':<8}{'':>27}{100 * total / busy:>7.1f}%"
+            f"{fmt_time(phase_s):>12}  {'':<35}{100 * phase_s / step:>10.1f}%"
         )
         configs = sorted(p.configs, key=lambda c: -c.latency_s)[:MAX_CONFIG_ROWS]
         for c in sorted(configs, key=lambda c: c.index):
-            t = config_total_s(plan, p, c)
+            t = config_step_s(plan, p, c, phase_s)
+            per = t / c.latency_s if c.latency_s > 0 else 0.0  # instances on the critical path
             lines.append(
                 f"{_config_label(c):<24.24}{len(c.kernels):>8}{'':>7}"
-                f"{fmt_time(c.latency_s):>10}{fmt_time(t):>10}  {c.bound:<8}"
-                f"{_t(c.compute_s * n):>9}{_t(c.memory_s * n):>9}"
-                f"{_t(c.network_s * n):>9}{100 * t / busy:>7.1f}%"
+                f"{fmt_time(c.latency_s):>10}{fmt_time(t):>12}  {c.bound:<8}"
+                f"{_t(c.compute_s * per):>9}{_t(c.memory_s * per):>9}"
+                f"{_t(c.network_s * per):>9}{100 * t / step:>10.1f}%"
             )
         if len(p.configs) > MAX_CONFIG_ROWS:
             lines.append(f"  ... {len(p.configs) - MAX_CONFIG_ROWS} shorter configurations")
-    parts = step_components(plan)
-    if parts:
-        lines.append("Step time: " + ", ".join(f"{k} {fmt_time(v)}" for k, v in parts))
+    lines += [plain(name.replace("_", " "), v) for name, v in step_terms(plan)]
+    lines.append(plain(f"{word} time", plan.latency_s))
     return lines
 
 
@@ -220,8 +260,8 @@ def format_summary(
     if color is None:
         color = sys.stdout.isatty()
     lines = [_bold("MapShard plan", color)]
-    lines += headline_lines(plan)
-    lines += ["", _bold("Where the time goes (per step)", color)]
+    lines += headline_lines(plan, stream)
+    lines += ["", _bold(f"Where the time goes (per {_step_word(plan)}, adding up to it)", color)]
     lines += config_table(plan)
     if serving is not None:
         lines += ["", _bold("Serving: latency and throughput versus batch", color)]

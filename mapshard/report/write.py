@@ -92,7 +92,7 @@ def write_result_folder(
     return write_results(
         plan,
         out,
-        plan_setup_texts(scenario, plan),
+        plan_setup_texts(scenario, plan, views),
         scenario.system,
         plan_workload(scenario, plan),
         extra,

@@ -8,8 +8,8 @@ import math
 
 from generator.graph import Kernel, KernelGraph, KernelKind, OperandRole, Pass
 from hardware.system import Chip
-from schema.tiles import STREAM, parse_tile
-from solver.cost import efficiency, frontier, memo
+from schema.tiles import ATTENTION, STREAM, parse_tile, tile_text
+from solver.cost import efficiency, frontier, kernel_times, memo
 from solver.cost.attention_tiles import attention_tilings
 from solver.cost.layouts import conversion_groups, conversion_table, rs_dim
 from solver.cost.own_network import own_network
@@ -132,7 +132,7 @@ def build_menu(
         sizes = _shard_sizes(kernel, s, tp)
         frac = math.prod(sizes.values()) / full_elems if full_elems else 1.0
         flop = kernel.flop * frac
-        compute = _compute_time(kernel, chip, sizes, flop, math_precision)
+        compute = _kernel_time(kernel, chip, sizes, flop, math_precision)
         net_s, net_b, coll = own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
         stored, replicated = (), ()
         if weights is not None:
@@ -145,7 +145,7 @@ def build_menu(
                 Option(
                     s,
                     tile,
-                    compute,
+                    compute.seconds,
                     net_s,
                     net_b,
                     buf,
@@ -156,6 +156,7 @@ def build_menu(
                     stored,
                     replicated,
                     tuple(sorted(compulsory.items())),
+                    compute.source,
                 )
             )
     inputs = tuple(o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT)
@@ -185,63 +186,35 @@ def build_menu(
 def _compute_time(
     kernel: Kernel, chip: Chip, sizes: dict[str, int], flop: float, precision: str
 ) -> float:
-    """Compute time of one option at the kernel's efficiency; a GEMM never below the chip's
-    GEMM floor (`efficiency.gemm_compute_time`)."""
-    if flop <= 0:
-        return 0.0
-    if kernel.math_precision and kernel.math_precision != precision:
-        # a kernel at its own precision (the 16-bit LM head under FP8): that peak and plateau
-        precision = kernel.math_precision
-        chip = efficiency.for_precision(chip, precision)
-    if kernel.unit == "vector":  # the input says the vector unit runs it (DFModel SIMD)
-        return flop / (chip.vector_flops * efficiency.vector_efficiency(chip))
+    """Compute time of one option (seconds of `_kernel_time`)."""
+    return _kernel_time(kernel, chip, sizes, flop, precision).seconds
+
+
+def _kernel_time(
+    kernel: Kernel, chip: Chip, sizes: dict[str, int], flop: float, precision: str
+) -> kernel_times.KernelTime:
+    """Compute time of one option and its source (`kernel_times.kernel_compute_time`: a
+    measured table, the calibrated roofline, or the peak)."""
+    shape = None
     if _is_gemm(kernel):
         _, _, _, batch, m, n, k = _gemm_roles(kernel)
-        bm = math.prod(sizes[d] for d in m)
-        bn = math.prod(sizes[d] for d in n)
-        bk = math.prod(sizes[d] for d in k)
-        bb = math.prod(sizes[d] for d in batch)
-        peak = _matrix_precision_peak(chip, precision) * _split(kernel, chip, precision)
-        return efficiency.gemm_compute_time(chip, flop, peak, bm, bn, bk, bb)
-    if kernel.kind == KernelKind.ATTENTION:
-        return flop / _attention_rate(chip, precision)
-    if kernel.kind.uses_matrix_unit or kernel.unit == "matrix":
-        return flop / (
-            _matrix_precision_peak(chip, precision)
-            * efficiency.gemm_efficiency(chip, 1 << 14, 1 << 14, 1 << 14)
-            * _split(kernel, chip, precision)
+        shape = kernel_times.GemmShape(
+            math.prod(sizes[d] for d in m),
+            math.prod(sizes[d] for d in n),
+            math.prod(sizes[d] for d in k),
+            math.prod(sizes[d] for d in batch),
         )
-    return flop / (chip.vector_flops * efficiency.vector_efficiency(chip))
-
-
-def _split(kernel: Kernel, chip: Chip, precision: str) -> float:
-    """The split-accumulation slowdown of an FP8 training dgrad/wgrad GEMM (1 otherwise)."""
-    if kernel.split_accumulate and precision == "fp8":
-        return efficiency.split_accumulate_factor(chip)
-    return 1.0
-
-
-def attention_precision(math_precision: str) -> str:
-    """The precision a fused attention kernel computes in: 16-bit under 8- or 4-bit GEMMs
-    (FP8 recipes quantise the linear layers; softmax(QK^T)V stays in BF16, issue #16)."""
-    return "bf16" if math_precision in ("fp8", "int8", "int4") else math_precision
-
-
-def _attention_rate(chip: Chip, precision: str) -> float:
-    """FLOP/s of the fused attention kernel: the peak and plateau of the precision it
-    computes in (`attention_precision`: BF16 under an FP8 recipe, so the BF16 plateau, not
-    the FP8 one, unless the chip gives attention_util)."""
-    own = attention_precision(precision)
-    at_own = efficiency.for_precision(chip, own)
-    return _matrix_precision_peak(at_own, own) * efficiency.attention_efficiency(at_own)
+    return kernel_times.kernel_compute_time(kernel, chip, shape, flop, precision)
 
 
 def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
     """The highest FLOP/s any option of `kernel` reaches (`_compute_time` never runs it
     faster): the matrix peak at the workload's math precision times the GEMM plateau (the
-    roll-off and occupancy factors are at most 1) or the fused-attention efficiency, the
-    vector rate for the rest. `chip` is the chip after `efficiency.for_precision`; a kernel
-    at its own precision (`Kernel.math_precision`) takes that precision's peak and plateau."""
+    roll-off and occupancy factors are at most 1), or a measured table's best point where
+    one covers the chip (`kernel_times.best_gemm_rate`), or the fused-attention efficiency,
+    the vector rate for the rest. `chip` is the chip after `efficiency.for_precision`; a
+    kernel at its own precision (`Kernel.math_precision`) takes that precision's peak and
+    plateau."""
     if kernel.flop <= 0:
         return math.inf
     if kernel.math_precision and kernel.math_precision != precision:
@@ -253,8 +226,9 @@ def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
         eff = chip.efficiency
         util = eff.fixed_compute_util or (eff.gemm_util or 1.0)
         if kernel.kind == KernelKind.ATTENTION and not _is_gemm(kernel):
-            return _attention_rate(chip, precision)
-        return _matrix_precision_peak(chip, precision) * max(util, 1e-3)
+            return kernel_times.attention_rate(chip, precision)
+        rate = _matrix_precision_peak(chip, precision) * max(util, 1e-3)
+        return kernel_times.best_gemm_rate(chip, precision, rate) if _is_gemm(kernel) else rate
     return chip.vector_flops * efficiency.vector_efficiency(chip)
 
 
@@ -266,13 +240,17 @@ def _tilings(
     out_bytes = sum(compulsory[o.name] for o in kernel.outputs)
     pin = parse_tile(kernel.pinned_tile) if kernel.pinned_tile else None
     if not _is_gemm(kernel):
-        if pin is not None and pin.family != STREAM:
+        if pin is not None and pin.family not in (STREAM, ATTENTION):
             return []  # a GEMM tile pinned on a streamed kernel: no option (untileable says)
         if kernel.kind == KernelKind.ATTENTION:
             tiles = attention_tilings(kernel, sizes, compulsory, sram_bytes)
+            if tiles is not None and pin is not None and pin.family == ATTENTION:
+                return [t for t in tiles if t[0] == tile_text(pin)]  # that tile, if it fits
             if tiles is not None:
                 # pinned "stream": the largest tile that fits (fewest re-reads)
                 return tiles[-1:] if pin is not None else tiles
+        if pin is not None and pin.family == ATTENTION:
+            return []  # an attention tile pinned on a kernel without one
         # streamed row by row: a row spans the innermost dim (a norm's or softmax's
         # reduction), every outer dim is a loop over rows
         rows = math.prod(sizes[d] for d, _ in kernel.dims[:-1]) if kernel.dims else 1

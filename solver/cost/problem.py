@@ -38,6 +38,9 @@ class Option:
     replicated: tuple[str, ...] = ()
     # compulsory bytes per operand, per chip (traffic above it means the tiling re-reads)
     sizes: tuple[tuple[str, float], ...] = ()
+    # where compute_s comes from (solver.cost.kernel_times: a measured table and its
+    # version, the fitted roofline, or the peak, uncalibrated)
+    time_source: str = ""
 
     def traffic_of(self, operand: str) -> float:
         return dict(self.traffic).get(operand, 0.0)

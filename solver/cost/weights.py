@@ -24,7 +24,7 @@ class WeightRule:
     `_recompute` / `_bwd` suffix of the generators (`weight_id`).
     `bytes_per_param`: resident DRAM bytes per stored parameter (weights, and in training
     gradients and optimizer state, each divided by DP at its ZeRO stage; the rule
-    assemble.memory_use counts too: solver.search.storage_rule).
+    footprint.memory_use counts too: solver.search.storage_rule).
     Training: a weight stored whole on every chip of the TP group (any of its readers
     replicates it) has its gradient synchronised over the group once per step
     (`grad_bytes_per_param` bytes per parameter): all-gathered when a WGRAD kernel of the

@@ -26,6 +26,7 @@ def _stage_two(system: System, execution: ExecutionOptions, util: float, sram: f
     return dp.StageTwo(
         1, 1, execution.word_bytes, util, peak, dm.Ratios(), 1, sram,
         dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
+        execution.serialize_network,
     )  # fmt: skip
 
 

@@ -42,6 +42,7 @@ def search_fft(
     c = dp.StageTwo(
         1, 1, execution.word_bytes, util, peak, dm.Ratios(), 1, math.inf,
         dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
+        execution.serialize_network,
     )  # fmt: skip
     lanes = None
     if util <= 0:  # DFModel's lane/stage compute at the FFT shard (M, K, ceil(N / P))

@@ -23,7 +23,6 @@ import solver.dfmodel.pmu as pmu
 import solver.dfmodel.problem as dp
 from generator.graph import KernelGraph
 from schema.errors import SetupError
-from solver.cost.latency import config_latency
 from solver.cost.problem import MappingProblem
 from solver.dfmodel.lanes import LaneKernel, config_cycles, lane_kernel
 from solver.dfmodel.pmu import PmuChip, PmuData
@@ -128,7 +127,7 @@ def set_price(
         sram = sum(t.sram[k][0] + (t.sram[k][1] if t.sram[k][2] & mask else 0) for k in members)
         if sram > c.sram_bytes * (1 + 1e-9) + 1e-6:
             return None
-    latency = config_latency(comp, mem, net, 0.0, c.overlap, False) * times
+    latency = dp.config_ii(c, comp, mem, net) * times
     if not shares:  # the search needs the latency alone
         return SetPrice(latency, [], [])
     return SetPrice(
@@ -243,7 +242,7 @@ def pmu_configs(graph, costs, c, rules, in_order, lanes: LaneCompute, network, p
         fixed = [(p.memory_s, p.network_s) for p in prices]
         got = pmu.solve_assignment(
             graph, configs, data.menus, data.streams, data.shards, data.word, data.chip,
-            fixed, c.overlap, per_cycle,
+            fixed, c.overlap, per_cycle, c.serialize_network,
         )  # fmt: skip
         if got is not None and (best is None or got[0] < best[0]):
             best = (got[0], configs, prices, got[1])
@@ -257,7 +256,7 @@ def pmu_configs(graph, costs, c, rules, in_order, lanes: LaneCompute, network, p
         own = [data.menus[k][picks[k]][2] * data.streams[k] for k in cf]
         comp = max(own) * per_cycle
         mem, net = p.memory_s, p.network_s
-        latency = max(comp, mem, net) if c.overlap else comp + mem + net
+        latency = dp.config_ii(c, comp, mem, net)
         exact.append(SetPrice(latency, _shares(comp, own), p.network, mem, net))
     total = sum(p.latency_s for p in exact)
     found = GraphSolution((), (), total, total, "optimal", stats)

@@ -13,6 +13,8 @@ dim t cut into `num_tile` tiles (M counts outer * M):
   network = bytes(shard_M shard_N word) * num_tile * ratio(collective)
             + the layout conversions of its out-edges (charged at the producer, DFModel's H)
             + ALL_REDUCE_PERIODIC: bytes / micro-batches * ratio_dp (no num_tile)
+            + link_latency x 2 (p_TP - 1) when its own collective is an all-reduce (newer
+              schema, `all_reduce_alpha_s`)
   memory  = every edge with one end in the configuration: the producer's shard bytes x
             num_tile, at both ends (DFModel's D matrix); weights are not read from DRAM.
 Collective ratios (seconds per byte) of a level of degree p and link bandwidth B:
@@ -120,6 +122,18 @@ def ratios(
         ((lv, _),) = pp
         p2p = 1 / stored_Bps(lv.link_bandwidth_Bps)
     return Ratios(ar, a2a, ag, arp, p2p)
+
+
+def all_reduce_alpha_s(spans: dict[str, Sequence[tuple[NetworkLevel, int]]]) -> float:
+    """DFModel's link-latency term of one all-reduce (intra_chip.py @ 5ba2040, newer schema):
+    accelerator.link_latency x 2 (p - 1) with p the TP level's degree, on any topology kind,
+    once per kernel with an all-reduce in a configuration (not x num_tile). The seam
+    (schema/dfmodel.py) put link_latency on every level as its latency."""
+    tp = spans.get("tp", ())
+    if not tp:
+        return 0.0
+    ((lv, p),) = tp
+    return lv.latency_s * 2 * (p - 1)
 
 
 def variant(system: System) -> str:

@@ -73,15 +73,17 @@ def search_dfmodel(
 
 
 def _streamed_flop(workload: Workload, flop: float) -> float:
-    """DFModel's Workload FLOP counts a kernel num_input times (its statistics block)."""
+    """DFModel's Workload FLOP (its statistics block): every kernel by its type, SIMD
+    M x K x N and SYSTOLIC 2 M x K x N (also an element-wise kernel typed SYSTOLIC), x its
+    num_input; `flop` (MapShard's count x instances per step) scaled to that count."""
     kernels = workload.phases[0].graph.kernels
     once = sum(k.flop for k in kernels)
-    extra = sum(
-        k.flop * (k.dfmodel_extra.num_input - 1)
-        for k in kernels
-        if k.dfmodel_extra is not None and k.dfmodel_extra.num_input > 1
-    )
-    return flop * (once + extra) / once if once > 0 else flop
+    theirs = 0.0
+    for k in kernels:
+        d = dm.dims_of(k)
+        stream = k.dfmodel_extra.num_input if k.dfmodel_extra is not None else 0
+        theirs += dm.flop_per_tile(d, (d.M, d.K, d.N)) * max(stream, 1)
+    return flop * theirs / once if once > 0 and theirs > 0 else flop
 
 
 def _degrees(choice) -> dict[str, int]:

@@ -142,10 +142,12 @@ def solve_assignment(
     fixed: Sequence[tuple[float, float]],
     overlap: bool,
     seconds_per_cycle: float,
+    serial: bool = False,
 ) -> tuple[float, list[int]] | None:
     """The least sum of II over `configs` with DFModel's core and PMU rows: (seconds, the
     menu index each kernel takes), None when infeasible. `fixed`: per configuration
-    (memory s, network s); `seconds_per_cycle`: num_tile / freq."""
+    (memory s, network s); `seconds_per_cycle`: num_tile / freq; `serial`: the network
+    after max(compute, memory) (DFModel's OVERLAP_COMPUTE_MEMORY)."""
     model = LinearModel()
     config_of = {k: c for c, cf in enumerate(configs) for k in cf}
     x = [[model.add_col(0.0, 0, 1, True) for _ in menu] for menu in menus]
@@ -164,7 +166,7 @@ def solve_assignment(
             cores.update(use(k, lambda p: p[0] * p[1]))
         model.add_row(cores, -math.inf, chip.cores, f"cores[{c}]")
         model.add_row(pmu_terms[c], -math.inf, chip.pmu, f"pmu[{c}]")
-        _latency(model, cf, x, menus, streams, fixed[c], overlap, seconds_per_cycle)
+        _latency(model, cf, x, menus, streams, fixed[c], (overlap, serial), seconds_per_cycle)
     got = solve(model, gap=1e-9)
     if got.status != "optimal":
         return None
@@ -226,15 +228,20 @@ def _edge_rows(model, graph, config_of, use, shards, word, chip, pmu_terms, tile
 
 
 def _latency(model, members, x, menus, streams, fixed, overlap, seconds_per_cycle) -> None:
-    """II_c (in the objective) >= compute, memory and network (overlap) or = their sum;
-    compute = T_c x num_tile / freq with T_c >= every member's chosen cycles."""
+    """II_c (in the objective) >= compute, memory and network (overlap), >= max(compute,
+    memory) + network (serialised network: DFModel's OVERLAP_COMPUTE_MEMORY) or = their
+    sum; compute = T_c x num_tile / freq with T_c >= every member's chosen cycles."""
     mem_s, net_s = fixed
+    overlapped, serial = overlap
     scale = seconds_per_cycle * US
     t = model.add_col(0.0)
     for k in members:
         terms = {col: -float(p[2] * streams[k]) for col, p in zip(x[k], menus[k])}
         model.add_row({t: 1.0, **terms}, 0, math.inf)
-    if overlap:
+    if serial:
+        ii = model.add_col(1.0, (mem_s + net_s) * US)
+        model.add_row({ii: 1.0, t: -scale}, net_s * US, math.inf)
+    elif overlapped:
         ii = model.add_col(1.0, max(mem_s, net_s) * US)
         model.add_row({ii: 1.0, t: -scale}, 0, math.inf)
     else:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import solver.dfmodel.model as dm
 from generator.graph import KernelGraph
+from solver.cost.latency import config_latency
 from solver.cost.problem import EdgeCost, KernelMenu, MappingProblem, Option
 
 
@@ -44,6 +45,18 @@ class StageTwo:
     sram_bytes: float
     dram_Bps: float
     overlap: bool
+    # DFModel's OVERLAP_COMPUTE_MEMORY: II = max(compute, memory) + network (intra_chip.py)
+    serialize_network: bool = False
+    # DFModel's accelerator.link_latency x 2 (p_TP - 1): what each kernel with an
+    # all-reduce adds to its configuration (model.all_reduce_alpha_s)
+    all_reduce_alpha_s: float = 0.0
+
+
+def config_ii(c: StageTwo, compute_s: float, memory_s: float, network_s: float) -> float:
+    """DFModel's Per_Config_II: max of the three (PERFECT_OVERLAP), max(compute, memory) +
+    network (OVERLAP_COMPUTE_MEMORY) or their sum (NO_OVERLAP): solver.cost.latency's rule
+    with no launch overhead."""
+    return config_latency(compute_s, memory_s, network_s, 0.0, c.overlap, c.serialize_network)
 
 
 def num_tile(graph: KernelGraph, seq_len: int) -> int:
@@ -123,6 +136,8 @@ def kernel_costs(graph: KernelGraph, shardings: Sequence[str], c: StageTwo) -> l
             net = tile_out / max(c.micro_batches, 1) * c.ratios.all_reduce_periodic
         else:
             net = tile_out * c.num_tile * c.ratios.of(own)
+        if own == "all_reduce" and tile_out > 0:
+            net += c.all_reduce_alpha_s  # DFModel's per-hop latency, once per kernel
         weight = m * kk * c.word_bytes if dims.has_weight else 0.0
         # compute_util 0: DFModel's lane/stage model, priced per configuration
         # (solver/dfmodel/lanes.py); 0 here
@@ -192,6 +207,7 @@ def stage_two_problem(
         True,
         max_configs,
         tuple(pins),
+        serialize_network=c.serialize_network,
     )
 
 

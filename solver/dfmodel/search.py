@@ -33,7 +33,7 @@ import solver.dfmodel.problem as dp
 from generator.graph import KernelGraph, Pass, Workload
 from hardware.system import System
 from schema.errors import SetupError
-from solver.check import mapping_cost
+from solver.check import config_cost, mapping_cost
 from solver.cost.problem import MappingProblem
 from solver.dfmodel.assign import Rules
 from solver.dfmodel.lane_search import lane_compute, lane_configs
@@ -43,6 +43,7 @@ from solver.fusion.solve import solve_graph
 from solver.milp.model import solve_configurations
 from solver.options import ExecutionOptions, SolverOptions
 from solver.search.parallel import Choice, enumerate_choices
+from solver.search.placement_pin import pinned_choices
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ def stage_one(graph: KernelGraph, tp: int, options: SolverOptions) -> tuple[str,
 
 
 def _splits(n_configs: int) -> list[tuple[int, int]]:
-    """(forward, backward) configuration counts of DFModel's training split."""
+    """(forward, backward) configuration counts of DFModel's training split (n_configs >= 2;
+    with one, both passes share it)."""
     half = n_configs // 2
     if n_configs % 2 == 0:
         return [(half, half)]
@@ -145,8 +147,13 @@ def solve_configs(
     bwd_k = [k for k in order if bwd[k]]
     names = {k.name: i for i, k in enumerate(graph.kernels)}
     cut = frozenset((e.src, e.dst) for e in graph.edges if bwd[names[e.src]] != bwd[names[e.dst]])
+    splits = _splits(limit)
+    if limit < 2:  # C = 1: DFModel's odd-C rule puts both passes in its middle (only) one
+        problem = dp.stage_two_problem(graph, costs, order, c, limit, [pins[k] for k in order])
+        sol = solve_graph(problem, options)
+        return exact_price(graph, costs, c, [[order[p] for p in cf] for cf in sol.configs], sol)
     best = None
-    for nf, nb in _splits(limit):
+    for nf, nb in splits:
         pf = dp.stage_two_problem(graph, costs, fwd_k, c, nf, [pins[k] for k in fwd_k], cut)
         fixed = [pins[k] - nf if pins[k] >= 0 else -1 for k in bwd_k]
         pb = dp.stage_two_problem(graph, costs, bwd_k, c, nb, fixed, cut)
@@ -240,7 +247,7 @@ def search_choices(
     tile_counts = tiles_to_try(graph, workload.seq_len if llm else 0, execution, util)
     best, failed, lower = None, [], math.inf
     shardings: dict[int, tuple[str, ...]] = {}
-    for choice in dfmodel_choices(system):
+    for choice in pinned_choices(dfmodel_choices(system), execution.placement):
         spans = {name.lower(): span for name, span in choice.spans}
         factors = llm_factors(workload, choice) if llm else (1, 1, 1.0, 1)
         if factors is None:
@@ -256,12 +263,13 @@ def search_choices(
         base = dp.StageTwo(
             tp, 1, execution.word_bytes, util, dm.stored_peak(system, execution.math_precision),
             ratios, nmb, sram, dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
+            execution.serialize_network, dm.all_reduce_alpha_s(spans),
         )  # fmt: skip
         c, costs, (problem, sol, floor) = _best_tiling(
             graph, shardings[tp], base, tile_counts, execution, options
         )
         if not math.isfinite(sol.objective_s):
-            failed.append((choice, _no_fit(execution, sol.status)))
+            failed.append((choice, _no_fit(graph, costs, c, execution, sol.status)))
             continue
         step = _assemble(
             workload, choice, problem, sol, floor, factors, ratios, c.word_bytes, costs
@@ -312,10 +320,9 @@ def breakpoints(size: int) -> list[int]:
 def _best_tiling(graph, shardings, base: dp.StageTwo, counts, execution, options):
     """(StageTwo, kernel costs, solve_configs' result) of the best num_tile in `counts`:
     with many counts (lane/stage), each first priced by the search's total alone."""
-    from dataclasses import replace as with_
 
     def setup(tiles: int):
-        c = with_(base, num_tile=tiles)
+        c = replace(base, num_tile=tiles)
         costs = dp.kernel_costs(graph, shardings, c)
         lanes = _lanes(graph, shardings, c, execution) if c.compute_util <= 0 else None
         return c, costs, lanes
@@ -346,11 +353,28 @@ def _lanes(graph: KernelGraph, shardings, c: dp.StageTwo, execution: ExecutionOp
     return lane_compute(graph, shards, execution.dfmodel, c.num_tile, c.word_bytes, c.peak_flops)
 
 
-def _no_fit(execution: ExecutionOptions, status: str) -> str:
+def _no_fit(graph: KernelGraph, costs, c: dp.StageTwo, execution: ExecutionOptions, status: str):
+    """Why no grouping fits DFModel's SRAM row, and what would: the SRAM one configuration
+    of every kernel needs (num_config 1) and the largest one kernel alone needs (one
+    configuration per kernel), against the chip's."""
+    order = [i for name in graph.topological_order() for i, k in enumerate(graph.kernels)
+             if k.name == name]  # fmt: skip
+    problem = dp.stage_two_problem(graph, costs, order, c, len(order))
+    choice = (0,) * len(order)
+    whole = config_cost(problem, list(range(len(order))), choice).sram_bytes
+    alone = max(config_cost(problem, [k], choice).sram_bytes for k in range(len(order)))
+    limit = execution.num_config or "one per kernel"
+    fix = (
+        f"sram_cap >= {alone:.6g} B even with one configuration per kernel"
+        if alone > c.sram_bytes
+        else f"more configurations (num_config; one per kernel fits) or sram_cap >= {whole:.6g} B "
+        "for one configuration of all"
+    )
     return (
-        f"no grouping into at most {execution.num_config or 'one per kernel'} configurations "
-        "fits the SRAM (DFModel's weights and edge buffers, counted conservatively; search "
-        f"status {status})"
+        f"no grouping into at most {limit} configurations fits DFModel's SRAM row: "
+        f"{c.sram_bytes:.6g} B per chip, while one configuration of all {len(order)} kernels "
+        f"needs {whole:.6g} B (weights and edge buffers, counted conservatively; search status "
+        f"{status}); needs {fix}"
     )
 
 

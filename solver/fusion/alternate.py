@@ -6,13 +6,16 @@ With the segmentation fixed, one MILP re-optimises every kernel's sharding and t
 exact pairwise conversion costs. Alternating the two never increases the cost; it starts
 from the best kernel-by-kernel sharding. The lower bound comes from the exact search over
 all shardings (segments priced with the cheapest conversion of outside producers), run
-with the incumbent for the time that is left, so the reported gap is proven.
+with the incumbent on its work budgets, so the reported gap is proven.
+
+Every budget is work (ROUNDS, ALTERNATION_NODES, the restricted search's ALTERNATION_PATHS,
+the options' max_paths and max_priced): the same plan on every machine. The valve's
+deadline (the options' time limit) is checked between steps and said when it trips.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import replace
 
 from solver.cost.problem import KernelMenu, MappingProblem
@@ -27,18 +30,14 @@ from solver.fusion.segment_search import (
     with_bound,
 )
 from solver.milp.model import solve_configurations
-from solver.options import SolverOptions
+from solver.options import SolverOptions, deadline_of, past
 
-ROUNDS = 4
-
-
+ROUNDS = 4  # sharding assignments tried at most
 ALTERNATION_NODES = 500  # branch-and-bound nodes of one alternation step's MILP
-ALTERNATION_S = 2.0  # and its seconds
+ALTERNATION_PATHS = 20  # segmentations checked by one round's restricted segment search
 # from this size on, a repeated layer's composed plan comes first (the restricted segment
 # search of a first round found no plan in a minute on a 96-layer model, 3,936 kernels)
 COMPOSE_KERNELS = 100
-COMPOSE_SHARE = 0.5  # of the time left, for the composed plan of a repeated layer
-ALTERNATION_SHARE = 0.5  # of the time limit, for the alternation's rounds after the first
 
 
 def restrict(
@@ -68,25 +67,22 @@ def _shardings(problem: MappingProblem, choice: tuple[int, ...]) -> list[str]:
 
 def _first_plan(
     problem: MappingProblem, options: SolverOptions, stats: SearchStats, deadline: float
-) -> tuple[GraphSolution, list[str], bool] | None:
-    """The plan the alternation starts from (its bound the root bound), the shardings of
-    its first round and whether it is a composed one; None when the problem is
-    infeasible. A model's repeated layer: one window solved once and copied (an upper
-    bound only, solver.fusion.compose). Otherwise one configuration per kernel, block by
-    block over the graph's bridges when it has some (the same optimum, a model's
-    repeated layers solved once), else one MILP: its shardings seed the first round, and
-    it is a plan only within num_config."""
+) -> tuple[GraphSolution, list[str]] | None:
+    """The plan the alternation starts from (its bound the root bound) and the shardings
+    of its first round; None when the problem is infeasible. A model's repeated layer:
+    one window solved once and copied (an upper bound only, solver.fusion.compose).
+    Otherwise one configuration per kernel, block by block over the graph's bridges when
+    it has some (the same optimum, a model's repeated layers solved once), else one MILP:
+    its shardings seed the first round, and it is a plan only within num_config."""
     n = len(problem.kernels)
     root = root_bound(problem)
     if n > COMPOSE_KERNELS:
-        now = time.perf_counter()
-        share = now + COMPOSE_SHARE * (deadline - now)
-        composed = compose(problem, options, stats, share, deadline)
+        composed = compose(problem, options, stats, deadline)
         if composed is not None:
             plan = GraphSolution(
                 composed.configs, composed.choice, composed.objective_s, root, "time_limit", stats
             )
-            return plan, _shardings(problem, composed.choice), True
+            return plan, _shardings(problem, composed.choice)
     singles = tuple((k,) for k in range(n))
     r = solve_singles(problem, options, deadline)
     if r is None:
@@ -100,32 +96,27 @@ def _first_plan(
         plan = GraphSolution(singles, r.choice, r.objective_s, root, "time_limit", stats)
     else:
         plan = GraphSolution((), (), math.inf, root, "time_limit", stats)
-    return plan, _shardings(problem, r.choice), False
+    return plan, _shardings(problem, r.choice)
 
 
 def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStats) -> GraphSolution:
-    t0 = time.perf_counter()
-    deadline = t0 + options.time_limit_s if options.time_limit_s > 0 else math.inf
+    deadline = deadline_of(options)
     start = _first_plan(problem, options, stats, deadline)
     if start is None:
         return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
-    best, sharding, composed = start
+    best, sharding = start
     root = best.bound_s
     tried: set[tuple[str, ...]] = set()
-    # rounds after the first stop at a share of the time left, which the proof search
-    # needs (a second round took 34 of layers_8's 60 s and found nothing)
-    later_rounds = t0 + ALTERNATION_SHARE * (deadline - t0)
+    restricted = replace(options, max_paths=min(options.max_paths, ALTERNATION_PATHS))
     for _ in range(ROUNDS):
         key = tuple(sharding)
-        # with a composed plan in hand, every round stops at the share
-        until = later_rounds if tried or composed else deadline
-        if key in tried or time.perf_counter() > until:
+        if key in tried or past(deadline):
             break
         if best.objective_s <= root * (1 + options.gap):
             return with_bound(best, root, stats, options.gap)
         sub, back = restrict(problem, sharding)
         tried.add(key)
-        seg_sol = segment_search(sub, replace(options, max_paths=20), stats, deadline=until)
+        seg_sol = segment_search(sub, restricted, stats, deadline=deadline)
         if not math.isfinite(seg_sol.objective_s):
             break
         choice = tuple(back[k][o] for k, o in enumerate(seg_sol.choice))
@@ -136,10 +127,10 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
         if best.objective_s <= root * (1 + options.gap):
             return with_bound(best, root, stats, options.gap)
         # a heuristic step (the proof is segment_search's, and the incumbent is its warm
-        # start): capped in nodes and seconds so that it stays finite with no time limit
-        # (HiGHS's root alone can take tens of seconds on a large fused menu)
-        step = until_deadline(options, min(deadline, time.perf_counter() + ALTERNATION_S))
-        step = replace(step, node_limit=step.node_limit or ALTERNATION_NODES)
+        # start): capped in nodes, the same on every machine (HiGHS's root is not counted
+        # in nodes: on a large fused menu only the valve bounds it)
+        nodes = min(options.nodes, ALTERNATION_NODES)
+        step = replace(until_deadline(options, deadline), node_limit=nodes)
         fixed = solve_configurations(problem, seg_sol.configs, step, start_choice=choice)
         stats.add(fixed)
         if fixed.objective_s < best.objective_s * (1 - 1e-12):
@@ -149,20 +140,13 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
         if not fixed.choice:
             break
         sharding = _shardings(problem, fixed.choice)
-    stats.notes.append(f"alternation: {len(tried)} sharding assignment(s)")
+    stats.notes.append(
+        f"alternation: {len(tried)} sharding assignment(s); proof search until the bound "
+        "meets the incumbent or a work budget runs out"
+    )
     # Prove: the exact search over all shardings, seeded with the incumbent.
-    spent = time.perf_counter() - t0
-    if math.isfinite(deadline):
-        budget = deadline  # the user's time limit is the budget
-        stats.notes.append(f"alternation {spent:.1f} s; proof search until the time limit")
-    else:
-        budget = time.perf_counter() + max(5.0, spent)
-        stats.notes.append(
-            f"alternation {spent:.1f} s; proof search until the bound meets the "
-            "incumbent or as long again"
-        )
     seed = best if math.isfinite(best.objective_s) else None
-    proven = segment_search(problem, options, stats, incumbent_solution=seed, deadline=budget)
+    proven = segment_search(problem, options, stats, incumbent_solution=seed, deadline=deadline)
     if proven.objective_s < best.objective_s:
         return proven
     if seed is None:  # no plan within num_config and the SRAM is known

@@ -48,9 +48,10 @@ def _components(n: int, edges: list[EdgeCost], removed: set[int]) -> list[int]:
 
 @dataclass(frozen=True)
 class BlockTree:
-    """Blocks (kernel lists, in the problem's order) and the bridges joining them, rooted
-    at the block of kernel 0: `parent_edge[b]` (edge index; -1 for the root), `order`
-    (blocks, parents before children)."""
+    """Blocks (kernel lists, in the problem's order) and the bridges joining them: a forest,
+    one tree per connected component of the graph (a kernel with no edge is a tree of its
+    own), each rooted at its block holding the component's first kernel: `parent_edge[b]`
+    (edge index; -1 for a root), `order` (every block, parents before children)."""
 
     members: tuple[tuple[int, ...], ...]
     block_of: tuple[int, ...]
@@ -82,17 +83,20 @@ def _tree(n: int, edges: list[EdgeCost], cut: set[int]) -> BlockTree:
         links[block_of[edges[i].src]].append(i)
         links[block_of[edges[i].dst]].append(i)
     parent_edge = [-2] * count
-    root = block_of[0]
-    parent_edge[root] = -1
-    order, queue = [], [root]
-    while queue:
-        b = queue.pop(0)
-        order.append(b)
-        for i in links[b]:
-            other = block_of[edges[i].src] + block_of[edges[i].dst] - b
-            if parent_edge[other] == -2:
-                parent_edge[other] = i
-                queue.append(other)
+    order: list[int] = []
+    for root in dict.fromkeys(block_of):  # blocks by their first kernel: one per component
+        if parent_edge[root] != -2:
+            continue
+        parent_edge[root] = -1
+        queue = [root]
+        while queue:
+            b = queue.pop(0)
+            order.append(b)
+            for i in links[b]:
+                other = block_of[edges[i].src] + block_of[edges[i].dst] - b
+                if parent_edge[other] == -2:
+                    parent_edge[other] = i
+                    queue.append(other)
     return BlockTree(
         tuple(tuple(m) for m in members), tuple(block_of), tuple(parent_edge), tuple(order)
     )
@@ -296,20 +300,25 @@ class _Solver:
         """Every kernel's option, or None when a block has no feasible state."""
         tree = self.tree
         inbox: dict[int, list[_Message]] = {b: [] for b in tree.order}
-        for b in reversed(tree.order[1:]):
+        roots = [b for b in tree.order if tree.parent_edge[b] < 0]
+        for b in reversed(tree.order):
+            if tree.parent_edge[b] < 0:
+                continue
             msg = self.message(b, inbox[b])
             if msg is None:
                 return None
             e = self.problem.edges[msg.edge]
             other = tree.block_of[e.src] + tree.block_of[e.dst] - b
             inbox[other].append(msg)
-        root = tree.order[0]
-        sub = self.builder.build(tree.members[root], inbox[root], None)
-        r = self.solve(sub)
-        if r.status == "infeasible" or not math.isfinite(r.objective_s):
-            return None
-        self.total += r.objective_s
-        return self.choices(sub, r, inbox[root])
+        picked: dict[int, int] = {}
+        for root in roots:  # the components share no edge: each tree's optimum adds up
+            sub = self.builder.build(tree.members[root], inbox[root], None)
+            r = self.solve(sub)
+            if r.status == "infeasible" or not math.isfinite(r.objective_s):
+                return None
+            self.total += r.objective_s
+            picked.update(self.choices(sub, r, inbox[root]))
+        return picked
 
 
 def solve_singles(

@@ -12,7 +12,9 @@ MILP cut off at the best window so far (HiGHS prunes with it) and capped at
 WINDOW_NODES; the search stops at a window whose price meets the least separable bound
 of any window within a tenth of the relative gap (none can be cheaper by more). The head
 and the tail are then one MILP each, with the neighbouring copied window pinned to its
-options (`pin`), so the conversions across are the real ones.
+options (`pin`), so the conversions across are the real ones. Every budget here is work
+(WINDOW_NODES, at most MAX_OFFSETS offsets), so the composed plan is the same on every
+machine; the valve's deadline only cuts the offsets short, and then the caller says so.
 
 This is only an upper bound: the composed plan (configurations, every kernel's option) is
 re-priced as a whole by the independent evaluator (solver.check.mapping_cost) and must fit
@@ -23,7 +25,6 @@ caller's (the root bound and the proof search over every segmentation and shardi
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -34,14 +35,13 @@ from solver.fusion.bridges import fits_dram
 from solver.fusion.period import find_period, menu_ids
 from solver.fusion.segment_search import SearchStats, separable_bounds, until_deadline
 from solver.milp.model import MilpResult, solve_configurations
-from solver.options import SolverOptions
+from solver.options import SolverOptions, past
 
 MIN_WINDOWS = 4  # windows (so at least two interior ones) for a composition to pay
 # branch-and-bound nodes per offset's window MILP (an upper bound needs no proof; a node
-# limit, unlike seconds, gives each window the same plan on every machine; how many
-# offsets are tried still stops at the time share, so under a tight time limit the
-# composed plan can differ between machines)
+# limit, unlike seconds, gives each window the same plan on every machine)
 WINDOW_NODES = 100
+MAX_OFFSETS = 64  # offsets tried, in order (a period longer than this tries its first ones)
 
 
 @dataclass(frozen=True)
@@ -123,19 +123,20 @@ def _steady_price(
 
 
 def _best_window(
-    problem: MappingProblem, p: int, options: SolverOptions, stats: SearchStats, until: float
+    problem: MappingProblem, p: int, options: SolverOptions, stats: SearchStats, deadline: float
 ) -> tuple[int, MilpResult] | None:
     """The offset whose interior window (the second one, [p + r, 2p + r)) is cheapest
-        among those tried before `until`, with its MILP (its choice indexed like the problem's
-    kernels)."""
+    among the first MAX_OFFSETS (fewer only when the valve's `deadline` passes; the stop
+    is then recorded), with its MILP (its choice indexed like the problem's kernels)."""
     values = separable_bounds(problem)
     floor = min(float(values[p + r, 2 * p + r]) for r in range(p))
     best: tuple[int, MilpResult] | None = None
-    for r in range(p):
-        if time.perf_counter() > until:
+    for r in range(min(p, MAX_OFFSETS)):
+        if past(deadline):
+            stats.stop = "time_limit"
             break
         cut = best[1].objective_s * (1 - 1e-9) if best is not None else math.inf
-        step = replace(until_deadline(options, until), node_limit=WINDOW_NODES)
+        step = replace(until_deadline(options, deadline), node_limit=WINDOW_NODES)
         res = _steady_price(problem, p + r, p, step, stats, cut)
         if res is None:
             return None
@@ -147,22 +148,18 @@ def _best_window(
 
 
 def compose(
-    problem: MappingProblem,
-    options: SolverOptions,
-    stats: SearchStats,
-    until: float,
-    deadline: float,
+    problem: MappingProblem, options: SolverOptions, stats: SearchStats, deadline: float
 ) -> Composed | None:
-    """The composed plan of the best window tried before `until` (perf_counter seconds;
-    its ends solved before `deadline`), or None when the problem has no period with
-    MIN_WINDOWS windows or nothing composed fits."""
+    """The composed plan of the best window (`_best_window`; the valve's `deadline` in
+    perf_counter seconds), or None when the problem has no period with MIN_WINDOWS
+    windows or nothing composed fits."""
     n = len(problem.kernels)
     if problem.pinned_configs and any(q >= 0 for q in problem.pinned_configs):
         return None  # a periodic segmentation ignores the pins
     p = find_period(problem)
     if p is None or n // p < MIN_WINDOWS:
         return None
-    found = _best_window(problem, p, options, stats, until)
+    found = _best_window(problem, p, options, stats, deadline)
     if found is None:
         return None
     r, inner = found

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import time
 
 import numpy as np
 
@@ -35,7 +34,7 @@ from solver.fusion.segment_search import (
     with_bound,
 )
 from solver.milp.model import solve_configurations
-from solver.options import SolverOptions
+from solver.options import SolverOptions, deadline_of, past
 
 IDEAL_LIMIT = 3000  # ideals enumerated before the exact search gives way to orders
 TRANSITION_LIMIT = 150_000  # (ideal, larger ideal) pairs whose set may fit the SRAM
@@ -109,8 +108,9 @@ class IdealSearch:
         stats: SearchStats,
         deadline: float = math.inf,
     ):
-        self.problem, self.options, self.stats, self.deadline = problem, options, stats, deadline
-        self.t_start = time.perf_counter()
+        self.problem, self.options, self.stats = problem, options, stats
+        self.deadline = min(deadline, deadline_of(options))
+        self.milp_prices = 0  # sets priced by a MILP (the max_priced budget)
         n = len(problem.kernels)
         self.K = max(1, min(problem.max_configs, n))
         self.ideals = ideals
@@ -215,6 +215,7 @@ class IdealSearch:
         r = solve_configurations(self.problem, [ks], options, cutoff_s=cut)
         self.stats.add(r)
         self.stats.segments_priced += 1
+        self.milp_prices += 1
         # infeasible under a cutoff: nothing below it (inf without one)
         v = cut if r.status == "infeasible" else max(self.values[s], min(r.bound_s, cut))
         self.values[s] = v
@@ -232,9 +233,14 @@ class IdealSearch:
         return incumbent
 
     def out_of_time(self) -> bool:
-        limit = self.options.time_limit_s
-        late = limit > 0 and time.perf_counter() - self.t_start > limit
-        return late or time.perf_counter() > self.deadline
+        """The valve: past the deadline (the only stop that may differ between runs)."""
+        return past(self.deadline)
+
+    def out_of_work(self) -> str:
+        """The stop due now: "time_limit" (the valve), "price_cap" (max_priced), or ""."""
+        if self.out_of_time():
+            return "time_limit"
+        return "price_cap" if self.milp_prices >= self.options.max_priced else ""
 
     # -- the search -------------------------------------------------------------------
 
@@ -262,13 +268,16 @@ class IdealSearch:
             todo = [s for s in path if s not in self.priced]
             if not todo:
                 break
-            if self.out_of_time():
-                stats.stop = "time_limit"
+            stop = self.out_of_work()
+            if stop:
+                stats.stop = stop
                 if incumbent_solution is not None:
                     return with_bound(incumbent_solution, lower, stats, gap)
                 return GraphSolution((), (), math.inf, lower, "time_limit", stats)
             goal = incumbent[0] / (1 + gap)
             for s in todo:
+                if self.out_of_work():
+                    break  # said at the top of the next round
                 # the best path is the cheapest through s: the rest costs lower - v
                 self.price(s, goal - (lower - self.values[s]))
         if not math.isfinite(incumbent[0]):
@@ -303,8 +312,15 @@ class IdealSearch:
                 continue
             unpriced = [s for s in path if s not in self.priced]
             if unpriced:
+                stop = self.out_of_work()
+                if stop:
+                    stats.stop = stop
+                    stats.notes.append(f"stopped after {self.milp_prices} set prices")
+                    return incumbent, f, "time_limit"
                 goal = incumbent[0] / (1 + gap)
                 for s in unpriced:
+                    if self.out_of_work():
+                        break  # the path goes back with its bounds; said when popped
                     # every open path costs >= f: through s, the rest >= f - v
                     self.price(s, goal - (f - self.values[s]))
                 g2 = float(sum(self.values[s] for s in path))

@@ -71,5 +71,5 @@ def solve_large_chain(
     r = solve_configurations(problem, configs, options)
     stats.add(r)
     if r.status == "time_limit":
-        stats.stop = "time_limit"
+        stats.stop = r.stop or "time_limit"
     return GraphSolution(configs, r.choice, r.objective_s, r.bound_s, r.status, stats)

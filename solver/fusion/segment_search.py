@@ -35,7 +35,7 @@ from solver.fusion.segment_bound import KnapsackBounds
 from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, segment_price
 from solver.fusion.separable import separable_rows
 from solver.milp.model import MilpResult, solve_configurations
-from solver.options import SolverOptions
+from solver.options import MIN_LEFT_S, SolverOptions, deadline_of, past
 
 Segment = tuple[int, int]  # [start, end) positions
 
@@ -51,7 +51,8 @@ class SearchStats:
     build_s: float = 0.0
     solve_s: float = 0.0
     notes: list[str] = field(default_factory=list)
-    # why the search stopped short of a proof: "" (it did not), "time_limit", "path_cap"
+    # why the search stopped short of a proof: "" (it did not), "time_limit" (the valve),
+    # or the work budget that ran out: "path_cap", "price_cap", "node_limit"
     stop: str = ""
     # the space searched when it is not every assignment with Config[u] <= Config[v]
     space: str = ""
@@ -91,8 +92,9 @@ def segment_search(
     incumbent_solution: GraphSolution | None = None,
     deadline: float = math.inf,
 ) -> GraphSolution:
-    """Exact search; with an incumbent it only looks for better solutions, and at
-    `deadline` (perf_counter seconds) it stops with the best bound proven so far."""
+    """Exact search; with an incumbent it only looks for better solutions. It stops with
+    the best bound proven so far when a work budget runs out (`options.max_paths`,
+    `options.max_priced`) or at the valve's `deadline` (perf_counter seconds)."""
     search = _ExactSearch(problem, options, stats, deadline)
     # Phase 1: price the segments of the best path until it is fully priced.
     early, h, path = search.price_best_path(incumbent_solution)
@@ -131,8 +133,9 @@ class _ExactSearch:
     def __init__(
         self, problem: MappingProblem, options: SolverOptions, stats: SearchStats, deadline: float
     ):
-        self.problem, self.options, self.stats, self.deadline = problem, options, stats, deadline
-        self.t_start = time.perf_counter()
+        self.problem, self.options, self.stats = problem, options, stats
+        self.deadline = min(deadline, deadline_of(options))
+        self.milp_prices = 0  # segments priced by a MILP (the max_priced budget)
         n = self.n = len(problem.kernels)
         self.K = max(1, min(problem.max_configs, n))
         self.values = separable_bounds(problem).copy()
@@ -140,7 +143,7 @@ class _ExactSearch:
         self.priced: set[Segment] = set()
         single = all(len(m.shardings) == 1 for m in problem.kernels)
         self.pricer = KnapsackPricer(problem) if single else None
-        exact = fixed_sharding_prices(problem, deadline) if single else None
+        exact = fixed_sharding_prices(problem, self.deadline) if single else None
         if exact is not None:
             # every segment priced exactly: the shortest path below is the optimum
             self.values = exact
@@ -169,6 +172,7 @@ class _ExactSearch:
         )
         self.stats.add(r)
         self.stats.segments_priced += 1
+        self.milp_prices += 1
         if r.status == "infeasible":
             # under a cutoff: nothing below it (or nothing at all)
             v = cut
@@ -222,8 +226,8 @@ class _ExactSearch:
             todo = [s for s in path if s not in self.priced]
             if not todo:
                 return None, h, path
-            if time.perf_counter() > self.deadline:
-                self.stats.stop = self.stop_reason()
+            if self.out_of_time() or self.out_of_prices():
+                self.stats.stop = self.stop_reason("price_cap")
                 if incumbent is not None:
                     return with_bound(incumbent, lower, stats, gap), h, path
                 return GraphSolution((), (), math.inf, lower, "time_limit", stats), h, path
@@ -231,18 +235,22 @@ class _ExactSearch:
                 continue
             goal = math.inf if incumbent is None else incumbent.objective_s / (1 + gap)
             for seg in todo:
+                if self.out_of_time() or self.out_of_prices():
+                    break  # said at the top of the next round
                 # the best path is the cheapest through `seg`: the rest costs lower - v
                 self.price(seg, goal - (lower - float(self.values[seg])))
 
     def out_of_time(self) -> bool:
-        return _out_of_time(self.options, self.t_start) or time.perf_counter() > self.deadline
+        """The valve: past the deadline (the only stop that may differ between runs)."""
+        return past(self.deadline)
 
-    def stop_reason(self) -> str:
-        """'time_limit' only under the user's time limit; a search cap otherwise (the path
-        cap, or the proof budget the alternation gives itself when there is no limit)."""
-        if self.options.time_limit_s > 0 and self.out_of_time():
-            return "time_limit"
-        return "path_cap"
+    def out_of_prices(self) -> bool:
+        """The max_priced budget: as many segments priced by a MILP as it allows."""
+        return self.milp_prices >= self.options.max_priced
+
+    def stop_reason(self, cap: str) -> str:
+        """'time_limit' when the valve tripped; else `cap`, the work budget that ran out."""
+        return "time_limit" if self.out_of_time() else cap
 
     def check_path(
         self, path: tuple[Segment, ...] | list[Segment], incumbent: _Incumbent, cutoff: bool
@@ -278,7 +286,7 @@ class _ExactSearch:
             pops += 1
             if pops % 256 == 0 and (len(heap) > HEAP_LIMIT or self.out_of_time()):
                 # f is the least bound of every segmentation not yet looked at
-                stats.stop = self.stop_reason()
+                stats.stop = self.stop_reason("path_cap")
                 stats.notes.append(f"stopped with {len(heap)} partial segmentations open")
                 return incumbent, f, "time_limit"
             if pos < self.n:
@@ -287,8 +295,14 @@ class _ExactSearch:
             unpriced = [s for s in path if s not in self.priced]
             if unpriced:
                 if not self.tighten(unpriced):
+                    if self.out_of_time() or self.out_of_prices():
+                        stats.stop = self.stop_reason("price_cap")
+                        stats.notes.append(f"stopped after {self.milp_prices} segment prices")
+                        return incumbent, f, "time_limit"
                     goal = incumbent[0] / (1 + gap)
                     for seg in unpriced:
+                        if self.out_of_time() or self.out_of_prices():
+                            break  # the path goes back with its bounds; said when popped
                         # every path still open costs >= f: through `seg`, the rest >= f - v
                         self.price(seg, goal - (f - float(self.values[seg])))
                 g2 = float(sum(self.values[s] for s in path))
@@ -296,7 +310,7 @@ class _ExactSearch:
                 continue
             incumbent = self.check_path(path, incumbent, cutoff=True)
             if stats.paths_checked >= self.options.max_paths or self.out_of_time():
-                stats.stop = self.stop_reason()
+                stats.stop = self.stop_reason("path_cap")
                 stats.notes.append(f"stopped after {stats.paths_checked} segmentations")
                 return incumbent, f, "time_limit"
         return incumbent, incumbent[0], "optimal"
@@ -450,14 +464,11 @@ HEAP_LIMIT = 200_000  # partial segmentations kept by the best-first search (mem
 
 
 def until_deadline(options: SolverOptions, deadline: float) -> SolverOptions:
-    """`options` with the time limit cut to what is left before `deadline`."""
+    """`options` with the valve cut to what is left before `deadline` (at least
+    MIN_LEFT_S: HiGHS then stops at once and says so)."""
     if not math.isfinite(deadline):
         return options
-    left = max(0.05, deadline - time.perf_counter())
+    left = max(MIN_LEFT_S, deadline - time.perf_counter())
     if options.time_limit_s > 0:
         left = min(left, options.time_limit_s)
     return replace(options, time_limit_s=left)
-
-
-def _out_of_time(options: SolverOptions, t_start: float) -> bool:
-    return options.time_limit_s > 0 and time.perf_counter() - t_start > options.time_limit_s

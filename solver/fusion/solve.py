@@ -8,7 +8,6 @@ best over several topological orders, reported as a restricted search."""
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import replace
 
 from schema.errors import SetupError
@@ -18,9 +17,14 @@ from solver.fusion import large
 from solver.fusion.alternate import alternate
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch
 from solver.fusion.ideals import enumerate_ideals, is_chain_order, topological_orders
-from solver.fusion.segment_search import GraphSolution, SearchStats, segment_search
+from solver.fusion.segment_search import (
+    GraphSolution,
+    SearchStats,
+    segment_search,
+    until_deadline,
+)
 from solver.milp.model import solve_configurations
-from solver.options import SolverOptions
+from solver.options import SolverOptions, deadline_of, past
 
 ORDERS = 3  # topological orders tried when the ideal lattice is too large
 
@@ -50,15 +54,25 @@ def _search(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
         if r.order:
             configs = tuple((k,) for k in r.order)
         stats.add(r)
-        stats.stop = "" if r.status != "time_limit" else "time_limit"
+        stats.stop = (r.stop or "time_limit") if r.status == "time_limit" else ""
         return GraphSolution(configs, r.choice, r.objective_s, r.bound_s, r.status, stats)
     check_pins(problem)
+    if problem.pinned_configs and min(problem.pinned_configs) >= 0:  # all pinned: no search
+        stats.space = "the pinned configuration of every kernel"
+        by_pin = sorted(range(n), key=lambda k: (problem.pinned_configs[k], k))
+        groups: dict[int, list[int]] = {}
+        for k in by_pin:
+            groups.setdefault(problem.pinned_configs[k], []).append(k)
+        configs = tuple(tuple(g) for g in groups.values())
+        r = solve_configurations(problem, configs, options)
+        stats.add(r)
+        return GraphSolution(configs, r.choice, r.objective_s, r.bound_s, r.status, stats)
     if is_chain_order(problem):
         return _one_order(problem, options, stats)
     if _small(problem):
         ideals = enumerate_ideals(problem, IDEAL_LIMIT)
         if ideals is not None:
-            sol = IdealSearch(problem, ideals, options, stats, _deadline(options)).solve()
+            sol = IdealSearch(problem, ideals, options, stats, deadline_of(options)).solve()
             if sol is not None:
                 return sol
             stats.notes.append("ideal lattice too large: best over several orders")
@@ -75,15 +89,8 @@ def _one_order(problem: MappingProblem, options: SolverOptions, stats: SearchSta
         if sol is not None:
             return sol
     if _small(problem):
-        return segment_search(problem, options, stats, deadline=_deadline(options))
+        return segment_search(problem, options, stats, deadline=deadline_of(options))
     return alternate(problem, options, stats)
-
-
-def _deadline(options: SolverOptions) -> float:
-    """perf_counter seconds at which the search stops (inf without a time limit)."""
-    if options.time_limit_s <= 0:
-        return math.inf
-    return time.perf_counter() + options.time_limit_s
 
 
 EXACT_KERNELS = 20  # beyond, with several shardings, one order (a 22-kernel DAG took minutes)
@@ -139,23 +146,20 @@ def _over_orders(
     problem: MappingProblem, options: SolverOptions, stats: SearchStats, count: int
 ) -> GraphSolution:
     """The best plan over the segmentations of several topological orders: exact within
-    that restricted space only (stats.space says so)."""
+    that restricted space only (stats.space says so). Each order gets the full work
+    budgets (the same plan on any machine); the valve's deadline is shared."""
     orders = topological_orders(problem, count)
     stats.space = f"segmentations of {len(orders)} topological orders (not every ideal)"
-    t0 = time.perf_counter()
+    deadline = deadline_of(options)
     best: GraphSolution | None = None
     bound = math.inf
     statuses = []
-    for t, order in enumerate(orders):
-        sub_options = options
-        if options.time_limit_s > 0:
-            left = options.time_limit_s - (time.perf_counter() - t0)
-            if left <= 0:
-                statuses.append("time_limit")
-                stats.stop = "time_limit"
-                break
-            sub_options = replace(options, time_limit_s=left / (len(orders) - t))
-        sol = _one_order(permuted(problem, order), sub_options, stats)
+    for order in orders:
+        if past(deadline):
+            statuses.append("time_limit")
+            stats.stop = "time_limit"
+            break
+        sol = _one_order(permuted(problem, order), until_deadline(options, deadline), stats)
         bound = min(bound, sol.bound_s)
         statuses.append(sol.status)
         if not math.isfinite(sol.objective_s):

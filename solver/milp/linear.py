@@ -56,11 +56,14 @@ class LinearModel:
 
 @dataclass(frozen=True)
 class LinearResult:
-    status: str  # "optimal" | "time_limit" | "infeasible"
+    status: str  # "optimal" | "time_limit" (stopped by a limit) | "infeasible" | "error"
     objective: float  # inf when no solution was found
     bound: float
     values: tuple[float, ...]
     solve_s: float
+    # which limit stopped a "time_limit" run: "time_limit" (the wall-clock valve) or
+    # "node_limit" (the node budget: the same stop on every machine); "" otherwise
+    stop: str = ""
 
 
 def solve(
@@ -74,9 +77,11 @@ def solve(
     start: dict[int, float] | None = None,
     cutoff: float = INF,
 ) -> LinearResult:
-    """`start`: values of some columns from a known solution, a warm start (HiGHS completes
-    the other columns; the Pyomo path ignores it). `cutoff`: only solutions below it are
-    of interest (HiGHS prunes nodes with it; the result may be no solution, or one above)."""
+    """`node_limit`: branch-and-bound nodes (0 = none), the budget that decides where a
+    hard MILP stops; `time_limit_s` only a safety valve (0 = none). `start`: values of
+    some columns from a known solution, a warm start (HiGHS completes the other columns;
+    the Pyomo path ignores it). `cutoff`: only solutions below it are of interest (HiGHS
+    prunes nodes with it; the result may be no solution, or one above)."""
     if backend == "highs":
         return _solve_highspy(model, gap, time_limit_s, node_limit, threads, start, cutoff)
     return _solve_pyomo(model, gap, time_limit_s, node_limit, solver_name, threads)
@@ -149,15 +154,16 @@ def _solve_highspy(
     bound = info.mip_dual_bound if any(model.integer) else info.objective_function_value
     if not math.isfinite(bound):
         bound = 0.0
+    stop = _stop_of(status)
     if not has_solution:  # a limit stopped it, or HiGHS failed (numerical trouble)
-        stopped = status in _stopped_statuses()
-        return LinearResult("time_limit" if stopped else "error", INF, bound, (), solve_s)
+        if status not in _stopped_statuses():
+            return LinearResult("error", INF, bound, (), solve_s)
+        return LinearResult("time_limit", INF, bound, (), solve_s, stop)
     objective = info.objective_function_value
-    optimal = status == highspy.HighsModelStatus.kOptimal
     values = tuple(h.getSolution().col_value)
-    return LinearResult(
-        "optimal" if optimal else "time_limit", objective, min(bound, objective), values, solve_s
-    )
+    if status == highspy.HighsModelStatus.kOptimal:
+        return LinearResult("optimal", objective, min(bound, objective), values, solve_s)
+    return LinearResult("time_limit", objective, min(bound, objective), values, solve_s, stop)
 
 
 def _solve_pyomo(
@@ -208,16 +214,17 @@ def _solve_pyomo(
     term = str(res.termination_condition).lower()
     bound = res.objective_bound
     bound = 0.0 if bound is None or not math.isfinite(bound) else float(bound)
+    stop = "time_limit" if "time" in term else "node_limit"
     if res.incumbent_objective is None:
-        status = "infeasible" if "infeasible" in term else "time_limit"
-        return LinearResult(status, INF, INF if status == "infeasible" else bound, (), solve_s)
+        if "infeasible" in term:
+            return LinearResult("infeasible", INF, INF, (), solve_s)
+        return LinearResult("time_limit", INF, bound, (), solve_s, stop)
     res.solution_loader.load_vars()
     values = tuple(float(pyo.value(m.v[j], exception=False) or 0.0) for j in cols)
     objective = float(res.incumbent_objective)
-    optimal = "convergence" in term or "optimal" in term
-    return LinearResult(
-        "optimal" if optimal else "time_limit", objective, min(bound, objective), values, solve_s
-    )
+    if "convergence" in term or "optimal" in term:
+        return LinearResult("optimal", objective, min(bound, objective), values, solve_s)
+    return LinearResult("time_limit", objective, min(bound, objective), values, solve_s, stop)
 
 
 def pyomo_solver(name: str):
@@ -226,6 +233,18 @@ def pyomo_solver(name: str):
     from pyomo.contrib.solver.common.factory import SolverFactory
 
     return SolverFactory(name)
+
+
+def _stop_of(status) -> str:
+    """The limit a HiGHS model status names: "time_limit" (the valve), "node_limit" (the
+    node budget), "" (neither: a cutoff or an interrupt)."""
+    import highspy
+
+    m = highspy.HighsModelStatus
+    if status == m.kTimeLimit:
+        return "time_limit"
+    budgets = (getattr(m, n, None) for n in ("kSolutionLimit", "kIterationLimit"))
+    return "node_limit" if status in budgets else ""
 
 
 def _stopped_statuses() -> frozenset:

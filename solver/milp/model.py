@@ -76,6 +76,7 @@ class MilpResult:
     # kernel by kernel with the order in play (`order_free`): the model's kernels in the
     # order the plan runs them; empty otherwise
     order: tuple[int, ...] = ()
+    stop: str = ""  # what stopped a "time_limit" run: "time_limit" (valve), "node_limit"
 
 
 def solve_configurations(
@@ -114,7 +115,7 @@ def solve_configurations(
         model,
         gap=options.gap,
         time_limit_s=options.time_limit_s,
-        node_limit=options.node_limit,
+        node_limit=options.nodes,
         backend=backend,
         solver_name=options.name,
         threads=options.threads,
@@ -123,7 +124,7 @@ def solve_configurations(
     )
     sizes = (model.num_cols, model.num_integer, len(model.rows), build_s, res.solve_s)
     if not math.isfinite(res.objective):
-        return MilpResult(res.status, math.inf, res.bound / US, (), *sizes)
+        return MilpResult(res.status, math.inf, res.bound / US, (), *sizes, stop=res.stop)
     choice = [-1] * len(problem.kernels)
     for k in members:
         cols = x_col[k]
@@ -133,7 +134,9 @@ def solve_configurations(
     if m.positions:
         order = tuple(sorted(members, key=lambda k: (res.values[m.positions[k]], k)))
     bound = min(res.bound / US, objective)
-    return MilpResult(res.status, objective, bound, tuple(choice), *sizes, order=order)
+    return MilpResult(
+        res.status, objective, bound, tuple(choice), *sizes, order=order, stop=res.stop
+    )
 
 
 def _undominated(m: _Model, choice: Sequence[int] | None) -> list[int] | None:

@@ -1,5 +1,6 @@
 """From per-graph latencies to a step: pipeline schedule, data-parallel reduction, optimizer,
-inference phases, and the per-chip memory footprint. Closed forms, checked by hand in tests.
+inference phases. Closed forms, checked by hand in tests. (The per-chip memory footprint is
+solver.search.footprint's.)
 """
 
 from __future__ import annotations
@@ -14,17 +15,11 @@ from solver.cost.collectives import hierarchical_time
 from solver.cost.latency import exposed_under
 from solver.cost.memo import per_phases
 from solver.cost.weights import StepWeights, self_updated_params, step_sync_s
-from solver.plan import MemoryUse
 from solver.search.context_parallel import stage_ring_s
 from solver.search.data_parallel import BUCKET_BYTES, DataParallelSync, SyncGroup, dp_sync
 from solver.search.parallel import Choice
-from solver.search.stages import instances_per_stage, layer_phases, stage_work_s, weight_group
-from solver.search.storage_rule import (
-    expert_share,
-    param_bytes,
-    rank_params,
-    zero_shard,
-)
+from solver.search.stages import boundary_bytes, layer_phases, micro_batches, stage_work_s
+from solver.search.storage_rule import expert_share, rank_params, zero_shard
 
 
 @dataclass(frozen=True)
@@ -73,24 +68,6 @@ def pipeline_p2p(
     fwd, bwd = exposed_under(hop_s, fwd_s / v, hidden), exposed_under(hop_s, bwd_s / v, hidden)
     exposed = v * (fwd + bwd)
     return exposed, 2 * (pp - 1) * hop_s
-
-
-def boundary_bytes(workload: Workload, phase: Phase) -> float:
-    """Activation bytes crossing a pipeline-stage boundary for one graph instance."""
-    if workload.model and workload.model.hidden_size:
-        # a graph without a tokens dim (DFModel's) is one sequence of seq_len tokens
-        tokens = _tokens(phase) or workload.seq_len or 1
-        return tokens * workload.model.hidden_size * workload.activation_bytes_per_element
-    first = phase.graph.kernels[0]
-    return sum(first.operand_bytes(o) for o in first.inputs if o.role == OperandRole.INPUT)
-
-
-def _tokens(phase: Phase) -> int:
-    for k in phase.graph.kernels:
-        sizes = k.dim_sizes
-        if "tokens" in sizes:
-            return sizes["tokens"]
-    return 0
 
 
 def gradient_bytes(workload: Workload) -> float:
@@ -362,138 +339,4 @@ def graph_times(workload: Workload, phase_latency: dict[str, float]) -> StepTime
         breakdown=tuple(
             (p.name, p.count * p.steps * phase_latency[p.name]) for p in workload.phases
         ),
-    )
-
-
-def micro_batches(workload: Workload, dp: int) -> int:
-    """Micro-batches per step of each of `dp` data ranks (DP x EP: Choice.data_ranks)."""
-    return max(1, math.ceil(workload.global_batch / (max(workload.micro_batch, 1) * dp)))
-
-
-def stored_params(
-    workload: Workload, pp: int, per_instance: dict[str, float]
-) -> dict[tuple[str, str], float]:
-    """Parameters stored per chip per weight group, from each phase's parameters per graph
-    instance (`per_instance`, by phase name)."""
-    groups: dict[tuple[str, str], float] = {}
-    for p in workload.phases:
-        n = per_instance.get(p.name, 0.0) * instances_per_stage(p, pp)
-        key = weight_group(p, pp)
-        groups[key] = max(groups.get(key, 0.0), n)
-    return groups
-
-
-def unmapped_params(workload: Workload) -> float:
-    """Model parameters no forward kernel reads as a WEIGHT operand (e.g. a tied or
-    gathered embedding table counted in num_params): assumed split over TP x PP."""
-    full = {
-        p.name: sum(k.weight_params for k in p.graph.kernels if k.pass_ == Pass.FWD)
-        for p in workload.phases
-    }
-    mapped = sum(stored_params(workload, 1, full).values())
-    return max(0.0, rank_params(workload) - mapped)
-
-
-def memory_use(
-    workload: Workload, choice: Choice, capacity: float, stored: float | None = None
-) -> MemoryUse:
-    """Per-chip DRAM footprint: weights, gradients, optimizer state, activations, KV cache.
-
-    `stored`: parameters stored per chip as the mapping's shardings leave them
-    (solver.cost.weights.WeightRule; `stored_params` + `unmapped_params` / (TP x PP)),
-    each taking solver.search.storage_rule.param_bytes. None: every parameter split over
-    TP x PP, the least any mapping can store (a lower bound, for suggestions)."""
-    tp, pp, dp = choice.degree("TP"), choice.degree("PP"), choice.degree("DP")
-    if stored is None:
-        stored = rank_params(workload) / (tp * pp)
-    # the one rule the DRAM split prices storage by (WeightRule.bytes_per_param = its total)
-    per = param_bytes(workload, choice)
-    weights = stored * per.weights
-    if workload.resident_bytes > 0:
-        # in-place data (HPL's matrix) counted once, split over every chip, plus the
-        # workspace: not each kernel's input and output, which alias the same storage
-        chips = tp * pp * dp
-        act = workload.resident_bytes / chips + workload.workspace_bytes
-        return MemoryUse(weights=weights, activations=act, capacity=capacity)
-    if workload.kind != "training" or workload.forward_only:  # no gradients, no optimizer
-        kv = workload.kv_cache_bytes / (tp * pp)
-        act = max((_peak_activation(p) for p in workload.phases), default=0.0) / tp
-        return MemoryUse(weights=weights, kv_cache=kv, activations=act, capacity=capacity)
-    grads, optimizer = stored * per.gradients, stored * per.optimizer
-    m = micro_batches(workload, choice.data_ranks())
-    in_flight = min(pp, m) * interleave_memory_factor(pp, workload.virtual_pipeline)
-    act = 0.0
-    for p in layer_phases(workload):
-        per_layer = _saved_activation(workload, p)
-        act += math.ceil(p.count / pp) * per_layer * in_flight / tp
-    return MemoryUse(
-        weights=weights, gradients=grads, optimizer=optimizer, activations=act, capacity=capacity
-    )
-
-
-def interleave_memory_factor(pp: int, interleave: int) -> float:
-    """Activations the first stage holds with v model chunks per stage, relative to 1F1B:
-    1 + (p - 1) / (v p) (Korthikanti et al. 2022, sec. 4.2.3; Calculon's Megatron model
-    uses the same factor): the warm-up runs extra forward chunks before the first backward."""
-    if pp <= 1 or interleave <= 1:
-        return 1.0
-    return 1 + (pp - 1) / (interleave * pp)
-
-
-# Output operand of the dropout kernels (generator/ops.py, ops_attention.py): the keep mask
-# the backward pass reads through the kernel's gradient rule, without a graph edge.
-MASK_OPERAND = "mask"
-
-
-def _saved_activation(workload: Workload, phase: Phase) -> float:
-    """Activations one layer keeps for its backward pass, per micro-batch. A graph with its
-    backward reads wired (Workload.backward_reads_wired): the layer input
-    (its norm's backward reads it) and every forward tensor a backward or recompute kernel
-    reads (an edge from a forward kernel to a later pass; each distinct tensor once, plus
-    the dropout keep masks), except the outputs of kernels recomputed in the backward pass
-    (selective recompute keeps nothing of the attention core; full recompute only the layer
-    input). A forward tensor only forward kernels read is freed once they ran (the output
-    projections before their residual add; FP8 training's 16-bit GEMM inputs, of which
-    only the FP8 copy read by the wgrad GEMM stays, generator/ops_fp8.py). Other graphs:
-    every forward output (`_forward_outputs`)."""
-    if workload.recompute == "full":
-        return boundary_bytes(workload, phase)
-    if not workload.backward_reads_wired:
-        return _forward_outputs(phase)
-    kernels = {k.name: k for k in phase.graph.kernels}
-    kept = {
-        n for n, k in kernels.items() if k.pass_ == Pass.FWD and f"{n}_recompute" not in kernels
-    }
-    read: dict[str, set[float]] = {n: set() for n in kept}
-    for e in phase.graph.edges:
-        if e.src in kept and kernels[e.dst].pass_ != Pass.FWD:
-            read[e.src].add(e.tensor_bytes or kernels[e.src].bytes_by_role(OperandRole.OUTPUT))
-    saved = boundary_bytes(workload, phase)
-    for n in kept:
-        k = kernels[n]
-        masks = sum(k.operand_bytes(o) for o in k.outputs if o.name == MASK_OPERAND)
-        saved += min(sum(read[n]) + masks, k.bytes_by_role(OperandRole.OUTPUT))
-    return saved
-
-
-def _forward_outputs(phase: Phase) -> float:
-    """Every forward output of a layer, but those of kernels recomputed in the backward pass:
-    the kept activations of a graph whose backward reads are not wired (DFModel, proto)."""
-    recomputed = {
-        k.name.removesuffix("_recompute") for k in phase.graph.kernels if k.pass_ == Pass.RECOMPUTE
-    }
-    return sum(
-        k.bytes_by_role(OperandRole.OUTPUT)
-        for k in phase.graph.kernels
-        if k.pass_ == Pass.FWD and k.name not in recomputed
-    )
-
-
-def _peak_activation(phase: Phase) -> float:
-    return max(
-        (
-            k.bytes_by_role(OperandRole.OUTPUT) + k.bytes_by_role(OperandRole.INPUT)
-            for k in phase.graph.kernels
-        ),
-        default=0.0,
     )

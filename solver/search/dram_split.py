@@ -31,6 +31,11 @@ leave a later graph far slower and still be called optimal; this module chooses 
    (`STOP`), with the bound in its gap.
 `evaluate` must not decrease when a graph's latency, the parameters stored, or the
 replicas synced grow.
+Activations and the KV cache: the slack leaves out their floor (each tensor at the least
+share any sharding leaves on a chip, solver.search.footprint); the graphs' plans may keep
+more (a norm run whole on every chip), so a combination of plans fits only with its own
+layouts' bytes above that floor (`Layout.layouts`) added to its weights. The pairs that
+bound the split add nothing (no plan keeps less than the floor): the bound stays valid.
 """
 
 from __future__ import annotations
@@ -62,6 +67,9 @@ Solve = Callable[[Phase, float], tuple[MappingProblem, GraphSolution]]
 Evaluate = Callable[[dict[str, float], float | None, StepWeights | None], float]
 # an enumeration's least (step, parameters per chip, payload by phase name, step weights)
 _Best = tuple[float, float, dict, StepWeights]
+# (problem, option per kernel) of every graph's plan, by phase name -> bytes per chip its
+# activations and KV cache take above their floor (solver.search.footprint.LayoutBytes)
+LayoutBytes = Callable[[dict[str, tuple[MappingProblem, tuple[int, ...]]]], float]
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,7 @@ class Layout:
     slack: float
     rest: float
     pp: int = 1  # pipeline stages (stages.weight_group)
+    layouts: LayoutBytes | None = None  # None: activations take their floor in every plan
 
     @cached_property
     def floor(self) -> dict[Group, float]:
@@ -130,18 +139,30 @@ class Layout:
             used[g] = max(used.get(g, 0.0), stored[p.name] * self.instances[p.name])
         return used
 
-    def fits(self, stored: dict[str, float]) -> bool:
-        """The graphs' storage (parameters per instance, by phase) fits the slack."""
+    def fits(self, stored: dict[str, float], points: dict[str, Point] | None = None) -> bool:
+        """The graphs' storage (parameters per instance, by phase) fits the slack, with
+        the activations of `points` (plans, by phase) above their floor."""
         used = self.used(stored)
-        return self.fits_levels(sum(used[g] - self.floor[g] for g in used))
+        return self.fits_levels(sum(used[g] - self.floor[g] for g in used), points)
 
-    def fits_levels(self, extra: float) -> bool:
+    def fits_levels(self, extra: float, points: dict[str, Point] | None = None) -> bool:
         """`extra` parameters per chip above every group's least storage fit the slack
-        (within the memory row's relative tolerance)."""
-        if self.per_param <= 0 or not math.isfinite(self.slack):
+        (within the memory row's relative tolerance), beside the activations of `points`
+        above their floor (none given: at their floor)."""
+        if not math.isfinite(self.slack):
             return True
-        floor = sum(self.floor.values()) * self.per_param
-        return extra * self.per_param <= self.slack + 1e-9 * (self.slack + floor)
+        kept = self.kept(points) if points else 0.0
+        if self.per_param <= 0 and kept <= 0:
+            return True
+        floor = sum(self.floor.values()) * max(self.per_param, 0.0)
+        weights = extra * max(self.per_param, 0.0)
+        return weights + kept <= self.slack + 1e-9 * (self.slack + floor)
+
+    def kept(self, points: dict[str, Point]) -> float:
+        """Bytes per chip the plans' activations and KV cache take above their floor."""
+        if self.layouts is None:
+            return 0.0
+        return self.layouts({n: (pt.problem, tuple(pt.sol.choice)) for n, pt in points.items()})
 
     def stored_per_chip(self, stored: dict[str, float]) -> float:
         """Parameters per chip the plan stores, with those no kernel reads."""
@@ -174,7 +195,7 @@ def split_dram(
     split stops at as the graphs' MILPs do."""
     top_stored = {name: pt.stored for name, pt in tops.items()}
     tol = max(rel_gap, 1e-9)
-    if layout.fits(top_stored) and _storage_is_free(layout, tops, evaluate, tol):
+    if layout.fits(top_stored, tops) and _storage_is_free(layout, tops, evaluate, tol):
         stored = layout.stored_per_chip(top_stored)
         weights = layout.weights_per_chip({n: pt.weights for n, pt in tops.items()})
         step = evaluate({n: pt.sol.objective_s for n, pt in tops.items()}, stored, weights)
@@ -341,7 +362,8 @@ def _enumerate(
         if len(picked) < len(layout.phases):
             continue
         stored = {n: o[1] for n, o in picked.items()}
-        if not layout.fits(stored):
+        plans = {n: o[2][0] for n, o in picked.items() if isinstance(o[2][0], Point)}
+        if not layout.fits(stored, plans if len(plans) == len(picked) else None):
             continue
         lat = {n: o[0] for n, o in picked.items()}
         total = layout.stored_per_chip(stored)

@@ -5,7 +5,7 @@ activations, KV cache of the layout), SRAM per configuration (a kernel's smalles
 kernels that num_config forces to share a configuration), or the chip count (more chips
 than any layout of the workload can use). Each reason carries demand / capacity, so the
 planner reports the layout that misses by the least; the fix is computed from the same
-formulas the planner checks (assemble.memory_use, check.config_cost's SRAM sum), never
+formulas the planner checks (footprint.memory_use, check.config_cost's SRAM sum), never
 from a rule of thumb.
 """
 
@@ -24,8 +24,9 @@ from solver.cost.attention_tiles import attention_tilings
 from solver.cost.menus import compulsory_bytes
 from solver.cost.problem import MappingProblem
 from solver.fusion.segment_search import GraphSolution
+from solver.options import BUDGET_OF_STOP, VALVE_STOP
 from solver.plan import MemoryUse
-from solver.search import assemble
+from solver.search import footprint
 from solver.search.parallel import Choice
 
 TAGS_HINT = "set the topology's parallelism tags to that layout, or leave them empty to search"
@@ -43,14 +44,16 @@ class Limits:
 
 def limits_of(workload: Workload, system: System) -> Limits:
     """The degrees searched: TP up to 64 and one pipeline stage per layer at most for LLMs
-    (DP only in training); distributed kernels (HPL, FFT, DLRM, GEMM, explicit graphs)
-    spread over one group of all chips."""
+    (DP in training; in inference the replica counts the workload's variants serve);
+    distributed kernels (HPL, FFT, DLRM, GEMM, explicit graphs) spread over one group of
+    all chips."""
     layers = max((p.count for p in workload.phases if p.role == "layer"), default=1)
     if workload.kind == "training":
         max_dp = max(1, workload.global_batch // max(workload.micro_batch, 1))
         return Limits(max_tp=64, max_pp=layers, max_dp=max_dp, allow_dp=True)
     if workload.kind == "inference":
-        return Limits(max_tp=64, max_pp=layers, max_dp=1, allow_dp=False)
+        replicas = max((b.replicas for b in workload.variants or (workload,)), default=1)
+        return Limits(max_tp=64, max_pp=layers, max_dp=replicas, allow_dp=replicas > 1)
     return Limits(max_tp=system.num_chips, max_pp=1, max_dp=1, allow_dp=False)
 
 
@@ -89,7 +92,7 @@ UNEXPLAINED_TEXT = (
     "fits), DRAM capacity (none without the DRAM row either) nor the chip count rules "
     "one out: a search defect; please report the setup"
 )
-# the DRAM split chose plans that assemble.memory_use finds over capacity (the split and the
+# the DRAM split chose plans that footprint.memory_use finds over capacity (the split and the
 # check price storage by solver.search.storage_rule; never seen since they share it)
 SPLIT_OVER = "split_over_capacity"
 SPLIT_OVER_TEXT = (
@@ -116,23 +119,21 @@ def no_plan_text(
     """Why a search found no plan, when it is not the infeasibility of every choice: a
     solver error; else, when choices stopped before a first plan (`stopped`: `no_plan` of
     the `choices`, or none was found infeasible), a search defect (`DEFECTS`) short of the
-    time limit, the fusion search's path cap, or the time limit. None: infeasible."""
+    time limit, a work budget (BUDGET_OF_STOP), or the time limit. None: infeasible."""
     if "error" in statuses:
         return NUMERICS_TEXT
     if not stopped:
         return None
     for stop, text in DEFECTS:
-        if stop in stops and "time_limit" not in stops:
+        if stop in stops and VALVE_STOP not in stops:
             return text
-    why = (
-        "stopped on the fusion search's path cap"
-        if "path_cap" in stops and "time_limit" not in stops
-        else f"stopped at the time limit ({time_limit_s:g} s)"
-    )
-    return (
-        f"{no_plan} of {choices} parallel choices {why} before a first plan; raise "
-        "solver.time_limit_s (or --time-limit)"
-    )
+    budget = next((BUDGET_OF_STOP[s] for s in stops if s in BUDGET_OF_STOP), "")
+    if budget and VALVE_STOP not in stops:
+        why, field = f"stopped on the work budget solver.{budget}", f"solver.{budget}"
+    else:
+        why = f"stopped at the time limit ({time_limit_s:g} s)"
+        field = "solver.time_limit_s (or --time-limit)"
+    return f"{no_plan} of {choices} parallel choices {why} before a first plan; raise {field}"
 
 
 def phase_reason(
@@ -225,7 +226,7 @@ def untileable(problem: MappingProblem, graph: KernelGraph, phase: str) -> Reaso
             f"a tile of its per-chip shape under any of its shardings or does not fit "
             f"{_bytes(sram)} of SRAM"
         )
-        fix = f"clear or change the tile of kernel {kernel.name} (dataflow_graph.kernels[].tile)"
+        fix = f"clear or change the tile of kernel {kernel.name} (its execution.pin or kernel tile)"
         return Reason("tile pin", text, math.inf, fix)
     need = 3 * max(o.bytes_per_element for o in kernel.operands)
     smallest = "1x1 output, one element of each input"
@@ -315,7 +316,7 @@ def prefill_pass_fix(workload: Workload, best: Reason, capacity: float) -> str:
     if best.activations <= 0 or rest >= capacity or workload.batch < 2:
         return ""
     passes = math.ceil(best.activations / (capacity - rest))
-    seqs = workload.batch // passes
+    seqs = workload.batch // max(workload.replicas, 1) // passes
     if seqs < 1:
         return ""
     tokens = seqs * max(workload.input_len, 1)
@@ -336,7 +337,7 @@ def smallest_layout(
     ):
         degrees = (("CP", workload.context_parallel), ("DP", dp), ("EP", workload.expert_parallel))
         choice = Choice((*degrees, ("PP", pp), ("TP", tp)), (), ())
-        if assemble.memory_use(workload, choice, capacity).total <= capacity * (1 + 1e-9):
+        if footprint.memory_use(workload, choice, capacity).total <= capacity * (1 + 1e-9):
             return tp, pp, dp
     return None
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from hardware.system import NetworkLevel, System
 
@@ -73,8 +74,6 @@ def level_shapes(system: System) -> list[tuple[NetworkLevel, ...]]:
 
 
 def _with_degree(level: NetworkLevel, degree: int) -> NetworkLevel:
-    from dataclasses import replace
-
     return replace(level, degree=degree)
 
 
@@ -147,10 +146,12 @@ def enumerate_choices(
     allow_dp: bool = True,
     cp: int = 1,
     ep: int = 1,
+    tp_fits: Callable[[int], bool] | None = None,
 ) -> list[Choice]:
     """All (degrees, placement) choices; fixed ones when every level carries a tag. `cp`,
     `ep`: the workload's context- and expert-parallel degrees, placed next to TP (Megatron-
-    LM's rank order TP, CP, EP, DP, PP) when the degrees are searched."""
+    LM's rank order TP, CP, EP, DP, PP) when the degrees are searched; `tp_fits`: which
+    searched TP degrees the model can take (solver.search.degrees.tp_fits; None: all)."""
     choices: list[Choice] = []
     seen: set[tuple] = set()
     for levels in level_shapes(system):
@@ -171,6 +172,8 @@ def enumerate_choices(
             dp = n // (tp * pp)
             ranks = dp * ep
             if tp > max_tp or pp > max_pp or ranks > max_dp or (ranks > 1 and not allow_dp):
+                continue
+            if tp_fits is not None and not tp_fits(tp):
                 continue
             deg = {"TP": tp, "PP": pp, "DP": dp, "CP": cp, "EP": ep}
             for order in ORDERS:

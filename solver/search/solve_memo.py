@@ -2,21 +2,20 @@
 
 Why: many sweep axes leave a graph's inner problem unchanged (a price, a power, a link
 bandwidth at TP 1), and a worker process solves point after point. A kernel-by-kernel graph
-is one MILP, and HiGHS (fixed seed, one thread) returns the same solution for the same model
-whenever it finishes without a limit. So such a solution is kept under the problem's full
-value (every menu, edge, capacity and budget, compared field by field) and the settings
-that steer the search, and handed back for an equal problem.
+is one MILP, and HiGHS (fixed seed, one thread, a node budget) returns the same solution
+for the same model on every run. So such a solution is kept under the problem's full value
+(every menu, edge, capacity and budget, compared field by field) and the work budgets that
+steer the search, and handed back for an equal problem, whatever the time limit: a solve
+the budgets ended is what a fresh solve returns on any machine.
 
-Never kept: a search stopped by a limit (time, path cap: not reproducible); a hit whose
-time limit is shorter than the stored solve took (that solve could have been cut short);
-DATAFLOW graphs, whose fusion search spends wall-clock budgets (the alternation before the
-proof search) that can steer which of several equal plans it returns; other solvers and
+Never kept: a search stopped by a limit (the wall-clock valve: not reproducible; a work
+budget: kept out too, so that a stopped search is always visible as one); DATAFLOW graphs
+(problems large enough that comparing them costs more than it saves); other solvers and
 thread counts than HiGHS on one thread (always solved).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Hashable
 
 from solver.cost.memo import Memo
@@ -40,15 +39,12 @@ def solve_graph_memo(
     default: a sweep worker switches it on, `mapshard.sweeps.worker.run_batch`)."""
     if problem.dataflow or not SOLUTIONS.enabled or (options.name, options.threads) != _HIGHS:
         return solve(problem, options)
-    key: Hashable = (problem, options.gap, options.node_limit, options.max_paths)
+    budgets = (options.nodes, options.max_paths, options.max_priced)
+    key: Hashable = (problem, options.gap, options.node_limit, *budgets)
     found = SOLUTIONS.find(key)
     if found is not None:
-        sol, took_s = found
-        if options.time_limit_s <= 0 or took_s < options.time_limit_s:
-            return sol
-    t0 = time.perf_counter()
+        return found
     sol = solve(problem, options)
-    took_s = time.perf_counter() - t0
     if sol.status in _KEPT and not sol.stats.stop:
-        SOLUTIONS.put(key, (sol, took_s))
+        SOLUTIONS.put(key, sol)
     return sol

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from generator.graph import Phase, Workload
+from generator.graph import OperandRole, Phase, Workload
 
 
 def layer_phases(workload: Workload) -> list[Phase]:
@@ -61,3 +61,27 @@ def weight_group(phase: Phase, pp: int = 1) -> tuple[str, str]:
     stage holds both, so the busiest holds the larger."""
     role = "head" if phase.role == "embed" and pp > 1 else phase.role
     return role, phase.name.partition("_")[2]
+
+
+def boundary_bytes(workload: Workload, phase: Phase) -> float:
+    """Activation bytes crossing a pipeline-stage boundary for one graph instance: the
+    layer input (full recompute keeps only it, solver.search.activations)."""
+    if workload.model and workload.model.hidden_size:
+        # a graph without a tokens dim (DFModel's) is one sequence of seq_len tokens
+        tokens = _tokens(phase) or workload.seq_len or 1
+        return tokens * workload.model.hidden_size * workload.activation_bytes_per_element
+    first = phase.graph.kernels[0]
+    return sum(first.operand_bytes(o) for o in first.inputs if o.role == OperandRole.INPUT)
+
+
+def _tokens(phase: Phase) -> int:
+    for k in phase.graph.kernels:
+        sizes = k.dim_sizes
+        if "tokens" in sizes:
+            return sizes["tokens"]
+    return 0
+
+
+def micro_batches(workload: Workload, dp: int) -> int:
+    """Micro-batches per step of each of `dp` data ranks (DP x EP: Choice.data_ranks)."""
+    return max(1, math.ceil(workload.global_batch / (max(workload.micro_batch, 1) * dp)))

@@ -2,7 +2,7 @@
 
 Why: the outer search prices a graph's weight storage twice, once while choosing (the
 memory row of every inner problem and solver.search.dram_split, through
-`WeightRule.bytes_per_param`) and once when it checks the plan (assemble.memory_use). Two
+`WeightRule.bytes_per_param`) and once when it checks the plan (footprint.memory_use). Two
 copies of the ZeRO arithmetic drifted apart once (the FSDP gathered share was charged by
 the check only), and the split then chose plans the check found over capacity. Both now
 read `param_bytes`: the check's weights, gradients and optimizer state are the stored
@@ -106,7 +106,7 @@ def fsdp_gathered_share(workload: Workload, choice: Choice) -> float:
 
 def weight_rule(workload: Workload, choice: Choice) -> WeightRule:
     """How the chosen shardings store weights for this choice (solver.cost.weights.WeightRule):
-    resident bytes per stored parameter (`param_bytes`, as assemble.memory_use counts
+    resident bytes per stored parameter (`param_bytes`, as footprint.memory_use counts
     them), and in training the gradient bytes per parameter a replicated weight syncs once
     per step (assemble.training_times)."""
     wbytes = workload.weight_bytes_per_param

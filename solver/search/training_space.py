@@ -10,7 +10,7 @@ wins depends on the machine, and the DRAM capacity decides which candidates exis
 Each candidate pins every knob and one parallel choice, so every collective, shard and
 pipeline factor is a constant and the inner MILP stays linear (DESIGN.md 1). Candidates
 are ordered by the roofline bound of their step and pruned like the TP/PP/DP choices
-(planner); a candidate whose least DRAM footprint (`assemble.memory_use` with every
+(planner); a candidate whose least DRAM footprint (`footprint.memory_use` with every
 parameter split over TP x PP, the least any mapping stores) exceeds the capacity is
 rejected before any MILP is built.
 
@@ -32,8 +32,9 @@ from generator.graph import Workload
 from hardware.system import System
 from solver.cost.weights import WeightRule
 from solver.options import ExecutionOptions
-from solver.search import assemble, infeasible, stages
+from solver.search import footprint, infeasible, stages
 from solver.search.bounds import roofline_phase_latency, step_times
+from solver.search.degrees import serves
 from solver.search.parallel import Choice, divisors, spans_key
 
 ZERO_STAGES = (0, 1, 2, 3)
@@ -65,7 +66,7 @@ def expand(workload: Workload, choices: list[Choice]) -> list[Candidate]:
     pinned: dict[tuple[int, int, int], Workload] = {}
     for choice in choices:
         for i, base in enumerate(bases):
-            if not _micro_batch_divides(base, choice):
+            if not serves(base, choice) or not _micro_batch_divides(base, choice):
                 continue
             for z in zero_stages(base, choice):
                 for v in interleavings(base, choice):
@@ -161,7 +162,7 @@ def start_with(
 def memory_floor_reason(cand: Candidate, capacity_bytes: float) -> infeasible.Reason | None:
     """Why the candidate cannot fit however its kernels are sharded (its footprint with
     every parameter split over TP x PP exceeds the DRAM), or None."""
-    memory = assemble.memory_use(cand.workload, cand.choice, capacity_bytes)
+    memory = footprint.memory_use(cand.workload, cand.choice, capacity_bytes)
     if memory.total > capacity_bytes * (1 + 1e-9):
         return infeasible.dram_reason(memory)
     return None
@@ -172,13 +173,15 @@ def knob_values(workload: Workload) -> dict[str, object]:
     empty for other workloads."""
     if workload.kind != "training" or workload.forward_only:
         return {}
-    return {
+    knobs: dict[str, object] = {
         "micro_batch": workload.micro_batch,
         "recompute": workload.recompute,
         "zero_stage": workload.zero_stage,
         "virtual_pipeline": workload.virtual_pipeline,
-        "searched": list(workload.searched),
     }
+    if "expert_parallel" in workload.searched:
+        knobs["expert_parallel"] = workload.expert_parallel
+    return knobs | {"searched": list(workload.searched)}
 
 
 def describe(workload: Workload) -> str:
@@ -192,16 +195,25 @@ def describe(workload: Workload) -> str:
     return ", ".join(text[k] for k in workload.searched if k in text)
 
 
-def chosen_workload(workload: Workload, knobs: dict[str, object]) -> Workload:
-    """The pinned workload a plan was made for, from the setup's workload and the plan's
-    `training` knobs (the independent re-check and the report need its graphs)."""
+def chosen_workload(
+    workload: Workload, knobs: dict[str, object], parallelism: dict[str, int] | None = None
+) -> Workload:
+    """The pinned workload a plan was made for, from the setup's workload, the plan's
+    `training` knobs and (inference replicas) its `parallelism` (the independent re-check
+    and the report need its graphs)."""
+    if "replicas" in workload.searched:
+        dp = (parallelism or {}).get("dp", 1)
+        return next(b for b in workload.variants if b.replicas == dp)
     if not workload.searched or not knobs:
         return workload
     bases = workload.variants or (workload,)
+    ep = knobs.get("expert_parallel", workload.expert_parallel)
     base = next(
         b
         for b in bases
-        if b.micro_batch == knobs["micro_batch"] and b.recompute == knobs["recompute"]
+        if b.micro_batch == knobs["micro_batch"]
+        and b.recompute == knobs["recompute"]
+        and b.expert_parallel == ep
     )
     z, v = knobs["zero_stage"], knobs["virtual_pipeline"]
     assert isinstance(z, int) and isinstance(v, int)
@@ -210,8 +222,9 @@ def chosen_workload(workload: Workload, knobs: dict[str, object]) -> Workload:
 
 def least_memory(workload: Workload) -> Workload:
     """The searched knobs at their least memory (smallest micro-batch, full recompute,
-    ZeRO-3, no interleaving): what a suggestion of more chips or DRAM must assume."""
-    if not workload.searched:
+    ZeRO-3, no interleaving, the largest EP degree): what a suggestion of more chips or
+    DRAM must assume."""
+    if not workload.searched or "replicas" in workload.searched:
         return workload
     bases, searched = workload.variants or (workload,), workload.searched
     knobs = {
@@ -221,5 +234,6 @@ def least_memory(workload: Workload) -> Workload:
         "recompute": "full" if "recompute" in searched else workload.recompute,
         "zero_stage": 3 if "zero_stage" in searched else workload.zero_stage,
         "virtual_pipeline": 1 if "virtual_pipeline" in searched else workload.virtual_pipeline,
+        "expert_parallel": max(b.expert_parallel for b in bases),
     }
     return chosen_workload(workload, knobs)

@@ -36,7 +36,7 @@ system {
   topology { kind: SWITCH degree: 8 link_bw_GBps: 450 parallelism: "TP" }
 }
 execution { execution_style: KERNEL_BY_KERNEL perfect_overlap: true }
-solver { time_limit_s: 60 }
+
 """
 
 
@@ -44,7 +44,7 @@ def _run(tmp_path: Path, name: str) -> dict:
     scenario = tmp_path / "scenario"
     scenario.mkdir(exist_ok=True)
     (scenario / "setup.txt").write_text(SETUP, encoding="utf-8")
-    run(scenario, tmp_path / name, time_limit_s=60)
+    run(scenario, tmp_path / name)
     return json.loads((tmp_path / name / "summary.json").read_text())
 
 

@@ -1,7 +1,8 @@
 """Every gallery scenario runs end to end, and its headline numbers respect hand bounds:
 latency is never below the FLOP roofline (workload FLOP / (chips x peak)), nor, for
 inference, below reading each chip's share of the weights once at the DRAM bandwidth; every
-solved choice's roofline bound (math-precision peak x calibrated efficiency) is below it."""
+solved choice's roofline bound (math-precision peak x calibrated efficiency) is below it.
+The plan.txt each run writes runs again to the same plan."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from golden_headlines import GOLDEN, headlines
 from mapshard import pipeline
 from mapshard.cli import main
 from mapshard.report.terminal import format_summary
-from mapshard.run import run
+from mapshard.run import analyse, run
 
 ROOT = Path(__file__).resolve().parents[2]
 GALLERY = sorted(p.parent.name for p in (ROOT / "scenarios").glob("*/setup.txt"))
@@ -26,7 +27,7 @@ GALLERY_PARAMS = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n fo
 @pytest.mark.parametrize("name", GALLERY_PARAMS)
 def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Path) -> None:
     out = tmp_path / "result"
-    result = run(ROOT / "scenarios" / name, out, time_limit_s=60)
+    result = run(ROOT / "scenarios" / name, out)  # the setup's work budgets decide
     # the roofline bound that orders and prunes the outer search is a true lower bound
     for c in result.plan.choices:
         if c.latency_s is not None:
@@ -34,6 +35,7 @@ def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Pa
     summary = json.loads((out / "summary.json").read_text())
     for f in ("kernels.csv", "configs.csv", "trace.json", "report.html", "plan.txt"):
         assert (out / f).is_file()
+    _assert_plan_txt_reproduces(name, out / "plan.txt", summary)
     _assert_matches_golden(name, headlines(summary))
     _assert_no_zero_joules_or_dollars(result.plan, summary, (out / "report.html").read_text())
     latency = summary["latency_s"]
@@ -51,6 +53,33 @@ def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Pa
         )
         bound = weights / tp_pp / scenario.system.dram.bandwidth_Bps
         assert summary["tpot_s"] * summary["parallelism"]["pp"] >= bound * 0.999
+
+
+# the plan's numbers plan.txt must reproduce exactly (issue #33 item 6)
+ROUND_TRIP = (
+    "latency_s",
+    "iteration_time_s",
+    "ttft_s",
+    "tpot_s",
+    "tokens_per_s",
+    "parallelism",
+    "memory_per_chip_bytes",
+    "num_configs",
+    "workload_flop",
+    "system_cost",
+    "system_power_W",
+)
+
+
+def _assert_plan_txt_reproduces(name: str, plan_txt: Path, summary: dict) -> None:
+    """Running the plan.txt the run wrote gives the same plan: every choice pinned, so it
+    solves one layout with one option per kernel in a fraction of the first run's time (a
+    request stream's steps are searched again: no kernel pin fits every step)."""
+    loaded = pipeline.load(plan_txt)
+    again = analyse(loaded, pipeline.resolve(loaded)).summary
+    assert again["status"] == summary["status"], (name, again["status"], again.get("stop_reason"))
+    for key in ROUND_TRIP:
+        assert again.get(key) == summary.get(key), (name, key)
 
 
 ZERO_JOULES = re.compile(r"(?<![\d.])0(\.0+)? ?[kmuµn]?J\b")

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 from report_fixtures import inference_plan, system, training_plan
 
+from mapshard.fmt import fmt_time
 from mapshard.report.explain import format_explain
 from mapshard.report.summary import summary_dict, summary_json
 from mapshard.report.tables import CONFIG_COLUMNS, KERNEL_COLUMNS, configs_csv, kernels_csv
@@ -53,6 +54,26 @@ def test_summary_inference_fields_and_timing_switch():
     assert "solve_time_s" not in s and "build_time_s" not in s
 
 
+@pytest.mark.parametrize("make", [training_plan, inference_plan])
+def test_time_per_step_adds_up_to_the_step(make) -> None:
+    """configs.csv's per_step_s and the step's own terms add up to the step time, and so
+    does the terminal table (the busy time summed over pipeline stages does not: 2 stages)."""
+    plan = make()
+    rows = list(csv.DictReader(io.StringIO(configs_csv(plan))))
+    terms = [v for k, v in plan.time_breakdown.items() if k not in ("pipeline_compute",)]
+    if plan.workload_kind == "training":  # prefill/decode entries are the graphs' own
+        graphs = sum(float(r["per_step_s"]) for r in rows)
+        assert graphs == pytest.approx(plan.time_breakdown["pipeline_compute"])
+        assert graphs + sum(terms) == pytest.approx(plan.latency_s)
+        assert sum(float(r["total_s"]) for r in rows) > 1.5 * graphs  # busy over 2 stages
+    else:
+        assert sum(float(r["per_step_s"]) for r in rows) == pytest.approx(plan.latency_s)
+    assert sum(float(r["share_of_step"]) for r in rows) <= 1 + 1e-9
+    table = format_summary(plan, color=False).split("Where the time goes")[1]
+    last = [line for line in table.splitlines() if line.endswith("100.0%")]
+    assert last and fmt_time(plan.latency_s) in last[0]
+
+
 def test_summary_json_is_strict_json_even_with_infinite_gap():
     plan = training_plan()
     plan = replace(plan, stats=replace(plan.stats, status="time_limit", gap=math.inf))
@@ -90,7 +111,7 @@ def test_format_summary_prints_dfmodel_statistics_verbatim():
     assert {"TP 2", "PP 2", "DP 2"} <= set(lines)
     assert "\033[" not in text
     assert "Iteration time 5" in text or "Iteration time" in text
-    assert "config 3" in text and "% busy" in text
+    assert "config 3" in text and "% step" in text
     assert "\033[1m" in format_summary(plan, color=True)
 
 

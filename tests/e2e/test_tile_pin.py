@@ -56,7 +56,7 @@ def test_a_garbage_tile_names_the_field(tmp_path: Path) -> None:
     plan, _ = _plan_text(tmp_path)
     with pytest.raises(SetupError) as err:
         mapshard.solve(_with_tile(plan, "big please"))
-    assert "dataflow_graph.kernels[0].tile is not a tile" in str(err.value)
+    assert "execution.pin[0].tile is not a tile" in str(err.value)
     assert "output_stationary:Tm=" in str(err.value)
 
 

@@ -28,7 +28,7 @@ from solver.options import SolverOptions
 def test_composed_plan_prices_as_claimed_and_is_never_below_the_optimum() -> None:
     problem = _problem(4)  # 4 copies of a 5-kernel layer, 20 kernels
     stats = SearchStats()
-    plan = compose(problem, SolverOptions(gap=0.0), stats, math.inf, math.inf)
+    plan = compose(problem, SolverOptions(gap=0.0), stats, math.inf)
     assert plan is not None
     n = len(problem.kernels)
     # a segmentation of the order into windows of one layer's length (the head and the

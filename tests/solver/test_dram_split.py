@@ -60,7 +60,7 @@ def _workload(a_gemms: int = 1, b_first: bool = False) -> Workload:
 
 
 def _solve(workload: Workload, dram_bytes: float):
-    options = SolverOptions(time_limit_s=60)
+    options = SolverOptions()
     return planner.search_workload(
         workload, _system(dram_bytes), ExecutionOptions(dataflow=False), options
     )

@@ -55,8 +55,9 @@ def _coefficients(problem: MappingProblem) -> list[float]:
     return [abs(c) for c in out if c != 0]
 
 
-def _solve(setup_dir: Path, time_limit_s: float, monkeypatch: pytest.MonkeyPatch):
-    """Solve, keeping every (problem, solution) the planner's graph search returned."""
+def _solve(setup_dir: Path, monkeypatch: pytest.MonkeyPatch, **budgets: int):
+    """Solve on the setup's work budgets, `budgets` (solver {} fields) set over them (the
+    same plan at any load), keeping every (problem, solution) the graph search returned."""
     seen = []
     search = planner.solve_graph
 
@@ -67,7 +68,9 @@ def _solve(setup_dir: Path, time_limit_s: float, monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(planner, "solve_graph", recording)
     scenario = pipeline.load_scenario(setup_dir)
-    return scenario, pipeline.plan(scenario, time_limit_s), seen
+    for name, value in budgets.items():
+        setattr(scenario.setup.solver, name, value)
+    return scenario, pipeline.plan(scenario), seen
 
 
 def _check(scenario, plan, seen) -> None:
@@ -91,7 +94,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def test_tiny_gemm_on_one_chip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    scenario, plan, seen = _solve(_write(tmp_path, TINY_GEMM), 5, monkeypatch)
+    scenario, plan, seen = _solve(_write(tmp_path, TINY_GEMM), monkeypatch)
     _check(scenario, plan, seen)
     assert plan.workload_flop == 2 * 16**3
     # and never below reading A and B and writing C once (bf16) at the DRAM bandwidth
@@ -100,19 +103,21 @@ def test_tiny_gemm_on_one_chip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_gemm_on_16384_chips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    scenario, plan, seen = _solve(_write(tmp_path, HUGE_GEMM), 5, monkeypatch)
+    scenario, plan, seen = _solve(_write(tmp_path, HUGE_GEMM), monkeypatch)
     _check(scenario, plan, seen)
     assert plan.num_chips == 16384 and plan.parallelism["tp"] == 16384
     assert plan.workload_flop == 2 * 65536**3
 
 
 def test_dfmodel_gpt3_1t_on_1024_chips(monkeypatch: pytest.MonkeyPatch) -> None:
-    """1T parameters, DATAFLOW fusion over a wide layer graph; stopped at 5 s (a first plan
-    takes about 1.4 s on an idle 2-core machine: 2 s failed under load)."""
-    scenario, plan, seen = _solve(ROOT / "scenarios" / "dfmodel_gpt3_1t_sn30", 5, monkeypatch)
+    """1T parameters, DATAFLOW fusion over a wide layer graph, stopped by a small budget of
+    segment prices (about 4 s on an idle 2-core machine instead of 8 s to the proof): the
+    same stop at any load, said as such, and the gallery's optimum already in hand."""
+    folder = ROOT / "scenarios" / "dfmodel_gpt3_1t_sn30"
+    scenario, plan, seen = _solve(folder, monkeypatch, max_priced=5)
     _check(scenario, plan, seen)
     assert plan.num_params >= 1e12
-    assert plan.stats.status in ("optimal", "time_limit")
-    assert 0 <= plan.stats.gap < 1
+    assert (plan.stats.status, plan.stats.stop_reason) == ("time_limit", "price_cap")
+    assert 0 < plan.stats.gap < 0.05
     # DFModel's README prints "Workload FLOP 3.85072240461978e+19" for this setup
     assert plan.workload_flop == pytest.approx(3.85072240461978e19, rel=1e-12)

@@ -77,7 +77,7 @@ def _run(tmp_path: Path, setup: str, capsys: pytest.CaptureFixture[str]) -> tupl
     scenario.mkdir()
     (scenario / "setup.txt").write_text(setup, encoding="utf-8")
     out = tmp_path / "out"
-    code = main(["run", str(scenario), "--out", str(out), "--quiet", "--time-limit", "10"])
+    code = main(["run", str(scenario), "--out", str(out), "--quiet"])
     stdout, stderr = capsys.readouterr()
     assert "Traceback" not in stdout + stderr
     assert not out.exists(), "an infeasible design wrote a result"

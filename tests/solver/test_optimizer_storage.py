@@ -89,7 +89,7 @@ def _brute_force(workload: Workload) -> tuple[float, str]:
 
 
 def _solve(workload: Workload, dataflow: bool):
-    options = SolverOptions(time_limit_s=60)
+    options = SolverOptions()
     execution = ExecutionOptions(dataflow=dataflow)
     return planner.search_workload(workload, _system(), execution, options)
 

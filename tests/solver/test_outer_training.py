@@ -93,6 +93,11 @@ PARAMS = 4 * (4 * 256**2 + 3 * 256 * 512 + 2 * 256) + 2 * 1000 * 256 + 256
 # Full recompute keeps each layer's input only: tokens x h x 2 bytes = 128 x 256 x 2 per
 # layer (micro-batch 1), x 4 layers, one micro-batch in flight without pipelining.
 ACT_FULL = 4 * 128 * 256 * 2
+# The LM head's peak on top (issue 33), T = 128 tokens, V = 1000, a = 2 bytes: the head's
+# input and final-norm output (2 x T h a) live through it, and the loss upcasts the 16-bit
+# logits (T V a) to an FP32 copy (T V 4), then overwrites it in place (exp, softmax,
+# gradient) until the downcast writes the 16-bit gradient beside it: 2 T h a + T V (a + 4).
+HEAD = 2 * 128 * 256 * 2 + 128 * 1000 * (2 + 4)
 
 
 def test_hand_counts_match_the_model() -> None:
@@ -109,22 +114,23 @@ def test_hand_counts_match_the_model() -> None:
 
 
 def test_only_zero_makes_it_fit(tmp_path: Path) -> None:
-    """DP 2, micro-batch 1, full recompute (activations ACT_FULL per chip). Bytes per
-    parameter per chip: ZeRO-0 keeps weights 2 + gradients 2 + optimizer 12 = 16;
+    """DP 2, micro-batch 1, full recompute (activations ACT_FULL + HEAD per chip). Bytes
+    per parameter per chip: ZeRO-0 keeps weights 2 + gradients 2 + optimizer 12 = 16;
     ZeRO-1 shards the optimizer over the 2 ranks: 2 + 2 + 6 = 10. A DRAM of
-    13 x PARAMS + ACT_FULL holds ZeRO-1 (and above) but not ZeRO-0."""
-    zero0 = 16 * PARAMS + ACT_FULL
-    zero1 = 10 * PARAMS + ACT_FULL
-    cap = 13 * PARAMS + ACT_FULL
+    13 x PARAMS + ACT_FULL + HEAD holds ZeRO-1 (and above) but not ZeRO-0."""
+    acts = ACT_FULL + HEAD
+    zero0 = 16 * PARAMS + acts
+    zero1 = 10 * PARAMS + acts
+    cap = 13 * PARAMS + acts
     assert zero1 < cap < zero0
     knobs = "micro_batch: 1 recompute: RECOMPUTE_FULL virtual_pipeline: 1"
     plan = solve(tmp_path / "searched", setup_text(knobs, "DP", dram_cap=cap))
     assert plan.training["zero_stage"] >= 1
     assert plan.memory.total <= cap
-    by_stage = {z: 10 * PARAMS + ACT_FULL for z in (1,)} | {
-        2: 9 * PARAMS + ACT_FULL,  # gradients sharded too: 2 + 1 + 6
+    by_stage = {z: 10 * PARAMS + acts for z in (1,)} | {
+        2: 9 * PARAMS + acts,  # gradients sharded too: 2 + 1 + 6
         # weights sharded (1) plus FSDP's two gathered layer units of the 4: 2/4 x 2 x 1/2
-        3: (1 + 0.5 + 1 + 6) * PARAMS + ACT_FULL,
+        3: (1 + 0.5 + 1 + 6) * PARAMS + acts,
     }
     assert plan.memory.total == pytest.approx(by_stage[plan.training["zero_stage"]], rel=1e-9)
     zero0_rows = [c for c in plan.choices if "ZeRO-0" in c.knobs]
@@ -139,16 +145,17 @@ def test_only_zero_makes_it_fit(tmp_path: Path) -> None:
 
 
 def test_only_full_recompute_makes_it_fit(tmp_path: Path) -> None:
-    """One chip, micro-batch 1: 16 bytes per parameter plus activations. Selective
-    recompute still keeps every projection output, at least q, k and v: 3 x tokens x h x 2
-    bytes per layer = 4 x 3 x 128 x 256 x 2 = 786432 bytes; full recompute keeps ACT_FULL =
-    262144. A DRAM of 16 x PARAMS + ACT_FULL + 393216 holds only full recompute."""
-    cap = 16 * PARAMS + ACT_FULL + 393_216
-    assert 16 * PARAMS + 4 * 3 * 128 * 256 * 2 > cap
+    """One chip, micro-batch 1: 16 bytes per parameter plus activations and the head's
+    peak (HEAD, every mode). Selective recompute still keeps every projection output, at
+    least q, k and v: 3 x tokens x h x 2 bytes per layer = 4 x 3 x 128 x 256 x 2 = 786432
+    bytes; full recompute keeps ACT_FULL = 262144. A DRAM of 16 x PARAMS + ACT_FULL + HEAD
+    + 393216 holds only full recompute."""
+    cap = 16 * PARAMS + ACT_FULL + HEAD + 393_216
+    assert 16 * PARAMS + HEAD + 4 * 3 * 128 * 256 * 2 > cap
     knobs = "micro_batch: 1 zero_stage: 0 virtual_pipeline: 1"
     plan = solve(tmp_path / "searched", setup_text(knobs, chips=1, dram_cap=cap))
     assert plan.training["recompute"] == "full"
-    assert plan.memory.total == pytest.approx(16 * PARAMS + ACT_FULL, rel=1e-9)
+    assert plan.memory.total == pytest.approx(16 * PARAMS + ACT_FULL + HEAD, rel=1e-9)
     assert [c.status for c in plan.choices if "recompute full" not in c.knobs] == [
         "infeasible",
         "infeasible",
@@ -160,12 +167,14 @@ def test_interleaving_charges_the_first_stage_extra_activations() -> None:
     holds 1 + (p - 1) / (v p) times the 1F1B activations. PP 2, v 2, full recompute,
     micro-batch 1, global batch 4 (m = 4 micro-batches, min(p, m) = 2 in flight):
     1F1B: 2 layers per stage x 65536 bytes x 2 in flight = 262144 bytes;
-    interleaved: x (1 + 1 / 4) = 327680 bytes."""
+    interleaved: x (1 + 1 / 4) = 327680 bytes. The last stage holds one micro-batch (1F1B)
+    or (v - 1) p + 1 = 3 chunks of one layer (Megatron-LM's warm-up of the last rank), and
+    the LM head's peak on top: 131072 + HEAD and 196608 + HEAD, the larger of the two."""
     from google.protobuf import text_format
 
     from generator.build import build_workload
     from schema import setup_pb2
-    from solver.search.assemble import memory_use
+    from solver.search.footprint import memory_use
     from solver.search.parallel import Choice
 
     choice = Choice((("DP", 1), ("PP", 2), ("TP", 1)), (), ())
@@ -175,7 +184,9 @@ def test_interleaving_charges_the_first_stage_extra_activations() -> None:
         setup = text_format.Parse(setup_text(knobs, "PP"), setup_pb2.Setup())
         workload = build_workload(setup, Path("setup.txt"), 2)
         acts.append(memory_use(workload, choice, 80e9).activations)
-    assert acts == [2 * 65536 * 2, 2 * 65536 * 2 * 1.25]
+    first = [2 * 65536 * 2, 2 * 65536 * 2 * 1.25]
+    last = [2 * 65536 + HEAD, 3 * 65536 + HEAD]
+    assert acts == [max(f, la) for f, la in zip(first, last)]
 
 
 def test_nothing_fits_names_the_knobs_and_assumes_their_least_memory(tmp_path: Path) -> None:

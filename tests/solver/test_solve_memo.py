@@ -52,6 +52,21 @@ def test_equal_problem_is_solved_once(solutions_on: None) -> None:
     assert len(calls) == 3
 
 
+def test_a_hit_does_not_depend_on_the_time_limit(solutions_on: None) -> None:
+    """A solve the work budgets ended is what a fresh one returns on any machine: a later
+    run with a tiny valve gets it too (it used to be solved again when the stored solve
+    had taken longer than the new limit: an answer that depended on the machine)."""
+    calls = []
+
+    def counting(problem, options):
+        calls.append(problem)
+        return solve_graph(problem, options)
+
+    first = solve_graph_memo(_problem(), SolverOptions(), counting)
+    second = solve_graph_memo(_problem(), SolverOptions(time_limit_s=1e-6), counting)
+    assert len(calls) == 1 and second is first
+
+
 def test_stopped_search_is_not_kept(solutions_on: None) -> None:
     calls = []
 
@@ -67,7 +82,7 @@ def test_stopped_search_is_not_kept(solutions_on: None) -> None:
 
 
 def test_dataflow_search_is_not_kept(solutions_on: None) -> None:
-    """The fusion search's wall-clock budgets can steer which equal plan it returns."""
+    """DATAFLOW problems are not compared (large: comparing costs more than it saves)."""
     calls = []
 
     def counting(problem, options):

@@ -1,5 +1,5 @@
 """One rule for the DRAM bytes of a stored parameter (solver.search.storage_rule): the DRAM
-split chooses plans with it (WeightRule.bytes_per_param) and assemble.memory_use checks
+split chooses plans with it (WeightRule.bytes_per_param) and footprint.memory_use checks
 them with it, so a split that fits is a plan that fits.
 
 Found: GPT-3 175B training with every knob free on A100-40GB, the candidate TP 16, DP 64,
@@ -29,7 +29,7 @@ from generator.graph import KernelGraph, Phase, Workload
 from hardware.system import MemoryLevel, NetworkLevel, System, Topology
 from schema.errors import NoPlanError
 from solver.options import ExecutionOptions, SolverOptions
-from solver.search import assemble, infeasible
+from solver.search import footprint, infeasible
 from solver.search.parallel import Choice
 from solver.search.storage_rule import ParamBytes, param_bytes, weight_rule
 from tests.solver_fixtures import gemm, small_chip
@@ -86,8 +86,8 @@ def test_memory_use_charges_every_stored_parameter_what_the_split_does(zero, lay
     """What the DRAM split relies on: memory_use grows by WeightRule.bytes_per_param per
     stored parameter (slack and plans are both measured by memory_use)."""
     workload, choice = _training(zero, layers), _choice(pp=pp, dp=dp)
-    low = assemble.memory_use(workload, choice, 1e12, stored=1e6)
-    high = assemble.memory_use(workload, choice, 1e12, stored=3e6)
+    low = footprint.memory_use(workload, choice, 1e12, stored=1e6)
+    high = footprint.memory_use(workload, choice, 1e12, stored=3e6)
     per = param_bytes(workload, choice)
     assert high.weights - low.weights == pytest.approx(2e6 * per.weights, rel=1e-12)
     assert high.gradients - low.gradients == pytest.approx(2e6 * per.gradients, rel=1e-12)
@@ -127,7 +127,7 @@ TIGHT = REPLICATED_BYTES - 512
 
 def _plan(capacity_bytes: float):
     workload = _training(3, layers=2, global_batch=2)
-    options = SolverOptions(time_limit_s=60)
+    options = SolverOptions()
     execution = ExecutionOptions(dataflow=False)
     return planner.search_workload(workload, _system(capacity_bytes), execution, options)
 
@@ -135,8 +135,8 @@ def _plan(capacity_bytes: float):
 def test_the_hand_numbers():
     assert (SPLIT_BYTES, REPLICATED_BYTES, TIGHT) == (74_752, 83_968, 83_456)
     workload, choice = _training(3, layers=2, global_batch=2), _choice(tp=2, dp=2)
-    assert assemble.memory_use(workload, choice, TIGHT, 1_024).total == SPLIT_BYTES
-    assert assemble.memory_use(workload, choice, TIGHT, 2_048).total == REPLICATED_BYTES
+    assert footprint.memory_use(workload, choice, TIGHT, 1_024).total == SPLIT_BYTES
+    assert footprint.memory_use(workload, choice, TIGHT, 2_048).total == REPLICATED_BYTES
 
 
 def test_a_split_the_chip_cannot_hold_is_never_chosen():

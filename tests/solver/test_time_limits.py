@@ -1,11 +1,13 @@
-"""Time limits and interrupts: a stopped solve keeps its best plan with a proven gap and a
-warning (exit 0); no plan in time is exit 4 (never a false "infeasible"); Ctrl-C ends with
-exit 130 and one line, leaving no half-written result folder.
+"""Budgets, the time limit and interrupts: a stopped solve keeps its best plan with a proven
+gap and a warning (exit 0); no plan in time is exit 4 (never a false "infeasible"); Ctrl-C
+ends with exit 130 and one line, leaving no half-written result folder.
 
-HiGHS runs are not reproducible when cut by wall time (DESIGN.md), so the stop used here is
-the planner's own between outer choices: with a 1 ms limit it always stops after the first
-choice. "No plan in time" cannot be forced on a real MILP reproducibly, so those tests
-replace the graph search with a search that stops empty.
+HiGHS runs are not reproducible when cut by wall time (DESIGN.md), so the stops used here
+are work budgets (the outer search's candidate budget: the same stop on every machine) and
+the wall-clock valve only where nothing depends on the machine's speed: with a 1 ms limit
+the planner always stops after the first choice, whose graphs the exact kernel-by-kernel
+elimination solves without a clock. "No plan in time" cannot be forced on a real MILP
+reproducibly, so those tests replace the graph search with a search that stops empty.
 """
 
 from __future__ import annotations
@@ -41,37 +43,93 @@ system { num_chip: 4
 """
 
 
-@pytest.fixture
-def scenario(tmp_path: Path) -> Path:
-    folder = tmp_path / "tiny"
+# 8 chips on slow links: the roofline winner (TP 8) is solved first and is not the best
+# plan; TP 4 x PP 2's bound is below it, so it can be neither skipped nor pruned
+SLOW_LINKS_8_CHIPS = TINY_LLM_4_CHIPS.replace("num_chip: 4", "num_chip: 8").replace(
+    "degree: 4 link_bw_GBps: 50", "degree: 8 link_bw_GBps: 0.2"
+)
+
+
+def _folder(tmp_path: Path, text: str, name: str = "tiny") -> Path:
+    folder = tmp_path / name
     folder.mkdir()
-    (folder / "setup.txt").write_text(TINY_LLM_4_CHIPS, encoding="utf-8")
+    (folder / "setup.txt").write_text(text, encoding="utf-8")
     return folder
 
 
-def test_stopped_solve_keeps_the_best_plan_with_a_proven_gap(
-    scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.fixture
+def scenario(tmp_path: Path) -> Path:
+    return _folder(tmp_path, TINY_LLM_4_CHIPS)
+
+
+def test_a_candidate_budget_keeps_the_best_plan_with_a_proven_gap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    plan = pipeline.plan(pipeline.load_scenario(scenario), 0.001)
+    """solver.max_candidates: 1 stops after the roofline winner, the same on every machine;
+    the candidate it skipped is "not_solved" (never "pruned": its bound is below the plan)
+    and its bound is in the gap."""
+    scenario = _folder(tmp_path, SLOW_LINKS_8_CHIPS + "solver { max_candidates: 1 }\n")
+    plan = pipeline.plan(pipeline.load_scenario(scenario))
     st = plan.stats
-    assert st.status == "time_limit" and st.choices_solved == 1
-    unexplored = [c for c in plan.choices if c.status == "pruned" and c.reason == "time limit"]
-    assert len(unexplored) == st.choices_total - 1 >= 1
-    # proven: no unexplored choice can beat the bound, and the gap is measured against it
-    assert st.bound <= min(c.lower_bound_s for c in unexplored)
+    assert (st.status, st.stop_reason) == ("time_limit", "candidate_cap")
+    assert st.choices_solved == 1 and st.choices_not_solved >= 1
+    skipped = [c for c in plan.choices if c.status == "not_solved"]
+    assert {c.reason for c in skipped} == {"work budget (solver.max_candidates)"}
+    assert all(c.lower_bound_s < plan.latency_s for c in skipped)
+    # proven: no skipped choice can beat the bound, and the gap is measured against it
+    assert st.bound <= min(c.lower_bound_s for c in skipped)
     assert 0 < st.bound <= plan.latency_s
     assert st.gap == pytest.approx((plan.latency_s - st.bound) / plan.latency_s)
+    # the unbudgeted search solves both and finds the skipped one better
+    full = pipeline.plan(pipeline.load_scenario(_folder(tmp_path, SLOW_LINKS_8_CHIPS, "all")))
+    assert full.stats.status == "optimal" and full.latency_s < plan.latency_s
+
+    out = tmp_path / "out"
+    code = main(["run", str(scenario), "--out", str(out), "--quiet"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0 and "Traceback" not in stdout + stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["status"], summary["stop_reason"]) == ("time_limit", "candidate_cap")
+    assert summary["choices_not_solved"] == st.choices_not_solved
+    assert summary["gap"] == pytest.approx(st.gap)
+    assert stderr.splitlines() == [
+        "warning: stopped on the outer search's candidate budget (solver max_candidates); "
+        f"the plan is within {summary['gap']:.2%} of optimal"
+    ]
+
+
+def test_the_time_limit_is_a_valve_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 1 ms limit trips after the first candidate (solved by the exact elimination,
+    which needs no clock): the rest are "not_solved" for the time limit, and the result
+    names the clock."""
+    scenario = _folder(tmp_path, SLOW_LINKS_8_CHIPS)
+    plan = pipeline.plan(pipeline.load_scenario(scenario), 0.001)
+    st = plan.stats
+    assert (st.status, st.stop_reason) == ("time_limit", "time_limit")
+    assert st.choices_solved == 1 and st.choices_not_solved >= 1
+    assert {c.reason for c in plan.choices if c.status == "not_solved"} == {"time limit"}
 
     out = tmp_path / "out"
     code = main(["run", str(scenario), "--out", str(out), "--quiet", "--time-limit", "0.001"])
     stdout, stderr = capsys.readouterr()
     assert code == 0 and "Traceback" not in stdout + stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["status"] == "time_limit"
-    assert summary["gap"] == pytest.approx(st.gap)
+    assert (summary["status"], summary["stop_reason"]) == ("time_limit", "time_limit")
     assert stderr.splitlines() == [
         f"warning: stopped at the time limit; the plan is within {summary['gap']:.2%} of optimal"
     ]
+
+
+def test_a_valve_stop_that_skips_nothing_unprunable_is_optimal(scenario: Path) -> None:
+    """The 4-chip scenario's second candidate is pruned by its own bound against the first
+    plan: a valve that trips after the first candidate costs nothing, and nothing says it
+    did."""
+    plan = pipeline.plan(pipeline.load_scenario(scenario), 0.001)
+    assert (plan.stats.status, plan.stats.stop_reason, plan.stats.gap) == ("optimal", "proof", 0)
+    first, *rest = plan.choices
+    assert first.status == "solved" and rest and all(c.status == "pruned" for c in rest)
 
 
 def _stopped_search(status: str):

@@ -103,7 +103,7 @@ def test_inference_rule_has_no_gradient_sync():
 
 
 def _solve(problem):
-    return solve_graph(problem, SolverOptions(time_limit_s=30))
+    return solve_graph(problem, SolverOptions())
 
 
 def test_capacity_that_forbids_replication_makes_the_search_split_the_weights():

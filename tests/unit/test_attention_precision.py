@@ -7,7 +7,8 @@ import pytest
 
 from generator.graph import Kernel, KernelKind, Operand, OperandRole
 from hardware.system import Chip, Efficiency
-from solver.cost.menus import attention_precision, best_compute_rate
+from solver.cost.kernel_times import attention_precision
+from solver.cost.menus import best_compute_rate
 
 CHIP = Chip(
     "t",

@@ -52,7 +52,7 @@ def test_cp_runs_end_to_end_and_reports_its_degree(tmp_path):
 workload { llm_training { model { hf_model: "Llama-3.1-8B" } global_batch: 8 micro_batch: 1
   seq_len: 8192 context_parallel: 2 } }
 system { chip: "H100-SXM5-80GB" num_chip: 8 }
-solver { time_limit_s: 60 }
+
 """
     (tmp_path / "setup.txt").write_text(text, encoding="utf-8")
     plan = pipeline.plan(pipeline.load_scenario(tmp_path))

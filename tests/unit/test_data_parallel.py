@@ -12,7 +12,7 @@ from training_fixtures import tiny_training
 
 from generator.graph import Workload
 from hardware.system import NetworkLevel, Topology
-from solver.search import assemble
+from solver.search import assemble, footprint
 from solver.search.data_parallel import BUCKET_BYTES, dp_sync
 from solver.search.parallel import Choice
 
@@ -119,7 +119,7 @@ def test_interleaved_p2p_exposed_beyond_one_chunk():
 def test_zero_memory_per_chip_by_stage(zero, weights, grads, optimizer):
     sw = NetworkLevel("dp", Topology.SWITCH, 4, 100e9, parallelism=("DP",))
     choice = Choice((("DP", 4), ("PP", 1), ("TP", 1)), (("DP", ((sw, 4),)),), (sw,))
-    mem = assemble.memory_use(_workload(zero), choice, 80e9, stored=1e9)
+    mem = footprint.memory_use(_workload(zero), choice, 80e9, stored=1e9)
     assert (mem.weights, mem.gradients, mem.optimizer) == pytest.approx((weights, grads, optimizer))
 
 

@@ -16,6 +16,7 @@ from mapshard.pipeline import solver_options
 from schema import setup_pb2
 from schema.dfmodel import VARIANTS, NormalisedSetup, native_solver, normalise
 from schema.errors import SetupError
+from solver.dfmodel.model import all_reduce_alpha_s
 
 ROOT = Path(__file__).parents[2]
 SETUP = Path("setup.txt")
@@ -244,3 +245,32 @@ def test_a_searched_variant_degree_needs_num_chip():
     ]
     native = 'system { chip: "H100-SXM" topology { kind: RING } topology { kind: RING degree: 4 } }'
     assert resolve(native).num_chips == 4
+
+
+def test_link_latency_becomes_every_levels_alpha():
+    """accelerator.link_latency (DFModel's newer schema, ns per hop) is each level's
+    latency: 2000 ns -> 2 us on x and y; a native level's own latency_us wins."""
+    chip = CHIP.replace("freq: 1.25 }", "freq: 1.25 link_latency: 2000 }")
+    text = dfmodel_text("r_r").replace(CHIP, chip)
+    system = resolve(text)
+    assert [lv.latency_s for lv in system.network] == pytest.approx([2e-6, 2e-6])
+    seam = normalise(parse(text))
+    assert seam.origin("system.topology[1].latency_us") == "system.accelerator.link_latency"
+    assert seam.setup.system.accelerator.link_latency == 0.0  # moved, not read twice
+    native = (
+        native_text("r_sw")
+        .replace(CHIP, chip)
+        .replace("bw_GBps: 50.0", "bw_GBps: 50.0 latency_us: 5")
+    )
+    assert [lv.latency_s for lv in resolve(native).network] == pytest.approx([5e-6, 2e-6])
+
+
+def test_dfmodel_all_reduce_alpha_is_two_hops_per_tp_step():
+    """DFModel's link-latency term of one all-reduce: link_latency x 2 (p_TP - 1) on the TP
+    level, whatever its kind (intra_chip.py @ 5ba2040): 12 chips at 2 us -> 44 us."""
+    system = resolve(
+        dfmodel_text("r", (12,)).replace(CHIP, CHIP.replace("}", "link_latency: 2000 }", 1))
+    )
+    (level,) = system.network
+    assert all_reduce_alpha_s({"tp": ((level, 12),)}) == pytest.approx(44e-6)
+    assert all_reduce_alpha_s({"pp": ((level, 12),)}) == 0.0

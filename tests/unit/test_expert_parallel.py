@@ -119,7 +119,7 @@ workload { llm_training {
 system { chip: "H100-SXM5-80GB" num_chip: 8
   topology { kind: SWITCH degree: 4 link_bw_GBps: 450 parallelism: "EP" }
   topology { kind: SWITCH degree: 2 link_bw_GBps: 50 parallelism: "DP" } }
-solver { time_limit_s: 60 }
+
 """
     (tmp_path / "setup.txt").write_text(text, encoding="utf-8")
     plan = pipeline.plan(pipeline.load_scenario(tmp_path))

@@ -4,6 +4,8 @@ kernel before XQA) and the link share of a group inside a fully connected node."
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from generator.build import build_workload
 from mapshard.fidelity.cases import Case, parse_extra, read_cases
 from mapshard.fidelity.scenarios import Unmodelable, build_setup, decode_attention
 from schema import setup_pb2
+from schema.errors import SetupError
 
 DATA = Path(__file__).parents[1] / "data" / "validation"
 
@@ -128,3 +131,19 @@ def test_grad_reduce_dtype_sets_the_fp32_gradient_reduction():
     assert not grad_reduce_fp32(_case())
     with pytest.raises(Unmodelable, match="grad_reduce_dtype=fp64 is not fp32, bf16, fp16"):
         grad_reduce_fp32(_case(grad_reduce_dtype="fp64"))
+
+
+@pytest.mark.parametrize("value", ["-1.5", "0", "nan", "inf", "fast"])
+def test_a_measured_value_that_is_no_measurement_is_refused(tmp_path: Path, value: str) -> None:
+    """A negative, zero, non-finite or non-numeric `value` is a one-line error naming the
+    file, the line and the row, never a silently skipped or negative-error row."""
+    source = Path(__file__).resolve().parents[1] / "data/validation/validation_dev_structured.csv"
+    header, first, *_ = source.read_text(encoding="utf-8").splitlines()
+    cells = next(csv.reader([first]))
+    cells[next(csv.reader([header])).index("value")] = value
+    bad = tmp_path / "cases.csv"
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow(cells)
+    bad.write_text(header + "\n" + out.getvalue(), encoding="utf-8")
+    with pytest.raises(SetupError, match=rf"cases.csv: line 2: value '{value}' of {cells[0]}"):
+        read_cases(bad)

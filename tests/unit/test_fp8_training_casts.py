@@ -184,18 +184,18 @@ def test_saved_activations_keep_what_the_backward_reads():
     only by their casts, so each is kept as its 1-byte FP8 copy (the wgrad input), as is
     the attention output's cast beside the 16-bit output the attention backward reads:
     1,835,008 - 2 x 2Th - 2 x 512 T + (3 x Th + 512 T) = 1,638,400 bytes."""
-    from solver.search import assemble
+    from solver.search.activations import Layout, kept_bytes
 
     Th = 256 * 256
     bf16 = _tiny(setup_pb2.BF16)
     want = 2 * Th + 2 * 2 * Th + 2 * Th + 2 * 2 * Th + 2 * Th + 2 * Th + 4 * 512 * 256
     want += 2 * 512 * 256
     assert want == 1_835_008
-    assert assemble._saved_activation(bf16, bf16.phases[0]) == want
+    assert kept_bytes(bf16, bf16.phases[0], Layout(1)) == want
     fp8 = _tiny(setup_pb2.FP8)
     want8 = want - 2 * 2 * Th - 2 * 512 * 256 + 3 * Th + 512 * 256
     assert want8 == 1_638_400
-    assert assemble._saved_activation(fp8, fp8.phases[0]) == want8
+    assert kept_bytes(fp8, fp8.phases[0], Layout(1)) == want8
 
 
 def test_fp8_training_rows_keep_16_bit_parameters():

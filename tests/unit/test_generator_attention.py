@@ -14,7 +14,7 @@ from generator.build import build_workload
 from generator.graph import KernelKind, OperandRole, Pass, Workload
 from schema import setup_pb2
 from schema.errors import SetupError
-from solver.search import assemble
+from solver.search import footprint
 
 GEMM_KINDS = (KernelKind.GEMM, KernelKind.BATCHED_GEMM, KernelKind.ATTENTION)
 B, S, H, HEADS, D, F, L, V = 2, 16, 64, 4, 16, 256, 2, 100
@@ -118,7 +118,7 @@ def _activation_bytes(w: Workload) -> float:
     from solver.search.parallel import Choice
 
     choice = Choice(degrees=(("TP", 1), ("PP", 1), ("DP", 1)), spans=(), levels=())
-    return assemble.memory_use(w, choice, 1e12).activations
+    return footprint.memory_use(w, choice, 1e12).activations
 
 
 def test_selective_recompute_keeps_nothing_of_the_attention_core():

@@ -45,7 +45,7 @@ def test_every_scenario_builds(folder):
         phase.graph.topological_order()  # acyclic
     if folder.name != "dfmodel_gpt3_1t_sn30":  # DFModel's file, kept as published
         assert (folder / "README.md").read_text().strip().count("\n") == 0
-        assert setup.solver.time_limit_s == 30
+        assert setup.solver.time_limit_s == 600  # a safety valve: work budgets decide
     if folder.name == "llama31_8b_decode_h100":
         r = setup.workload.llm_inference
         assert (r.phase, r.batch, r.context_len) == (setup_pb2.DECODE, 8, 1024)

@@ -13,7 +13,7 @@ from mapshard import pipeline
 from mapshard.fidelity.cases import Case
 from mapshard.fidelity.predict import predict
 from mapshard.scenario import Scenario, scenario_options
-from solver.search import assemble
+from solver.search import footprint
 from solver.search.parallel import Choice
 
 H100_FP64 = 66.9e12
@@ -31,7 +31,7 @@ def test_hpl_memory_counts_the_in_place_matrix_once(tmp_path):
     sc = scenario(tmp_path, "workload { hpl { N: 262144 B: 1024 } }")
     assert sc.workload.activation_bytes_per_element == 8
     choice = Choice((("TP", 8),), (), ())
-    mem = assemble.memory_use(sc.workload, choice, 80 * 2**30)
+    mem = footprint.memory_use(sc.workload, choice, 80 * 2**30)
     assert mem.activations == 68_719_738_880 + 2_147_483_648
     assert mem.activations < 80 * 2**30  # the customary size fits
 

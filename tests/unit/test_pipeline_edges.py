@@ -10,7 +10,7 @@ import pytest
 
 from generator.build import build_workload
 from schema import setup_pb2
-from solver.search import assemble, stages
+from solver.search import footprint, stages
 
 
 def _workload(tied: bool):
@@ -55,8 +55,8 @@ def test_the_busiest_stage_runs_the_larger_edge():
 def test_the_busiest_stage_stores_the_larger_table():
     w = _workload(tied=False)
     per_instance = {"layer": 10.0, "embed": 7.0, "head": 9.0}
-    one = assemble.stored_params(w, 1, per_instance)
-    two = assemble.stored_params(w, 2, per_instance)
+    one = footprint.stored_params(w, 1, per_instance)
+    two = footprint.stored_params(w, 2, per_instance)
     assert sum(one.values()) == pytest.approx(4 * 10 + 7 + 9)
     assert sum(two.values()) == pytest.approx(2 * 10 + 9)  # 2 layers and the LM head
 

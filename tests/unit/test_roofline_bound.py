@@ -37,7 +37,7 @@ def test_bound_uses_the_math_precision_peak_and_the_gemm_plateau():
 
 def test_bound_is_never_above_the_plan():
     sc = _scenario(A100_FP16_GEMM)
-    plan = pipeline.plan(sc, time_limit_s=30)
+    plan = pipeline.plan(sc)
     for c in plan.choices:
         if c.latency_s is not None:
             assert c.lower_bound_s <= c.latency_s * (1 + 1e-9)

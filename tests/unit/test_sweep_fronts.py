@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mapshard.sweep.pareto import PLOTS, front_figure, pareto_mask
+from mapshard.sweeps.pareto import PLOTS, front_figure, pareto_mask
 
 # (chip, batch, system cost $, latency s): by hand, within batch 1 the front is A (cheapest)
 # and B (fastest); C is dominated by B (dearer and slower). Within batch 128: D and E.
@@ -56,7 +56,7 @@ def test_without_a_batch_axis_the_front_is_single() -> None:
 
 
 def test_best_point_cells_say_not_priced_instead_of_zero() -> None:
-    from mapshard.sweep.outputs import _cell
+    from mapshard.sweeps.outputs import _cell
 
     unpriced = {"status": "optimal", "system_cost": "0", "tokens_per_s_per_usd": "",
                 "system_power_W": "700", "latency_s": "0.00678"}  # fmt: skip

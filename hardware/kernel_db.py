@@ -1,0 +1,265 @@
+"""NVIDIA's measured kernel database, read as data from the installed `aiconfigurator-core`
+package (Apache-2.0; a declared dependency): nothing of it is copied into this repository and
+none of its modelling code runs, only its tables are read.
+
+Layout inside the package: `systems/data/<system>/<op>/<framework>/<version>/` holding
+Parquet tables and a `collection_meta.yaml`, or a `reuse.yaml` naming the version whose table
+it reuses. What the tables used here hold (checked against the collectors,
+github ai-dynamo/aiconfigurator `collector/trtllm/collect_gemm.py`, `collect_computescale.py`):
+
+- `gemm/.../gemm_perf.parquet`: columns framework, version, device, op_name, kernel_source,
+  gemm_dtype (bfloat16, fp8, fp8_block, nvfp4, ...), m, n, k, latency (milliseconds per
+  call). TensorRT-LLM's rows time one `Linear(k, n)` forward on a 16-bit [m, k] input under a
+  CUDA graph, weights out of L2 (several copies when they would fit); the `fp8` rows are the
+  per-tensor FP8 linear layer: the activation's static quantize
+  (`static_quantize_e4m3_per_tensor`) plus the cuBLAS FP8 GEMM.
+- `quantize/.../scale_matrix_perf.parquet`: that static quantize alone over (m, k), same
+  columns less n and gemm_dtype (`quant_dtype` instead): what an FP8 row spends beyond its
+  GEMM.
+
+Loaded lazily (first use) and cached per table; every function answers None / () when the
+package is missing, so a chip then keeps the physical model and says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = "aiconfigurator_core"
+FRAMEWORKS = ("trtllm", "vllm", "sglang")
+DEFAULT_FRAMEWORK = "trtllm"  # NVIDIA's own engine: its GEMM rows are cuBLAS / CUTLASS
+OFF = ("none", "roofline")  # kernel_source values that turn the tables off
+
+# Library chip -> the database's system folder (the tables' `device` column in the comment).
+# A100-SXM4-40GB is left out: the A100 rows were measured on the 80 GB part, whose HBM2e is
+# 30% faster, and memory-bound GEMMs would carry that over.
+SYSTEMS = {
+    "A100-SXM4-80GB": "a100_sxm",  # "NVIDIA A100-SXM4-80GB"
+    "H100-SXM5-80GB": "h100_sxm",  # "NVIDIA H100 80GB HBM3"
+    "H200-SXM-141GB": "h200_sxm",  # "NVIDIA H200"
+    "B200": "b200_sxm",  # "NVIDIA B200"
+    "GB200": "gb200",  # "NVIDIA GB200"
+}
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Measured times of one (n, k) over m: ascending m, seconds."""
+
+    m: tuple[int, ...]
+    seconds: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One table family over (n, k) -> a curve over m (the GEMM table of one data type, or
+    the quantize table with n = 0)."""
+
+    n: tuple[int, ...]
+    k: tuple[int, ...]
+    curves: dict[tuple[int, int], Curve]
+
+
+def _data_root():
+    try:
+        return importlib.resources.files(PACKAGE) / "systems" / "data"
+    except ModuleNotFoundError:
+        return None
+
+
+def installed() -> bool:
+    """Whether the database package is installed."""
+    root = _data_root()
+    return root is not None and root.is_dir()
+
+
+def _version_key(v: str) -> tuple:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (1, Version(v), v)
+    except InvalidVersion:
+        return (0, v, v)
+
+
+def _op_dir(system: str, op: str, framework: str):
+    root = _data_root()
+    return None if root is None else root / system / op / framework
+
+
+@functools.cache
+def versions(system: str, op: str, framework: str) -> tuple[str, ...]:
+    """Versions of `framework` with an `op` folder on `system`, oldest first."""
+    d = _op_dir(system, op, framework)
+    if d is None or not d.is_dir():
+        return ()
+    return tuple(sorted((p.name for p in d.iterdir() if p.is_dir()), key=_version_key))
+
+
+@functools.cache
+def data_version(system: str, op: str, framework: str, version: str, table: str) -> str:
+    """The version whose measurements `table` of (`op`, `framework`, `version`) holds: the
+    version itself, or the one its `reuse.yaml` names; "" when there is none."""
+    d = _op_dir(system, op, framework)
+    if d is None or not (d / version).is_dir():
+        return ""
+    if (d / version / f"{table}.parquet").is_file():
+        return version
+    reuse = d / version / "reuse.yaml"
+    if not reuse.is_file():
+        return ""
+    import yaml
+
+    for entry in (yaml.safe_load(reuse.read_text()) or {}).get("reuse", []):
+        if entry.get("table") == table and entry.get("from_version") != version:
+            return data_version(system, op, framework, str(entry["from_version"]), table)
+    return ""
+
+
+def newest_collected(system: str, op: str, framework: str, table: str) -> str:
+    """The newest version of `framework` whose own measurements fill `table` ("" if none)."""
+    for v in reversed(versions(system, op, framework)):
+        if data_version(system, op, framework, v, table) == v:
+            return v
+    return ""
+
+
+def _parquet(system: str, op: str, framework: str, version: str, table: str):
+    import pandas as pd
+
+    root = _data_root()
+    assert root is not None
+    res = root / system / op / framework / version / f"{table}.parquet"
+    with importlib.resources.as_file(res) as path:
+        return pd.read_parquet(Path(path))
+
+
+def _grid(rows, n_col: str | None) -> Grid:
+    """Grid of (n, k) curves from a frame with m, k, latency (ms) and optionally n."""
+    curves: dict[tuple[int, int], Curve] = {}
+    keys = ["k"] if n_col is None else [n_col, "k"]
+    for key, g in rows.groupby(keys, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        n, k = (0, int(key[0])) if n_col is None else (int(key[0]), int(key[1]))
+        g = g.groupby("m", sort=True)["latency"].mean()  # a repeated point: its mean
+        curves[(n, k)] = Curve(
+            tuple(int(m) for m in g.index), tuple(float(t) * 1e-3 for t in g.values)
+        )
+    ns = tuple(sorted({n for n, _ in curves}))
+    ks = tuple(sorted({k for _, k in curves}))
+    return Grid(ns, ks, curves)
+
+
+@functools.cache
+def gemm_grid(system: str, framework: str, version: str, dtype: str) -> Grid | None:
+    """The GEMM table of `dtype` ("bfloat16", "fp8", ...), None when the version holds none
+    (a reused table is followed to its data)."""
+    data = data_version(system, "gemm", framework, version, "gemm_perf")
+    if not data:
+        return None
+    frame = _gemm_frame(system, framework, data)
+    rows = frame[frame["gemm_dtype"] == dtype]
+    return _grid(rows, "n") if len(rows) else None
+
+
+@functools.cache
+def _gemm_frame(system: str, framework: str, version: str):
+    frame = _parquet(system, "gemm", framework, version, "gemm_perf")
+    return frame[["gemm_dtype", "m", "n", "k", "latency"]]
+
+
+@functools.cache
+def quantize_grid(system: str, framework: str, version: str) -> Grid | None:
+    """The FP8 static per-tensor quantize over (m, k) (n = 0), None when absent."""
+    data = data_version(system, "quantize", framework, version, "scale_matrix_perf")
+    if not data:
+        return None
+    frame = _parquet(system, "quantize", framework, data, "scale_matrix_perf")
+    rows = frame[frame["quant_dtype"] == "fp8"][["m", "k", "latency"]]
+    return _grid(rows, None) if len(rows) else None
+
+
+# ---------------------------------------------------------------------------------------
+# Interpolation: exact on grid points, log-log between neighbours
+# ---------------------------------------------------------------------------------------
+
+EXACT, INTERPOLATED, EXTRAPOLATED = "exact", "interpolated", "extrapolated"
+
+
+def _bracket(grid: Sequence[int], x: float) -> tuple[int, int, str]:
+    """Indices of the grid neighbours around x (equal when x is on the grid or beyond an
+    end) and how x relates to the grid."""
+    if x <= grid[0]:
+        return 0, 0, EXACT if x == grid[0] else EXTRAPOLATED  # below: the smallest (a floor)
+    if x >= grid[-1]:
+        return len(grid) - 1, len(grid) - 1, EXACT if x == grid[-1] else EXTRAPOLATED
+    hi = next(i for i, g in enumerate(grid) if g >= x)
+    if grid[hi] == x:
+        return hi, hi, EXACT
+    return hi - 1, hi, INTERPOLATED
+
+
+def _weight(grid: Sequence[int], lo: int, hi: int, x: float) -> float:
+    if lo == hi:
+        return 0.0
+    return (math.log(x) - math.log(grid[lo])) / (math.log(grid[hi]) - math.log(grid[lo]))
+
+
+def _on_curve(c: Curve, m: float) -> tuple[float, str]:
+    """Time at m on one curve: log-log between the two measured neighbours; beyond the
+    largest m, linear at the last two points' cost per row; below the smallest, its time.
+    The grid holds m and m + 1 at every 256-row step up to 4353, so a neighbour pair
+    never straddles a tile step there: the steps are kept, not smoothed."""
+    lo, hi, how = _bracket(c.m, m)
+    if how == EXTRAPOLATED and m > c.m[-1]:
+        # the marginal cost per row of the last two points (the steady state a long GEMM
+        # runs at; the last point alone still carries the fixed start-up time), else the last
+        # point's throughput when noise makes that slope useless
+        per_row = c.seconds[-1] / c.m[-1]
+        if len(c.m) > 1:
+            slope = (c.seconds[-1] - c.seconds[-2]) / (c.m[-1] - c.m[-2])
+            per_row = slope if 0 < slope <= per_row else per_row
+        return c.seconds[-1] + (m - c.m[-1]) * per_row, how
+    if lo == hi:
+        return c.seconds[lo], how
+    w = _weight(c.m, lo, hi, m)
+    return math.exp((1 - w) * math.log(c.seconds[lo]) + w * math.log(c.seconds[hi])), how
+
+
+def lookup(grid: Grid, m: float, n: float, k: float) -> tuple[float, str] | None:
+    """Seconds at (m, n, k) and EXACT / INTERPOLATED / EXTRAPOLATED: each neighbouring
+    (n, k) curve at m, then bilinear in (log n, log k) over log time; beyond the largest n
+    or k, in proportion to it (that corner's throughput). None when a neighbour curve is
+    missing from the table (the collector skips m*k, m*n >= 2^31)."""
+    ns, ks = grid.n, grid.k
+    if ns == (0,):  # the quantize table: no n
+        nlo = nhi = 0
+        how_n, wn, n_scale = EXACT, 0.0, 1.0
+    else:
+        nlo, nhi, how_n = _bracket(ns, n)
+        wn = _weight(ns, nlo, nhi, n)
+        n_scale = n / ns[-1] if how_n == EXTRAPOLATED else 1.0
+    klo, khi, how_k = _bracket(ks, k)
+    wk = _weight(ks, klo, khi, k)
+    k_scale = k / ks[-1] if how_k == EXTRAPOLATED else 1.0
+    hows = {how_n, how_k}
+    corners = []
+    for ni, fn in ((nlo, 1 - wn), (nhi, wn)) if nlo != nhi else ((nlo, 1.0),):
+        for ki, fk in ((klo, 1 - wk), (khi, wk)) if klo != khi else ((klo, 1.0),):
+            curve = grid.curves.get((ns[ni], ks[ki]))
+            if curve is None:
+                return None
+            t, how = _on_curve(curve, m)
+            hows.add(how)
+            corners.append((fn * fk, t))
+    if len(corners) == 1:  # on the (n, k) grid: the curve's own value, untouched
+        seconds = corners[0][1]
+    else:
+        seconds = math.exp(sum(f * math.log(t) for f, t in corners))
+    how = EXTRAPOLATED if EXTRAPOLATED in hows else INTERPOLATED if INTERPOLATED in hows else EXACT
+    return seconds * n_scale * k_scale, how

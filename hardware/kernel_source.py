@@ -1,0 +1,100 @@
+"""`system.kernel_source` -> the measured kernel tables a chip reads (hardware.kernel_db), or
+none: the setup's choice checked against the installed database.
+
+- "none" / "roofline": the calibrated roofline alone;
+- "<framework>" or "<framework>-<version>": that database folder, or a SetupError saying why
+  it cannot apply (chip not covered, version unknown, database not installed, the chip's
+  compute numbers overridden in the setup);
+- unset: `DEFAULT_FRAMEWORK`'s newest collected version on the chips in `DEFAULT_ON` (none
+  yet, see there), the roofline elsewhere (and wherever the default cannot apply, silently:
+  the kernels' time sources say which model priced them).
+"""
+
+from __future__ import annotations
+
+from hardware import kernel_db
+from hardware.checks import Problems
+from schema import setup_pb2
+
+# Chips whose GEMMs take the tables unless the setup says otherwise: those where the tables
+# predict the check rows better than the fitted model (`mapshard validate` prints both).
+# None yet: with trtllm-1.3.0rc20 (1.0.0 on A100) mean |error| tables / model alone was, on
+# CHECK, GEMM 14.84 / 4.87 % (the cuBLASLt rows are stream-timed library GEMMs; TensorRT-LLM's
+# FP8 linear layers at small and narrow shapes run 25-70 % slower), training 3.22 / 4.63,
+# inference 8.63 / 7.68, serving 13.03 / 2.98; on FIT GEMM 20.66 / 2.71, training 7.47 /
+# 6.88, inference 8.33 / 8.25, serving 10.52 / 0.97, every other constant fitted with the
+# model. Tables are opt-in: `system { kernel_source: "trtllm" }`.
+DEFAULT_ON: frozenset[str] = frozenset()
+
+# Accelerator fields that change what a GEMM takes: set beside a library chip, the chip is
+# no longer the one the tables measured.
+_COMPUTE_FIELDS = (
+    "core",
+    "systolic_width",
+    "systolic_height",
+    "freq",
+    *(f"{p}_tflops" for p in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")),
+)
+
+
+def _overridden(acc: setup_pb2.Accelerator) -> str:
+    """The first compute field the setup sets on the accelerator ("" if none)."""
+    for name in _COMPUTE_FIELDS:
+        if getattr(acc, name) > 0:
+            return f"system.accelerator.{name}"
+    if acc.efficiency.compute_util > 0:
+        return "system.accelerator.efficiency.compute_util"
+    return ""
+
+
+def resolve_kernel_source(
+    sysmsg: setup_pb2.System, spec: setup_pb2.ChipSpec, problems: Problems
+) -> tuple[str, str]:
+    """(database system, "framework-version") the chip reads, ("", "") for the model."""
+    want = sysmsg.kernel_source
+    if want in kernel_db.OFF:
+        return "", ""
+    # a row of the user's chip table is the user's chip, whatever its name
+    system = "" if sysmsg.chip_table else kernel_db.SYSTEMS.get(spec.name, "")
+    override = _overridden(sysmsg.accelerator)
+    if not want:
+        if spec.name not in DEFAULT_ON or override or not system:
+            return "", ""
+        version = kernel_db.newest_collected(
+            system, "gemm", kernel_db.DEFAULT_FRAMEWORK, "gemm_perf"
+        )
+        return (system, f"{kernel_db.DEFAULT_FRAMEWORK}-{version}") if version else ("", "")
+    field = f'system.kernel_source "{want}"'
+    if not system:
+        covered = ", ".join(sorted(kernel_db.SYSTEMS))
+        problems.add(
+            f"{field}: the measured kernel database does not cover chip "
+            f'"{spec.name or "custom"}" (covered: {covered}); use "none" for the roofline'
+        )
+        return "", ""
+    if override:
+        problems.add(
+            f"{field}: {override} is set, so the chip is not the {spec.name} the tables "
+            'measured; drop the override or use "none"'
+        )
+        return "", ""
+    if not kernel_db.installed():
+        problems.add(
+            f"{field}: the database package aiconfigurator-core is not installed "
+            '(pip install aiconfigurator-core; Python >= 3.11), or use "none"'
+        )
+        return "", ""
+    framework, _, version = want.partition("-")
+    known = kernel_db.versions(system, "gemm", framework)
+    if not version:
+        version = kernel_db.newest_collected(system, "gemm", framework, "gemm_perf")
+    if version not in known or not kernel_db.data_version(
+        system, "gemm", framework, version, "gemm_perf"
+    ):
+        have = ", ".join(f"{framework}-{v}" for v in known) or "none"
+        problems.add(
+            f"{field}: no {framework} GEMM table for {spec.name} in the installed database "
+            f"(versions: {have})"
+        )
+        return "", ""
+    return system, f"{framework}-{version}"

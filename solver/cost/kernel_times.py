@@ -1,0 +1,250 @@
+"""Where a kernel's compute time comes from, said with every number (DESIGN.md, "Where
+kernel times come from"): one function, `kernel_compute_time`, answers "how long does this
+kernel (class, per-chip shape, precision) compute on this chip" for the menus, and through
+their options for the MILP, the re-checks and the reports alike.
+
+Sources, first that applies:
+1. a measured table (hardware.kernel_db) when the chip carries one (`Chip.kernel_source`,
+   resolved from `system.kernel_source`) and it covers the kernel: two-input GEMMs in
+   BF16/FP16 (the bfloat16 rows: same tensor-core rate) and FP8 (the per-tensor FP8 rows
+   less the activation quantize they include, from the same version's quantize table; the
+   engines fuse that quantize into the producer, FP8 training casts it in kernels of its own);
+   interpolated over shape, exact on grid points (`kernel_db.lookup`);
+2. the roofline with the chip's calibrated efficiency (solver.cost.efficiency), "fitted";
+3. the peak, "uncalibrated", when the chip (or the precision) has no fitted rate.
+
+A table times the whole kernel from launch to end (CUDA-graph replay), so it already holds
+what the chip's `kernel_overhead_s` stands for: the compute part returned is the table time
+less that overhead, which the menus add back, so a GEMM alone costs its table time. Memory
+traffic, tiling, fusion and sharding stay MapShard's own on every path: the table replaces
+the fitted GEMM efficiency, not the search.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from generator.graph import Kernel, KernelKind
+from hardware import kernel_db
+from hardware.system import Chip
+from solver.cost import efficiency
+
+FITTED = "fitted plateau"
+UNCALIBRATED = "peak, uncalibrated"
+# MapShard precision -> the table's gemm_dtype
+TABLE_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+LARGE = 1 << 14  # the cube whose efficiency stands for a matrix kernel without GEMM roles
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """Seconds and where they come from (kernels.csv `time_source`)."""
+
+    seconds: float
+    source: str
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """A two-input matrix kernel's per-chip loop extents (batch = independent GEMMs)."""
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+
+
+# ---------------------------------------------------------------------------------------
+# Measured tables
+# ---------------------------------------------------------------------------------------
+
+
+def table_of(chip: Chip) -> tuple[str, str, str] | None:
+    """(system, framework, version) of the chip's kernel tables, None when it has none."""
+    if not chip.kernel_source or not chip.kernel_system:
+        return None
+    framework, _, version = chip.kernel_source.partition("-")
+    return chip.kernel_system, framework, version
+
+
+@functools.cache
+def _label(ref: tuple[str, str, str]) -> str:
+    """The version said in a source: "trtllm-1.3.0rc20", or "trtllm-1.3.0rc23 (1.3.0rc20
+    data)" for a version whose table reuses another's."""
+    system, framework, version = ref
+    data = kernel_db.data_version(system, "gemm", framework, version, "gemm_perf")
+    return f"{framework}-{version}" + (f" ({data} data)" if data and data != version else "")
+
+
+def measured_gemm_time(chip: Chip, m: int, n: int, k: int, precision: str) -> KernelTime | None:
+    """A GEMM's whole kernel time from the chip's measured table (the FP8 quantize taken
+    out), or None when no table covers it."""
+    ref = table_of(chip)
+    dtype = TABLE_DTYPES.get(precision)
+    if ref is None or dtype is None:
+        return None
+    grid = kernel_db.gemm_grid(*ref, dtype)
+    if grid is None:
+        return None
+    hit = kernel_db.lookup(grid, m, n, k)
+    if hit is None:
+        return None
+    seconds, how = hit
+    what = f"gemm {precision}"
+    if dtype == "fp8":
+        quant = kernel_db.quantize_grid(*ref)
+        q = kernel_db.lookup(quant, m, 0, k) if quant is not None else None
+        if q is None:
+            return None
+        # the quantize never takes the whole row (a noisy small-m pair): keep half of it
+        seconds = max(seconds - q[0], 0.5 * seconds)
+        what += " less its quantize"
+    return KernelTime(seconds, f"measured:{_label(ref)} {what}, {how}")
+
+
+@functools.cache
+def _table_rate(ref: tuple[str, str, str], precision: str, overhead_s: float) -> float:
+    """The highest FLOP/s any grid point of the table reaches once the per-kernel overhead
+    is taken out (points shorter than twice the overhead left out): the rate the compute
+    part of a measured GEMM is held under, so the search's roofline bound stays valid."""
+    grid = kernel_db.gemm_grid(*ref, TABLE_DTYPES[precision])
+    quant = kernel_db.quantize_grid(*ref) if precision == "fp8" else None
+    best = 0.0
+    for (n, k), curve in grid.curves.items():
+        for m, t in zip(curve.m, curve.seconds):
+            if quant is not None:
+                q = kernel_db.lookup(quant, m, 0, k)
+                t = max(t - q[0], 0.5 * t) if q is not None else t
+            if t >= 2 * overhead_s and t > 0:
+                best = max(best, 2.0 * m * n * k / (t - overhead_s))
+    return best
+
+
+def table_rate(chip: Chip, precision: str) -> float:
+    """`_table_rate` of the chip's table at `precision`, 0 when none covers it."""
+    ref = table_of(chip)
+    if ref is None or precision not in TABLE_DTYPES:
+        return 0.0
+    if kernel_db.gemm_grid(*ref, TABLE_DTYPES[precision]) is None:
+        return 0.0
+    if precision == "fp8" and kernel_db.quantize_grid(*ref) is None:
+        return 0.0
+    return _table_rate(ref, precision, chip.efficiency.kernel_overhead_s)
+
+
+# ---------------------------------------------------------------------------------------
+# The physical model's sources
+# ---------------------------------------------------------------------------------------
+
+
+def _fitted(chip: Chip, part: str = "") -> str:
+    """FITTED (or the named fitted part) when the chip's efficiency is calibrated."""
+    if chip.efficiency.fixed_compute_util > 0:
+        return "fixed compute_util"
+    if not chip.calibration.calibrated:
+        return UNCALIBRATED
+    return part or FITTED
+
+
+def gemm_source(chip: Chip, precision: str) -> str:
+    """The source of a GEMM time from the model (efficiency.for_precision's plateau)."""
+    if efficiency.plateau_warning(chip, precision):
+        return UNCALIBRATED
+    return _fitted(chip)
+
+
+def _why_no_table(chip: Chip, shape: GemmShape, precision: str) -> str:
+    if table_of(chip) is None:
+        return ""
+    if shape.batch > 1:
+        return f" (no {chip.kernel_source} table for batched GEMMs)"
+    return f" (no {chip.kernel_source} {precision} GEMM table covers it)"
+
+
+def gemm_compute_time(
+    chip: Chip, shape: GemmShape, flop: float, precision: str, split: float = 1.0
+) -> KernelTime:
+    """Compute part of one GEMM at `precision` (`chip` already at that precision's plateau,
+    `efficiency.for_precision`); `split` is the split-accumulation rate factor (<= 1)."""
+    measured = None
+    if shape.batch <= 1:
+        measured = measured_gemm_time(chip, shape.m, shape.n, shape.k, precision)
+    if measured is not None:
+        rate = table_rate(chip, precision)
+        seconds = measured.seconds / split - chip.efficiency.kernel_overhead_s
+        floor = flop / rate if rate > 0 else 0.0
+        return KernelTime(max(seconds, floor, 0.0), measured.source)
+    peak = chip.peak(precision) * split
+    s = shape
+    seconds = efficiency.gemm_compute_time(chip, flop, peak, s.m, s.n, s.k, s.batch)
+    return KernelTime(seconds, gemm_source(chip, precision) + _why_no_table(chip, shape, precision))
+
+
+# ---------------------------------------------------------------------------------------
+# The one function
+# ---------------------------------------------------------------------------------------
+
+
+def attention_precision(math_precision: str) -> str:
+    """The precision a fused attention kernel computes in: 16-bit under 8- or 4-bit GEMMs
+    (FP8 recipes quantise the linear layers; softmax(QK^T)V stays in BF16, issue #16)."""
+    return "bf16" if math_precision in ("fp8", "int8", "int4") else math_precision
+
+
+def attention_rate(chip: Chip, precision: str) -> float:
+    """FLOP/s of the fused attention kernel: the peak and plateau of the precision it
+    computes in (`attention_precision`: BF16 under an FP8 recipe, so the BF16 plateau, not
+    the FP8 one, unless the chip gives attention_util)."""
+    own = attention_precision(precision)
+    at_own = efficiency.for_precision(chip, own)
+    return at_own.peak(own) * efficiency.attention_efficiency(at_own)
+
+
+def split_factor(kernel: Kernel, chip: Chip, precision: str) -> float:
+    """The split-accumulation slowdown of an FP8 training dgrad/wgrad GEMM (1 otherwise)."""
+    if kernel.split_accumulate and precision == "fp8":
+        return efficiency.split_accumulate_factor(chip)
+    return 1.0
+
+
+def kernel_compute_time(
+    kernel: Kernel, chip: Chip, shape: GemmShape | None, flop: float, precision: str
+) -> KernelTime:
+    """Compute time (per-kernel overhead excluded) of one kernel option and its source.
+    `shape`: the per-chip GEMM extents of a two-input matrix kernel, None for any other;
+    `chip`: at the workload's math precision's plateau (`efficiency.for_precision`)."""
+    if flop <= 0:
+        return KernelTime(0.0, "no compute")
+    if kernel.math_precision and kernel.math_precision != precision:
+        # a kernel at its own precision (the 16-bit LM head under FP8): that peak and plateau
+        precision = kernel.math_precision
+        chip = efficiency.for_precision(chip, precision)
+    if kernel.unit != "vector":  # else the input says the vector unit runs it (DFModel SIMD)
+        if shape is not None:
+            split = split_factor(kernel, chip, precision)
+            return gemm_compute_time(chip, shape, flop, precision, split)
+        if kernel.kind == KernelKind.ATTENTION:
+            own = attention_precision(precision)
+            fitted = "attention" in chip.calibration.measured
+            source = _fitted(chip, "fitted attention rate") if fitted else gemm_source(chip, own)
+            return KernelTime(flop / attention_rate(chip, precision), source)
+        if kernel.kind.uses_matrix_unit or kernel.unit == "matrix":
+            rate = (
+                chip.peak(precision)
+                * efficiency.gemm_efficiency(chip, LARGE, LARGE, LARGE)
+                * split_factor(kernel, chip, precision)
+            )
+            return KernelTime(flop / rate, gemm_source(chip, precision))
+    fitted = "vector" in chip.calibration.measured
+    return KernelTime(
+        flop / (chip.vector_flops * efficiency.vector_efficiency(chip)),
+        _fitted(chip, "fitted vector rate") if fitted else UNCALIBRATED,
+    )
+
+
+def best_gemm_rate(chip: Chip, precision: str, model_rate: float) -> float:
+    """The highest FLOP/s a GEMM's compute part reaches at `precision`: the model's
+    (`model_rate`) or, where a table covers the chip, the table's best grid point, whichever
+    is higher (a GEMM the table does not cover keeps the model)."""
+    return max(model_rate, table_rate(chip, precision))

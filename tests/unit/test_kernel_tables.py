@@ -1,0 +1,161 @@
+"""Measured kernel tables (hardware.kernel_db, solver.cost.kernel_times): real rows of the
+installed aiconfigurator-core database read back exactly on grid points, interpolated by
+hand between neighbours, and a chip or kernel the tables do not cover falls back to the
+model with its source said. Only the H100 tables are loaded (two Parquet files)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hardware import kernel_db
+from hardware.resolve import resolve_system
+from schema import setup_pb2
+from schema.errors import SetupError
+from solver.cost import kernel_times
+from solver.cost.efficiency import for_precision
+
+pytestmark = pytest.mark.skipif(not kernel_db.installed(), reason="aiconfigurator-core missing")
+
+H100 = ("h100_sxm", "trtllm", "1.3.0rc20")
+
+
+def _row(dtype: str, m: int, n: int, k: int) -> float:
+    """One row's latency in seconds, read straight from the Parquet file."""
+    frame = kernel_db._gemm_frame(*H100)
+    hit = frame[(frame.gemm_dtype == dtype) & (frame.m == m) & (frame.n == n) & (frame.k == k)]
+    assert len(hit) == 1, (dtype, m, n, k)
+    return float(hit.latency.iloc[0]) * 1e-3
+
+
+def _chip(name: str, kernel_source: str = ""):
+    s = setup_pb2.Setup()
+    s.system.chip, s.system.num_chip = name, 1
+    s.system.kernel_source = kernel_source
+    return resolve_system(s, Path("setup.txt")).chip
+
+
+@pytest.fixture(scope="module")
+def bf16():
+    return kernel_db.gemm_grid(*H100, "bfloat16")
+
+
+def test_exact_on_grid_points(bf16):
+    """8192^3 BF16: 1.404784 ms in the table (783 TFLOP/s), read back exactly."""
+    for m, n, k in ((8192, 8192, 8192), (1, 8192, 8192), (4097, 4096, 4096)):
+        seconds, how = kernel_db.lookup(bf16, m, n, k)
+        assert how == kernel_db.EXACT
+        assert seconds == pytest.approx(_row("bfloat16", m, n, k), rel=1e-12)
+    assert _row("bfloat16", 8192, 8192, 8192) == pytest.approx(1.404784e-3, rel=1e-5)
+
+
+def test_between_m_neighbours_log_log(bf16):
+    """m = 3000 lies between the grid's 2817 and 3072 (n = k = 8192): log-log between them."""
+    lo, hi = _row("bfloat16", 2817, 8192, 8192), _row("bfloat16", 3072, 8192, 8192)
+    w = (math.log(3000) - math.log(2817)) / (math.log(3072) - math.log(2817))
+    want = math.exp((1 - w) * math.log(lo) + w * math.log(hi))
+    seconds, how = kernel_db.lookup(bf16, 3000, 8192, 8192)
+    assert how == kernel_db.INTERPOLATED
+    assert seconds == pytest.approx(want, rel=1e-12)
+    assert min(lo, hi) <= seconds <= max(lo, hi)
+
+
+def test_tile_step_is_kept_not_smoothed(bf16):
+    """The grid holds 4096 and 4097: a query on either side reads its own row, so the step
+    a 17th row of tiles costs at 4097 is not averaged away."""
+    t4096 = kernel_db.lookup(bf16, 4096, 4096, 8192)[0]
+    t4097 = kernel_db.lookup(bf16, 4097, 4096, 8192)[0]
+    assert t4096 == _row("bfloat16", 4096, 4096, 8192)
+    assert t4097 == _row("bfloat16", 4097, 4096, 8192)
+
+
+def test_between_n_neighbours_off_grid(bf16):
+    """n = 14336 (Llama-3 8B's MLP width) between 12288 and 16384 at a grid m and k:
+    log time linear in log n between the two rows."""
+    lo, hi = _row("bfloat16", 1024, 12288, 4096), _row("bfloat16", 1024, 16384, 4096)
+    w = (math.log(14336) - math.log(12288)) / (math.log(16384) - math.log(12288))
+    want = math.exp((1 - w) * math.log(lo) + w * math.log(hi))
+    seconds, how = kernel_db.lookup(bf16, 1024, 14336, 4096)
+    assert how == kernel_db.INTERPOLATED
+    assert seconds == pytest.approx(want, rel=1e-12)
+
+
+def test_beyond_the_largest_m_at_the_last_cost_per_row(bf16):
+    """m = 65536 > 32768: the last two points' cost per row carries on."""
+    t16, t32 = _row("bfloat16", 16384, 4096, 4096), _row("bfloat16", 32768, 4096, 4096)
+    seconds, how = kernel_db.lookup(bf16, 65536, 4096, 4096)
+    assert how == kernel_db.EXTRAPOLATED
+    slope = (t32 - t16) / 16384
+    assert seconds == pytest.approx(t32 + 32768 * min(slope, t32 / 32768), rel=1e-12)
+
+
+def test_fp8_rows_less_their_quantize():
+    """An FP8 row times the activation's static quantize plus the GEMM; the quantize table of
+    the same version gives the first, taken out: 8192^3 at 0.884912 - 0.066940 ms."""
+    chip = for_precision(_chip("H100-SXM5-80GB", "trtllm-1.3.0rc20"), "fp8")
+    t = kernel_times.measured_gemm_time(chip, 8192, 8192, 8192, "fp8")
+    quant = kernel_db.quantize_grid(*H100)
+    q = kernel_db.lookup(quant, 8192, 0, 8192)[0]
+    assert q == pytest.approx(0.066940e-3, rel=1e-4)
+    assert t.seconds == pytest.approx(_row("fp8", 8192, 8192, 8192) - q, rel=1e-12)
+    assert t.source == "measured:trtllm-1.3.0rc20 gemm fp8 less its quantize, exact"
+
+
+def test_compute_part_adds_back_to_the_table_time():
+    """The menus add the chip's per-kernel overhead to the compute part: a GEMM alone costs
+    its table time."""
+    chip = for_precision(_chip("H100-SXM5-80GB", "trtllm"), "bf16")
+    assert chip.kernel_source == "trtllm-1.3.0rc20"
+    shape = kernel_times.GemmShape(4096, 4096, 4096)
+    t = kernel_times.gemm_compute_time(chip, shape, 2 * 4096**3, "bf16")
+    total = t.seconds + chip.efficiency.kernel_overhead_s
+    assert total == pytest.approx(_row("bfloat16", 4096, 4096, 4096), rel=1e-12)
+    assert t.source == "measured:trtllm-1.3.0rc20 gemm bf16, exact"
+    # never faster than the table's best point: the search's roofline bound holds
+    assert 2 * 4096**3 / t.seconds <= kernel_times.table_rate(chip, "bf16")
+
+
+def test_uncovered_falls_back_with_its_source_said():
+    """MI300X has no table: the fitted plateau. A batched GEMM on a covered chip and an FP32
+    GEMM (no table of that type) keep the model and say why; "none" turns the tables off."""
+    mi = for_precision(_chip("MI300X"), "bf16")
+    assert mi.kernel_source == ""
+    t = kernel_times.gemm_compute_time(mi, kernel_times.GemmShape(4096, 4096, 4096), 1e11, "bf16")
+    assert t.source == kernel_times.FITTED
+    h100 = _chip("H100-SXM5-80GB", "trtllm-1.3.0rc20")
+    batched = kernel_times.GemmShape(512, 512, 128, batch=32)
+    t = kernel_times.gemm_compute_time(for_precision(h100, "bf16"), batched, 2e9, "bf16")
+    assert t.source == "fitted plateau (no trtllm-1.3.0rc20 table for batched GEMMs)"
+    t = kernel_times.gemm_compute_time(
+        for_precision(h100, "fp32"), kernel_times.GemmShape(64, 64, 64), 2 * 64**3, "fp32"
+    )
+    assert t.source.startswith("peak, uncalibrated (no trtllm-1.3.0rc20 fp32 GEMM table")
+    off = _chip("H100-SXM5-80GB", "none")
+    assert off.kernel_source == "" and kernel_times.table_of(off) is None
+
+
+def test_a_missing_table_falls_back():
+    """A chip pointing at a table the database lacks (a version never collected) reads
+    nothing and keeps the model, with the source said."""
+    chip = replace(_chip("H100-SXM5-80GB", "none"), kernel_system="h100_sxm")
+    chip = for_precision(replace(chip, kernel_source="trtllm-0.0.1"), "bf16")
+    assert kernel_times.measured_gemm_time(chip, 4096, 4096, 4096, "bf16") is None
+    t = kernel_times.gemm_compute_time(chip, kernel_times.GemmShape(4096, 4096, 4096), 1e11, "bf16")
+    assert t.source.startswith(kernel_times.FITTED + " (no trtllm-0.0.1 bf16 GEMM table")
+
+
+def test_kernel_source_is_validated_strictly():
+    """An unknown version, a chip the database lacks, or an overridden accelerator is a
+    SetupError naming the field."""
+    with pytest.raises(SetupError, match=r"no trtllm GEMM table for H100-SXM5-80GB.*versions"):
+        _chip("H100-SXM5-80GB", "trtllm-9.9")
+    with pytest.raises(SetupError, match="does not cover chip"):
+        _chip("MI300X", "trtllm")
+    s = setup_pb2.Setup()
+    s.system.chip, s.system.num_chip, s.system.kernel_source = "H100-SXM5-80GB", 1, "trtllm"
+    s.system.accelerator.bf16_tflops = 500
+    with pytest.raises(SetupError, match="bf16_tflops is set"):
+        resolve_system(s, Path("setup.txt"))
