@@ -142,8 +142,9 @@ def summary_dict(
         "parallelism": parallel_degrees(plan),
         "placement": dict(sorted(plan.placement.items())),
         "micro_batches": plan.micro_batches,
-        "system_cost": plan.system_cost,
-        "system_power_W": plan.system_power_W,
+        # a system without prices or powers is not priced / not modelled: null, never $0
+        "system_cost": plan.system_cost or None,
+        "system_power_W": plan.system_power_W or None,
         "workload_flop": plan.workload_flop,
         "peak_flops_per_chip": plan.peak_flops_per_chip,
         "flops_utilization": plan.flops_utilization,
