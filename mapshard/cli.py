@@ -129,9 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default: validation_results)")
     p.add_argument("--check", action="store_true", help="exit 1 when error bounds are exceeded")
     p.add_argument(
-        "--tables-only",
+        "--single-pass",
         action="store_true",
-        help="skip the second prediction with the physical model alone (kernel tables off)",
+        help="predict each row once (skip the measured kernel tables vs physical model "
+        "comparison, validation_sources.csv)",
     )
 
     p = _sub(sub, "profile", "Compare a plan with a measured profile, or calibrate a chip.")

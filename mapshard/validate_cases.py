@@ -91,9 +91,9 @@ def run_validation_command(args: argparse.Namespace) -> int:
     summary = summarize(outcomes)
     files = output_files(outcomes, summary)
     print(format_summary(summary))
-    # the CLI compares by default (--tables-only skips it); a caller's Namespace without the
+    # the CLI compares by default (--single-pass skips it); a caller's Namespace without the
     # flag (the e2e fixtures) gets one pass, keeping the suite's time
-    compare_sources = not getattr(args, "tables_only", True)
+    compare_sources = not getattr(args, "single_pass", True)
     if compare_sources:
         lines = compare(cases, outcomes, lambda c: validate_case(c, path))
         files["validation_sources.csv"] = sources_csv(lines)
