@@ -24,8 +24,8 @@ EXAMPLES = {
     "sweep": "mapshard sweep scenarios/sweep_llama70b/sweep.txt --workers 2 --out /tmp/sweep",
     "validate": "mapshard validate tests/data/validation/validation_dev_structured.csv "
     "--out /tmp/val",
-    "compare": "mapshard compare scenarios/llama31_70b_decode_8xh100 "
-    "scenarios/mixtral_8x7b_inference_8xmi300x --out /tmp/cmp",
+    "compare": "mapshard compare scenarios/jgs_llama31_8b_1024_1024 "
+    "scenarios/nvlax_llama31_8b_1024_1024 --out /tmp/cmp",
     "profile": "mapshard profile compare scenarios/llama31_8b_decode_h100 profile.csv",
 }
 

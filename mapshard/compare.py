@@ -125,9 +125,38 @@ def _joules(x: float | None) -> str:
     return fmt_si(x, "J") if x else "not modelled"
 
 
+def measures(summary: dict[str, Any]) -> str:
+    """What a side's latency is: a training step, a whole request, one decode step, a
+    prefill, a request stream's median, or one run of the workload."""
+    if summary.get("stream"):
+        return "request stream (p50)"
+    if summary.get("workload_kind") == "training" or summary.get("iteration_time_s"):
+        return "training step"
+    ttft, tpot = summary.get("ttft_s"), summary.get("tpot_s")
+    if ttft is not None and tpot is not None:
+        return "request"
+    if tpot is not None:
+        return "decode step"
+    if ttft is not None:
+        return "prefill"
+    return str(summary.get("workload_kind") or "step")
+
+
+def calibration(summary: dict[str, Any]) -> str:
+    """A side's chip calibration: "calibrated", or "uncalibrated" (every kernel at 100% of
+    peak: its times are a lower bound, not a forecast), or "-" when the summary has none."""
+    cal = summary.get("chip_calibration")
+    return str(cal.get("status", "-")) if isinstance(cal, dict) else "-"
+
+
+#: rows whose ratio only means something between like quantities (the same `measures`)
+LIKE_ONLY = {"latency", "TTFT", "TPOT", "tokens/s", "energy per step"}
+
 # (label, value getter, formatter, lower is better)
 ROWS: tuple[tuple[str, Any, Any, bool | None], ...] = (
     ("status", lambda s, t: s.get("status"), str, None),
+    ("latency is", lambda s, t: measures(s), str, None),
+    ("chip calibration", lambda s, t: calibration(s), str, None),
     ("chips", lambda s, t: s.get("num_chips"), str, None),
     ("parallelism", lambda s, t: _par(s), str, None),
     ("latency", lambda s, t: s.get("latency_s"), fmt_time, True),
@@ -151,8 +180,10 @@ def _ratio(value: Any, ref: Any) -> str:
 
 
 def table(sides: list[Side]) -> list[list[str]]:
-    """Rows of cells: label, then each side's value (with its ratio to the first)."""
+    """Rows of cells: label, then each side's value (with its ratio to the first; none
+    between unlike quantities, a decode step beside a whole request say: caveats())."""
     rows = [["", *(s.name for s in sides)]]
+    kinds = [measures(s.summary) for s in sides]
     for label, get, fmt, _ in ROWS:
         values = [get(s.summary, s.time_by_bound) for s in sides]
         says_why = fmt in (_money, _watts, _joules)  # "not priced", "not modelled"
@@ -161,9 +192,30 @@ def table(sides: list[Side]) -> list[list[str]]:
         cells = [label]
         for i, v in enumerate(values):
             text = "-" if v is None and not says_why else fmt(v)
-            cells.append(text + (_ratio(v, values[0]) if i else ""))
+            like = kinds[i] == kinds[0] or label not in LIKE_ONLY and "bound time" not in label
+            cells.append(text + (_ratio(v, values[0]) if i and like else ""))
         rows.append(cells)
     return rows
+
+
+def caveats(sides: list[Side]) -> list[str]:
+    """What the table must not be read as: unlike quantities, uncalibrated chips."""
+    ref = sides[0]
+    out = []
+    for s in sides[1:]:
+        a, b = measures(s.summary), measures(ref.summary)
+        if a != b:
+            out.append(
+                f"{s.name}'s latency is a {a}, {ref.name}'s a {b}: times and throughput are "
+                "not comparable, no ratio is shown for them"
+            )
+    for s in sides:
+        if calibration(s.summary) == "uncalibrated":
+            out.append(
+                f"{s.name} runs on an uncalibrated chip (every kernel at 100% of peak): its "
+                "times are lower bounds, not forecasts, beside a calibrated chip's"
+            )
+    return out
 
 
 def format_table(sides: list[Side]) -> str:
@@ -171,6 +223,7 @@ def format_table(sides: list[Side]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "-" * len(lines[0]))
+    lines += [f"note: {c}" for c in caveats(sides)]
     return "\n".join(lines)
 
 
@@ -227,6 +280,7 @@ td,th{{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}}
 </style></head><body>
 <h1>MapShard comparison</h1>
 <p>Reference: {html.escape(sides[0].name)}; ratios are to it.</p>
+{"".join(f'<p class="note"><b>Note:</b> {html.escape(c)}</p>' for c in caveats(sides))}
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
 <h2>Where the time goes (per step, configurations by binding resource)</h2>
 {"".join(bars)}
