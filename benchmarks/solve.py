@@ -45,6 +45,7 @@ from mapshard import pipeline  # noqa: E402
 from mapshard.scenario import Scenario  # noqa: E402
 from schema import setup_pb2  # noqa: E402
 from schema.errors import InfeasibleError, NoPlanError  # noqa: E402
+from schema.setup_io import load_setup  # noqa: E402
 
 SCENARIOS = {
     "dfmodel_gpt3_1t": ("scenarios/dfmodel_gpt3_1t_sn30", 10.0),
@@ -90,8 +91,6 @@ def run_synthetic(time_limit: float):
 
 def layers_setup(num_layers: int) -> setup_pb2.Setup:
     """The DFModel GPT-3 1T example with `num_layers` copies of its layer in one graph."""
-    from schema.setup_io import load_setup
-
     base, _ = load_setup(ROOT / SCENARIOS["dfmodel_gpt3_1t"][0])
     setup = setup_pb2.Setup()
     setup.CopyFrom(base)

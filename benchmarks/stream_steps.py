@@ -23,12 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from mapshard import pipeline  # noqa: E402  (after the repository is on sys.path)
+from mapshard.analyses.stream import requests_of, run_stream  # noqa: E402
+from mapshard.analyses.stream_steps import StepShape, build_table, point_setup  # noqa: E402
+
 
 def main() -> None:
-    from mapshard import pipeline
-    from mapshard.analyses.stream import run_stream
-    from mapshard.analyses.stream_steps import StepShape, build_table, point_setup
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenario", default=str(ROOT / "scenarios" / "llama31_8b_stream_h100"))
     ap.add_argument("--points", type=int, default=40)
@@ -86,8 +86,6 @@ def main() -> None:
 
 
 def _requests(loaded):  # noqa: ANN001, ANN202
-    from mapshard.analyses.stream import requests_of
-
     return requests_of(loaded.setup.workload.llm_inference)
 
 

@@ -30,6 +30,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from hardware import library
+from mapshard.sweeps import load_sweep, run_sweep
+from mapshard.sweeps.runner import make_batches
+
 PREFERRED_CHIPS = (
     "H100-SXM5-80GB",
     "H200-SXM-141GB",
@@ -50,8 +54,6 @@ LENGTHS = ((128, 128), (512, 256), (1024, 256), (2048, 512), (4096, 1024))
 
 
 def chips(n: int = 10) -> list[str]:
-    from hardware import library
-
     known = set(library.chip_names())
     picked = [c for c in PREFERRED_CHIPS if c in known][:n]
     if len(picked) < n:
@@ -111,9 +113,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_once(args: argparse.Namespace) -> float:
     """One sweep into a fresh folder; prints its figures and returns points/second."""
-    from mapshard.sweeps import load_sweep, run_sweep
-    from mapshard.sweeps.runner import make_batches
-
     with tempfile.TemporaryDirectory(prefix="mapshard_sweep_bench_") as tmp:
         folder = Path(args.keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,10 @@ DEV = DATA / "validation_dev_structured.csv"
 XLA = ("P-XHB", "P-XBB", "P-XBF")
 
 from mapshard.fidelity import fit  # noqa: E402  (after the repository is on sys.path)
+from mapshard.fidelity.cases import read_cases  # noqa: E402
+from mapshard.fidelity.fit import GemmFit  # noqa: E402
+from mapshard.fidelity.xla_table import parse_table  # noqa: E402
+from solver.api import for_precision, gemm_compute_time, gemm_efficiency  # noqa: E402
 
 system = fit.library_system
 
@@ -69,8 +73,6 @@ def time_errors(chip: str, f, points) -> list[float]:
 
 
 def chip_file_fit(chip: str):
-    from mapshard.fidelity.fit import GemmFit
-
     e = system(chip).chip.efficiency
     return GemmFit(
         e.gemm_util,
@@ -106,8 +108,6 @@ REGIMES = {
 
 def refits() -> dict:
     """Print the refit per chip next to the chip file; return {chip: refit}."""
-    from mapshard.fidelity.cases import read_cases
-
     fit_cases = [c for p in (DEV, DATA / "validation_public_fit.csv") for c in read_cases(p)]
     check_cases = read_cases(DATA / "validation_public_check.csv")
     out = {}
@@ -154,9 +154,6 @@ def overlap(table_path: Path, fits: dict) -> None:
     """Balance and K bins of the table's DRAM-resident entries, C and M under each chip's
     refit (`fits`: the H100 refit is the chip file's within 0.002 of plateau; the B200 has
     no fit of its own in its chip file, which carries the GB200's)."""
-    from mapshard.fidelity.xla_table import parse_table
-    from solver.api import for_precision, gemm_compute_time
-
     table = parse_table(table_path.read_text(encoding="utf-8"))
     for key, dtype, chip_name, prec, in_bytes, l2 in TABLE_SETS:
         entries = table.get(key) or table.get(f"{key}_B200") or []
@@ -197,9 +194,6 @@ OVERLAP_MODELS = {  # compute C, DRAM reads R, C writes W -> time less the overh
 def overlap_models(table_path: Path, fits: dict) -> None:
     """Mean |time error| of four overlap rules over the DRAM-resident entries >= 15 us, each
     with its best overhead (0-10 us), C at each chip's refit plateau without K roll-off."""
-    from mapshard.fidelity.xla_table import parse_table
-    from solver.api import for_precision, gemm_efficiency
-
     table = parse_table(table_path.read_text(encoding="utf-8"))
     print("\noverlap rules, mean |time error| (best overhead) and by k:")
     for key, dtype, chip_name, prec, in_bytes, l2 in TABLE_SETS:

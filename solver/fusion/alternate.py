@@ -110,7 +110,10 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
     restricted = replace(options, max_paths=min(options.max_paths, ALTERNATION_PATHS))
     for _ in range(ROUNDS):
         key = tuple(sharding)
-        if key in tried or past(deadline):
+        if key in tried:
+            break
+        if past(deadline):  # the valve, not a budget: the stop says so
+            stats.stop = "time_limit"
             break
         if best.objective_s <= root * (1 + options.gap):
             return with_bound(best, root, stats, options.gap)
