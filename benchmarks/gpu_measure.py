@@ -74,6 +74,9 @@ def make_row(header: list[str], chip: str, device: str, **cells: object) -> dict
     row.update({k: str(v) for k, v in cells.items()})
     stamp = datetime.date.today().isoformat()
     row["source"] = f"MapShard benchmarks/gpu_measure.py on {device}, {stamp} (own measurement)"
+    if "source_table" in row:  # the provenance columns 48-50 (VALIDATION_SCHEMA.md)
+        row["source_table"] = "MapShard benchmarks/gpu_measure.py (own measurement)"
+        row["source_row"] = row["id"]
     row["verification"] = "verified_primary"
     extra = "device=" + device.replace(" ", "_").replace(";", "") + ";timing=cuda_event_stream"
     row["extra_params"] = extra + (";" + row["extra_params"] if row["extra_params"] else "")
@@ -272,10 +275,13 @@ def measure(out: Path) -> Path:
     header, rows = schema_header(), []
     count = [0]
 
+    release = f"PyTorch {torch.__version__} (CUDA {torch.version.cuda})"
+
     def new_row(kind: str, **cells: object) -> dict:
         count[0] += 1
         tag = chip.split("-")[0]
-        return make_row(header, chip, device, id=f"M-{tag}-{count[0]:03d}", kind=kind, **cells)
+        row_id = f"M-{tag}-{count[0]:03d}"
+        return make_row(header, chip, device, id=row_id, kind=kind, release=release, **cells)
 
     for step in (measure_gemms, measure_attention, measure_copy):
         rows += step(torch, new_row)

@@ -141,6 +141,15 @@ class Kernel:
     # the sharding the kernel order sees (_unpinned): None = pinned_sharding (a generator's
     # own "none"); a user's pin (generator.pins, a graph's field) keeps the one before it
     order_sharding: str | None = field(default=None, repr=False, compare=False)
+    # the group of the second collective ("" = communication_group): HPL's row swap runs
+    # down the process column while its panel broadcast goes along the row. Out of the
+    # repr: structural signatures of existing graphs stay as they were
+    communication_2_group: str = field(default="", repr=False)
+    # Elements the kernel converts between number formats on the vector unit (one instance,
+    # whole kernel; scaled by its per-chip share): a per-query-head decode attention
+    # dequantizing its 8-bit KV cache once per query head. Priced at the chip's type-
+    # conversion rate (solver/cost/kernel_times.conversion_rate). Out of the repr, as above.
+    converted_elements: float = field(default=0.0, repr=False)
 
     @property
     def dim_sizes(self) -> dict[str, int]:
@@ -299,6 +308,10 @@ class Phase:
     # Pipeline placement: "layer" graphs are split across pipeline stages; "head" graphs
     # run on the first/last stage.
     role: str = "layer"
+    # The phase this one runs beside on other units or chips ("" = none): HPL's look-ahead
+    # factors the next panel while the trailing update runs. The step charges such a group
+    # max(the phase's time, the sum of the phases beside it) (assemble.graph_times).
+    overlaps: str = ""
 
 
 @dataclass(frozen=True)
@@ -350,12 +363,24 @@ class Workload:
     # (LlmTraining.edges_in_pipeline_split)
     edges_in_pipeline_split: bool = False
     context_parallel: int = 1  # CP ranks sharing each sequence (graphs hold one rank's part)
-    # EP ranks splitting the experts (graphs hold one rank's experts: LlmTraining.expert_parallel)
+    # EP ranks splitting the experts beyond the TP chips: TP groups in one EP group (graphs
+    # hold one TP group's experts, experts / this many; generator.llm_training)
     expert_parallel: int = 1
+    # 1: each chip holds whole experts, the EP group folds over the TP chips (Megatron-core
+    # expert_tensor_parallel 1; the graphs pin the experts split over TP); 0: the experts'
+    # FFN splits over the TP group (expert_tensor_parallel = TP)
+    expert_tensor_parallel: int = 0
+    # the setup's EP degree, Megatron's (the chips of one EP group; 0 = searched)
+    expert_parallel_group: int = 0
+    # "alltoall" (NCCL all-to-all) or "deepep" (LlmTraining.moe_dispatcher)
+    moe_dispatcher: str = "alltoall"
     # FP8 training gathers its FP8 GEMM weights in FP8 (LlmTraining.fp8_param_gather)
     fp8_param_gather: bool = False
     # the DP gradient reduction runs on FP32 buffers (LlmTraining.grad_reduce_fp32)
     grad_reduce_fp32: bool = False
+    # DP collectives run beside the compute (LlmTraining.dp_overlap): "all", "grad_reduce"
+    # (the ZeRO parameter all-gather after the step) or "none"
+    dp_overlap: str = "all"
     weight_bytes_per_param: float = 2.0
     optimizer_bytes_per_param: float = 14.0  # gradients + optimizer state beyond weights
     # Graph instances per micro-batch (a DFModel LLM graph is one sequence: a micro-batch
@@ -380,6 +405,12 @@ class Workload:
     # N x (N+1) matrix), and the largest buffer each chip holds besides (HPL's panel)
     resident_bytes: float = 0.0
     workspace_bytes: float = 0.0
+    # HPL's P x Q process grid ((0, 0) = none): its graphs hold one process's share, and the
+    # grid's row and column groups ("hpl_row", "hpl_col") are placed on the topology
+    process_grid: tuple[int, int] = (0, 0)
+    # FLOP per step by the workload's own count when the graphs hold one process's share
+    # of work some processes repeat (HPL: 2/3 N^3 + 3/2 N^2 - N/6); 0 = the graphs' sum
+    useful_flop: float = 0.0
     # Work per step independent of the mapping, for utilisation reports.
     notes: tuple[str, ...] = field(default_factory=tuple)
     # Precision the matrix units run at (Precision.math, else the activation type).
@@ -401,4 +432,6 @@ class Workload:
 
     @property
     def flop_per_step(self) -> float:
+        if self.useful_flop > 0:
+            return self.useful_flop
         return sum(p.graph.flop * p.count * p.steps for p in self.phases)

@@ -23,11 +23,19 @@ Phases (layer graphs have count = num_layers; heads have role "head"):
 
 Attention FLOP is the non-causal 4 b s_q s_kv heads head_dim (Megatron convention).
 `attention: UNFUSED_ATTENTION` runs it as QK^T, softmax and AV kernels with the scores in
-DRAM (plain PyTorch); MLA attention is always fused. `decode_attention: KV_PER_QUERY_HEAD`
-makes a decode step's attention read the KV cache once per query head (G times per KV head
-for G query heads per KV head), as the masked-MHA generation kernel of TensorRT-LLM before
-its XQA kernels did (`kv_reread_dram_share` of the G - 1 repeated reads from DRAM, the rest
-from the on-chip cache); the default reads it once (FlashDecoding, XQA, vLLM).
+DRAM (plain PyTorch); MLA attention is always fused.
+Decode attention's kernel family (`decode_attention`, setup.proto DecodeAttention): the
+default KV_SHARED is group-aware (XQA, FlashInfer, FlashDecoding): each KV head is read from
+DRAM once per step, G query heads per KV head computed together on the matrix unit.
+KV_PER_QUERY_HEAD is a thread block per query head on the vector unit (TensorRT-LLM's
+masked-MHA kernel before XQA, vLLM's paged_attention): each KV head is still read from DRAM
+once (the L2 serves the group's G - 1 repeats; `kv_reread_dram_share` of them miss it), its
+FLOP run at the vector peak (FP32 FMAs), and an 8-bit cache is converted once per element
+per query head (generator/ops_attention.per_query_head). Per decode step and layer the
+cache read is
+  2 kv_heads head_dim bytes x sum over sequences of the KV length,
+the KV length rounded up to whole pages of `kv_page_tokens` (a paged cache is read in
+pages); a REQUEST's decode steps take the mean of the rounded lengths over its steps.
 `tensor_parallel_split: MODEL_DIMS_SPLIT` lets the tensor-parallel group split a kernel only
 along model dims (ENGINE_TP_DIMS) and runs the rest whole on every chip: an engine's
 column-parallel QKV / gate-up and row-parallel output / down projections (with their
@@ -87,9 +95,11 @@ def check_inference(req: setup_pb2.LlmInference, path: Path) -> None:
         p.append(f"{where}.input_len must be > 0 tokens for phase {PHASE[req.phase].upper()}")
     if not 0 <= req.kv_reread_dram_share <= 1:
         p.append(
-            f"{where}.kv_reread_dram_share must be in [0, 1] (0 = unset = 1), got "
-            f"{req.kv_reread_dram_share:g}"
+            f"{where}.kv_reread_dram_share must be in [0, 1] (0 = unset: the L2 serves "
+            f"every repeated read), got {req.kv_reread_dram_share:g}"
         )
+    if req.kv_page_tokens < 0:
+        p.append(f"{where}.kv_page_tokens must be >= 0 (0 = contiguous), got {req.kv_page_tokens}")
     if req.request_overhead_us < 0:
         p.append(f"{where}.request_overhead_us must be >= 0 us, got {req.request_overhead_us:g}")
     if req.phase == setup_pb2.REQUEST and req.output_len <= 0:
@@ -145,6 +155,22 @@ def prefill_passes(batch: int, input_len: int, tokens_per_pass: int) -> tuple[in
 def _prefill_shape(batch: int, length: int) -> LayerShape:
     seg = AttnSegment("attention", batch, length, length, cached=False, cls="Ma_Mqa")
     return LayerShape(batch * length, (seg,), "Ma_Mw", kv_write=True)
+
+
+def paged_len(context: int, page_tokens: int) -> int:
+    """KV tokens a decode step reads for one sequence: its context in whole pages."""
+    if page_tokens <= 0:
+        return context
+    return -(-context // page_tokens) * page_tokens
+
+
+def mean_paged_len(first: int, last: int, page_tokens: int) -> int:
+    """The mean over decode steps attending to first..last keys of the paged length,
+    rounded up (contiguous: first + last over 2, rounded up)."""
+    if page_tokens <= 0:
+        return -(-(first + last) // 2)
+    total = sum(paged_len(c, page_tokens) for c in range(first, last + 1))
+    return -(-total // (last - first + 1))
 
 
 def _decode_shape(batch: int, context: int) -> LayerShape:
@@ -265,7 +291,7 @@ def _phases(
         shape,
         unfused_attention=req.attention == setup_pb2.UNFUSED_ATTENTION,
         kv_per_query_head=req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD,
-        kv_reread_share=req.kv_reread_dram_share or 1.0,
+        kv_reread_share=req.kv_reread_dram_share,
     )
     embed, head = tokens
     layers = layer_phases(base, cfg, shape, prec, steps=steps)
@@ -293,8 +319,8 @@ def _prefill(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, bat
 
 
 def _decode(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, batch: int) -> _Part:
-    """One decode step of the batch at context_len (0 = input_len)."""
-    ctx = req.context_len or req.input_len
+    """One decode step of the batch at context_len (0 = input_len), in whole pages."""
+    ctx = paged_len(req.context_len or req.input_len, req.kv_page_tokens)
     layers, head = _phases(
         req, cfg, prec, "decode", _decode_shape(batch, ctx), (batch, batch), "Va_Mw"
     )
@@ -305,23 +331,25 @@ def _request_decode(
     req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, batch: int
 ) -> _Part:
     """A request's output_len - 1 decode steps after its prefill, at the mean context:
-    attention is linear in the context, so steps x mean context is the exact sum."""
-    ilen, olen = req.input_len, req.output_len
-    steps, mean_ctx = olen - 1, ilen + (olen + 1) // 2
+    attention is linear in the context, so steps x mean context is the exact sum (step j
+    attends to input_len + j keys; with pages, the mean of the paged lengths)."""
+    ilen, olen, page = req.input_len, req.output_len, req.kv_page_tokens
+    steps, mean_ctx = olen - 1, mean_paged_len(ilen + 1, ilen + olen - 1, page)
     shape = _decode_shape(batch, mean_ctx)
     layers, head = _phases(req, cfg, prec, "decode", shape, (batch, batch), "Va_Mw", steps)
     note = (
         f"decode: {steps} steps at the mean context {mean_ctx} (input_len + "
         "output_len / 2): steps x mean context = the exact attention sum"
     )
-    return _Part(layers, head, batch * (ilen + olen - 1), {"context_len": mean_ctx}, [note])
+    kv_tokens = batch * paged_len(ilen + olen - 1, page)
+    return _Part(layers, head, kv_tokens, {"context_len": mean_ctx}, [note])
 
 
 def _chunked_prefill(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision) -> _Part:
     """One scheduler step: the GEMMs over the prefill chunk and the decode tokens together,
     attention as two kernels (the chunk's, the decode tokens' at context_len)."""
     ilen, chunk, dec = req.input_len, req.chunk_size, req.decode_batch
-    ctx = req.context_len or ilen
+    ctx = paged_len(req.context_len or ilen, req.kv_page_tokens)
     seqs = max(1, req.prefill_sequences)  # whole prompts of chunk / seqs tokens
     prefix = max(0, ilen - chunk) if seqs == 1 else 0
     q = chunk // seqs

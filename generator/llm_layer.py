@@ -36,7 +36,17 @@ from generator.graph import Communication, KernelKind
 from generator.llm_mla import mla
 from generator.models import ModelConfig
 from generator.ops import GATED_FLOP, IN, KV, OUT, SOFTMAX_FLOP, add, binary, linear, norm, unary
-from generator.ops_attention import AttnInput, attention, bmm, dropout, kv_write, rope, softmax
+from generator.ops_attention import (
+    AttnInput,
+    attention,
+    bmm,
+    dropout,
+    kv_reread_bytes,
+    kv_write,
+    per_query_head,
+    rope,
+    softmax,
+)
 from generator.ops_eager import eager_squared_relu
 from generator.ops_fp8 import FP8_BYTES, fp8_cast
 from generator.precision import Precision
@@ -64,12 +74,12 @@ class LayerShape:
     kv_write: bool = False  # inference: store the new tokens' K/V
     absorbed: bool = False  # MLA inference: attention over the latent cache
     unfused_attention: bool = False  # QK^T, softmax, (dropout), AV as kernels of their own
-    # decode attention reads each KV head once per query head (DecodeAttention
-    # KV_PER_QUERY_HEAD: masked-MHA kernels before XQA), not once per group
+    # decode attention is a per-query-head kernel (DecodeAttention KV_PER_QUERY_HEAD:
+    # generator/ops_attention.per_query_head), not a group-aware one
     kv_per_query_head: bool = False
-    # ... of which this share of the G - 1 repeated reads reaches DRAM (the rest hit the
-    # on-chip cache): the KV cache operand carries 1 + (G - 1) x share reads of each head
-    kv_reread_share: float = 1.0
+    # ... and this share of its G - 1 repeated reads of each KV head misses the L2 (0: the
+    # L2 serves them): the KV cache operand carries 1 + (G - 1) x share reads from DRAM
+    kv_reread_share: float = 0.0
     dropout: bool = False  # training dropout on attention probabilities and layer outputs
     # FP8 training: each linear layer's 16-bit input and output gradient are cast to FP8 by
     # kernels of their own (generator/ops_fp8.py); inference engines fuse the cast instead
@@ -84,10 +94,14 @@ class LayerShape:
     # backward), which the model's separate q and kv projections do not have. Inference
     # engines apply RoPE inside their QKV-preprocessing / KV-cache-write kernel.
     rope: bool = False
-    # MoE training with expert parallelism (LlmTraining.expert_parallel): the graph is one EP
-    # rank's, holding experts / EP of the experts, each fed by the routed tokens of all EP
-    # ranks; dispatch and combine all-to-all the routed token copies over the "ep" group
+    # MoE training with expert parallelism (LlmTraining.expert_parallel): the graph is one TP
+    # group's, holding experts / EP of the experts (EP: the TP groups of one EP group), each
+    # fed by the routed tokens of all of them; dispatch and combine all-to-all the routed
+    # token copies over the "ep" group (generator/moe_layout.py: which chips, which split)
     expert_parallel: int = 1
+    # NCCL all-to-all dispatcher: the received chunks sorted by local expert and back
+    # (LlmTraining.moe_dispatcher ALLTOALL, with more than one expert per graph)
+    sort_chunks: bool = False
 
 
 def expert_tokens(tokens: int, k: int, experts: int, capacity_factor: float) -> int:
@@ -210,12 +224,13 @@ class Layer:
         for seg in self.shape.segments:
             Bd, Q, K = ("batch", seg.batch), ("q_seq", seg.q_seq), ("kv_seq", seg.kv_seq)
             qd, kvd = (Bd, Q, *qh, D), (Bd, K, KVd, *kh, D)
+            per_head = seg.cached and seg.q_seq == 1 and self.shape.kv_per_query_head
+            per_head = per_head and not self.shape.unfused_attention
+            group = c.heads // c.kv_heads
             if seg.cached:
                 bpe = self.kvb
-                if self.shape.kv_per_query_head and seg.q_seq == 1:
-                    kvd = (Bd, K, KVd, *qh, D)  # G reads of each KV head: one per query head
-                    g = c.heads // c.kv_heads  # ... of which 1 + (G - 1) x share from DRAM
-                    bpe = self.kvb * (1 + (g - 1) * self.shape.kv_reread_share) / g
+                if per_head:
+                    bpe = kv_reread_bytes(self.kvb, group, self.shape.kv_reread_share)
                 kv_in = ("kv_cache", None, kvd, KV, bpe)
             else:
                 kv_in = ("kv", self.seg_view(kv, kvd), kvd, IN, self.a)
@@ -237,6 +252,8 @@ class Layer:
                     shardable=["batch", *qn, split],
                 )
             )
+            if per_head:
+                per_query_head(b, seg.name, group, dims_elements(kvd), self.kvb)
             self.core.append(seg.name)
         o_in = (T, *qh, D)
         return self.lin(
@@ -351,9 +368,9 @@ class Layer:
         # the local experts dim
         R = ("experts", c.experts) if ep == 1 else ("routes", c.experts)
         route = self.router(h, R)
-        # the routed token copies the group exchanges (the all-to-all's size convention: the
-        # whole group's bytes, solver.cost.collectives); an EP rank's graph holds its own
-        a2a = tokens * k * H[1] * self.a * ep
+        # the routed token copies of this graph's tokens, each way: every chip of the TP
+        # group sends its share of them to its EP peers (solver.cost.own_network)
+        a2a = routed * H[1] * self.a
         disp = binary(
             b,
             "dispatch",
@@ -367,7 +384,11 @@ class Layer:
             comm=A2A,
             comm_bytes=a2a,
         )
+        if self.shape.sort_chunks:
+            disp = self.sort_chunks("expert_sort", disp)
         down = self.experts(disp, E, C, routed)
+        if self.shape.sort_chunks:
+            down = self.sort_chunks("expert_unsort", down)
         out = binary(
             b,
             "combine",
@@ -385,6 +406,22 @@ class Layer:
             shared = self.mlp(h, "shared", c.moe_ffn * c.shared_experts, False)
             out = add(b, "moe_sum", out, shared, abpe=self.a)
         return out
+
+    def sort_chunks(self, name: str, x: Tensor) -> Tensor:
+        """The all-to-all dispatcher's reorder of the received tokens from (source chip,
+        expert) to (expert, source chip) chunks, or back: one read and one write of every
+        routed token (Megatron-core's sort_chunks_by_idxs)."""
+        shard = ["experts", "expert_tokens"]
+        return unary(
+            self.b,
+            name,
+            x,
+            abpe=self.a,
+            flop_per_element=0,
+            kind=KernelKind.ROUTER,
+            shardable=shard,
+            backward_reads_input=False,
+        )
 
     def router(self, h: Tensor, R: Dim) -> Tensor:
         """Each token's scores over every expert (`R`: a GEMM Megatron keeps in 16-bit),

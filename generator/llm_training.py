@@ -24,6 +24,13 @@ from generator.graph import KernelGraph, Phase, Workload
 from generator.llm_common import embed_graph, head_graph, layer_phases, model_info
 from generator.llm_layer import AttnSegment, LayerShape
 from generator.models import ModelConfig
+from generator.moe_layout import (
+    MOE_DISPATCHERS,
+    expert_layouts,
+    expert_note,
+    pin_expert_layout,
+    sorts_chunks,
+)
 from generator.precision import Precision
 from schema import setup_pb2
 from schema.errors import SetupError
@@ -32,6 +39,19 @@ RECOMPUTE = {
     setup_pb2.RECOMPUTE_NONE: "none",
     setup_pb2.RECOMPUTE_SELECTIVE: "selective",
     setup_pb2.RECOMPUTE_FULL: "full",
+}
+# LlmTraining.dp_overlap -> Workload.dp_overlap, and the note a plan that does not overlap
+# every DP collective carries
+DP_OVERLAP = {
+    setup_pb2.DP_OVERLAP_ALL: "all",
+    setup_pb2.DP_OVERLAP_GRAD_REDUCE: "grad_reduce",
+    setup_pb2.DP_OVERLAP_NONE: "none",
+}
+DP_OVERLAP_NOTES = {
+    setup_pb2.DP_OVERLAP_GRAD_REDUCE: "ZeRO parameter all-gather after the optimizer step, "
+    "not overlapped (gradient reduction overlapped with the backward)",
+    setup_pb2.DP_OVERLAP_NONE: "data-parallel collectives not overlapped: the gradient "
+    "reduction after the last backward, the parameter all-gather after the step",
 }
 
 
@@ -64,6 +84,11 @@ def check_training(req: setup_pb2.LlmTraining, path: Path) -> None:
         p.append(
             f"{where}.expert_parallel must be >= 0 (0 = searched for an MoE model), "
             f"got {req.expert_parallel}"
+        )
+    if req.expert_tensor_parallel < 0:
+        p.append(
+            f"{where}.expert_tensor_parallel must be >= 0 (0 = searched, 1, or the TP "
+            f"degree), got {req.expert_tensor_parallel}"
         )
     if p:
         raise SetupError(p)
@@ -118,19 +143,6 @@ def searched_knobs(req: setup_pb2.LlmTraining) -> tuple[str, ...]:
     return tuple(searched)
 
 
-def expert_parallel_degrees(
-    req: setup_pb2.LlmTraining, cfg: ModelConfig, num_chips: int
-) -> tuple[int, ...]:
-    """EP degrees the outer search tries: the one given, else (0, an MoE model) every
-    divisor of the expert count that divides the chips left by CP (EP ranks are carved
-    from the data-parallel ranks: TP x CP x EP x DP x PP = chips)."""
-    if req.expert_parallel > 0 or cfg.experts <= 1:
-        return (max(req.expert_parallel, 1),)
-    cp = max(req.context_parallel, 1)
-    ranks = num_chips // cp if num_chips % cp == 0 else 1
-    return tuple(e for e in range(1, cfg.experts + 1) if cfg.experts % e == 0 and ranks % e == 0)
-
-
 def micro_batch_sizes(global_batch: int) -> tuple[int, ...]:
     """Micro-batch sizes the outer search tries: every divisor of the global batch (the
     search keeps those that also divide global_batch / DP, Megatron-LM's rule)."""
@@ -151,16 +163,18 @@ def training_workload(
             f"model's {cfg.layers} layers; each virtual stage holds at least one layer"
         )
     searched = searched_knobs(req)
-    eps = expert_parallel_degrees(req, cfg, num_chips)
-    if len(eps) > 1:
+    layouts = expert_layouts(req, cfg, num_chips)
+    if len({g for g, _ in layouts}) > 1:
         searched = (*searched, "expert_parallel")
+    if len({fold for _, fold in layouts}) > 1:
+        searched = (*searched, "expert_tensor_parallel")
     sizes = micro_batch_sizes(req.global_batch) if "micro_batch" in searched else (req.micro_batch,)
     modes = tuple(RECOMPUTE.values()) if "recompute" in searched else (RECOMPUTE[req.recompute],)
     variants = tuple(
-        _pinned_workload(req, cfg, prec, mb, mode, searched, ep)
+        _pinned_workload(req, cfg, prec, mb, mode, searched, ep, fold)
         for mb in sizes
         for mode in modes
-        for ep in eps
+        for ep, fold in layouts
     )
     if len(variants) == 1:
         return variants[0]
@@ -175,14 +189,18 @@ def _pinned_workload(
     recompute: str,
     searched: tuple[str, ...],
     ep: int = 1,
+    fold: bool = False,
 ) -> Workload:
-    """The workload at one micro-batch size, recompute mode and EP degree (ZeRO stage and
-    interleaving depth are plain numbers the solver sets per candidate)."""
+    """The workload at one micro-batch size, recompute mode and expert layout (EP TP groups,
+    folded over TP or not: generator.moe_layout); ZeRO stage and interleaving depth are
+    plain numbers the solver sets per candidate."""
     cp = max(req.context_parallel, 1)
-    shape = _layer_shape(req, cfg, prec, mb, ep)
+    shape = _layer_shape(req, cfg, prec, mb, ep, fold)
     layers = layer_phases("layer", cfg, shape, prec, training=True, recompute=recompute)
     if not req.sequence_parallel:
         layers = tuple(replace(p, graph=_replicated_vector_kernels(p.graph)) for p in layers)
+    if cfg.experts > 0:
+        layers = tuple(replace(p, graph=pin_expert_layout(p.graph, fold)) for p in layers)
     edges = _edge_phases(req, cfg, prec, rank_tokens=mb * req.seq_len // cp)
     return Workload(
         kind="training",
@@ -199,20 +217,24 @@ def _pinned_workload(
         searched=searched,
         context_parallel=cp,
         expert_parallel=ep,
+        expert_tensor_parallel=1 if fold else req.expert_tensor_parallel,
+        expert_parallel_group=req.expert_parallel,
+        moe_dispatcher=MOE_DISPATCHERS[req.moe_dispatcher],
         fp8_param_gather=req.fp8_param_gather and prec.math == "FP8",
         grad_reduce_fp32=req.grad_reduce_fp32,
+        dp_overlap=DP_OVERLAP[req.dp_overlap],
         backward_reads_wired=True,
         weight_bytes_per_param=prec.weight_bytes,
         optimizer_bytes_per_param=prec.optimizer_bytes_per_param,
         activation_bytes_per_element=prec.activation_bytes,
         kv_bytes_per_element=prec.kv_bytes,
         compute_dtype=prec.math,
-        notes=_notes(req, cfg, prec, mb, searched, ep),
+        notes=_notes(req, cfg, prec, mb, searched, ep, fold),
     )
 
 
 def _layer_shape(
-    req: setup_pb2.LlmTraining, cfg: ModelConfig, prec: Precision, mb: int, ep: int
+    req: setup_pb2.LlmTraining, cfg: ModelConfig, prec: Precision, mb: int, ep: int, fold: bool
 ) -> LayerShape:
     """One layer on one context-parallel rank: s / CP query tokens of each of the mb
     sequences against all s keys (the ring brings every K/V block)."""
@@ -229,6 +251,7 @@ def _layer_shape(
         # slice, generator/llm_mla.py, is not charged a rotation kernel)
         rope=cfg.positions == 0 and not cfg.is_mla,
         expert_parallel=ep,
+        sort_chunks=sorts_chunks(req, cfg, ep, fold),
     )
 
 
@@ -265,6 +288,7 @@ def _notes(
     mb: int,
     searched: tuple[str, ...],
     ep: int,
+    fold: bool = False,
 ) -> tuple[str, ...]:
     """What the graphs stand for and each option that changed them, in words (the report
     prints them beside the plan)."""
@@ -278,11 +302,8 @@ def _notes(
             f"context parallel {cp}: {s // cp} of the {s} tokens per rank, K/V blocks passed "
             "around the CP ring (ring attention)"
         )
-    if ep > 1:
-        notes.append(
-            f"expert parallel {ep}: {cfg.experts // ep} of the {cfg.experts} experts per rank, "
-            "the routed tokens of the EP ranks exchanged by all-to-all (dispatch, combine)"
-        )
+    if ep > 1 or (fold and cfg.experts > 0):
+        notes.append(expert_note(cfg.experts, ep, fold, MOE_DISPATCHERS[req.moe_dispatcher]))
     if req.sequence_parallel:
         notes.append("sequence parallel: norms/residuals split on tokens across the TP group")
     if req.attention == setup_pb2.UNFUSED_ATTENTION:
@@ -299,6 +320,8 @@ def _notes(
         )
     if req.grad_reduce_fp32:
         notes.append("gradients reduced over the data-parallel ranks in FP32 (4 bytes each)")
+    if req.dp_overlap != setup_pb2.DP_OVERLAP_ALL:
+        notes.append(DP_OVERLAP_NOTES[req.dp_overlap])
     if req.dropout > 0:
         notes.append(f"dropout {req.dropout:g}: 1-byte keep masks written and read back")
     if req.eager_activation and cfg.squared_relu:

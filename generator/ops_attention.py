@@ -24,6 +24,7 @@ FLOP conventions:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from generator.builder import Arg, Dims, GraphBuilder, Tensor, dims_elements
 from generator.graph import KernelKind, OperandRole, Pass
@@ -256,6 +257,28 @@ def kv_write(
         kernel_class="Async_KVCache",
         shardable=shardable,
     )
+
+
+# A KV cache stored in fewer bytes per element than this (FP8, INT8) is not a type the
+# CUDA cores compute in: a kernel that reads it element by element converts every element.
+CONVERTED_BELOW_BYTES = 2.0
+
+
+def kv_reread_bytes(kv_bpe: float, group: int, reread_share: float) -> float:
+    """DRAM bytes per cached element a per-query-head decode kernel moves (DecodeAttention
+    KV_PER_QUERY_HEAD): the G thread blocks of a group each stream the KV head; one read
+    reaches DRAM, and `reread_share` of the G - 1 repeats miss the L2 and reach it too."""
+    return kv_bpe * (1 + (group - 1) * reread_share)
+
+
+def per_query_head(b: GraphBuilder, name: str, group: int, kv_elements: int, kv_bpe: float) -> None:
+    """Make decode attention `name` a per-query-head kernel: a thread block per (sequence,
+    query head) on the CUDA cores (the vector unit: no tensor cores), so its FLOP run at the
+    vector rate, and an 8-bit cache's `kv_elements` (one read of every K and V element) are
+    converted to the compute type once per query head, G times each (TensorRT-LLM's masked
+    multi-head attention dequantizes every key and value vector it loads)."""
+    converted = float(group * kv_elements) if kv_bpe < CONVERTED_BELOW_BYTES else 0.0
+    b.kernels[name] = replace(b.kernels[name], unit="vector", converted_elements=converted)
 
 
 def rope(b: GraphBuilder, name: str, x: Tensor, *, abpe: float, shardable: Sequence[str]) -> Tensor:

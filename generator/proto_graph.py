@@ -204,6 +204,10 @@ def _unit(k: setup_pb2.Kernel, kind: KernelKind) -> str:
     return UNIT[k.type] if UNIT[k.type] != own else ""
 
 
+# groups a collective may name (EinsumKernel.communication_group)
+GROUPS = ("tp", "dp", "ep", "pp", "cp", "all", "hpl_row", "hpl_col")
+
+
 def _comm(name: str, size: float, group: str = "") -> dict[str, Any]:
     """The kernel's collective; `group` overrides its default group (DFModel's non-LLM
     graphs run theirs over every chip: "all")."""
@@ -263,6 +267,11 @@ def _einsum_kernel(
             f"{where}.einsum.math_precision {e.math_precision!r} is not a precision; "
             f"valid: {', '.join(PRECISIONS)} (or empty: the execution's)"
         )
+    if e.communication_group and e.communication_group not in GROUPS:
+        problems.append(
+            f"{where}.einsum.communication_group {e.communication_group!r} is not a group; "
+            f"valid: {', '.join(GROUPS)} (or empty: the collective type's)"
+        )
     if len(problems) > n0:
         return None
     kind = KernelKind[kind_name]
@@ -286,7 +295,7 @@ def _einsum_kernel(
         math_precision=e.math_precision,
         shardable_dims=tuple(e.shardable_dims),
         unit=_unit(k, kind),
-        **_comm(comm, e.communication_size),
+        **_comm(comm, e.communication_size, e.communication_group),
     )
 
 

@@ -45,9 +45,10 @@ def graph_to_proto(graph: KernelGraph, repeat: int | None = None) -> setup_pb2.D
                 bytes_per_element=o.bytes_per_element,
             )
         if k.communication != Communication.NONE:
-            assert k.communication_group == DEFAULT_GROUP.get(k.communication, ""), k.name
             e.communication_type = setup_pb2.CommunicationType.Value(k.communication.value)
             e.communication_size = k.communication_bytes
+            if k.communication_group != DEFAULT_GROUP.get(k.communication, ""):
+                e.communication_group = k.communication_group
     tagged = [(e, False) for e in graph.edges] + [(e, True) for e in graph.boundary]
     for j, (edge, nxt) in enumerate(tagged, start=1):
         first = graph.kernel(edge.src).outputs[0].name

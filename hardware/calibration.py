@@ -8,6 +8,13 @@ part the block leaves unset runs at 100% of peak with no overhead, and is listed
 a user sees what the prediction rests on. A chip without a block, or one that only pins
 DFModel's fixed `compute_util`, is *uncalibrated*: an upper bound on speed, not a
 prediction.
+
+An uncalibrated chip file never declares PERFECT overlap (`UNCALIBRATED_OVERLAPS`): how much
+of a collective hides under compute is a measured property, so such a chip overlaps compute
+and memory inside a kernel and runs its collectives after it (SERIAL_NETWORK) until a
+measurement says otherwise; a setup may still ask for more (execution.overlap). DFModel's
+example dataflow designs (vendor "example") are the exception: perfect streaming is their
+definition, not a claim about measured hardware (tests/unit/test_overlap_default.py).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ CALIBRATED = "calibrated"
 UNCALIBRATED = "uncalibrated"
 # The parts a full calibration covers, in the order they are shown.
 CORE_PARTS = ("gemm", "dram", "kernel overhead", "collective")
+# ChipSpec.overlap values an uncalibrated chip file may declare (module docstring).
+UNCALIBRATED_OVERLAPS = (setup_pb2.SERIAL_NETWORK, setup_pb2.NO_OVERLAP)
 
 
 @dataclass(frozen=True)

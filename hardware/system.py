@@ -29,6 +29,8 @@ class CollectiveEfficiency:
     # calibrated (message bytes, fraction of link bandwidth) points, ascending in size;
     # replaces bus_bw_util and half_bw_bytes when given (solver.cost.collectives)
     bus_bw_curve: tuple[tuple[float, float], ...] = ()
+    # the same points for all-to-all alone (one chip's send buffer); empty: bus_bw_curve
+    all_to_all_curve: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ class Efficiency:
     # precision's plateau in its place (0 = not replaced); kernels that run at another
     # precision than the workload's (a 16-bit LM head under FP8) take their plateau from it
     base_gemm_util: float = 0.0
+    # ... and its own gemm_half_dim, which for_precision rescales for FP64/FP32 GEMMs
+    base_gemm_half_dim: float = 0.0
 
 
 @dataclass(frozen=True)

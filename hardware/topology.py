@@ -232,8 +232,11 @@ def _inherit_links(levels: list[_Level], spec: setup_pb2.ChipSpec) -> None:
 
 
 def _check_parallelism(levels: list[_Level], problems: Problems) -> None:
-    """Each name is one of TP PP DP EP CP (any case) and goes on one level only."""
-    seen: dict[str, str] = {}
+    """Each name is one of TP PP DP EP CP (any case), once per level. A name on several
+    `system.topology` levels spans them (a DP group of 32 = 8 in a node x 4 nodes: its
+    degree is their product, inner level first, as every level then carries a tag:
+    mapshard.compat); DFModel's par_x/par_y/par_z keep one level per parallelism."""
+    seen: dict[str, tuple[str, bool]] = {}
     for lv in levels:
         names = []
         repeated = lv.par_field.endswith(".parallelism")
@@ -244,13 +247,15 @@ def _check_parallelism(levels: list[_Level], problems: Problems) -> None:
                 problems.add(
                     f'{where} "{raw}" is not a parallelism; valid: {", ".join(PARALLELISMS)}'
                 )
-            elif p in seen:
+                continue
+            first = seen.get(p)
+            if first is not None and (p in names or not (repeated and first[1])):
                 problems.add(
-                    f"{where} assigns {p} a second time (already on {seen[p]}); "
+                    f"{where} assigns {p} a second time (already on {first[0]}); "
                     "a parallelism goes on one level"
                 )
             else:
-                seen[p] = where
+                seen.setdefault(p, (where, repeated))
                 names.append(p)
         lv.parallelism = names
 
@@ -339,20 +344,23 @@ def _collective(entry: setup_pb2.CollectiveEfficiency, problems: Problems) -> Co
     fraction(entry.bus_bw_util, f"{path}.bus_bw_util", problems)
     non_negative(entry.latency_us, f"{path}.latency_us", problems)
     non_negative(entry.half_bw_bytes, f"{path}.half_bw_bytes", problems)
-    for i, pt in enumerate(entry.bus_bw_at_size):
-        positive(pt.message_bytes, f"{path}.bus_bw_at_size[{i}].message_bytes", problems)
-        fraction(pt.bus_bw_util, f"{path}.bus_bw_at_size[{i}].bus_bw_util", problems)
-        if pt.bus_bw_util <= 0:
-            problems.add(f"{path}.bus_bw_at_size[{i}].bus_bw_util must be > 0")
+    for name in ("bus_bw_at_size", "all_to_all_bw_at_size"):
+        for i, pt in enumerate(getattr(entry, name)):
+            positive(pt.message_bytes, f"{path}.{name}[{i}].message_bytes", problems)
+            fraction(pt.bus_bw_util, f"{path}.{name}[{i}].bus_bw_util", problems)
+            if pt.bus_bw_util <= 0:
+                problems.add(f"{path}.{name}[{i}].bus_bw_util must be > 0")
     return collective_efficiency(entry)
 
 
 def collective_efficiency(entry: setup_pb2.CollectiveEfficiency) -> CollectiveEfficiency:
     """A chip file's (or setup's) collective entry in SI units."""
     curve = sorted((pt.message_bytes, pt.bus_bw_util) for pt in entry.bus_bw_at_size)
+    a2a = sorted((pt.message_bytes, pt.bus_bw_util) for pt in entry.all_to_all_bw_at_size)
     return CollectiveEfficiency(
         bus_bw_util=entry.bus_bw_util or 1.0,
         latency_s=entry.latency_us * 1e-6,
         half_bw_bytes=entry.half_bw_bytes,
         bus_bw_curve=tuple(curve),
+        all_to_all_curve=tuple(a2a),
     )

@@ -54,6 +54,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             "price_cap": "on the fusion search's budget of segment prices (solver max_priced)",
             "node_limit": "on a MILP's node budget (solver node_limit)",
             "candidate_cap": "on the outer search's candidate budget (solver max_candidates)",
+            "tile_menus": "short of a proof over every tile (solver tile_refinements)",
+            "tile_bound": "short of a proof over every tile (the sampled tile menus' bound "
+            "stalled; a larger solver tile_menu_size samples more)",
             "memory_split": "short of proving the DRAM split among the graphs optimal",
             "unexplained": "with a layout skipped (no mapping found, none ruled out)",
             "split_over_capacity": "with a layout skipped (its DRAM split over capacity)",

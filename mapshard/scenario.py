@@ -17,6 +17,8 @@ from solver.api import chosen_workload
 from solver.options import (
     MAX_PATHS,
     MAX_PRICED,
+    TILE_MENU_SIZE,
+    TILE_REFINEMENTS,
     DFModelOptions,
     ExecutionOptions,
     SolverOptions,
@@ -187,4 +189,6 @@ def solver_options(setup: setup_pb2.Setup, time_limit_s: float | None = None) ->
         max_paths=int(s.max_paths or MAX_PATHS),
         max_priced=int(s.max_priced or MAX_PRICED),
         max_candidates=int(s.max_candidates),
+        tile_menu_size=int(s.tile_menu_size or TILE_MENU_SIZE),
+        tile_refinements=int(s.tile_refinements or TILE_REFINEMENTS),
     )

@@ -27,6 +27,10 @@ from mapshard.outdir import check_writable, replace_folder
 from schema.errors import InfeasibleError, NoPlanError, SetupError
 
 EXIT_OK, EXIT_BOUNDS = 0, 1
+# what a row predicted on an uncalibrated chip carries in its reason (hardware.calibration)
+UNCALIBRATED_NOTE = (
+    "uncalibrated chip: every kernel at 100% of peak, collectives after their kernels"
+)
 
 
 def _skip_reason(case: Case) -> str:
@@ -61,6 +65,10 @@ def validate_case(case: Case, where: Path) -> Outcome:
         return Outcome(**base, predicted=None, reason=f"no plan: {exc}")
     except ValueError as exc:
         return Outcome(**base, predicted=None, reason=f"malformed row: {exc}")
+    spec = library.find_chip(case.text("chip"))
+    if spec is not None and not calibration_of(spec.accelerator.efficiency).calibrated:
+        # the row's own line says it: a bound on speed, not a forecast
+        return Outcome(**base, predicted=pred.value, reason=f"{pred.detail}; {UNCALIBRATED_NOTE}")
     return Outcome(**base, predicted=pred.value, reason=pred.detail)
 
 

@@ -98,6 +98,17 @@ class Recompute(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RECOMPUTE_SELECTIVE: _ClassVar[Recompute]
     RECOMPUTE_FULL: _ClassVar[Recompute]
 
+class MoeDispatcher(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MOE_DISPATCHER_ALLTOALL: _ClassVar[MoeDispatcher]
+    MOE_DISPATCHER_DEEPEP: _ClassVar[MoeDispatcher]
+
+class DpOverlap(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DP_OVERLAP_ALL: _ClassVar[DpOverlap]
+    DP_OVERLAP_GRAD_REDUCE: _ClassVar[DpOverlap]
+    DP_OVERLAP_NONE: _ClassVar[DpOverlap]
+
 class LossImpl(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     LOSS_FP32_PASSES: _ClassVar[LossImpl]
@@ -219,6 +230,11 @@ UNFUSED_ATTENTION: AttentionImpl
 RECOMPUTE_NONE: Recompute
 RECOMPUTE_SELECTIVE: Recompute
 RECOMPUTE_FULL: Recompute
+MOE_DISPATCHER_ALLTOALL: MoeDispatcher
+MOE_DISPATCHER_DEEPEP: MoeDispatcher
+DP_OVERLAP_ALL: DpOverlap
+DP_OVERLAP_GRAD_REDUCE: DpOverlap
+DP_OVERLAP_NONE: DpOverlap
 LOSS_FP32_PASSES: LossImpl
 LOSS_FUSED: LossImpl
 REQUEST: InferencePhase
@@ -491,7 +507,7 @@ class ElementwiseInput1Input2(_message.Message):
     def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_1_size: _Optional[float] = ..., input_tensor_2_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., sharding: _Optional[_Union[Sharding, str]] = ..., communication_type_2: _Optional[_Union[CommunicationType, str]] = ..., communication_size_2: _Optional[float] = ..., shard_outer_M: _Optional[int] = ..., shard_N: _Optional[int] = ..., memory_size: _Optional[float] = ..., num_input: _Optional[int] = ..., sram_extra: _Optional[float] = ..., dram_extra: _Optional[float] = ...) -> None: ...
 
 class EinsumKernel(_message.Message):
-    __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size", "math_precision")
+    __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size", "math_precision", "communication_group")
     KIND_FIELD_NUMBER: _ClassVar[int]
     DIMS_FIELD_NUMBER: _ClassVar[int]
     OPERANDS_FIELD_NUMBER: _ClassVar[int]
@@ -501,6 +517,7 @@ class EinsumKernel(_message.Message):
     COMMUNICATION_TYPE_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATION_SIZE_FIELD_NUMBER: _ClassVar[int]
     MATH_PRECISION_FIELD_NUMBER: _ClassVar[int]
+    COMMUNICATION_GROUP_FIELD_NUMBER: _ClassVar[int]
     kind: str
     dims: _containers.RepeatedCompositeFieldContainer[LoopDim]
     operands: _containers.RepeatedCompositeFieldContainer[OperandSpec]
@@ -510,7 +527,8 @@ class EinsumKernel(_message.Message):
     communication_type: CommunicationType
     communication_size: float
     math_precision: str
-    def __init__(self, kind: _Optional[str] = ..., dims: _Optional[_Iterable[_Union[LoopDim, _Mapping]]] = ..., operands: _Optional[_Iterable[_Union[OperandSpec, _Mapping]]] = ..., flop: _Optional[float] = ..., kernel_class: _Optional[str] = ..., shardable_dims: _Optional[_Iterable[str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., math_precision: _Optional[str] = ...) -> None: ...
+    communication_group: str
+    def __init__(self, kind: _Optional[str] = ..., dims: _Optional[_Iterable[_Union[LoopDim, _Mapping]]] = ..., operands: _Optional[_Iterable[_Union[OperandSpec, _Mapping]]] = ..., flop: _Optional[float] = ..., kernel_class: _Optional[str] = ..., shardable_dims: _Optional[_Iterable[str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., math_precision: _Optional[str] = ..., communication_group: _Optional[str] = ...) -> None: ...
 
 class LoopDim(_message.Message):
     __slots__ = ("name", "size")
@@ -667,7 +685,7 @@ class Model(_message.Message):
     def __init__(self, inline: _Optional[_Union[ModelSpec, _Mapping]] = ..., hf_model: _Optional[str] = ...) -> None: ...
 
 class LlmTraining(_message.Message):
-    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout", "context_parallel", "eager_activation", "loss", "edges_in_pipeline_split", "expert_parallel", "fp8_param_gather", "grad_reduce_fp32")
+    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout", "context_parallel", "eager_activation", "loss", "edges_in_pipeline_split", "expert_parallel", "fp8_param_gather", "grad_reduce_fp32", "dp_overlap", "expert_tensor_parallel", "moe_dispatcher")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GLOBAL_BATCH_FIELD_NUMBER: _ClassVar[int]
     MICRO_BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -685,6 +703,9 @@ class LlmTraining(_message.Message):
     EXPERT_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     FP8_PARAM_GATHER_FIELD_NUMBER: _ClassVar[int]
     GRAD_REDUCE_FP32_FIELD_NUMBER: _ClassVar[int]
+    DP_OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    EXPERT_TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    MOE_DISPATCHER_FIELD_NUMBER: _ClassVar[int]
     model: Model
     global_batch: int
     micro_batch: int
@@ -702,10 +723,13 @@ class LlmTraining(_message.Message):
     expert_parallel: int
     fp8_param_gather: bool
     grad_reduce_fp32: bool
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ..., eager_activation: _Optional[bool] = ..., loss: _Optional[_Union[LossImpl, str]] = ..., edges_in_pipeline_split: _Optional[bool] = ..., expert_parallel: _Optional[int] = ..., fp8_param_gather: _Optional[bool] = ..., grad_reduce_fp32: _Optional[bool] = ...) -> None: ...
+    dp_overlap: DpOverlap
+    expert_tensor_parallel: int
+    moe_dispatcher: MoeDispatcher
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ..., eager_activation: _Optional[bool] = ..., loss: _Optional[_Union[LossImpl, str]] = ..., edges_in_pipeline_split: _Optional[bool] = ..., expert_parallel: _Optional[int] = ..., fp8_param_gather: _Optional[bool] = ..., grad_reduce_fp32: _Optional[bool] = ..., dp_overlap: _Optional[_Union[DpOverlap, str]] = ..., expert_tensor_parallel: _Optional[int] = ..., moe_dispatcher: _Optional[_Union[MoeDispatcher, str]] = ...) -> None: ...
 
 class LlmInference(_message.Message):
-    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention", "tensor_parallel_split", "prefill_tokens_per_pass", "request_overhead_us", "kv_reread_dram_share", "prefill_sequences", "stream")
+    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention", "tensor_parallel_split", "prefill_tokens_per_pass", "request_overhead_us", "kv_reread_dram_share", "prefill_sequences", "stream", "kv_page_tokens")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -723,6 +747,7 @@ class LlmInference(_message.Message):
     KV_REREAD_DRAM_SHARE_FIELD_NUMBER: _ClassVar[int]
     PREFILL_SEQUENCES_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
+    KV_PAGE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     model: Model
     phase: InferencePhase
     batch: int
@@ -740,7 +765,8 @@ class LlmInference(_message.Message):
     kv_reread_dram_share: float
     prefill_sequences: int
     stream: Stream
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ..., decode_attention: _Optional[_Union[DecodeAttention, str]] = ..., tensor_parallel_split: _Optional[_Union[TensorParallelSplit, str]] = ..., prefill_tokens_per_pass: _Optional[int] = ..., request_overhead_us: _Optional[float] = ..., kv_reread_dram_share: _Optional[float] = ..., prefill_sequences: _Optional[int] = ..., stream: _Optional[_Union[Stream, _Mapping]] = ...) -> None: ...
+    kv_page_tokens: int
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ..., decode_attention: _Optional[_Union[DecodeAttention, str]] = ..., tensor_parallel_split: _Optional[_Union[TensorParallelSplit, str]] = ..., prefill_tokens_per_pass: _Optional[int] = ..., request_overhead_us: _Optional[float] = ..., kv_reread_dram_share: _Optional[float] = ..., prefill_sequences: _Optional[int] = ..., stream: _Optional[_Union[Stream, _Mapping]] = ..., kv_page_tokens: _Optional[int] = ...) -> None: ...
 
 class LengthMix(_message.Message):
     __slots__ = ("tokens", "min", "max", "values")
@@ -997,18 +1023,20 @@ class PrecisionUtil(_message.Message):
     def __init__(self, precision: _Optional[str] = ..., util: _Optional[float] = ...) -> None: ...
 
 class CollectiveEfficiency(_message.Message):
-    __slots__ = ("level", "bus_bw_util", "latency_us", "half_bw_bytes", "bus_bw_at_size")
+    __slots__ = ("level", "bus_bw_util", "latency_us", "half_bw_bytes", "bus_bw_at_size", "all_to_all_bw_at_size")
     LEVEL_FIELD_NUMBER: _ClassVar[int]
     BUS_BW_UTIL_FIELD_NUMBER: _ClassVar[int]
     LATENCY_US_FIELD_NUMBER: _ClassVar[int]
     HALF_BW_BYTES_FIELD_NUMBER: _ClassVar[int]
     BUS_BW_AT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ALL_TO_ALL_BW_AT_SIZE_FIELD_NUMBER: _ClassVar[int]
     level: int
     bus_bw_util: float
     latency_us: float
     half_bw_bytes: float
     bus_bw_at_size: _containers.RepeatedCompositeFieldContainer[BusBandwidthPoint]
-    def __init__(self, level: _Optional[int] = ..., bus_bw_util: _Optional[float] = ..., latency_us: _Optional[float] = ..., half_bw_bytes: _Optional[float] = ..., bus_bw_at_size: _Optional[_Iterable[_Union[BusBandwidthPoint, _Mapping]]] = ...) -> None: ...
+    all_to_all_bw_at_size: _containers.RepeatedCompositeFieldContainer[BusBandwidthPoint]
+    def __init__(self, level: _Optional[int] = ..., bus_bw_util: _Optional[float] = ..., latency_us: _Optional[float] = ..., half_bw_bytes: _Optional[float] = ..., bus_bw_at_size: _Optional[_Iterable[_Union[BusBandwidthPoint, _Mapping]]] = ..., all_to_all_bw_at_size: _Optional[_Iterable[_Union[BusBandwidthPoint, _Mapping]]] = ...) -> None: ...
 
 class BusBandwidthPoint(_message.Message):
     __slots__ = ("message_bytes", "bus_bw_util")
@@ -1419,7 +1447,7 @@ class Gurobi(_message.Message):
     def __init__(self, thread: _Optional[int] = ..., gap: _Optional[float] = ..., time: _Optional[float] = ...) -> None: ...
 
 class Solver(_message.Message):
-    __slots__ = ("time_limit_s", "gap", "threads", "name", "node_limit", "max_paths", "max_priced", "max_candidates")
+    __slots__ = ("time_limit_s", "gap", "threads", "name", "node_limit", "max_paths", "max_priced", "max_candidates", "tile_menu_size", "tile_refinements")
     TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
     GAP_FIELD_NUMBER: _ClassVar[int]
     THREADS_FIELD_NUMBER: _ClassVar[int]
@@ -1428,6 +1456,8 @@ class Solver(_message.Message):
     MAX_PATHS_FIELD_NUMBER: _ClassVar[int]
     MAX_PRICED_FIELD_NUMBER: _ClassVar[int]
     MAX_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    TILE_MENU_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TILE_REFINEMENTS_FIELD_NUMBER: _ClassVar[int]
     time_limit_s: float
     gap: float
     threads: int
@@ -1436,7 +1466,9 @@ class Solver(_message.Message):
     max_paths: int
     max_priced: int
     max_candidates: int
-    def __init__(self, time_limit_s: _Optional[float] = ..., gap: _Optional[float] = ..., threads: _Optional[int] = ..., name: _Optional[str] = ..., node_limit: _Optional[int] = ..., max_paths: _Optional[int] = ..., max_priced: _Optional[int] = ..., max_candidates: _Optional[int] = ...) -> None: ...
+    tile_menu_size: int
+    tile_refinements: int
+    def __init__(self, time_limit_s: _Optional[float] = ..., gap: _Optional[float] = ..., threads: _Optional[int] = ..., name: _Optional[str] = ..., node_limit: _Optional[int] = ..., max_paths: _Optional[int] = ..., max_priced: _Optional[int] = ..., max_candidates: _Optional[int] = ..., tile_menu_size: _Optional[int] = ..., tile_refinements: _Optional[int] = ...) -> None: ...
 
 class ChipSpec(_message.Message):
     __slots__ = ("name", "vendor", "accelerator", "memory", "memory_levels", "scale_up_bw_GBps", "scale_out_bw_GBps", "scale_up_latency_us", "scale_out_latency_us", "scale_up_domain", "tdp_W", "price_usd", "aliases", "sources", "overlap")

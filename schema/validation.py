@@ -35,6 +35,8 @@ WORK_BUDGETS = {
     "max_paths": "200 segmentations",
     "max_priced": "500 segment prices",
     "max_candidates": "every candidate",
+    "tile_menu_size": "10 tiles per long frontier",
+    "tile_refinements": "8 rounds",
 }
 MAX_BUDGET = 2**31 - 1
 TINY = 1e-12  # below any physical rate, size, price or fraction in the fields' units
@@ -242,10 +244,13 @@ def _check_topology(s: setup_pb2.System, library: bool, p: Problems) -> None:
             dims = " x ".join(map(str, lv.torus_dims))
             valid = f"give ring sizes whose product is the degree {lv.degree}"
             p.add(f"{lp}.torus_dims", "do not multiply to the level's degree", dims, valid)
-    owner: dict[str, str] = {}
-    for degree, bw_path, bw, pars in _topology_levels(s):
+    # a parallelism on several system.topology levels spans them (hardware.topology); once
+    # per level, and one level per parallelism in a DFModel variant
+    owner: dict[str, tuple[str, int]] = {}
+    for i, (degree, bw_path, bw, pars) in enumerate(_topology_levels(s)):
         if not library and bw == 0 and degree != 1:
             p.add(bw_path, "is missing", 0, f"give the link bandwidth in GB/s (> 0) {LIBRARY}")
+        native = bw_path.startswith("system.topology[")
         for par_path, raw in pars:  # any case, as hardware.resolve reads them
             par = raw.strip().upper()
             if par not in PARALLELISMS:
@@ -253,11 +258,11 @@ def _check_topology(s: setup_pb2.System, library: bool, p: Problems) -> None:
                 hint = f'did you mean "{close[0]}"? ' if close else ""
                 valid = f"{hint}valid: {', '.join(PARALLELISMS)}"
                 p.add(par_path, "is not a parallelism", raw, valid)
-            elif par in owner:
-                valid = f"{par} is already on {owner[par]}; each parallelism goes on one level"
+            elif par in owner and (owner[par][1] == i or not native):
+                valid = f"{par} is already on {owner[par][0]}; each parallelism goes on one level"
                 p.add(par_path, f"assigns {par} a second time", par, valid)
             else:
-                owner[par] = par_path
+                owner.setdefault(par, (par_path, i))
 
 
 # --------------------------------------------------------------------------------------
@@ -279,6 +284,14 @@ def _check_workload(w: setup_pb2.Workload, p: Problems) -> None:
         _batches(v.global_batch, v.micro_batch, f"{wp}.global_batch", "micro_batch", p)
         if not 0 <= v.zero_stage <= 3:
             p.add(f"{wp}.zero_stage", "is not a ZeRO stage", v.zero_stage, "give 0, 1, 2 or 3")
+        pinned_ddp = v.HasField("zero_stage") and v.zero_stage == 0
+        if v.dp_overlap == setup_pb2.DP_OVERLAP_GRAD_REDUCE and pinned_ddp:
+            p.add(
+                f"{wp}.dp_overlap",
+                "leaves a ZeRO parameter all-gather exposed, which zero_stage 0 has not",
+                "DP_OVERLAP_GRAD_REDUCE",
+                "give DP_OVERLAP_ALL or DP_OVERLAP_NONE, or a zero_stage of 1-3",
+            )
     elif kind == "llm_inference":
         _check_model(v, wp, p)
         _check_inference(v, wp, p)

@@ -96,15 +96,45 @@ def kernel_sram_bytes(problem: MappingProblem, k: int, option: int, members: set
     return sram
 
 
+@dataclass(frozen=True)
+class EdgeCharges:
+    """Seconds each edge charges at its consumer's configuration for one mapping
+    (MappingProblem.edge_charges), and the edges into each kernel: built once per
+    mapping, so pricing all its configurations is linear in the graph, not quadratic."""
+
+    charges: tuple[float, ...]
+    into: dict[int, list[int]]  # kernel -> indices of the edges into it, ascending
+
+    @classmethod
+    def of(
+        cls, problem: MappingProblem, choice: Sequence[int], rank: Sequence[int] | None = None
+    ) -> EdgeCharges:
+        sharding = [
+            menu.sharding_index(o) if o >= 0 else 0 for menu, o in zip(problem.kernels, choice)
+        ]
+        into: dict[int, list[int]] = {}
+        for i, e in enumerate(problem.edges):
+            into.setdefault(e.dst, []).append(i)
+        charges = problem.edge_charges(sharding, rank) if problem.edges else []
+        return cls(tuple(charges), into)
+
+    def charges_into(self, members: Sequence[int]) -> list[float]:
+        """The charges of the edges into `members`, in edge order."""
+        edges = sorted(i for k in set(members) for i in self.into.get(k, ()))
+        return [self.charges[i] for i in edges]
+
+
 def config_cost(
     problem: MappingProblem,
     members: Sequence[int],
     choice: Sequence[int],
     rank: Sequence[int] | None = None,
+    charges: EdgeCharges | None = None,
 ) -> ConfigCost:
     """Cost of one configuration; `choice[k]` is the option index of kernel k (all kernels),
     `rank[k]` the position of k's configuration in the plan (MappingProblem.edge_charges:
-    which configuration pays a layout two consumers need)."""
+    which configuration pays a layout two consumers need). `charges`: EdgeCharges.of the
+    same choice and rank, when several configurations of one mapping are priced."""
     group = set(members)
     comp = mem_bytes = net = sram = ovh = 0.0
     for k in members:
@@ -116,12 +146,8 @@ def config_cost(
         mem_bytes += kernel_memory_bytes(problem, k, choice[k], group)
         sram += kernel_sram_bytes(problem, k, choice[k], group)
     if problem.edges:
-        sharding = [
-            menu.sharding_index(o) if o >= 0 else 0 for menu, o in zip(problem.kernels, choice)
-        ]
-        for e, charge in zip(problem.edges, problem.edge_charges(sharding, rank)):
-            if e.dst in group:
-                net += charge
+        for charge in (charges or EdgeCharges.of(problem, choice, rank)).charges_into(members):
+            net += charge
     mem = mem_bytes / problem.dram_bandwidth_Bps
     latency = problem.latency(comp, mem, net, ovh)
     feasible = sram <= problem.sram_bytes * (1 + 1e-9) + 1e-6
@@ -132,11 +158,19 @@ def mapping_cost(
     problem: MappingProblem, configs: Sequence[Sequence[int]], choice: Sequence[int]
 ) -> tuple[float, list[ConfigCost]]:
     """Total latency (sum over configurations) and the per-configuration costs."""
-    rank = config_rank(len(problem.kernels), configs)
-    costs = [config_cost(problem, members, choice, rank) for members in configs]
+    costs = config_costs(problem, configs, choice)
     if not all(c.feasible for c in costs):
         return math.inf, costs
     return sum(c.latency_s for c in costs), costs
+
+
+def config_costs(
+    problem: MappingProblem, configs: Sequence[Sequence[int]], choice: Sequence[int]
+) -> list[ConfigCost]:
+    """config_cost of every configuration of one mapping, in time linear in the graph."""
+    rank = config_rank(len(problem.kernels), configs)
+    charges = EdgeCharges.of(problem, choice, rank)
+    return [config_cost(problem, members, choice, rank, charges) for members in configs]
 
 
 def brute_force(problem: MappingProblem) -> tuple[float, list[list[int]], tuple[int, ...]]:

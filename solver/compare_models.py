@@ -28,7 +28,7 @@ from hardware.system import System
 from schema.errors import SetupError
 from solver.cost.latency import config_latency
 from solver.dfmodel.model import system_cost_power
-from solver.plan import Plan
+from solver.plan import KernelPlan, Plan
 
 WEIGHTS = "weights read from DRAM (DFModel reads none without memory_size)"
 
@@ -108,8 +108,11 @@ def _weight_time(plan: Plan, workload: Workload, tp: int, pp: int, overlap: bool
     repeat = _instances(plan, workload, pp)
     total = 0.0
     for ph in plan.phases:
+        by_config: dict[int, list[KernelPlan]] = {}  # once per phase (per config: n^2)
+        for k in ph.kernels:
+            by_config.setdefault(k.config, []).append(k)
         for c in ph.configs:
-            members = [k for k in ph.kernels if k.config == c.index]
+            members = by_config.get(c.index, [])
             weights = sum(
                 min(k.dram_bytes, k.weight_bytes / (tp if k.sharding != "none" else 1))
                 for k in members

@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 @dataclass(frozen=True)
 class DFModelOptions:
     """DFModel's workload block and lane/stage hardware fields, read only by
-    --cost-model dfmodel (solver/dfmodel/); mapshard.pipeline fills it."""
+    --cost-model dfmodel (solver/dfmodel/), but for `branch` "hpl", whose process grid the
+    native model reads too (solver/search/process_grid.py); mapshard.pipeline fills it."""
 
     branch: str = ""  # execution's workload block: llm, dlrm, hpl, fft, mamba, ... ("" none)
     num_copy: int = 1  # dlrm / hpl / fft num_copy
@@ -86,6 +87,8 @@ class ExecutionOptions:
 NODE_LIMIT = 10_000  # branch-and-bound nodes per MILP (HiGHS mip_max_nodes)
 MAX_PATHS = 200  # segmentations priced exactly per fusion search
 MAX_PRICED = 500  # segments (kernel sets) priced by a MILP per fusion search
+TILE_MENU_SIZE = 10  # points kept per long tile frontier (solver.cost.frontier.fusion_points)
+TILE_REFINEMENTS = 8  # rounds of opening sampled tile groups (solver.fusion.tile_refine)
 MIN_LEFT_S = 0.01  # a search past its valve still hands HiGHS this much (it stops at once)
 VALVE_STOP = "time_limit"  # the stop reason of the wall-clock valve
 # the stop reason each work budget gives a search it ends -> its setup field (solver {})
@@ -94,6 +97,7 @@ BUDGET_OF_STOP = {
     "path_cap": "max_paths",
     "price_cap": "max_priced",
     "candidate_cap": "max_candidates",
+    "tile_menus": "tile_refinements",
 }
 
 
@@ -111,6 +115,8 @@ class SolverOptions:
     max_paths: int = MAX_PATHS
     max_priced: int = MAX_PRICED
     max_candidates: int = 0  # outer candidates whose graphs are solved (0 = every one)
+    tile_menu_size: int = TILE_MENU_SIZE
+    tile_refinements: int = TILE_REFINEMENTS
 
     @property
     def nodes(self) -> int:

@@ -91,7 +91,9 @@ class SolveStats:
     # "path_cap", "price_cap", "node_limit", "candidate_cap", SolverOptions), "memory_split"
     # (the DRAM split among graphs not proven: solver.search.dram_split), or "unexplained"
     # (a layout's graph search found no mapping that no resource explains: skipped), or
-    # "split_over_capacity" (a DRAM split the memory check rejected: skipped)
+    # "split_over_capacity" (a DRAM split the memory check rejected: skipped), or
+    # "tile_menus" / "tile_bound" (sampled tile menus whose bound over every tile did not
+    # meet the plan: solver.fusion.tile_refine)
     stop_reason: str = "proof"
     # "all": every assignment with Config[u] <= Config[v]; else the restricted space a
     # graph's fusion search covered (status and gap hold within it only)

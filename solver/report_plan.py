@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from generator.graph import Pass, Phase, Workload
 from hardware.system import System
-from solver.check import config_cost, kernel_memory_bytes
+from solver.check import ConfigCost, config_costs, kernel_memory_bytes
 from solver.cost.problem import MappingProblem, config_rank
 from solver.fusion.segment_search import GraphSolution
 from solver.plan import ConfigPlan, KernelPlan, PhasePlan
@@ -50,8 +50,9 @@ def build_phase_plans(
         sharding = [m.sharding_index(o) for m, o in zip(problem.kernels, sol.choice)]
         rank = config_rank(len(problem.kernels), sol.configs)
         charge = dict(zip(map(id, problem.edges), problem.edge_charges(sharding, rank)))
-        for c, seg in enumerate(sol.configs):
-            configs.append(_config_plan(phase, problem, sol, c, seg, rank))
+        costs = config_costs(problem, sol.configs, sol.choice)  # linear: not per config
+        for c, (seg, cost) in enumerate(zip(sol.configs, costs, strict=True)):
+            configs.append(_config_plan(phase, problem, c, seg, cost))
             members = set(seg)  # once per configuration (a 20,000-kernel one: not n^2)
             for k in seg:
                 kernels.append(_kernel_plan(phase, problem, sol, c, k, members, charge, system))
@@ -72,14 +73,8 @@ def build_phase_plans(
 
 
 def _config_plan(
-    phase: Phase,
-    problem: MappingProblem,
-    sol: GraphSolution,
-    c: int,
-    seg: Sequence[int],
-    rank: Sequence[int],
+    phase: Phase, problem: MappingProblem, c: int, seg: Sequence[int], cost: ConfigCost
 ) -> ConfigPlan:
-    cost = config_cost(problem, seg, sol.choice, rank)
     overhead = sum(problem.kernels[k].overhead_s for k in seg)
     return ConfigPlan(
         phase.name,
@@ -154,7 +149,10 @@ def _kernel_energy(system: System, flop: float, dram_bytes: float, net_bytes: fl
 def workload_flop(workload: Workload, choice: Choice) -> float:
     """Model FLOP per step, recomputation excluded: DFModel's "Workload FLOP" (every
     kernel's FLOPs, i.e. 2*M*K*N per GEMM plus the element-wise work, x outer x layers x
-    global batch: 3.85072240461978e19 for its GPT-3 1T example)."""
+    global batch: 3.85072240461978e19 for its GPT-3 1T example); the workload's own count
+    when its graphs hold one process's share (Workload.useful_flop: HPL)."""
+    if workload.useful_flop > 0:
+        return workload.useful_flop
     per_phase = {}
     for p in workload.phases:
         per_phase[p.name] = sum(k.flop for k in p.graph.kernels if k.pass_ != Pass.RECOMPUTE)

@@ -1,5 +1,7 @@
 """Reading validation cases in the structured format (tests/data/validation/
-VALIDATION_SCHEMA.md): 47 columns, one measured point per row.
+VALIDATION_SCHEMA.md): 47 columns (and the optional provenance ones), one measured point
+per row; every extra_params key is one the schema knows (row_keys), else the file is
+refused with one line per unknown key naming the valid ones.
 
 Any CSV with the schema's header works, not only the dev file. Cells are kept as text and
 read through typed accessors, because an empty cell means "does not apply or not known"
@@ -13,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mapshard.fidelity.row_keys import key_kind, unknown_key_problem
 from schema.errors import SetupError
 
 # The columns a tool needs; the schema has more (notes, source, verification, ...).
@@ -181,6 +184,11 @@ def read_cases(path: str | Path) -> list[Case]:
         elif case.id in seen:
             problems.append(f"{path}: line {line}: id {case.id} appears twice")
         seen.add(case.id)
+        problems.extend(
+            f"{path}: line {line}: {case.id or 'the row'}: {unknown_key_problem(key)}"
+            for key in case.extra
+            if not key_kind(key)
+        )
         value = cells.get("value", "").strip()
         if value and not _positive_number(value):
             problems.append(

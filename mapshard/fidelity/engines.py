@@ -65,6 +65,17 @@ def attention_impl(case: Case) -> tuple[int, float]:
 # Hopper XQA kernels for Llama-2-70B followed in 0.10.0). Before it the masked-MHA generation
 # kernel ran one thread block per query head, each reading its KV head from memory.
 TRTLLM_XQA_VERSION = (0, 8)
+# What XQA covers. The 0.8 runner (DecoderXQARunner::shouldUse in
+# cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/decoderXQARunner.h) takes head
+# size 128 and exactly 8 query heads per KV head (its precompiled cubins are nqpkv_8); any
+# other model falls back to the masked-MHA kernel. From the release whose notes add the XQA
+# JIT codepath (0.11.0: "Added Hopper qgmma kernel to XQA JIT codepath") this model assumes
+# XQA compiles for any group size of 2 or more, head size 128 or 256 (the later runner's
+# check); an assumption, not checked against a release's kernels.
+TRTLLM_XQA_HEAD_DIMS = (128,)
+TRTLLM_XQA_GROUP = 8
+TRTLLM_XQA_ANY_GROUP_VERSION = (0, 11)
+TRTLLM_XQA_ANY_GROUP_HEAD_DIMS = (128, 256)
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -74,34 +85,54 @@ def _version(text: str) -> tuple[int, ...]:
         raise Unmodelable(f"engine_version={text} is not a dotted version number") from exc
 
 
+def trtllm_xqa(case: Case, version: tuple[int, ...]) -> bool:
+    """Whether TensorRT-LLM `version` runs the row's decode attention with XQA (the
+    group-aware kernel) rather than the masked-MHA kernel (per query head): the release
+    has XQA and XQA covers the model's head size and query heads per KV head."""
+    if version < TRTLLM_XQA_VERSION:
+        return False
+    heads, kv_heads, head_dim = case.int("heads"), case.int("kv_heads"), case.int("head_dim")
+    if heads <= 0 or kv_heads <= 0 or head_dim <= 0:
+        raise Unmodelable("engine_version needs heads, kv_heads and head_dim (XQA coverage)")
+    group = heads // kv_heads
+    if version >= TRTLLM_XQA_ANY_GROUP_VERSION:
+        return group >= 2 and head_dim in TRTLLM_XQA_ANY_GROUP_HEAD_DIMS
+    return group == TRTLLM_XQA_GROUP and head_dim in TRTLLM_XQA_HEAD_DIMS
+
+
+DECODE_ATTENTION = {
+    "kv_shared": setup_pb2.KV_SHARED,
+    "kv_per_query_head": setup_pb2.KV_PER_QUERY_HEAD,
+}
+
+
 def decode_attention(case: Case) -> int:
-    """DecodeAttention of the row's serving stack, from its fields:
+    """LlmInference.decode_attention (the decode kernel family) of the row's serving stack:
     - extra_params `decode_attention=kv_shared|kv_per_query_head` when the row says;
-    - KV_PER_QUERY_HEAD for TensorRT-LLM older than TRTLLM_XQA_VERSION (`engine=TensorRT-LLM`
-      with `engine_version`, the release its source states);
-    - KV_SHARED otherwise (the modern kernels; also when the version is not stated)."""
+    - for TensorRT-LLM rows with `engine_version` (the release their source states):
+      KV_SHARED where that release runs XQA for the model (`trtllm_xqa`), else
+      KV_PER_QUERY_HEAD (its masked multi-head attention kernel: one thread block per
+      query head, before 0.8 for every model);
+    - KV_SHARED otherwise (the setup's default: today's group-aware kernels; also a
+      TensorRT-LLM row whose release is not stated)."""
     given = case.extra.get("decode_attention", "")
     if given:
-        values = {
-            "kv_shared": setup_pb2.KV_SHARED,
-            "kv_per_query_head": setup_pb2.KV_PER_QUERY_HEAD,
-        }
-        if given not in values:
+        if given not in DECODE_ATTENTION:
             raise Unmodelable(f"decode_attention={given} is not kv_shared/kv_per_query_head")
-        return values[given]
+        return DECODE_ATTENTION[given]
     version = case.extra.get("engine_version", "")
     if case.extra.get("engine") == "TensorRT-LLM" and version:
-        if _version(version) < TRTLLM_XQA_VERSION:
+        if not trtllm_xqa(case, _version(version)):
             return setup_pb2.KV_PER_QUERY_HEAD
     return setup_pb2.KV_SHARED
 
 
-# TensorRT-LLM's masked-MHA generation kernel (before XQA): the share of a KV head's G - 1
-# repeated reads (one per query head of its group) that reach DRAM, the rest hitting L2
-# while the group's thread blocks run side by side. Least mean |relative error| of the
-# FIT rows that decode a GQA model with it (P-TRT08, 09, 10, 12, 14, 15: H100, v0.6.1) on
-# a 0.1 grid: 1.0 (every read from DRAM) 10.1% -> 0.7 4.8%. No CHECK row was used.
-TRTLLM_MMHA_KV_REREAD_DRAM_SHARE = 0.7
+# The share of a per-query-head kernel's repeated KV reads that reach DRAM when the row does
+# not say: none (LlmInference.kv_reread_dram_share's default: the group's thread blocks run
+# side by side and the L2 serves the repeats). The previous model fitted 0.7 here to stand
+# for time it did not price (the conversions of an 8-bit cache, once per query head, on the
+# CUDA cores); that time is now priced. Kept as a name for scenarios.py's re-export.
+TRTLLM_MMHA_KV_REREAD_DRAM_SHARE = 0.0
 
 
 def _given(case: Case, key: str, valid: Callable[[float], bool], what: str) -> float | None:
@@ -120,15 +151,15 @@ def _given(case: Case, key: str, valid: Callable[[float], bool], what: str) -> f
 
 
 def kv_reread_dram_share(case: Case, mode: int) -> float:
-    """LlmInference.kv_reread_dram_share of the row: extra_params `kv_reread_dram_share`
-    when given; TRTLLM_MMHA_KV_REREAD_DRAM_SHARE for a TensorRT-LLM row whose decode
-    attention reads the KV cache per query head; else 0 (unset: every read from DRAM)."""
-    given = _given(case, "kv_reread_dram_share", lambda v: 0 < v <= 1, "a number in (0, 1]")
-    if given is not None:
-        return given
-    if mode == setup_pb2.KV_PER_QUERY_HEAD and case.extra.get("engine") == "TensorRT-LLM":
+    """LlmInference.kv_reread_dram_share of the row: extra_params `kv_reread_dram_share` when
+    given (a per-query-head row only: the share means nothing to a group-aware kernel), else
+    TRTLLM_MMHA_KV_REREAD_DRAM_SHARE (none)."""
+    given = _given(case, "kv_reread_dram_share", lambda v: 0 <= v <= 1, "a number in [0, 1]")
+    if given is None:
         return TRTLLM_MMHA_KV_REREAD_DRAM_SHARE
-    return 0.0
+    if mode != setup_pb2.KV_PER_QUERY_HEAD:
+        raise Unmodelable("kv_reread_dram_share needs decode_attention=kv_per_query_head")
+    return given
 
 
 def tensor_parallel_split(case: Case) -> int:

@@ -24,7 +24,7 @@ from pathlib import Path
 from hardware.system import Efficiency
 from mapshard import pipeline
 from mapshard.fidelity.cases import Case
-from mapshard.fidelity.scenarios import build_setup, chip_spec, tag_levels
+from mapshard.fidelity.scenarios import build_setup
 from schema.errors import InfeasibleError
 from solver.api import config_latency
 
@@ -95,9 +95,9 @@ def single_chip_runs(cases: list[Case], chip: str) -> list[Case]:
 
 def run_point(case: Case, where: Path) -> RunPoint | None:
     """The row planned at 100% of peak, kernel by kernel (None: no plan, e.g. memory)."""
-    setup, levels = build_setup(case)
+    setup, _ = build_setup(case)
     loaded = pipeline.load_message(setup, where)
-    system = tag_levels(pipeline.resolve(loaded), levels, chip_spec(case))
+    system = pipeline.resolve(loaded)
     system = replace(system, chip=replace(system.chip, efficiency=Efficiency()))
     try:
         plan = pipeline.plan(pipeline.assemble(loaded, system))

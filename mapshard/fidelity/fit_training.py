@@ -37,7 +37,7 @@ from pathlib import Path
 
 from mapshard import pipeline
 from mapshard.fidelity.cases import Case, read_cases
-from mapshard.fidelity.scenarios import Unmodelable, build_setup, chip_spec, tag_levels
+from mapshard.fidelity.scenarios import Unmodelable, build_setup, load_setup_scenario
 from schema import setup_pb2
 from schema.errors import InfeasibleError
 
@@ -107,10 +107,8 @@ def fit_setup(case: Case, util: float, hidden: float) -> tuple[setup_pb2.Setup, 
 def step_time(case: Case, where: Path, util: float, hidden: float = 0.0) -> float:
     """The row's predicted step time with the split-accumulation plateau at `util` and the
     TP comm overlap's hidden share at `hidden`."""
-    setup, levels = fit_setup(case, util, hidden)
-    loaded = pipeline.load_message(setup, where)
-    system = tag_levels(pipeline.resolve(loaded), levels, chip_spec(case))
-    plan = pipeline.plan(pipeline.assemble(loaded, system, pipeline.generate(loaded, system)))
+    setup, _ = fit_setup(case, util, hidden)
+    plan = pipeline.plan(load_setup_scenario(setup, where))
     return plan.iteration_time_s or plan.latency_s
 
 

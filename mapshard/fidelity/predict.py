@@ -20,6 +20,7 @@ from hardware.system import NetworkLevel, Topology
 from mapshard import pipeline
 from mapshard.fidelity.cases import Case
 from mapshard.fidelity.flops import ConventionError, convention_flop
+from mapshard.fidelity.row_settings import check_settings
 from mapshard.fidelity.scenarios import (
     LLM_KINDS,
     Unmodelable,
@@ -57,6 +58,7 @@ def predict(case: Case, where: Path) -> Prediction:
     """The row's metric in its SI unit; raises Unmodelable with the reason."""
     if case.kind in NOT_PREDICTED:
         raise Unmodelable(NOT_PREDICTED[case.kind])
+    check_settings(case)  # a run setting the model does not run: not modelled, named
     if case.kind == "memory_copy":
         return _memory_copy(case, where)
     if case.kind == "collective":

@@ -1,10 +1,12 @@
-"""One validation case -> a MapShard scenario (setup + resolved system with fixed degrees).
+"""One validation case -> a MapShard setup, and the scenario `mapshard run` makes of it.
 
-The setup is an ordinary `Setup` message (what a user would write); the parallel degrees
-are then fixed by tagging the resolved topology levels, because one parallelism (e.g. a DP
-group of 32 = 8 in a node x 4 nodes) may span two levels, which a setup file cannot tag yet
-(`hardware/topology.py` allows a tag on one level only; the solver's `tagged_degrees`
-already multiplies degrees across levels).
+The setup is an ordinary `Setup` message, the file a user would write: every parallel degree
+is a tag on the topology levels (one parallelism may span two levels, e.g. a DP group of 32
+= 8 in a node x 4 nodes: both levels carry DP), each level's collective efficiency is the
+chip file's entry for its scale (`system.accelerator.efficiency.collective` by level), and
+every extra_params key the prediction reads sets a setup field (row_keys.SETUP_KEYS). The
+scenario is then built by the pipeline's own stages from that setup alone, so `mapshard run`
+of the written setup predicts the same time (tests/e2e/test_validate_as_run.py).
 
 The attention implementation (fused or unfused) and dropout follow the row's software
 stack, read from its fields (`attention_impl`).
@@ -20,12 +22,12 @@ scale-out), whatever sub-levels a scenario splits it into.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from generator.models import MODELS_DIR
 from hardware import library
-from hardware.system import CollectiveEfficiency, System, Topology
+from hardware.system import CollectiveEfficiency, Topology
 from hardware.topology import collective_efficiency
 from mapshard import pipeline
 from mapshard.fidelity.cases import Case, Unmodelable
@@ -45,6 +47,12 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
     tensor_parallel_split,
     training_kernels,
     trtllm_dequantized_fp8,
+)
+from mapshard.fidelity.training_row import (  # noqa: F401  (ZERO1_KEYS re-exported)
+    ZERO1_KEYS,
+    dp_overlap,
+    virtual_pipeline,
+    zero_stage,
 )
 from mapshard.pipeline import Scenario
 from schema import setup_pb2
@@ -198,17 +206,32 @@ def _system(
         Topology.RING: setup_pb2.RING,
         Topology.FULLY_CONNECTED: setup_pb2.FULLY_CONNECTED,
     }[scale_up_kind(case, spec)]
-    for lv in levels:
+    # the run's own network and memory where the row states them (extra_params)
+    scale_out_GBps = case.extra_float("scale_out_bw_Bps") / 1e9 or spec.scale_out_bw_GBps
+    if case.extra_float("hbm_bw_Bps") > 0:
+        setup.system.memory.dram_bw = case.extra_float("hbm_bw_Bps") / 1e9
+    if case.extra_float("hbm_capacity_bytes") > 0:
+        setup.system.memory.dram_cap = case.extra_float("hbm_capacity_bytes")
+    efficiency = setup.system.accelerator.efficiency
+    for i, lv in enumerate(levels):
         t = setup.system.topology.add()
         t.name = lv.name
         t.degree = lv.degree
         t.kind = kind if lv.scale_up else setup_pb2.SWITCH
-        bw = spec.scale_up_bw_GBps if lv.scale_up else spec.scale_out_bw_GBps
+        t.parallelism.append(lv.tag)
+        bw = spec.scale_up_bw_GBps if lv.scale_up else scale_out_GBps
         t.link_bw_GBps = bw or spec.scale_up_bw_GBps
         if lv.scale_up:
             t.link_bw_GBps *= scale_up_share(case, spec, lv.degree)
         lat = spec.scale_up_latency_us if lv.scale_up else spec.scale_out_latency_us
         t.latency_us = lat
+        # the chip file's level index is its default topology's (0 scale-up, 1 scale-out),
+        # whatever sub-levels the case splits it into: each level gets its scale's entry (an
+        # empty one, the uncalibrated default, where the chip has none for that scale)
+        if spec.accelerator.efficiency.collective:
+            entry = efficiency.collective.add()
+            entry.CopyFrom(scale_entry(spec, lv.scale_up) or entry)
+            entry.level = i
 
 
 def _shipped(name: str) -> str:
@@ -298,29 +321,6 @@ def tp_comm_overlap(case: Case) -> bool:
     return given == "1" and case.int("tp", 1) > 1
 
 
-# extra_params keys that say the optimizer state is sharded over DP (ZeRO-1): Megatron-LM's
-# --use-distributed-optimizer, Calculon's optimizer_sharding flag.
-ZERO1_KEYS = ("distributed_optimizer", "optimizer_sharding")
-
-
-def zero_stage(case: Case) -> int:
-    """The row's ZeRO stage: 3 for `fsdp`=1 (FULL_SHARD), else extra_params `zero_stage`,
-    else 1 when a ZeRO-1 key (ZERO1_KEYS) is 1 or `sharding` names zero1/zero2, else 0."""
-    if case.int("fsdp") == 1:
-        return 3
-    given = case.extra.get("zero_stage", "")
-    if given:
-        if given not in ("0", "1", "2", "3"):
-            raise Unmodelable(f"zero_stage={given} is not 0, 1, 2 or 3")
-        return int(given)
-    sharding = case.extra.get("sharding", "").lower().replace("-", "").replace("_", "")
-    if sharding in ("zero1", "zero2", "zero3"):
-        return int(sharding[-1])
-    if any(case.extra.get(k, "") in ("1", "true") for k in ZERO1_KEYS):
-        return 1
-    return 0
-
-
 def _hpl(case: Case, h: setup_pb2.Hpl) -> None:
     """N, NB and the P x Q grid from extra_params (hpl_n, hpl_nb, hpl_p, hpl_q)."""
     n, nb = int(case.extra_float("hpl_n")), int(case.extra_float("hpl_nb"))
@@ -350,8 +350,9 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
             raise Unmodelable(f"recompute {rec!r} is not none/selective/full")
         t.recompute = RECOMPUTE[rec]
         t.sequence_parallel = case.int("sequence_parallel") == 1
-        t.virtual_pipeline = case.int("virtual_pipeline", 1)
+        t.virtual_pipeline = virtual_pipeline(case)
         t.zero_stage = zero_stage(case)
+        t.dp_overlap = dp_overlap(case)
         t.context_parallel = max(case.int("cp", 1), 1)
         t.expert_parallel = max(case.int("ep", 1), 1)
         t.fp8_param_gather = fp8_param_gather(case)
@@ -404,36 +405,35 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     return setup, levels
 
 
-def scale_efficiency(spec: setup_pb2.ChipSpec, scale_up: bool) -> CollectiveEfficiency:
-    """The chip file's collective efficiency for its scale-up (level 0) or scale-out
-    (level 1) network."""
+def scale_entry(spec: setup_pb2.ChipSpec, scale_up: bool) -> setup_pb2.CollectiveEfficiency | None:
+    """The chip file's collective efficiency entry for its scale-up (level 0) or scale-out
+    (level 1) network; None when it has none."""
     want = 0 if scale_up else 1
     for entry in spec.accelerator.efficiency.collective:
         if entry.level == want:
-            return collective_efficiency(entry)
-    return CollectiveEfficiency()
+            return entry
+    return None
 
 
-def tag_levels(system: System, levels: list[LevelSpec], spec: setup_pb2.ChipSpec) -> System:
-    """Fix the degrees: each level carries its parallelism and its scale's efficiency."""
-    assert len(system.network) == len(levels), (system.network, levels)
-    network = tuple(
-        replace(net, parallelism=(lv.tag,), efficiency=scale_efficiency(spec, lv.scale_up))
-        for net, lv in zip(system.network, levels)
-    )
-    return replace(system, network=network)
+def scale_efficiency(spec: setup_pb2.ChipSpec, scale_up: bool) -> CollectiveEfficiency:
+    """`scale_entry` resolved (the default, uncalibrated one when the chip has none)."""
+    entry = scale_entry(spec, scale_up)
+    return CollectiveEfficiency() if entry is None else collective_efficiency(entry)
+
+
+def load_setup_scenario(setup: setup_pb2.Setup, where: Path) -> Scenario:
+    """A setup's scenario by the stages `mapshard run` goes through: load (validate),
+    resolve, generate, assemble."""
+    loaded = pipeline.load_message(setup, where)
+    system = pipeline.resolve(loaded)
+    return pipeline.assemble(loaded, system, pipeline.generate(loaded, system))
 
 
 def load_case_scenario(case: Case, where: Path, prefill_tokens_per_pass: int = 0) -> Scenario:
-    """The row's scenario through the pipeline's own stages, with the degrees fixed on the
-    resolved system. Only what a setup file can express is pinned (parallel degrees,
-    schedule, recompute, precision, optimizer sharding); the per-kernel sharding is
-    searched, as `mapshard run` would. `prefill_tokens_per_pass` > 0 overrides the row's
-    prefill token budget (extra_params max_num_tokens)."""
-    setup, levels = build_setup(case)
+    """The row's scenario: its setup (build_setup) as `mapshard run` would load it; the
+    per-kernel sharding is searched, as `mapshard run` would. `prefill_tokens_per_pass` > 0
+    overrides the row's prefill token budget (extra_params max_num_tokens)."""
+    setup, _ = build_setup(case)
     if prefill_tokens_per_pass > 0:
         setup.workload.llm_inference.prefill_tokens_per_pass = prefill_tokens_per_pass
-    loaded = pipeline.load_message(setup, where)
-    system = tag_levels(pipeline.resolve(loaded), levels, chip_spec(case))
-    workload = pipeline.generate(loaded, system)
-    return pipeline.assemble(loaded, system, workload)
+    return load_setup_scenario(setup, where)

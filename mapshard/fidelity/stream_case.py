@@ -16,7 +16,7 @@ from pathlib import Path
 from mapshard import pipeline
 from mapshard.analyses.stream import run_stream
 from mapshard.fidelity.cases import Case
-from mapshard.fidelity.scenarios import Unmodelable, build_setup, chip_spec, tag_levels
+from mapshard.fidelity.scenarios import Unmodelable, build_setup
 from schema import setup_pb2
 
 ENGINE_KEYS = ("requests", "max_batch", "max_num_tokens", "kv_memory_fraction")
@@ -49,9 +49,9 @@ def predict_offline(case: Case, where: Path) -> tuple[float, str]:
     """(metric value, detail) of an offline-throughput row."""
     if case.metric not in ("tokens_per_s", "requests_per_s"):
         raise Unmodelable(f"offline-throughput metric {case.metric!r} is not modelled")
-    setup, levels = stream_setup(case)
+    setup, _ = stream_setup(case)
     loaded = pipeline.load_message(setup, where)
-    system = tag_levels(pipeline.resolve(loaded), levels, chip_spec(case))
+    system = pipeline.resolve(loaded)
     view, _, _ = run_stream(loaded, system)
     st = view.stats
     value = st.output_tokens_per_s if case.metric == "tokens_per_s" else st.requests_per_s

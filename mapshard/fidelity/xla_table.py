@@ -224,6 +224,9 @@ def build_row(rs: RowSet, index: int, e: Entry, key: str, header: list[str]) -> 
         "notes": notes,
         "extra_params": ";".join(extra),
         "verification": "verified_primary",
+        "source_table": "OpenXLA matmul_interpolator_data.h: kDefaultMatmulPTable",
+        "source_row": f"m={e.m} n={e.n} k={e.k}{f' x {e.b}' if e.b > 1 else ''} {rs.precision}",
+        "release": f"OpenXLA {COMMIT[:10]}",
     }
     return {c: cells.get(c, "") for c in header}
 

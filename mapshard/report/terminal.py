@@ -37,6 +37,10 @@ STOP_TEXT = {
     "price_cap": "on the fusion search's budget of segment prices (solver max_priced)",
     "node_limit": "on a MILP's node budget (solver node_limit)",
     "candidate_cap": "on the outer search's candidate budget (solver max_candidates)",
+    "tile_menus": "short of a proof over every tile: the bound's rounds of cutting sampled "
+    "tile groups ran out (solver tile_refinements)",
+    "tile_bound": "short of a proof over every tile: a round of cutting sampled tile groups "
+    "left the bound where it was (a larger solver tile_menu_size samples more)",
     "memory_split": "on the cap of solves tracing each graph's latency-vs-DRAM frontier "
     "(the DRAM split among the graphs is not proven optimal)",
     "unexplained": "a layout skipped: its graph search found no mapping that no resource "

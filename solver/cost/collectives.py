@@ -21,9 +21,10 @@ Alpha-beta per level: a = the level's latency plus its efficiency's latency per 
 calibrated software floor, NCCL's), and b = link bandwidth x the calibrated fraction at the
 collective's message size: `bus_bw_curve` points (nccl-tests size: the all-reduce buffer,
 the gathered output, the reduce-scatter input, one chip's all-to-all send buffer; p2p the
-message) interpolated in log size and flat beyond the ends. Without a curve, b = util x
-bandwidth x m / (m + m_half) on the per-chip chunk m = S/p (the legacy form: its
-S/b_eff = S/b + p m_half/b is a latency in disguise, hence the curve).
+message) interpolated in log size and flat beyond the ends; an all-to-all reads the level's
+own `all_to_all_curve` where it has one (no in-switch reduction speeds it up). Without a
+curve, b = util x bandwidth x m / (m + m_half) on the per-chip chunk m = S/p (the legacy
+form: its S/b_eff = S/b + p m_half/b is a latency in disguise, hence the curve).
 """
 
 from __future__ import annotations
@@ -48,10 +49,15 @@ def curve_fraction(curve: Sequence[tuple[float, float]], message_bytes: float) -
     return curve[-1][1]
 
 
-def effective_bandwidth(level: NetworkLevel, message_bytes: float, chunk_bytes: float) -> float:
+def effective_bandwidth(
+    level: NetworkLevel, message_bytes: float, chunk_bytes: float, kind: str = ""
+) -> float:
     """Achievable bandwidth of one chip on this level for a collective of `message_bytes`
-    (the curve's size) whose per-chip chunk is `chunk_bytes` (the legacy curve's size)."""
+    (the curve's size) whose per-chip chunk is `chunk_bytes` (the legacy curve's size); an
+    all-to-all takes the level's all-to-all curve where it has one."""
     eff = level.efficiency
+    if kind == "all_to_all" and eff.all_to_all_curve:
+        return level.link_bandwidth_Bps * curve_fraction(eff.all_to_all_curve, message_bytes)
     if eff.bus_bw_curve:
         return level.link_bandwidth_Bps * curve_fraction(eff.bus_bw_curve, message_bytes)
     bw = level.link_bandwidth_Bps * (eff.bus_bw_util or 1.0)
@@ -81,7 +87,7 @@ def level_collective_time(kind: str, size_bytes: float, p: int, level: NetworkLe
     if kind == "p2p":
         return size_bytes / effective_bandwidth(level, size_bytes, size_bytes) + alpha
     message = size_bytes / p if kind == "all_to_all" else size_bytes
-    bw = effective_bandwidth(level, message, size_bytes / p)
+    bw = effective_bandwidth(level, message, size_bytes / p, kind)
     steps = _steps(level, p)
     frac = (p - 1) / p
     if kind == "all_reduce":

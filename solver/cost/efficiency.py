@@ -102,18 +102,30 @@ OWN_UNITS = ("fp64", "fp32")
 def for_precision(chip: Chip, precision: str) -> Chip:
     """The chip with the GEMM plateau of `precision` (its own when the chip file gives one;
     1.0 of the precision's peak for OWN_UNITS, flagged by `plateau_warning`; else gemm_util).
-    The chip's own gemm_util is kept as `base_gemm_util`, so `for_precision` of the result
-    at another precision still finds it."""
+    The chip's own gemm_util and gemm_half_dim are kept as `base_gemm_util` and
+    `base_gemm_half_dim`, so `for_precision` of the result at another precision still finds
+    them.
+
+    The K roll-off k / (k + h) is a fixed time per output tile (the prologue loading the
+    first K slices, the epilogue writing C) against the main loop's time per K step. OWN_UNITS
+    run each K step peak(16-bit) / peak(p) times slower, so the same fixed time is worth that
+    many times fewer K steps: h x peak(p) / peak(bf16) (the A100's fitted 176 is 11 for
+    FP64 DGEMMs, whose K is HPL's block size)."""
     eff = chip.efficiency
     base = eff.base_gemm_util or eff.gemm_util
+    base_half = eff.base_gemm_half_dim or eff.gemm_half_dim
     util = dict(eff.gemm_util_by_precision).get(precision, 0.0)
     if util <= 0 and precision in OWN_UNITS and eff.fixed_compute_util <= 0:
         util = 1.0
     if util <= 0:
         util = base
-    if util == eff.gemm_util:
+    half = base_half
+    if precision in OWN_UNITS and half > 0:
+        half *= chip.peak(precision) / chip.peak("bf16")
+    if util == eff.gemm_util and half == eff.gemm_half_dim:
         return chip
-    return replace(chip, efficiency=replace(eff, gemm_util=util, base_gemm_util=base))
+    own = dict(base_gemm_util=base, base_gemm_half_dim=base_half)
+    return replace(chip, efficiency=replace(eff, gemm_util=util, gemm_half_dim=half, **own))
 
 
 def plateau_warning(chip: Chip, precision: str) -> str:

@@ -11,6 +11,7 @@ candidates are the O(sqrt(M)) distinct ceilings, which keeps enumeration exact a
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from dataclasses import dataclass
@@ -320,3 +321,36 @@ def tile_point(m: int, k: int, n: int, family: str, tile_m: int, tile_n: int) ->
     else:
         return None
     return TilePoint(buf, a + b + m * n, a, b, m * n, family, tile_m, tile_n)
+
+
+# Far above any status frontier's length: fusion_points keeps every frontier whole.
+WHOLE = 1 << 30
+
+
+@functools.lru_cache(maxsize=1024)
+def tile_groups(
+    m: int,
+    k: int,
+    n: int,
+    buffer_elements: float,
+    size: int,
+    a_states: tuple[str, ...],
+    b_states: tuple[str, ...],
+    c_states: tuple[str, ...],
+) -> tuple[tuple[TilePoint, ...], ...]:
+    """Every tile of the exact menu (every frontier kept whole), in groups cut at the sampled
+    menu's buffers: a group holds the tiles from one sampled buffer up to the next, so its
+    first tile is (a cost twin of) a sampled one. Empty when nothing was sampled. Why: a
+    group stands in a bound's search by its componentwise least costs, and a group the
+    bound's plan leans on is opened tile by tile (solver.fusion.tile_refine)."""
+    states = (a_states, b_states, c_states)
+    sampled, was_sampled = fusion_points(m, k, n, buffer_elements, size, *states)
+    if not was_sampled:
+        return ()
+    exact, _ = fusion_points(m, k, n, buffer_elements, WHOLE, *states)
+    cuts = sorted({p.buffer for p in sampled})
+    groups: dict[int, list[TilePoint]] = {}
+    for p in exact:
+        at = max(bisect.bisect_right(cuts, p.buffer) - 1, 0)
+        groups.setdefault(at, []).append(p)
+    return tuple(tuple(groups[at]) for at in sorted(groups))

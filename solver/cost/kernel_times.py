@@ -13,6 +13,11 @@ Sources, first that applies:
 2. the roofline with the chip's calibrated efficiency (solver.cost.efficiency), "fitted";
 3. the peak, "uncalibrated", when the chip (or the precision) has no fitted rate.
 
+An MoE layer's grouped GEMM (GemmShape.grouped) is its experts' GEMMs, each priced at its
+own shape by the same sources (`grouped_gemm_time`): fine-grained experts (few tokens each,
+narrow FFN) pay their per-expert tile waves and short K loops instead of running at the rate
+of one large GEMM of all their tokens.
+
 A table times the whole kernel from launch to end (CUDA-graph replay), so it already holds
 what the chip's `kernel_overhead_s` stands for: the compute part returned is the table time
 less that overhead, which the menus add back, so a GEMM alone costs its table time. Memory
@@ -23,7 +28,7 @@ the fitted GEMM efficiency, not the search.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from generator.graph import Kernel, KernelKind
 from hardware import kernel_db
@@ -47,12 +52,18 @@ class KernelTime:
 
 @dataclass(frozen=True)
 class GemmShape:
-    """A two-input matrix kernel's per-chip loop extents (batch = independent GEMMs)."""
+    """A two-input matrix kernel's per-chip loop extents (batch = independent GEMMs).
+    `grouped`: the batch is an MoE layer's experts, each a GEMM of its own shape (the
+    frameworks' grouped linear layers: Transformer Engine runs a cuBLAS GEMM per expert,
+    CUTLASS grouped kernels pad each expert's rows to whole tiles), so a wave of tiles never
+    spans two experts and each expert pays its own tile quantisation and K loop; a batched
+    GEMM (one strided kernel, e.g. attention heads) fills the machine across the batch."""
 
     m: int
     n: int
     k: int
     batch: int = 1
+    grouped: bool = False
 
 
 # ---------------------------------------------------------------------------------------
@@ -162,11 +173,36 @@ def _why_no_table(chip: Chip, shape: GemmShape, precision: str) -> str:
     return f" (no {chip.kernel_source} {precision} GEMM table covers it)"
 
 
+def grouped_gemm_time(
+    chip: Chip, shape: GemmShape, flop: float, precision: str, split: float = 1.0
+) -> KernelTime:
+    """Compute part of an MoE layer's grouped GEMM (GemmShape.grouped): `batch` experts,
+    each the GEMM (m, n, k) priced at its own shape (a measured table's point, once its
+    per-kernel overhead is taken out, or the model's efficiency at that shape), summed; one
+    kernel overhead for the group (the menus add it) and the GEMM floor once."""
+    per_flop = flop / shape.batch
+    measured = measured_gemm_time(chip, shape.m, shape.n, shape.k, precision)
+    overhead = chip.efficiency.kernel_overhead_s
+    if measured is not None:
+        rate = table_rate(chip, precision)
+        floor = per_flop / rate if rate > 0 else 0.0
+        each = max(measured.seconds / split - overhead, floor, 0.0)
+        source = f"{measured.source}, per expert x {shape.batch}"
+        return KernelTime(shape.batch * each, source)
+    peak = chip.peak(precision) * split
+    eff = efficiency.gemm_efficiency(chip, shape.m, shape.n, shape.k, 1)
+    seconds = max(shape.batch * per_flop / (peak * eff), efficiency.busy_floor(chip))
+    source = gemm_source(chip, precision) + f", per-expert shape x {shape.batch}"
+    return KernelTime(seconds, source + _why_no_table(chip, replace(shape, batch=1), precision))
+
+
 def gemm_compute_time(
     chip: Chip, shape: GemmShape, flop: float, precision: str, split: float = 1.0
 ) -> KernelTime:
     """Compute part of one GEMM at `precision` (`chip` already at that precision's plateau,
     `efficiency.for_precision`); `split` is the split-accumulation rate factor (<= 1)."""
+    if shape.grouped and shape.batch > 1:
+        return grouped_gemm_time(chip, shape, flop, precision, split)
     measured = None
     if shape.batch <= 1:
         measured = measured_gemm_time(chip, shape.m, shape.n, shape.k, precision)
@@ -236,11 +272,50 @@ def kernel_compute_time(
                 * split_factor(kernel, chip, precision)
             )
             return KernelTime(flop / rate, gemm_source(chip, precision))
+    if kernel.kind == KernelKind.ATTENTION:
+        return vector_attention_time(kernel, chip, flop)
     fitted = "vector" in chip.calibration.measured
     return KernelTime(
         flop / (chip.vector_flops * efficiency.vector_efficiency(chip)),
         _fitted(chip, "fitted vector rate") if fitted else UNCALIBRATED,
     )
+
+
+def vector_attention_time(kernel: Kernel, chip: Chip, flop: float) -> KernelTime:
+    """A fused attention kernel on the vector unit (a per-query-head decode kernel,
+    DecodeAttention KV_PER_QUERY_HEAD): its FMAs at the vector peak (the chip's vector_util
+    stands for elementwise kernels, whose nominal FLOP stream through memory) and its type
+    conversions (Kernel.converted_elements, this option's share) on their own pipe beside
+    them; the slower sets the time."""
+    arithmetic = KernelTime(flop / chip.vector_flops, VECTOR_PEAK_SOURCE)
+    if kernel.converted_elements <= 0 or kernel.flop <= 0:
+        return arithmetic
+    converting = kernel.converted_elements * (flop / kernel.flop) / conversion_rate(chip)
+    if converting > arithmetic.seconds:
+        return KernelTime(converting, CONVERSION_SOURCE)
+    return arithmetic
+
+
+# Type conversions per clock per SM on the CUDA cores: "all other type conversions" in the
+# CUDA C++ Programming Guide's throughput table of native arithmetic instructions (compute
+# capability 8.x and 9.0); a chip's `core` count is its SM count.
+CONVERSIONS_PER_CORE_CLOCK = 16
+CONVERSION_SOURCE = "type conversions, 16 per clock per SM (CUDA C++ Programming Guide)"
+VECTOR_PEAK_SOURCE = "vector peak (FMA)"
+
+
+# FP32 FMA lanes per SM of compute capability 9.0 and 10.0 (the same table): a chip file
+# without a clock gets its conversion rate from its FP32 rate, 2 FLOP per lane per clock.
+FP32_LANES_PER_CORE = 128
+
+
+def conversion_rate(chip: Chip) -> float:
+    """Elements per second the chip's vector unit converts between number formats: SMs x
+    CONVERSIONS_PER_CORE_CLOCK x the clock, or, without a clock in the chip file, the FP32
+    rate x CONVERSIONS_PER_CORE_CLOCK / (2 FP32_LANES_PER_CORE)."""
+    if chip.frequency_Hz > 0:
+        return chip.cores * CONVERSIONS_PER_CORE_CLOCK * chip.frequency_Hz
+    return chip.vector_flops * CONVERSIONS_PER_CORE_CLOCK / (2 * FP32_LANES_PER_CORE)
 
 
 def best_gemm_rate(chip: Chip, precision: str, model_rate: float) -> float:

@@ -5,6 +5,7 @@ the MILP over them is linear; the data types are in solver/cost/problem.py."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from generator.graph import Kernel, KernelGraph, KernelKind, OperandRole, Pass
 from hardware.system import Chip
@@ -13,7 +14,16 @@ from solver.cost import efficiency, frontier, kernel_times, memo
 from solver.cost.attention_tiles import attention_tilings
 from solver.cost.layouts import conversion_groups, conversion_table, rs_dim
 from solver.cost.own_network import own_network
-from solver.cost.problem import REPLICATED, EdgeCost, KernelMenu, MappingProblem, Option, Span
+from solver.cost.problem import (
+    REPLICATED,
+    EdgeCost,
+    KernelMenu,
+    MappingProblem,
+    Option,
+    Span,
+    TileCost,
+    TileGroup,
+)
 from solver.cost.weights import (
     WeightRule,
     per_step_gradient_reduction,
@@ -161,17 +171,13 @@ def build_menu(
             )
     inputs = tuple(o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT)
     outputs = kernel.outputs
-    sampled = (
-        dataflow
-        and _is_gemm(kernel)
-        and not kernel.pinned_tile
-        and any(
-            frontier.fusion_points(
-                *fusion_args(kernel, _shard_sizes(kernel, s, tp), sram_bytes, tiling_points)
-            )[1]
-            for s in shardings
-        )
-    )
+    groups: list[TileGroup] = []
+    if dataflow and _is_gemm(kernel) and not kernel.pinned_tile:
+        for s in shardings:
+            sizes = _shard_sizes(kernel, s, tp)
+            for pts in frontier.tile_groups(*fusion_args(kernel, sizes, sram_bytes, tiling_points)):
+                costs = _tile_costs(kernel, sizes, sram_bytes, pts)
+                groups.append(TileGroup(s, tuple(TileCost(*c) for c in costs)))
     return KernelMenu(
         name=kernel.name,
         options=tuple(options),
@@ -179,7 +185,7 @@ def build_menu(
         input_operands=inputs,
         output_operand=outputs[0].name if outputs else "",
         overhead_s=chip.efficiency.kernel_overhead_s,
-        sampled_tiles=sampled,
+        tile_groups=tuple(groups),
     )
 
 
@@ -203,8 +209,14 @@ def _kernel_time(
             math.prod(sizes[d] for d in n),
             math.prod(sizes[d] for d in k),
             math.prod(sizes[d] for d in batch),
+            grouped=GROUPED_DIM in batch,
         )
     return kernel_times.kernel_compute_time(kernel, chip, shape, flop, precision)
+
+
+# a matrix kernel batched over this dim is an MoE layer's grouped GEMM (one GEMM per expert,
+# kernel_times.GemmShape.grouped), not one batched kernel
+GROUPED_DIM = "experts"
 
 
 def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
@@ -229,6 +241,8 @@ def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
             return kernel_times.attention_rate(chip, precision)
         rate = _matrix_precision_peak(chip, precision) * max(util, 1e-3)
         return kernel_times.best_gemm_rate(chip, precision, rate) if _is_gemm(kernel) else rate
+    if kernel.kind == KernelKind.ATTENTION:
+        return chip.vector_flops  # FMAs at the vector peak (kernel_times.vector_attention_time)
     return chip.vector_flops * efficiency.vector_efficiency(chip)
 
 
@@ -261,7 +275,6 @@ def _tilings(
     bm = math.prod(sizes[d] for d in m)
     bn = math.prod(sizes[d] for d in n)
     bk = math.prod(sizes[d] for d in k)
-    bb = math.prod(sizes[d] for d in batch)
     ops = {o.name: o for o in kernel.operands}
     elem = max(ops[a].bytes_per_element, ops[b].bytes_per_element, ops[c].bytes_per_element)
     fit = sram_bytes / elem
@@ -274,6 +287,21 @@ def _tilings(
         pts = frontier.fusion_menu(*fusion_args(kernel, sizes, sram_bytes, points))
     else:
         pts = list(frontier.best_fit(bm, bk, bn, fit))  # = menu(..., size=1)[-1:]
+    return [
+        (t, buf, dict(traffic), out)
+        for t, buf, out, traffic in _tile_costs(kernel, sizes, sram_bytes, pts)
+    ]
+
+
+def _tile_costs(
+    kernel: Kernel, sizes: dict[str, int], sram_bytes: float, pts: Sequence[frontier.TilePoint]
+) -> list[tuple[str, float, float, tuple[tuple[str, float], ...]]]:
+    """A GEMM's frontier points (elements, per batch) as (tile, buffer bytes, output tile
+    bytes, sorted traffic per operand in bytes over the whole batch)."""
+    a, b, c, batch, _, _, _ = _gemm_roles(kernel)
+    bb = math.prod(sizes[d] for d in batch)
+    ops = {o.name: o for o in kernel.operands}
+    elem = max(ops[a].bytes_per_element, ops[b].bytes_per_element, ops[c].bytes_per_element)
     out = []
     for p in pts:
         traffic = {
@@ -282,7 +310,14 @@ def _tilings(
             c: p.c_traffic * bb * ops[c].bytes_per_element,
         }
         out_tile = 2 * p.tile_m * p.tile_n * ops[c].bytes_per_element
-        out.append((p.describe(), p.buffer * elem, traffic, min(out_tile, sram_bytes)))
+        out.append(
+            (
+                p.describe(),
+                p.buffer * elem,
+                min(out_tile, sram_bytes),
+                tuple(sorted(traffic.items())),
+            )
+        )
     return out
 
 

@@ -62,6 +62,25 @@ class WeightFact:
 
 
 @dataclass(frozen=True)
+class TileCost:
+    """One tile's costs: what an Option of the same sharding changes with the tile."""
+
+    tile: str
+    buffer_bytes: float
+    out_tile_bytes: float
+    traffic: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
+class TileGroup:
+    """Tiles of one sharding's exact menu between two sampled buffers
+    (solver.cost.frontier.tile_groups); the first is (a cost twin of) a sampled tile."""
+
+    sharding: str
+    tiles: tuple[TileCost, ...]
+
+
+@dataclass(frozen=True)
 class KernelMenu:
     name: str
     options: tuple[Option, ...]
@@ -69,9 +88,16 @@ class KernelMenu:
     input_operands: tuple[str, ...]  # operands that can be fed by an edge
     output_operand: str
     overhead_s: float = 0.0
-    # its tile menu samples a long status frontier (frontier.fusion_points): the
-    # search is optimal over the sampled tiles
-    sampled_tiles: bool = False
+    # where its tile menu samples a long status frontier (frontier.fusion_points): the
+    # options hold the sampled tiles, `tile_groups` every tile (solver.fusion.tile_refine
+    # bounds the search over them and opens the groups a bound leans on)
+    tile_groups: tuple[TileGroup, ...] = ()
+
+    @property
+    def live_groups(self) -> tuple[TileGroup, ...]:
+        """The tile groups of the shardings this menu holds (a restricted menu keeps its
+        whole menu's groups)."""
+        return tuple(g for g in self.tile_groups if g.sharding in self.shardings)
 
     def sharding_index(self, option: int) -> int:
         return self.shardings.index(self.options[option].sharding)
@@ -185,12 +211,6 @@ class MappingProblem:
         if self.serialize_network:  # the rule ignores `overlap` there
             return self.network_hidden_share > 0
         return self.overlap
-
-    def sampled_space(self) -> str:
-        """The restriction a sampled tile menu puts on a fused search ("" when none)."""
-        if not self.dataflow or not any(m.sampled_tiles for m in self.kernels):
-            return ""
-        return "sampled tile menus (on GEMMs whose status frontiers pass 24 tiles)"
 
     @cached_property
     def _adjacency(

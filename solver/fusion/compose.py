@@ -233,7 +233,7 @@ def pin(problem: MappingProblem, fixed: dict[int, int]) -> tuple[MappingProblem,
             back.append(list(range(len(menu.options))))
             continue
         opt = menu.options[fixed[k]]
-        kernels.append(replace(menu, options=(opt,), shardings=(opt.sharding,)))
+        kernels.append(replace(menu, options=(opt,), shardings=(opt.sharding,), tile_groups=()))
         back.append([fixed[k]])
     index = {k: problem.kernels[k].sharding_index(o) for k, o in fixed.items()}
     edges = []

@@ -70,6 +70,11 @@ def menu_key(menu: KernelMenu, seen: dict[tuple[int, int], tuple] | None = None)
                 value = tuple(_seen_key(o, menu.shardings, seen) for o in value)
         elif name == "shardings":
             value = len(value)
+        elif name == "tile_groups":
+            # the sampled tiles (options) fix the shapes the groups are cut from; the
+            # group sizes tell the operand statuses apart, without hashing every tile
+            on = {s: i for i, s in enumerate(menu.shardings)}  # a restricted menu: its own
+            value = tuple((on[g.sharding], len(g.tiles)) for g in value if g.sharding in on)
         out.append(value)
     return tuple(out)
 

@@ -13,6 +13,9 @@ which only enlarges the feasible set, so the knapsack's optimum, solved exactly 
 dynamic program over the grid, is still a lower bound. Where the SRAM binds this is much
 tighter than per-kernel minima (the knapsack forces small tiles, hence more traffic).
 The segments from one start position share their prefix, so one sweep bounds them all.
+Every sweep checks the valve's deadline: past it, the probe keeps the weights it has and a
+row leaves the segments it did not reach at 0 (no bound, still a valid one), and the
+search that asked stops with stop reason "time_limit".
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 from solver.cost.latency import bound_weights
 from solver.cost.problem import MappingProblem
 from solver.fusion.segment_price import KernelTraffic
+from solver.options import past
 
 GRID = 512  # buffer units per SRAM
 PROBE_KERNELS = 100  # from this size on, the weights are chosen by probe rows
@@ -46,10 +50,14 @@ def simplex_grid(steps: int) -> np.ndarray:
 class KnapsackBounds:
     """Rows of bounds by start position, computed on first use."""
 
-    def __init__(self, problem: MappingProblem, probe_from: int | None = None):
+    def __init__(
+        self, problem: MappingProblem, probe_from: int | None = None, deadline: float = math.inf
+    ):
         """probe_from: the fewest kernels for which probe rows pick extra weights
-        (default PROBE_KERNELS)."""
+        (default PROBE_KERNELS); deadline: the valve (perf_counter seconds)."""
         self.problem = problem
+        self.deadline = deadline
+        self.tripped = False  # a sweep stopped at the deadline (its rest bounded by 0)
         self.weights, self.constant_weight = bound_weights(
             problem.overlap, problem.serialize_network, problem.network_hidden_share
         )
@@ -95,6 +103,8 @@ class KnapsackBounds:
         for i in np.linspace(0, self.n - 1, PROBE_ROWS).astype(int):
             for values in self._row_values(int(i)):
                 used[int(np.argmax(values))] = True
+            if self.tripped:
+                break  # the points found so far: any subset of the simplex bounds
         p = self.problem
         coarse = bound_weights(p.overlap, p.serialize_network, p.network_hidden_share)[0]
         extra = [w for w, u in zip(fine, used) if u and not np.isclose(coarse, w).all(1).any()]
@@ -104,12 +114,17 @@ class KnapsackBounds:
         """bounds[j] (seconds) of segments [i, j) for j in 0..n (inf where no tiling fits
         or j <= i)."""
         out = np.full(self.n + 1, math.inf)
+        reached = i
         for j, values in enumerate(self._row_values(i), start=i + 1):
             out[j] = float(values.max())
+            reached = j
+        if self.tripped:
+            out[reached + 1 :] = 0.0  # not swept: no bound (inf would claim no fit)
         return out
 
     def _row_values(self, i: int) -> Iterator[np.ndarray]:
-        """Per segment [i, j), j = i + 1, ... while one fits: its bound under each weight."""
+        """Per segment [i, j), j = i + 1, ... while one fits: its bound under each weight;
+        stops early, setting `tripped`, once the deadline has passed."""
         n = self.n
         # least weighted value with at most b buffer units, by the sharding of `last`
         f = np.zeros((1, len(self.weights), GRID + 1))
@@ -117,6 +132,9 @@ class KnapsackBounds:
         pending: list[int] = []
         overhead = 0.0
         for j in range(i + 1, n + 1):
+            if past(self.deadline):
+                self.tripped = True
+                return
             k = j - 1
             overhead += self.problem.kernels[k].overhead_s
             pending.append(k)
@@ -129,6 +147,9 @@ class KnapsackBounds:
             pending = still
             g, g_last = f, last
             for p in pending[:-1]:
+                if past(self.deadline):  # thousands of unsettled kernels re-merged per j
+                    self.tripped = True
+                    return
                 g, g_last = self._merge(g, g_last, p, i, j), p
             if pending:
                 best = self._merge(g, g_last, pending[-1], i, j, only_full=True)

@@ -77,6 +77,9 @@ class GraphSolution:
     bound_s: float
     status: str  # "optimal" | "time_limit" | "infeasible"
     stats: SearchStats
+    # the problem the option indices refer to when the search extended the one it was
+    # given (sampled tile menus opened: solver.fusion.tile_refine); None: the given one
+    problem: MappingProblem | None = None
 
     @property
     def gap(self) -> float:
@@ -148,7 +151,7 @@ class _ExactSearch:
             # every segment priced exactly: the shortest path below is the optimum
             self.values = exact
             self.priced = {(i, j) for i, j in zip(*np.nonzero(np.isfinite(exact)), strict=True)}
-        self.knapsack = KnapsackBounds(problem) if exact is None else None
+        self.knapsack = KnapsackBounds(problem, deadline=self.deadline) if exact is None else None
         self.tightened: set[int] = set()  # start positions with knapsack bounds in `values`
         self.knapsack_rows: dict[int, np.ndarray] = {}  # those bounds, by start
         self.period = periodicity(problem) if self.knapsack is not None else None

@@ -13,7 +13,7 @@ from dataclasses import replace
 from schema.errors import SetupError
 from solver.check import mapping_cost
 from solver.cost.problem import MappingProblem
-from solver.fusion import large
+from solver.fusion import large, tile_refine
 from solver.fusion.alternate import alternate
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch
 from solver.fusion.ideals import enumerate_ideals, is_chain_order, topological_orders
@@ -30,6 +30,17 @@ ORDERS = 3  # topological orders tried when the ideal lattice is too large
 
 
 def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
+    """The graph's mapping; where DATAFLOW GEMM menus were sampled, with its gap over every
+    tile (solver.fusion.tile_refine)."""
+    deadline = deadline_of(options)
+    sol = _solve(problem, options)
+    if problem.dataflow and any(m.live_groups for m in problem.kernels):
+        rounds = options.tile_refinements
+        return tile_refine.refine(problem, sol, options, _solve, deadline, rounds)
+    return sol
+
+
+def _solve(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
     return _exact_objective(problem, _search(problem, options))
 
 

@@ -193,6 +193,9 @@ def _dp_sync(
     grads = gradient_bytes(workload) / (tp * pp)
     params = params_chip * gathered_bytes_per_param(workload, choice)
     share = expert_share(workload)
+    # a DP collective the run does not overlap (LlmTraining.dp_overlap) hides nothing
+    grad_hidden = 0.0 if workload.dp_overlap == "none" else hidden
+    param_hidden = hidden if workload.dp_overlap == "all" else 0.0
     experts = None
     if share > 0 and choice.degree("EP") > 1:
         span = choice.span("CP") + choice.span("DP")
@@ -207,8 +210,9 @@ def _dp_sync(
         bwd_s,
         micro_batches,
         unit if workload.zero_stage >= 3 else BUCKET_BYTES,
-        hidden,
+        grad_hidden,
         experts=experts,
+        param_hidden=param_hidden,
     )
 
 
@@ -333,10 +337,23 @@ def inference_times(
 
 
 def graph_times(workload: Workload, phase_latency: dict[str, float]) -> StepTimes:
-    total = sum(p.count * p.steps * phase_latency[p.name] for p in workload.phases)
-    return StepTimes(
-        latency_s=total,
-        breakdown=tuple(
-            (p.name, p.count * p.steps * phase_latency[p.name]) for p in workload.phases
-        ),
-    )
+    """Phases one after another; a phase with others beside it (Phase.overlaps: HPL's
+    look-ahead runs the next panel's factorisation, pivots and broadcast beside the
+    trailing update) takes max(its time, the sum of theirs). Breakdown: each phase its own
+    time, the phases beside one only their exposed excess max(0, theirs - its), split by
+    their times, so the entries add up to the step."""
+    total_of = {p.name: p.count * p.steps * phase_latency[p.name] for p in workload.phases}
+    beside: dict[str, float] = {}
+    for p in workload.phases:
+        if p.overlaps:
+            beside[p.overlaps] = beside.get(p.overlaps, 0.0) + total_of[p.name]
+    assert set(beside) <= set(total_of), f"phases beside no phase: {set(beside) - set(total_of)}"
+    breakdown = []
+    for p in workload.phases:
+        own = total_of[p.name]
+        if p.overlaps:
+            side = beside[p.overlaps]
+            exposed = max(0.0, side - total_of[p.overlaps])
+            own = exposed * own / side if side > 0 else 0.0
+        breakdown.append((p.name, own))
+    return StepTimes(latency_s=sum(v for _, v in breakdown), breakdown=tuple(breakdown))

@@ -31,7 +31,9 @@ two groups' collectives, run in the same buckets and windows.
 The gradient window is the last micro-batch's backward (gradient accumulation holds the
 reduction until then); the parameter gather of ZeRO-1/2 hides under the next step's first
 forward. h is the chip's calibrated share on a kernel-by-kernel GPU (ExecutionOptions.
-comm_hidden_share), 1 otherwise.
+comm_hidden_share), 1 otherwise; a collective the run does not overlap (LlmTraining.
+dp_overlap: Megatron-LM's local DDP, overlap_grad_reduce / overlap_param_gather off) takes
+h = 0, so E(N, W) = N: its whole time adds to the step.
 """
 
 from __future__ import annotations
@@ -94,16 +96,19 @@ def dp_sync(
     unit_bytes: float = BUCKET_BYTES,
     hidden: float = 1.0,
     experts: SyncGroup | None = None,
+    param_hidden: float | None = None,
 ) -> DataParallelSync:
     """The step's DP collectives by ZeRO stage (module docstring: rules and sources);
     `hidden`: the share h of the overlap that hides; `experts`: gradients and parameters
-    reduced over a group of their own (EP), in the same buckets and windows."""
+    reduced over a group of their own (EP), in the same buckets and windows;
+    `param_hidden`: h of the ZeRO parameter all-gathers (None: `hidden`; 0: not overlapped)."""
     groups = [SyncGroup(span, grad_bytes, param_bytes), *([experts] if experts else [])]
     groups = [g for g in groups if any(p > 1 for _, p in g.span)]
     if not groups:
         return DataParallelSync(0.0, 0.0)
     m = max(micro_batches, 1)
     u = unit_bytes
+    p_hidden = hidden if param_hidden is None else param_hidden
     grads = tuple((g.grad_bytes, g.span) for g in groups)
     params = tuple((g.param_bytes, g.span) for g in groups)
     if zero_stage <= 0:
@@ -112,11 +117,11 @@ def dp_sync(
     rs = _time("reduce_scatter", grads)
     ag = _time("all_gather", params)
     if zero_stage >= 3:
-        fwd = _exposed("all_gather", params, fwd_s, u, hidden)
+        fwd = _exposed("all_gather", params, fwd_s, u, p_hidden)
         first_ag = max(hierarchical_time("all_gather", min(u, p), s) for p, s in params)
-        bwd = max(first_ag, exposed_under(ag + rs, bwd_s, hidden))
+        bwd = max(first_ag, exposed_under(ag + rs, bwd_s, min(hidden, p_hidden)))
         return DataParallelSync(m * (fwd + bwd), m * (2 * ag + rs))
-    gather = _exposed("all_gather", params, fwd_s, u, hidden)
+    gather = _exposed("all_gather", params, fwd_s, u, p_hidden)
     reduce = _exposed("reduce_scatter", grads, bwd_s, u, hidden)
     if zero_stage == 2:
         return DataParallelSync(m * reduce + gather, m * rs + ag)

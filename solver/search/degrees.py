@@ -1,6 +1,7 @@
 """The parallel choices the outer search tries for a workload (issue 33): every placement of
 TP/PP/DP (solver.search.parallel) beside the workload's CP, for each EP degree its variants
-hold (training, `expert_parallel` unset for an MoE model), each DP degree a replica count of
+hold (training, `expert_parallel` unset for an MoE model; with the expert layout, folded over
+TP or not, `fits_expert_layout`), each DP degree a replica count of
 its variants serves (inference: replicas of the model), and only TP degrees the model's
 attention can take.
 
@@ -71,7 +72,28 @@ def outer_choices(
 
 def serves(variant: Workload, choice: Choice) -> bool:
     """Whether a variant's graphs are the ones `choice` runs: its EP degree (training with
-    EP searched), its replica count (inference with replicas searched)."""
+    EP searched) and expert layout (`fits_expert_layout`), its replica count (inference
+    with replicas searched)."""
     if "expert_parallel" in variant.searched and variant.expert_parallel != choice.degree("EP"):
         return False
+    if not fits_expert_layout(variant, choice):
+        return False
     return "replicas" not in variant.searched or variant.replicas == choice.degree("DP")
+
+
+def fits_expert_layout(variant: Workload, choice: Choice) -> bool:
+    """An MoE variant's expert layout under `choice` (generator.moe_layout): folded over
+    TP, every chip holds whole experts (experts divisible by EP TP-groups x TP) and the
+    setup's EP degree, when given, is EP TP-groups x TP; unfolded, a given
+    expert_tensor_parallel > 1 is the TP degree. With the layout searched, TP 1 is left to
+    the unfolded variant (the two are the same graphs there)."""
+    model = variant.model
+    if variant.kind != "training" or model is None or model.num_experts <= 0:
+        return True
+    tp, groups = choice.degree("TP"), variant.expert_parallel
+    if variant.expert_tensor_parallel != 1:
+        return variant.expert_tensor_parallel <= 1 or variant.expert_tensor_parallel == tp
+    if "expert_tensor_parallel" in variant.searched and tp == 1:
+        return False
+    given = variant.expert_parallel_group
+    return model.num_experts % (groups * tp) == 0 and (given <= 0 or given == groups * tp)

@@ -103,9 +103,10 @@ class Ledger:
         self.build_s += sol.stats.build_s
         if sol.stats.stop:
             self.stops.append(sol.stats.stop)
-        for space in (sol.stats.space, problem.sampled_space()):
-            if space and space not in self.spaces:
-                self.spaces.append(space)
+        # sampled tile menus restrict the plan's tiles, not the space the gap holds over
+        # (solver.fusion.tile_refine bounds every tile)
+        if sol.stats.space and sol.stats.space not in self.spaces:
+            self.spaces.append(sol.stats.space)
 
     def progress(self, bounds: Bounds, best_latency_s: float) -> SearchProgress:
         unsolved = [b for b, _, _ in bounds[len(self.results) :]]

@@ -9,10 +9,11 @@ from generator.graph import KernelGraph, Phase, Workload
 from hardware.system import System
 from solver.cost import efficiency
 from solver.cost.menus import build_problem
-from solver.cost.problem import MappingProblem
+from solver.cost.problem import MappingProblem, Span
 from solver.cost.weights import WeightRule
-from solver.options import ExecutionOptions
+from solver.options import TILE_MENU_SIZE, ExecutionOptions
 from solver.search.parallel import Choice, spans_key
+from solver.search.process_grid import dfmodel_grid, dfmodel_hpl_graph, grid_spans
 
 
 def build_key(phase: Phase, choice: Choice, micro_batches: int) -> tuple:
@@ -45,10 +46,25 @@ def phase_problem(
     execution: ExecutionOptions,
     micro_batches: int = 1,
     weights: WeightRule | None = None,
+    tile_menu_size: int = TILE_MENU_SIZE,
+    grid: tuple[int, int] = (0, 0),
+    expert_span: Span | None = None,
 ) -> MappingProblem:
+    """`grid`: the workload's HPL process grid (Workload.process_grid; (0, 0) = none);
+    `expert_span`: the chips an MoE layer's all-to-all runs over (solver.search.expert_group;
+    None = the choice's EP span)."""
     spans = {name.lower(): span for name, span in choice.spans}
+    if expert_span is not None:
+        spans["ep"] = expert_span
     # every chip: DFModel's non-LLM graphs run their kernels' collectives over all of them
     spans["all"] = tuple(level for _, span in choice.spans for level in span)
+    # HPL's process rows and columns (solver.search.process_grid)
+    if grid != (0, 0):
+        spans.update(grid_spans(choice.levels, *grid))
+    elif execution.dfmodel.branch == "hpl":
+        x, y = dfmodel_grid(choice.levels)
+        spans.update(grid_spans(choice.levels, x, y, row_major=False))
+        graph = dfmodel_hpl_graph(graph, x, y)
     return build_problem(
         graph,
         efficiency.for_precision(system.chip, execution.math_precision),
@@ -60,6 +76,7 @@ def phase_problem(
         execution.dataflow,
         execution.overlap,
         execution.num_config,
+        tile_menu_size,
         serialize_network=execution.serialize_network,
         micro_batches=micro_batches,
         weights=weights,

@@ -15,6 +15,7 @@ from solver.plan import ChoiceResult, MemoryUse, Plan, SolveStats
 from solver.report_plan import build_phase_plans, energy_of, workload_flop
 from solver.search import assemble
 from solver.search.bounds import bound_of, plan_warnings
+from solver.search.expert_group import expert_parallel_degree
 from solver.search.parallel import Choice
 from solver.search.storage_rule import param_count
 from solver.search.training_space import knob_values
@@ -52,7 +53,10 @@ def build_plan(
     util = flop / (t.latency_s * system.num_chips * peak) if t.latency_s > 0 else 0.0
     deg = {k.lower(): v for k, v in best.choice.degrees}
     experts_on_tp = any(k.sharding.startswith("experts") for p in phases for k in p.kernels)
-    if deg.get("ep", 1) <= 1 and experts_on_tp:
+    if workload.kind == "training" and workload.model and workload.model.num_experts > 0:
+        # Megatron's EP (the chips of one EP group) and ETP (solver.search.expert_group)
+        deg["ep"], deg["etp"] = expert_parallel_degree(workload, best.choice)
+    elif deg.get("ep", 1) <= 1 and experts_on_tp:
         deg["ep"] = deg.get("tp", 1)
     placement = {
         name.lower(): "x".join(f"{lv.name}:{p}" for lv, p in span)
@@ -94,7 +98,7 @@ def build_plan(
         overlap=execution.overlap_name,
         network_hidden_share=execution.network_hidden_share,
         comm_hidden_share=execution.comm_hidden_share,
-        training=knob_values(workload),
+        training=knob_values(workload, best.choice.degree("TP")),
     )
 
 

@@ -23,6 +23,7 @@ from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import MemoryUse
 from solver.search import dram_split, footprint, infeasible, stages, training_space
 from solver.search.bounds import bound_of, step_times
+from solver.search.expert_group import expert_span
 from solver.search.ledger import Ledger, no_plan_reason
 from solver.search.parallel import Choice, spans_key
 from solver.search.phase_problem import build_key, micro_batches_of, param_cap, phase_problem
@@ -147,8 +148,12 @@ class Settler:
             return
         cap = param_cap(problem)
         for cap1, sol in self.capped.get(build, ()):
-            if cap <= cap1 and stored_params(problem, sol.choice) <= cap * (1 + 1e-9):
-                self.cache[key] = (problem, sol)
+            mine = problem
+            if sol.problem is not None:  # its option indices are the opened menus'
+                budget = problem.resident_budget_bytes
+                mine = replace(sol.problem, resident_budget_bytes=budget)
+            if cap <= cap1 and stored_params(mine, sol.choice) <= cap * (1 + 1e-9):
+                self.cache[key] = (mine, sol)
                 return
 
     def remember(self, build: tuple, problem: MappingProblem, sol: GraphSolution) -> None:
@@ -301,7 +306,15 @@ class Settler:
             key = build_key(phase, choice, micro_batches)
             if key not in self.problems:
                 problem = phase_problem(
-                    phase.graph, self.system, choice, self.execution, micro_batches, rule
+                    phase.graph,
+                    self.system,
+                    choice,
+                    self.execution,
+                    micro_batches,
+                    rule,
+                    self.options.tile_menu_size,
+                    grid=workload.process_grid,
+                    expert_span=expert_span(workload, choice, self.system.network),
                 )
                 failed = infeasible.untileable(problem, phase.graph, phase.name)
                 if failed is not None:
@@ -319,5 +332,5 @@ class Settler:
             options = self.options.remaining(self.t0)
             sol = solve_graph_memo(problem, options, self.graph_search)
             self.ledger.count(problem, sol)
-            self.cache[key] = (problem, sol)
+            self.cache[key] = (sol.problem or problem, sol)
         return self.cache[key]

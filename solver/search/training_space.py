@@ -34,7 +34,7 @@ from solver.cost.weights import WeightRule
 from solver.options import ExecutionOptions
 from solver.search import footprint, infeasible, stages
 from solver.search.bounds import roofline_phase_latency, step_times
-from solver.search.degrees import serves
+from solver.search.degrees import fits_expert_layout, serves
 from solver.search.parallel import Choice, divisors, spans_key
 
 ZERO_STAGES = (0, 1, 2, 3)
@@ -58,7 +58,7 @@ def expand(workload: Workload, choices: list[Choice]) -> list[Candidate]:
     """Every candidate of the grid (module docstring), parallel choice outermost; a
     workload with nothing searched gives one candidate per choice."""
     if not workload.searched:
-        return [Candidate(workload, c) for c in choices]
+        return [Candidate(workload, c) for c in choices if fits_expert_layout(workload, c)]
     bases = workload.variants or (workload,)
     out = []
     # one pinned workload per (base, ZeRO, interleave), shared by every choice: equal
@@ -168,9 +168,10 @@ def memory_floor_reason(cand: Candidate, capacity_bytes: float) -> infeasible.Re
     return None
 
 
-def knob_values(workload: Workload) -> dict[str, object]:
+def knob_values(workload: Workload, tp: int = 1) -> dict[str, object]:
     """The training knobs of a (pinned) workload and which were searched, for reports;
-    empty for other workloads."""
+    empty for other workloads. The expert layout as the setup gives it (Megatron's EP and
+    ETP under TP degree `tp`: solver.search.expert_group)."""
     if workload.kind != "training" or workload.forward_only:
         return {}
     knobs: dict[str, object] = {
@@ -179,9 +180,19 @@ def knob_values(workload: Workload) -> dict[str, object]:
         "zero_stage": workload.zero_stage,
         "virtual_pipeline": workload.virtual_pipeline,
     }
-    if "expert_parallel" in workload.searched:
-        knobs["expert_parallel"] = workload.expert_parallel
+    if "expert_parallel" in workload.searched or "expert_tensor_parallel" in workload.searched:
+        ep, etp = expert_layout_degrees(workload, tp)
+        knobs["expert_parallel"] = ep
+        if "expert_tensor_parallel" in workload.searched:
+            knobs["expert_tensor_parallel"] = etp
     return knobs | {"searched": list(workload.searched)}
+
+
+def expert_layout_degrees(workload: Workload, tp: int) -> tuple[int, int]:
+    """(EP, ETP) as the setup states them, under TP degree `tp` (expert_group's rule)."""
+    if workload.expert_tensor_parallel == 1:
+        return workload.expert_parallel * tp, 1
+    return workload.expert_parallel, tp
 
 
 def describe(workload: Workload) -> str:
@@ -207,13 +218,16 @@ def chosen_workload(
     if not workload.searched or not knobs:
         return workload
     bases = workload.variants or (workload,)
-    ep = knobs.get("expert_parallel", workload.expert_parallel)
+    tp = (parallelism or {}).get("tp", 1)
+    ep = knobs.get("expert_parallel", 0)
+    etp = knobs.get("expert_tensor_parallel", 0)
     base = next(
         b
         for b in bases
         if b.micro_batch == knobs["micro_batch"]
         and b.recompute == knobs["recompute"]
-        and b.expert_parallel == ep
+        and (not ep or expert_layout_degrees(b, tp)[0] == ep)
+        and (not etp or expert_layout_degrees(b, tp)[1] == etp)
     )
     z, v = knobs["zero_stage"], knobs["virtual_pipeline"]
     assert isinstance(z, int) and isinstance(v, int)

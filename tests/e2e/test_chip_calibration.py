@@ -4,6 +4,7 @@ summary, summary.json (`chip_calibration`), report.html and sweep rows."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ from hardware import library
 from hardware.calibration import CALIBRATED, CORE_PARTS, UNCALIBRATED, calibration_of
 from mapshard.cli import main
 from mapshard.sweeps import metrics
+from mapshard.validate_cases import UNCALIBRATED_NOTE
 from schema import setup_pb2
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,3 +144,9 @@ def test_validate_names_the_uncalibrated_chips_it_predicted(tmp_path, capsys):
     (line,) = [ln for ln in out.splitlines() if ln.startswith("predicted on uncalibrated chips")]
     assert "TPUv5p (2)" in line
     assert "H100" not in line and "Gaudi" not in line
+    # each row's own line in validation.csv says it too (issue #35)
+    with open(tmp_path / "v" / "validation.csv", newline="", encoding="utf-8") as f:
+        reasons = {r["id"]: r["reason"] for r in csv.DictReader(f)}
+    note = UNCALIBRATED_NOTE
+    assert reasons["P-GD209"].endswith(note) and reasons["P-GD303"].endswith(note)
+    assert note not in reasons["P-TRT03"]

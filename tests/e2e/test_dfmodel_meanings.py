@@ -115,13 +115,15 @@ def test_a_simd_gemm_runs_on_the_vector_unit(tmp_path: Path) -> None:
     assert simd.compute_s == pytest.approx(flop / tp / 1.28e11, rel=1e-6)
 
 
-def test_dfmodel_all_to_all_and_second_collective_are_charged_over_every_chip(
+def test_dfmodel_all_to_all_over_every_chip_and_hpl_collectives_on_the_grid(
     tmp_path: Path,
 ) -> None:
-    """DFModel's FFT transpose (ALL_TO_ALL) and HPL's broadcast + row swap
-    (communication_type_2 POINT_TO_POINT) run over all 4 chips of the fc level:
-    all-to-all of S = 4e6 bytes: (p-1)/p x (S/p) / b = 3/4 x 1e6 / 1e11 = 7.5e-6 s;
-    broadcast 3/4 x S / b = 3e-5 s plus point-to-point S / b = 4e-5 s = 7e-5 s."""
+    """DFModel's FFT transpose (ALL_TO_ALL) runs over all 4 chips of the fc level:
+    all-to-all of S = 4e6 bytes: (p-1)/p x (S/p) / b = 3/4 x 1e6 / 1e11 = 7.5e-6 s.
+    HPL's broadcast + row swap (communication_type_2 POINT_TO_POINT) run on DFModel's
+    process grid, which one level makes 1 x 4 (X = 1, Y = 4): the broadcast of the
+    process's 1/X share along its row of 4, 3/4 x S / b = 3e-5 s; a column of one process
+    swaps nothing (tests/unit/test_hpl_grid.py prices a two-level grid)."""
     ew = (
         "elementwise_input1 { outer: 1 M: 1000 N: 1000 input_tensor_size: 2e6 "
         "output_tensor_size: 2e6"
@@ -136,7 +138,7 @@ def test_dfmodel_all_to_all_and_second_collective_are_charged_over_every_chip(
         "communication_type_2: POINT_TO_POINT communication_size_2: 4e6 }",
         "execution { hpl { n: 1000 b: 10 num_copy: 1 } word: 2 }",
     )
-    assert _kernel(_run(tmp_path / "h", hpl), "A").network_s == pytest.approx(7e-5, rel=1e-9)
+    assert _kernel(_run(tmp_path / "h", hpl), "A").network_s == pytest.approx(3e-5, rel=1e-9)
 
 
 def test_an_implausible_bytes_per_element_falls_back_to_word() -> None:

@@ -77,7 +77,10 @@ def _assert_plan_txt_reproduces(name: str, plan_txt: Path, summary: dict) -> Non
     request stream's steps are searched again: no kernel pin fits every step)."""
     loaded = pipeline.load(plan_txt)
     again = analyse(loaded, pipeline.resolve(loaded)).summary
-    assert again["status"] == summary["status"], (name, again["status"], again.get("stop_reason"))
+    # every choice pinned: the re-run proves its one plan optimal within the pins, also
+    # where the first run's search stopped short of a proof (a true gap over every tile)
+    if summary["status"] == "optimal":
+        assert again["status"] == "optimal", (name, again["status"], again.get("stop_reason"))
     for key in ROUND_TRIP:
         assert again.get(key) == summary.get(key), (name, key)
 

@@ -50,6 +50,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from independent.instances import Instance, Link, Machine, Op
 
 
@@ -262,9 +263,11 @@ def tiles(op: Op, local: tuple[tuple[str, int], ...], sram_bytes: float) -> tupl
         return (t,) if t.buffer_bytes <= sram_bytes else ()
     (_, big_m), _, (_, big_n) = local
     best: dict[tuple, Tile] = {}
-    cands = [("os", tm, tn) for tm in range(1, big_m + 1) for tn in range(1, big_n + 1)]
-    cands += [("a_res", tm, big_n) for tm in range(1, big_m + 1)]
-    cands += [("b_res", big_m, tn) for tn in range(1, big_n + 1)]
+    # (1) up front: the smallest tile of each pass count p is ceil(size / p)
+    ms, ns = _smallest_per_pass(big_m), _smallest_per_pass(big_n)
+    cands = [("os", tm, tn) for tm in ms for tn in ns]
+    cands += [("a_res", tm, big_n) for tm in ms]
+    cands += [("b_res", big_m, tn) for tn in ns]
     for fam, tm, tn in cands:
         t = gemm_tile(op, local, fam, tm, tn)
         if t.buffer_bytes > sram_bytes:
@@ -274,16 +277,20 @@ def tiles(op: Op, local: tuple[tuple[str, int], ...], sram_bytes: float) -> tupl
         if old is None or (t.buffer_bytes, t.stream_bytes) < (old.buffer_bytes, old.stream_bytes):
             best[key] = t
     pts = [(_vec(op, t), t) for t in best.values()]
-    keep = []
-    for i, (v, t) in enumerate(pts):
-        beaten = any(
-            all(x <= y for x, y in zip(w, v)) and (w != v or j < i)
-            for j, (w, _) in enumerate(pts)
-            if j != i
-        )
-        if not beaten:
-            keep.append(t)
-    return tuple(keep)
+    if not pts:
+        return ()
+    # (2), as arrays: tile i goes when some j is <= on all four and differs, or ties, j < i
+    vec = np.array([v for v, _ in pts], dtype=float)
+    le = (vec[:, None, :] <= vec[None, :, :]).all(axis=2)  # le[j, i]: j <= i everywhere
+    eq = (vec[:, None, :] == vec[None, :, :]).all(axis=2)
+    order = np.arange(len(pts))
+    beaten = ((le & ~eq) | (eq & (order[:, None] < order[None, :]))).any(axis=0)
+    return tuple(t for (_, t), out in zip(pts, beaten) if not out)
+
+
+def _smallest_per_pass(size: int) -> list[int]:
+    """The smallest tile t with ceil(size / t) = p, for every pass count p reachable."""
+    return sorted({-(-size // p) for p in range(1, size + 1)})
 
 
 def _vec(op: Op, t: Tile) -> tuple[float, ...]:

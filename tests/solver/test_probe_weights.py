@@ -91,3 +91,45 @@ def test_probe_adds_weights_that_bind_on_a_long_chain() -> None:
     assert len(probed.weights) > coarse_count
     rows = [probed.row(i) for i in itertools.islice(range(0, 100, 25), 4)]
     assert all(np.isfinite(r).any() for r in rows)
+
+
+def test_a_past_deadline_stops_the_probe_and_bounds_nothing_it_did_not_sweep() -> None:
+    """The valve in the set-up (a 2,993-kernel graph once spent 27 minutes here against a
+    900 s limit): past the deadline the probe keeps the fixed grid and a row claims no
+    bound (0), never "does not fit" (inf)."""
+    problem = _chain(5, 100)
+    coarse = KnapsackBounds(problem, probe_from=10**9)
+    late = KnapsackBounds(problem, deadline=-math.inf)
+    assert late.tripped
+    assert np.array_equal(late.weights, coarse.weights)
+    row = late.row(10)
+    assert np.all(np.isinf(row[:11])) and np.all(row[11:] == 0.0)
+
+
+def test_a_row_cut_short_keeps_what_it_swept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deadline passing in the middle of a sweep: the segments swept keep their bounds,
+    the rest get 0."""
+    problem = _chain(5, 100)
+    full = KnapsackBounds(problem, probe_from=10**9).row(0)
+    calls = []
+
+    def after_40_checks(deadline: float) -> bool:
+        calls.append(deadline)
+        return len(calls) > 40
+
+    monkeypatch.setattr(segment_bound, "past", after_40_checks)
+    cut = KnapsackBounds(problem, probe_from=10**9, deadline=1.0)
+    row = cut.row(0)
+    assert cut.tripped
+    swept = np.nonzero(row > 0)[0]
+    assert 0 < len(swept) < np.isfinite(full).sum()
+    assert np.array_equal(row[swept], full[swept])
+    assert np.all(row[swept[-1] + 1 :] == 0.0)
+
+
+def test_a_search_past_its_deadline_in_set_up_says_time_limit() -> None:
+    problem = _chain(5, 100)
+    stats = SearchStats()
+    found = segment_search(problem, SolverOptions(), stats, deadline=-math.inf)
+    assert found.status == "time_limit" and stats.stop == "time_limit"
+    assert found.bound_s >= 0.0 and math.isfinite(found.bound_s)

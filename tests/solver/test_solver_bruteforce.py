@@ -42,9 +42,15 @@ def test_milp_equals_brute_force(seed: int, dataflow: bool) -> None:
     solution = solve_graph(problem, SolverOptions(gap=0.0))
     best, _, _ = brute_force(problem)
     assert solution.status == "optimal"
-    assert math.isclose(solution.objective_s, best, rel_tol=1e-6)
-    # the plan re-check outside Pyomo reproduces the objective
-    recheck, costs = mapping_cost(problem, solution.configs, solution.choice)
+    # the optimum over the menus; a DATAFLOW search whose sampled menus' bound added tiles
+    # may beat it (tests/solver/test_sampled_menus_bound.py checks every tile)
+    assert solution.objective_s <= best * (1 + 1e-6)
+    if solution.problem is None:
+        assert math.isclose(solution.objective_s, best, rel_tol=1e-6)
+    # the plan re-check outside Pyomo reproduces the objective (on the menus it chose from:
+    # sampled ones with the tiles their bound's search added)
+    searched = solution.problem or problem
+    recheck, costs = mapping_cost(searched, solution.configs, solution.choice)
     assert math.isclose(recheck, solution.objective_s, rel_tol=1e-6)
     assert all(c.feasible for c in costs)
 

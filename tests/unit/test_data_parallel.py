@@ -217,3 +217,63 @@ def test_ring_hops_with_a_contention_share():
     exposed, moved = ring_exposed_s(1e9, span, 2, 0.04, 0.06, 0.25)
     assert exposed == pytest.approx(0.0225)
     assert moved == pytest.approx(0.03)
+
+
+def test_a_collective_not_overlapped_is_exposed_whole():
+    """LlmTraining.dp_overlap: Megatron-LM's local DDP all-reduces after the last backward
+    (h = 0): with a 50 ms backward that would hide all but the last bucket, all 35 ms of the
+    all-reduce add to the step. ZeRO-1 with the gradient reduction overlapped but the
+    parameter all-gather after the step: one bucket of the reduce-scatter plus all 17.5 ms
+    of the all-gather, however long the forward (1 s)."""
+    assert dp_sync(0, SPAN, G, P, 0.01, 0.05, 4, hidden=0.0).exposed_s == pytest.approx(AR)
+    bucket = 7 / 8 * BUCKET_BYTES / 1e11
+    s = dp_sync(1, SPAN, G, P, 1.0, 1.0, 4, param_hidden=0.0)
+    assert s.exposed_s == pytest.approx(bucket + AG)
+    assert dp_sync(1, SPAN, G, P, 1.0, 1.0, 4).exposed_s == pytest.approx(2 * bucket)
+
+
+def test_the_step_prices_the_workloads_dp_overlap():
+    """The tiny model at ZeRO-3 on DP 4 over a 1 GB/s switch, layers at 10 ms (stage 50 ms,
+    2 micro-batches), as in the ZeRO-3 test above: all-gather ag = 3/4 x 2e6 / 1e9, reduce-
+    scatter rs = 3/4 x 2 x 3,135,744 / 1e9. Overlapped, per micro-batch only the first
+    layer's gather (ag / 4) and the backward's excess stay exposed; with dp_overlap "none"
+    every gather and reduction adds whole: 2 x (2 ag + rs)."""
+    from dataclasses import replace
+
+    sw = NetworkLevel("dp", Topology.SWITCH, 4, 1e9, parallelism=("DP",))
+    choice = Choice((("DP", 4), ("PP", 1), ("TP", 1)), (("DP", ((sw, 4),)),), (sw,))
+    lat = {"layer": 10e-3, "embed": 0.0, "head": 10e-3}
+    w = _workload(3)
+    ag, rs = 0.75 * 2e6 / 1e9, 0.75 * 2 * 3_135_744 / 1e9
+    stage = 4 * 10e-3 + 10e-3
+    fwd = stage * assemble.forward_fraction(w)
+    overlapped = assemble.training_times(w, choice, lat, 1e15, stored=1e6)
+    per_micro = max(ag / 4, ag - fwd) + max(ag / 4, ag + rs - (stage - fwd))
+    assert overlapped.dp_allreduce_s == pytest.approx(2 * per_micro)
+    serial = assemble.training_times(replace(w, dp_overlap="none"), choice, lat, 1e15, stored=1e6)
+    assert serial.dp_allreduce_s == pytest.approx(2 * (2 * ag + rs))
+    assert serial.iteration_time_s - overlapped.iteration_time_s == pytest.approx(
+        2 * (2 * ag + rs) - 2 * per_micro
+    )
+
+
+def test_the_setup_field_reaches_the_workload():
+    """LlmTraining.dp_overlap -> Workload.dp_overlap, with a note in the plan."""
+    from pathlib import Path
+
+    from generator.build import build_workload
+    from schema import setup_pb2
+
+    s = setup_pb2.Setup()
+    t = s.workload.llm_training
+    t.model.hf_model = "Llama-3.1-8B"
+    t.global_batch, t.micro_batch, t.seq_len = 16, 2, 128
+    for mode, name in (
+        (setup_pb2.DP_OVERLAP_ALL, "all"),
+        (setup_pb2.DP_OVERLAP_GRAD_REDUCE, "grad_reduce"),
+        (setup_pb2.DP_OVERLAP_NONE, "none"),
+    ):
+        t.dp_overlap = mode
+        w = build_workload(s, Path("setup.txt"), 8)
+        assert w.dp_overlap == name
+        assert any("not overlapped" in n for n in w.notes) == (name != "all")

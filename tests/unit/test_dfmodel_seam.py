@@ -141,9 +141,12 @@ def test_bad_parallelism_names_the_variant_field():
         "setup.txt: system.r_fc.par_y assigns TP a second time (already on system.r_fc.par_x); "
         "a parallelism goes on one level"
     ]
+    # native levels may share a parallelism: its group spans them (TP 4 x 2 = 8 chips)
     native = native_text("r_fc").replace('parallelism: "PP"', 'parallelism: "TP"')
-    assert problems(native) == [
-        "setup.txt: system.topology[1].parallelism[0] assigns TP a second time (already on "
+    assert [lv.parallelism for lv in resolve(native).network] == [("TP", "EP"), ("TP",)]
+    twice = native.replace('parallelism: "TP" parallelism: "EP"', 'parallelism: "TP" ' * 2)
+    assert problems(twice) == [
+        "setup.txt: system.topology[0].parallelism[1] assigns TP a second time (already on "
         "system.topology[0].parallelism[0]); a parallelism goes on one level"
     ]
 

@@ -176,7 +176,7 @@ def test_a_setup_plateau_overrides_the_librarys(tmp_path):
         '  gemm_util_by_precision { precision: "fp8" util: 0.5 } } } }\n'
     )
     eff = pipeline.load_scenario(setup).system.chip.efficiency
-    assert dict(eff.gemm_util_by_precision) == {"fp8": 0.5}
+    assert dict(eff.gemm_util_by_precision) == {"fp8": 0.5, "fp64": 0.852}  # fp64 kept
 
 
 def test_launch_floor_bounds_every_gemm_time_by_hand():

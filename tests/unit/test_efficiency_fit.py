@@ -81,7 +81,9 @@ def test_gemm_parameters_are_the_fit(cases, chip, split, plateau_from):
     else:
         assert f.gemm_util == 0.0
         assert eff.gemm_util == system(plateau_from).chip.efficiency.gemm_util
-    assert dict(eff.gemm_util_by_precision) == pytest.approx(dict(f.by_precision))
+    # the fitted precisions' plateaus (FP64's is cited, not fitted: tests/unit/test_hpl_grid.py)
+    fitted = {p: u for p, u in eff.gemm_util_by_precision if p != "fp64"}
+    assert fitted == pytest.approx(dict(f.by_precision))
     assert eff.gemm_half_dim == pytest.approx(f.gemm_half_dim)
     assert eff.kernel_overhead_s * 1e6 == pytest.approx(f.kernel_overhead_us)
     assert eff.kernel_min_time_s * 1e6 == pytest.approx(f.kernel_min_time_us)
@@ -222,14 +224,16 @@ def test_companion_sizes_are_read_from_extra_params(cases):
         ("A100-SXM4-80GB", ["K14"]),
         ("H100-SXM5-80GB", ["K12"]),
         ("H200-SXM-141GB", ["K13"]),
-        ("MI300X", ["P-MIC03"]),
+        # its copy rows are one family in CHECK (issue #35): no FIT row, no dram_util
+        ("MI300X", []),
     ],
 )
 def test_dram_util_is_stream_copy_over_peak(cases, chip, rows):
     sysm = system(chip)
     util, ids = fit.fit_dram_util(cases, chip, sysm.dram.bandwidth_Bps)
     assert ids == rows
-    assert sysm.chip.efficiency.dram_util == pytest.approx(util, abs=5e-4)
+    # no FIT copy row: the chip file sets none, and the resolved chip runs at 100% of peak
+    assert sysm.chip.efficiency.dram_util == pytest.approx(util or 1.0, abs=5e-4)
 
 
 @pytest.mark.parametrize(
@@ -359,8 +363,9 @@ def test_mi300x_gemm_fit_by_hand(cases):
     1024^2 x 4 / (304 x 128^2) = 0.842, so 4.5 us + 2 x 1024^3 / (2614.9 TF x 0.472 x
     1024 / 1696 x 0.842) = 7.92 us (2.6% long). The 32768^3 (P-MIG06, 1142.4 TF): 65536
     tiles in 216 waves (occupancy 0.998): 4.5 us + 2 x 32768^3 / (2614.9 TF x 0.472 x 32768 /
-    33440 x 0.998) = 58.3 ms, 1208 TF, 5.7% above the measurement. Of the copy rows only
-    P-MIC03 is FIT: 4,269,126 MB/s of 5300 GB/s = 0.8055 (P-MIC01 and P-MIC02 are CHECK)."""
+    33440 x 0.998) = 58.3 ms, 1208 TF, 5.7% above the measurement. No copy row is FIT (the
+    MI300X copies P-MIC01..03 are one family, in CHECK): the DRAM runs at its 5.3 TB/s peak,
+    and these compute-bound points fit the same with that floor."""
     sysm = system("MI300X")
     eff = for_precision(sysm.chip, "fp8").efficiency
     assert (eff.gemm_util, eff.gemm_half_dim, eff.gemm_tile_m, eff.gemm_tile_n) == (
@@ -381,8 +386,8 @@ def test_mi300x_gemm_fit_by_hand(cases):
     t = fit.model_time(sysm.chip, big, eff.kernel_overhead_s)
     assert t == pytest.approx(by_hand, rel=1e-9)
     assert 2 * 32768**3 / t == pytest.approx(1142.4e12 * 1.0565, rel=1e-3)
-    util, ids = fit.fit_dram_util(cases, "MI300X", sysm.dram.bandwidth_Bps)
-    assert ids == ["P-MIC03"] and util == pytest.approx(4269126.275e6 / 5300e9)
+    assert fit.fit_dram_util(cases, "MI300X", sysm.dram.bandwidth_Bps) == (0.0, [])
+    assert sysm.chip.efficiency.dram_util == 1.0 and fit.copy_Bps(sysm) == 5300e9
 
 
 def test_mi300x_16bit_plateau_by_hand():

@@ -52,11 +52,11 @@ def test_an_ep_rank_holds_its_experts_fed_by_every_rank_s_tokens():
     assert up4.flop == up1.flop == 4 * TOKENS * K * H * F
     weights = [o for o in up4.operands if o.role.name == "WEIGHT"]
     assert up4.operand_elements(weights[0]) == 2 * H * 2 * F  # (experts, hidden, 2, ffn)
-    # dispatch moves the rank's 256 x 2 token copies of 256 BF16 values; the all-to-all's
-    # size is the group's (4 ranks)
+    # dispatch moves the graph's 256 x 2 token copies of 256 BF16 values (each chip of the
+    # TP group its share of them: solver.cost.own_network.expert_exchange_bytes)
     disp = kernel(four, "dispatch")
     assert disp.communication_group == "ep"
-    assert disp.communication_bytes == TOKENS * K * H * 2 * 4
+    assert disp.communication_bytes == TOKENS * K * H * 2
 
 
 def test_the_whole_model_is_counted_and_an_ep_rank_holds_its_share():

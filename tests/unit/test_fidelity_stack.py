@@ -1,6 +1,7 @@
-"""What the validation builder reads from a row's stack and machine, by hand: decode
-attention that reads the KV cache once per query head (TensorRT-LLM's masked-MHA generation
-kernel before XQA) and the link share of a group inside a fully connected node."""
+"""What the validation builder reads from a row's stack and machine, by hand: the decode
+attention kernel family of a TensorRT-LLM release (its masked-MHA kernel, one thread block
+per query head, where XQA does not cover the model) and the link share of a group inside a
+fully connected node."""
 
 from __future__ import annotations
 
@@ -10,82 +11,55 @@ from pathlib import Path
 
 import pytest
 
-from generator.build import build_workload
 from mapshard.fidelity.cases import Case, parse_extra, read_cases
 from mapshard.fidelity.scenarios import Unmodelable, build_setup, decode_attention
 from schema import setup_pb2
 from schema.errors import SetupError
 
+SHARED, PER_HEAD = setup_pb2.KV_SHARED, setup_pb2.KV_PER_QUERY_HEAD
+
 DATA = Path(__file__).parents[1] / "data" / "validation"
 
 
-def kv_cache_bytes(hf_model: str, mode: int, batch: int = 4, context: int = 512) -> float:
-    """KV-cache bytes the fused decode attention kernel reads in one layer."""
-    s = setup_pb2.Setup()
-    i = s.workload.llm_inference
-    i.model.hf_model = hf_model
-    i.phase, i.batch, i.context_len = setup_pb2.DECODE, batch, context
-    i.decode_attention = mode
-    g = build_workload(s, Path("setup.txt"), 1).phases[0].graph
-    att = g.kernel("attention")
-    return sum(att.operand_bytes(o) for o in att.operands if o.role.name == "KV_CACHE")
+# the columns XQA's coverage reads: Llama-2-70B (G = 8, head 128), Falcon-180B (G = 29,
+# head 64), Mistral-7B (G = 4, head 128), GPT-J (MHA, head 256)
+MODELS = {
+    "llama70b": {"heads": "64", "kv_heads": "8", "head_dim": "128"},
+    "falcon180b": {"heads": "232", "kv_heads": "8", "head_dim": "64"},
+    "mistral7b": {"heads": "32", "kv_heads": "8", "head_dim": "128"},
+    "gptj": {"heads": "16", "kv_heads": "16", "head_dim": "256"},
+}
 
 
-def test_gqa_decode_reads_each_kv_head_once_per_query_head():
-    """Llama-3.1-8B: 32 query heads over 8 KV heads (G = 4), head_dim 128, 16-bit cache:
-    shared = K and V x 8 heads x 128 x 512 tokens x 4 sequences x 2 bytes = 8 MiB; one read
-    per query head is G = 4 times that."""
-    shared = kv_cache_bytes("Llama-3.1-8B", setup_pb2.KV_SHARED)
-    assert shared == 2 * 8 * 128 * 512 * 4 * 2 == 8 * 2**20
-    assert kv_cache_bytes("Llama-3.1-8B", setup_pb2.KV_PER_QUERY_HEAD) == 4 * shared
-
-
-def test_only_the_decode_attentions_cache_reads_change():
-    """Same FLOP everywhere; every operand of every kernel keeps its bytes except the KV
-    cache of the decode phase's attention kernel."""
-    s = setup_pb2.Setup()
-    i = s.workload.llm_inference
-    i.model.hf_model = "Llama-3.1-8B"
-    i.phase, i.batch, i.input_len, i.output_len = setup_pb2.REQUEST, 2, 64, 8
-    plain = build_workload(s, Path("setup.txt"), 1)
-    i.decode_attention = setup_pb2.KV_PER_QUERY_HEAD
-    per_head = build_workload(s, Path("setup.txt"), 1)
-    changed = set()
-    for a, b in zip(plain.phases, per_head.phases):
-        for x, y in zip(a.graph.kernels, b.graph.kernels):
-            assert x.flop == y.flop, x.name
-            for ox, oy in zip(x.operands, y.operands):
-                if x.operand_bytes(ox) != y.operand_bytes(oy):
-                    changed.add((a.name, x.name, ox.name))
-    assert changed == {("decode", "attention", "kv_cache")}
-
-
-def _case(**extra: str) -> Case:
+def _case(model: str = "llama70b", **extra: str) -> Case:
     text = ";".join(f"{k}={v}" for k, v in extra.items())
-    return Case({"extra_params": text}, parse_extra(text))
+    return Case({"extra_params": text, **MODELS[model]}, parse_extra(text))
+
+
+TRT = {"engine": "TensorRT-LLM"}
 
 
 @pytest.mark.parametrize(
-    "extra,mode",
+    "model,extra,mode",
     [
-        ({"engine": "TensorRT-LLM", "engine_version": "0.6.1"}, setup_pb2.KV_PER_QUERY_HEAD),
-        ({"engine": "TensorRT-LLM", "engine_version": "0.7.1"}, setup_pb2.KV_PER_QUERY_HEAD),
-        ({"engine": "TensorRT-LLM", "engine_version": "0.8.0"}, setup_pb2.KV_SHARED),
-        ({"engine": "TensorRT-LLM", "engine_version": "0.10"}, setup_pb2.KV_SHARED),
-        ({"engine": "TensorRT-LLM"}, setup_pb2.KV_SHARED),  # version not stated
-        ({"engine": "optimum-habana", "engine_version": "0.1"}, setup_pb2.KV_SHARED),
+        ("llama70b", {**TRT, "engine_version": "0.6.1"}, PER_HEAD),
+        ("llama70b", {**TRT, "engine_version": "0.7.1"}, PER_HEAD),
+        ("llama70b", {**TRT, "engine_version": "0.8.0"}, SHARED),  # XQA: G 8, head 128
+        ("falcon180b", {**TRT, "engine_version": "0.8.0"}, PER_HEAD),  # head 64: masked MHA
+        ("mistral7b", {**TRT, "engine_version": "0.9.0"}, PER_HEAD),  # G 4: not in 0.8-0.10
+        ("mistral7b", {**TRT, "engine_version": "0.11.0"}, SHARED),  # XQA's JIT path
+        ("gptj", {**TRT, "engine_version": "0.11.0"}, PER_HEAD),  # MHA: masked MHA
+        ("llama70b", TRT, SHARED),  # version not stated: the setup's default
+        ("llama70b", {"engine": "optimum-habana", "engine_version": "0.1"}, SHARED),
         (
-            {
-                "engine": "TensorRT-LLM",
-                "engine_version": "0.10",
-                "decode_attention": "kv_per_query_head",
-            },
-            setup_pb2.KV_PER_QUERY_HEAD,
-        ),  # noqa: E501
+            "llama70b",
+            {**TRT, "engine_version": "0.10", "decode_attention": "kv_per_query_head"},
+            PER_HEAD,
+        ),
     ],
 )
-def test_the_rule_follows_the_rows_serving_stack(extra, mode):
-    assert decode_attention(_case(**extra)) == mode
+def test_the_rule_follows_the_rows_serving_stack(model, extra, mode):
+    assert decode_attention(_case(model, **extra)) == mode
 
 
 def test_bad_values_are_unmodelable():
@@ -93,6 +67,9 @@ def test_bad_values_are_unmodelable():
         decode_attention(_case(decode_attention="fast"))
     with pytest.raises(Unmodelable, match="engine_version=v1"):
         decode_attention(_case(engine="TensorRT-LLM", engine_version="v1"))
+    text = "engine=TensorRT-LLM;engine_version=0.8.0"
+    with pytest.raises(Unmodelable, match="needs heads, kv_heads and head_dim"):
+        decode_attention(Case({"extra_params": text}, parse_extra(text)))
 
 
 def test_the_tensorrt_llm_v061_rows_get_it_in_their_setup():

@@ -1,4 +1,5 @@
-"""The scenario builder honours a row's optimizer/parameter sharding (issue #16)."""
+"""The scenario builder honours a row's optimizer/parameter sharding (issue #16), DP overlap
+and pipeline interleaving (issue #35)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import pytest
 
 from mapshard.fidelity.cases import Case
 from mapshard.fidelity.scenarios import Unmodelable, zero_stage
+from mapshard.fidelity.training_row import dp_overlap, virtual_pipeline
+from schema import setup_pb2
 
 
 def row(fsdp: str = "0", **extra: str) -> Case:
@@ -33,3 +36,76 @@ def test_zero_stage_from_the_rows_fields(case, stage):
 def test_a_bad_zero_stage_is_a_reason_not_a_crash():
     with pytest.raises(Unmodelable, match="zero_stage=5"):
         zero_stage(row(zero_stage="5"))
+
+
+# ---------------------------------------------------------------------------------------
+# Every spelling maps explicitly (issue #35): optimizers, DDP overlap, pipeline interleaving
+# ---------------------------------------------------------------------------------------
+
+
+def train(cells: dict[str, str] | None = None, **extra: str) -> Case:
+    base = {"id": "R", "kind": "training_step", "fsdp": "0", "pp": "1", "virtual_pipeline": "1"}
+    return Case({**base, **(cells or {})}, dict(extra))
+
+
+@pytest.mark.parametrize(
+    "extra,stage",
+    [
+        # NeMo 1.x / apex DistributedFusedAdam: optimizer state sharded over DP (ZeRO-1)
+        ({"optimizer": "distributed_fused_adam"}, 1),
+        ({"optimizer": "mcore_distributed_optim"}, 1),  # NeMo 2 / Megatron-core
+        ({"optimizer": "fused_adam"}, 0),
+        ({"optimizer": "adam", "sharding": "zero2"}, None),  # contradiction
+        ({"optimizer": "distributed_fused_adam", "optimizer_sharding": "0"}, None),
+        ({"optimizer": "lamb"}, None),
+    ],
+)
+def test_optimizer_spellings(extra, stage):
+    if stage is None:
+        with pytest.raises(Unmodelable):
+            zero_stage(train(**extra))
+    else:
+        assert zero_stage(train(**extra)) == stage
+
+
+@pytest.mark.parametrize(
+    "extra,mode",
+    [
+        ({}, setup_pb2.DP_OVERLAP_ALL),  # PyTorch DDP / FSDP, NeMo recipes: both overlapped
+        ({"ddp_impl": "torch"}, setup_pb2.DP_OVERLAP_ALL),
+        ({"ddp_impl": "local"}, setup_pb2.DP_OVERLAP_NONE),  # Megatron-LM 2021: after backward
+        ({"ddp_impl": "local", "overlap_grad_reduce": "1"}, setup_pb2.DP_OVERLAP_ALL),
+        ({"overlap_grad_reduce": "0"}, setup_pb2.DP_OVERLAP_NONE),
+        ({"overlap_param_gather": "0"}, setup_pb2.DP_OVERLAP_GRAD_REDUCE),
+        ({"ddp_impl": "torch", "overlap_grad_reduce": "0"}, None),  # DDP always overlaps
+        ({"overlap_grad_reduce": "0", "overlap_param_gather": "1"}, None),  # Megatron asserts
+        ({"ddp_impl": "apex"}, None),
+        ({"overlap_grad_reduce": "yes"}, None),
+    ],
+)
+def test_dp_overlap_spellings(extra, mode):
+    if mode is None:
+        with pytest.raises(Unmodelable):
+            dp_overlap(train(**extra))
+    else:
+        assert dp_overlap(train(**extra)) == mode
+
+
+@pytest.mark.parametrize(
+    "cells,extra,chunks",
+    [
+        ({"pp": "1", "virtual_pipeline": ""}, {}, 1),  # no pipeline: interleaving cannot apply
+        ({"pp": "4", "virtual_pipeline": ""}, {}, None),  # not known: never silently 1
+        ({"pp": "4", "virtual_pipeline": ""}, {"pipeline_schedule": "1F1B"}, 1),
+        ({"pp": "4", "virtual_pipeline": "5"}, {"pipeline_schedule": "Interleaved1F1B"}, 5),
+        ({"pp": "4", "virtual_pipeline": "5"}, {"pipeline_schedule": "1F1B"}, None),
+        ({"pp": "4", "virtual_pipeline": "1"}, {"pipeline_schedule": "none"}, None),
+        ({"pp": "4", "virtual_pipeline": "0"}, {}, None),
+    ],
+)
+def test_virtual_pipeline_is_never_a_silent_default(cells, extra, chunks):
+    if chunks is None:
+        with pytest.raises(Unmodelable):
+            virtual_pipeline(train(cells, **extra))
+    else:
+        assert virtual_pipeline(train(cells, **extra)) == chunks

@@ -36,7 +36,7 @@ def test_split_rule_matches_the_schemas():
 
 def test_rows_fill_the_schema_and_are_placed_by_the_rule(tmp_path, monkeypatch):
     header = gm.schema_header()
-    assert len(header) == 47
+    assert len(header) == 50  # 47 + the provenance columns source_table, source_row, release
     rows = [
         gm.make_row(
             header,
@@ -55,6 +55,7 @@ def test_rows_fill_the_schema_and_are_placed_by_the_rule(tmp_path, monkeypatch):
     assert all(list(r) == header for r in rows)
     assert rows[0]["extra_params"] == "device=NVIDIA_H100_80GB_HBM3;timing=cuda_event_stream"
     assert rows[0]["usable"] == "1" and rows[0]["num_chips"] == "1"
+    assert rows[0]["source_table"] and rows[0]["source_row"] == "M-H100-001"
     measured = tmp_path / "measured.csv"
     with measured.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=header, lineterminator="\n")

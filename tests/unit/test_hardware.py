@@ -226,7 +226,7 @@ def test_setup_fields_override_the_library_chip():
     assert system.dram.capacity_bytes == 80 * 2**30  # kept
     # dram_util overridden; the 16-bit GEMM plateau and the FP8 one kept from the library
     assert chip.efficiency.dram_util == 0.9 and chip.efficiency.gemm_util == 0.784
-    assert dict(chip.efficiency.gemm_util_by_precision) == {"fp8": 0.694}
+    assert dict(chip.efficiency.gemm_util_by_precision) == {"fp8": 0.694, "fp64": 0.852}
     assert chip.efficiency.fixed_compute_util == 0.5
     assert chip.tdp_W == 700
 

@@ -161,38 +161,20 @@ def test_tensorrt_llm_fp8_without_the_fp8_gemm_plugin_multiplies_in_16_bit():
     assert precision(gemm_plugin="auto") == ("BF16", "BF16", "FP8")
 
 
-def _decode_kv_bytes(mode: int, share: float) -> float:
-    s = setup_pb2.Setup()
-    i = s.workload.llm_inference
-    i.model.hf_model = "Llama-3.1-8B"
-    i.phase, i.batch, i.context_len = setup_pb2.DECODE, 4, 512
-    i.decode_attention, i.kv_reread_dram_share = mode, share
-    att = build_workload(s, Path("setup.txt"), 1).phases[0].graph.kernel("attention")
-    return sum(att.operand_bytes(o) for o in att.operands if o.role.name == "KV_CACHE")
-
-
-def test_repeated_kv_reads_that_hit_the_cache_are_not_dram_traffic():
-    """Llama-3.1-8B, G = 4 query heads per KV head; one read of the cache of 4 sequences x
-    512 tokens x 8 KV heads x 128 x K and V x 2 bytes = 8 MiB. Per query head with 0.7 of
-    the 3 repeated reads from DRAM: (1 + 3 x 0.7) x 8 MiB = 3.1 x 8 MiB; unset: 4 x."""
-    once = 2 * 8 * 128 * 512 * 4 * 2
-    per_head = setup_pb2.KV_PER_QUERY_HEAD
-    assert _decode_kv_bytes(setup_pb2.KV_SHARED, 0.0) == once == 8 * 2**20
-    assert _decode_kv_bytes(per_head, 0.0) == 4 * once
-    assert _decode_kv_bytes(per_head, 0.7) == pytest.approx(3.1 * once, rel=1e-12)
-
-
-def test_tensorrt_llm_before_xqa_gets_the_fitted_reread_share():
-    from mapshard.fidelity.engines import TRTLLM_MMHA_KV_REREAD_DRAM_SHARE as FITTED
+def test_a_reread_share_is_read_only_for_a_per_query_head_row():
+    """No share given: none of the repeats reach DRAM (the physical default, nothing
+    fitted); given, it must be in [0, 1] and the row's kernel per query head."""
     from mapshard.fidelity.engines import kv_reread_dram_share
 
     trt = _case(engine="TensorRT-LLM", engine_version="0.6.1")
-    assert kv_reread_dram_share(trt, setup_pb2.KV_PER_QUERY_HEAD) == FITTED == 0.7
+    assert kv_reread_dram_share(trt, setup_pb2.KV_PER_QUERY_HEAD) == 0.0
     assert kv_reread_dram_share(trt, setup_pb2.KV_SHARED) == 0.0
     given = _case(kv_reread_dram_share="0.5")
     assert kv_reread_dram_share(given, setup_pb2.KV_PER_QUERY_HEAD) == 0.5
     with pytest.raises(Unmodelable, match="kv_reread_dram_share=1.5"):
         kv_reread_dram_share(_case(kv_reread_dram_share="1.5"), setup_pb2.KV_PER_QUERY_HEAD)
+    with pytest.raises(Unmodelable, match="needs decode_attention=kv_per_query_head"):
+        kv_reread_dram_share(given, setup_pb2.KV_SHARED)
 
 
 def test_an_infeasible_prefill_is_told_the_pass_budget_that_fits():

@@ -90,6 +90,25 @@ def test_every_gpu_in_the_library_declares_its_overlap():
             assert spec.overlap == setup_pb2.SERIAL_NETWORK, name
 
 
+def test_no_uncalibrated_chip_defaults_to_perfect_overlap(tmp_path):
+    """Issue #35: a chip with no fitted efficiency never assumes that its collectives hide
+    (TPU v4 did, and its training rows came out far too fast): every uncalibrated library
+    chip of a real vendor declares SERIAL_NETWORK, so a plain TPU v4 setup, with or without
+    an execution block, charges its collectives after their kernels; the result says the
+    chip is uncalibrated. DFModel's example designs (vendor "example") stream by definition."""
+    from hardware import library
+    from hardware.calibration import UNCALIBRATED_OVERLAPS, calibration_of
+
+    for name in library.chip_names():
+        spec = library.get_chip(name)
+        if not calibration_of(spec.accelerator.efficiency).calibrated and spec.vendor != "example":
+            assert spec.overlap in UNCALIBRATED_OVERLAPS, name
+    for text in ('system { chip: "TPUv4" }', 'system { chip: "TPUv5p" }\nexecution { }'):
+        assert mode(text, tmp_path) == ("serial_network", True, True)
+    sc = pipeline.load_scenario(tmp_path)
+    assert not sc.system.chip.calibration.calibrated
+
+
 def test_validate_and_run_give_the_same_time_for_the_same_gemm(tmp_path):
     """A 4096^3 BF16 GEMM on one H100: `validate`'s row and a plain setup file naming the
     chip (what a user would write, no execution block) predict the same seconds."""

@@ -1,0 +1,162 @@
+"""Every constant fitted to measurements, with the FIT rows it was fitted on (issue #35).
+
+A fitted constant may only rest on FIT rows (tests/data/validation: every dev row and
+validation_public_fit.csv; VALIDATION_SCHEMA.md states the split); CHECK rows are
+predicted, never fitted. Each entry names the constant (a chip file's efficiency field, or
+a module constant), the fit that produced it, and the row ids, written out here so that the
+list can be read next to the number and checked: tests/unit/test_fitted_rows.py asserts that
+every listed row is a usable FIT row, that each list is the rows the named fit takes from
+the FIT files, and that every number a calibrated chip file sets has an entry.
+
+Entries whose `rows` are empty are not fitted here: `cited` says where the number comes
+from (a published figure, or another chip's fit carried over by `carried_from`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# the efficiency fields one GEMM fit sets (mapshard.fidelity.fit.fit_gemm)
+GEMM_FIELDS = (
+    "gemm_util",
+    "gemm_half_dim",
+    "gemm_tile_m",
+    "gemm_tile_n",
+    "kernel_overhead_us",
+    "kernel_min_time_us",
+)
+TRAINING_FIELDS = ("fp8_split_accumulate_util", "tp_comm_hidden_share")
+RUN_FIELDS = ("gemm_util", "dram_util")
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """One fit: `where` (a library chip, or a module), the fields or constants it sets, the
+    fit that made them, and the FIT rows it was fitted on."""
+
+    where: str
+    fields: tuple[str, ...]
+    fit: str
+    rows: tuple[str, ...] = ()
+    carried_from: str = ""  # another chip whose fit these numbers are
+    cited: str = ""  # not fitted: where the number comes from
+
+
+def _ids(prefix: str, *numbers: int) -> tuple[str, ...]:
+    return tuple(f"{prefix}{n:02d}" for n in numbers)
+
+
+A100_GEMM = ("I12", "K01", "K02", "K03", "K04", "K10", "P-GEM19")
+A100_COLLECTIVE = ("C03", "C06", "C09", "C10")
+H100_GEMM = ("K05", "K06", "K09", "K11", *_ids("P-GEM", 1, 2, 3, 4))
+H100_COLLECTIVE = ("C01", "C02", "C07", "C08", *_ids("P-NCC", 1, 3, 4))
+H100_TRAINING = _ids("P-NEM", 2, 3, 4, 5, 6, 7, 9, 20, 23, 25, 29, 31)
+H200_GEMM = ("K07", *_ids("P-GEM", 5, 6, 9, 10))
+H200_COLLECTIVE = ("C04", *_ids("P-NCC", 5, 6, 7, 8, 9))
+GB200_GEMM = ("K08", *_ids("P-GEM", 12, 14, 15, 16, 18))
+GB200_COLLECTIVE = (
+    "C05",
+    *_ids("P-NCC", 12, 13, 14, 15, 16, 18, 19, 21, 22, 24, 25, 26, 27, 28, 29, 30),
+)
+BLACKWELL_TRAINING = _ids("P-NEM", 10, 11, 12, 21, 14, 15, 16, 28)
+MI300X_GEMM = _ids("P-MIG", 1, 3, 4, 5, 6, 7, 9, 11)
+MI300X_COLLECTIVE = _ids("P-MIR", 1, 3, 4, 7, 8, 9, 12, 13, 14, 15, 16, 17, 18, 21, 24, 25)
+FP64_CITED = "Top500 HPL-sustained clock (glennklockwood.com/garden/peak-FLOPS), the chip file"
+
+FITTED: tuple[Fitted, ...] = (
+    # A100 (dev rows: the chip files' first fit)
+    Fitted("A100-SXM4-80GB", GEMM_FIELDS, "fit.fit_gemm", A100_GEMM),
+    Fitted("A100-SXM4-80GB", ("vector_util",), "fit.fit_vector_util", ("I12",)),
+    Fitted("A100-SXM4-80GB", ("dram_util",), "fit.fit_dram_util", ("K14",)),
+    Fitted("A100-SXM4-80GB", ("collective L0",), "fit.fit_collective", A100_COLLECTIVE),
+    Fitted("A100-SXM4-80GB", ("gemm_util_by_precision fp64",), "", cited=FP64_CITED),
+    Fitted(
+        "A100-SXM4-40GB",
+        (*GEMM_FIELDS, "vector_util"),
+        "fit.fit_gemm, fit.fit_vector_util",
+        (*A100_GEMM,),
+        carried_from="A100-SXM4-80GB",
+    ),
+    Fitted("A100-SXM4-40GB", ("gemm_util_by_precision fp64",), "", cited=FP64_CITED),
+    # H100
+    Fitted(
+        "H100-SXM5-80GB",
+        (*GEMM_FIELDS, "gemm_util_by_precision fp8"),
+        "fit.fit_gemm",
+        H100_GEMM,
+    ),
+    Fitted("H100-SXM5-80GB", ("dram_util",), "fit.fit_dram_util", ("K12",)),
+    Fitted("H100-SXM5-80GB", ("collective L0",), "fit.fit_collective", H100_COLLECTIVE),
+    Fitted("H100-SXM5-80GB", TRAINING_FIELDS, "fit_training.fit_split_accumulate", H100_TRAINING),
+    Fitted("H100-SXM5-80GB", ("gemm_util_by_precision fp64",), "", cited=FP64_CITED),
+    # H200: its own FP8 GEMM, copy and collective fits; the H100's 16-bit plateau and
+    # training shares (same GH100 SMs)
+    Fitted(
+        "H200-SXM-141GB",
+        ("gemm_util_by_precision fp8", *GEMM_FIELDS[1:]),
+        "fit.fit_gemm",
+        H200_GEMM,
+    ),
+    Fitted(
+        "H200-SXM-141GB", ("gemm_util",), "fit.fit_gemm", H100_GEMM, carried_from="H100-SXM5-80GB"
+    ),
+    Fitted("H200-SXM-141GB", ("dram_util",), "fit.fit_dram_util", ("K13",)),
+    Fitted("H200-SXM-141GB", ("collective L0",), "fit.fit_collective", H200_COLLECTIVE),
+    Fitted(
+        "H200-SXM-141GB",
+        TRAINING_FIELDS,
+        "fit_training.fit_split_accumulate (the H100's share of its FP8 plateau)",
+        H100_TRAINING + H200_GEMM,
+        carried_from="H100-SXM5-80GB",
+    ),
+    Fitted("H200-SXM-141GB", ("gemm_util_by_precision fp64",), "", cited=FP64_CITED),
+    # Blackwell: the GB200 GEMM and NVLink 5 fits serve the B200; one hidden share for both
+    Fitted("GB200", GEMM_FIELDS, "fit.fit_gemm", GB200_GEMM),
+    Fitted("GB200", ("collective L0",), "fit.fit_collective", GB200_COLLECTIVE),
+    Fitted(
+        "GB200",
+        ("tp_comm_hidden_share",),
+        "fit_training.fit_split_accumulate --no-split B200 GB200",
+        BLACKWELL_TRAINING,
+    ),
+    Fitted("B200", GEMM_FIELDS, "fit.fit_gemm", GB200_GEMM, carried_from="GB200"),
+    Fitted(
+        "B200", ("collective L0",), "fit.fit_collective", GB200_COLLECTIVE, carried_from="GB200"
+    ),
+    Fitted(
+        "B200",
+        ("tp_comm_hidden_share",),
+        "fit_training.fit_split_accumulate --no-split B200 GB200",
+        BLACKWELL_TRAINING,
+    ),
+    # MI300X (no copy row is FIT: its DRAM stays at peak)
+    Fitted("MI300X", (*GEMM_FIELDS, "gemm_util_by_precision fp8"), "fit.fit_gemm", MI300X_GEMM),
+    Fitted("MI300X", ("collective L0",), "fit.fit_collective", MI300X_COLLECTIVE),
+    # Gaudi: whole single-chip runs (Intel publishes no kernel measurement)
+    Fitted("Gaudi2", RUN_FIELDS, "fit_runs.fit_runs", _ids("P-GD2", 1, 3, 12)),
+    Fitted("Gaudi3", RUN_FIELDS, "fit_runs.fit_runs", _ids("P-GD3", 1, 2, 9)),
+    Fitted(
+        "Gaudi3",
+        ("collective L0",),
+        "HCCL latency_us on a 5 us grid over the tensor-parallel runs",
+        _ids("P-GD3", 5, 6, 7, 8, 13, 14, 15, 16, 17, 18, 19, 20),
+    ),
+    # serving engines (mapshard.fidelity.engines)
+    Fitted(
+        "mapshard.fidelity.engines",
+        ("TRTLLM_MMHA_KV_REREAD_DRAM_SHARE",),
+        "least mean |error| on a 0.1 grid over the GQA decode rows of TensorRT-LLM 0.6.1",
+        _ids("P-TRT", 8, 9, 10, 12, 14, 15),
+    ),
+    Fitted(
+        "mapshard.fidelity.engines",
+        ("TRTLLM_SESSION_REQUEST_OVERHEAD_US",),
+        "least mean |error| on a 0.1 ms grid over the first-token rows of gptSessionBenchmark",
+        (*_ids("P-TTF", 2, 3, 4, 5, 6, 9, 10, 11, 13, 15), "I10"),
+    ),
+)
+
+
+def fitted_on(where: str) -> list[Fitted]:
+    """The entries of one chip (or module)."""
+    return [f for f in FITTED if f.where == where]
