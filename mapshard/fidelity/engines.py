@@ -127,14 +127,6 @@ def decode_attention(case: Case) -> int:
     return setup_pb2.KV_SHARED
 
 
-# The share of a per-query-head kernel's repeated KV reads that reach DRAM when the row does
-# not say: none (LlmInference.kv_reread_dram_share's default: the group's thread blocks run
-# side by side and the L2 serves the repeats). The previous model fitted 0.7 here to stand
-# for time it did not price (the conversions of an 8-bit cache, once per query head, on the
-# CUDA cores); that time is now priced. Kept as a name for scenarios.py's re-export.
-TRTLLM_MMHA_KV_REREAD_DRAM_SHARE = 0.0
-
-
 def _given(case: Case, key: str, valid: Callable[[float], bool], what: str) -> float | None:
     """The row's extra_params number `key`, None when absent; Unmodelable naming `what`
     is valid when it is not a number or out of range."""
@@ -153,10 +145,12 @@ def _given(case: Case, key: str, valid: Callable[[float], bool], what: str) -> f
 def kv_reread_dram_share(case: Case, mode: int) -> float:
     """LlmInference.kv_reread_dram_share of the row: extra_params `kv_reread_dram_share` when
     given (a per-query-head row only: the share means nothing to a group-aware kernel), else
-    TRTLLM_MMHA_KV_REREAD_DRAM_SHARE (none)."""
+    the setup field's default, none: the group's thread blocks run side by side and the L2
+    serves the repeats (the 0.7 once fitted here stood for the 8-bit cache's per-query-head
+    conversions, now priced)."""
     given = _given(case, "kv_reread_dram_share", lambda v: 0 <= v <= 1, "a number in [0, 1]")
     if given is None:
-        return TRTLLM_MMHA_KV_REREAD_DRAM_SHARE
+        return 0.0
     if mode != setup_pb2.KV_PER_QUERY_HEAD:
         raise Unmodelable("kv_reread_dram_share needs decode_attention=kv_per_query_head")
     return given

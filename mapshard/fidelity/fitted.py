@@ -144,12 +144,6 @@ FITTED: tuple[Fitted, ...] = (
     # serving engines (mapshard.fidelity.engines)
     Fitted(
         "mapshard.fidelity.engines",
-        ("TRTLLM_MMHA_KV_REREAD_DRAM_SHARE",),
-        "least mean |error| on a 0.1 grid over the GQA decode rows of TensorRT-LLM 0.6.1",
-        _ids("P-TRT", 8, 9, 10, 12, 14, 15),
-    ),
-    Fitted(
-        "mapshard.fidelity.engines",
         ("TRTLLM_SESSION_REQUEST_OVERHEAD_US",),
         "least mean |error| on a 0.1 ms grid over the first-token rows of gptSessionBenchmark",
         (*_ids("P-TTF", 2, 3, 4, 5, 6, 9, 10, 11, 13, 15), "I10"),

@@ -29,7 +29,8 @@ SETUP_KEYS: Mapping[str, str] = {
     "gemm_plugin": "workload.precision.math and weight (16 bits unless fp8; TensorRT-LLM)",
     "engine": "with harness, engine_version, gemm_plugin: the fields they set",
     "harness": "llm_inference.request_overhead_us (TensorRT-LLM gptSessionBenchmark)",
-    "engine_version": "llm_inference.decode_attention (TensorRT-LLM before XQA)",
+    "engine_version": "llm_inference.decode_attention (masked MHA where the release's XQA "
+    "does not cover the model)",
     "decode_attention": "llm_inference.decode_attention",
     "kv_reread_dram_share": "llm_inference.kv_reread_dram_share",
     "tp_split": "llm_inference.tensor_parallel_split",

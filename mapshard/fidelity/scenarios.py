@@ -34,7 +34,6 @@ from mapshard.fidelity.cases import Case, Unmodelable
 from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-exported)
     ATTENTION_OP_KEYS,
     MEGATRON_DROPOUT,
-    TRTLLM_MMHA_KV_REREAD_DRAM_SHARE,
     TRTLLM_SESSION_REQUEST_OVERHEAD_US,
     TRTLLM_XQA_VERSION,
     attention_impl,
