@@ -180,10 +180,11 @@ def refine(
     the better plans the cut groups' tiles give; `GraphSolution.problem` is the searched
     problem its option indices refer to when tiles were added."""
     stats = replace(sol.stats, notes=list(sol.stats.notes))
-    best, searched = sol, problem
+    best, best_problem = sol, None  # the problem of best's option indices (None: problem's)
     bound = 0.0  # a latency is never negative: the bound before any relaxed search
     parts: dict[TileGroup, list[Part]] = {}
     added: list[tuple[TileGroup, TileCost]] = []
+    searched = 0  # tiles of `added` the searched menus held at the last search over them
     stop = ""  # why the last relaxed search stopped short of its own proof
     for round_ in range(rounds + 1):
         if past(deadline):
@@ -199,26 +200,31 @@ def refine(
             break  # no relaxed plan: proven infeasible over every tile, or stopped
         leaning = [(k, *at) for k, o in enumerate(r.choice) if (at := origin[k][o])]
         if not leaning:  # real tiles only: a plan over every tile
-            plan = _as_plan(relaxed, r, searched)
+            extended = searched_problem(problem, added)
+            plan = _as_plan(relaxed, r, extended)
             if plan is not None and plan.objective_s < best.objective_s:
-                best = plan
-        if _closed(best.objective_s, bound, options.gap) or not leaning or round_ == rounds:
+                best, best_problem = plan, (extended if added else None)
+        if _closed(best.objective_s, bound, options.gap) or not leaning:
             break
         if stalled:  # cutting what the last plan leaned on did not raise the bound
             stop = STALLED
             break
-        before = len(added)
-        _cut(problem, list(dict.fromkeys(leaning)), parts, added)
-        if len(added) > before:
-            searched = searched_problem(problem, added)
-            s = search(searched, until_deadline(options, deadline))
+        if len(added) > searched:  # the last cuts raised the bound: search their tiles
+            extended = searched_problem(problem, added)
+            s = search(extended, until_deadline(options, deadline))
             stats.milps += s.stats.milps
+            searched = len(added)
             if s.objective_s < best.objective_s:
-                best = s
+                best, best_problem = s, extended
+            if _closed(best.objective_s, bound, options.gap):
+                break
+        if round_ == rounds:
+            break
+        _cut(problem, list(dict.fromkeys(leaning)), parts, added)
     if bound == math.inf:  # no tile makes the graph fit
         return sol
     bound = min(bound, best.objective_s)
-    cut = f"{len(added)} tile{'s' * (len(added) != 1)} added"
+    cut = f"{len(added)} tile{'s' * (len(added) != 1)} cut out"
     stats.notes.append(f"bound over every tile (sampled menus, {cut}): {bound:.6g} s")
     status = best.status
     if _closed(best.objective_s, bound, options.gap):
@@ -226,8 +232,7 @@ def refine(
     elif math.isfinite(best.objective_s):
         status = "time_limit"
         stats.stop = stats.stop or stop or STOP
-    problem_out = searched if added else None
-    return replace(best, bound_s=bound, status=status, stats=stats, problem=problem_out)
+    return replace(best, bound_s=bound, status=status, stats=stats, problem=best_problem)
 
 
 def _closed(objective_s: float, bound_s: float, gap: float) -> bool:
