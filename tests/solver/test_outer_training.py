@@ -17,8 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from generator.build import build_workload
 from mapshard import pipeline
 from mapshard.cli import main
+from schema import setup_pb2
+from schema.errors import InfeasibleError
+from solver.search.footprint import memory_use
+from solver.search.parallel import Choice
 
 MODEL = """model { inline { name: "tiny" architecture: "llama" hidden_size: 256 num_layers: 4
     num_heads: 4 num_kv_heads: 4 intermediate_size: 512 vocab_size: 1000 ffn: SWIGLU
@@ -105,9 +110,6 @@ def test_hand_counts_match_the_model() -> None:
     scenario_text = setup_text("micro_batch: 1 recompute: RECOMPUTE_FULL", chips=1)
     from google.protobuf import text_format
 
-    from generator.build import build_workload
-    from schema import setup_pb2
-
     setup = text_format.Parse(scenario_text, setup_pb2.Setup())
     workload = build_workload(setup, Path("setup.txt"), 1)
     assert workload.model.num_params == PARAMS
@@ -172,11 +174,6 @@ def test_interleaving_charges_the_first_stage_extra_activations() -> None:
     the LM head's peak on top: 131072 + HEAD and 196608 + HEAD, the larger of the two."""
     from google.protobuf import text_format
 
-    from generator.build import build_workload
-    from schema import setup_pb2
-    from solver.search.footprint import memory_use
-    from solver.search.parallel import Choice
-
     choice = Choice((("DP", 1), ("PP", 2), ("TP", 1)), (), ())
     acts = []
     for v in (1, 2):
@@ -195,8 +192,6 @@ def test_nothing_fits_names_the_knobs_and_assumes_their_least_memory(tmp_path: P
     smallest-layout suggestion assumes full recompute and ZeRO-3 (the searched knobs at
     their least memory), so it needs fewer chips than the same message for a setup
     pinned to no recompute and ZeRO-0."""
-    from schema.errors import InfeasibleError
-
     cap = 2 * PARAMS
     with pytest.raises(InfeasibleError) as searched:
         solve(tmp_path / "searched", setup_text("", dram_cap=cap))

@@ -10,9 +10,13 @@ from __future__ import annotations
 import pytest
 from training_fixtures import tiny_training
 
+from generator.build import build_workload
 from generator.graph import Workload
 from hardware.system import NetworkLevel, Topology
+from schema import setup_pb2
+from solver.cost.latency import exposed_under
 from solver.search import assemble, footprint
+from solver.search.context_parallel import ring_exposed_s
 from solver.search.data_parallel import BUCKET_BYTES, dp_sync
 from solver.search.parallel import Choice
 
@@ -171,8 +175,6 @@ def test_fp32_gradient_reduction_moves_four_bytes_per_gradient():
 def test_contention_share_charges_the_unhidden_part_of_the_overlap():
     """The one latency rule at step level (solver.cost.latency.exposed_under): a collective
     of N s beside W s of compute adds max(0, N - W) + (1 - h) min(N, W)."""
-    from solver.cost.latency import exposed_under
-
     assert exposed_under(3.0, 5.0, 0.6) == pytest.approx(0.4 * 3.0)
     assert exposed_under(5.0, 3.0, 0.6) == pytest.approx(2.0 + 0.4 * 3.0)
     assert exposed_under(5.0, 3.0, 1.0) == pytest.approx(2.0)
@@ -209,8 +211,6 @@ def test_ring_hops_with_a_contention_share():
     """CP 2 on the 100 GB/s switch, K/V block 1e9 B: forward hop 10 ms beside a 40 ms / 2 =
     20 ms attention step, backward hop (2e9 B) 20 ms beside 60 ms / 2 = 30 ms. At h = 1
     nothing is exposed; at h = 0.25 each hop pays 0.75 of itself: 0.75 x 30 = 22.5 ms."""
-    from solver.search.context_parallel import ring_exposed_s
-
     sw = NetworkLevel("cp", Topology.SWITCH, 2, 100e9, parallelism=("CP",))
     span = ((sw, 2),)
     assert ring_exposed_s(1e9, span, 2, 0.04, 0.06)[0] == pytest.approx(0.0)
@@ -260,9 +260,6 @@ def test_the_step_prices_the_workloads_dp_overlap():
 def test_the_setup_field_reaches_the_workload():
     """LlmTraining.dp_overlap -> Workload.dp_overlap, with a note in the plan."""
     from pathlib import Path
-
-    from generator.build import build_workload
-    from schema import setup_pb2
 
     s = setup_pb2.Setup()
     t = s.workload.llm_training

@@ -18,6 +18,7 @@ from generator.graph import Kernel, OperandRole
 from generator.llm_inference import mean_paged_len, paged_len
 from mapshard import pipeline
 from schema import setup_pb2
+from solver.cost.kernel_times import conversion_rate
 
 SHARED, PER_HEAD = setup_pb2.KV_SHARED, setup_pb2.KV_PER_QUERY_HEAD
 ELEMENTS = 2 * 8 * 128 * 3072 * 64  # cached K and V elements one layer reads once
@@ -127,8 +128,6 @@ def test_the_conversion_rate_is_sms_x_16_per_clock():
     """H100 and H200: 132 SMs x 16 x 1.83 GHz = 3.865e12 per second (the same on both: an
     FP8 per-query-head step is no faster on H200's faster memory). B200's file gives no
     clock: 80 TFLOP/s FP32 / (2 x 128 lanes) x 16 = 5.0e12."""
-    from solver.cost.kernel_times import conversion_rate
-
     assert conversion_rate(_chip("H100-SXM5-80GB")) == pytest.approx(H100_CONVERSIONS)
     assert conversion_rate(_chip("H200-SXM-141GB")) == pytest.approx(H100_CONVERSIONS)
     assert conversion_rate(_chip("B200")) == pytest.approx(80e12 / 256 * 16)

@@ -11,8 +11,19 @@ import pytest
 from training_fixtures import tiny_training
 
 from generator.build import build_workload
+from generator.builder import GraphBuilder
 from generator.graph import Pass, Workload
+from generator.ops import linear
+from mapshard import pipeline
+from mapshard.fidelity.cases import read_cases
+from mapshard.fidelity.fit_training import fit_plateau
+from mapshard.fidelity.scenarios import build_setup
 from schema import setup_pb2
+from solver.cost.efficiency import for_precision
+from solver.cost.menus import _compute_time
+from solver.search import assemble
+from solver.search.activations import Layout, kept_bytes
+from solver.search.parallel import Choice
 
 T = 128  # tokens of one micro-batch (1 x 128)
 H, KV, F = 4096, 2 * 8 * 128, 14336  # Llama-3.1-8B: hidden, K+V width (8 KV heads x 128), ffn
@@ -87,9 +98,6 @@ def test_fp8_training_backward_gemms_split_accumulate():
 
 
 def _chip(name: str):
-    from mapshard import pipeline
-    from solver.cost.efficiency import for_precision
-
     s = setup_pb2.Setup()
     s.workload.gemm.M = s.workload.gemm.K = s.workload.gemm.N = 64
     s.system.chip, s.system.num_chip = name, 1
@@ -103,10 +111,6 @@ def test_split_accumulation_prices_at_its_own_fp8_plateau():
     1.374e11 / (1978.9e12 x 0.694 x 0.9697) = 103.2 us, split 0.694 / 0.52 = 1.335x that.
     B200 has no fast-accumulation mode to lose: no split plateau, same time both ways."""
     from dataclasses import replace
-
-    from generator.builder import GraphBuilder
-    from generator.ops import linear
-    from solver.cost.menus import _compute_time
 
     b = GraphBuilder("g")
     T, H, F = ("tokens", 4096), ("hidden", 4096), ("ffn", 4096)
@@ -140,8 +144,6 @@ def test_split_accumulation_prices_at_its_own_fp8_plateau():
 def test_fit_plateau_takes_the_least_mean_relative_error():
     """Rows at 0.5 / u and 0.6 / u seconds, both measured at 1 s: mean |err| 0.100 at u=0.5,
     (0.0909 + 0.0909) / 2 = 0.0909 at 0.55, (0.1667 + 0) / 2 = 0.0833 at 0.6: u = 0.6."""
-    from mapshard.fidelity.fit_training import fit_plateau
-
     fit = fit_plateau(
         lambda u, h: [0.5 / u, 0.6 / u], [1.0, 1.0], ["a", "b"], (0.5, 0.55, 0.6), (0.0,)
     )
@@ -156,8 +158,6 @@ def test_fit_plateau_and_hidden_share_together():
     0.5 / u + 0.4 (1 - h) s, measured 1.2 s. Only u = 0.5 fits a (u = 0.6: |0.833 - 1| =
     0.167); then b = 1 + 0.4 (1 - h) = 1.2 at h = 0.5, exact: mean 0 at (0.5, 0.5), where h = 0
     leaves b 1.4 / 1.2 - 1 = 0.167 and h = 1 leaves 1 / 1.2 - 1 = -0.167."""
-    from mapshard.fidelity.fit_training import fit_plateau
-
     fit = fit_plateau(
         lambda u, h: [0.5 / u, 0.5 / u + 0.4 * (1 - h)],
         [1.0, 1.2],
@@ -184,8 +184,6 @@ def test_saved_activations_keep_what_the_backward_reads():
     only by their casts, so each is kept as its 1-byte FP8 copy (the wgrad input), as is
     the attention output's cast beside the 16-bit output the attention backward reads:
     1,835,008 - 2 x 2Th - 2 x 512 T + (3 x Th + 512 T) = 1,638,400 bytes."""
-    from solver.search.activations import Layout, kept_bytes
-
     Th = 256 * 256
     bf16 = _tiny(setup_pb2.BF16)
     want = 2 * Th + 2 * 2 * Th + 2 * Th + 2 * 2 * Th + 2 * Th + 2 * Th + 4 * 512 * 256
@@ -201,9 +199,6 @@ def test_saved_activations_keep_what_the_backward_reads():
 def test_fp8_training_rows_keep_16_bit_parameters():
     """Transformer Engine trains with BF16 parameters (and gradients) and casts FP8 weight
     copies for its GEMMs; FP8 inference engines store FP8 weights."""
-    from mapshard.fidelity.cases import read_cases
-    from mapshard.fidelity.scenarios import build_setup
-
     data = Path(__file__).parents[1] / "data" / "validation" / "validation_public_fit.csv"
     cases = {c.id: c for c in read_cases(data)}
     train = build_setup(cases["P-NEM05"])[0].workload.precision
@@ -222,9 +217,6 @@ def test_fp8_weight_copies_are_cast_once_per_step():
     embedding and the 16-bit LM head are not cast). BF16 weights: 2 x 2 + 2 x 1 = 6 bytes per
     element once per step (8 micro-batches share the copies): 15,728,640 bytes, at 1 TB/s
     15.73 us, part of the step-end time with the optimizer."""
-    from solver.search import assemble
-    from solver.search.parallel import Choice
-
     choice = Choice(degrees=(("TP", 1), ("PP", 1), ("DP", 1)), spans=(), levels=())
     latency = {"layer": 1e-3, "embed": 0.0, "head": 1e-3}
     fp8 = assemble.training_times(_tiny(setup_pb2.FP8), choice, latency, 1e12)
@@ -244,9 +236,6 @@ def test_fp8_parameter_all_gather_moves_one_byte_per_fp8_weight():
     parameters. The cast: each rank's quarter at 2 + 2 + 1 bytes (amax read, cast read, FP8
     write), and every element's transpose at 1 + 1: 3,276,800 + 5,242,880 bytes."""
     from dataclasses import replace
-
-    from solver.search import assemble
-    from solver.search.parallel import Choice
 
     workload = replace(_tiny(setup_pb2.FP8), fp8_param_gather=True, zero_stage=1)
     params = 4 * (655_360 + 2 * 256) + 2 * 1000 * 256 + 256

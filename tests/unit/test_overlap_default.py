@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
+from hardware import library
+from hardware.calibration import UNCALIBRATED_OVERLAPS, calibration_of
 from mapshard import pipeline
-from mapshard.fidelity.cases import read_cases
+from mapshard.fidelity.cases import Case, read_cases
+from mapshard.fidelity.predict import predict
 from mapshard.fidelity.scenarios import build_setup, load_case_scenario
 from mapshard.scenario import execution_options, overlap_mode
 from schema import setup_pb2
@@ -82,8 +85,6 @@ def test_validate_and_run_assume_the_same_overlap(tmp_path):
 
 
 def test_every_gpu_in_the_library_declares_its_overlap():
-    from hardware import library
-
     for name in library.chip_names():
         spec = library.get_chip(name)
         if spec.vendor in ("NVIDIA", "AMD"):
@@ -96,9 +97,6 @@ def test_no_uncalibrated_chip_defaults_to_perfect_overlap(tmp_path):
     chip of a real vendor declares SERIAL_NETWORK, so a plain TPU v4 setup, with or without
     an execution block, charges its collectives after their kernels; the result says the
     chip is uncalibrated. DFModel's example designs (vendor "example") stream by definition."""
-    from hardware import library
-    from hardware.calibration import UNCALIBRATED_OVERLAPS, calibration_of
-
     for name in library.chip_names():
         spec = library.get_chip(name)
         if not calibration_of(spec.accelerator.efficiency).calibrated and spec.vendor != "example":
@@ -112,9 +110,6 @@ def test_no_uncalibrated_chip_defaults_to_perfect_overlap(tmp_path):
 def test_validate_and_run_give_the_same_time_for_the_same_gemm(tmp_path):
     """A 4096^3 BF16 GEMM on one H100: `validate`'s row and a plain setup file naming the
     chip (what a user would write, no execution block) predict the same seconds."""
-    from mapshard.fidelity.cases import Case
-    from mapshard.fidelity.predict import predict
-
     row = Case(
         {"id": "G", "kind": "gemm", "chip": "H100-SXM5-80GB", "num_chips": "1",
          "precision": "bf16", "m": "4096", "k": "4096", "n": "4096",

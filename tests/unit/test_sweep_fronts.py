@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from mapshard.sweeps.outputs import _cell
 from mapshard.sweeps.pareto import PLOTS, front_figure, pareto_mask
 
 # (chip, batch, system cost $, latency s): by hand, within batch 1 the front is A (cheapest)
@@ -56,8 +57,6 @@ def test_without_a_batch_axis_the_front_is_single() -> None:
 
 
 def test_best_point_cells_say_not_priced_instead_of_zero() -> None:
-    from mapshard.sweeps.outputs import _cell
-
     unpriced = {"status": "optimal", "system_cost": "0", "tokens_per_s_per_usd": "",
                 "system_power_W": "700", "latency_s": "0.00678"}  # fmt: skip
     assert _cell(unpriced, "system_cost") == "not priced"
