@@ -20,14 +20,20 @@ import argparse
 import csv
 import datetime
 import hashlib
+import random
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded by path
+import gpu_workloads  # noqa: E402
 
 HERE = Path(__file__).resolve().parents[1]
 FIT = HERE / "tests" / "data" / "validation" / "validation_public_fit.csv"
 CHECK = HERE / "tests" / "data" / "validation" / "validation_public_check.csv"
+DEV = HERE / "tests" / "data" / "validation" / "validation_dev_structured.csv"
 ROUNDS = 5
 
 CUBES = (1024, 2048, 4096, 8192)
@@ -37,14 +43,29 @@ SKINNY = tuple((802816, 768, n) for n in (64, 128, 192, 256, 384)) + tuple(
     (65536, 4096, n) for n in (64, 128, 192, 256)
 )
 PREFILL_SEQ = (512, 1024, 2048, 4096, 8192, 16384)  # batch x seq = 16k tokens (FA3's setup)
-DECODE_KV = ((1, 4096), (16, 4096), (64, 1024), (64, 4096), (16, 16384))  # (batch, kv_len)
+
+
+RANDOM_GEMMS = 24  # shapes drawn log-uniformly, a family no model was built around
+FP64_CUBES = (2048, 4096, 8192, 16384)
+
+
+def random_gemm_shapes(count: int, seed: int = 2026) -> list[tuple[int, int, int]]:
+    """(m, k, n) drawn log-uniformly in [16, 16384], each a multiple of 16 (aligned for FP8),
+    at most 2^34 multiply-adds (a few ms)."""
+    rng = random.Random(seed)
+    shapes: list[tuple[int, int, int]] = []
+    while len(shapes) < count:
+        m, k, n = (16 * max(1, round(2 ** rng.uniform(4, 14) / 16)) for _ in range(3))
+        if m * k * n <= 2**34:
+            shapes.append((m, k, n))
+    return shapes
 
 
 def gemm_shapes() -> list[tuple[int, int, int]]:
     """(m, k, n) of every GEMM measured."""
     shapes = [(c, c, c) for c in CUBES]
     shapes += [(m, k, n) for m in DECODE_M for k, n in DECODE_KN]
-    return shapes + list(SKINNY)
+    return shapes + list(SKINNY) + random_gemm_shapes(RANDOM_GEMMS)
 
 
 def gemm_flop(m: int, k: int, n: int) -> float:
@@ -78,19 +99,52 @@ def make_row(header: list[str], chip: str, device: str, **cells: object) -> dict
         row["source_table"] = "MapShard benchmarks/gpu_measure.py (own measurement)"
         row["source_row"] = row["id"]
     row["verification"] = "verified_primary"
-    extra = "device=" + device.replace(" ", "_").replace(";", "") + ";timing=cuda_event_stream"
+    extra = "device=" + device.replace(" ", "_").replace(";", "")
+    if "timing=" not in row["extra_params"]:  # graph-timed rows say cuda_graph_replay
+        extra += ";timing=cuda_event_stream"
     row["extra_params"] = extra + (";" + row["extra_params"] if row["extra_params"] else "")
     return row
 
 
+# extra_params that are shapes (VALIDATION_SCHEMA.md, Families)
+SHAPE_KEYS = ("causal", "attn_pass", "hpl_n", "hpl_nb", "hpl_p", "hpl_q", "requests")
+NOT_CONFIGURATION = ("usable", "chips_per_node", "ffn_kind", "vocab")
+
+
+def configuration(header: list[str], row: dict[str, str]) -> tuple[str, ...]:
+    """What was measured on what (the schema's family key): the columns kind ... message_bytes
+    but the four that do not tell configurations apart, the metric, the shape keys."""
+    columns = header[header.index("kind") : header.index("message_bytes") + 1] + ["metric"]
+    extra = dict(p.split("=", 1) for p in row["extra_params"].split(";") if "=" in p)
+    cells = tuple(row[c].strip() for c in columns if c not in NOT_CONFIGURATION)
+    return cells + tuple(extra.get(k, "").strip() for k in SHAPE_KEYS)
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def place(measured: Path) -> tuple[int, int]:
-    """Append a measured CSV's rows to the fit or check file by the split rule."""
-    with measured.open(encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
+    """Append a measured CSV's rows to the fit or check file: a row whose configuration
+    already has rows joins their side (dev rows are FIT), a new family goes where the
+    sha256 rule puts its smallest id."""
     header = schema_header()
+    known: dict[tuple[str, ...], str] = {}
+    for name, path in (("fit", DEV), ("fit", FIT), ("check", CHECK)):
+        for r in read_rows(path):
+            known[configuration(header, r)] = name
+    rows = read_rows(measured)
+    first: dict[tuple[str, ...], str] = {}
+    for r in sorted(rows, key=lambda r: r["id"]):
+        first.setdefault(configuration(header, r), r["id"])
     counts = {"fit": 0, "check": 0}
     for name, path in (("fit", FIT), ("check", CHECK)):
-        chosen = [r for r in rows if side(r["id"]) == name]
+        chosen = [
+            r
+            for r in rows
+            if known.get(configuration(header, r), side(first[configuration(header, r)])) == name
+        ]
         with path.open("a", encoding="utf-8", newline="") as f:
             csv.DictWriter(f, fieldnames=header, lineterminator="\n").writerows(chosen)
         counts[name] = len(chosen)
@@ -123,41 +177,48 @@ def reps_for(seconds_each: float) -> int:
     return max(3, min(200, int(0.05 / max(seconds_each, 1e-6))))
 
 
+def gemm_call(torch, precision: str, m: int, k: int, n: int) -> Callable[[], object]:
+    """One GEMM A (m x k) times B^T (B n x k) in `precision`: BF16 in and out; FP8 (e4m3)
+    in with unit tensor scales and BF16 out (cuBLASLt through _scaled_mm); FP64 in and out."""
+    dtype = torch.float64 if precision == "fp64" else torch.bfloat16
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(n, k, device="cuda", dtype=dtype)
+    if precision != "fp8":
+        return lambda: a @ b.t()
+    a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
+    one = torch.ones((), device="cuda")
+    return lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+
 def measure_gemms(torch, new_row: Callable[..., dict]) -> list[dict]:
     rows = []
-    for precision in ("bf16", "fp8"):
-        for m, k, n in gemm_shapes():
-            a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-            b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-            if precision == "bf16":
-                fn = lambda a=a, b=b: a @ b.t()  # noqa: E731
-            else:
-                a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
-                one = torch.ones((), device="cuda")
-                fn = lambda a8=a8, b8=b8, one=one: torch._scaled_mm(  # noqa: E731
-                    a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16
-                )
-            try:
-                t = stream_time_s(torch, fn, reps_for(gemm_flop(m, k, n) / 5e14))
-            except RuntimeError as exc:  # a shape the library refuses (FP8 with m = 1)
-                print(f"skip gemm {precision} {m}x{k}x{n}: {exc}", file=sys.stderr)
-                continue
-            rows.append(
-                new_row(
-                    "gemm",
-                    precision=precision,
-                    m=m,
-                    k=k,
-                    n=n,
-                    metric="throughput_flops",
-                    value=repr(gemm_flop(m, k, n) / t),
-                    value_as_published=f"{t * 1e6:.3f} us",
-                    flop_convention="2mnk",
-                    notes="A (m x k) row-major times B^T, BF16 output; random normal data.",
-                    extra_params="library=torch_cublaslt;derived_kernel_time_s=" + repr(t),
-                )
+    shapes = [("bf16", s) for s in gemm_shapes()] + [("fp8", s) for s in gemm_shapes()]
+    shapes += [("fp64", (c, c, c)) for c in FP64_CUBES]
+    for precision, (m, k, n) in shapes:
+        peak = 5e13 if precision == "fp64" else 5e14
+        try:
+            call, reps = gemm_call(torch, precision, m, k, n), reps_for(gemm_flop(m, k, n) / peak)
+            t = gpu_workloads.graph_time_s(torch, call, reps)
+        except RuntimeError as exc:  # a shape the library refuses (FP8 with m = 1)
+            print(f"skip gemm {precision} {m}x{k}x{n}: {exc}", file=sys.stderr)
+            continue
+        out = "FP64" if precision == "fp64" else "BF16"
+        rows.append(
+            new_row(
+                "gemm",
+                precision=precision,
+                m=m,
+                k=k,
+                n=n,
+                metric="throughput_flops",
+                value=repr(gemm_flop(m, k, n) / t),
+                value_as_published=f"{t * 1e6:.3f} us",
+                flop_convention="2mnk",
+                notes=f"A (m x k) row-major times B^T, {out} output; random normal data.",
+                extra_params="library=torch_cublaslt;timing=cuda_graph_replay;derived_kernel_time_s="
+                + repr(t),
             )
-            del a, b
+        )
     return rows
 
 
@@ -226,28 +287,6 @@ def measure_attention(torch, new_row: Callable[..., dict]) -> list[dict]:
                         extra_params=f"library={name};pass={pass_};causal=1",
                     )
                 )
-    kv_heads, q_heads = 8, 32
-    for batch, kv_len in DECODE_KV:
-        q = torch.randn(batch, q_heads, 1, dim, device="cuda", dtype=torch.bfloat16)
-        k, v = (
-            torch.randn(batch, kv_heads, kv_len, dim, device="cuda", dtype=torch.bfloat16)
-            for _ in range(2)
-        )
-        t = stream_time_s(torch, lambda q=q, k=k, v=v: sdpa(q, k, v, enable_gqa=True), 50)
-        kv_bytes = 2 * batch * kv_heads * kv_len * dim * 2  # K and V, BF16
-        rows.append(
-            attention_row(
-                new_row,
-                (q_heads, kv_heads, dim),
-                "decode attention of one new token per sequence against a BF16 KV cache",
-                batch=batch,
-                kv_len=kv_len,
-                metric="kernel_time_s",
-                value=repr(t),
-                value_as_published=f"{t * 1e6:.2f} us (decode, GQA 32/8, torch sdpa default)",
-                extra_params=f"pass=fwd;causal=0;decode=1;derived_kv_bytes={kv_bytes}",
-            )
-        )
     return rows
 
 
@@ -267,31 +306,72 @@ def measure_copy(torch, new_row: Callable[..., dict]) -> list[dict]:
     ]
 
 
-def measure(out: Path) -> Path:
-    import torch
+# step name -> (row id tag, the function measuring it)
+STEPS: dict[str, tuple[str, Callable[..., list[dict]]]] = {
+    "layer_decode": ("L", gpu_workloads.measure_layer_decode),
+    "layer_decode_per_head": ("D", gpu_workloads.measure_layer_decode_per_head),
+    "layer_prefill": ("F", gpu_workloads.measure_layer_prefill),
+    "decode_attention": ("A", gpu_workloads.measure_decode_attention),
+    "expert_gemms": ("E", gpu_workloads.measure_expert_gemms),
+    "training_step": ("T", gpu_workloads.measure_training_step),
+    "hpl": ("H", gpu_workloads.measure_hpl),
+    "gemms": ("G", measure_gemms),
+    "prefill_attention": ("P", measure_attention),
+    "copy": ("C", measure_copy),
+}
+SMOKE_STEPS = (
+    "layer_decode",
+    "layer_decode_per_head",
+    "layer_prefill",
+    "decode_attention",
+    "expert_gemms",
+    "training_step",
+    "hpl",
+)
 
-    device = torch.cuda.get_device_name()
-    chip = {"H100": "H100-SXM5-80GB", "H200": "H200-SXM-141GB"}.get(device.split()[1], device)
-    header, rows = schema_header(), []
-    count = [0]
 
-    release = f"PyTorch {torch.__version__} (CUDA {torch.version.cuda})"
-
-    def new_row(kind: str, **cells: object) -> dict:
-        count[0] += 1
-        tag = chip.split("-")[0]
-        row_id = f"M-{tag}-{count[0]:03d}"
-        return make_row(header, chip, device, id=row_id, kind=kind, release=release, **cells)
-
-    for step in (measure_gemms, measure_attention, measure_copy):
-        rows += step(torch, new_row)
-        torch.cuda.empty_cache()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "measured.csv"
-    with path.open("w", encoding="utf-8", newline="") as f:
+def write_rows(path: Path, header: list[str], rows: list[dict]) -> None:
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8", newline="") as f:
         w = csv.DictWriter(f, fieldnames=header, lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
+    tmp.replace(path)
+
+
+def measure(out: Path, steps: list[str], smoke: bool = False) -> Path:
+    """Run `steps` in order, rewriting out/measured.csv after each, so a run stopped at its
+    time limit still returns what it measured; a step that fails is reported and skipped."""
+    import torch
+
+    device = "cpu smoke run" if smoke else torch.cuda.get_device_name()
+    chip = {"H100": "H100-SXM5-80GB", "H200": "H200-SXM-141GB"}.get(
+        (device.split() + ["", ""])[1], device
+    )
+    header, rows = schema_header(), []
+    release = f"PyTorch {torch.__version__} (CUDA {torch.version.cuda})"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "measured.csv"
+    for name in steps:
+        tag, step = STEPS[name]
+        count = [0]
+
+        def new_row(kind: str, tag: str = tag, count: list[int] = count, **cells: object) -> dict:
+            count[0] += 1
+            row_id = f"M-{chip.split('-')[0]}-{tag}{count[0]:03d}"
+            return make_row(header, chip, device, id=row_id, kind=kind, release=release, **cells)
+
+        start_s = time.perf_counter()
+        try:
+            got = step(torch, new_row, smoke=True) if smoke else step(torch, new_row)
+        except Exception as exc:  # noqa: BLE001 - one step's failure must not lose the rest
+            print(f"step {name} failed: {type(exc).__name__}: {exc}", flush=True)
+            got = []
+        rows += got
+        print(f"step {name}: {len(got)} rows in {time.perf_counter() - start_s:.1f} s", flush=True)
+        write_rows(path, header, rows)
+        if not smoke:
+            torch.cuda.empty_cache()
     return path
 
 
@@ -299,12 +379,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, help="measure here (device machine)")
     ap.add_argument("--place", type=Path, help="file a measured CSV into fit/check")
+    ap.add_argument("--steps", default=",".join(STEPS), help="comma-separated, in order")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (no GPU)")
     args = ap.parse_args()
     if args.place:
         fit, check = place(args.place)
         print(f"placed {fit} rows in {FIT.name}, {check} in {CHECK.name}")
     elif args.out:
-        print(f"wrote {measure(args.out)}")
+        steps = list(SMOKE_STEPS) if args.smoke else args.steps.split(",")
+        unknown = [s for s in steps if s not in STEPS]
+        if unknown:
+            ap.error(f"unknown steps {unknown}; valid: {', '.join(STEPS)}")
+        print(f"wrote {measure(args.out, steps, args.smoke)}")
     else:
         ap.error("give --out DIR (on a GPU) or --place FILE")
 

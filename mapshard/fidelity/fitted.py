@@ -100,7 +100,7 @@ FITTED: tuple[Fitted, ...] = (
     Fitted(
         "H200-SXM-141GB", ("gemm_util",), "fit.fit_gemm", H100_GEMM, carried_from="H100-SXM5-80GB"
     ),
-    Fitted("H200-SXM-141GB", ("dram_util",), "fit.fit_dram_util", ("K13",)),
+    Fitted("H200-SXM-141GB", ("dram_util",), "fit.fit_dram_util", ("K13", "M-H200-C001")),
     Fitted("H200-SXM-141GB", ("collective L0",), "fit.fit_collective", H200_COLLECTIVE),
     Fitted(
         "H200-SXM-141GB",

@@ -82,7 +82,7 @@ CONVENTION_KEYS: Mapping[str, str] = {
     "attn_pass": "flash_attn_benchmark FLOP",
     "tokens_counted": "tokens of a tokens_per_s metric (output only)",
     "bytes_counted": "bytes of a bandwidth metric (STREAM copy: read+write)",
-    "timing": "the report group (cupti_median_kernel_ns: gemm_kernel_only)",
+    "timing": "the report group (cupti_median_kernel_ns, cuda_graph_replay: gemm_kernel_only)",
 }
 # setting -> the values the model runs; any other value: the row is not modelled
 SETTINGS: Mapping[str, tuple[str, ...]] = {

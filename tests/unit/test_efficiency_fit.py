@@ -223,7 +223,7 @@ def test_companion_sizes_are_read_from_extra_params(cases):
     [
         ("A100-SXM4-80GB", ["K14"]),
         ("H100-SXM5-80GB", ["K12"]),
-        ("H200-SXM-141GB", ["K13"]),
+        ("H200-SXM-141GB", ["K13", "M-H200-C001"]),
         # its copy rows are one family in CHECK (issue #35): no FIT row, no dram_util
         ("MI300X", []),
     ],

@@ -98,7 +98,10 @@ def release_order(release: str) -> tuple[str, tuple[int, ...]] | None:
 
 def anchor(family: list[tuple[str, dict[str, str]]]) -> str:
     """The family's earliest release where its releases compare (one software, numeric
-    versions), then its smallest id; the smallest id when they do not compare."""
+    versions), then its smallest id; the smallest id when they do not compare. Rows measured
+    here (ids M-...) anchor only a family of measured rows alone."""
+    published = [(n, r) for n, r in family if not r["id"].startswith("M-")]
+    family = published or family
     orders = [release_order(r["release"]) for _, r in family]
     ids = sorted(r["id"] for _, r in family)
     if all(orders) and len({o[0] for o in orders if o}) == 1:

@@ -1,0 +1,633 @@
+"""The workload-level measurements of benchmarks/gpu_measure.py: what the validation set
+lacks beyond single GEMMs (issues 34 and 35), measured on a lent GPU with plain PyTorch.
+
+- Decode attention of one new token per sequence against a BF16 KV cache, in the two
+  kernel families MapShard prices (setup.proto DecodeAttention): per query head (SDPA with
+  enable_gqa: one program per query head, the L2 serving the group's repeated KV reads) and
+  group-aware (the G query heads of a KV head as G query rows of one SDPA call, each KV head
+  read once). Reference rows: validate does not predict single attention kernels.
+- One Llama layer's decode step (RMSNorm, QKV, RoPE, KV-cache write, group-aware attention,
+  O projection, SwiGLU MLP, residual adds), replayed from a CUDA graph over several layers
+  with their own weights and caches: `layer_decode` rows that `mapshard validate` predicts.
+- MoE expert GEMMs: every expert's tokens in one batched GEMM (torch.bmm, equal token counts)
+  and in one grouped GEMM (torch._grouped_mm) at small tokens per expert: `gemm` rows with
+  `batch` = experts.
+- A BF16 training step of a Llama-3.1-8B-shaped model cut to fewer layers on one GPU, as
+  Megatron runs it (BF16 weights and gradients, FP32 master weights in a fused Adam):
+  `training_step` rows.
+- HPL on one GPU: a right-looking blocked LU with partial pivoting in FP64 (panel through
+  cuSOLVER, row swaps, triangular solve, trailing GEMM update; no look-ahead), solved and
+  checked by HPL's scaled residual: `hpl` rows with P = Q = 1.
+
+Each function takes torch and `new_row` (gpu_measure.measure's row maker) and returns rows;
+`smoke=True` runs tiny shapes on the CPU to test the code paths here.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+
+ROUNDS = 5
+
+# (name, hidden, heads, kv_heads, head_dim, ffn_hidden, vocab, hf_config) of the layers
+LLAMA_8B = ("Llama-3.1-8B", 4096, 32, 8, 128, 14336, 128256, "meta-llama/Llama-3.1-8B")
+LLAMA_70B = ("Llama-3.1-70B", 8192, 64, 8, 128, 28672, 128256, "meta-llama/Llama-3.1-70B")
+DECODE_BATCH = (1, 16, 64, 128, 256)
+DECODE_KV = (1024, 4096)
+# MoE experts: (model, experts, hidden, expert ffn); per-expert GEMMs gate+up (h -> 2f) and down
+MOE = (("Qwen3-30B-A3B", 128, 2048, 768), ("Mixtral-8x7B", 8, 4096, 14336))
+TOKENS_PER_EXPERT = (8, 32, 128, 512, 2048)
+GROUPED = "torch_grouped_mm"
+GROUPED_NOTE = (
+    "Not predicted: a grouped GEMM (CUTLASS, per-expert offsets) is not the batched GEMM of "
+    "equal shapes the row's columns describe; kept beside the torch_bmm row of the same shape. "
+)
+
+
+def timed(torch, fn: Callable[[], object], reps: int, smoke: bool, graph: bool = False) -> float:
+    """Median over ROUNDS of the mean time of `reps` back-to-back calls, in seconds: CUDA
+    events around the calls on one stream, or (graph) around the replay of a CUDA graph of
+    the `reps` calls, which takes the host's launch time out of short kernels; the wall
+    clock on the CPU smoke run."""
+    if graph and not smoke:
+        return graph_time_s(torch, fn, reps)
+    for _ in range(2 if smoke else 3):
+        fn()
+    times = []
+    for _ in range(2 if smoke else ROUNDS):
+        if smoke:
+            start_s = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            times.append((time.perf_counter() - start_s) / reps)
+            continue
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3 / reps)
+    return statistics.median(times)
+
+
+def graph_time_s(torch, fn: Callable[[], object], reps: int) -> float:
+    """Median over ROUNDS of one replay of a CUDA graph of `reps` calls, divided by reps:
+    the kernels back to back with no host launch gaps (a freed output's memory is reused
+    inside the graph's pool, so the graph holds about one output)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(reps):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(ROUNDS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        g.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3 / reps)
+    del g
+    return statistics.median(times)
+
+
+def dev(smoke: bool) -> str:
+    return "cpu" if smoke else "cuda"
+
+
+# ---------------------------------------------------------------------------------------
+# Decode attention kernels and one decode layer
+# ---------------------------------------------------------------------------------------
+
+
+def grouped_decode_attention(sdpa, q, k, v):
+    """q (b, H, d) against k, v (b, G, L, d): the H/G query heads of each KV head as H/G
+    query rows of one attention call, so each KV head is read once."""
+    b, heads, d = q.shape
+    kv_heads = k.shape[1]
+    out = sdpa(q.view(b, kv_heads, heads // kv_heads, d), k, v)
+    return out.reshape(b, heads * d)
+
+
+def per_head_decode_attention(sdpa, q, k, v):
+    """q (b, H, d): one query row per head, GQA expanded by the kernel (enable_gqa)."""
+    b, heads, d = q.shape
+    return sdpa(q.unsqueeze(2), k, v, enable_gqa=True).reshape(b, heads * d)
+
+
+def measure_decode_attention(torch, new_row: Callable[..., dict], smoke: bool = False) -> list:
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    rows = []
+    shapes = ((32, 8, 128), (64, 8, 128), (32, 32, 128))  # Llama-3.1-8B/70B per GPU, MHA
+    grid = [(b, kv) for b in DECODE_BATCH for kv in (1024, 4096, 8192) if b * kv <= 2**20]
+    if smoke:
+        shapes, grid = ((4, 2, 16),), [(2, 64)]
+    for heads, kv_heads, dim in shapes:
+        for batch, kv_len in grid:
+            q = torch.randn(batch, heads, dim, device=dev(smoke), dtype=torch.bfloat16)
+            k, v = (
+                torch.randn(batch, kv_heads, kv_len, dim, device=dev(smoke), dtype=torch.bfloat16)
+                for _ in range(2)
+            )
+            kv_bytes = 2 * batch * kv_heads * kv_len * dim * 2
+            for family, fn in (
+                ("kv_shared", grouped_decode_attention),
+                ("kv_per_query_head", per_head_decode_attention),
+            ):
+                call = lambda fn=fn, q=q, k=k, v=v: fn(sdpa, q, k, v)  # noqa: E731
+                t = timed(torch, call, 50, smoke, graph=True)
+                rows.append(
+                    new_row(
+                        "attention_fwd",
+                        precision="bf16",
+                        heads=heads,
+                        kv_heads=kv_heads,
+                        head_dim=dim,
+                        batch=batch,
+                        kv_len=kv_len,
+                        usable="0",
+                        metric="kernel_time_s",
+                        value=repr(t),
+                        value_as_published=f"{t * 1e6:.2f} us (decode {heads}/{kv_heads}, "
+                        f"{family}, {kv_bytes / t / 1e12:.2f} TB/s of KV)",
+                        notes="Not predicted: validate does not model a single attention "
+                        "kernel row. Decode attention of one new token per sequence against a "
+                        f"contiguous BF16 KV cache through torch SDPA; family {family} "
+                        "(gpu_workloads.py says how each is called).",
+                        extra_params=f"library=torch_sdpa;timing=cuda_graph_replay;pass=decode;decode_attention={family}"
+                        f";derived_kv_bytes={kv_bytes}",
+                    )
+                )
+            del q, k, v
+    return rows
+
+
+def rope(torch, x, cos, sin):
+    """Rotary embedding on the last dim (halves rotated, Llama's layout)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def layer_weights(torch, shape: tuple, smoke: bool) -> dict:
+    """One Llama layer's BF16 weights (random, scaled so activations stay finite)."""
+    _, hidden, heads, kv_heads, dim, ffn, _, _ = shape
+    bf16, where = torch.bfloat16, dev(smoke)
+
+    def weight(n_out: int, n_in: int):
+        return torch.randn(n_out, n_in, device=where, dtype=bf16) * (n_in**-0.5)
+
+    return {
+        "qkv": weight((heads + 2 * kv_heads) * dim, hidden),
+        "o": weight(hidden, heads * dim),
+        "gate_up": weight(2 * ffn, hidden),
+        "down": weight(hidden, ffn),
+        "norm1": torch.ones(hidden, device=where, dtype=bf16),
+        "norm2": torch.ones(hidden, device=where, dtype=bf16),
+    }
+
+
+def make_layer(
+    torch, shape: tuple, batch: int, tokens: int, kv_len: int, family: str, smoke: bool
+) -> Callable:
+    """One Llama layer as a closure over its own weights and KV cache: a decode step
+    (tokens = 1: the new token's K/V written at kv_len - 1, attention over the cache in the
+    kernel `family`) or a prefill (tokens = kv_len: the prompt's K/V written to the cache,
+    causal attention over the prompt)."""
+    from torch.nn.functional import rms_norm, silu
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    _, hidden, heads, kv_heads, dim, ffn, _, _ = shape
+    w = layer_weights(torch, shape, smoke)
+    k_cache = torch.randn(batch, kv_heads, kv_len, dim, device=dev(smoke), dtype=torch.bfloat16)
+    v_cache = torch.randn_like(k_cache)
+    angle = torch.rand(tokens, dim, device=dev(smoke), dtype=torch.float32) * math.pi
+    cos, sin = angle.cos().to(torch.bfloat16), angle.sin().to(torch.bfloat16)
+    decode_attention = {"kv_shared": grouped_decode_attention}.get(
+        family, per_head_decode_attention
+    )
+
+    def attention(q, k, v):
+        """q (b, t, H, d), k and v (b, t, G, d) -> (b * t, H * d); the cache written."""
+        q = rope(torch, q, cos[:, None], sin[:, None]).transpose(1, 2)
+        k = rope(torch, k, cos[:, None], sin[:, None]).transpose(1, 2)
+        k_cache[:, :, kv_len - tokens :].copy_(k)
+        v_cache[:, :, kv_len - tokens :].copy_(v.transpose(1, 2))
+        if tokens == 1:
+            return decode_attention(sdpa, q.squeeze(2), k_cache, v_cache)
+        out = sdpa(q, k_cache, v_cache, is_causal=True, enable_gqa=True)
+        return out.transpose(1, 2).reshape(batch * tokens, heads * dim)
+
+    def step(x):
+        h = rms_norm(x, (hidden,), w["norm1"], 1e-5)
+        q, k, v = (h @ w["qkv"].t()).split((heads * dim, kv_heads * dim, kv_heads * dim), -1)
+        a = attention(
+            q.view(batch, tokens, heads, dim),
+            k.view(batch, tokens, kv_heads, dim),
+            v.view(batch, tokens, kv_heads, dim),
+        )
+        x = x + a @ w["o"].t()
+        h = rms_norm(x, (hidden,), w["norm2"], 1e-5)
+        gate, up = (h @ w["gate_up"].t()).chunk(2, dim=-1)
+        return x + (silu(gate) * up) @ w["down"].t()
+
+    return step
+
+
+def layers_time_s(torch, layers: list[Callable], x0, smoke: bool) -> float:
+    """Time of one layer: a CUDA graph of `layers` (each with its own weights and cache, so
+    no layer finds its weights in the L2) replayed, divided by their number."""
+
+    def forward():
+        x = x0
+        for layer in layers:
+            x = layer(x)
+        return x
+
+    return timed(torch, forward, 2 if smoke else 10, smoke, graph=True) / len(layers)
+
+
+LAYER_TEXT = (
+    "a Llama layer in plain PyTorch: RMSNorm, fused QKV GEMM, RoPE, KV-cache write, "
+    "{attention}, O projection, residual, RMSNorm, fused gate/up GEMM, SiLU x up, down GEMM, "
+    "residual; no bias; random weights, a contiguous BF16 KV cache. Timed as a CUDA-graph "
+    "replay of {depth} such layers with their own weights and caches, divided by {depth}: no "
+    "launch gaps, no weight reuse in L2."
+)
+DECODE_FAMILY_TEXT = {
+    "kv_shared": "group-aware SDPA attention (the G query heads of a KV head as G query "
+    "rows; torch's flash kernel has no KV split, so few thread blocks at small batch)",
+    "kv_per_query_head": "SDPA attention with enable_gqa (one query row per head, the "
+    "group's KV head read by each of its G heads)",
+}
+
+
+def measure_layers(
+    torch, new_row: Callable[..., dict], phase: str, family: str, smoke: bool
+) -> list[dict]:
+    """layer_decode (phase "decode", attention `family`) or layer_prefill rows."""
+    rows = []
+    shapes = (LLAMA_8B, LLAMA_70B)
+    if phase == "decode":
+        grid = [(b, kv) for b in DECODE_BATCH for kv in DECODE_KV] + [(64, 8192)]
+    else:
+        grid = [(1, 512), (1, 2048), (4, 2048), (1, 8192), (16, 512)]
+    cases = [(s, b, n) for s in shapes for b, n in grid]
+    if smoke:
+        cases = [(("tiny", 64, 4, 2, 16, 128, 1000, ""), 2, 32)]
+    for shape, batch, length in cases:
+        name, hidden, heads, kv_heads, dim, ffn, _, hf = shape
+        depth = 1 if smoke else (4 if phase == "decode" else 2)
+        tokens = 1 if phase == "decode" else length
+        layers = [
+            make_layer(torch, shape, batch, tokens, length, family, smoke) for _ in range(depth)
+        ]
+        x0 = torch.randn(batch * tokens, hidden, device=dev(smoke), dtype=torch.bfloat16)
+        per_layer = layers_time_s(torch, layers, x0, smoke)
+        if phase == "decode":
+            what = "One decode step (one new token for each of `batch` sequences against a "
+            what += "cache of kv_len tokens) of "
+            cells = {"kv_len": length}
+            attention = DECODE_FAMILY_TEXT[family]
+            extra = f"decode_attention={family}"
+        else:
+            what = "The prefill of `batch` prompts of input_len tokens through "
+            cells = {"input_len": length, "output_len": 1}
+            attention = "causal SDPA attention (FlashAttention backend, GQA)"
+            extra = "attention_impl=fused"
+        rows.append(
+            new_row(
+                f"layer_{phase}",
+                precision="bf16",
+                model=f"{name} (one layer)",
+                hidden=hidden,
+                layers=1,
+                heads=heads,
+                kv_heads=kv_heads,
+                head_dim=dim,
+                ffn_hidden=ffn,
+                ffn_kind="swiglu",
+                experts=0,
+                experts_per_token=0,
+                tp=1,
+                pp=1,
+                dp=1,
+                batch=batch,
+                metric="layer_time_s",
+                value=repr(per_layer),
+                value_as_published=f"{per_layer * 1e6:.2f} us per layer (CUDA graph of "
+                f"{depth} layers)",
+                notes=what + LAYER_TEXT.format(attention=attention, depth=depth),
+                extra_params=(f"hf_config={hf};" if hf else "")
+                + extra
+                + ";library=torch;timing=cuda_graph_replay",
+                **cells,
+            )
+        )
+        del layers, x0
+        if not smoke:
+            torch.cuda.empty_cache()
+    return rows
+
+
+def measure_layer_decode(torch, new_row: Callable[..., dict], smoke: bool = False) -> list:
+    return measure_layers(torch, new_row, "decode", "kv_shared", smoke)
+
+
+def measure_layer_decode_per_head(torch, new_row: Callable[..., dict], smoke: bool = False):
+    return measure_layers(torch, new_row, "decode", "kv_per_query_head", smoke)
+
+
+def measure_layer_prefill(torch, new_row: Callable[..., dict], smoke: bool = False) -> list:
+    return measure_layers(torch, new_row, "prefill", "", smoke)
+
+
+# ---------------------------------------------------------------------------------------
+# MoE expert GEMMs
+# ---------------------------------------------------------------------------------------
+
+
+def grouped_mm(torch, a, w, offsets):
+    """torch._grouped_mm of a (tokens, k) against w (experts, n, k): each expert's rows."""
+    return torch._grouped_mm(a, w.transpose(-2, -1), offs=offsets, out_dtype=torch.bfloat16)
+
+
+def measure_expert_gemms(torch, new_row: Callable[..., dict], smoke: bool = False) -> list:
+    rows = []
+    moe, tokens = (MOE, TOKENS_PER_EXPERT) if not smoke else ((("tiny", 4, 64, 32),), (16,))
+    for model, experts, hidden, ffn in moe:
+        for k, n, what in ((hidden, 2 * ffn, "gate+up"), (ffn, hidden, "down")):
+            w = torch.randn(experts, n, k, device=dev(smoke), dtype=torch.bfloat16)
+            for m in tokens:
+                a = torch.randn(experts, m, k, device=dev(smoke), dtype=torch.bfloat16)
+                flat = a.view(experts * m, k)
+                offsets = torch.arange(1, experts + 1, device=dev(smoke), dtype=torch.int32) * m
+                for library in ("torch_bmm", GROUPED):
+                    if library == "torch_bmm":
+                        fn = lambda a=a, w=w: torch.bmm(a, w.transpose(-2, -1))  # noqa: E731
+                    else:
+                        fn = lambda f=flat, w=w, o=offsets: grouped_mm(torch, f, w, o)  # noqa: E731
+                    try:
+                        t = timed(torch, fn, 20, smoke, graph=True)
+                    except (RuntimeError, AttributeError, NotImplementedError) as exc:
+                        print(f"skip {library} {model} {what} m={m}: {exc}")
+                        continue
+                    flop = 2.0 * experts * m * k * n
+                    rows.append(
+                        new_row(
+                            "gemm",
+                            precision="bf16",
+                            batch=experts,
+                            m=m,
+                            k=k,
+                            n=n,
+                            metric="throughput_flops",
+                            value=repr(flop / t),
+                            value_as_published=f"{t * 1e6:.3f} us ({library}, {experts} "
+                            f"experts x {m} tokens, {model} {what})",
+                            flop_convention="2bmnk",
+                            usable="0" if library == GROUPED else "1",
+                            notes=(GROUPED_NOTE if library == GROUPED else "")
+                            + f"MoE expert GEMM of {model} ({what}): {experts} experts, "
+                            f"{m} tokens each, in one {library} call; BF16 in and out, "
+                            "random normal data.",
+                            extra_params=f"library={library};timing=cuda_graph_replay;op=moe_expert_"
+                            f"{what.replace('+', '_')};derived_kernel_time_s={t!r}",
+                        )
+                    )
+                del a, flat
+            del w
+    return rows
+
+
+# ---------------------------------------------------------------------------------------
+# A training step
+# ---------------------------------------------------------------------------------------
+
+
+def make_llama(torch, shape: tuple, layers: int, smoke: bool):
+    """A Llama decoder (BF16 parameters) as a list of parameter tensors and a loss closure."""
+    from torch.nn.functional import cross_entropy, rms_norm, silu
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    _, hidden, heads, kv_heads, dim, ffn, vocab, _ = shape
+    where, bf16 = dev(smoke), torch.bfloat16
+
+    def param(*size: int, scale: float):
+        return (torch.randn(*size, device=where, dtype=bf16) * scale).requires_grad_()
+
+    embed = param(vocab, hidden, scale=0.02)
+    head = param(vocab, hidden, scale=hidden**-0.5)
+    blocks = [
+        (
+            param((heads + 2 * kv_heads) * dim, hidden, scale=hidden**-0.5),
+            param(hidden, heads * dim, scale=(heads * dim) ** -0.5),
+            param(2 * ffn, hidden, scale=hidden**-0.5),
+            param(hidden, ffn, scale=ffn**-0.5),
+            torch.ones(hidden, device=where, dtype=bf16).requires_grad_(),
+            torch.ones(hidden, device=where, dtype=bf16).requires_grad_(),
+        )
+        for _ in range(layers)
+    ]
+    final_norm = torch.ones(hidden, device=where, dtype=bf16).requires_grad_()
+    params = [embed, head, final_norm] + [p for block in blocks for p in block]
+
+    def loss(tokens, labels):
+        batch, seq = tokens.shape
+        angle = torch.outer(
+            torch.arange(seq, device=where, dtype=torch.float32),
+            torch.rand(dim, device=where, dtype=torch.float32),
+        )
+        cos, sin = angle.cos().to(bf16), angle.sin().to(bf16)
+        x = embed[tokens]
+        for w_qkv, w_o, w_gu, w_down, n1, n2 in blocks:
+            h = rms_norm(x, (hidden,), n1, 1e-5)
+            q, k, v = (h @ w_qkv.t()).split((heads * dim, kv_heads * dim, kv_heads * dim), -1)
+            q = rope(torch, q.view(batch, seq, heads, dim).transpose(1, 2), cos, sin)
+            k = rope(torch, k.view(batch, seq, kv_heads, dim).transpose(1, 2), cos, sin)
+            v = v.view(batch, seq, kv_heads, dim).transpose(1, 2)
+            a = sdpa(q, k, v, is_causal=True, enable_gqa=True)
+            x = x + a.transpose(1, 2).reshape(batch, seq, heads * dim) @ w_o.t()
+            h = rms_norm(x, (hidden,), n2, 1e-5)
+            gate, up = (h @ w_gu.t()).chunk(2, dim=-1)
+            x = x + (silu(gate) * up) @ w_down.t()
+        logits = rms_norm(x, (hidden,), final_norm, 1e-5) @ head.t()
+        return cross_entropy(logits.float().view(-1, vocab), labels.view(-1))
+
+    return params, loss
+
+
+def measure_training_step(torch, new_row: Callable[..., dict], smoke: bool = False) -> list:
+    rows = []
+    configs = ((8, 4096, 2), (8, 8192, 1), (16, 4096, 1), (16, 2048, 2))  # layers, seq, mbs
+    shape = LLAMA_8B
+    if smoke:
+        shape, configs = ("tiny", 64, 4, 2, 16, 128, 1000, ""), ((2, 32, 2),)
+    for layers, seq, micro in configs:
+        params, loss = make_llama(torch, shape, layers, smoke)
+        master = [p.detach().float() for p in params]
+        opt = torch.optim.AdamW(master, lr=1e-5, fused=not smoke)
+        tokens = torch.randint(0, shape[6], (micro, seq), device=dev(smoke))
+        labels = torch.randint(0, shape[6], (micro, seq), device=dev(smoke))
+
+        def step(params=params, master=master, opt=opt, loss=loss, t=tokens, lab=labels):
+            loss(t, lab).backward()
+            for p, m in zip(params, master, strict=True):
+                m.grad = p.grad.float()  # the BF16 gradient into the FP32 master's
+                p.grad = None
+            opt.step()
+            with torch.no_grad():
+                torch._foreach_copy_(params, master)  # FP32 master -> BF16 weights
+
+        t = timed(torch, step, 1 if smoke else 2, smoke)
+        name, hidden, heads, kv_heads, dim, ffn, vocab, hf = shape
+        rows.append(
+            new_row(
+                "training_step",
+                precision="bf16",
+                model=f"{name} ({layers} of its layers)",
+                hidden=hidden,
+                layers=layers,
+                heads=heads,
+                kv_heads=kv_heads,
+                head_dim=dim,
+                ffn_hidden=ffn,
+                ffn_kind="swiglu",
+                vocab=vocab,
+                experts=0,
+                experts_per_token=0,
+                tp=1,
+                pp=1,
+                dp=1,
+                cp=1,
+                ep=1,
+                virtual_pipeline=1,
+                sequence_parallel=0,
+                recompute="none",
+                fsdp=0,
+                global_batch=micro,
+                micro_batch=micro,
+                seq_len=seq,
+                metric="iteration_time_s",
+                value=repr(t),
+                value_as_published=f"{t * 1e3:.2f} ms per step",
+                notes="One training step on one GPU, in plain eager PyTorch as Megatron runs "
+                "a BF16 step: BF16 weights and activations, untied embedding and LM head, "
+                "RMSNorm (torch rms_norm), fused QKV, RoPE as eager ops, causal SDPA "
+                "(FlashAttention backend, GQA), eager SiLU x up, FP32 cross-entropy on the "
+                "logits; the BF16 gradients cast into FP32 master weights, fused AdamW, the "
+                "masters copied back to BF16. Random weights and tokens; the median step "
+                "after warm-up.",
+                extra_params="optimizer=adamw;attention_impl=fused;eager_activation=1;"
+                "loss_impl=fp32_passes;compile=0;library=torch_eager;timing=cuda_event_stream",
+            )
+        )
+        del params, master, opt, loss, step
+        if not smoke:
+            torch.cuda.empty_cache()
+    return rows
+
+
+# ---------------------------------------------------------------------------------------
+# HPL on one GPU
+# ---------------------------------------------------------------------------------------
+
+
+def blocked_lu(torch, a, nb: int):
+    """In-place right-looking LU of `a` with partial pivoting, panel by panel of nb columns;
+    returns the row permutation (HPL's algorithm on a 1 x 1 grid, no look-ahead)."""
+    n = a.shape[0]
+    perm = torch.arange(n, device=a.device)
+    for j in range(0, n, nb):
+        w = min(nb, n - j)
+        lu, piv = torch.linalg.lu_factor(a[j:, j : j + w])
+        a[j:, j : j + w] = lu
+        # the panel's row swaps (sequential, as getrf made them), on the other columns
+        source: dict[int, int] = {}
+        for i, p in enumerate((piv - 1).tolist()):
+            if p != i:
+                source[i], source[p] = source.get(p, p), source.get(i, i)
+        moved = sorted(r for r, s in source.items() if r != s)
+        if moved:
+            dst = torch.tensor(moved, device=a.device) + j
+            src = torch.tensor([source[r] for r in moved], device=a.device) + j
+            a[dst, :j] = a[src, :j]
+            a[dst, j + w :] = a[src, j + w :]
+            perm[dst] = perm[src]
+        if j + w < n:
+            l11 = a[j : j + w, j : j + w]
+            a[j : j + w, j + w :] = torch.linalg.solve_triangular(
+                l11, a[j : j + w, j + w :], upper=False, unitriangular=True
+            )
+            a[j + w :, j + w :].addmm_(a[j + w :, j : j + w], a[j : j + w, j + w :], alpha=-1)
+    return perm
+
+
+def hpl_residual(torch, a0, lu, perm, b) -> float:
+    """HPL's scaled residual ||Ax - b||_inf / (eps (||A||_inf ||x||_inf + ||b||_inf) n)."""
+    y = torch.linalg.solve_triangular(lu, b[perm].unsqueeze(1), upper=False, unitriangular=True)
+    x = torch.linalg.solve_triangular(lu, y, upper=True).squeeze(1)
+    r = (a0 @ x - b).abs().max()
+    eps = torch.finfo(torch.float64).eps
+    norm_a = a0.abs().sum(dim=1).max()
+    scale = eps * (norm_a * x.abs().max() + b.abs().max()) * a0.shape[0]
+    return float(r / scale)
+
+
+def measure_hpl(torch, new_row: Callable[..., dict], smoke: bool = False) -> list:
+    rows = []
+    cases = ((32768, 1024), (65536, 1024)) if not smoke else ((96, 32), (200, 64))
+    if not smoke:  # cuSOLVER's getrf for the tall panels (MAGMA's batched one is for small)
+        torch.backends.cuda.preferred_linalg_library("cusolver")
+    for n, nb in cases:
+        gen = torch.Generator(device=dev(smoke)).manual_seed(n)
+        a0 = torch.rand(n, n, device=dev(smoke), dtype=torch.float64, generator=gen) - 0.5
+        b = torch.rand(n, device=dev(smoke), dtype=torch.float64, generator=gen) - 0.5
+        lu = a0.clone()
+        blocked_lu(torch, lu[: min(n, 4 * nb), : min(n, 4 * nb)].clone(), nb)  # warm-up
+        if not smoke:
+            torch.cuda.synchronize()
+        start_s = time.perf_counter()
+        perm = blocked_lu(torch, lu, nb)
+        if not smoke:
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start_s
+        residual = hpl_residual(torch, a0, lu, perm, b)
+        flop = 2.0 / 3.0 * n**3 + 2.0 * n**2
+        rows.append(
+            new_row(
+                "hpl",
+                precision="fp64",
+                metric="rmax_flops",
+                value=repr(flop / seconds),
+                value_as_published=f"{flop / seconds / 1e12:.2f} TFLOP/s (N {n}, NB {nb}, "
+                f"{seconds:.3f} s, scaled residual {residual:.3g})",
+                flop_convention="hpl_standard",
+                notes="HPL's factorisation on one GPU in PyTorch FP64: right-looking blocked "
+                "LU with partial pivoting, each nb-column panel factored by cuSOLVER getrf "
+                "(torch.linalg.lu_factor), its row swaps applied to the other columns, the "
+                "U row block by a unit-lower triangular solve, the trailing matrix updated by "
+                "one DGEMM; no look-ahead, panel and update serial. Timed by the wall clock "
+                "around the factorisation (synchronised); the solve is not timed (2 N^2 "
+                "counted as HPL does). Checked by HPL's scaled residual (passes below 16).",
+                extra_params=f"hpl_n={n};hpl_nb={nb};hpl_p=1;hpl_q=1;library=torch_cusolver;timing=wall_clock_synchronized"
+                f";derived_iteration_time_s={seconds!r};derived_scaled_residual={residual!r}",
+            )
+        )
+        del a0, b, lu
+        if not smoke:
+            torch.cuda.empty_cache()
+    return rows
