@@ -62,13 +62,18 @@ GROUP_OF_KIND = {
 }
 # GEMM rows timed without the host's launch pacing: GPU kernel duration alone (CUPTI), of a
 # compiler's own kernels (OpenXLA's matmul table: Triton or cuBLAS by its autotuner, small
-# operands resident in L2), or back to back in a replayed CUDA graph (benchmarks/
-# gpu_measure.py: a 1024^3 BF16 GEMM in 5.3 us, the smallest in 2.3 us, where a stream loop
-# is paced at the chip's 7.5 us launch floor): reported as their own group, no bound, and
-# not fitted. The GEMM model (solver.cost.efficiency) is fitted to library GEMMs timed in a
-# stream (cuBLASLt loops: launch-paced floor, DRAM operands), which these rows do not
-# measure; a timing-method-aware prediction is open (issue 16).
+# operands resident in L2), or library GEMMs back to back in a replayed CUDA graph
+# (benchmarks/gpu_measure.py, predicted with execution.cuda_graph: no launch floor). Reported
+# as their own group, no bound, and not fitted: the GEMM model (solver.cost.efficiency) is
+# fitted to library GEMMs timed in a stream (cuBLASLt loops: launch-paced floor, DRAM
+# operands). Fitting the graph-timed H200 rows as well was tried (issue 34): one plateau
+# then serves their decode-sized and odd shapes against the 8192^3 cubes (0.856 of peak
+# against the cubes' 0.705), and a stream-K schedule that fits the partial-wave shapes
+# (720 x 2528 x 3280: 68% of peak) predicts shapes cuBLAS runs without it 23-33% too fast
+# (1024 x 1024 x 2145, 802816 x 768 x 192); measured tables, not one more plateau, are what
+# those shapes need.
 KERNEL_ONLY_TIMINGS = ("cupti_median_kernel_ns", "cuda_graph_replay")
+GRAPH_TIMING = "cuda_graph_replay"
 BOUNDS_PCT = {
     "gemm": 5.0,
     "memory_copy": 5.0,

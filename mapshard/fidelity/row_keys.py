@@ -65,6 +65,8 @@ SETUP_KEYS: Mapping[str, str] = {
     "pipeline_schedule": "llm_training.virtual_pipeline (1F1B: 1; must match pp and the "
     "virtual_pipeline column)",
     "kernel_source": "system.kernel_source",
+    "timing": "execution.cuda_graph (cuda_graph_replay); cupti_median_kernel_ns and "
+    "cuda_graph_replay GEMM rows: the report group gemm_kernel_only",
     "scale_out_bw_Bps": "system.topology[].link_bw_GBps of the levels across nodes",
     "hbm_bw_Bps": "system.memory.dram_bw",
     "hbm_capacity_bytes": "system.memory.dram_cap",
@@ -82,7 +84,6 @@ CONVENTION_KEYS: Mapping[str, str] = {
     "attn_pass": "flash_attn_benchmark FLOP",
     "tokens_counted": "tokens of a tokens_per_s metric (output only)",
     "bytes_counted": "bytes of a bandwidth metric (STREAM copy: read+write)",
-    "timing": "the report group (cupti_median_kernel_ns, cuda_graph_replay: gemm_kernel_only)",
 }
 # setting -> the values the model runs; any other value: the row is not modelled
 SETTINGS: Mapping[str, tuple[str, ...]] = {

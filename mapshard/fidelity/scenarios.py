@@ -30,7 +30,7 @@ from hardware import library
 from hardware.system import CollectiveEfficiency, Topology
 from hardware.topology import collective_efficiency
 from mapshard import pipeline
-from mapshard.fidelity.cases import Case, Unmodelable
+from mapshard.fidelity.cases import GRAPH_TIMING, Case, Unmodelable
 from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-exported)
     ATTENTION_OP_KEYS,
     MEGATRON_DROPOUT,
@@ -394,6 +394,8 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     # the kernel-time source (extra_params kernel_source=...; unset: the chip's default,
     # "none": the physical model alone, mapshard.fidelity.sources)
     setup.system.kernel_source = case.extra.get("kernel_source", "")
+    # kernels replayed from a CUDA graph: no host launch pacing, no GEMM launch floor
+    setup.execution.cuda_graph = case.extra.get("timing", "") == GRAPH_TIMING
     # no overlap set: kernel by kernel with the chip's calibrated overlap (ChipSpec.overlap;
     # GPUs SERIAL_NETWORK), exactly what `mapshard run` of the same setup assumes; a recipe
     # that overlaps its TP collectives says so (an execution block whose overlap stays
