@@ -623,7 +623,7 @@ def measure_hpl(torch, new_row: Callable[..., dict], smoke: bool = False) -> lis
                 "one DGEMM; no look-ahead, panel and update serial. Timed by the wall clock "
                 "around the factorisation (synchronised); the solve is not timed (2 N^2 "
                 "counted as HPL does). Checked by HPL's scaled residual (passes below 16).",
-                extra_params=f"hpl_n={n};hpl_nb={nb};hpl_p=1;hpl_q=1;library=torch_cusolver;timing=wall_clock_synchronized"
+                extra_params=f"hpl_n={n};hpl_nb={nb};hpl_p=1;hpl_q=1;hpl_depth=0;library=torch_cusolver;timing=wall_clock_synchronized"
                 f";derived_iteration_time_s={seconds!r};derived_scaled_residual={residual!r}",
             )
         )

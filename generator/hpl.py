@@ -1,5 +1,6 @@
 """HPL (High-Performance Linpack) on a P x Q process grid: right-looking blocked LU with
-partial pivoting and a look-ahead of depth one, then the triangular solves.
+partial pivoting and a look-ahead of depth one (workload.hpl.depth 0: none, HPL.dat's DEPTH),
+then the triangular solves.
 
 Iteration i (panel column k = i B, m = N - k rows left, panel width nb = min(B, m),
 trailing size n2 = m - nb). The matrix is spread block-cyclically over the grid, so one
@@ -24,9 +25,10 @@ broadcasts the panel of iteration i + 1 while the update of iteration i runs):
                 (4 + 2 nb doubles) among the P processes of the column: an all-reduce
                 ("hpl_col") of latency-bound size
   panel_broadcast  the factored part, ceil(m/P) x nb, along the process row ("hpl_row")
-The step charges each iteration max(update stream, critical path): the critical phases
-name the update phase they run beside (Phase.overlaps; solver.search.assemble.graph_times),
-plus the first panel, which no update hides, and the solves.
+The step charges each iteration max(update stream, critical path) (without look-ahead their
+sum): the critical phases name the update phase they run beside (Phase.overlaps;
+solver.search.assemble.graph_times), plus the first panel, which no update hides, and the
+solves.
 
 Groups: "hpl_row" is the Q processes of a process row, "hpl_col" the P of a process column;
 ranks are row-major (process (p, q) is rank p Q + q, HPL's default PMAP), so a row takes the
@@ -235,6 +237,8 @@ def _check(req: setup_pb2.Hpl, path: Path, num_chips: int) -> tuple[int, int]:
     ]
     if req.sample_iterations < 0:
         bad.append(f"{where}.sample_iterations must be >= 0, got {req.sample_iterations}")
+    if req.HasField("depth") and req.depth < 0:
+        bad.append(f"{where}.depth must be >= 0 (0 = no look-ahead, unset = 1), got {req.depth}")
     if req.B > req.N > 0:
         bad.append(f"{where}.B ({req.B}) must be <= N ({req.N})")
     elif req.N > 0 and req.B > 0 and math.ceil(req.N / req.B) > MAX_ITERATIONS:
@@ -280,6 +284,7 @@ def _grid(x: int, y: int, chips: int) -> tuple[int, int] | None:
 def hpl_workload(req: setup_pb2.Hpl, prec: Precision, path: Path, num_chips: int = 0) -> Workload:
     """`num_chips`: the resolved system's chips, one process each (0: one process)."""
     grid = _check(req, path, num_chips)
+    look_ahead = req.depth > 0 if req.HasField("depth") else True
     n, blk = req.N, req.B
     bpe = prec.activation_bytes
     iters = math.ceil(n / blk)
@@ -302,7 +307,8 @@ def hpl_workload(req: setup_pb2.Hpl, prec: Precision, path: Path, num_chips: int
             n2 = round(math.sqrt(sum((m - nb) ** 2 for m, nb in ms) / len(ms)))
             graph = _update_graph(name, n2, ms[0][1], grid, flop, bpe)
             phases.append(Phase(name, graph, len(ms)))
-        # beside update i runs the critical path of iteration i + 1 (look-ahead depth 1)
+        # beside update i runs the critical path of iteration i + 1 (look-ahead depth 1);
+        # without look-ahead it runs after it
         ahead = iteration[lo + 1 : hi + 1]
         if ms and ahead:
             flop = _mean_share(ahead, grid)
@@ -310,8 +316,9 @@ def hpl_workload(req: setup_pb2.Hpl, prec: Precision, path: Path, num_chips: int
             nb = ahead[0][1]
             panel = _panel_graph(f"{name}_panel", m_rep, nb, grid, flop, bpe)
             pivot = _pivot_graph(f"{name}_pivot", m_rep, nb, grid, bpe)
-            phases.append(Phase(f"{name}_panel", panel, len(ahead), overlaps=name))
-            phases.append(Phase(f"{name}_pivot", pivot, len(ahead) * nb, overlaps=name))
+            beside = name if look_ahead else ""
+            phases.append(Phase(f"{name}_panel", panel, len(ahead), overlaps=beside))
+            phases.append(Phase(f"{name}_pivot", pivot, len(ahead) * nb, overlaps=beside))
     phases.append(Phase("solve", _solve_graph(n, bpe), role="head"))
     p, q = grid
     return Workload(
@@ -329,8 +336,14 @@ def hpl_workload(req: setup_pb2.Hpl, prec: Precision, path: Path, num_chips: int
         useful_flop=total + 2.0 * n * n,
         notes=(
             f"N={n}, B={blk}: {iters} iterations in {samples} sampled phases; process grid "
-            f"{p} x {q} (row-major); look-ahead depth 1: each iteration takes the longer of "
-            "its update and the next panel's factorisation, pivoting and broadcast",
+            f"{p} x {q} (row-major); "
+            + (
+                "look-ahead depth 1: each iteration takes the longer of its update and the "
+                "next panel's factorisation, pivoting and broadcast"
+                if look_ahead
+                else "no look-ahead: each iteration's update, then the next panel's "
+                "factorisation, pivoting and broadcast"
+            ),
             "FLOP = 2/3 N^3 - N^2/2 - N/6 (LU) + 2 N^2 (solves); kernels hold one process's share",
         ),
     )

@@ -847,18 +847,20 @@ class Dlrm(_message.Message):
     def __init__(self, mlp_dim: _Optional[int] = ..., bottom_num_mlp: _Optional[int] = ..., top_num_mlp: _Optional[int] = ..., pooled_row: _Optional[int] = ..., row: _Optional[int] = ..., num_table: _Optional[int] = ..., emb_dim: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., dense_features: _Optional[int] = ...) -> None: ...
 
 class Hpl(_message.Message):
-    __slots__ = ("N", "B", "X", "Y", "sample_iterations")
+    __slots__ = ("N", "B", "X", "Y", "sample_iterations", "depth")
     N_FIELD_NUMBER: _ClassVar[int]
     B_FIELD_NUMBER: _ClassVar[int]
     X_FIELD_NUMBER: _ClassVar[int]
     Y_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
     N: int
     B: int
     X: int
     Y: int
     sample_iterations: int
-    def __init__(self, N: _Optional[int] = ..., B: _Optional[int] = ..., X: _Optional[int] = ..., Y: _Optional[int] = ..., sample_iterations: _Optional[int] = ...) -> None: ...
+    depth: int
+    def __init__(self, N: _Optional[int] = ..., B: _Optional[int] = ..., X: _Optional[int] = ..., Y: _Optional[int] = ..., sample_iterations: _Optional[int] = ..., depth: _Optional[int] = ...) -> None: ...
 
 class Fft(_message.Message):
     __slots__ = ("length", "batch")

@@ -74,6 +74,7 @@ SETUP_KEYS: Mapping[str, str] = {
     "hpl_nb": "workload.hpl.B",
     "hpl_p": "workload.hpl.X",
     "hpl_q": "workload.hpl.Y",
+    "hpl_depth": "workload.hpl.depth (HPL.dat's look-ahead DEPTH)",
 }
 CONVENTION_KEYS: Mapping[str, str] = {
     "num_params_in_mfu": "llmfoundry_mfu FLOP",

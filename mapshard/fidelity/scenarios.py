@@ -327,6 +327,8 @@ def _hpl(case: Case, h: setup_pb2.Hpl) -> None:
         raise Unmodelable("hpl row without extra_params hpl_n and hpl_nb")
     h.N, h.B = n, nb
     h.X, h.Y = int(case.extra_float("hpl_p")), int(case.extra_float("hpl_q"))
+    if case.extra.get("hpl_depth", ""):
+        h.depth = int(case.extra_float("hpl_depth"))
 
 
 def _workload(case: Case, setup: setup_pb2.Setup) -> None:

@@ -147,6 +147,37 @@ def test_look_ahead_takes_the_longer_stream_and_reports_what_is_exposed():
     )
 
 
+def test_depth_zero_runs_each_panel_after_its_update():
+    """HPL.dat DEPTH 0: the next panel's factorisation and pivots no longer name the update
+    they would hide under, so graph_times adds them: with the times of the test above,
+    6 + 3 + 3 + 0.5 = 12.5 s instead of 6.5 s. Unset is depth 1; a negative depth is one
+    line naming the field."""
+    text = "system { num_chip: 1 } workload { hpl { N: 4096 B: 256 X: 1 Y: 1 %s } }"
+    ahead = build(text % "", 1).phases
+    serial = build(text % "depth: 0", 1).phases
+    assert build(text % "depth: 1", 1).phases == ahead
+    critical = [
+        p for p in ahead if p.name.startswith("lu_") and p.name.endswith(("_panel", "_pivot"))
+    ]
+    assert critical and all(p.overlaps == p.name.rsplit("_", 1)[0] for p in critical)
+    assert [p.name for p in serial] == [p.name for p in ahead]
+    assert all(p.overlaps == "" for p in serial)
+    g = KernelGraph("g", ())
+    w = Workload(
+        kind="hpl",
+        phases=(
+            Phase("u", g, 3),
+            Phase("u_panel", g, 3),
+            Phase("u_pivot", g, 30),
+            Phase("solve", g),
+        ),
+    )
+    times = {"u": 2.0, "u_panel": 1.0, "u_pivot": 0.1, "solve": 0.5}
+    assert graph_times(w, times).latency_s == pytest.approx(12.5)
+    with pytest.raises(SetupError, match=r"workload.hpl.depth must be >= 0"):
+        build(text % "depth: -1", 1)
+
+
 def test_fp64_plateaus_are_the_cited_sustained_clocks():
     """H100/H200: Top500 Rpeak 55.0-59.0 TF per GPU (NVIDIA's HPL-sustained clock),
     midpoint 57 of 66.9 TF; A100: 1305 of 1410 MHz. The A100's 16-bit K roll-off (176 at
