@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="predict each row once (skip the measured kernel tables vs physical model "
         "comparison, validation_sources.csv)",
     )
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
 
     p = _sub(sub, "profile", "Compare a plan with a measured profile, or calibrate a chip.")
     p.add_argument("action", choices=["compare", "calibrate"])

@@ -1,7 +1,8 @@
 """A heartbeat on stderr while a run takes longer than a second: elapsed time, the stage
 (loading, generating, solving, what-if re-solves) and, from the planner's first report, the
-parallel choices settled, the best plan so far, the proven bound and the gap; silent for
-quick runs, with --quiet, and when stderr is not a terminal."""
+parallel choices settled, the best plan so far, the proven bound and the gap (validate: the
+row being predicted, of how many); silent for quick runs, with --quiet, and when stderr is
+not a terminal."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ class Progress:
     def update(self, state: object) -> None:
         """Planner callback: keep the latest state's one-line description."""
         self._latest = state.describe()  # type: ignore[attr-defined]
+
+    def say(self, line: str) -> None:
+        """Any stage's own one-line description (validate: the row being predicted)."""
+        self._latest = line
 
     def __enter__(self) -> Progress:
         if self.enabled:

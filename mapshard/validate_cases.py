@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hardware import library
@@ -24,6 +24,7 @@ from mapshard.fidelity.report import Outcome, format_summary, output_files, summ
 from mapshard.fidelity.scenarios import Unmodelable
 from mapshard.fidelity.sources import compare, format_sources, sources_csv
 from mapshard.outdir import check_writable, replace_folder
+from mapshard.progress import Progress
 from schema.errors import InfeasibleError, NoPlanError, SetupError
 
 EXIT_OK, EXIT_BOUNDS = 0, 1
@@ -72,8 +73,21 @@ def validate_case(case: Case, where: Path) -> Outcome:
     return Outcome(**base, predicted=pred.value, reason=pred.detail)
 
 
-def validate_cases(cases: Sequence[Case], where: Path) -> list[Outcome]:
-    return [validate_case(c, where) for c in cases]
+def validate_cases(
+    cases: Sequence[Case], where: Path, on_case: Callable[[int, Case], None] | None = None
+) -> list[Outcome]:
+    """Every case's outcome, in order; `on_case(i, case)` before the i-th (progress)."""
+    out = []
+    for i, case in enumerate(cases):
+        if on_case is not None:
+            on_case(i, case)
+        out.append(validate_case(case, where))
+    return out
+
+
+def row_progress(progress: Progress, total: int, what: str) -> Callable[[int, Case], None]:
+    """The heartbeat's line for the i-th of `total` rows."""
+    return lambda i, case: progress.say(f"{what} row {i + 1} of {total}: {case.id} ({case.kind})")
 
 
 def uncalibrated_chips(cases: Sequence[Case], outcomes: Sequence[Outcome]) -> dict[str, int]:
@@ -95,7 +109,8 @@ def run_validation_command(args: argparse.Namespace) -> int:
     cases = read_cases(path)
     out = Path(args.out or "validation_results")
     check_writable(out)  # before minutes of predictions: a user's folder is refused now
-    outcomes = validate_cases(cases, path)
+    with Progress(enabled=not getattr(args, "quiet", False)) as progress:
+        outcomes = validate_cases(cases, path, row_progress(progress, len(cases), "predicting"))
     summary = summarize(outcomes)
     files = output_files(outcomes, summary)
     print(format_summary(summary))
@@ -103,7 +118,15 @@ def run_validation_command(args: argparse.Namespace) -> int:
     # flag (the e2e fixtures) gets one pass, keeping the suite's time
     compare_sources = not getattr(args, "single_pass", True)
     if compare_sources:
-        lines = compare(cases, outcomes, lambda c: validate_case(c, path))
+        with Progress(enabled=not getattr(args, "quiet", False)) as progress:
+            again = row_progress(progress, len(cases), "with the other kernel source:")
+            seen = {c.id: i for i, c in enumerate(cases)}
+
+            def other(c: Case) -> Outcome:
+                again(seen.get(c.id, 0), c)
+                return validate_case(c, path)
+
+            lines = compare(cases, outcomes, other)
         files["validation_sources.csv"] = sources_csv(lines)
         print("\nmean |error| with the measured kernel tables and with the physical model alone:")
         print(format_sources(lines))
