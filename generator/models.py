@@ -20,7 +20,9 @@ from schema import setup_pb2
 from schema.errors import SetupError
 
 MODELS_DIR = Path(__file__).parent / "models"
-SUPPORTED_TYPES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "gpt2", "deepseek_v2")
+SUPPORTED_TYPES = tuple(
+    "llama mistral mixtral qwen2 qwen3 qwen3_moe gemma2 gpt2 phi3 deepseek_v2 deepseek_v3".split()
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class ModelConfig:
     mlp_bias: bool = False
     positions: int = 0  # learned absolute position embeddings (GPT-2), 0 = none
     post_norms: bool = False  # Gemma 2: norms after attention and MLP too
+    qk_norm: bool = False  # Qwen3: per-head RMSNorm of q and k (2 x head_dim weights a layer)
     # Mixture of experts
     experts: int = 0
     experts_per_token: int = 0
@@ -299,7 +302,7 @@ def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
         norm="rms",
         tie_embeddings=c.flag("tie_word_embeddings", mtype == "gemma2"),
     )
-    if mtype in ("llama", "mistral"):
+    if mtype in ("llama", "mistral", "phi3"):  # phi3: fused qkv / gate_up, the same math
         bias = c.flag("attention_bias", False)
         cfg = ModelConfig(**common, qkv_bias=bias, o_bias=bias, mlp_bias=c.flag("mlp_bias", False))
     elif mtype == "mixtral":
@@ -311,14 +314,36 @@ def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
         )
     elif mtype == "qwen2":
         cfg = ModelConfig(**common, qkv_bias=True)  # Qwen2 always has q/k/v biases
+    elif mtype in ("qwen3", "qwen3_moe"):
+        bias = c.flag("attention_bias", False)
+        cfg = ModelConfig(**common | _qwen3_moe(c, mtype), qkv_bias=bias, o_bias=bias, qk_norm=True)
     elif mtype == "gemma2":
         cfg = ModelConfig(**common, post_norms=True)
     else:
-        cfg = _deepseek_v2(c, common)
+        cfg = _deepseek(c, common)
     return check_config(cfg, where)
 
 
-def _deepseek_v2(c: _Config, common: dict[str, Any]) -> ModelConfig:
+def _qwen3_moe(c: _Config, mtype: str) -> dict[str, Any]:
+    """Qwen3-MoE's expert fields (none for dense qwen3): every layer sparse, no shared
+    experts; other layer patterns are rejected, not approximated."""
+    if mtype == "qwen3":
+        return {}
+    if c.optional("decoder_sparse_step", 1) != 1:
+        raise SetupError(f"{c.where}: qwen3_moe decoder_sparse_step != 1 is not supported")
+    if c.data.get("mlp_only_layers") not in (None, []):
+        raise SetupError(f"{c.where}: qwen3_moe mlp_only_layers (dense layers) are not supported")
+    return dict(
+        experts=c.dim("num_experts"),
+        experts_per_token=c.dim("num_experts_per_tok"),
+        moe_ffn=c.dim("moe_intermediate_size"),
+    )
+
+
+def _deepseek(c: _Config, common: dict[str, Any]) -> ModelConfig:
+    """DeepSeek-V2 / V3: latent attention, shared + routed experts after leading dense
+    layers (V3's multi-token-prediction module, num_nextn_predict_layers, is not part of
+    the model that serves tokens and is not counted, as DeepSeek's 671B is not)."""
     experts = c.optional("n_routed_experts", 0)
     if experts and c.optional("moe_layer_freq", 1) != 1:
         raise SetupError(f"{c.where}: moe_layer_freq != 1 is not supported")

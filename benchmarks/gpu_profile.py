@@ -1,0 +1,101 @@
+"""Kernel-by-kernel profiles of three measured workloads (benchmarks/gpu_workloads.py) on a
+lent GPU, as PyTorch-profiler traces that `mapshard profile compare` reads: where a plan's
+kernels and the measured step part ways (issue 35: the BF16 step's non-GEMM kernels).
+
+- training: one BF16 step of Llama-3.1-8B cut to 8 layers, seq 4096, micro-batch 2 (the
+  M-H200-T001 row's configuration);
+- prefill: one Llama-3.1-8B layer, 1 x 2048 tokens (M-H200-F002), eager;
+- decode: one Llama-3.1-8B layer, batch 64, KV 4096, per-query-head attention (M-H200-D006),
+  eager.
+
+Each trace keeps the GPU kernel events only (name, start, duration), which is all the
+comparison reads.
+
+On the device machine:  python3 benchmarks/gpu_profile.py --out $OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import gpu_workloads as gw
+
+
+def kernel_events(trace_path: Path) -> list[dict]:
+    with trace_path.open(encoding="utf-8") as f:
+        events = json.load(f).get("traceEvents", [])
+    keep = ("name", "ph", "cat", "ts", "dur")
+    return [
+        {k: ev[k] for k in keep if k in ev}
+        for ev in events
+        if ev.get("ph") == "X" and str(ev.get("cat", "")).lower() == "kernel"
+    ]
+
+
+def profiled(torch, fn, out: Path, name: str, warmup: int = 2) -> int:
+    """Run fn `warmup` times, then once under the profiler; write the kernel events."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    raw = out / f"{name}.raw.json"
+    prof.export_chrome_trace(str(raw))
+    events = kernel_events(raw)
+    raw.unlink()
+    (out / f"{name}.json").write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
+    total_us = sum(ev["dur"] for ev in events)
+    print(f"{name}: {len(events)} kernels, {total_us / 1e3:.3f} ms of kernel time", flush=True)
+    return len(events)
+
+
+def profile_training(torch, out: Path) -> None:
+    params, loss = gw.make_llama(torch, gw.LLAMA_8B, 8, False)
+    master = [p.detach().float() for p in params]
+    opt = torch.optim.AdamW(master, lr=1e-5, fused=True)
+    vocab = gw.LLAMA_8B[6]
+    tokens = torch.randint(0, vocab, (2, 4096), device="cuda")
+    labels = torch.randint(0, vocab, (2, 4096), device="cuda")
+
+    def step():
+        loss(tokens, labels).backward()
+        for p, m in zip(params, master, strict=True):
+            m.grad = p.grad.float()
+            p.grad = None
+        opt.step()
+        with torch.no_grad():
+            torch._foreach_copy_(params, master)
+
+    profiled(torch, step, out, "train_llama31_8b_8layers_s4096_b2")
+
+
+def profile_layers(torch, out: Path) -> None:
+    for name, batch, tokens, length, family in (
+        ("prefill_llama31_8b_layer_b1_s2048", 1, 2048, 2048, ""),
+        ("decode_llama31_8b_layer_b64_kv4096", 64, 1, 4096, "kv_per_query_head"),
+    ):
+        layer = gw.make_layer(torch, gw.LLAMA_8B, batch, tokens, length, family, False)
+        x0 = torch.randn(batch * tokens, gw.LLAMA_8B[1], device="cuda", dtype=torch.bfloat16)
+        with torch.no_grad():
+            profiled(torch, lambda layer=layer, x0=x0: layer(x0), out, name)
+
+
+def main() -> None:
+    import torch
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    out = ap.parse_args().out
+    out.mkdir(parents=True, exist_ok=True)
+    profile_training(torch, out)
+    torch.cuda.empty_cache()
+    profile_layers(torch, out)
+
+
+if __name__ == "__main__":
+    main()
