@@ -41,8 +41,6 @@ def resolve_system(setup: setup_pb2.Setup | NormalisedSetup, setup_path: Path) -
     chip = _chip(spec, native.origin(COMPUTE_UTIL), spec_problems)
     kernel_system, kernel_source = resolve_kernel_source(sysmsg, spec, spec_problems)
     chip = replace(chip, kernel_system=kernel_system, kernel_source=kernel_source)
-    if setup.execution.cuda_graph:  # no host launch pacing: no GEMM launch floor
-        chip = replace(chip, efficiency=replace(chip.efficiency, kernel_min_time_s=0.0))
     num_chip = resolve_num_chip(sysmsg, preset, problems, native)
     levels = resolve_levels(sysmsg, preset, spec, num_chip, problems, spec_problems, native)
     memory = _memory(spec, spec_problems)

@@ -88,8 +88,16 @@ def load_message(setup: setup_pb2.Setup, path: Path) -> Loaded:
 
 def resolve(loaded: Loaded) -> System:
     """The machine: preset <- library chip <- the setup's overrides, after the DFModel seam
-    has turned DFModel's fields into native ones (errors still name the user's fields)."""
-    return resolve_system(normalise(loaded.setup), loaded.path)
+    has turned DFModel's fields into native ones (errors still name the user's fields).
+    Kernels replayed from a CUDA graph (execution.cuda_graph) are not launch-paced: the
+    chip's GEMM launch floor does not apply."""
+    system = resolve_system(normalise(loaded.setup), loaded.path)
+    if loaded.setup.execution.cuda_graph:
+        chip = system.chip
+        system = replace(
+            system, chip=replace(chip, efficiency=replace(chip.efficiency, kernel_min_time_s=0.0))
+        )
+    return system
 
 
 def generate(loaded: Loaded, system: System) -> Workload:

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from hardware.resolve import resolve_system
 from mapshard.fidelity.cases import Case, parse_extra
 from mapshard.fidelity.predict import predict
 from mapshard.fidelity.scenarios import build_setup
+from mapshard.pipeline import resolve
+from mapshard.scenario import Loaded
 from schema import setup_pb2
 
 
@@ -31,8 +32,8 @@ def h200_setup(cuda_graph: bool) -> setup_pb2.Setup:
 
 
 def test_the_graph_drops_the_launch_floor_and_keeps_the_overhead():
-    paced = resolve_system(h200_setup(False), Path("setup.txt")).chip.efficiency
-    graph = resolve_system(h200_setup(True), Path("setup.txt")).chip.efficiency
+    paced = resolve(Loaded(h200_setup(False), Path("setup.txt"))).chip.efficiency
+    graph = resolve(Loaded(h200_setup(True), Path("setup.txt"))).chip.efficiency
     assert paced.kernel_min_time_s == pytest.approx(7.5e-6)
     assert graph.kernel_min_time_s == 0.0
     assert graph.kernel_overhead_s == paced.kernel_overhead_s == pytest.approx(2.0e-6)
