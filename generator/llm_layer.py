@@ -213,6 +213,11 @@ class Layer:
             shardable=["tokens", *kn, "hidden"],
         )
         assert q.dims == (T, *qh, D) and kv.dims == (T, KVd, *kh, D)
+        if c.qk_norm:
+            # Qwen3: an RMSNorm over each query and key head (head_dim weights each), before
+            # RoPE; the key norm streams the stacked K/V tensor, as kv_rope does
+            q = self.norm("q_norm", q, weight=(D,))
+            kv = self.norm("k_norm", kv, weight=(D,))
         if self.shape.rope:
             q = rope(b, "q_rope", q, abpe=self.a, shardable=["tokens", *qn])
             kv = rope(b, "kv_rope", kv, abpe=self.a, shardable=["tokens", *kn])

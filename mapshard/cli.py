@@ -21,6 +21,7 @@ EXAMPLES = {
     "explain": "mapshard explain scenarios/llama31_8b_decode_h100",
     "bounds": "mapshard bounds scenarios/llama31_8b_decode_h100 --out /tmp/bounds",
     "hardware": "mapshard hardware list; mapshard hardware show H100-SXM5-80GB",
+    "models": "mapshard models",
     "sweep": "mapshard sweep scenarios/sweep_llama70b/sweep.txt --workers 2 --out /tmp/sweep",
     "validate": "mapshard validate tests/data/validation/validation_dev_structured.csv "
     "--out /tmp/val",
@@ -109,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _sub(sub, "hardware", "List or show the hardware library.")
     p.add_argument("action", choices=["list", "show"])
     p.add_argument("name", nargs="?")
+
+    _sub(sub, "models", "List the shipped models (hf_model names) with their parameter counts.")
 
     p = _sub(sub, "sweep", "Run a design-space sweep (local processes or a Dask cluster).")
     p.add_argument("sweep_file")

@@ -10,6 +10,7 @@ from generator.export import generated_files
 from hardware import library
 from mapshard import pipeline
 from mapshard.compare import compare_csv, compare_html, format_table, load_side
+from mapshard.models_list import format_models, model_rows
 from mapshard.outdir import check_writable, replace_folder
 from mapshard.profile import run_profile_command
 from mapshard.progress import Progress
@@ -131,6 +132,11 @@ def cmd_hardware(args: argparse.Namespace) -> int:
             "mapshard hardware show: give a chip or system name (see `mapshard hardware list`)"
         )
     print(library.format_show(args.name))
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    print(format_models(model_rows()))
     return 0
 
 
