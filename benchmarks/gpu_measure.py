@@ -6,7 +6,8 @@ shapes whose check rows MapShard misses by 22-32%), fused attention (causal pref
 and backward through cuDNN and FlashAttention; GQA decode against a KV cache), the HBM copy
 bandwidth, and one Llama-3.1-8B-shaped layer's decode step (eager and CUDA-graph replay).
 Timing: GEMMs, attention and copies back to back in one stream between two CUDA events
-(the cuBLASLt-bench convention of the GEMM rows), the median of ROUNDS rounds.
+(the cuBLASLt-bench convention of the GEMM rows), the median of gpu_workloads.ROUNDS rounds;
+short kernels from a replayed CUDA graph of them (no host launch gaps).
 
 On the device machine (PyTorch is there):  python3 benchmarks/gpu_measure.py --out $OUT
 Back here, file the rows by the split rule (sha256 of the id, VALIDATION_SCHEMA.md):
@@ -21,7 +22,6 @@ import csv
 import datetime
 import hashlib
 import random
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +34,6 @@ HERE = Path(__file__).resolve().parents[1]
 FIT = HERE / "tests" / "data" / "validation" / "validation_public_fit.csv"
 CHECK = HERE / "tests" / "data" / "validation" / "validation_public_check.csv"
 DEV = HERE / "tests" / "data" / "validation" / "validation_dev_structured.csv"
-ROUNDS = 5
 
 CUBES = (1024, 2048, 4096, 8192)
 DECODE_M = (1, 16, 64, 128)
@@ -158,19 +157,7 @@ def place(measured: Path) -> tuple[int, int]:
 
 def stream_time_s(torch, fn: Callable[[], object], reps: int) -> float:
     """Median over ROUNDS of the mean time of `reps` back-to-back calls (one stream)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(ROUNDS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3 / reps)
-    return statistics.median(times)
+    return gpu_workloads.timed(torch, fn, reps, smoke=False)
 
 
 def reps_for(seconds_each: float) -> int:

@@ -112,6 +112,24 @@ def dev(smoke: bool) -> str:
 # ---------------------------------------------------------------------------------------
 
 
+def dense_cells(shape: tuple) -> dict[str, object]:
+    """The schema cells of a dense Llama-shaped model on one GPU (no parallelism)."""
+    _, hidden, heads, kv_heads, dim, ffn, _, _ = shape
+    return dict(
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=dim,
+        ffn_hidden=ffn,
+        ffn_kind="swiglu",
+        experts=0,
+        experts_per_token=0,
+        tp=1,
+        pp=1,
+        dp=1,
+    )
+
+
 def grouped_decode_attention(sdpa, q, k, v):
     """q (b, H, d) against k, v (b, G, L, d): the H/G query heads of each KV head as H/G
     query rows of one attention call, so each KV head is read once."""
@@ -313,18 +331,8 @@ def measure_layers(
                 f"layer_{phase}",
                 precision="bf16",
                 model=f"{name} (one layer)",
-                hidden=hidden,
                 layers=1,
-                heads=heads,
-                kv_heads=kv_heads,
-                head_dim=dim,
-                ffn_hidden=ffn,
-                ffn_kind="swiglu",
-                experts=0,
-                experts_per_token=0,
-                tp=1,
-                pp=1,
-                dp=1,
+                **dense_cells(shape),
                 batch=batch,
                 metric="layer_time_s",
                 value=repr(per_layer),
@@ -499,19 +507,9 @@ def measure_training_step(torch, new_row: Callable[..., dict], smoke: bool = Fal
                 "training_step",
                 precision="bf16",
                 model=f"{name} ({layers} of its layers)",
-                hidden=hidden,
                 layers=layers,
-                heads=heads,
-                kv_heads=kv_heads,
-                head_dim=dim,
-                ffn_hidden=ffn,
-                ffn_kind="swiglu",
                 vocab=vocab,
-                experts=0,
-                experts_per_token=0,
-                tp=1,
-                pp=1,
-                dp=1,
+                **dense_cells(shape),
                 cp=1,
                 ep=1,
                 virtual_pipeline=1,
