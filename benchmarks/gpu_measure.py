@@ -1,10 +1,11 @@
 """Measure on a lent GPU what the validation set lacks (issue 16, part 6), as rows of the
 validation schema (tests/data/validation/VALIDATION_SCHEMA.md) with the device named.
 
-What: GEMMs in BF16 and FP8 (square, decode-sized M, and skinny N: the 802816 x 768 x N
-shapes whose check rows MapShard misses by 22-32%), fused attention (causal prefill forward
-and backward through cuDNN and FlashAttention; GQA decode against a KV cache), the HBM copy
-bandwidth, and one Llama-3.1-8B-shaped layer's decode step (eager and CUDA-graph replay).
+What (STEPS, each its own row-id letter): GEMMs in BF16, FP8 and FP64 (square, decode-sized
+M, the skinny-N 802816 x 768 x N shapes, and a seeded log-uniform random family), fused
+causal attention forward and backward (cuDNN, FlashAttention), the HBM copy bandwidth, and
+through benchmarks/gpu_workloads.py: MoE expert GEMMs, decode attention in both kernel
+families, Llama layers' decode steps and prefills, BF16 training steps, single-GPU HPL.
 Timing: GEMMs, attention and copies back to back in one stream between two CUDA events
 (the cuBLASLt-bench convention of the GEMM rows), the median of gpu_workloads.ROUNDS rounds;
 short kernels from a replayed CUDA graph of them (no host launch gaps).
