@@ -2,8 +2,9 @@
 model folder, a short name shipped in generator/models/, or a Hugging Face hub id).
 
 Hub ids are resolved with huggingface_hub: the local cache first (`local_files_only=True`),
-then the shipped copy of the same model name, then a download unless HF_HUB_OFFLINE is set
-or the hub's host cannot be reached (checked with one connect, so offline fails at once).
+then the shipped copy of the same model name, then, only when the user allows it
+(MAPSHARD_HUB_DOWNLOAD=1, not under HF_HUB_OFFLINE), a download, unless the hub's host
+cannot be reached (checked with one connect, so offline fails at once).
 """
 
 from __future__ import annotations
@@ -409,8 +410,20 @@ def _hub_reachable(timeout_s: float = 2.0) -> bool:
     return True
 
 
+DOWNLOAD_ENV = "MAPSHARD_HUB_DOWNLOAD"  # "1": an hf_model hub id may be downloaded
+
+
+def downloads_allowed() -> bool:
+    """A run reaches out to the hub only when the user says so (issue 36: no default that
+    reaches out): MAPSHARD_HUB_DOWNLOAD=1, and never under HF_HUB_OFFLINE."""
+    yes = os.environ.get(DOWNLOAD_ENV, "").strip().lower() in ("1", "true", "yes")
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("", "0", "false", "no")
+    return yes and not offline
+
+
 def _hub_config(repo_id: str, where: str) -> Path | None:
-    """config.json of a hub repo: cache first, then a download unless HF_HUB_OFFLINE."""
+    """config.json of a hub repo: the local cache, then the shipped copy of the same name,
+    then (downloads_allowed) a download."""
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:  # pragma: no cover - a declared dependency
@@ -422,7 +435,7 @@ def _hub_config(repo_id: str, where: str) -> Path | None:
     shipped = MODELS_DIR / repo_id.rsplit("/", 1)[-1] / "config.json"
     if shipped.is_file():
         return shipped
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("", "0", "false", "no"):
+    if not downloads_allowed():
         return None
     if not _hub_reachable():
         return None  # offline: huggingface_hub would retry for ~23 s before failing
@@ -450,10 +463,15 @@ def resolve_hf_model(ref: str, setup_path: Path, where: str) -> tuple[dict[str, 
         path = _hub_config(ref, where)
         if path is not None:
             return _read_json(path, where), ref.rsplit("/", 1)[-1]
+        why = (
+            "could not be downloaded (offline, gated or unknown id)"
+            if downloads_allowed()
+            else f"downloads are off (set {DOWNLOAD_ENV}=1 to fetch its config.json)"
+        )
         raise SetupError(
-            f"{where}: hub model {ref!r} is not in the local Hugging Face cache and could not "
-            "be downloaded (offline, gated or unknown id); download its config.json, put it "
-            f'in a folder and set hf_model to that folder (e.g. hf_model: "models/{ref}")'
+            f"{where}: hub model {ref!r} is not in the local Hugging Face cache nor shipped, "
+            f"and {why}; or put its config.json in a folder and set hf_model to that folder "
+            f'(e.g. hf_model: "models/{ref}"); `mapshard models` lists the shipped ones'
         )
     raise SetupError(
         f"{where}: hf_model {ref!r} is neither a file or folder (relative to "

@@ -8,8 +8,10 @@ import json
 import os
 from pathlib import Path
 
+import huggingface_hub
 import pytest
 
+from generator import models
 from mapshard.cli import EXIT_BAD_INPUT, main
 
 TINY_LLAMA = {
@@ -105,9 +107,6 @@ def test_good_tiny_config_runs(tmp_path: Path, capsys) -> None:
 def test_unreachable_hub_is_not_retried(tmp_path: Path, capsys, monkeypatch) -> None:
     """Offline, a hub id missing from the cache fails with its message at once: no download
     is attempted (huggingface_hub would retry for ~23 s)."""
-    import huggingface_hub
-
-    from generator import models
 
     def download(repo_id, filename, local_files_only=False, **kw):
         assert local_files_only, "a download was attempted while the hub is unreachable"
@@ -116,5 +115,23 @@ def test_unreachable_hub_is_not_retried(tmp_path: Path, capsys, monkeypatch) -> 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
     monkeypatch.setattr(models, "_hub_reachable", lambda timeout_s=2.0: False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv(models.DOWNLOAD_ENV, "1")
     code, where = _run(tmp_path, "some-org/not-cached-model")
     _assert_one_error(capsys, code, where, "could not be downloaded")
+
+
+def test_hub_downloads_are_off_unless_allowed(tmp_path: Path, capsys, monkeypatch) -> None:
+    """No default reaches out (issue 36): with the hub reachable but MAPSHARD_HUB_DOWNLOAD
+    unset, a hub id missing from the cache and the shipped models is one error naming the
+    variable, and no download is attempted."""
+
+    def download(repo_id, filename, local_files_only=False, **kw):
+        assert local_files_only, "a download was attempted without MAPSHARD_HUB_DOWNLOAD"
+        raise FileNotFoundError(filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(models, "_hub_reachable", lambda timeout_s=2.0: True)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv(models.DOWNLOAD_ENV, raising=False)
+    code, where = _run(tmp_path, "some-org/not-cached-model")
+    _assert_one_error(capsys, code, where, "MAPSHARD_HUB_DOWNLOAD=1")
