@@ -139,6 +139,19 @@ def _parquet(system: str, op: str, framework: str, version: str, table: str):
         return pd.read_parquet(Path(path))
 
 
+@functools.cache
+def table_frame(system: str, op: str, framework: str, version: str, table: str):
+    """One whole table as a pandas DataFrame (as collected: latency in milliseconds), None
+    when the package is not installed or the version holds no such table."""
+    root = _data_root()
+    if (
+        root is None
+        or not (root / system / op / framework / version / f"{table}.parquet").is_file()
+    ):
+        return None
+    return _parquet(system, op, framework, version, table)
+
+
 def _grid(rows, n_col: str | None) -> Grid:
     """Grid of (n, k) curves from a frame with m, k, latency (ms) and optionally n."""
     curves: dict[tuple[int, int], Curve] = {}
