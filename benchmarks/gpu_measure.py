@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded by path
+import gpu_runs  # noqa: E402
 import gpu_workloads  # noqa: E402
 
 HERE = Path(__file__).resolve().parents[1]
@@ -301,8 +302,8 @@ STEPS: dict[str, tuple[str, Callable[..., list[dict]]]] = {
     "layer_prefill": ("F", gpu_workloads.measure_layer_prefill),
     "decode_attention": ("A", gpu_workloads.measure_decode_attention),
     "expert_gemms": ("E", gpu_workloads.measure_expert_gemms),
-    "training_step": ("T", gpu_workloads.measure_training_step),
-    "hpl": ("H", gpu_workloads.measure_hpl),
+    "training_step": ("T", gpu_runs.measure_training_step),
+    "hpl": ("H", gpu_runs.measure_hpl),
     "gemms": ("G", measure_gemms),
     "prefill_attention": ("P", measure_attention),
     "copy": ("C", measure_copy),

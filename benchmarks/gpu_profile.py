@@ -20,6 +20,7 @@ import argparse
 import json
 from pathlib import Path
 
+import gpu_runs
 import gpu_workloads as gw
 
 
@@ -55,7 +56,7 @@ def profiled(torch, fn, out: Path, name: str, warmup: int = 2) -> int:
 
 
 def profile_training(torch, out: Path) -> None:
-    params, loss = gw.make_llama(torch, gw.LLAMA_8B, 8, False)
+    params, loss = gpu_runs.make_llama(torch, gw.LLAMA_8B, 8, False)
     master = [p.detach().float() for p in params]
     opt = torch.optim.AdamW(master, lr=1e-5, fused=True)
     vocab = gw.LLAMA_8B[6]

@@ -104,18 +104,27 @@ def test_good_tiny_config_runs(tmp_path: Path, capsys) -> None:
     assert code == 0, capsys.readouterr().err
 
 
-def test_unreachable_hub_is_not_retried(tmp_path: Path, capsys, monkeypatch) -> None:
-    """Offline, a hub id missing from the cache fails with its message at once: no download
-    is attempted (huggingface_hub would retry for ~23 s)."""
+def cache_only_hub(monkeypatch, reachable: bool, allow: bool) -> None:
+    """The hub as the tests below need it: nothing cached, reachable or not, downloads
+    allowed or not, and any download attempt fails the test."""
 
     def download(repo_id, filename, local_files_only=False, **kw):
-        assert local_files_only, "a download was attempted while the hub is unreachable"
+        assert local_files_only, "a download was attempted"
         raise FileNotFoundError(filename)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
-    monkeypatch.setattr(models, "_hub_reachable", lambda timeout_s=2.0: False)
+    monkeypatch.setattr(models, "_hub_reachable", lambda timeout_s=2.0: reachable)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv(models.DOWNLOAD_ENV, "1")
+    if allow:
+        monkeypatch.setenv(models.DOWNLOAD_ENV, "1")
+    else:
+        monkeypatch.delenv(models.DOWNLOAD_ENV, raising=False)
+
+
+def test_unreachable_hub_is_not_retried(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Offline, a hub id missing from the cache fails with its message at once: no download
+    is attempted (huggingface_hub would retry for ~23 s)."""
+    cache_only_hub(monkeypatch, reachable=False, allow=True)
     code, where = _run(tmp_path, "some-org/not-cached-model")
     _assert_one_error(capsys, code, where, "could not be downloaded")
 
@@ -124,14 +133,6 @@ def test_hub_downloads_are_off_unless_allowed(tmp_path: Path, capsys, monkeypatc
     """No default reaches out (issue 36): with the hub reachable but MAPSHARD_HUB_DOWNLOAD
     unset, a hub id missing from the cache and the shipped models is one error naming the
     variable, and no download is attempted."""
-
-    def download(repo_id, filename, local_files_only=False, **kw):
-        assert local_files_only, "a download was attempted without MAPSHARD_HUB_DOWNLOAD"
-        raise FileNotFoundError(filename)
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
-    monkeypatch.setattr(models, "_hub_reachable", lambda timeout_s=2.0: True)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv(models.DOWNLOAD_ENV, raising=False)
+    cache_only_hub(monkeypatch, reachable=True, allow=False)
     code, where = _run(tmp_path, "some-org/not-cached-model")
     _assert_one_error(capsys, code, where, "MAPSHARD_HUB_DOWNLOAD=1")
