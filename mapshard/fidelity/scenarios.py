@@ -397,7 +397,8 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     # "none": the physical model alone, mapshard.fidelity.sources)
     setup.system.kernel_source = case.extra.get("kernel_source", "")
     # kernels replayed from a CUDA graph: no host launch pacing, no GEMM launch floor
-    setup.execution.cuda_graph = case.extra.get("timing", "") == GRAPH_TIMING
+    if case.extra.get("timing", "") == GRAPH_TIMING:
+        setup.execution.cuda_graph = True
     # no overlap set: kernel by kernel with the chip's calibrated overlap (ChipSpec.overlap;
     # GPUs SERIAL_NETWORK), exactly what `mapshard run` of the same setup assumes; a recipe
     # that overlaps its TP collectives says so (an execution block whose overlap stays
