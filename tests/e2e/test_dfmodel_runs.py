@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from mapshard.cli import main
-from mapshard.run import run
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "dfmodel"
@@ -278,21 +277,8 @@ def test_dfmodels_committed_gpt3_1t_log_at_450_GBps(tmp_path: Path) -> None:
     assert any(float(c["network_s"]) == pytest.approx(one, rel=1e-12) for c in cfgs)
 
 
-@pytest.mark.slow
-def test_readme_native_run_compares_with_dfmodel(tmp_path: Path) -> None:
-    """The README example in the native model: DFModel's p2p term is hand-derived
-    (128 x 2*25600*2048*2 B / 50 GB/s = 0.536870912 s) and its bubble is the native
-    pipeline compute x (128-1) / (3072 x 1), compared on the plan the work budgets give
-    (the same at any load)."""
-    result = run(README, tmp_path / "nat")
-    plan = result.plan
-    rows = {name: (a, b) for name, a, b in plan.model_differences}
-    assert rows["pipeline transfers"][1] == pytest.approx(0.536870912, rel=1e-12)
-    compute = plan.time_breakdown["pipeline_compute"]
-    assert rows["pipeline bubble"][1] == pytest.approx(compute * 127 / 3072, rel=1e-12)
-    assert rows["optimizer step (not in DFModel)"] == (plan.optimizer_s, 0.0)
-    s = json.loads((tmp_path / "nat" / "summary.json").read_text())
-    assert {t["term"] for t in s["native_vs_dfmodel_s"]} == set(rows)
+# test_readme_native_run_compares_with_dfmodel is in tests/e2e/test_gallery.py, on the
+# gallery's run of the README scenario (the same `run(README, out)`, solved once there).
 
 
 def test_hpl_on_one_level_is_refused_by_the_dfmodel_cost_model_in_one_line(

@@ -2,12 +2,20 @@
 latency is never below the FLOP roofline (workload FLOP / (chips x peak)), nor, for
 inference, below reading each chip's share of the weights once at the DRAM bandwidth; every
 solved choice's roofline bound (math-precision peak x calibrated efficiency) is below it.
-The plan.txt each run writes runs again to the same plan."""
+The plan.txt each run writes runs again to the same plan.
+
+Each scenario is run once per module (`gallery_run`): the re-check tests below (from
+tests/e2e/test_spine.py) and the README comparison (from tests/e2e/test_dfmodel_runs.py)
+read the same runs instead of solving the scenarios again (DFModel's README example takes
+~30 s per solve)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +24,10 @@ from golden_headlines import GOLDEN, headlines
 from mapshard import pipeline
 from mapshard.cli import main
 from mapshard.report.terminal import format_summary
-from mapshard.run import analyse, run
+from mapshard.run import Result, analyse, run
+from mapshard.scenario import Scenario, scenario_options
+from solver.plan import Plan
+from solver.verify import verify_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 GALLERY = sorted(p.parent.name for p in (ROOT / "scenarios").glob("*/setup.txt"))
@@ -24,10 +35,33 @@ SLOW = {"gpt3_175b_train_a100", "dfmodel_gpt3_1t_sn30"}  # seconds of outer sear
 GALLERY_PARAMS = [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in GALLERY]
 
 
+class _GalleryRuns:
+    """`run(scenario, out)` of each gallery scenario, once per module, on the setup's work
+    budgets: the same plan at any load (no wall-clock limit decides it). The Results are
+    frozen (tests replace, never mutate) and their result folders are only read."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.done: dict[str, Result] = {}
+
+    def __call__(self, name: str) -> Result:
+        if name not in self.done:
+            self.done[name] = run(ROOT / "scenarios" / name, self.root / name / "result")
+        return self.done[name]
+
+
+@pytest.fixture(scope="module")
+def gallery_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Result]:
+    return _GalleryRuns(tmp_path_factory.mktemp("gallery"))
+
+
 @pytest.mark.parametrize("name", GALLERY_PARAMS)
-def test_gallery_scenario_runs_and_respects_the_roofline(name: str, tmp_path: Path) -> None:
-    out = tmp_path / "result"
-    result = run(ROOT / "scenarios" / name, out)  # the setup's work budgets decide
+def test_gallery_scenario_runs_and_respects_the_roofline(
+    name: str, gallery_run: Callable[[str], Result]
+) -> None:
+    result = gallery_run(name)  # `run(scenario, out)`: the setup's work budgets decide
+    out = result.out
+    assert out is not None
     # the roofline bound that orders and prunes the outer search is a true lower bound
     for c in result.plan.choices:
         if c.latency_s is not None:
@@ -127,3 +161,105 @@ def test_same_input_gives_byte_identical_results(tmp_path: Path) -> None:
         a, b = (o / f for o in outs)
         if f not in ("timing.json", ".mapshard-results"):  # the marker hashes the rest
             assert a.read_bytes() == b.read_bytes(), f
+
+
+# The pipeline spine's re-check (moved here from tests/e2e/test_spine.py to read the runs
+# above instead of solving every gallery scenario a second time): every plan is re-checked
+# before it is written (solver.verify).
+
+
+def _solved(gallery_run: Callable[[str], Result], name: str) -> tuple[Scenario, Plan]:
+    """The scenario and plan `run` solved for a gallery scenario (the runs above, on the
+    setup's work budgets: the same plan at any load). A serving view or a request stream
+    solves other setups (one per point or engine step), so its plain plan is solved here."""
+    result = gallery_run(name)
+    if result.views.serving is None and result.views.stream is None:
+        return result.scenario, result.plan
+    return _plain_solved(name)
+
+
+@functools.cache
+def _plain_solved(name: str) -> tuple[Scenario, Plan]:
+    """Solved once per test session (the plans are frozen; tests replace, never mutate), on
+    the setup's work budgets: the same plan at any load (no wall-clock limit decides it)."""
+    sc = pipeline.load_scenario(ROOT / "scenarios" / name)
+    return sc, pipeline.solve(sc)
+
+
+def _verify(sc: Scenario, plan) -> list[str]:
+    return verify_plan(plan, sc.workload, sc.system, scenario_options(sc))
+
+
+@pytest.mark.parametrize("name", GALLERY)
+def test_every_gallery_plan_passes_the_recheck(
+    name: str, gallery_run: Callable[[str], Result]
+) -> None:
+    sc, plan = _solved(gallery_run, name)
+    assert _verify(sc, plan) == []
+    assert pipeline.check(sc, plan) is plan
+
+
+def _with_config(plan, phase_i: int, config_i: int, **changes):
+    phase = plan.phases[phase_i]
+    configs = list(phase.configs)
+    configs[config_i] = replace(configs[config_i], **changes)
+    phases = list(plan.phases)
+    phases[phase_i] = replace(phase, configs=tuple(configs))
+    return replace(plan, phases=tuple(phases))
+
+
+def test_recheck_catches_hand_corrupted_plans(gallery_run: Callable[[str], Result]) -> None:
+    # DATAFLOW: several kernels per config
+    sc, plan = _solved(gallery_run, "dfmodel_gpt3_1t_sn30")
+    c = plan.phases[0].configs[0]
+
+    bad = _with_config(plan, 0, 0, latency_s=c.latency_s * 0.5)
+    assert any("latency" in v for v in _verify(sc, bad))
+    with pytest.raises(pipeline.PlanCheckError, match="latency"):
+        pipeline.check(sc, bad)
+
+    bad = _with_config(plan, 0, 0, sram_bytes=sc.system.chip.sram_bytes * 2)
+    assert any("SRAM" in v and "chip" in v for v in _verify(sc, bad))
+
+    bad = _with_config(plan, 0, 0, compute_s=c.compute_s * 1.5 + 1e-6)
+    assert any("compute" in v for v in _verify(sc, bad))
+
+    bad = replace(plan, memory=replace(plan.memory, weights=plan.memory.capacity * 2))
+    assert any("capacity" in v for v in _verify(sc, bad))
+
+    few = replace(scenario_options(sc), num_config=1)
+    if len(plan.phases[0].configs) > 1:
+        assert any("num_config" in v for v in verify_plan(plan, sc.workload, sc.system, few))
+
+
+def test_recheck_catches_a_backward_edge(gallery_run: Callable[[str], Result]) -> None:
+    sc, plan = _solved(gallery_run, "dfmodel_gpt3_1t_sn30")
+    phase = plan.phases[0]
+    last = max(c.index for c in phase.configs)
+    graph = next(p.graph for p in sc.workload.phases if p.name == phase.name)
+    src = graph.edges[0].src
+    kernels = tuple(replace(k, config=last + 1) if k.name == src else k for k in phase.kernels)
+    bad = replace(plan, phases=(replace(phase, kernels=kernels), *plan.phases[1:]))
+    assert any("runs backwards" in v for v in _verify(sc, bad))
+
+
+# Moved here from tests/e2e/test_dfmodel_runs.py: it reads the gallery's run of DFModel's
+# README scenario (the identical `run(scenario, out)`) instead of solving it again.
+
+
+@pytest.mark.slow
+def test_readme_native_run_compares_with_dfmodel(gallery_run: Callable[[str], Result]) -> None:
+    """The README example in the native model: DFModel's p2p term is hand-derived
+    (128 x 2*25600*2048*2 B / 50 GB/s = 0.536870912 s) and its bubble is the native
+    pipeline compute x (128-1) / (3072 x 1), compared on the plan the work budgets give
+    (the same at any load)."""
+    result = gallery_run("dfmodel_gpt3_1t_sn30")  # run(README, out)
+    assert result.out is not None
+    plan = result.plan
+    rows = {name: (a, b) for name, a, b in plan.model_differences}
+    assert rows["pipeline transfers"][1] == pytest.approx(0.536870912, rel=1e-12)
+    compute = plan.time_breakdown["pipeline_compute"]
+    assert rows["pipeline bubble"][1] == pytest.approx(compute * 127 / 3072, rel=1e-12)
+    assert rows["optimizer step (not in DFModel)"] == (plan.optimizer_s, 0.0)
+    s = json.loads((result.out / "summary.json").read_text())
+    assert {t["term"] for t in s["native_vs_dfmodel_s"]} == set(rows)

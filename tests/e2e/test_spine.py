@@ -1,87 +1,22 @@
 """The pipeline spine: every plan is re-checked before it is written (solver.verify), the
 result folder gets the workload (frontier plot, real graph edges), and generators size
-their graph by the resolved system, not the setup's raw chip count."""
+their graph by the resolved system, not the setup's raw chip count.
+
+The re-check of every gallery plan (and of hand-corrupted ones) is in
+tests/e2e/test_gallery.py, on that file's runs of the gallery (each solved once)."""
 
 from __future__ import annotations
 
-import functools
 import re
-from dataclasses import replace
 from pathlib import Path
 
-import pytest
 from google.protobuf import text_format
 
 from mapshard import pipeline
 from mapshard.run import run
-from mapshard.scenario import Scenario, scenario_options
 from schema import setup_pb2
-from solver.verify import verify_plan
 
 ROOT = Path(__file__).resolve().parents[2]
-GALLERY = sorted(p.parent.name for p in (ROOT / "scenarios").glob("*/setup.txt"))
-
-
-@functools.cache
-def _solved(name: str) -> tuple[Scenario, object]:
-    """Solved once per test session (the plans are frozen; tests replace, never mutate), on
-    the setup's work budgets: the same plan at any load (no wall-clock limit decides it)."""
-    sc = pipeline.load_scenario(ROOT / "scenarios" / name)
-    return sc, pipeline.solve(sc)
-
-
-def _verify(sc: Scenario, plan) -> list[str]:
-    return verify_plan(plan, sc.workload, sc.system, scenario_options(sc))
-
-
-@pytest.mark.parametrize("name", GALLERY)
-def test_every_gallery_plan_passes_the_recheck(name: str) -> None:
-    sc, plan = _solved(name)
-    assert _verify(sc, plan) == []
-    assert pipeline.check(sc, plan) is plan
-
-
-def _with_config(plan, phase_i: int, config_i: int, **changes):
-    phase = plan.phases[phase_i]
-    configs = list(phase.configs)
-    configs[config_i] = replace(configs[config_i], **changes)
-    phases = list(plan.phases)
-    phases[phase_i] = replace(phase, configs=tuple(configs))
-    return replace(plan, phases=tuple(phases))
-
-
-def test_recheck_catches_hand_corrupted_plans() -> None:
-    sc, plan = _solved("dfmodel_gpt3_1t_sn30")  # DATAFLOW: several kernels per config
-    c = plan.phases[0].configs[0]
-
-    bad = _with_config(plan, 0, 0, latency_s=c.latency_s * 0.5)
-    assert any("latency" in v for v in _verify(sc, bad))
-    with pytest.raises(pipeline.PlanCheckError, match="latency"):
-        pipeline.check(sc, bad)
-
-    bad = _with_config(plan, 0, 0, sram_bytes=sc.system.chip.sram_bytes * 2)
-    assert any("SRAM" in v and "chip" in v for v in _verify(sc, bad))
-
-    bad = _with_config(plan, 0, 0, compute_s=c.compute_s * 1.5 + 1e-6)
-    assert any("compute" in v for v in _verify(sc, bad))
-
-    bad = replace(plan, memory=replace(plan.memory, weights=plan.memory.capacity * 2))
-    assert any("capacity" in v for v in _verify(sc, bad))
-
-    few = replace(scenario_options(sc), num_config=1)
-    if len(plan.phases[0].configs) > 1:
-        assert any("num_config" in v for v in verify_plan(plan, sc.workload, sc.system, few))
-
-
-def test_recheck_catches_a_backward_edge() -> None:
-    sc, plan = _solved("dfmodel_gpt3_1t_sn30")
-    phase = plan.phases[0]
-    last = max(c.index for c in phase.configs)
-    graph = next(p.graph for p in sc.workload.phases if p.name == phase.name)
-    src = graph.edges[0].src
-    kernels = tuple(replace(k, config=last + 1) if k.name == src else k for k in phase.kernels)
-    bad = replace(plan, phases=(replace(phase, kernels=kernels), *plan.phases[1:]))
-    assert any("runs backwards" in v for v in _verify(sc, bad))
 
 
 def test_run_report_has_the_frontier_and_the_graph_edges(tmp_path: Path) -> None:

@@ -49,14 +49,24 @@ def _check_complete(results: Path, reference: dict[str, dict[str, str]]) -> None
     assert comparable(rows) == reference
 
 
-def test_driver_sigterm_then_sigkill_then_resume(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    """The uninterrupted sweep's rows (without the wall-clock columns), once for the module:
+    both tests compare their resumed results with it (rows do not depend on the number of
+    workers: tests/e2e/test_sweep.py)."""
+    folder = tmp_path_factory.mktemp("reference")
+    sweep = write_sweep(folder, TINY_LLM + AXES)
+    ref = run_sweep(load_sweep(sweep), out=folder / "ref", workers=2, quiet=True,
+                    write_outputs=False)  # fmt: skip
+    return comparable(ref.rows)
+
+
+def test_driver_sigterm_then_sigkill_then_resume(
+    tmp_path: Path, reference: dict[str, dict[str, str]]
+) -> None:
     """SIGTERM: exit 143 with every finished row kept and nothing else printed (no
     multiprocessing noise); SIGKILL of the resumed driver: the next run completes it."""
     sweep = write_sweep(tmp_path, TINY_LLM + AXES)
-    ref = run_sweep(
-        load_sweep(sweep), out=tmp_path / "ref", workers=2, quiet=True, write_outputs=False
-    )
-    reference = comparable(ref.rows)
     assert len(reference) == TOTAL
 
     out = tmp_path / "out"
@@ -102,10 +112,11 @@ def test_driver_sigterm_then_sigkill_then_resume(tmp_path: Path) -> None:
     assert _lines(results) - 1 == TOTAL
 
 
-def test_a_killed_worker_loses_no_point(tmp_path: Path) -> None:
+def test_a_killed_worker_loses_no_point(
+    tmp_path: Path, reference: dict[str, dict[str, str]]
+) -> None:
     sweep = write_sweep(tmp_path, TINY_LLM + AXES)
     spec = load_sweep(sweep)
-    ref = run_sweep(spec, out=tmp_path / "ref", workers=1, quiet=True, write_outputs=False)
     out = tmp_path / "out"
     outcome: list[object] = []
     driver = threading.Thread(
@@ -120,4 +131,4 @@ def test_a_killed_worker_loses_no_point(tmp_path: Path) -> None:
     os.kill(victims[0].pid, signal.SIGKILL)
     driver.join(timeout=120)
     assert not driver.is_alive()
-    _check_complete(out / "results.csv", comparable(ref.rows))
+    _check_complete(out / "results.csv", reference)

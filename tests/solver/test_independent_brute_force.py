@@ -11,12 +11,14 @@ KERNEL_BY_KERNEL and DATAFLOW with num_config 1-3, with and without overlap.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import random
 from pathlib import Path
 
 import pytest
-from independent.exhaustive import optimum, reprice
+from independent.exhaustive import optimum as _optimum
+from independent.exhaustive import reprice
 from independent.instances import SHAPES, Instance, random_instance, setup_text
 
 import mapshard
@@ -36,6 +38,13 @@ def _instance(seed: int) -> Instance:
     chips = 1 + seed % 4
     dataflow = (seed // 5) % 2 == 0
     return random_instance(rng, shape, chips, dataflow)
+
+
+@functools.cache
+def optimum(inst: Instance):
+    """The independent brute force, once per instance for the module (a seed's instance is
+    enumerated by both tests below and by the relabelling checks: seconds each)."""
+    return _optimum(inst)
 
 
 def _ids() -> list[str]:

@@ -6,6 +6,7 @@ façade. Read from the source with `ast`, so an import that only runs on some pa
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,8 +73,10 @@ def _visit(
         _visit(module, child, in_function or function, typing_only or typing, graph, local)
 
 
+@functools.cache
 def _imports() -> tuple[dict[str, set[str]], list[str]]:
-    """module -> modules it imports at run time; and every function-local project import."""
+    """module -> modules it imports at run time; and every function-local project import.
+    Parsed once, when a test first asks (not while collecting, on every xdist worker)."""
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
     local: list[str] = []
     for module, path in MODULES.items():
@@ -124,28 +127,26 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-GRAPH, LOCAL = _imports()
-
-
 def test_the_checker_sees_a_cycle_and_a_local_import() -> None:
     """The checker itself, on a hand-made graph: a -> b -> c -> a is one cycle, d alone."""
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert "mapshard.run" in GRAPH["mapshard.api"]  # `from mapshard.run import ...`
-    assert "mapshard.pipeline" in GRAPH["mapshard.analyses.serving"]  # `from mapshard import`
+    graph, _ = _imports()
+    assert "mapshard.run" in graph["mapshard.api"]  # `from mapshard.run import ...`
+    assert "mapshard.pipeline" in graph["mapshard.analyses.serving"]  # `from mapshard import`
 
 
 def test_no_import_cycle_in_any_package() -> None:
-    assert _cycles(GRAPH) == []
+    assert _cycles(_imports()[0]) == []
 
 
 def test_no_project_import_inside_a_function() -> None:
-    assert LOCAL == []
+    assert _imports()[1] == []
 
 
 def test_outside_the_solver_only_its_facade_is_imported() -> None:
     reached = sorted(
         f"{m} -> {t}"
-        for m, targets in GRAPH.items()
+        for m, targets in _imports()[0].items()
         if not m.startswith("solver")
         for t in targets
         if t.startswith("solver") and t not in SOLVER_FACADE
