@@ -140,6 +140,35 @@ def _parquet(system: str, op: str, framework: str, version: str, table: str):
 
 
 @functools.cache
+def generation_attention_grid(
+    system: str,
+    framework: str,
+    version: str,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    kv_dtype: str,
+) -> Grid | None:
+    """The decode-attention table of one head layout and KV-cache type ("bfloat16" or
+    "fp8"), full attention (window 0, beam 1), as a Grid with k = KV tokens (step + 1) and
+    curves over m = sequences in the batch; None when the version holds no such rows."""
+    frame = table_frame(system, "attention", framework, version, "generation_attention_perf")
+    if frame is None:
+        return None
+    rows = frame[
+        (frame.num_heads == heads)
+        & (frame.num_key_value_heads == kv_heads)
+        & (frame.head_dim == head_dim)
+        & (frame.kv_cache_dtype == kv_dtype)
+        & (frame.window_size == 0)
+        & (frame.beam_width == 1)
+    ]
+    if rows.empty:
+        return None
+    return _grid(rows.assign(m=rows.batch_size, k=rows.step + 1), None)
+
+
+@functools.cache
 def table_frame(system: str, op: str, framework: str, version: str, table: str):
     """One whole table as a pandas DataFrame (as collected: latency in milliseconds), None
     when the package is not installed or the version holds no such table."""

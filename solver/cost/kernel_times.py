@@ -9,7 +9,10 @@ Sources, first that applies:
    BF16/FP16 (the bfloat16 rows: same tensor-core rate) and FP8 (the per-tensor FP8 rows
    less the activation quantize they include, from the same version's quantize table; the
    engines fuse that quantize into the producer, FP8 training casts it in kernels of its own);
-   interpolated over shape, exact on grid points (`kernel_db.lookup`);
+   interpolated over shape, exact on grid points (`kernel_db.lookup`); and group-aware
+   decode attention (TensorRT-LLM's generation-attention table, over sequences and KV
+   tokens, per head layout and cache type), which is memory-bound: its time stands for the
+   compute part and the model's own KV traffic still bounds it from below;
 2. the roofline with the chip's calibrated efficiency (solver.cost.efficiency), "fitted";
 3. the peak, "uncalibrated", when the chip (or the precision) has no fitted rate.
 
@@ -112,6 +115,42 @@ def measured_gemm_time(chip: Chip, m: int, n: int, k: int, precision: str) -> Ke
         seconds = max(seconds - q[0], 0.5 * seconds)
         what += " less its quantize"
     return KernelTime(seconds, f"measured:{_label(ref)} {what}, {how}")
+
+
+@dataclass(frozen=True)
+class DecodeAttentionShape:
+    """A decode attention kernel's per-chip extents: one query token per sequence against
+    a cache of kv_tokens, kv_bytes per cached element."""
+
+    sequences: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    kv_tokens: int
+    kv_bytes: float
+
+
+def measured_decode_attention_time(chip: Chip, shape: DecodeAttentionShape) -> KernelTime | None:
+    """A group-aware decode attention kernel's whole time from the chip's measured
+    generation-attention table (TensorRT-LLM's XQA kernels), interpolated over sequences and
+    KV tokens; None when no table covers the head layout or cache type."""
+    ref = table_of(chip)
+    kv_dtype = {2.0: "bfloat16", 1.0: "fp8"}.get(float(shape.kv_bytes))
+    if ref is None or kv_dtype is None:
+        return None
+    grid = kernel_db.generation_attention_grid(
+        *ref, shape.heads, shape.kv_heads, shape.head_dim, kv_dtype
+    )
+    if grid is None:
+        return None
+    hit = kernel_db.lookup(grid, shape.sequences, 0, shape.kv_tokens)
+    if hit is None:
+        return None
+    seconds, how = hit
+    framework, version = ref[1], ref[2]
+    return KernelTime(
+        seconds, f"measured:{framework}-{version} generation attention {kv_dtype} KV, {how}"
+    )
 
 
 @functools.cache
@@ -245,10 +284,18 @@ def split_factor(kernel: Kernel, chip: Chip, precision: str) -> float:
 
 
 def kernel_compute_time(
-    kernel: Kernel, chip: Chip, shape: GemmShape | None, flop: float, precision: str
+    kernel: Kernel,
+    chip: Chip,
+    shape: GemmShape | None,
+    flop: float,
+    precision: str,
+    decode: DecodeAttentionShape | None = None,
 ) -> KernelTime:
     """Compute time (per-kernel overhead excluded) of one kernel option and its source.
     `shape`: the per-chip GEMM extents of a two-input matrix kernel, None for any other;
+    `decode`: a group-aware decode attention kernel's per-chip extents (a measured table
+    times the whole kernel; its time less the overhead, never below the fused-attention
+    rate's, stands for the compute part, so the kernel costs at least the table's time);
     `chip`: at the workload's math precision's plateau (`efficiency.for_precision`)."""
     if flop <= 0:
         return KernelTime(0.0, "no compute")
@@ -260,6 +307,12 @@ def kernel_compute_time(
         if shape is not None:
             split = split_factor(kernel, chip, precision)
             return gemm_compute_time(chip, shape, flop, precision, split)
+        if kernel.kind == KernelKind.ATTENTION and decode is not None:
+            hit = measured_decode_attention_time(chip, decode)
+            if hit is not None:
+                least = flop / attention_rate(chip, precision)
+                busy = max(hit.seconds - chip.efficiency.kernel_overhead_s, least)
+                return KernelTime(busy, hit.source)
         if kernel.kind == KernelKind.ATTENTION:
             own = attention_precision(precision)
             fitted = "attention" in chip.calibration.measured

@@ -211,7 +211,30 @@ def _kernel_time(
             math.prod(sizes[d] for d in batch),
             grouped=GROUPED_DIM in batch,
         )
-    return kernel_times.kernel_compute_time(kernel, chip, shape, flop, precision)
+    return kernel_times.kernel_compute_time(
+        kernel, chip, shape, flop, precision, _decode_shape(kernel, sizes)
+    )
+
+
+def _decode_shape(
+    kernel: Kernel, sizes: dict[str, int]
+) -> kernel_times.DecodeAttentionShape | None:
+    """The per-chip extents of a decode attention kernel (one query token per sequence
+    against a KV cache, generator/llm_layer.py), None for any other kernel."""
+    if kernel.kind != KernelKind.ATTENTION or sizes.get("q_seq") != 1:
+        return None
+    cache = [o for o in kernel.operands if o.role == OperandRole.KV_CACHE]
+    need = ("batch", "kv_heads", "group", "head_dim", "kv_seq")
+    if not cache or any(d not in sizes for d in need):
+        return None
+    return kernel_times.DecodeAttentionShape(
+        sizes["batch"],
+        sizes["kv_heads"] * sizes["group"],
+        sizes["kv_heads"],
+        sizes["head_dim"],
+        sizes["kv_seq"],
+        cache[0].bytes_per_element,
+    )
 
 
 # a matrix kernel batched over this dim is an MoE layer's grouped GEMM (one GEMM per expert,
