@@ -46,22 +46,9 @@ def table_latency_s(batch: int, kv: int) -> float:
 
 
 def modelled_attention_s(batch: int, kv: int, tmp_path: Path) -> float:
-    setup = setup_pb2.Setup()
-    setup.system.chip = "H200-SXM-141GB"
-    setup.system.num_chip = 1
-    inf = setup.workload.llm_inference
-    inf.model.hf_model = "Llama-3.1-8B"
-    inf.phase = setup_pb2.DECODE
-    inf.batch, inf.input_len, inf.context_len = batch, kv, kv
-    folder = tmp_path / f"b{batch}_kv{kv}"
-    folder.mkdir()
-    (folder / "setup.txt").write_text(text_format.MessageToString(setup), encoding="utf-8")
-    out = folder / "out"
-    assert main(["run", str(folder), "--out", str(out), "--quiet", "--no-sensitivity"]) == 0
-    with (out / "kernels.csv").open(encoding="utf-8", newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["name"] == "attention"]
-    assert len(rows) == 1
-    return float(rows[0]["time_s"])
+    """The attention kernel's time in the plan of the physical model (no tables)."""
+    setup = decode_setup(batch, kv, "", setup_pb2.KV_SHARED)
+    return float(attention_row(setup, tmp_path, f"b{batch}_kv{kv}")["time_s"])
 
 
 @pytest.mark.skipif(not kernel_db.installed(), reason="aiconfigurator-core not installed")
