@@ -254,6 +254,11 @@ def _server_line(sv: ServerResult) -> str:
         for name, v in (("TTFT", sv.max_ttft_p99_s), ("TPOT", sv.max_tpot_p99_s))
         if v
     )
+    if sv.searched and sv.at_capacity:
+        return (
+            f"server: {sv.rate_per_s:.4g} requests/s, the offline throughput (every request at "
+            f"t = 0), already meets {lims}: the limits do not bind, the engine's capacity does"
+        )
     if sv.searched:
         return (
             f"server: the highest Poisson rate with {lims} is {sv.rate_per_s:.4g} requests/s "

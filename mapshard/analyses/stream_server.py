@@ -30,6 +30,8 @@ class ServerResult:
     within_limits: bool
     stats: StreamStats
     simulations: int
+    #: the searched rate is the offline throughput: the engine's capacity binds, not the limits
+    at_capacity: bool = False
 
     def as_dict(self) -> dict:
         return {
@@ -39,6 +41,7 @@ class ServerResult:
             "max_tpot_p99_s": self.max_tpot_p99_s,
             "within_limits": self.within_limits,
             "simulations": self.simulations,
+            "rate_at_capacity": self.at_capacity,
         }
 
 
@@ -73,7 +76,7 @@ def serve(
     hi = offline.requests_per_s
     top = simulate(at_rate(unit, hi), limits, step_cost)
     if within(top, max_ttft_s, max_tpot_s):
-        return ServerResult(hi, True, max_ttft_s, max_tpot_s, True, top, 2)
+        return ServerResult(hi, True, max_ttft_s, max_tpot_s, True, top, 2, at_capacity=True)
     lo = hi * LOWEST_SHARE
     best = simulate(at_rate(unit, lo), limits, step_cost)
     if not within(best, max_ttft_s, max_tpot_s):

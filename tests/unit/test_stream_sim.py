@@ -263,3 +263,12 @@ def test_a_short_prompt_only_step_is_priced_at_the_smallest_solved_prompt():
     table = StepTable((0, 1), (0, 32), times)
     assert table(0, 0.0, 16) == pytest.approx(4e-3)
     assert table(1, 10.0, 16) == pytest.approx(3.5e-3)
+
+
+def test_server_rate_at_capacity_when_the_limits_do_not_bind():
+    """A 3 s p99 TTFT limit holds even with both requests at t = 0 (TTFT 1.02 s): the rate
+    is the offline throughput, 2 / 1.02 req/s, and the result says the limits do not bind."""
+    sv = serve(UNIT, LIMITS, cost, 0.0, 3.0, None)
+    assert sv.searched and sv.at_capacity and sv.within_limits
+    assert sv.rate_per_s == pytest.approx(2 / 1.02)
+    assert not serve(UNIT, LIMITS, cost, 0.0, 1.5, None).at_capacity
