@@ -44,6 +44,9 @@ SYSTEMS = {
     "H200-SXM-141GB": "h200_sxm",  # "NVIDIA H200"
     "B200": "b200_sxm",  # "NVIDIA B200"
     "GB200": "gb200",  # "NVIDIA GB200"
+    "B300": "b300_sxm",  # "NVIDIA B300 SXM6 AC"
+    "GB300": "gb300",  # "NVIDIA GB300"
+    "L40S": "l40s",  # "NVIDIA L40S": bfloat16, fp8 and fp8_block GEMM rows, no nvfp4
 }
 
 
