@@ -33,19 +33,16 @@ from typing import Any
 
 from generator.builder import Arg, Dim, Dims, GraphBuilder, Tensor, dims_elements
 from generator.graph import Communication, KernelKind
+from generator.llm_attention import add_sinks, unfused_attention
 from generator.llm_mla import mla
 from generator.models import ModelConfig
 from generator.ops import GATED_FLOP, IN, KV, OUT, SOFTMAX_FLOP, add, binary, linear, norm, unary
 from generator.ops_attention import (
-    AttnInput,
     attention,
-    bmm,
-    dropout,
     kv_reread_bytes,
     kv_write,
     per_query_head,
     rope,
-    softmax,
 )
 from generator.ops_eager import eager_squared_relu
 from generator.ops_fp8 import FP8_BYTES, fp8_cast
@@ -243,7 +240,7 @@ class Layer:
             split = "kv_seq" if seg.q_seq == 1 else "q_seq"
             q_in = ("q", self.seg_view(q, qd), qd, IN, self.a)
             if self.shape.unfused_attention:
-                outs.append(self.unfused_attention(seg, q_in, kv_in, qh, kh, split))
+                outs.append(unfused_attention(self, seg, q_in, kv_in, qh, kh, split))
                 continue
             outs.append(
                 attention(
@@ -259,6 +256,8 @@ class Layer:
             )
             if per_head:
                 per_query_head(b, seg.name, group, dims_elements(kvd), self.kvb)
+            if c.attn_sinks:
+                add_sinks(b, seg.name, qh, self.w)
             self.core.append(seg.name)
         o_in = (T, *qh, D)
         return self.lin(
@@ -270,44 +269,6 @@ class Layer:
             bias=c.o_bias,
             shardable=["tokens", "hidden", *qn],
         )
-
-    def unfused_attention(
-        self, seg: AttnSegment, q_in: AttnInput, kv_in: AttnInput, qh: Dims, kh: Dims, split: str
-    ) -> Tensor:
-        """Attention as separate kernels, the scores S (batch, heads, q_seq, kv_seq) going
-        through memory: S = Q K^T (`<seg>_scores`), P = softmax(S) (`<seg>_softmax`),
-        dropout(P) in training (`<seg>_dropout`), O = P V (`<seg>_context`)."""
-        b, c = self.b, self.cfg
-        Bd, Q, K = ("batch", seg.batch), ("q_seq", seg.q_seq), ("kv_seq", seg.kv_seq)
-        D = ("head_dim", c.head_dim)
-        _, kt, _, krole, kbpe = kv_in  # keys and values stacked on the `kv` dim
-        kd = (Bd, K, *kh, D)
-        if kt is None:  # the KV cache: keys and values are read from memory
-            k_in, v_in = ("k_cache", None, kd, krole, kbpe), ("v_cache", None, kd, krole, kbpe)
-        else:
-            k_in = ("k", b.part(kt, kd), kd, krole, kbpe)
-            v_in = ("v", b.part(kt, kd), kd, krole, kbpe)
-        S = (Bd, *qh, Q, K)
-        shard = ["batch", *[d for d, _ in qh], split]
-        s_ = bmm(
-            b, f"{seg.name}_scores", [q_in, k_in], S, abpe=self.a, cls=seg.cls, shardable=shard
-        )
-        p = softmax(b, f"{seg.name}_softmax", s_, abpe=self.a, shardable=shard)
-        names = [f"{seg.name}_scores", f"{seg.name}_softmax"]
-        if self.shape.dropout:
-            p = dropout(b, f"{seg.name}_dropout", p, abpe=self.a, shardable=shard)
-            names.append(f"{seg.name}_dropout")
-        out = bmm(
-            b,
-            f"{seg.name}_context",
-            [("probs", p, S, IN, self.a), v_in],
-            (Bd, Q, *qh, D),
-            abpe=self.a,
-            cls=seg.cls,
-            shardable=shard,
-        )
-        self.core.extend([*names, f"{seg.name}_context"])
-        return out
 
     # -- MLP and MoE -----------------------------------------------------------------------
     def mlp(self, h: Tensor, prefix: str, width: int, bias: bool) -> Tensor:
@@ -372,6 +333,8 @@ class Layer:
         # the router scores every expert; under EP the routing table (T, all experts) is not
         # the local experts dim
         R = ("experts", c.experts) if ep == 1 else ("routes", c.experts)
+        if c.router_bias:  # its bias (experts,) is no expert's weight: not the experts dim
+            R = ("routes", c.experts)
         route = self.router(h, R)
         # the routed token copies of this graph's tokens, each way: every chip of the TP
         # group sends its share of them to its EP peers (solver.cost.own_network)
@@ -432,7 +395,10 @@ class Layer:
         """Each token's scores over every expert (`R`: a GEMM Megatron keeps in 16-bit),
         then its top-k choice: the routing table dispatch and combine read."""
         T, H = self.T, self.H
-        logits = self.lin("router", h, (T, H), (H, R), (T, R), fp8=False, shardable=["tokens"])
+        bias = self.cfg.router_bias
+        logits = self.lin(
+            "router", h, (T, H), (H, R), (T, R), fp8=False, bias=bias, shardable=["tokens"]
+        )
         route = self.b.add_kernel(
             "topk",
             KernelKind.ROUTER,
@@ -450,7 +416,9 @@ class Layer:
         each GEMM's FLOP counted on the `routed` token slots only."""
         c, H, F = self.cfg, self.H, ("ffn", self.cfg.moe_ffn)
         gemm = dict(
-            kind=KernelKind.BATCHED_GEMM, shardable=["experts", "expert_tokens", "ffn", "hidden"]
+            kind=KernelKind.BATCHED_GEMM,
+            shardable=["experts", "expert_tokens", "ffn", "hidden"],
+            bias=c.expert_bias,  # GPT-OSS: (experts, gate_up, ffn) and (experts, hidden)
         )
         if c.gated:
             GU = ("gate_up", 2)

@@ -10,19 +10,20 @@ cannot be reached (checked with one connect, so offline fails at once).
 from __future__ import annotations
 
 import json
-import math
 import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from generator.hf_readers import ConfigReader, gpt_oss_fields, llama4_fields, llama4_text
 from schema import setup_pb2
 from schema.errors import SetupError
 
 MODELS_DIR = Path(__file__).parent / "models"
 SUPPORTED_TYPES = tuple(
-    "llama mistral mixtral qwen2 qwen3 qwen3_moe gemma2 gpt2 phi3 deepseek_v2 deepseek_v3".split()
+    "llama mistral mixtral qwen2 qwen3 qwen3_moe gemma2 gpt2 phi3 deepseek_v2 deepseek_v3 kimi_k2 "
+    "gpt_oss llama4 llama4_text".split()
 )
 
 
@@ -54,6 +55,13 @@ class ModelConfig:
     shared_experts: int = 0
     first_dense_layers: int = 0
     capacity_factor: float = 0.0
+    router_bias: bool = False  # GPT-OSS: a bias on the router's logits
+    expert_bias: bool = False  # GPT-OSS: biases on each expert's gate_up and down
+    attn_sinks: bool = False  # GPT-OSS: one learned softmax sink logit per query head
+    # Sliding-window attention on `sliding_layers` layers (GPT-OSS): read, not modelled:
+    # every layer attends to the whole context (an upper bound on those layers' KV reads)
+    sliding_window: int = 0
+    sliding_layers: int = 0
     # Multi-head latent attention (DeepSeek-V2)
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
@@ -158,6 +166,9 @@ def from_spec(spec: setup_pb2.ModelSpec, where: str) -> ModelConfig:
         shared_experts=spec.num_shared_experts,
         first_dense_layers=spec.first_dense_layers,
         capacity_factor=spec.capacity_factor,
+        router_bias=arch == "gpt_oss",  # GPT-OSS's biases and sinks have no inline fields
+        expert_bias=arch == "gpt_oss",
+        attn_sinks=arch == "gpt_oss",
         q_lora_rank=spec.q_lora_rank,
         kv_lora_rank=spec.kv_lora_rank,
         qk_nope_head_dim=spec.qk_nope_head_dim,
@@ -203,57 +214,7 @@ def check_config(cfg: ModelConfig, where: str) -> ModelConfig:
 # ---------------------------------------------------------------------------------------
 
 
-MAX_DIM = 1 << 40  # larger than any model dimension; keeps byte counts finite
 MAX_CONFIG_BYTES = 8 << 20  # a config.json is a few KiB; refuse to parse a huge file
-
-
-class _Config:
-    """Typed reads of a config.json: every value is checked where it is read, so a string,
-    NaN, a list or a zero head count is one line naming the key, never a traceback."""
-
-    def __init__(self, data: dict[str, Any], where: str):
-        self.data, self.where = data, where
-
-    def _missing(self, key: str) -> SetupError:
-        mtype = self.data.get("model_type")
-        return SetupError(f"{self.where}: config.json has no {key!r}, which a {mtype} model needs")
-
-    def _whole(self, key: str, value: Any, minimum: int) -> int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            ok, value = True, int(value)
-        if not ok or not minimum <= value <= MAX_DIM:
-            shown = repr(value)[:40]
-            raise SetupError(
-                f"{self.where}: config.json {key!r} must be a whole number in "
-                f"{minimum}..{MAX_DIM}, got {shown}"
-            )
-        return int(value)
-
-    def dim(self, key: str, default: Any = None, minimum: int = 1) -> int:
-        """A required dimension (`default` when the key is absent or null)."""
-        value = self.data.get(key, default)
-        if value is None:
-            raise self._missing(key)
-        return self._whole(key, value, minimum)
-
-    def optional(self, key: str, default: int, minimum: int = 0) -> int:
-        """An optional dimension: absent, null or 0 means `default` (HF's convention)."""
-        value = self.data.get(key)
-        if value is None or (value == 0 and not isinstance(value, bool)):
-            return default
-        return self._whole(key, value, minimum)
-
-    def flag(self, key: str, default: bool) -> bool:
-        value = self.data.get(key, default)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            shown = repr(value)[:40]
-            raise SetupError(
-                f"{self.where}: config.json {key!r} must be true or false, got {shown}"
-            )
-        return value
 
 
 def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
@@ -265,7 +226,9 @@ def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
             f"supported: {', '.join(SUPPORTED_TYPES)} (or describe the model "
             "inline with `model {{ inline {{ ... }} }}`)"
         )
-    c = _Config(data, where)
+    if mtype in ("llama4", "llama4_text"):
+        data = llama4_text(data, where)
+    c = ConfigReader(data, where)
     if mtype == "gpt2":
         hidden, heads = c.dim("n_embd"), c.dim("n_head")
         cfg = ModelConfig(
@@ -320,12 +283,16 @@ def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
         cfg = ModelConfig(**common | _qwen3_moe(c, mtype), qkv_bias=bias, o_bias=bias, qk_norm=True)
     elif mtype == "gemma2":
         cfg = ModelConfig(**common, post_norms=True)
+    elif mtype == "gpt_oss":
+        cfg = ModelConfig(**common | gpt_oss_fields(c))
+    elif mtype in ("llama4", "llama4_text"):
+        cfg = ModelConfig(**common | llama4_fields(c))
     else:
         cfg = _deepseek(c, common)
     return check_config(cfg, where)
 
 
-def _qwen3_moe(c: _Config, mtype: str) -> dict[str, Any]:
+def _qwen3_moe(c: ConfigReader, mtype: str) -> dict[str, Any]:
     """Qwen3-MoE's expert fields (none for dense qwen3): every layer sparse, no shared
     experts; other layer patterns are rejected, not approximated."""
     if mtype == "qwen3":
@@ -341,10 +308,11 @@ def _qwen3_moe(c: _Config, mtype: str) -> dict[str, Any]:
     )
 
 
-def _deepseek(c: _Config, common: dict[str, Any]) -> ModelConfig:
-    """DeepSeek-V2 / V3: latent attention, shared + routed experts after leading dense
-    layers (V3's multi-token-prediction module, num_nextn_predict_layers, is not part of
-    the model that serves tokens and is not counted, as DeepSeek's 671B is not)."""
+def _deepseek(c: ConfigReader, common: dict[str, Any]) -> ModelConfig:
+    """DeepSeek-V2 / V3 and Kimi K2 (V3's architecture under model_type kimi_k2): latent
+    attention, shared + routed experts after leading dense layers (V3's multi-token-
+    prediction module, num_nextn_predict_layers, is not part of the model that serves tokens
+    and is not counted, as DeepSeek's 671B is not)."""
     experts = c.optional("n_routed_experts", 0)
     if experts and c.optional("moe_layer_freq", 1) != 1:
         raise SetupError(f"{c.where}: moe_layer_freq != 1 is not supported")

@@ -82,5 +82,7 @@ def format_models(rows: list[ModelRow]) -> str:
         for t in table
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if any(r.model_type == "llama4" for r in rows):
+        lines.append("llama4: the text model only (the vision tower is not built)")
     lines.append(f'{len(rows)} models; use one as `hf_model: "NAME"` in a workload')
     return "\n".join(lines)

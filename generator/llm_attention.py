@@ -1,0 +1,71 @@
+"""Attention pieces of one transformer layer beside the fused kernel (generator/llm_layer.py):
+the unfused form (scores through memory) and GPT-OSS's learned attention sinks. Dim names
+are llm_layer's."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from generator.builder import Dims, GraphBuilder, Tensor
+from generator.graph import Operand, OperandRole
+from generator.ops import IN
+from generator.ops_attention import AttnInput, bmm, dropout, softmax
+
+if TYPE_CHECKING:
+    from generator.llm_layer import AttnSegment, Layer
+
+
+def add_sinks(b: GraphBuilder, kernel: str, heads: Dims, wbpe: float) -> None:
+    """GPT-OSS's sinks: one learned logit per query head that joins every softmax row's
+    denominator (attention paid to no key). They are weights of the kernel that computes the
+    softmax (the fused attention kernel, or the unfused softmax), split with its heads; the
+    one extra exponential per row and the sinks' gradient are left out (64 values a layer)."""
+    k = b.kernels[kernel]
+    sinks = Operand("sinks", OperandRole.WEIGHT, tuple(d for d, _ in heads), wbpe)
+    b.kernels[kernel] = replace(k, operands=(*k.operands, sinks))
+
+
+def unfused_attention(
+    layer: Layer,
+    seg: AttnSegment,
+    q_in: AttnInput,
+    kv_in: AttnInput,
+    qh: Dims,
+    kh: Dims,
+    split: str,
+) -> Tensor:
+    """Attention as separate kernels, the scores S (batch, heads, q_seq, kv_seq) going
+    through memory: S = Q K^T (`<seg>_scores`), P = softmax(S) (`<seg>_softmax`),
+    dropout(P) in training (`<seg>_dropout`), O = P V (`<seg>_context`)."""
+    b, c, a = layer.b, layer.cfg, layer.a
+    Bd, Q, K = ("batch", seg.batch), ("q_seq", seg.q_seq), ("kv_seq", seg.kv_seq)
+    D = ("head_dim", c.head_dim)
+    _, kt, _, krole, kbpe = kv_in  # keys and values stacked on the `kv` dim
+    kd = (Bd, K, *kh, D)
+    if kt is None:  # the KV cache: keys and values are read from memory
+        k_in, v_in = ("k_cache", None, kd, krole, kbpe), ("v_cache", None, kd, krole, kbpe)
+    else:
+        k_in = ("k", b.part(kt, kd), kd, krole, kbpe)
+        v_in = ("v", b.part(kt, kd), kd, krole, kbpe)
+    S = (Bd, *qh, Q, K)
+    shard = ["batch", *[d for d, _ in qh], split]
+    s_ = bmm(b, f"{seg.name}_scores", [q_in, k_in], S, abpe=a, cls=seg.cls, shardable=shard)
+    p = softmax(b, f"{seg.name}_softmax", s_, abpe=a, shardable=shard)
+    if c.attn_sinks:
+        add_sinks(b, f"{seg.name}_softmax", qh, layer.w)
+    names = [f"{seg.name}_scores", f"{seg.name}_softmax"]
+    if layer.shape.dropout:
+        p = dropout(b, f"{seg.name}_dropout", p, abpe=a, shardable=shard)
+        names.append(f"{seg.name}_dropout")
+    out = bmm(
+        b,
+        f"{seg.name}_context",
+        [("probs", p, S, IN, a), v_in],
+        (Bd, Q, *qh, D),
+        abpe=a,
+        cls=seg.cls,
+        shardable=shard,
+    )
+    layer.core.extend([*names, f"{seg.name}_context"])
+    return out
