@@ -179,19 +179,25 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
+def _one_line(problem: str) -> str:
+    """An error as one terminal line: a carriage return or newline from a name in it (a
+    file, a chip) escaped like every other control character."""
+    return terminal_safe(problem).replace("\n", "\\n")
+
+
 def _main(argv: list[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
         return getattr(commands, f"cmd_{args.command}")(args)
     except SetupError as exc:
         for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
+            print(f"error: {_one_line(problem)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except InfeasibleError as exc:
-        print(f"infeasible: {exc.resource}: {exc}", file=sys.stderr)
+        print(f"infeasible: {_one_line(f'{exc.resource}: {exc}')}", file=sys.stderr)
         return EXIT_INFEASIBLE
     except NoPlanError as exc:
-        print(f"no plan: {exc}", file=sys.stderr)
+        print(f"no plan: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_NO_PLAN
     except KeyboardInterrupt as exc:
         print("interrupted: nothing was written", file=sys.stderr)

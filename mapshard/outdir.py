@@ -4,9 +4,10 @@ replaced only while they hold nothing but what MapShard wrote there.
 
 A marker file lists each file MapShard wrote with a hash of its content (timing.json, whose
 wall-clock figures differ every run, is listed without one); anything else in the folder —
-a sub-folder, a link, a file edited since (the README invites editing plan.txt), a name the
-marker lists without a hash — is the user's, and MapShard stops with one line instead of
-overwriting it, whatever a hand-written or stale marker says. Result folders, generated
+a sub-folder, a link, a file edited since (the README invites editing plan.txt) — is the
+user's, and MapShard stops with one line instead of overwriting it, whatever a hand-written
+or stale marker says: a marker not in the exact form MapShard writes (its header line, one
+plain file name and SHA-256 per line) vouches for nothing. Result folders, generated
 graphs, bounds, comparisons, validation and sweep outputs all go through `replace_folder`.
 
 The hidden sibling folders a write uses carry the writer's process id; one left by a killed
@@ -33,40 +34,64 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_HEADER = "MapShard result folder; MapShard may replace it. Files:\n"
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_MAX_MARKER_BYTES = 1 << 24  # far above any result folder's list
+
+
 def _marker_text(files: dict[str, bytes]) -> str:
-    return "MapShard result folder; MapShard may replace it. Files:\n" + "".join(
+    return _HEADER + "".join(
         f"{name}\n" if name in UNHASHED else f"{name} {_digest(files[name])}\n"
         for name in sorted(files)
     )
 
 
+def _plain_name(name: str) -> bool:
+    """A name MapShard can have written in the folder itself: no path, no NUL, not . or .."""
+    return (
+        name not in ("", ".", "..", MARKER)
+        and not any(c in name for c in "/\\\x00\n\r")
+        and len(name.encode("utf-8", "surrogateescape")) <= 255
+    )
+
+
 def _marked_files(folder: Path) -> dict[str, str] | None:
     """Name -> content hash ('' for UNHASHED names) of the files the folder's marker lists,
-    or None when there is no marker."""
+    or None when there is no marker or it is not one MapShard wrote (its header, one plain
+    name with a SHA-256 per line, UNHASHED names without): a hand-written or damaged marker
+    vouches for nothing."""
     marker = folder / MARKER
     if marker.is_symlink() or not marker.is_file():
         return None
-    lines = marker.read_text(errors="replace").splitlines()[1:]
-    marked = {}
-    for line in lines:
-        name, _, digest = line.strip().partition(" ")
-        if name:
-            marked[name] = digest
+    try:
+        if marker.stat().st_size > _MAX_MARKER_BYTES:
+            return None
+        text = marker.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith(_HEADER) or not text.endswith("\n"):
+        return None
+    body = text[len(_HEADER) : -1]
+    marked: dict[str, str] = {}
+    for line in body.split("\n") if body else []:
+        name, _, digest = line.rpartition(" ") if line not in UNHASHED else (line, "", "")
+        if not _plain_name(name) or name in marked:
+            return None
+        if (name in UNHASHED) != (digest == "") or (digest and not _DIGEST.fullmatch(digest)):
+            return None
+        marked[name] = digest
     return marked
 
 
 def _not_ours(folder: Path, marked: dict[str, str]) -> list[str]:
     """Entries the marker lists that MapShard cannot have left as they are: anything but a
-    plain file, a name with a path in it, a hashed name without a hash."""
+    plain file (a folder, a link)."""
     out = []
-    for name, digest in marked.items():
+    for name in marked:
         path = folder / name
         if not (path.exists() or path.is_symlink()):
             continue
-        plain = name not in ("", ".", "..") and "/" not in name and "\\" not in name
-        if not plain or path.is_symlink() or not path.is_file():
-            out.append(name)
-        elif not digest and name not in UNHASHED:
+        if path.is_symlink() or not path.is_file():
             out.append(name)
     return sorted(out)
 

@@ -158,8 +158,30 @@ def merge_override(setup: setup_pb2.Setup, path: Path) -> setup_pb2.Setup:
     return merged
 
 
+#: the first line each action writes: an existing --out file that starts otherwise is the
+#: user's, never overwritten
+FIRST_LINE = {"compare": "phase,kernel,part,class,", "calibrate": "# Efficiency of "}
+DEFAULT_OUT = {"compare": "profile_compare.csv", "calibrate": "calibration.txt"}
+
+
+def check_own_file(out: Path, action: str) -> None:
+    """Raise SetupError unless `out` is new or a file this action wrote before."""
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        raise SetupError(f"{out}: --out names a folder or a link; give the name of a new file")
+    if out.exists():
+        with open(out, "rb") as f:
+            head = f.readline(4096)
+        if not head.startswith(FIRST_LINE[action].encode("utf-8")):
+            raise SetupError(
+                f"{out}: the file exists and `mapshard profile {action}` did not write it; "
+                "it will not overwrite it: give another --out or remove the file"
+            )
+
+
 def run_profile_command(args: argparse.Namespace) -> int:
     """The CLI entry point (mapshard.commands.cmd_profile)."""
+    out = Path(args.out or DEFAULT_OUT[args.action])
+    check_own_file(out, args.action)
     scenario = pipeline.load_scenario(args.scenario)
     measured = read_profile(args.profile)
     plan = pipeline.plan(scenario)
@@ -171,7 +193,6 @@ def run_profile_command(args: argparse.Namespace) -> int:
         )
     if args.action == "compare":
         print(format_comparison(cmp))
-        out = Path(args.out or "profile_compare.csv")
         write_atomic(out, comparison_csv(cmp).encode("utf-8"))
         print(f"written: {out}")
         return 0
@@ -184,7 +205,6 @@ def run_profile_command(args: argparse.Namespace) -> int:
         chip.efficiency.kernel_overhead_s,
         scenario.system.dram.bandwidth_Bps,
     )
-    out = Path(args.out or "calibration.txt")
     text = override_text(cal, str(args.scenario), str(args.profile), chip.name, math if own else "")
     write_atomic(out, text.encode("utf-8"))
     print(text, end="")

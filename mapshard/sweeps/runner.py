@@ -83,7 +83,7 @@ def run_sweep(
     t0 = time.perf_counter()
     points, repeats = expand_points(spec)
     store = ResultsStore(out / RESULTS_NAME, spec.columns)
-    stored = store.open({p.point_id for p in points})
+    stored = store.open({p.point_id: p.index for p in points})
     driver = _Driver(spec, store, stored, points, quiet)
     terminated = False
     try:

@@ -4,19 +4,22 @@ Crash safety: the file is opened O_APPEND and the rows that reach the driver tog
 (usually one, a few when workers finish at once) are written as complete lines with a
 single os.write, then fsync'ed; rows never contain a newline. On open, a trailing partial line
 (an interrupted write) is cut off, and rows that cannot be a finished point — the wrong
-number of cells, an unknown status, an index that is not a number, a point_id already
-stored — are removed from the file (rewritten atomically) and reported, so the rows read
-back are exactly the points that finished, each once; their point_ids are skipped on
-resume. Only the driver writes the file.
+number of cells, an unknown status, an index that is not a number or not its point's, a
+point_id already stored — are removed from the file (rewritten atomically, also to drop a
+BOM or CRLF line ends an editor added) and reported, so the rows read back are exactly the
+points that finished, each once; their point_ids are skipped on resume. A file with other
+columns or with points this sweep does not have is another sweep's: refused, untouched.
+Only the driver writes the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import fcntl
 import io
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from mapshard.sweeps.metrics import STATUSES
@@ -41,23 +44,22 @@ class ResultsStore:
         self._lock: int | None = None
         self.dropped: list[str] = []  # rows removed on open, each with its reason
 
-    def open(self, point_ids: set[str] | None = None) -> dict[str, dict[str, str]]:
+    def open(self, points: Mapping[str, int] | None = None) -> dict[str, dict[str, str]]:
         """Open for appending (creating the file with its header); returns the rows already
-        there, by point_id. Raises SetupError when the file belongs to another sweep (its
-        columns differ, or it holds points that are not among `point_ids`: a sweep extended
-        by new points resumes, a different one never appends to it) or another driver is
-        writing it."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._take_lock()
+        there, by point_id. `points`: this sweep's point_id -> index. Raises SetupError,
+        leaving the file as it was, when it belongs to another sweep (its columns differ,
+        or it holds points that are not among `points`: a sweep extended by new points
+        resumes, a different one never appends to it) or another driver is writing it."""
         try:
-            rows = self._recover()
-            foreign = sorted(set(rows) - point_ids) if point_ids is not None else []
-            if foreign:
-                raise SetupError(
-                    f"{self.path}: holds {len(foreign)} point(s) that are not in this sweep "
-                    f"(e.g. point_id {foreign[0]}); it is another sweep's results: give "
-                    "another --out or remove the file"
-                )
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._take_lock()
+        except OSError as exc:  # --out under a file, a dangling link, no permission
+            raise SetupError(
+                f"{self.path.parent}: cannot write the sweep's results there "
+                f"({exc.strerror or exc}); give a writable folder for --out"
+            ) from None
+        try:
+            rows = self._recover(points)
         except BaseException:
             self.close()
             raise
@@ -101,63 +103,86 @@ class ResultsStore:
             ) from None
         self._lock = lock
 
-    def _recover(self) -> dict[str, dict[str, str]]:
+    def _recover(self, points: Mapping[str, int] | None) -> dict[str, dict[str, str]]:
+        """The finished points' rows; the file rewritten (atomically, only after every
+        check passed) as exactly those rows when it held anything else: a cut last line,
+        a BOM, CRLF line ends, rows that are not finished points."""
         header = csv_line(self.columns)
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             data = b""
-        if b"\n" not in data:  # missing, empty or a partial header
+        text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        complete = text[: text.rfind("\n") + 1]  # without an interrupted append's last line
+        if not complete and header.startswith(text):  # missing, empty or a partial header
             write_atomic(self.path, header.encode("utf-8"))
             return {}
-        end = data.rfind(b"\n") + 1
-        if end < len(data):
-            os.truncate(self.path, end)  # an interrupted append
-        lines = data[:end].decode("utf-8", errors="replace").splitlines()
-        found = next(csv.reader([lines[0]]))
+        lines = complete.split("\n")[:-1] if complete else [text]
+        found = next(csv.reader([lines[0]]), [])
         if tuple(found) != self.columns:
             raise SetupError(
-                f"{self.path}: its columns ({', '.join(found)}) are not this sweep's "
+                f"{self.path}: its columns ({', '.join(found)[:200]}) are not this sweep's "
                 f"({', '.join(self.columns)}); give another --out folder or remove the file"
             )
         rows: dict[str, dict[str, str]] = {}
-        self.dropped = []
-        for number, cells in enumerate(csv.reader(lines[1:]), start=2):
-            problem = self._row_problem(cells, rows)
+        dropped = []
+        for number, line in enumerate(lines[1:], start=2):
+            cells = next(csv.reader([line]), [])  # one row per line: rows hold no newline
+            problem = self._row_problem(cells, rows, points)
             if problem:
-                self.dropped.append(f"line {number}: {problem}")
+                dropped.append(f"line {number}: {problem}")
                 continue
             row = dict(zip(self.columns, cells))
             rows[row["point_id"]] = row
-        if self.dropped:  # keep only the good rows: a dropped one is never read again
-            kept = [csv_line(r[c] for c in self.columns) for r in rows.values()]
-            write_atomic(self.path, (header + "".join(kept)).encode("utf-8"))
+        foreign = sorted(set(rows) - set(points)) if points is not None else []
+        if foreign:
+            raise SetupError(
+                f"{self.path}: holds {len(foreign)} point(s) that are not in this sweep "
+                f"(e.g. point_id {foreign[0][:40]}); it is another sweep's results: give "
+                "another --out or remove the file"
+            )
+        self.dropped = dropped
+        kept = header + "".join(csv_line(r[c] for c in self.columns) for r in rows.values())
+        if kept.encode("utf-8") != data:  # a dropped row is never read again
+            write_atomic(self.path, kept.encode("utf-8"))
         return rows
 
-    def _row_problem(self, cells: list[str], rows: dict[str, dict[str, str]]) -> str:
+    def _row_problem(
+        self, cells: list[str], rows: dict[str, dict[str, str]], points: Mapping[str, int] | None
+    ) -> str:
         """Why a stored row is not a finished point ("" when it is one)."""
         if len(cells) != len(self.columns):
             return f"{len(cells)} cells where the header has {len(self.columns)}"
         row = dict(zip(self.columns, cells))
         if row.get("status") not in STATUSES:
-            return f"status {row.get('status')!r} is none of {', '.join(STATUSES)}"
+            return f"status {row.get('status', '')[:40]!r} is none of {', '.join(STATUSES)}"
         if not row.get("index", "").isdigit() or not row.get("point_id"):
             return "no point_id or a non-numeric index"
-        if row["point_id"] in rows:
-            return f"point_id {row['point_id']} is stored already"
+        pid = row["point_id"]
+        if points is not None and pid in points and row["index"] != str(points[pid]):
+            return f"point_id {pid} is point {points[pid]}, not {row['index'][:20]}"
+        if pid in rows:
+            return f"point_id {pid} is stored already"
         return ""
 
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write a file so readers see the old or the new content, never a mix."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:  # a folder of that name, no permission, disk full
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise SetupError(f"{path}: cannot write it ({where}{exc.strerror or exc})") from None
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:

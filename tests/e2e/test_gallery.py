@@ -263,3 +263,26 @@ def test_readme_native_run_compares_with_dfmodel(gallery_run: Callable[[str], Re
     assert rows["optimizer step (not in DFModel)"] == (plan.optimizer_s, 0.0)
     s = json.loads((result.out / "summary.json").read_text())
     assert {t["term"] for t in s["native_vs_dfmodel_s"]} == set(rows)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", GALLERY)
+def test_gallery_scenario_twice_gives_identical_folders(
+    name: str, gallery_run: Callable[[str], Result], tmp_path: Path
+) -> None:
+    """The determinism contract (issue #36 item 8) over the whole gallery: a second run of
+    each scenario gives byte-identical files apart from timing.json, the marker included
+    (it hashes every file but timing.json)."""
+    first = gallery_run(name).out
+    assert first is not None
+    second = run(ROOT / "scenarios" / name, tmp_path / "again").out
+    assert second is not None
+    names = sorted(p.name for p in first.iterdir())
+    assert names == sorted(p.name for p in second.iterdir())
+    assert "timing.json" in names
+    differ = [f for f in names if f != "timing.json" and not _same_bytes(first / f, second / f)]
+    assert differ == [], (name, differ)
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    return a.is_file() and b.is_file() and a.read_bytes() == b.read_bytes()
