@@ -14,7 +14,7 @@ from mapshard.models_list import format_models, model_rows
 from mapshard.outdir import check_writable, replace_folder
 from mapshard.profile import run_profile_command
 from mapshard.progress import Progress
-from mapshard.report.bounds import bounds_files, workload_gemms
+from mapshard.report.bounds import bounds_files, bounds_summary, gemm_bounds, workload_gemms
 from mapshard.report.explain import format_explain
 from mapshard.report.terminal import format_summary
 from mapshard.run import Result, run
@@ -119,7 +119,8 @@ def cmd_bounds(args: argparse.Namespace) -> int:
         )
     out = _out_dir(args.scenario, args.out, "bounds")
     replace_folder(out, bounds_files(gemms, scenario.system.chip.sram_bytes))
-    print(f"written: {out}")
+    print("\n".join(bounds_summary(gemm_bounds(gemms, scenario.system), scenario.system)))
+    print(f"\nwritten: {out / 'bounds.csv'}, {out / 'bounds.svg'}")
     return 0
 
 

@@ -1,7 +1,9 @@
 """Data-movement bounds of GEMMs: least DRAM traffic and attainable operational intensity
 as a function of the on-chip buffer (solver.cost.frontier's exact frontier), as CSV and a plot.
 
-Shows how far a kernel is from compute-bound and what a bigger buffer would buy.
+Shows how far a kernel is from compute-bound and what a bigger buffer would buy; the
+terminal summary (`bounds_summary`) gives each GEMM's least traffic at the chip's SRAM, its
+intensity against the chip's ridge point and which resource binds its roofline time.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ import csv
 import io
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from generator.graph import Kernel, OperandRole, Workload
-from mapshard.fmt import num
+from hardware.system import System
+from mapshard.fmt import fmt_bytes, fmt_si, fmt_time, num
 from mapshard.report.plots import frontier_svg
 from solver.api import gemm_dims, gemm_frontier
 from solver.plan import KernelPlan
@@ -170,3 +174,111 @@ def bounds_files(
         "bounds.csv": bounds_csv(kernels, buffer_bytes_max),
         "bounds.svg": frontier_svg(frontier_curves(kernels), buffer_bytes_max),
     }
+
+
+# bytes per element -> the precision whose peak a GEMM of that element size runs at
+PRECISION_OF_BYTES = {0.5: "int4", 1.0: "fp8", 2.0: "bf16", 4.0: "fp32", 8.0: "fp64"}
+MAX_SUMMARY_GEMMS = 12
+
+
+@dataclass(frozen=True)
+class GemmBound:
+    """One GEMM's data-movement bound at the chip's SRAM and its roofline time."""
+
+    name: str
+    m: int
+    k: int
+    n: int
+    precision: str
+    flop: float
+    dram_bytes: float | None  # least traffic with a tile that fits SRAM (None: none fits)
+    compulsory_bytes: float  # least traffic with any buffer (each operand once)
+    compulsory_buffer_bytes: float  # the least buffer that reaches it
+    least_buffer_bytes: float  # the least buffer any tile needs
+    compute_s: float  # FLOP / peak
+    memory_s: float | None  # dram_bytes / DRAM bandwidth
+
+    @property
+    def intensity(self) -> float | None:
+        return self.flop / self.dram_bytes if self.dram_bytes else None
+
+    @property
+    def binds(self) -> str:
+        if self.memory_s is None:
+            return "SRAM (no tile fits)"
+        return "compute" if self.compute_s >= self.memory_s else "memory"
+
+
+def gemm_bounds(
+    kernels: Sequence[tuple[str, int, int, int, float]], system: System
+) -> list[GemmBound]:
+    """Each GEMM's least DRAM traffic at the chip's SRAM (the frontier's best fitting point)
+    and its roofline time at peak: max(FLOP / peak FLOP/s, traffic / DRAM bandwidth)."""
+    sram, bw = system.chip.sram_bytes, system.dram.bandwidth_Bps
+    out = []
+    for name, m, k, n, bpe in kernels:
+        pts = frontier_points(m, k, n, bpe)
+        least = min(q for _, q, *_ in pts)
+        fitting = [q for b, q, *_ in pts if b <= sram]
+        traffic = min(fitting) if fitting else None
+        precision = PRECISION_OF_BYTES.get(float(bpe), "bf16")
+        flop = 2.0 * m * k * n
+        out.append(
+            GemmBound(
+                name=name,
+                m=m,
+                k=k,
+                n=n,
+                precision=precision,
+                flop=flop,
+                dram_bytes=traffic,
+                compulsory_bytes=least,
+                compulsory_buffer_bytes=min(b for b, q, *_ in pts if q <= least),
+                least_buffer_bytes=pts[0][0],
+                compute_s=flop / system.chip.peak(precision),
+                memory_s=traffic / bw if traffic is not None and bw > 0 else None,
+            )
+        )
+    return out
+
+
+def bounds_summary(bounds: Sequence[GemmBound], system: System) -> list[str]:
+    """Terminal lines: the chip's ridge point, then per GEMM (heaviest first) its least
+    traffic at SRAM, intensity, roofline time and the resource that binds."""
+    chip, bw = system.chip, system.dram.bandwidth_Bps
+    lines = [
+        f"{len(bounds)} GEMM(s) on {chip.name or 'the chip'}: SRAM {fmt_bytes(chip.sram_bytes)}"
+        f", DRAM {fmt_si(bw, 'B/s')}; times at peak FLOP/s and bandwidth (lower bounds)"
+    ]
+    heavy = sorted(bounds, key=lambda b: (-max(b.compute_s, b.memory_s or 0.0), b.name))
+    for b in heavy[:MAX_SUMMARY_GEMMS]:
+        peak = chip.peak(b.precision)
+        ridge = peak / bw if bw > 0 else float("inf")
+        head = f"  {b.name} {b.m}x{b.k}x{b.n} {b.precision}: "
+        if b.dram_bytes is None or b.memory_s is None or b.intensity is None:
+            lines.append(
+                head + f"no tile fits SRAM {fmt_bytes(chip.sram_bytes)} (needs "
+                f">= {fmt_bytes(b.least_buffer_bytes)})"
+            )
+            continue
+        at_sram = (
+            "compulsory"
+            if b.dram_bytes <= b.compulsory_bytes
+            else f"compulsory {fmt_bytes(b.compulsory_bytes)} needs "
+            f"{fmt_bytes(b.compulsory_buffer_bytes)} of buffer"
+        )
+        lines.append(
+            head + f"DRAM >= {fmt_bytes(b.dram_bytes)} ({at_sram}), "
+            f"{b.intensity:.3g} FLOP/B vs ridge {ridge:.3g} FLOP/B: {b.binds}-bound, "
+            f">= {fmt_time(max(b.compute_s, b.memory_s))} (compute {fmt_time(b.compute_s)}, "
+            f"memory {fmt_time(b.memory_s)})"
+        )
+    if len(heavy) > MAX_SUMMARY_GEMMS:
+        lines.append(f"  ... {len(heavy) - MAX_SUMMARY_GEMMS} more in bounds.csv")
+    tally: dict[str, int] = {}
+    for b in bounds:
+        tally[b.binds] = tally.get(b.binds, 0) + 1
+    lines.append(
+        "Binding: " + ", ".join(f"{res} {n} of {len(bounds)}" for res, n in sorted(tally.items()))
+    )
+    return lines

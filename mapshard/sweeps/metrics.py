@@ -50,8 +50,9 @@ TIMING_COLUMNS = ("solve_time_s",)
 
 
 # Text columns after the metrics: what a solved point's numbers rest on (never filtered or
-# optimised). chip_calibration: "calibrated" or "uncalibrated" (hardware.calibration).
-INFO_COLUMNS = ("chip_calibration",)
+# optimised). cost_basis: what system_cost is made of (COST_BASES); chip_calibration:
+# "calibrated" or "uncalibrated" (hardware.calibration).
+INFO_COLUMNS = ("cost_basis", "chip_calibration")
 RECORDED = (*METRICS, *INFO_COLUMNS)
 
 
@@ -59,8 +60,32 @@ def columns(axis_names: tuple[str, ...]) -> tuple[str, ...]:
     return (*LEAD_COLUMNS, *axis_names, *STATUS_COLUMNS, *RECORDED)
 
 
-def plan_metrics(plan: Any) -> dict[str, Any]:
-    """The headline metrics of a solver Plan, by the names of the summary.json contract."""
+# What a System Cost is made of. Only a cost that includes a price for every chip (the
+# hardware library's, cited in the chip file, or the setup's cost.accelerator_price) is a
+# purchase price that tokens/s per $ may divide by; DFModel's per-GB/s unit prices for DRAM,
+# links and switch ports alone are a modelling figure ("unit prices only"), not a price.
+LIBRARY_PRICE = "library chip price"
+SETUP_PRICE = "setup chip price"
+UNIT_PRICES_ONLY = "unit prices only"
+NOT_PRICED = "not priced"
+COST_BASES = (LIBRARY_PRICE, SETUP_PRICE, UNIT_PRICES_ONLY, NOT_PRICED)
+PRICED = (LIBRARY_PRICE, SETUP_PRICE)
+
+
+def cost_basis(system: Any, system_cost_usd: float | None) -> str:
+    """What a System Cost of `system_cost_usd` on a resolved System
+    (hardware.system.System) rests on."""
+    chip_usd = float(system.cost.accelerator_price)
+    if not system_cost_usd or system_cost_usd <= 0:
+        return NOT_PRICED
+    if chip_usd > 0:
+        return LIBRARY_PRICE if chip_usd == float(system.chip.price_usd) else SETUP_PRICE
+    return UNIT_PRICES_ONLY
+
+
+def plan_metrics(plan: Any, basis: str = NOT_PRICED) -> dict[str, Any]:
+    """The headline metrics of a solver Plan, by the names of the summary.json contract.
+    `basis` (cost_basis): tokens/s per $ only for a system whose chips carry a price."""
     s = summary_dict(plan)
     par = s.get("parallelism") or {}
     out: dict[str, Any] = {name: s.get(name) for name in METRICS}
@@ -69,11 +94,9 @@ def plan_metrics(plan: Any) -> dict[str, Any]:
     out["num_chips"] = s.get("num_chips", plan.num_chips)
     out["chip_calibration"] = (s.get("chip_calibration") or {}).get("status")
     tps, cost = out.get("tokens_per_s"), out.get("system_cost")
-    out["tokens_per_s_per_usd"] = (
-        tps / cost
-        if isinstance(tps, (int, float)) and isinstance(cost, (int, float)) and cost > 0
-        else None
-    )
+    priced = isinstance(cost, (int, float)) and cost > 0 and basis in PRICED
+    out["cost_basis"] = basis
+    out["tokens_per_s_per_usd"] = tps / cost if isinstance(tps, (int, float)) and priced else None
     return out
 
 

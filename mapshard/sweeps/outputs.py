@@ -1,8 +1,12 @@
 """What a finished sweep leaves beside results.csv, each file written atomically:
-- `pareto_*.svg` / `.png`: the fronts (dominated points grey);
+- `pareto_*.svg` / `.png`: the fronts (dominated points grey), front points labelled
+  "#index axis values" without overlaps;
 - `best_<objective>/setup.txt` + `README.md`: the best point per objective as a ready-to-run
   scenario folder (relative paths of the base rewritten to stay valid);
-- `sweep_report.html`: self-contained (inline SVG): counts, best points, fronts, failures.
+- `sweep_report.html`: self-contained (inline SVG): counts, best points, fronts with a
+  table of their points, failures; it reads on a 1400 px page (tables scroll inside it).
+A System Cost is a price only when its chips are priced (metrics.cost_basis): per-$ figures,
+cost fronts and the cheapest point use those costs, and every cost says what it is made of.
 """
 
 from __future__ import annotations
@@ -15,7 +19,15 @@ from typing import TYPE_CHECKING
 
 from mapshard.fmt import fmt_si, fmt_time
 from mapshard.sweeps import metrics
-from mapshard.sweeps.pareto import PLOTS, figure_png, figure_svg, front_figure
+from mapshard.sweeps.pareto import (
+    PLOTS,
+    axis_label,
+    cost_rows,
+    figure_png,
+    figure_svg,
+    front_figure,
+    front_rows,
+)
 from mapshard.sweeps.progress import fmt_counts, fmt_duration
 from mapshard.sweeps.store import RESULTS_NAME, write_atomic
 from schema import setup_pb2
@@ -30,12 +42,15 @@ REPORT_NAME = "sweep_report.html"
 def best_rows(rows: list[dict[str, str]], objectives: tuple[str, ...]) -> dict[str, dict[str, str]]:
     """The best solved row per objective (ties: the lowest point index)."""
     out: dict[str, dict[str, str]] = {}
+    bases = cost_rows(rows)
     for obj in objectives:
         best: tuple[float, dict[str, str]] | None = None
         for r in rows:
             value = metrics.known(obj, r.get(obj))
             if r["status"] not in metrics.SOLVED or value is None:
                 continue
+            if obj == "system_cost" and r.get("cost_basis", "") not in bases:
+                continue  # a unit-price-only cost is not cheaper than a priced system
             if best is None or metrics.better(obj, value, best[0]):
                 best = (value, r)
         if best is not None:
@@ -82,7 +97,7 @@ def write_outputs(outcome: SweepOutcome) -> list[Path]:
         if fig is None:
             continue
         svg = figure_svg(fig)
-        svgs.append((plot.title, svg))
+        svgs.append((plot.title, svg + _front_table(rows, plot, spec.axis_names)))
         for path, data in (
             (out / f"{plot.name}.svg", svg.encode("utf-8")),
             (out / f"{plot.name}.png", figure_png(fig)),
@@ -149,10 +164,13 @@ def _relocate(setup: setup_pb2.Setup, base_dir: Path, folder: Path) -> None:
                 model.hf_model = moved(model.hf_model)
 
 
-_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ddd;padding:3px 8px;
-text-align:right}th{background:#f4f4f4}td.t{text-align:left}figure{margin:1em 0}
-svg{max-width:100%;height:auto}code{background:#f4f4f4;padding:0 3px}"""
+_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;
+padding:0 1em;color:#222}.scroll{max-width:100%;overflow-x:auto}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ddd;
+padding:3px 8px;text-align:right;vertical-align:top}th{background:#f4f4f4}
+.t{text-align:left;overflow-wrap:break-word}small{color:#666}figure{margin:1em 0}
+svg{max-width:100%;height:auto}code{background:#f4f4f4;padding:0 3px;overflow-wrap:anywhere}
+summary{cursor:pointer;color:#444}"""
 
 
 def _e(x: object) -> str:
@@ -160,14 +178,23 @@ def _e(x: object) -> str:
 
 
 def _table(header: list[str], body: list[list[str]], text_cols: int = 1) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    """A table of escaped cells in a box that scrolls sideways rather than widen the page;
+    the first `text_cols` columns are text (left-aligned, wrapped)."""
+    return _raw_table(header, [[_e(c) for c in r] for r in body], tuple(range(text_cols)))
+
+
+def _raw_table(header: list[str], body: list[list[str]], left: tuple[int, ...] = (0,)) -> str:
+    """A table of cells already HTML (escaped by the caller); columns `left` are text."""
+    head = "".join(
+        f"<th{' class=t' if i in left else ''}>{_e(h)}</th>" for i, h in enumerate(header)
+    )
     rows = "".join(
         "<tr>"
-        + "".join(f"<td{' class=t' if i < text_cols else ''}>{_e(c)}</td>" for i, c in enumerate(r))
+        + "".join(f"<td{' class=t' if i in left else ''}>{c}</td>" for i, c in enumerate(r))
         + "</tr>"
         for r in body
     )
-    return f"<table><tr>{head}</tr>{rows}</table>"
+    return f"<div class=scroll><table><tr>{head}</tr>{rows}</table></div>"
 
 
 def _num(text: str) -> str:
@@ -175,20 +202,55 @@ def _num(text: str) -> str:
     return "" if x is None else f"{x:.4g}"
 
 
+def _priced(row: dict[str, str]) -> bool:
+    """Whether the row's System Cost is a price (its chips priced); rows written before
+    cost_basis existed count when their cost is positive."""
+    basis = row.get("cost_basis", "")
+    cost = metrics.number(row.get("system_cost", ""))
+    return bool(cost) and (basis in metrics.PRICED or basis == "")
+
+
 def _cell(row: dict[str, str], metric: str) -> str:
     """A best-point cell: a system without a price reads "not priced" (cost and tokens/s
     per $), one without power "not modelled", never 0."""
+    solved = row.get("status") in metrics.SOLVED
     cost = metrics.number(row.get("system_cost", ""))
     if metric in ("system_cost", "tokens_per_s_per_usd") and not cost:
-        return "not priced" if row.get("status") in metrics.SOLVED else ""
+        return "not priced" if solved else ""
+    if metric == "tokens_per_s_per_usd" and not _priced(row):
+        return "not priced" if solved else ""
     value = metrics.number(row.get(metric, ""))
     if metric == "system_power_W" and not value:
-        return "not modelled" if row.get("status") in metrics.SOLVED else ""
+        return "not modelled" if solved else ""
     if value is None:
         return ""
     units = {"latency_s": fmt_time(value), "system_cost": f"${fmt_si(value)}",
              "system_power_W": fmt_si(value, "W")}  # fmt: skip
     return units.get(metric, _num(row.get(metric, "")))
+
+
+def _cost_cell(row: dict[str, str]) -> str:
+    """System Cost and, beneath it, what it is made of (HTML)."""
+    text = _e(_cell(row, "system_cost"))
+    basis = row.get("cost_basis", "")
+    if metrics.number(row.get("system_cost", "")) and basis:
+        text += f"<br><small>{_e(basis)}</small>"
+    return text
+
+
+def _front_table(rows: list[dict[str, str]], plot, axis_names: tuple[str, ...]) -> str:  # noqa: ANN001
+    """The plot's front points by label number: which point (axis values) each is."""
+    front = front_rows(rows, plot, axis_names)
+    body = [
+        [f"#{r['index']}", _describe(r, axis_names), _cell(r, plot.x), _cell(r, plot.y)]
+        for r in front
+    ]
+    header = ["point", "axis values", axis_label(rows, plot.x), axis_label(rows, plot.y)]
+    return (
+        f"<details open><summary>{len(front)} points on the front</summary>"
+        + _table(header, body, text_cols=2)
+        + "</details>"
+    )
 
 
 def report_html(
@@ -207,37 +269,15 @@ def report_html(
     ]
     counts = [[s, str(outcome.counts.get(s, 0))] for s in metrics.STATUSES]
     parts.append("<h2>Points by status</h2>" + _table(["status", "points"], counts))
-    shown = ("latency_s", "system_cost", "system_power_W", "tokens_per_s_per_usd", "tp", "pp")
-    body = [
-        [
-            obj,
-            _num(r[obj]),
-            r["index"],
-            _describe(r, spec.axis_names),
-            r["status"],
-            *(_cell(r, m) for m in shown),
-            f"best_{obj}/",
-        ]
-        for obj, r in best.items()
-    ]
-    parts.append(
-        "<h2>Best points</h2>"
-        + (
-            _table(
-                ["objective", "value", "point", "axis values", "status", *shown, "scenario folder"],
-                body,
-                text_cols=1,
-            )
-            if body
-            else "<p>No point was solved.</p>"
-        )
-    )
+    parts.append("<h2>Best points</h2>" + _best_table(best, spec.axis_names))
+    parts.append(f"<p><small>{_e(COST_NOTE)}</small></p>")
     if svgs:
         parts.append(
             "<h2>Pareto fronts</h2><p>Faded or grey: dominated points. Latency plots over a "
-            "batch axis draw one front per batch size.</p>"
+            "batch axis draw one front per batch size. Labels: <code>#point</code> and its "
+            "axis values; the table under each plot lists every front point.</p>"
         )
-        parts += [f"<figure>{svg}<figcaption>{_e(t)}</figcaption></figure>" for t, svg in svgs]
+        parts += [f"<figure aria-label='{_e(t)}'>{svg}</figure>" for t, svg in svgs]
     reasons = Counter(
         r["reason"][:200] for r in rows if r["status"] in ("infeasible", "failed") and r["reason"]
     )
@@ -249,3 +289,37 @@ def report_html(
         )
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+COST_NOTE = (
+    "System Cost: the chips' price (the hardware library's cited list price, or the setup's "
+    "cost.accelerator_price) plus the setup's DRAM, link and switch unit prices ($ per GB/s). "
+    "A cost of unit prices only leaves the chips out: it is no purchase price, so tokens/s "
+    "per $ is not priced for it."
+)
+
+
+def _best_table(best: dict[str, dict[str, str]], axis_names: tuple[str, ...]) -> str:
+    """One row per objective: its best point, the scenario folder written for it (linked),
+    and the point's headline numbers."""
+    if not best:
+        return "<p>No point was solved.</p>"
+    body = []
+    for obj, r in best.items():
+        point = f"#{r['index']}" + ("" if r["status"] == "optimal" else f" ({r['status']})")
+        body.append(
+            [
+                f"<a href='best_{_e(obj)}/setup.txt'>{_e(obj)}</a>",
+                _e(_cell(r, obj)),
+                _e(point),
+                _e(_describe(r, axis_names)),
+                _e(_cell(r, "latency_s")),
+                _cost_cell(r),
+                _e(_cell(r, "tokens_per_s_per_usd")),
+                _e(_cell(r, "system_power_W")),
+                _e(f"{r.get('tp', '') or '-'} x {r.get('pp', '') or '-'}"),
+            ]
+        )
+    header = ["objective (folder)", "best", "point", "axis values", "latency", "System Cost",
+              "tokens/s per $", "System Power", "TP x PP"]  # fmt: skip
+    return _raw_table(header, body, left=(0, 2, 3))

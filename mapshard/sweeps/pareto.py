@@ -30,14 +30,20 @@ LABELS = {
     "tokens_per_s": "throughput (tokens/s)",
     "tokens_per_s_per_usd": "tokens/s per $",
 }
+# the cost axis says what the cost is made of (metrics.cost_basis)
+COST_LABELS = {
+    "priced": "System Cost ($: chips at their price + unit prices)",
+    "unit": "System Cost ($: DRAM, link, switch unit prices only; chips not priced)",
+}
 
 
 @dataclass(frozen=True)
 class FrontPlot:
     name: str  # file stem
-    title: str
+    title: str  # "<y> vs <x>": the axes' names
     x: str  # metric on x
     y: str  # metric on y
+    needs: str = ""  # a metric a point must have to be drawn ("" = none)
 
 
 PLOTS = (
@@ -45,9 +51,10 @@ PLOTS = (
     FrontPlot("pareto_latency_vs_power", "Latency vs System Power", "system_power_W", "latency_s"),
     FrontPlot(
         "pareto_tokens_per_usd",
-        "Throughput vs System Cost (tokens/s per $)",
+        "Throughput vs priced System Cost",
         "system_cost",
         "tokens_per_s",
+        needs="tokens_per_s_per_usd",
     ),
 )
 
@@ -72,13 +79,28 @@ def pareto_mask(
     return mask
 
 
+def cost_rows(rows: list[dict[str, str]]) -> tuple[str, ...]:
+    """The cost bases whose System Costs are compared: chips at a price when any solved
+    point has one (a unit-price-only cost beside them would look cheap for want of the chip),
+    else the unit-price-only costs (DFModel's model), said on the axis."""
+    solved = [r.get("cost_basis", "") for r in rows if r["status"] in metrics.SOLVED]
+    if any(b in metrics.PRICED for b in solved):
+        return metrics.PRICED
+    return tuple(sorted({b for b in solved if b != metrics.NOT_PRICED})) or ("",)
+
+
 def plot_data(
     rows: list[dict[str, str]], plot: FrontPlot
 ) -> tuple[list[dict[str, str]], list[float], list[float], list[bool]]:
     """Solved rows with both metrics, their values and which are on the front."""
+    bases = cost_rows(rows) if "system_cost" in (plot.x, plot.y) else None
     keep, xs, ys = [], [], []
     for r in rows:
         if r["status"] not in metrics.SOLVED:
+            continue
+        if bases is not None and r.get("cost_basis", "") not in bases:
+            continue
+        if plot.needs and metrics.known(plot.needs, r.get(plot.needs)) is None:
             continue
         x, y = metrics.known(plot.x, r.get(plot.x)), metrics.known(plot.y, r.get(plot.y))
         if x is None or y is None:
@@ -90,11 +112,30 @@ def plot_data(
     return keep, xs, ys, mask
 
 
+def axis_label(rows: list[dict[str, str]], metric: str) -> str:
+    """An axis's name; a cost axis says what its costs are made of."""
+    if metric != "system_cost":
+        return LABELS.get(metric, metric)
+    bases = cost_rows(rows)
+    if bases == metrics.PRICED:
+        return COST_LABELS["priced"]
+    return COST_LABELS["unit"] if bases == (metrics.UNIT_PRICES_ONLY,) else LABELS[metric]
+
+
 #: Plots whose y is a per-request latency: points of different batch sizes answer different
 #: questions, so each batch gets its own front and colour.
 SPLIT_BY_BATCH = ("latency_s",)
 GROUP_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
-MAX_LABELS = 12
+# Front points labelled on a plot (the rest of a long front is in the report's table).
+MAX_LABELS = 24
+LABEL_CHARS = 28
+# Where a label may go, in points from its marker, nearest first: right, left, above,
+# below and the diagonals, then the same directions further out.
+_OFFSETS = tuple(
+    (dx * r, dy * r)
+    for r in (1, 2, 3.5)
+    for dx, dy in ((5, 3), (5, -3), (-5, 3), (-5, -3), (0, 7), (0, -7), (7, 0), (-7, 0))
+)
 
 
 def batch_axis(axis_names: tuple[str, ...]) -> str | None:
@@ -117,27 +158,48 @@ def _groups(keep: list[dict[str, str]], by: str | None) -> dict[str, list[int]]:
     return {k: groups[k] for k in sorted(groups, key=order)}
 
 
+def front_rows(
+    rows: list[dict[str, str]], plot: FrontPlot, axis_names: tuple[str, ...]
+) -> list[dict[str, str]]:
+    """The rows on the plot's front(s) (one per batch on a latency plot), by x then y: the
+    points its labels name, for the report's table beside the plot."""
+    keep, xs, ys, _ = plot_data(rows, plot)
+    by = batch_axis(axis_names) if plot.y in SPLIT_BY_BATCH else None
+    front: list[int] = []
+    for idx in _groups(keep, by).values():
+        mask = pareto_mask(
+            [xs[i] for i in idx],
+            [ys[i] for i in idx],
+            plot.x in metrics.MAXIMISE,
+            plot.y in metrics.MAXIMISE,
+        )
+        front += [i for i, m in zip(idx, mask) if m]
+    return [keep[i] for i in sorted(front, key=lambda i: (xs[i], ys[i], int(keep[i]["index"])))]
+
+
 def front_figure(
     rows: list[dict[str, str]], plot: FrontPlot, axis_names: tuple[str, ...]
 ) -> Any | None:
     """A matplotlib Figure of one front, or None when no solved point has both metrics.
-    A latency plot over a batch axis draws one front per batch size."""
+    A latency plot over a batch axis draws one front per batch size. Front points carry
+    labels ("#index" and their axis values) placed so that no two overlap."""
     keep, xs, ys, _ = plot_data(rows, plot)
     if not keep:
         return None
     import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     by = batch_axis(axis_names) if plot.y in SPLIT_BY_BATCH else None
     groups = _groups(keep, by)
     names = tuple(a for a in axis_names if a != by)
     with matplotlib.rc_context(_RC):
-        fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+        fig = Figure(figsize=(7.0, 4.4), layout="constrained")
+        FigureCanvasAgg(fig)
         ax = fig.add_subplot()
         labelled: list[int] = []
         for g, (value, idx) in enumerate(groups.items()):
             labelled += _draw_group(ax, plot, xs, ys, idx, value, by, g, len(groups) > 1)
-        _label_points(ax, keep, xs, ys, labelled, names)
         if plot.y == "tokens_per_s":
             best = max(range(len(keep)), key=lambda i: (ys[i] / xs[i] if xs[i] > 0 else 0, -i))
             ax.scatter([xs[best]], [ys[best]], s=60, facecolors="none", edgecolors="#c44e52",
@@ -146,10 +208,12 @@ def front_figure(
             positive = [v for v in values if v > 0]
             if positive and len(positive) == len(values) and max(positive) > 20 * min(positive):
                 setter("log")
-        ax.set_xlabel(LABELS.get(plot.x, plot.x))
-        ax.set_ylabel(LABELS.get(plot.y, plot.y))
+        ax.set_xlabel(axis_label(rows, plot.x))
+        ax.set_ylabel(axis_label(rows, plot.y))
         ax.set_title(plot.title + (f", one front per {by}" if by and len(groups) > 1 else ""))
-        ax.legend(loc="best", fontsize=7)
+        # outside the axes: the legend never covers a point or a label
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+        _label_points(fig, ax, keep, xs, ys, labelled, names)
     return fig
 
 
@@ -169,21 +233,55 @@ def _draw_group(ax, plot, xs, ys, idx, value, by, g, split) -> list[int]:  # noq
     return front
 
 
-def _label_points(ax, keep, xs, ys, idx, names) -> None:  # noqa: ANN001
-    """Labels for up to MAX_LABELS front points, nudged apart: sorted by position, each
-    label goes above or below its point in turn, further out when its neighbour is close."""
-    if len(idx) > MAX_LABELS:
-        return
-    order = sorted(idx, key=lambda i: (xs[i], ys[i]))
-    for n, i in enumerate(order):
-        dy = (4 + 6 * (n % 3)) * (1 if n % 2 == 0 else -1)
-        ax.annotate(_short(keep[i], names), (xs[i], ys[i]), fontsize=6, xytext=(4, dy),
-                    textcoords="offset points", color="#333333",
-                    va="bottom" if dy > 0 else "top")  # fmt: skip
+def point_label(row: dict[str, str], axis_names: tuple[str, ...]) -> str:
+    """'#index' and the point's axis values, short enough for a plot."""
+    values = " ".join(row.get(a, "") for a in axis_names).strip()
+    text = f"#{row['index']} {values}".strip()
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
 
 
-def _short(row: dict[str, str], axis_names: tuple[str, ...]) -> str:
-    return " ".join(row.get(a, "") for a in axis_names)[:40] or f"#{row['index']}"
+def _label_points(fig, ax, keep, xs, ys, idx, names) -> None:  # noqa: ANN001
+    """Label front points without overlaps: with the layout fixed by a first draw, each
+    label (left to right) takes the nearest offset whose box stays inside the axes and
+    clear of every marker and label placed so far; failing that its '#index' alone is
+    tried, else it stays unlabelled (the report's table beside the plot names it)."""
+    order = sorted(idx, key=lambda i: (xs[i], ys[i]))[:MAX_LABELS]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    taken = [_marker_box(ax, x, y) for x, y in zip(xs, ys)]
+    for i in order:
+        full = point_label(keep[i], names)
+        for text in dict.fromkeys((full, f"#{keep[i]['index']}")):
+            box = _place(ax, renderer, frame, taken, text, xs[i], ys[i])
+            if box is not None:
+                taken.append(box)
+                break
+
+
+def _place(ax, renderer, frame, taken, text, x, y):  # noqa: ANN001, ANN202
+    """The first offset at which `text` fits (its annotation is kept), else None."""
+    for dx, dy in _OFFSETS:
+        ann = ax.annotate(
+            text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=7,
+            color="#333333", ha="left" if dx > 0 else "right" if dx < 0 else "center",
+            va="bottom" if dy > 0 else "top" if dy < 0 else "center",
+        )  # fmt: skip
+        box = ann.get_window_extent(renderer).expanded(1.06, 1.15)
+        inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
+        if inside and box.y1 <= frame.y1 and not any(box.overlaps(t) for t in taken):
+            return box
+        ann.remove()
+    return None
+
+
+def _marker_box(ax, x: float, y: float):  # noqa: ANN001, ANN202
+    """A marker's box in display pixels (3 pt around its centre)."""
+    from matplotlib.transforms import Bbox
+
+    px, py = ax.transData.transform((x, y))
+    r = 3 * ax.figure.dpi / 72
+    return Bbox.from_extents(px - r, py - r, px + r, py + r)
 
 
 def figure_svg(fig: Any) -> str:

@@ -145,7 +145,8 @@ def check_point(
     for f in pre:
         why = metrics.violated(f.metric, known.get(f.metric), f.min, f.max)
         if why:
-            return _row(cells, "filtered", why, known), []
+            basis = metrics.cost_basis(system, known.get("system_cost"))
+            return _row(cells, "filtered", why, {**known, "cost_basis": basis}), []
     return None, []
 
 
@@ -223,7 +224,7 @@ def pre_solve_metrics(system: object) -> dict[str, float]:
 
 
 def _row(
-    cells: dict[str, str], status: str, reason: str, values: dict[str, float] | None = None
+    cells: dict[str, str], status: str, reason: str, values: dict[str, float | str] | None = None
 ) -> dict[str, str]:
     row = dict(cells)
     row["status"] = status

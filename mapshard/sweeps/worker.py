@@ -28,6 +28,7 @@ from typing import Any
 from mapshard import pipeline
 from mapshard.scenario import Loaded
 from mapshard.sweeps import metrics
+from mapshard.sweeps.points import pre_solve_metrics
 from mapshard.sweeps.spec import FilterSpec
 from schema import setup_pb2
 from schema.errors import InfeasibleError, NoPlanError, SetupError
@@ -80,6 +81,9 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
         system = pipeline.resolve(loaded)
         # known before the solve: an infeasible point's row says what it would rest on too
         values["chip_calibration"] = system.chip.calibration.status
+        values["cost_basis"] = metrics.cost_basis(
+            system, pre_solve_metrics(system).get("system_cost")
+        )
         workload = _workload(job.workload_key, loaded, system)
         scenario = pipeline.assemble(loaded, system, workload)
         with _LOCK:
@@ -97,7 +101,7 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
         return _row(job, "time_limit", f"no plan within the time limit: {exc}", values)
     except Exception as exc:  # a bug on one point must not stop the sweep: record it
         return _row(job, "failed", f"{type(exc).__name__}: {exc}", values)
-    values = metrics.plan_metrics(plan)
+    values = metrics.plan_metrics(plan, metrics.cost_basis(system, plan.system_cost))
     status = plan.stats.status if plan.stats.status in metrics.SOLVED else "optimal"
     for f in filters:
         value = values.get(f.metric)

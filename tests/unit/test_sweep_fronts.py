@@ -45,7 +45,8 @@ def test_latency_vs_cost_has_one_front_per_batch() -> None:
     ys = [r[3] for r in ROWS]
     assert pareto_mask(xs, ys) == [True, True, False, False, False]
     texts = sorted(t.get_text() for t in ax.texts)
-    assert texts == ["A", "B", "D", "E"]  # labels without the batch (the colour says it)
+    # "#index" and the axis values without the batch (the colour says it)
+    assert texts == ["#0 A", "#1 B", "#3 D", "#4 E"]
 
 
 def test_without_a_batch_axis_the_front_is_single() -> None:
