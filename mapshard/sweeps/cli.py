@@ -41,6 +41,8 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             f"that were not finished points ({shown}); their points run again",
             file=sys.stderr,
         )
+    for line in outcome.kept:
+        print(f"warning: {line}", file=sys.stderr)
     if outcome.interrupted:
         print(
             f"interrupted: {len(outcome.rows)} of {len(outcome.points)} points are in "

@@ -11,6 +11,7 @@ cost fronts and the cheapest point use those costs, and every cost says what it 
 
 from __future__ import annotations
 
+import hashlib
 import html
 import os
 from collections import Counter
@@ -118,7 +119,13 @@ def _describe(row: dict[str, str], axis_names: tuple[str, ...]) -> str:
     return ", ".join(f"{a}={row.get(a, '')}" for a in axis_names) or "the base setup"
 
 
+BEST_MARKER = ".mapshard-best"
+
+
 def _best_folder(outcome: SweepOutcome, obj: str, row: dict[str, str], text: str) -> list[Path]:
+    """best_<obj>/setup.txt and README.md, each replaced only while it is what a sweep wrote
+    (the folder's marker holds their hashes): a user's edit is kept and said in
+    `outcome.kept`, and anything else in the folder (a `mapshard run` result) is left."""
     from google.protobuf import text_format
 
     spec = outcome.spec
@@ -131,15 +138,47 @@ def _best_folder(outcome: SweepOutcome, obj: str, row: dict[str, str], text: str
         f"# Best {obj} ({row[obj]}) of sweep {spec.path.name}: point {row['index']} "
         f"({what}), status {row['status']}.\n"
     )
-    setup_txt = folder / "setup.txt"
-    write_atomic(setup_txt, (header + text_format.MessageToString(setup)).encode("utf-8"))
-    readme = folder / "README.md"
-    line = (
-        f"Best `{obj}` = {row[obj]} in sweep `{spec.path}`: point {row['index']} ({what}); "
-        f"run it with `mapshard run {folder}`.\n"
-    )
-    write_atomic(readme, line.encode("utf-8"))
-    return [setup_txt, readme]
+    files = {
+        "setup.txt": (header + text_format.MessageToString(setup)).encode("utf-8"),
+        "README.md": (
+            f"Best `{obj}` = {row[obj]} in sweep `{spec.path}`: point {row['index']} ({what}); "
+            f"run it with `mapshard run {folder}`.\n"
+        ).encode(),
+    }
+    edited = _edited_best_files(folder, files)
+    if edited:
+        outcome.kept.append(
+            f"{folder}: {', '.join(edited)} changed since the sweep wrote it; kept (the best "
+            f"{obj} is point {row['index']}: {what}); remove the folder to have it rewritten"
+        )
+        return []
+    for name, data in files.items():
+        write_atomic(folder / name, data)
+    marker = "".join(f"{n} {hashlib.sha256(d).hexdigest()}\n" for n, d in sorted(files.items()))
+    write_atomic(folder / BEST_MARKER, marker.encode("utf-8"))
+    return [folder / name for name in files]
+
+
+def _edited_best_files(folder: Path, files: dict[str, bytes]) -> list[str]:
+    """The names of `files` present in `folder` that differ from what the marker says a
+    sweep wrote there (all present ones when there is no readable marker)."""
+    present = [n for n in sorted(files) if (folder / n).exists() or (folder / n).is_symlink()]
+    if not present:
+        return []
+    marker = folder / BEST_MARKER
+    written: dict[str, str] = {}
+    if marker.is_file() and not marker.is_symlink():
+        for line in marker.read_text(encoding="utf-8", errors="replace").splitlines():
+            name, _, digest = line.partition(" ")
+            written[name] = digest
+    edited = []
+    for name in present:
+        path = folder / name
+        if path.is_symlink() or not path.is_file():
+            edited.append(name)
+        elif hashlib.sha256(path.read_bytes()).hexdigest() != written.get(name):
+            edited.append(name)
+    return edited
 
 
 def _relocate(setup: setup_pb2.Setup, base_dir: Path, folder: Path) -> None:

@@ -50,6 +50,7 @@ class SweepOutcome:
     outputs: list[Path] = field(default_factory=list)
     terminated: bool = False  # the interrupt was SIGTERM (exit 143), not Ctrl-C (130)
     dropped: tuple[str, ...] = ()  # results.csv rows removed on resume, with the reason
+    kept: list[str] = field(default_factory=list)  # best_* files the user edited: not rewritten
 
     @property
     def summary(self) -> str:

@@ -160,3 +160,27 @@ def test_report_fits_1400_px_in_chromium(swept: Path, tmp_path: Path) -> None:
     print(f"measured: scrollWidth {scroll_px} px, rightmost element {right_px} px")
     assert 0 < scroll_px <= PAGE_WIDTH_PX
     assert 0 < right_px <= PAGE_WIDTH_PX  # tables and plots end inside the window
+
+
+@pytest.mark.slow  # the module's sweep, resumed once (nothing solved again)
+def test_an_edited_best_folder_is_kept(swept: Path, tmp_path: Path) -> None:
+    """A user's edit of best_<objective>/setup.txt survives the next sweep over the same
+    folder (said in `kept`), a `mapshard run` result beside it is left alone, and the
+    untouched best folders are rewritten."""
+    out = tmp_path / "out"
+    shutil.copytree(swept, out)
+    spec = load_sweep(write_sweep(tmp_path, SWEEP))
+    folders = sorted(p for p in out.iterdir() if p.is_dir() and p.name.startswith("best_"))
+    assert len(folders) >= 2
+    edited, other = folders[0], folders[1]
+    (edited / "setup.txt").write_text("# my own edit\n", encoding="utf-8")
+    (edited / "results").mkdir()
+    (edited / "results" / "summary.json").write_text("{}", encoding="utf-8")
+    before = (other / "setup.txt").read_bytes()
+    (other / "setup.txt").unlink()  # a sweep's own file removed: written again
+    outcome = run_sweep(spec, out=out, workers=1, quiet=True)
+    assert outcome.ran == 0
+    assert (edited / "setup.txt").read_text(encoding="utf-8") == "# my own edit\n"
+    assert (edited / "results" / "summary.json").read_text(encoding="utf-8") == "{}"
+    assert len(outcome.kept) == 1 and str(edited) in outcome.kept[0]
+    assert (other / "setup.txt").read_bytes() == before
