@@ -14,7 +14,7 @@ import subprocess
 from generator.graph import Workload
 from mapshard.fmt import fmt_time
 from mapshard.report.tables import ordered_kernels
-from solver.plan import Plan
+from solver.plan import KernelPlan, Plan
 
 PALETTE = (
     "#aec7e8",
@@ -59,15 +59,17 @@ def mapping_dot(plan: Plan, workload: Workload | None = None) -> str:
         lines.append(f"    label={_q(title)};")
         lines.append('    style=rounded; color="#888888";')
         kernels = ordered_kernels(phase)
+        # one pass: a kernel-by-kernel phase has as many configurations as kernels
+        by_config: dict[int, list[KernelPlan]] = {}
+        for k in kernels:
+            by_config.setdefault(k.config, []).append(k)
         for c in sorted(phase.configs, key=lambda c: c.index):
             color = PALETTE[c.index % len(PALETTE)]
             lines.append(f"    subgraph cluster_p{pi}_c{c.index} {{")
             title = f"config {c.index}: {fmt_time(c.latency_s)}, {c.bound}-bound"
             lines.append(f"      label={_q(title)};")
             lines.append(f'      style="filled,rounded"; fillcolor="{color}40"; color="{color}";')
-            for k in kernels:
-                if k.config != c.index:
-                    continue
+            for k in by_config.get(c.index, ()):
                 label = (
                     f"{k.name}\n{k.kind} {k.sharding}\n"
                     f"{fmt_time(max(k.compute_s, k.memory_s, k.network_s))} {k.bound}"
@@ -75,7 +77,8 @@ def mapping_dot(plan: Plan, workload: Workload | None = None) -> str:
                 node = _q(f"{phase.name}/{k.name}")
                 lines.append(f'      {node} [label={_q(label)}, fillcolor="{color}"];')
             lines.append("    }")
-        orphans = [k for k in kernels if k.config not in {c.index for c in phase.configs}]
+        indices = {c.index for c in phase.configs}
+        orphans = [k for k in kernels if k.config not in indices]
         for k in orphans:
             lines.append(f"    {_q(f'{phase.name}/{k.name}')} [label={_q(k.name)}];")
         lines.append("  }")

@@ -14,9 +14,9 @@ import numpy as np
 
 from solver.cost.problem import MappingProblem
 from solver.fusion.segment_price import KnapsackPricer
-from solver.fusion.segment_search import GraphSolution, SearchStats
+from solver.fusion.segment_search import GraphSolution, SearchStats, until_deadline
 from solver.milp.model import solve_configurations
-from solver.options import SolverOptions
+from solver.options import VALVE_STOP, SolverOptions, past
 
 LARGE_CHAIN = 3000  # kernels: beyond, the exact segment search's n^2 tables are too large
 
@@ -28,16 +28,19 @@ def applies(problem: MappingProblem) -> bool:
     return len(problem.kernels) > LARGE_CHAIN and single and not pinned
 
 
-def fewest_segments(problem: MappingProblem) -> list[tuple[int, int]] | None:
+def fewest_segments(
+    problem: MappingProblem, deadline: float = math.inf
+) -> list[tuple[int, int]] | None:
     """The longest SRAM-feasible segments, left to right ([] when a kernel fits alone
-    nowhere; None when a Pareto front grows past the pricer's limit)."""
+    nowhere; None when a Pareto front grows past the pricer's limit or the sweep passes
+    the valve's `deadline`, perf_counter seconds)."""
     pricer = KnapsackPricer(problem)
     n = len(problem.kernels)
     out = np.full(n + 1, math.inf)
     segments, i = [], 0
     while i < n:
         out[:] = math.inf
-        if not pricer.row(i, n, out):
+        if not pricer.row(i, n, out, deadline=deadline):
             return None
         fits = np.nonzero(np.isfinite(out[i + 1 :]))[0]
         if not len(fits):
@@ -49,11 +52,15 @@ def fewest_segments(problem: MappingProblem) -> list[tuple[int, int]] | None:
 
 
 def solve_large_chain(
-    problem: MappingProblem, options: SolverOptions, stats: SearchStats
+    problem: MappingProblem, options: SolverOptions, stats: SearchStats, deadline: float
 ) -> GraphSolution | None:
     """The mapping over the fewest configurations, or None when the greedy sweep cannot
-    run (a front too large: the caller's search takes over)."""
-    segments = fewest_segments(problem)
+    run (a front too large: the caller's search takes over). Past the valve's `deadline`
+    (perf_counter seconds) it stops with no plan, stop reason the valve's."""
+    segments = fewest_segments(problem, deadline)
+    if past(deadline):
+        stats.stop = VALVE_STOP
+        return GraphSolution((), (), math.inf, 0.0, "time_limit", stats)
     if segments is None:
         return None
     n = len(problem.kernels)
@@ -68,7 +75,7 @@ def solve_large_chain(
         )
         return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
     configs = tuple(tuple(range(i, j)) for i, j in segments)
-    r = solve_configurations(problem, configs, options)
+    r = solve_configurations(problem, configs, until_deadline(options, deadline))
     stats.add(r)
     if r.status == "time_limit":
         stats.stop = r.stop or "time_limit"

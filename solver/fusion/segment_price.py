@@ -28,6 +28,7 @@ from solver.fusion.period import Periodicity, periodicity
 from solver.milp.conversions import descendants
 
 FRONT_LIMIT = 20_000  # Pareto states per front before giving up (the caller falls back)
+DEADLINE_STRIDE = 64  # kernels a row sweeps between two looks at the valve
 
 
 def pure_knapsack(problem: MappingProblem) -> bool:
@@ -235,11 +236,13 @@ class KnapsackPricer:
         resume: RowState | None = None,
         keep: Callable[[int], bool] | None = None,
         saved: dict[int, RowState] | None = None,
+        deadline: float = math.inf,
     ) -> bool:
         """out[j] = price of [i, j) for j in i+1..stop (left inf where nothing fits);
-        False when a front grows past FRONT_LIMIT. `resume`: start from this state of
-        the sweep (kernels [i, resume.j) done); `saved[j]`: the state at each j with
-        keep(j)."""
+        False when a front grows past FRONT_LIMIT, or the sweep passes the valve's
+        `deadline` (perf_counter seconds; checked every DEADLINE_STRIDE kernels).
+        `resume`: start from this state of the sweep (kernels [i, resume.j) done);
+        `saved[j]`: the state at each j with keep(j)."""
         problem = self.problem
         final = np.zeros((1, 2))  # Pareto rows (buffer bytes, traffic bytes)
         pending: list[int] = []
@@ -259,6 +262,8 @@ class KnapsackPricer:
             net += menu.options[0].network_s + self._conv_in[k]
             final, pending = self._settle(final, pending + [k], i, j)
             if len(final) > FRONT_LIMIT:
+                return False
+            if j % DEADLINE_STRIDE == 0 and time.perf_counter() > deadline:
                 return False
             least = self._least(final, pending, i, j)
             if not math.isfinite(least):

@@ -15,6 +15,8 @@ from solver.check import mapping_cost
 from solver.cost.problem import MappingProblem
 from solver.fusion import large, tile_refine
 from solver.fusion.alternate import alternate
+from solver.fusion.first_plan import NOTE as FIRST_PLAN_NOTE
+from solver.fusion.first_plan import first_plan
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch
 from solver.fusion.ideals import enumerate_ideals, is_chain_order, topological_orders
 from solver.fusion.segment_search import (
@@ -24,7 +26,7 @@ from solver.fusion.segment_search import (
     until_deadline,
 )
 from solver.milp.model import solve_configurations
-from solver.options import SolverOptions, deadline_of, past
+from solver.options import VALVE_STOP, SolverOptions, deadline_of, past
 
 ORDERS = 3  # topological orders tried when the ideal lattice is too large
 
@@ -41,7 +43,22 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
 
 
 def _solve(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
-    return _exact_objective(problem, _search(problem, options))
+    return _valve_fallback(problem, _exact_objective(problem, _search(problem, options)))
+
+
+def _valve_fallback(problem: MappingProblem, sol: GraphSolution) -> GraphSolution:
+    """A search the wall-clock valve stopped before its first plan returns the first plan
+    (solver.fusion.first_plan), still marked stopped at the time limit, with the search's
+    bound; any other outcome (a work budget's verdict included) is returned as it is."""
+    if math.isfinite(sol.objective_s) or sol.stats.stop != VALVE_STOP:
+        return sol
+    found = first_plan(problem)
+    if found is None:
+        return sol
+    configs, choice, latency_s = found
+    sol.stats.notes.append(FIRST_PLAN_NOTE)
+    bound_s = min(sol.bound_s, latency_s)
+    return GraphSolution(configs, choice, latency_s, bound_s, "time_limit", sol.stats)
 
 
 def _exact_objective(problem: MappingProblem, sol: GraphSolution) -> GraphSolution:
@@ -96,7 +113,7 @@ def _search(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
 
 def _one_order(problem: MappingProblem, options: SolverOptions, stats: SearchStats):
     if large.applies(problem):
-        sol = large.solve_large_chain(problem, options, stats)
+        sol = large.solve_large_chain(problem, options, stats, deadline_of(options))
         if sol is not None:
             return sol
     if _small(problem):

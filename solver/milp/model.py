@@ -44,7 +44,7 @@ from solver.cost.latency import COMPUTE, MEMORY, NETWORK, epigraph_rows
 from solver.cost.problem import KernelMenu, MappingProblem
 from solver.milp import linear
 from solver.milp.conversions import add_conversion_groups, link_marginals
-from solver.options import SolverOptions
+from solver.options import MIN_LEFT_S, VALVE_STOP, SolverOptions
 
 US = 1e6  # seconds -> microseconds
 MIB = 2**20  # SRAM rows in MiB
@@ -104,7 +104,13 @@ def solve_configurations(
 
     `backend`: "highs" (HiGHS's own interface, fast) or "pyomo" (Pyomo with the solver
     named in `options.name`); empty = HiGHS directly when that is the named solver.
-    `selection`: the constraint families in the model (all by default)."""
+    `selection`: the constraint families in the model (all by default).
+
+    With the valve already past (`options.time_limit_s` cut to MIN_LEFT_S by
+    `SolverOptions.remaining` / `until_deadline`) no model is built: building one is linear
+    in the graph and HiGHS would stop at once; the result says the valve stopped it."""
+    if 0 < options.time_limit_s <= MIN_LEFT_S:
+        return MilpResult("time_limit", math.inf, 0.0, (), 0, 0, 0, 0.0, 0.0, stop=VALVE_STOP)
     t0 = time.perf_counter()
     m = _build(problem, configs, exact_edges, selection, order_free, later)
     model, x_col, members = m.lp, m.x_col, m.members

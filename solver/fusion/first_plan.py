@@ -1,0 +1,183 @@
+"""A feasible plan without a search, for when the wall-clock valve stops one before its
+first plan (issue #36 item 9: a 1,500-kernel DATAFLOW chain said "no plan" at 20 s though
+a plan always existed).
+
+Built in time linear in the graph, no MILP: every kernel, in the problem's topological
+order, takes the option of least time alone plus the layout conversions from its
+producers' options, among those that hold at most a share of the SRAM (the whole SRAM for
+its buffer first, then 1/2, 1/4, ... of it fused, then the option storing the fewest
+weight parameters and holding the least); then the kernels are cut greedily into
+configurations, each extended while it fits the SRAM. For a fixed choice that cut has the
+fewest configurations: a configuration's SRAM is a sum of non-negative terms, each present
+only when both ends of its edge are inside, so a run of kernels inside a fitting one fits
+too. Kernel by kernel, each kernel is its own configuration. The first choice whose cut
+fits num_config and the DRAM row is priced and checked by the independent evaluator
+(solver.check.mapping_cost: the SRAM of every configuration); none: no plan. A first plan
+only: on small random graphs from the optimum to some 30 times it.
+
+Only the valve uses it (solver.fusion.solve): a search stopped by a work budget keeps its
+verdict, so answers that the budgets decide never change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from solver.check import hold_bytes, mapping_cost
+from solver.cost.problem import MappingProblem, Option
+from solver.cost.weights import stored_params
+
+NOTE = (
+    "the valve stopped the search before its first plan: the plan is the first one "
+    "(greedy options, the fewest configurations that fit; solver.fusion.first_plan)"
+)
+SRAM_SLACK = 1e-9  # relative, as solver.check.config_cost's feasibility test
+# shares of the SRAM one kernel may hold, tried in turn until the fewest configurations
+# fit num_config (1: any option whose buffer fits alone, the fastest first plans)
+SRAM_SHARES = (1.0, 1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 64, 1 / 256)
+
+
+def first_plan(
+    problem: MappingProblem,
+) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...], float] | None:
+    """(configurations, option per kernel, latency) of a feasible plan, or None when the
+    cheap construction finds none (pinned configurations, an order that is not
+    topological, every choice over the SRAM, num_config or the DRAM row)."""
+    n = len(problem.kernels)
+    if n == 0 or any(p >= 0 for p in problem.pinned_configs):
+        return None
+    if any(e.src >= e.dst for e in problem.edges if not e.wrap):
+        return None
+    tried: set[tuple[int, ...]] = set()
+    for share in (*SRAM_SHARES, 0.0):  # built one at a time: the first that fits is kept
+        if share > 0:
+            choice = _greedy_choice(problem, share)
+        else:
+            choice = tuple(_leanest(problem, k) for k in range(n))
+        if choice in tried or not _stores_within_budget(problem, choice):
+            continue
+        tried.add(choice)
+        configs = _fewest_configs(problem, choice)
+        if configs is None or len(configs) > max(problem.max_configs, 1):
+            continue
+        latency_s, _ = mapping_cost(problem, configs, choice)
+        if math.isfinite(latency_s):
+            return configs, choice, latency_s
+    return None
+
+
+def _solo_latency(problem: MappingProblem, k: int, opt: Option) -> float:
+    """Seconds of kernel k's option alone in its configuration (edges not charged)."""
+    menu = problem.kernels[k]
+    memory_s = sum(t for _, t in opt.traffic) / problem.dram_bandwidth_Bps
+    compute_s = opt.compute_s + menu.overhead_s
+    return problem.latency(compute_s, memory_s, opt.network_s, menu.overhead_s)
+
+
+def _held_sram(opt: Option) -> float:
+    """SRAM bytes an option can hold fused: its buffer, its stream tile and every operand
+    whole (an upper bound on solver.check's SRAM_k)."""
+    return opt.buffer_bytes + opt.out_tile_bytes + sum(s for _, s in opt.sizes)
+
+
+def _fits(problem: MappingProblem, sram_bytes: float) -> bool:
+    return sram_bytes <= problem.sram_bytes * (1 + SRAM_SLACK) + 1e-6
+
+
+def _greedy_choice(problem: MappingProblem, share: float) -> tuple[int, ...]:
+    """Per kernel in order, the option of least solo latency plus the layout conversions
+    from its producers' options already chosen, among those whose buffer fits the SRAM
+    (share 1) or that hold at most `share` of it fused (so about 1/share kernels fit one
+    configuration); the leanest where none does."""
+    choice: list[int] = []
+    for k, menu in enumerate(problem.kernels):
+        opts = menu.options
+        if share >= 1:
+            allowed = [o for o in range(len(opts)) if _fits(problem, opts[o].buffer_bytes)]
+        else:
+            cap = share * problem.sram_bytes
+            allowed = [o for o in range(len(opts)) if _held_sram(opts[o]) <= cap]
+        if not allowed:
+            choice.append(_leanest(problem, k))
+            continue
+        choice.append(min(allowed, key=lambda o: _greedy_key(problem, choice, k, o)))
+    return tuple(choice)
+
+
+def _greedy_key(problem: MappingProblem, choice: list[int], k: int, o: int) -> tuple[float, int]:
+    """Kernel k's option o alone, plus the conversions from its producers' chosen options
+    (every edge charged: the groups' one-payment rule only lowers it)."""
+    kernels = problem.kernels
+    b = kernels[k].sharding_index(o)
+    conv_s = sum(
+        e.conv[kernels[e.src].sharding_index(choice[e.src])][b] for e in problem.in_edges(k)
+    )
+    return (_solo_latency(problem, k, kernels[k].options[o]) + conv_s, o)
+
+
+def _leanest(problem: MappingProblem, k: int) -> int:
+    """Kernel k's option storing the fewest weight parameters, then holding the least SRAM
+    when fused, then the fastest."""
+    opts = problem.kernels[k].options
+
+    def key(o: int) -> tuple[float, float, float, int]:
+        opt = opts[o]
+        weights = sum(elems for _, elems in opt.weights)
+        return (weights, _held_sram(opt), _solo_latency(problem, k, opt), o)
+
+    return min(range(len(opts)), key=key)
+
+
+def _stores_within_budget(problem: MappingProblem, choice: Sequence[int]) -> bool:
+    """The DRAM row (milp.model.add_memory_capacity): the parameters the choice stores
+    fit the graph instance's budget."""
+    per_param, budget = problem.resident_bytes_per_param, problem.resident_budget_bytes
+    if per_param <= 0 or not math.isfinite(budget):
+        return True
+    return stored_params(problem, tuple(choice)) * per_param <= budget * (1 + SRAM_SLACK)
+
+
+def _fewest_configs(
+    problem: MappingProblem, choice: Sequence[int]
+) -> tuple[tuple[int, ...], ...] | None:
+    """The greedy cut of the kernels (index order) into configurations that fit the SRAM
+    under `choice`, or None when a kernel does not fit alone. Kernel by kernel: one per
+    kernel."""
+    n = len(problem.kernels)
+    if not problem.dataflow:
+        return tuple((k,) for k in range(n))
+    configs: list[tuple[int, ...]] = []
+    start, sram = 0, 0.0
+    streaming: set[int] = set()  # producers in the configuration whose stream tile counts
+    for k in range(n):
+        grow, producers = _added_sram(problem, choice, k, start, streaming)
+        if k > start and not _fits(problem, sram + grow):
+            configs.append(tuple(range(start, k)))
+            start, sram = k, 0.0
+            streaming.clear()
+            grow, producers = _added_sram(problem, choice, k, start, streaming)
+        if not _fits(problem, sram + grow):
+            return None
+        sram += grow
+        streaming.update(producers)
+    configs.append(tuple(range(start, n)))
+    return tuple(configs)
+
+
+def _added_sram(
+    problem: MappingProblem, choice: Sequence[int], k: int, start: int, streaming: set[int]
+) -> tuple[float, set[int]]:
+    """The SRAM bytes kernel k adds to the configuration of kernels start..k-1 (solver.check's
+    SRAM_k: its buffer and the inputs it holds, plus the stream tile of each producer
+    inside that gains its first consumer inside), and those producers."""
+    opt = problem.kernels[k].options[choice[k]]
+    edges = problem.in_edges(k)
+    inside = [e for e in edges if start <= e.src < k]
+    holds = sum(
+        hold_bytes(problem, k, choice[k], x, any(e.saved for e in edges if e.dst_operand == x))
+        for x in sorted({e.dst_operand for e in inside})
+    )
+    producers = {e.src for e in inside} - streaming
+    tiles = sum(problem.kernels[p].options[choice[p]].out_tile_bytes for p in sorted(producers))
+    return opt.buffer_bytes + holds + tiles, producers
