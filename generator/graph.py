@@ -435,3 +435,12 @@ class Workload:
         if self.useful_flop > 0:
             return self.useful_flop
         return sum(p.graph.flop * p.count * p.steps for p in self.phases)
+
+    @property
+    def label(self) -> str:
+        """What the workload is, for a reader: its kind, except that a training-shaped graph
+        with no backward pass (a DFModel forward-only LLM graph) is a forward pass, and at
+        one token per sequence a decode step (DFModel's serving graphs), not training."""
+        if self.kind == "training" and self.forward_only:
+            return "decode step" if self.seq_len == 1 else "forward pass"
+        return self.kind

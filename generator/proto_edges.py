@@ -5,6 +5,11 @@ Connections: startIdx/endIdx are kernel ids. The consumer operand is `end_operan
 else the first unfilled INPUT operand whose bytes equal the producer's output bytes, else the
 first unfilled INPUT operand. Edge.dim_map comes from `generator.builder.infer_dim_map`;
 tensor_bytes = the producer's output bytes (or the consumer operand's, if smaller: a slice).
+A `zero_out` connection (DFModel's newer schema; its generator sets it on the KV-cache ->
+attention edges of a decode layer, whose cache bytes the cache kernels' memory_size charges)
+carries no data: it takes its consumer operand but makes no Edge, so neither cost model
+moves a byte on it (DFModel prices it 0 bytes); the consumer reads that operand as a graph
+input (the native model: from DRAM, where a KV cache lives).
 """
 
 from __future__ import annotations
@@ -86,6 +91,8 @@ def edges_from_proto(
             [(d, sizes[d]) for d in out.dims], [(d, dsizes[d]) for d in op.dims]
         )
         tensor_bytes = min(out_bytes, dst.operand_bytes(op))
+        if c.zero_out:  # DFModel: the edge carries no data (it still takes its operand)
+            continue
         edges.append(
             (Edge(src.name, dst.name, op.name, "", dim_map, tensor_bytes), c.next_instance)
         )

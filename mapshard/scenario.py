@@ -167,6 +167,9 @@ def dfmodel_options(setup: setup_pb2.Setup) -> DFModelOptions:
         pmu_cap=float(acc.pmu_cap),
         sram_bounded=acc.sram_cap > 0,
         separate_rs_ag_for_ar=bool(ex.separate_rs_ag_for_ar),
+        hbd=int(setup.system.HBD),
+        second_dram_cap=float(setup.system.memory.second_dram_cap),
+        second_dram_Bps=float(setup.system.memory.second_dram_bw) * 1e9,
         newer_schema=bool(ex.effective_stage or ex.overlap),
     )
 

@@ -19,6 +19,11 @@ fields are interpreted here and nowhere below:
   of the native collectives (solver/cost/collectives.py), and DFModel's per-hop term under
   `--cost-model dfmodel` (solver/dfmodel/model.all_reduce_alpha_s).
 
+`system.HBD` and `system.memory.second_dram_bw/cap` stay where they are: only the
+dfmodel cost model reads them (mapshard.scenario.dfmodel_options ->
+solver/dfmodel/model.hbd_ratios, solver/dfmodel/search.dram_tiers); the native model has no
+two-level all-reduce over an HBD nor a second DRAM tier, which `ignored_fields` says.
+
 Validation runs on the user's setup before this, so its messages name the user's fields.
 Problems found later (hardware resolution) name the user's fields too, through `origins`:
 native field path -> the field the user wrote. DFModel's *workload* fields (kernel variants,
@@ -179,28 +184,42 @@ def _topology(
     return True, (), degrees
 
 
+def hbd_read(setup: setup_pb2.Setup) -> bool:
+    """Whether DFModel reads system.HBD for this setup: a 3-D topology whose levels carry
+    TP, PP, DP innermost first (solver/dfmodel/model.hbd_applies)."""
+    levels = normalise(setup).setup.system.topology
+    return [tuple(lv.parallelism) for lv in levels] == [("TP",), ("PP",), ("DP",)]
+
+
 def ignored_fields(setup: setup_pb2.Setup) -> tuple[str, ...]:
     """DFModel fields this setup gives that no model here reads, one sentence each (the run
     goes on without them; the result says so: never silently)."""
     out = []
     sysm = setup.system
-    if sysm.HBD:
+    dfmodel = setup.execution.cost_model == setup_pb2.DFMODEL
+    if sysm.HBD and not dfmodel:
         out.append(
-            f"system.HBD ({sysm.HBD}) is ignored: DFModel's high-bandwidth-domain size is "
-            "informational; the topology levels say which chips share a domain"
+            f"system.HBD ({sysm.HBD}) is priced by --cost-model dfmodel only (DFModel's "
+            "two-level all-reduce over a fast domain of that many chips); the native model's "
+            "topology levels say which chips share a fast domain: give that domain its own "
+            "level (system.topology) to price it natively"
+        )
+    elif sysm.HBD and not hbd_read(setup):
+        out.append(
+            f"system.HBD ({sysm.HBD}) is not read: DFModel reads it only on a 3-D topology "
+            'with par_x "TP", par_y "PP", par_z "DP"'
         )
     mem = sysm.memory
-    if mem.second_dram_bw or mem.second_dram_cap:
+    if (mem.second_dram_bw or mem.second_dram_cap) and not dfmodel:
         out.append(
-            "system.memory.second_dram_bw / second_dram_cap are ignored: DFModel's second "
-            "DRAM is not modelled; weights, activations and edges use the first DRAM "
-            f"({mem.dram_bw:g} GB/s, {mem.dram_cap:g} B)"
+            "system.memory.second_dram_bw / second_dram_cap are priced by --cost-model "
+            "dfmodel only: the native model has one DRAM level per chip, so weights, "
+            f"activations and edges use the first ({mem.dram_bw:g} GB/s, {mem.dram_cap:g} B)"
         )
-    zeroed = [i for i, c in enumerate(setup.dataflow_graph.connections) if c.zero_out]
-    if zeroed:
+    elif mem.second_dram_bw and not mem.second_dram_cap:
         out.append(
-            f"dataflow_graph.connections {zeroed} zero_out is ignored: each edge is priced as "
-            "carrying its producer's output (DFModel prices a zero_out edge as 0 bytes)"
+            "system.memory.second_dram_bw is not read without second_dram_cap (DFModel reads "
+            "the second DRAM only when its capacity is given)"
         )
     if setup.gurobi.thread:
         out.append(
@@ -215,13 +234,5 @@ def ignored_fields(setup: setup_pb2.Setup) -> tuple[str, ...]:
         out.append(
             f"{LINK_LATENCY} is ignored: the setup names no topology level to carry it "
             "(give a DFModel topology variant or system.topology)"
-        )
-    dfmodel_graph = any(
-        k.WhichOneof("kernel_variant") not in (None, "einsum") for k in setup.dataflow_graph.kernels
-    )
-    if dfmodel_graph:
-        out.append(
-            "DFModel's intermediate dse.txt and dse_sharded.txt are not written: "
-            "dse_final.txt holds the chosen mapping (its shardings and configurations)"
         )
     return tuple(out)

@@ -9,6 +9,7 @@ from google.protobuf import message as _message
 from google.protobuf import text_format
 
 from schema import setup_pb2
+from schema.dfmodel_wire import dse_setup
 from schema.errors import SetupError
 from schema.fields import suggest_field
 
@@ -34,9 +35,9 @@ def setup_path(scenario: str | Path) -> Path:
 MAX_SETUP_BYTES = 64 << 20  # far above any real setup; a device or a huge file is refused
 
 
-def read_text(path: Path) -> str:
-    """The file's UTF-8 text. Only regular files are read, and only up to MAX_SETUP_BYTES:
-    a FIFO would block for ever and /dev/zero would fill the memory."""
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes. Only regular files are read, and only up to MAX_SETUP_BYTES: a FIFO
+    would block for ever and /dev/zero would fill the memory."""
     try:
         if not path.is_file():
             raise SetupError(f"{path}: not a regular file; give a scenario folder or a setup.txt")
@@ -45,9 +46,14 @@ def read_text(path: Path) -> str:
                 f"{path}: {path.stat().st_size:,} bytes is too large for a setup file "
                 f"(limit {MAX_SETUP_BYTES >> 20} MiB)"
             )
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise SetupError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def read_text(path: Path) -> str:
+    """The file's UTF-8 text (read_bytes' limits)."""
+    data = read_bytes(path)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -137,10 +143,7 @@ def load_setup(scenario: str | Path) -> tuple[setup_pb2.Setup, Path]:
     """Parse a scenario's setup.txt. Returns the message and the file's path."""
     path = setup_path(scenario)
     if path.suffix == ".pb":
-        raise SetupError(
-            f"{path}: a binary protobuf (DFModel's dse.pb / dse_sharded.pb) is not read; give "
-            "the setup as protobuf text (DFModel's user_input/setup.txt, or its dse.txt)"
-        )
+        return dfmodel_binary_setup(path), path
     text = read_text(path)
     if not text.strip():
         raise SetupError(
@@ -150,6 +153,18 @@ def load_setup(scenario: str | Path) -> tuple[setup_pb2.Setup, Path]:
     setup = setup_pb2.Setup()
     parse_text(text, setup, path)
     return setup, path
+
+
+def dfmodel_binary_setup(path: Path) -> setup_pb2.Setup:
+    """A binary .pb is DFModel's (dse.pb, dse_sharded.pb, setup.pb: its `DSE` message, whose
+    wire layout is not MapShard's own; schema.dfmodel_wire), read as the setup it holds."""
+    try:
+        return dse_setup(read_bytes(path))
+    except ValueError as exc:
+        raise SetupError(
+            f"{path}: not DFModel's binary DSE message: {exc}; give DFModel's dse.pb / "
+            "dse_sharded.pb / setup.pb, or the setup as protobuf text"
+        ) from None
 
 
 def load_message(path: Path, message: _message.Message) -> _message.Message:

@@ -8,8 +8,10 @@ same thing on the same plan:
                                                         inside configurations (none here)
   weights from DRAM   native: each configuration's memory time with its kernels' weight
                       bytes per chip (weight / TP when sharded) read from DRAM, times the
-                      instances per step; DFModel reads no weight without memory_size,
-                      so the term is the latency those configurations lose without them
+                      instances per step; DFModel reads no weight, only each kernel's
+                      memory_size (none when the graph sets none), so the term is the
+                      latency those configurations lose without them, against what they
+                      lose without the memory_size bytes in DFModel
   pipeline bubble     native: its schedule's bubble     DFModel: compute x (PP-1) /
                                                         (micro-batches x c'), c' =
                                                         layers per stage - 1 (>= 2) else 1
@@ -31,6 +33,8 @@ from solver.dfmodel.model import system_cost_power
 from solver.plan import KernelPlan, Plan
 
 WEIGHTS = "weights read from DRAM (DFModel reads none without memory_size)"
+# ... on a graph whose kernels give memory_size: DFModel reads those bytes instead
+WEIGHTS_AS_MEMORY_SIZE = "weights read from DRAM (DFModel: the kernels' memory_size instead)"
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,10 @@ def compare(plan: Plan, workload: Workload, system: System, overlap: bool) -> tu
             plan.dp_allreduce_s,
             0.0,
         ),
-        Term(WEIGHTS, _weight_time(plan, workload, tp, pp, overlap), 0.0),
     ]
+    sizes = memory_sizes(workload)
+    native_s, dfmodel_s = _weight_time(plan, workload, tp, pp, overlap, sizes)
+    terms.append(Term(WEIGHTS_AS_MEMORY_SIZE if sizes else WEIGHTS, native_s, dfmodel_s))
     if workload.kind == "training" and pp > 1:
         compute = plan.time_breakdown.get("pipeline_compute", 0.0)
         layers = workload.model.num_layers if workload.model else workload.phases[0].count
@@ -90,23 +96,45 @@ def compare_cost(plan: Plan, system: System) -> tuple[tuple[str, float, float], 
 
 
 def _instances(plan: Plan, workload: Workload, pp: int) -> dict[str, float]:
-    """Instances of each phase per step on one chip (the native step's count)."""
+    """Instances of each phase per step on one chip (the native step's count; a graph's batch
+    items: one data-parallel replica's share, the plan's PhasePlan.steps)."""
+    steps = {ph.name: ph.steps for ph in plan.phases}
     out = {}
     for p in workload.phases:
         if workload.kind == "training":
             out[p.name] = math.ceil(p.count / pp) * max(plan.micro_batches, 1)
         else:
-            out[p.name] = p.count * p.steps
+            out[p.name] = p.count * steps.get(p.name, p.steps)
     return out
 
 
-def _weight_time(plan: Plan, workload: Workload, tp: int, pp: int, overlap: bool) -> float:
-    """Seconds per step the native plan spends because weights come from DRAM."""
+def memory_sizes(workload: Workload) -> dict[str, float]:
+    """Kernel name -> the DRAM bytes DFModel charges it explicitly (its memory_size), for
+    the kernels that give one."""
+    out = {}
+    for p in workload.phases:
+        for k in p.graph.kernels:
+            extra = k.dfmodel_extra
+            if extra is not None and extra.memory_size_bytes > 0:
+                out[k.name] = extra.memory_size_bytes
+    return out
+
+
+def _weight_time(
+    plan: Plan,
+    workload: Workload,
+    tp: int,
+    pp: int,
+    overlap: bool,
+    sizes: dict[str, float],
+) -> tuple[float, float]:
+    """Seconds per step the native plan spends because weights come from DRAM, and what the
+    same configurations spend in DFModel on their kernels' memory_size bytes (`sizes`)."""
     bw = plan_dram_Bps(plan)
     if bw <= 0:
-        return 0.0
+        return 0.0, 0.0
     repeat = _instances(plan, workload, pp)
-    total = 0.0
+    total = explicit = 0.0
     for ph in plan.phases:
         by_config: dict[int, list[KernelPlan]] = {}  # once per phase (per config: n^2)
         for k in ph.kernels:
@@ -122,7 +150,13 @@ def _weight_time(plan: Plan, workload: Workload, tp: int, pp: int, overlap: bool
             serial, hidden = plan.overlap == "serial_network", plan.network_hidden_share
             without = config_latency(c.compute_s, memory, c.network_s, 0.0, overlap, serial, hidden)
             total += (c.latency_s - without) * repeat.get(ph.name, 1)
-    return total
+            named = sum(sizes.get(k.name, 0.0) for k in members) / bw
+            if named > 0:
+                charged = config_latency(
+                    c.compute_s, memory + named, c.network_s, 0.0, overlap, serial, hidden
+                )
+                explicit += (charged - without) * repeat.get(ph.name, 1)
+    return total, explicit
 
 
 def plan_dram_Bps(plan: Plan) -> float:

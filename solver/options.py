@@ -29,6 +29,12 @@ class DFModelOptions:
     sram_bounded: bool = True  # False: sram_cap 0, which DFModel reads as no limit
     # execution.separate_rs_ag_for_ar: an all-reduce costs a reduce-scatter + an all-gather
     separate_rs_ag_for_ar: bool = False
+    # system.HBD: chips of the high-bandwidth domain (0 unset; solver/dfmodel/model.hbd_ratios)
+    hbd: int = 0
+    # system.memory.second_dram_cap (bytes, 0 none) and second_dram_bw (bytes/s): DFModel's
+    # second DRAM, used when the first's capacity is exceeded (solver/dfmodel/search.py)
+    second_dram_cap: float = 0.0
+    second_dram_Bps: float = 0.0
     # DFModel's newer schema (the `overlap` enum, execution.effective_stage): its
     # num_input multiplies a configuration's II (not a kernel's cycles) and a configuration
     # with a streamed kernel runs one tile (solver/dfmodel/lane_search.py)

@@ -23,6 +23,7 @@ from solver.api import hpl_grid as grid_of
 from solver.plan import Plan
 
 FILE_NAME = "dse_final.txt"
+DSE_FILE, SHARDED_FILE = "dse.txt", "dse_sharded.txt"
 SHARDING = {
     "outer": setup_pb2.OUTER_SHARDING,
     "M": setup_pb2.M_SHARDING,
@@ -42,12 +43,28 @@ MAPSHARD_ONLY = (
 WHOLE = re.compile(r"^(\s*(?:word|time): -?\d+)\.0$", re.M)
 
 
-def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
-    """The dse_final.txt text of `plan`, or None when the setup is not a DFModel graph."""
-    setup = scenario.setup
+def dfmodel_files(scenario: Scenario, plan: Plan) -> dict[str, str]:
+    """DFModel's files of its three stages for a DFModel graph (none for another setup):
+    dse.txt (its input as DFModel reads it), dse_sharded.txt (stage 1's sharding) and
+    dse_final.txt (stage 2's configurations and shard sizes)."""
+    final = dse_final_text(scenario, plan)
+    if final is None:
+        return {}
+    return {
+        DSE_FILE: dse_text(scenario),
+        SHARDED_FILE: dse_sharded_text(scenario, plan),
+        FILE_NAME: final,
+    }
+
+
+def _is_dfmodel_graph(setup: setup_pb2.Setup) -> bool:
     kernels = setup.dataflow_graph.kernels
-    if not any(k.WhichOneof("kernel_variant") in DFMODEL_VARIANTS for k in kernels):
-        return None
+    return any(k.WhichOneof("kernel_variant") in DFMODEL_VARIANTS for k in kernels)
+
+
+def _dse(scenario: Scenario) -> setup_pb2.Setup:
+    """The setup's DFModel blocks (its `DSE` message), MapShard's own fields left out."""
+    setup = scenario.setup
     out = setup_pb2.Setup()
     for name in DSE_FIELDS:
         if setup.HasField(name):
@@ -55,6 +72,80 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
     out.execution.perfect_overlap = execution_options(setup).overlap
     for name in MAPSHARD_ONLY:
         out.execution.ClearField(name)
+    for kernel in out.dataflow_graph.kernels:
+        kernel.ClearField("sharding")  # MapShard's pin fields: DFModel's are in the variant
+        kernel.ClearField("tile")
+    return out
+
+
+def _text(out: setup_pb2.Setup, header: str) -> str:
+    # DFModel's schema has word and gurobi.time as integers: "2", not MapShard's "2.0"
+    return header + WHOLE.sub(r"\1", text_format.MessageToString(out))
+
+
+def dse_text(scenario: Scenario) -> str:
+    """dse.txt: the input as DFModel's stage 1 reads it; on a PMU chip every connection a
+    LANE input until stage 2 labels the stage inputs (dse_final.txt), as in DFModel's own
+    dse.txt and dse_sharded.txt (DAMSim/DLRM/2x4 @ d818f8b)."""
+    header = f"# {scenario.setup.name or 'setup'} as DFModel's dse.txt (its input)\n"
+    return _text(_dse_input(scenario), header)
+
+
+def _dse_input(scenario: Scenario) -> setup_pb2.Setup:
+    """dse.txt's message (built once, never printed and parsed back: a 20,000-kernel graph
+    spends seconds in the text parser)."""
+    out = _dse(scenario)
+    if execution_options(scenario.setup).dfmodel.pmu > 0:
+        for c in out.dataflow_graph.connections:
+            c.lane_stage_type = setup_pb2.LANE
+    return out
+
+
+def dse_sharded_text(scenario: Scenario, plan: Plan) -> str:
+    """dse_sharded.txt: dse.txt with stage 1's results as the plan carries them: per kernel
+    its topological number and sharding (NO_SHARDING on DFModel's non-LLM branches, and
+    where TP is 1), a K-sharded kernel without its own collective an ALL_REDUCE of its
+    output; per connection the tensor size (its producer's output), buffer depth and the
+    kernels' names. Configurations and shard sizes are stage 2's (dse_final.txt)."""
+    out = _dse_input(scenario)
+    tp = max(plan.parallelism.get("tp", 1), 1)
+    options = execution_options(scenario.setup)
+    llm = scenario.setup.execution.HasField("llm") and not options.fft_copies
+    chosen = {k.name: k for p in plan.phases for k in p.kernels}
+    level = topological_numbers(out.dataflow_graph)
+    for kernel in out.dataflow_graph.kernels:
+        variant = kernel.WhichOneof("kernel_variant")
+        k = chosen.get(kernel.name)
+        if variant not in DFMODEL_VARIANTS or k is None:
+            continue
+        kernel.topological_number = level[kernel.id]
+        body = getattr(kernel, variant)
+        dim = k.sharding.split("+")[0] if llm and tp > 1 else ""
+        body.sharding = SHARDING.get(dim, setup_pb2.NO_SHARDING)
+        if dim == "K" and not body.communication_type:
+            body.communication_type = setup_pb2.ALL_REDUCE
+            body.communication_size = body.output_tensor_size
+    by_id = {k.id: k for k in out.dataflow_graph.kernels}
+    for c in out.dataflow_graph.connections:
+        src, dst = by_id.get(c.startIdx), by_id.get(c.endIdx)
+        if src is None or dst is None or src.WhichOneof("kernel_variant") not in DFMODEL_VARIANTS:
+            continue
+        c.tensor_size = getattr(src, src.WhichOneof("kernel_variant")).output_tensor_size
+        c.startName, c.endName = src.name, dst.name
+        later = max(level.values()) + 1 if c.next_instance else 0
+        c.buffer_depth = later + level[dst.id] - level[src.id] + 1
+    header = (
+        f"# MapShard's stage-1 sharding for {plan.scenario}, in DFModel's dse_sharded.txt shape\n"
+    )
+    return _text(out, header)
+
+
+def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
+    """The dse_final.txt text of `plan`, or None when the setup is not a DFModel graph."""
+    setup = scenario.setup
+    if not _is_dfmodel_graph(setup):
+        return None
+    out = _dse(scenario)
     tp = max(plan.parallelism.get("tp", 1), 1)
     options = execution_options(setup)
     # DFModel's FFT branch splits N over a copy's chips yet records NO_SHARDING; its HPL
@@ -66,8 +157,6 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
     level = topological_numbers(out.dataflow_graph)
     split: dict[int, bool] = {}
     for kernel in out.dataflow_graph.kernels:
-        kernel.ClearField("sharding")  # MapShard's pin field: DFModel's is in the variant
-        kernel.ClearField("tile")
         variant = kernel.WhichOneof("kernel_variant")
         k = chosen.get(kernel.name)
         if variant not in DFMODEL_VARIANTS or k is None:
@@ -105,8 +194,7 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
         later = max(level.values()) + 1 if c.next_instance else 0
         c.buffer_depth = later + level[dst.id] - level[src.id] + 1
     header = f"# MapShard's chosen mapping for {plan.scenario}, in DFModel's dse_final.txt shape\n"
-    # DFModel's schema has word and gurobi.time as integers: "2", not MapShard's "2.0"
-    return header + WHOLE.sub(r"\1", text_format.MessageToString(out))
+    return _text(out, header)
 
 
 def topological_numbers(graph: setup_pb2.DataflowGraph) -> dict[int, int]:

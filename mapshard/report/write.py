@@ -8,7 +8,7 @@ from pathlib import Path
 from generator.graph import Workload
 from hardware.system import System
 from mapshard.outdir import MARKER, check_replaceable, check_writable, replace_folder
-from mapshard.report.dfmodel_final import FILE_NAME, dse_final_text
+from mapshard.report.dfmodel_final import dfmodel_files
 from mapshard.report.dot import mapping_dot, render_svg
 from mapshard.report.html import report_html
 from mapshard.report.plan_text import plan_setup_texts
@@ -38,7 +38,7 @@ def result_files(
     views: Views | None = None,
 ) -> dict[str, str]:
     """File name -> content of everything in a result folder (no disk access); `extra`:
-    further text files (DFModel's dse_final.txt)."""
+    further text files (DFModel's dse.txt, dse_sharded.txt, dse_final.txt)."""
     dot = mapping_dot(plan, workload)
     svg = render_svg(dot, sum(len(p.kernels) for p in plan.phases))
     files = {
@@ -85,10 +85,10 @@ def write_result_folder(
     scenario: Scenario, plan: Plan, out: str | Path, views: Views | None = None
 ) -> list[Path]:
     """A scenario's result folder, atomically: plan.txt (the setup with the plan pinned),
-    DFModel's dse_final.txt for DFModel graphs, and the workload the plan was made for,
-    which gives mapping.dot the graph's real edges and the report its frontier."""
-    final = dse_final_text(scenario, plan)
-    extra = {FILE_NAME: final} if final is not None else None
+    DFModel's dse.txt, dse_sharded.txt and dse_final.txt for DFModel graphs, and the
+    workload the plan was made for, which gives mapping.dot the graph's real edges and the
+    report its frontier."""
+    extra = dfmodel_files(scenario, plan) or None
     return write_results(
         plan,
         out,

@@ -6,6 +6,7 @@ DFModel's way (solver/dfmodel/branches.py holds the equations)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import solver.dfmodel.branches as br
 import solver.dfmodel.fft as fft
@@ -16,7 +17,7 @@ from hardware.system import System
 from schema.errors import SetupError
 from solver.dfmodel.fft_search import fft_choice
 from solver.dfmodel.lane_search import lane_compute
-from solver.dfmodel.search import DFStep, solve_configs
+from solver.dfmodel.search import DFStep, dram_tiers, solve_configs, tier_for
 from solver.options import ExecutionOptions, SolverOptions
 from solver.search.parallel import Choice
 
@@ -74,19 +75,23 @@ def search_dlrm(
     micro = o.global_batch // per_copy
     a2a = fft.a2a_seconds_per_byte(system, per_copy) if per_copy > 1 else 0.0
     sram = dm.f32(system.chip.sram_bytes) if not o.pmu else math.inf
-    c = _stage_two(system, execution, util, sram)
-    costs = br.dlrm_kernel_costs(graph, per_copy, execution.word_bytes, micro, a2a)
-    costs = _with_compute(graph, costs, c)
-    shards = [(d.M, d.K, d.N) for d in map(dm.dims_of, graph.kernels)]
-    lanes = _lanes(graph, execution, shards, c)
-    problem, sol, floor = solve_configs(graph, costs, c, execution, options, lanes)
     choice = _dp_choice(system, per_copy)
-    if not math.isfinite(sol.objective_s):
-        return None, [(choice, f"no grouping into configurations (status {sol.status})")], math.inf
-    config_of = {problem.kernels[p].name: ci for ci, seg in enumerate(sol.configs) for p in seg}
-    weights, live = dp.dram_bytes(graph, costs, config_of)
-    dram = weights + live + o.table_bytes / per_copy
-    why = _dram(dram, system, "weights + live edges + embedding tables / chips per copy")
+    for dram_Bps, capacity in dram_tiers(system, execution):  # the second DRAM's: see there
+        c = replace(_stage_two(system, execution, util, sram), dram_Bps=dram_Bps)
+        costs = br.dlrm_kernel_costs(graph, per_copy, execution.word_bytes, micro, a2a)
+        costs = _with_compute(graph, costs, c)
+        shards = [(d.M, d.K, d.N) for d in map(dm.dims_of, graph.kernels)]
+        lanes = _lanes(graph, execution, shards, c)
+        problem, sol, floor = solve_configs(graph, costs, c, execution, options, lanes)
+        if not math.isfinite(sol.objective_s):
+            why = f"no grouping into configurations (status {sol.status})"
+            return None, [(choice, why)], math.inf
+        config_of = {problem.kernels[p].name: ci for ci, seg in enumerate(sol.configs) for p in seg}
+        weights, live = dp.dram_bytes(graph, costs, config_of)
+        dram = weights + live + o.table_bytes / per_copy
+        why = _dram(dram, capacity, "weights + live edges + embedding tables / chips per copy")
+        if not why:
+            break
     if why:
         return None, [(choice, why)], math.inf
     scale = o.global_batch / per_copy / max(o.num_copy, 1)  # DFModel: final = step / num_copy
@@ -110,7 +115,9 @@ def search_hpl(
     graph = workload.phases[0].graph
     per_copy = fft.chips_per_copy(system, o.num_copy)
     grid = br.hpl_grid(system, per_copy)
-    c = _stage_two(system, execution, util, math.inf)
+    dram = o.hpl_n * o.hpl_n * execution.word_bytes / per_copy
+    dram_Bps, capacity = tier_for(dram, dram_tiers(system, execution))
+    c = replace(_stage_two(system, execution, util, math.inf), dram_Bps=dram_Bps)
     costs, comm = br.hpl_kernel_costs(graph, grid, execution.word_bytes)
     costs = _with_compute(graph, costs, c)
     bw_x, bw_y = (dm.stored_Bps(lv.link_bandwidth_Bps) for lv in system.network[:2])
@@ -127,8 +134,7 @@ def search_hpl(
     choice = fft_choice(system)
     if not math.isfinite(sol.objective_s):
         return None, [(choice, f"no grouping into configurations (status {sol.status})")], math.inf
-    dram = o.hpl_n * o.hpl_n * execution.word_bytes / per_copy
-    why = _dram(dram, system, "n^2 x word / chips per copy")
+    why = _dram(dram, capacity, "n^2 x word / chips per copy")
     if why:
         return None, [(choice, why)], math.inf
     total, copies = sol.objective_s, max(o.num_copy, 1)  # DFModel: final = step / num_copy
@@ -146,8 +152,9 @@ def _dp_choice(system: System, per_copy: int) -> Choice:
     return Choice((("DP", per_copy), ("PP", 1), ("TP", 1)), (("DP", span),) if span else (), levels)
 
 
-def _dram(need: float, system: System, what: str) -> str:
-    cap = system.dram.capacity_bytes  # DFModel: dram_cap 0 = no limit
+def _dram(need: float, cap: float, what: str) -> str:
+    """Why DFModel's DRAM row rejects `need` bytes per chip within `cap` (its first DRAM's
+    capacity, or both DRAMs'; dram_cap 0 = no limit: inf)."""
     if 0 < cap * (1 + 1e-9) < need:
         return f"DFModel's DRAM use {what} = {need:.6g} B per chip exceeds {cap:.6g} B"
     return ""

@@ -12,7 +12,7 @@ import solver.dfmodel.problem as dp
 from generator.graph import Workload
 from hardware.system import System
 from solver.dfmodel.lane_search import lane_compute
-from solver.dfmodel.search import DFStep, solve_configs
+from solver.dfmodel.search import DFStep, dram_tiers, solve_configs, tier_for
 from solver.options import ExecutionOptions, SolverOptions
 from solver.search.parallel import Choice
 
@@ -39,10 +39,11 @@ def search_fft(
     peak = dm.stored_peak(system, execution.math_precision)
     a2a = fft.a2a_seconds_per_byte(system, per_copy) if per_copy > 1 else 0.0
     costs = fft.fft_kernel_costs(graph, per_copy, execution.word_bytes, util, peak, a2a)
+    dram = execution.fft_length * execution.word_bytes / per_copy
+    dram_Bps, capacity = tier_for(dram, dram_tiers(system, execution))  # a second DRAM's
     c = dp.StageTwo(
-        1, 1, execution.word_bytes, util, peak, dm.Ratios(), 1, math.inf,
-        dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
-        execution.serialize_network,
+        1, 1, execution.word_bytes, util, peak, dm.Ratios(), 1, math.inf, dram_Bps,
+        execution.overlap, execution.serialize_network,
     )  # fmt: skip
     lanes = None
     if util <= 0:  # DFModel's lane/stage compute at the FFT shard (M, K, ceil(N / P))
@@ -51,12 +52,10 @@ def search_fft(
     problem, sol, floor = solve_configs(graph, costs, c, execution, options, lanes)
     if not math.isfinite(sol.objective_s):
         return None, [(choice, f"no grouping into configurations (status {sol.status})")], math.inf
-    dram = execution.fft_length * execution.word_bytes / per_copy
-    cap = system.dram.capacity_bytes  # DFModel: dram_cap 0 = no limit
-    if 0 < cap * (1 + 1e-9) < dram:
+    if 0 < capacity * (1 + 1e-9) < dram:  # DFModel: dram_cap 0 = no limit (inf)
         why = (
             f"DFModel's FFT DRAM use length x word / chips per copy = {dram:.6g} B exceeds "
-            f"{system.dram.capacity_bytes:.6g} B"
+            f"{capacity:.6g} B"
         )
         return None, [(choice, why)], math.inf
     total, copies = sol.objective_s, max(execution.fft_copies, 1)

@@ -27,6 +27,8 @@ charges an all-reduce as a reduce-scatter plus an all-gather: the TP all-reduce 
 (2(p-1)/(pB); on fc 2/(pB) as at commit f9cda5e, a33985b kept 1/(pB) there) and the DP one on
 ring and switch (fc keeps 1/(pB)). DFModel's README example (GPT-3 1T, 1024 SN30) printed its
 78.99 s at that rate (tests/data/dfmodel/SOURCES.md).
+system.HBD (a high-bandwidth domain of that many chips on x's links) changes the TP and DP
+all-reduce rates on a 3-D TP/PP/DP system (`hbd_ratios`, intra_chip.py @ 0e97740).
 """
 
 from __future__ import annotations
@@ -103,10 +105,14 @@ def dp_ratio(kind: str, p: int, bw_Bps: float, separate_rs_ag: bool = False) -> 
 
 
 def ratios(
-    spans: dict[str, Sequence[tuple[NetworkLevel, int]]], separate_rs_ag: bool = False
+    spans: dict[str, Sequence[tuple[NetworkLevel, int]]],
+    separate_rs_ag: bool = False,
+    levels: Sequence[NetworkLevel] = (),
+    hbd: int = 0,
 ) -> Ratios:
     """The ratios of one choice; each parallelism spans at most one level (DFModel's
-    par_x/y/z), whose degree is the parallel degree."""
+    par_x/y/z), whose degree is the parallel degree. `hbd` (system.HBD) on a 3-D system
+    `levels` with TP, PP, DP on x, y, z: the all-reduces' rates of `hbd_ratios`."""
     tp = spans.get("tp", ())
     pp = spans.get("pp", ())
     dp = spans.get("dp", ())
@@ -121,7 +127,32 @@ def ratios(
     if pp:
         ((lv, _),) = pp
         p2p = 1 / stored_Bps(lv.link_bandwidth_Bps)
+    if hbd > 0 and hbd_applies(levels):
+        x, z = (span[0][1] if span else 1 for span in (tp, dp))
+        ar, arp = hbd_ratios(levels, x, z, hbd)
     return Ratios(ar, a2a, ag, arp, p2p)
+
+
+def hbd_applies(levels: Sequence[NetworkLevel]) -> bool:
+    """DFModel reads system.HBD only on a 3-D topology with par_x TP, par_y PP, par_z DP
+    (intra_chip.py @ 0e97740); elsewhere it is not read."""
+    tags = [tuple(lv.parallelism) for lv in levels]
+    return tags == [("TP",), ("PP",), ("DP",)]
+
+
+def hbd_ratios(levels: Sequence[NetworkLevel], x: int, z: int, hbd: int) -> tuple[float, float]:
+    """(TP all-reduce, DP all-reduce-periodic) seconds per byte with a high-bandwidth
+    domain of `hbd` chips, whose links are x's (B0), on x, y, z of degrees X, Y, Z
+    (intra_chip.py @ 0e97740; it has no separate_rs_ag_for_ar there, so none here):
+      TP: hbd >= X: (X - 1) / (X B0) on any kind of level; else a two-level all-reduce,
+          (hbd - 1) / (hbd B0) inside the domain plus (X / hbd - 1) / (X B1) across
+      DP: hbd >= Z: (Z - 1) / (Z B0), the fast links; else (hbd - 1) / (hbd B0) plus
+          (Z / hbd - 1) / (Z B2)."""
+    b0, b1, b2 = (stored_Bps(lv.link_bandwidth_Bps) for lv in levels)
+    inside = (hbd - 1) / (hbd * b0)
+    tp = (x - 1) / (x * b0) if hbd >= x else inside + (x / hbd - 1) / (x * b1)
+    dp = (z - 1) / (z * b0) if hbd >= z else inside + (z / hbd - 1) / (z * b2)
+    return tp, dp
 
 
 def all_reduce_alpha_s(spans: dict[str, Sequence[tuple[NetworkLevel, int]]]) -> float:

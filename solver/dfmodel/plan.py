@@ -123,6 +123,7 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
     return Plan(
         scenario=scenario,
         workload_kind=workload.kind,
+        workload_label=workload.label,
         num_chips=system.num_chips,
         parallelism=_degrees(best.choice),
         placement=placement,
@@ -132,7 +133,8 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
         memory=MemoryUse(
             weights=best.dram_weights_bytes,
             activations=best.dram_activations_bytes,
-            capacity=system.dram.capacity_bytes,
+            # DFModel's second DRAM (memory.second_dram_cap) adds to the first's
+            capacity=system.dram.capacity_bytes + execution.dfmodel.second_dram_cap,
         ),
         workload_flop=flop,
         peak_flops_per_chip=peak,
@@ -153,6 +155,7 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
         choices=results,
         warnings=warnings,
         cost_model="dfmodel",
+        chip=system.chip.name,
     )
 
 

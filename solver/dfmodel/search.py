@@ -257,25 +257,31 @@ def search_choices(
         tp = choice.degree("TP")
         if tp not in shardings:
             shardings[tp] = stage_one(graph, tp, options)
-        ratios = dm.ratios(spans, execution.dfmodel.separate_rs_ag_for_ar)
+        ratios = dm.ratios(
+            spans, execution.dfmodel.separate_rs_ag_for_ar, system.network, execution.dfmodel.hbd
+        )
         row = llm and not execution.dfmodel.pmu and execution.dfmodel.sram_bounded
         sram = dm.f32(system.chip.sram_bytes) if row else math.inf
-        base = dp.StageTwo(
-            tp, 1, execution.word_bytes, util, dm.stored_peak(system, execution.math_precision),
-            ratios, nmb, sram, dm.stored_Bps(system.dram.bandwidth_Bps), execution.overlap,
-            execution.serialize_network, dm.all_reduce_alpha_s(spans),
-        )  # fmt: skip
-        c, costs, (problem, sol, floor) = _best_tiling(
-            graph, shardings[tp], base, tile_counts, execution, options
-        )
-        if not math.isfinite(sol.objective_s):
-            failed.append((choice, _no_fit(graph, costs, c, execution, sol.status)))
-            continue
-        step = _assemble(
-            workload, choice, problem, sol, floor, factors, ratios, c.word_bytes, costs
-        )
-        why = _dram_overflow(step, system)
-        if why:
+        step, why = None, ""
+        for dram_Bps, capacity in dram_tiers(system, execution):
+            base = dp.StageTwo(
+                tp, 1, execution.word_bytes, util,
+                dm.stored_peak(system, execution.math_precision), ratios, nmb, sram, dram_Bps,
+                execution.overlap, execution.serialize_network, dm.all_reduce_alpha_s(spans),
+            )  # fmt: skip
+            c, costs, (problem, sol, floor) = _best_tiling(
+                graph, shardings[tp], base, tile_counts, execution, options
+            )
+            if not math.isfinite(sol.objective_s):
+                why = _no_fit(graph, costs, c, execution, sol.status)
+                break
+            step = _assemble(
+                workload, choice, problem, sol, floor, factors, ratios, c.word_bytes, costs
+            )
+            why = _dram_overflow(step, capacity)
+            if not why:
+                break
+        if why or step is None:
             failed.append((choice, why))
             continue
         lower = min(lower, step.lower_latency_s)
@@ -378,13 +384,32 @@ def _no_fit(graph: KernelGraph, costs, c: dp.StageTwo, execution: ExecutionOptio
     )
 
 
-def _dram_overflow(step: DFStep, system: System) -> str:
+def dram_tiers(system: System, execution: ExecutionOptions) -> list[tuple[float, float]]:
+    """(DRAM bandwidth, capacity) a step is priced at and must fit, tried in order: the
+    first DRAM's; with DFModel's second DRAM (memory.second_dram_cap > 0), a step that
+    outgrows the first runs at the capacity-weighted mean (cap1 bw1 + cap2 bw2) / (cap1 +
+    cap2) within cap1 + cap2 (intra_chip.py @ 0e97740: its big_flag rows)."""
+    bw1, cap1 = dm.stored_Bps(system.dram.bandwidth_Bps), system.dram.capacity_bytes
+    cap2 = dm.f32(execution.dfmodel.second_dram_cap)
+    if cap2 <= 0 or not math.isfinite(cap1):
+        return [(bw1, cap1)]
+    bw2, f1 = dm.stored_Bps(execution.dfmodel.second_dram_Bps), dm.f32(cap1)
+    return [(bw1, cap1), ((f1 * bw1 + cap2 * bw2) / (f1 + cap2), cap1 + cap2)]
+
+
+def tier_for(need_bytes: float, tiers: list[tuple[float, float]]) -> tuple[float, float]:
+    """The first (bandwidth, capacity) of `tiers` that holds `need_bytes` (a step whose DRAM
+    use is known before it is solved: HPL's matrix, FFT's signal), else the last."""
+    return next((t for t in tiers if need_bytes <= t[1] * (1 + 1e-9)), tiers[-1])
+
+
+def _dram_overflow(step: DFStep, capacity_bytes: float) -> str:
     """Why DFModel's DRAM capacity row rejects the step ('' when it fits)."""
     need = step.dram_weights_bytes + step.dram_activations_bytes
-    if need <= system.dram.capacity_bytes * (1 + 1e-9):
+    if need <= capacity_bytes * (1 + 1e-9):
         return ""
     return (
-        f"DFModel's DRAM use {need:.6g} B per chip exceeds {system.dram.capacity_bytes:.6g} B "
+        f"DFModel's DRAM use {need:.6g} B per chip exceeds {capacity_bytes:.6g} B "
         "(weights x layers per stage + live edges x micro-batch)"
     )
 

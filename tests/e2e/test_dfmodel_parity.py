@@ -56,6 +56,22 @@ def test_genz_decode_native_pays_the_hop_latency_as_alpha(tmp_path: Path) -> Non
     44 us = 8.448 ms of latency, so it cannot be below that (it was 4.1 ms before)."""
     s = _run(GENZ_DECODE, tmp_path / "nat", "native")
     assert s["latency_s"] >= 96 * 2 * 44e-6
+    assert_decode_presentation(s)
+
+
+def assert_decode_presentation(s: dict) -> None:
+    """A forward-only graph of one token per sequence is a decode step, not training; and
+    its kernels set memory_size, which DFModel reads (the "vs DFModel" weights term says so
+    and prices them): 171,474,944 B per layer (test above) / 4000 GB/s x 96 layers =
+    4.1154 ms with the memory fully exposed, at most the step's compute (what overlapping
+    compute with memory can hide) less."""
+    assert (s["workload_kind"], s["workload_label"]) == ("training", "decode step")
+    terms = {t["term"]: t for t in s["native_vs_dfmodel_s"]}
+    assert not any("reads none without memory_size" in t for t in terms)
+    weights = terms["weights read from DRAM (DFModel: the kernels' memory_size instead)"]
+    exposed_s = 96 * 171_474_944 / 4000e9
+    compute_s = 96 * 384_168_208 / 1.6e15  # the log's per-layer FLOP at 1.6 PFLOP/s
+    assert exposed_s - compute_s - 1e-9 <= weights["dfmodel_s"] <= exposed_s + 1e-9
 
 
 def test_genz_prefill_matches_dfmodels_log_within_gurobis_gap(tmp_path: Path) -> None:
@@ -68,6 +84,7 @@ def test_genz_prefill_matches_dfmodels_log_within_gurobis_gap(tmp_path: Path) ->
     assert s["latency_s"] <= 358_547_200e-9 and s["latency_s"] >= 358_547_200e-9 * (1 - 1e-3)
     assert (s["system_cost"], s["workload_flop"]) == (465600.0, 3_952_755_671_040_000.0)
     assert s["system_power_W"] == pytest.approx(16867.679841443896, rel=1e-12)
+    assert s["workload_label"] == "forward pass"  # 10,000 tokens, no backward: not training
 
 
 def test_dlrm_step_counts_the_global_batch(tmp_path: Path) -> None:
@@ -135,8 +152,9 @@ def test_forward_backward_one_configuration_that_fits(tmp_path: Path) -> None:
 
 
 def test_dfmodel_fields_no_model_reads_are_said(tmp_path: Path) -> None:
-    """HBD, second_dram, zero_out and gurobi.thread are accepted and each named in the
-    result's warnings; a binary .pb is refused in one line (exit 2)."""
+    """HBD, second_dram and gurobi.thread are accepted and each named in the result's
+    warnings (zero_out is priced: tests/e2e/test_dfmodel_io.py); a binary .pb is refused
+    in one line (exit 2)."""
     text = GENZ_DECODE.read_text()
     text = text.replace("num_chip: 12", "num_chip: 12\n  HBD: 12")
     text = text.replace("dram_cap: 42949672960", "dram_cap: 42949672960\n    second_dram_bw: 100")
@@ -145,9 +163,10 @@ def test_dfmodel_fields_no_model_reads_are_said(tmp_path: Path) -> None:
     src = tmp_path / "setup.txt"
     src.write_text(text)
     warnings = " | ".join(_run(src, tmp_path / "o", "dfmodel")["warnings"])
-    for field in ("system.HBD (12)", "second_dram_bw", "zero_out", "gurobi.thread (8)"):
+    assert "zero_out" not in warnings
+    for field in ("system.HBD (12)", "second_dram_bw", "gurobi.thread (8)"):
         assert f"{field}" in warnings
-    assert "dse.txt and dse_sharded.txt are not written" in warnings
+    assert "dse.txt" not in warnings  # written now (test_dfmodel_io)
     pb = tmp_path / "dse.pb"
     pb.write_bytes(b"\x0a\x00")
     assert main(["run", str(pb), "--out", str(tmp_path / "p"), "--quiet"]) == 2
