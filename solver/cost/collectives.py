@@ -10,7 +10,11 @@ Per level with p chips, bandwidth b and per-step latency a (ring algorithm steps
   all-gather      (p-1)/p * S / b + (p-1) a
   reduce-scatter  (p-1)/p * S / b + (p-1) a
   all-to-all      switch/fully-connected: (p-1)/p * (S/p) / b + a
-                  ring (bidirectional, chunks travel ~p/4 hops): (p*p-1)/(4p) * (S/p) / b + (p-1) a
+                  ring: floor(p^2/4) / (2p) * (S/p) / b + (p-1) a   (bidirectional: each
+                  chunk goes the short way round, min(k, p-k) hops to the chip k away, so a
+                  chip's hop-bytes are (S/p^2) floor(p^2/4), carried by its two outgoing
+                  links at b each; a torus is this ring per dimension, DFModel's and the
+                  bisection's 2-D torus figure)
   point-to-point  S / b + a
   broadcast       (p-1)/p * S / b + (p-1) a        (scatter + all-gather pipeline)
 Switch and fully-connected levels take 1 step of latency (log2 p for switch trees is folded
@@ -66,6 +70,12 @@ def effective_bandwidth(
     return bw
 
 
+def ring_all_to_all_hops(p: int) -> int:
+    """sum over k = 1..p-1 of min(k, p - k): the hops one chip's all-to-all chunks travel
+    on a bidirectional ring of p chips, each the short way round (= floor(p^2 / 4))."""
+    return p * p // 4
+
+
 def _steps(level: NetworkLevel, p: int) -> int:
     """Latency steps of a ring-like phase over p chips on this level."""
     if p <= 1:
@@ -97,7 +107,7 @@ def level_collective_time(kind: str, size_bytes: float, p: int, level: NetworkLe
     # all_to_all
     per_chip = size_bytes / p
     if level.kind == Topology.RING:
-        return (p * p - 1) / (4 * p) * per_chip / bw + steps * alpha
+        return ring_all_to_all_hops(p) / (2 * p) * per_chip / bw + steps * alpha
     return frac * per_chip / bw + steps * alpha
 
 

@@ -132,8 +132,12 @@ def build_menu(
     dataflow: bool,
     tiling_points: int = 10,
     weights: WeightRule | None = None,
+    held_instances: int = 1,
 ) -> KernelMenu:
+    """Every (sharding, tile) option of the kernel; `held_instances` > 1 (DATAFLOW: that
+    many graph instances run each configuration back to back) adds `_held_tiles`."""
     options: list[Option] = []
+    held: dict[str, tuple[str, float, dict[str, float], float]] = {}
     shardings = sharding_choices(kernel, tp)
     full = kernel.dim_sizes
     full_elems = math.prod(full.values())
@@ -148,9 +152,14 @@ def build_menu(
         if weights is not None:
             stored, replicated = weight_storage(kernel, s, tp)
         compulsory = compulsory_bytes(kernel, sizes)
-        for tile, buf, traffic, out_tile in _tilings(
-            kernel, sizes, sram_bytes, dataflow, tiling_points
-        ):
+        tiles = _tilings(kernel, sizes, sram_bytes, dataflow, tiling_points)
+        if dataflow and held_instances > 1:
+            extra = _held_tiles(kernel, sizes, sram_bytes, held_instances)
+            if kernel.pinned_tile:  # a pin is that tile: held when it holds the weight
+                extra = [t for t in extra if t[0] in {x[0] for x in tiles}]
+            held.update((s, t) for t in extra)
+            tiles += extra
+        for tile, buf, traffic, out_tile in tiles:
             options.append(
                 Option(
                     s,
@@ -178,6 +187,11 @@ def build_menu(
             for pts in frontier.tile_groups(*fusion_args(kernel, sizes, sram_bytes, tiling_points)):
                 costs = _tile_costs(kernel, sizes, sram_bytes, pts)
                 groups.append(TileGroup(s, tuple(TileCost(*c) for c in costs)))
+            if s in held:  # the held tile is a tile of the exact menu too (tile_refine)
+                tile, buf, traffic, out = held[s]
+                groups.append(
+                    TileGroup(s, (TileCost(tile, buf, out, tuple(sorted(traffic.items()))),))
+                )
     return KernelMenu(
         name=kernel.name,
         options=tuple(options),
@@ -316,6 +330,37 @@ def _tilings(
     ]
 
 
+def _held_tiles(
+    kernel: Kernel, sizes: dict[str, int], sram_bytes: float, instances: int
+) -> list[tuple[str, float, dict[str, float], float]]:
+    """The tile that keeps a GEMM's whole weight on chip (the resident-panel family whose
+    panel is the whole weight: a_resident Tm = M when A is the weight, b_resident Tn = N
+    when B is), with the weight read once for the `instances` graph instances that run its
+    configuration back to back: 1/instances of it per instance (issue #37: weights that fit
+    in SRAM beside the working set are read once per step). Its buffer holds the whole
+    weight for the configuration's lifetime; [] when it does not fit or the kernel is not
+    a single-weight, unbatched GEMM."""
+    if not _is_gemm(kernel):
+        return []
+    a, b, _, batch, m, n, k = _gemm_roles(kernel)
+    role = {o.name: o.role for o in kernel.operands}
+    weight = [x for x in (a, b) if role[x] == OperandRole.WEIGHT]
+    if len(weight) != 1 or math.prod(sizes[d] for d in batch) != 1:
+        return []
+    bm, bk, bn = (math.prod(sizes[d] for d in group) for group in (m, k, n))
+    family = "a_resident" if weight[0] == a else "b_resident"
+    point = frontier.tile_point(bm, bk, bn, family, bm, bn)
+    assert point is not None
+    out = []
+    for tile, buf, out_tile, traffic in _tile_costs(kernel, sizes, sram_bytes, [point]):
+        if buf > sram_bytes:
+            continue
+        per_instance = dict(traffic)
+        per_instance[weight[0]] /= instances
+        out.append((tile, buf, per_instance, out_tile))
+    return out
+
+
 def _tile_costs(
     kernel: Kernel, sizes: dict[str, int], sram_bytes: float, pts: Sequence[frontier.TilePoint]
 ) -> list[tuple[str, float, float, tuple[tuple[str, float], ...]]]:
@@ -381,11 +426,13 @@ def build_problem(
     micro_batches: int = 1,
     weights: WeightRule | None = None,
     network_hidden_share: float = 0.0,
+    held_instances: int = 1,
 ) -> MappingProblem:
     """`micro_batches`: graph instances per step that accumulate weight gradients (training:
     global batch / (micro-batch x DP)); a weight gradient's TP reduction runs once per step,
-    so each instance carries 1/micro_batches of it. `max_configs`: the setup's num_config,
-    read by ExecutionOptions.config_budget."""
+    so each instance carries 1/micro_batches of it. `held_instances`: independent graph
+    instances per step that run each configuration back to back (`_held_tiles`).
+    `max_configs`: the setup's num_config, read by ExecutionOptions.config_budget."""
     order = graph.canonical_order()
     index = {name: i for i, name in enumerate(order)}
     kernels = [graph.kernel(n) for n in order]
@@ -397,8 +444,9 @@ def build_problem(
     menus = []
     for k in kernels:
         key = (k, chip_key, tp, spans_key, math_precision, dataflow, tiling_points, weights)
+        key += (held_instances,)
         args = (k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow)
-        menu = memo.MENUS.get(key, build_menu, *args, tiling_points, weights)
+        menu = memo.MENUS.get(key, build_menu, *args, tiling_points, weights, held_instances)
         menus.append(per_step_gradient_reduction(k, menu, tp, tp_span, micro_batches))
     edges, raw = [], []
     wraps = [(e, True) for e in graph.boundary]

@@ -6,7 +6,7 @@ solver.search.footprint's.)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from generator.graph import Communication, OperandRole, Pass, Phase, Workload
 from generator.ops_fp8 import FP8_BYTES
@@ -336,12 +336,26 @@ def inference_times(
     )
 
 
-def graph_times(workload: Workload, phase_latency: dict[str, float]) -> StepTimes:
-    """Phases one after another; a phase with others beside it (Phase.overlaps: HPL's
+def one_replica(workload: Workload, replicas: int) -> Workload:
+    """A graph workload as each of `replicas` data-parallel replicas runs it: a phase run
+    once per batch item (Phase.steps, DFModel's DLRM) takes ceil(steps / replicas) of the
+    items (solver.search.infeasible.limits_of); any other workload unchanged."""
+    if workload.kind != "graph" or replicas <= 1:
+        return workload
+    phases = tuple(replace(p, steps=-(-p.steps // replicas)) for p in workload.phases)
+    return replace(workload, phases=phases)
+
+
+def graph_times(
+    workload: Workload, phase_latency: dict[str, float], replicas: int = 1
+) -> StepTimes:
+    """Phases one after another, on each of the data-parallel `replicas` its share of the
+    batch items (`one_replica`); a phase with others beside it (Phase.overlaps: HPL's
     look-ahead runs the next panel's factorisation, pivots and broadcast beside the
     trailing update) takes max(its time, the sum of theirs). Breakdown: each phase its own
     time, the phases beside one only their exposed excess max(0, theirs - its), split by
     their times, so the entries add up to the step."""
+    workload = one_replica(workload, replicas)
     total_of = {p.name: p.count * p.steps * phase_latency[p.name] for p in workload.phases}
     beside: dict[str, float] = {}
     for p in workload.phases:

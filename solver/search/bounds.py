@@ -29,7 +29,7 @@ def step_times(
         return assemble.training_times(workload, choice, phase_latency, bw, stored, weights, hidden)
     if workload.kind == "inference":
         return assemble.inference_times(workload, choice, phase_latency)
-    return assemble.graph_times(workload, phase_latency)
+    return assemble.graph_times(workload, phase_latency, choice.data_ranks())
 
 
 def roofline_bound(
@@ -37,7 +37,8 @@ def roofline_bound(
 ) -> float:
     """Roofline bound: each kernel at the best rate any of its options reaches (the chip's
     peak at the workload's math precision times its calibrated efficiency), its weights
-    read once at the achievable DRAM bandwidth, split perfectly over the TP group;
+    read once (a graph's held batch items: once for all) at the achievable DRAM bandwidth,
+    split perfectly over the TP group;
     assembled like a real plan. Never above the latency of any plan of the choice."""
     lat = roofline_phase_latency(workload, system, choice.degree("TP"), execution)
     return step_times(workload, choice, lat, system, hidden=execution.comm_hidden_share).latency_s
@@ -56,7 +57,10 @@ def roofline_phase_latency(
             k.flop / best_compute_rate(k, chip, execution.math_precision) for k in p.graph.kernels
         )
         weights = sum(bytes_read_at_least(k) for k in p.graph.kernels)
-        lat[p.name] = max(compute, weights / bw) / tp
+        # a weight held on chip is read once for all of a replica's batch items
+        # (phase_problem.held_instances: at most all p.steps of them)
+        held = p.steps if execution.dataflow and workload.kind == "graph" else 1
+        lat[p.name] = max(compute, weights / held / bw) / tp
     return lat
 
 

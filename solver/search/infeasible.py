@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from generator.graph import Kernel, KernelGraph, KernelKind, Workload
+from generator.graph import Kernel, KernelGraph, KernelKind, Pass, Workload
 from hardware.system import System
 from schema.errors import InfeasibleError
 from solver.check import hold_bytes
@@ -46,7 +46,7 @@ def limits_of(workload: Workload, system: System) -> Limits:
     """The degrees searched: TP up to 64 and one pipeline stage per layer at most for LLMs
     (DP in training; in inference the replica counts the workload's variants serve);
     distributed kernels (HPL, FFT, DLRM, GEMM, explicit graphs) spread over one group of
-    all chips."""
+    all chips, or for a graph run once per batch item, over replicas of a group."""
     layers = max((p.count for p in workload.phases if p.role == "layer"), default=1)
     if workload.kind == "training":
         max_dp = max(1, workload.global_batch // max(workload.micro_batch, 1))
@@ -54,7 +54,12 @@ def limits_of(workload: Workload, system: System) -> Limits:
     if workload.kind == "inference":
         replicas = max((b.replicas for b in workload.variants or (workload,)), default=1)
         return Limits(max_tp=64, max_pp=layers, max_dp=replicas, allow_dp=replicas > 1)
-    return Limits(max_tp=system.num_chips, max_pp=1, max_dp=1, allow_dp=False)
+    # a forward graph run once per batch item (DFModel's DLRM inference: Phase.steps)
+    # spreads its items over data-parallel replicas too, as DFModel does; a graph with a
+    # backward pass stays on one group (replicas would owe a gradient sync no step charges)
+    forward = all(k.pass_ == Pass.FWD for p in workload.phases for k in p.graph.kernels)
+    batch = max(p.steps for p in workload.phases) if workload.kind == "graph" and forward else 1
+    return Limits(max_tp=system.num_chips, max_pp=1, max_dp=batch, allow_dp=batch > 1)
 
 
 def any_tp(limits: Limits) -> Limits:
@@ -77,10 +82,10 @@ class Reason:
 
 def dram_reason(memory: MemoryUse) -> Reason:
     text = (
-        f"needs {_gb(memory.total)} GB per chip (weights {_gb(memory.weights)}, "
+        f"needs {_gb(memory.total)} GiB per chip (weights {_gb(memory.weights)}, "
         f"gradients+optimizer {_gb(memory.gradients + memory.optimizer)}, activations "
         f"{_gb(memory.activations)}, KV {_gb(memory.kv_cache)}), DRAM holds "
-        f"{_gb(memory.capacity)} GB"
+        f"{_gb(memory.capacity)} GiB"
     )
     ratio = memory.total / memory.capacity
     return Reason("DRAM capacity", text, ratio, "", memory.total, memory.activations)
@@ -167,9 +172,9 @@ def weights_reason(problem: MappingProblem, phase: str, floor: MemoryUse) -> Rea
         return None
     text = (
         f"phase {phase}: no sharding stores its weights in the "
-        f"{_gb(problem.resident_budget_bytes)} GB per layer instance that DRAM leaves them "
-        f"(with every weight at its least, the layout would need {_gb(floor.total)} GB of "
-        f"{_gb(floor.capacity)} GB)"
+        f"{_gb(problem.resident_budget_bytes)} GiB per layer instance that DRAM leaves them "
+        f"(with every weight at its least, the layout would need {_gb(floor.total)} GiB of "
+        f"{_gb(floor.capacity)} GiB)"
     )
     return Reason("DRAM capacity", text, 1.0 + 1e-9, "", floor.total)
 
@@ -296,7 +301,7 @@ def raise_infeasible(
         shown += "".join(f" × {n} {d}" for n, d in (("CP", cp), ("EP", ep)) if d > 1)
         more = f"num_chip ≥ {chips}" if chips > system.num_chips else TAGS_HINT
         fixes.append(f"needs ≥ {tp * pp}-way TP×PP ({shown}; {more})")
-    fixes.append(f"≥ {_gb(least, up=True)} GB of DRAM per chip")
+    fixes.append(f"≥ {_gb(least, up=True)} GiB of DRAM per chip")
     passes = prefill_pass_fix(workload, best, system.dram.capacity_bytes)
     if passes:
         fixes.append(passes)
@@ -423,7 +428,9 @@ def _clamped(problem: MappingProblem) -> bool:
 
 
 def _gb(x: float, up: bool = False) -> str:
-    return f"{math.ceil(x / 1e8) / 10:.1f}" if up else f"{x / 1e9:.1f}"
+    """Bytes in GiB, one decimal (as every report quotes memory); `up` rounds up."""
+    gib = x / 2**30
+    return f"{math.ceil(gib * 10) / 10:.1f}" if up else f"{gib:.1f}"
 
 
 def _bytes(x: float, up: bool = False) -> str:

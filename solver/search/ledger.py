@@ -20,7 +20,7 @@ from solver.fusion.segment_search import GraphSolution
 from solver.options import BUDGET_OF_STOP, SolverOptions
 from solver.options import VALVE_STOP as VALVE
 from solver.plan import ChoiceResult
-from solver.search import infeasible, training_space
+from solver.search import footprint, infeasible, training_space
 from solver.search.exact_first import solved_by
 from solver.search.progress import SearchProgress
 from solver.search.training_space import Candidate
@@ -70,12 +70,24 @@ class Ledger:
     build_s: float = 0.0
 
     def record(
-        self, lb: float, cand: Candidate, latency: float | None, status: str, reason: str = ""
+        self,
+        lb: float,
+        cand: Candidate,
+        latency: float | None,
+        status: str,
+        reason: str = "",
+        memory_bytes: float | None = None,
     ) -> None:
+        """One candidate's label; `memory_bytes`: its plan's DRAM per chip (None: the
+        candidate's floor, footprint.memory_use with every parameter split over TP x PP)."""
         deg = {k.lower(): v for k, v in cand.choice.degrees}
         knobs = training_space.describe(cand.workload)
+        if memory_bytes is None:
+            memory_bytes = footprint.memory_use(cand.workload, cand.choice, 0.0).total
         self.results.append(
-            ChoiceResult(deg, cand.choice.describe(), lb, latency, status, reason, knobs)
+            ChoiceResult(
+                deg, cand.choice.describe(), lb, latency, status, reason, knobs, memory_bytes
+            )
         )
 
     def infeasible(self, lb: float, cand: Candidate, failed: infeasible.Reason) -> None:

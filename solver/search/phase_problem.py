@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from generator.graph import KernelGraph, Phase, Workload
+from generator.graph import KernelGraph, Pass, Phase, Workload
 from hardware.system import System
 from solver.cost import efficiency
 from solver.cost.menus import build_problem
@@ -21,7 +21,22 @@ def build_key(phase: Phase, choice: Choice, micro_batches: int) -> tuple:
     parameter are the memory row's coefficient alone (solver.cost.menus.build_problem), set
     per candidate, so candidates that differ in ZeRO stage share one build, and a replicated
     weight's gradient sync is the step's (solver.cost.weights.StepWeights)."""
-    return (id(phase.graph), choice.degree("TP"), spans_key(choice.spans), micro_batches)
+    held = -(-phase.steps // choice.data_ranks())  # a superset of held_instances' inputs
+    return (id(phase.graph), choice.degree("TP"), spans_key(choice.spans), micro_batches, held)
+
+
+def held_instances(workload: Workload, phase: Phase, choice: Choice, dataflow: bool) -> int:
+    """Independent graph instances one chip runs per step, each configuration for all of
+    them back to back (DATAFLOW), so a weight kept on chip is read once for all of them
+    (solver.cost.menus._held_tiles): a graph run once per batch item (Phase.steps, DFModel's
+    DLRM), its share of the items on each data-parallel replica, when the graph is forward
+    only; else 1 (decode steps depend on each other; a training step's 1F1B order
+    interleaves micro-batches; a backward pass would hold every item's saved activations)."""
+    if not dataflow or workload.kind != "graph":
+        return 1
+    if any(k.pass_ != Pass.FWD for k in phase.graph.kernels):
+        return 1
+    return -(-phase.steps // choice.data_ranks())
 
 
 def param_cap(problem: MappingProblem) -> float:
@@ -49,10 +64,11 @@ def phase_problem(
     tile_menu_size: int = TILE_MENU_SIZE,
     grid: tuple[int, int] = (0, 0),
     expert_span: Span | None = None,
+    held: int = 1,
 ) -> MappingProblem:
     """`grid`: the workload's HPL process grid (Workload.process_grid; (0, 0) = none);
     `expert_span`: the chips an MoE layer's all-to-all runs over (solver.search.expert_group;
-    None = the choice's EP span)."""
+    None = the choice's EP span); `held`: `held_instances`."""
     spans = {name.lower(): span for name, span in choice.spans}
     if expert_span is not None:
         spans["ep"] = expert_span
@@ -81,4 +97,5 @@ def phase_problem(
         micro_batches=micro_batches,
         weights=weights,
         network_hidden_share=execution.network_hidden_share,
+        held_instances=held,
     )

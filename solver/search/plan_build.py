@@ -45,7 +45,9 @@ def build_plan(
 ) -> Plan:
     """The Plan of the best candidate, for its own (pinned) workload."""
     workload = best.workload
-    phases = build_phase_plans(workload, best.solutions, system)
+    # the phases as one data-parallel replica runs them (its share of a graph's batch items)
+    replica = assemble.one_replica(workload, best.choice.data_ranks())
+    phases = build_phase_plans(replica, best.solutions, system)
     levels = [lv.degree for lv in best.choice.levels]
     flop = workload_flop(workload, best.choice)
     peak = system.chip.peak(execution.math_precision)
@@ -67,6 +69,7 @@ def build_plan(
     return Plan(
         scenario=scenario,
         workload_kind=workload.kind,
+        workload_label=workload.label,
         num_chips=system.num_chips,
         parallelism=deg,
         placement=placement,
@@ -79,7 +82,7 @@ def build_plan(
         flops_utilization=util,
         system_cost=system_cost(system, levels),
         system_power_W=system_power(system, levels),
-        energy_J=energy_of(phases, workload, system, best.choice),
+        energy_J=energy_of(phases, replica, system, best.choice),
         iteration_time_s=t.iteration_time_s,
         ttft_s=t.ttft_s,
         tpot_s=t.tpot_s,
@@ -94,6 +97,7 @@ def build_plan(
         time_breakdown=dict(t.breakdown),
         choices=tuple(results),
         chip_calibration=system.chip.calibration,
+        chip=system.chip.name,
         warnings=plan_warnings(workload, system, execution),
         overlap=execution.overlap_name,
         network_hidden_share=execution.network_hidden_share,

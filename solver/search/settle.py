@@ -26,7 +26,13 @@ from solver.search.bounds import bound_of, step_times
 from solver.search.expert_group import expert_span
 from solver.search.ledger import Ledger, no_plan_reason
 from solver.search.parallel import Choice, spans_key
-from solver.search.phase_problem import build_key, micro_batches_of, param_cap, phase_problem
+from solver.search.phase_problem import (
+    build_key,
+    held_instances,
+    micro_batches_of,
+    param_cap,
+    phase_problem,
+)
 from solver.search.plan_build import Solved
 from solver.search.solve_memo import solve_graph_memo
 from solver.search.training_space import Candidate
@@ -108,7 +114,7 @@ class Settler:
             return True
         hidden = self.execution.comm_hidden_share
         times = step_times(workload, choice, phase_latency, system, *memory.step, hidden)
-        ledger.record(lb, candidate, times.latency_s, "solved")
+        ledger.record(lb, candidate, times.latency_s, "solved", memory_bytes=memory.use.total)
         ledger.open_bounds.append(phases.bound)
         if self.best is None or times.latency_s < self.best.times.latency_s:
             self.best = Solved(workload, choice, times, solutions, memory.use, phases.bound)
@@ -315,6 +321,7 @@ class Settler:
                     self.options.tile_menu_size,
                     grid=workload.process_grid,
                     expert_span=expert_span(workload, choice, self.system.network),
+                    held=held_instances(workload, phase, choice, self.execution.dataflow),
                 )
                 failed = infeasible.untileable(problem, phase.graph, phase.name)
                 if failed is not None:

@@ -40,7 +40,8 @@ consumer needing it.
 Collectives on one level of p chips, per step latency a = level latency + calibrated step
 latency, bandwidth b = link bandwidth x bus efficiency, steps s = 1 (switch) or p - 1 (ring):
   all-reduce 2(p-1)/p S/b + 2 s a; all-gather, reduce-scatter (p-1)/p S/b + s a;
-  all-to-all (S/p per chip) switch (p-1)/p (S/p)/b + s a, ring (p^2-1)/(4p) (S/p)/b + s a.
+  all-to-all (S/p per chip) switch (p-1)/p (S/p)/b + s a, ring floor(p^2/4)/(2p) (S/p)/b + s a
+  (bidirectional: each chunk the short way round, over a chip's two outgoing links).
 Two levels compose hierarchically (collective_s).
 """
 
@@ -160,7 +161,7 @@ def level_s(kind: str, size: float, level: tuple[str, int, float, float], m: Mac
     assert kind == "all_to_all", kind
     per_chip = size / p
     if topology == "RING":
-        return (p * p - 1) / (4 * p) * per_chip / b + steps * a
+        return p * p // 4 / (2 * p) * per_chip / b + steps * a  # bidirectional ring
     return (p - 1) / p * per_chip / b + steps * a
 
 

@@ -112,10 +112,10 @@ def test_gemm_on_16384_chips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_dfmodel_gpt3_1t_on_1024_chips(monkeypatch: pytest.MonkeyPatch) -> None:
     """1T parameters, DATAFLOW fusion over a wide layer graph, stopped by a small budget of
     segment prices (a part of the work of the proof, which also runs the tile bound's
-    refinement rounds): the same stop at any load, said as such, and the gallery's optimum
-    already in hand."""
+    refinement rounds; from 3 prices on, those rounds stop it first): the same stop at any
+    load, said as such, within 5% of its bound."""
     folder = ROOT / "scenarios" / "dfmodel_gpt3_1t_sn30"
-    scenario, plan, seen = _solve(folder, monkeypatch, max_priced=5)
+    scenario, plan, seen = _solve(folder, monkeypatch, max_priced=2)
     _check(scenario, plan, seen)
     assert plan.num_params >= 1e12
     assert (plan.stats.status, plan.stats.stop_reason) == ("time_limit", "price_cap")

@@ -47,10 +47,19 @@ def test_all_gather_and_reduce_scatter_are_half_an_all_reduce():
 def test_all_to_all_switch_and_ring():
     # each of 8 chips holds 1 GB/8 and sends 7/8 of it: 7/64 * 1e9 / 1e11
     assert level_collective_time("all_to_all", 1e9, 8, switch()) == pytest.approx(7 / 64 * 1e-2)
-    # ring: (p^2-1)/(4p) * S/p / b = 63/32 * 1.25e8 / 1e11
-    assert level_collective_time("all_to_all", 1e9, 8, ring()) == pytest.approx(
-        63 / 32 * 1.25e8 / 1e11
-    )
+    # ring of 8, bidirectional: a chip's 7 chunks of 1.25e8/8 B go the short way round,
+    # 1+2+3+4+3+2+1 = 16 hops, 16 x 1.5625e7 = 2.5e8 hop-bytes over its 2 outgoing links
+    assert level_collective_time("all_to_all", 1e9, 8, ring()) == pytest.approx(2.5e8 / 2e11)
+
+
+def test_torus_all_to_all_is_a_bidirectional_ring_per_dimension():
+    """A 4 x 4 torus, 1.6 GB over 16 chips (1e8 B each): per dimension every chip exchanges
+    all it holds with the 3 others of its ring, chunks of 2.5e7 B at 1, 2, 1 hops (4
+    hop-chunks = 1e8 hop-bytes) over 2 outgoing links of 1e11 B/s: 5e-4 s; two dimensions
+    1e-3 s. The bisection agrees: cut a ring of 4 in halves of 2; each chip sends 2 x 2.5e7
+    B across, 1e8 B each way over the 2 cut links (2e11 B/s each way): 5e-4 s per dimension."""
+    torus = NetworkLevel("torus", Topology.TORUS, 16, 100 * GB, 0.0, torus_dims=(4, 4))
+    assert level_collective_time("all_to_all", 1.6e9, 16, torus) == pytest.approx(1e-3)
 
 
 def test_hierarchical_all_reduce_composes_levels():
