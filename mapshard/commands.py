@@ -9,7 +9,7 @@ from pathlib import Path
 from generator.export import generated_files
 from hardware import library
 from mapshard import pipeline
-from mapshard.compare import compare_csv, compare_html, format_table, load_side
+from mapshard.compare import compare_csv, compare_html, format_table, load_sides
 from mapshard.models_list import format_models, model_rows
 from mapshard.outdir import check_writable, replace_folder
 from mapshard.profile import run_profile_command
@@ -150,7 +150,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise SetupError("mapshard compare: give at least two scenario or result folders")
     out = Path(args.out or "compare")
     check_writable(out)
-    sides = [load_side(item, args.time_limit) for item in args.items]
+    sides = load_sides(args.items, args.time_limit)
     replace_folder(out, {"compare.html": compare_html(sides), "compare.csv": compare_csv(sides)})
     print(format_table(sides))
     print(f"\nwritten: {out / 'compare.html'}")

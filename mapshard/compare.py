@@ -10,12 +10,13 @@ import html
 import io
 import json
 import math
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mapshard.api import solve
-from mapshard.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
+from mapshard.fmt import fmt_bytes, fmt_money, fmt_pct, fmt_ratio, fmt_si, fmt_time
 from schema.errors import SetupError
 
 BOUNDS = ("compute", "memory", "network", "overhead")
@@ -52,6 +53,17 @@ def load_side(path: str | Path, time_limit_s: float | None = None) -> Side:
     return Side(str(name), summary, {b: float(by_bound.get(b, 0.0)) for b in BOUNDS})
 
 
+def load_sides(paths: list[str], time_limit_s: float | None = None) -> list[Side]:
+    """Every side, named apart: two setups of the same `name` (a copy with another chip)
+    are told apart by the folder given for each."""
+    sides = [load_side(p, time_limit_s) for p in paths]
+    names = Counter(s.name for s in sides)
+    return [
+        replace(s, name=f"{s.name} ({p})") if names[s.name] > 1 else s
+        for s, p in zip(sides, paths, strict=True)
+    ]
+
+
 def _read_summary(path: Path) -> dict[str, Any]:
     """summary.json of a result folder, checked against what the comparison reads."""
     try:
@@ -65,8 +77,9 @@ def _read_summary(path: Path) -> dict[str, Any]:
         )
     for key in NUMBER_KEYS:
         value = summary.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise SetupError(f"{path}: {key} is {value!r}; a number (or null) was expected")
+        if value is not None and not _finite_number(value):
+            shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:40]}..."
+            raise SetupError(f"{path}: {key} is {shown}; a finite number (or null) was expected")
     for key in ("status", "scenario"):
         if summary.get(key) is not None and not isinstance(summary[key], str):
             raise SetupError(f"{path}: {key} is {summary[key]!r}; a string was expected")
@@ -80,16 +93,38 @@ def _read_summary(path: Path) -> dict[str, Any]:
     return summary
 
 
+def _finite_number(value: object) -> bool:
+    """A JSON number MapShard can have written: not a bool, not NaN/Infinity, and within
+    a float (json reads 1e400 as inf and a 400-digit integer as an int)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def _read_time_by_bound(path: Path) -> dict[str, float]:
     """configs.csv's wall time per step by binding resource (`per_step_s`; a folder from
     before that column has only the busy time summed over stages, `total_s`)."""
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            header = reader.fieldnames or []
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise SetupError(f"{path}: not a readable configs.csv ({exc})") from None
+    if "bound" not in header or not {"per_step_s", "total_s"} & set(header) or not rows:
+        raise SetupError(f"{path}: not a configs.csv `mapshard run` wrote (it needs a bound and "
+                         "a per_step_s column and a row per configuration); give a result "
+                         "folder, or a scenario folder")  # fmt: skip
     out: dict[str, float] = {}
     for number, row in enumerate(rows, start=2):
+        extra = row.get(None) or []  # csv.DictReader: cells past the header, or None cells
+        if extra or None in row.values():
+            got = len(header) + len(extra) if extra else "fewer"
+            raise SetupError(f"{path}:{number}: {got} cells where the header has "
+                             f"{len(header)}; a row has one cell per column")  # fmt: skip
         bound, total = row.get("bound"), row.get("per_step_s", row.get("total_s"))
         try:
             seconds = float(total) if total is not None else math.nan
@@ -114,7 +149,7 @@ def _bound_time(bound: str):
 
 
 def _money(x: float | None) -> str:
-    return f"${fmt_si(x)}" if x else "not priced"
+    return fmt_money(x)
 
 
 def _watts(x: float | None) -> str:
@@ -150,13 +185,14 @@ def calibration(summary: dict[str, Any]) -> str:
 
 
 #: rows whose ratio only means something between like quantities (the same `measures`)
-LIKE_ONLY = {"latency", "TTFT", "TPOT", "tokens/s", "energy per step"}
+LIKE_ONLY = {"latency", "TTFT", "TPOT", "tokens/s", "energy"}
 
 # (label, value getter, formatter, lower is better)
 ROWS: tuple[tuple[str, Any, Any, bool | None], ...] = (
     ("status", lambda s, t: s.get("status"), str, None),
     ("latency is", lambda s, t: measures(s), str, None),
     ("chip calibration", lambda s, t: calibration(s), str, None),
+    ("chip", lambda s, t: s.get("chip"), str, None),
     ("chips", lambda s, t: s.get("num_chips"), str, None),
     ("parallelism", lambda s, t: _par(s), str, None),
     ("latency", lambda s, t: s.get("latency_s"), fmt_time, True),
@@ -166,7 +202,7 @@ ROWS: tuple[tuple[str, Any, Any, bool | None], ...] = (
     ("FLOPS utilization", lambda s, t: s.get("flops_utilization"), fmt_pct, False),
     ("system cost", lambda s, t: s.get("system_cost"), _money, True),
     ("system power", lambda s, t: s.get("system_power_W"), _watts, True),
-    ("energy per step", lambda s, t: s.get("energy_J"), _joules, True),
+    ("energy", lambda s, t: s.get("energy_J"), _joules, True),  # per what `latency is`
     ("memory per chip", lambda s, t: s.get("memory_per_chip_bytes"), fmt_bytes, True),
     *((f"{b}-bound time", _bound_time(b), fmt_time, True) for b in BOUNDS),
 )
@@ -176,7 +212,14 @@ def _ratio(value: Any, ref: Any) -> str:
     ok = isinstance(value, (int, float)) and isinstance(ref, (int, float))
     if not ok or not ref or not value:  # "0 s (x0)" says nothing a bare "0 s" does not
         return ""
-    return f" (x{value / ref:.2g})"
+    return f" ({fmt_ratio(value / ref)})"
+
+
+def _energy_label(kinds: list[str]) -> str:
+    """ "energy per step", "energy per request" where every side's latency is one; otherwise
+    per each side's own latency (the "latency is" row)."""
+    said = {"request" if k == "request" else "step" for k in kinds}
+    return f"energy per {said.pop()}" if len(said) == 1 else "energy (per each latency)"
 
 
 def table(sides: list[Side]) -> list[list[str]]:
@@ -189,7 +232,7 @@ def table(sides: list[Side]) -> list[list[str]]:
         says_why = fmt in (_money, _watts, _joules)  # "not priced", "not modelled"
         if all(v is None or v == 0 for v in values) and label != "status" and not says_why:
             continue
-        cells = [label]
+        cells = [_energy_label(kinds) if label == "energy" else label]
         for i, v in enumerate(values):
             text = "-" if v is None and not says_why else fmt(v)
             like = kinds[i] == kinds[0] or label not in LIKE_ONLY and "bound time" not in label
@@ -270,8 +313,8 @@ def compare_html(sides: list[Side]) -> str:
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>MapShard comparison</title><style>
 body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}
-table{{border-collapse:collapse}}
-td,th{{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}}
+table{{border-collapse:collapse}}.tw{{max-width:100%;overflow-x:auto}}
+td,th{{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left;overflow-wrap:break-word}}
 .row{{display:flex;align-items:center;margin:6px 0}}
 .name{{flex:0 0 18em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}}
 .bar{{display:flex;flex:1 1 auto;max-width:48em;height:18px;margin:0 8px}}
@@ -281,7 +324,7 @@ td,th{{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}}
 <h1>MapShard comparison</h1>
 <p>Reference: {html.escape(sides[0].name)}; ratios are to it.</p>
 {"".join(f'<p class="note"><b>Note:</b> {html.escape(c)}</p>' for c in caveats(sides))}
-<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+<div class="tw"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>
 <h2>Where the time goes (per step, configurations by binding resource)</h2>
 {"".join(bars)}
 <p class="legend">{legend}</p>

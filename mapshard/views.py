@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from mapshard.analyses.stream_server import ServerResult
 from mapshard.analyses.stream_sim import PERCENTILES, StreamStats
 from mapshard.analyses.stream_steps import INTERPOLATION
-from mapshard.fmt import fmt_pct, fmt_si, fmt_time
+from mapshard.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
 from schema import setup_pb2
 
 
@@ -229,7 +229,7 @@ class StreamView:
             f" output {s['output_len']} tokens; max_batch {s['max_batch']}, max_num_tokens "
             f"{s['max_num_tokens']}, chunked prefill {'on' if s['chunked_prefill'] else 'off'}",
             f"KV cache: {self.kv_capacity_tokens:,} tokens ({s['kv_memory_fraction']:g} of "
-            f"the free DRAM, {fmt_si(self.kv_bytes_per_token_per_chip, 'B')}/token/chip); "
+            f"the free DRAM, {fmt_bytes(self.kv_bytes_per_token_per_chip)}/token/chip); "
             f"parallelism {self.parallelism}"
             + ("" if self.parallelism_fixed else " (searched at every step point)"),
             f"throughput: {fmt_si(st.output_tokens_per_s)} output tokens/s, "

@@ -10,6 +10,48 @@ from dataclasses import dataclass, field
 
 from hardware.calibration import Calibration
 
+#: the parts of a row's time, in the order tables show them
+SPLIT_PARTS = ("overhead", "compute", "memory", "network")
+
+
+def latency_split(
+    compute_s: float,
+    memory_s: float,
+    network_s: float,
+    overhead_s: float,
+    overlap: bool = True,
+    serialize_network: bool = False,
+    network_hidden: float = 0.0,
+) -> tuple[float, float, float, float]:
+    """The seconds (overhead, compute work, memory, network) each resource adds to a row's
+    latency under solver/cost/latency.py's rule (`compute_s` includes `overhead_s`): a term
+    hidden under a longer one adds nothing, so the parts sum to the latency and the largest
+    names what to shrink (the row's bound label, `bound_of`)."""
+    work = max(compute_s - overhead_s, 0.0)
+    if serialize_network:  # overhead + max(work, M) + N, the shorter of the last two hidden h
+        x = max(work, memory_s)
+        keep_x, keep_n = (
+            (1.0, 1.0 - network_hidden) if x >= network_s else (1.0 - network_hidden, 1.0)
+        )
+        w, m = (work * keep_x, 0.0) if work >= memory_s else (0.0, memory_s * keep_x)
+        return overhead_s, w, m, network_s * keep_n
+    if not overlap:
+        return overhead_s, work, memory_s, network_s
+    if compute_s >= memory_s and compute_s >= network_s:
+        return overhead_s, work, 0.0, 0.0
+    return (0.0, 0.0, memory_s, 0.0) if memory_s >= network_s else (0.0, 0.0, 0.0, network_s)
+
+
+def bound_of(split: tuple[float, float, float, float]) -> str:
+    """The label of a `latency_split`: its largest part (work before overhead on a tie)."""
+    order = (1, 2, 3, 0)  # compute, memory, network, overhead
+    return SPLIT_PARTS[max(order, key=lambda i: (split[i], -order.index(i)))]
+
+
+def plan_rule(overlap: str) -> tuple[bool, bool]:
+    """(overlap, serialize_network) of a Plan's `overlap` text ("" = perfect)."""
+    return overlap != "none", overlap == "serial_network"
+
 
 @dataclass(frozen=True)
 class KernelPlan:
@@ -38,6 +80,8 @@ class KernelPlan:
     # where compute_s comes from: "measured:trtllm-1.3.0rc20 gemm bf16, interpolated",
     # "fitted plateau", "peak, uncalibrated", ... (solver.cost.kernel_times)
     time_source: str = ""
+    # the fixed per-kernel launch time inside compute_s (the chip's kernel_overhead_s)
+    overhead_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +95,7 @@ class ConfigPlan:
     latency_s: float  # max of the three (overlap) or their sum
     sram_bytes: float
     bound: str
+    overhead_s: float = 0.0  # its kernels' launch times, inside compute_s
 
 
 @dataclass(frozen=True)
@@ -129,6 +174,9 @@ class ChoiceResult:
     # the training knobs this candidate pinned, when the outer search chose them
     # ("micro-batch 2, recompute selective, ZeRO-1, interleave 2"; solver.search.training_space)
     knobs: str = ""
+    # DRAM per chip, bytes: a solved candidate's plan footprint; any other's floor (every
+    # parameter split over TP x PP, activations and KV at their least); None when unknown
+    memory_per_chip_bytes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +213,7 @@ class Plan:
     # what the chip's efficiency model rests on (hardware.calibration); None for a plan
     # built without a resolved system
     chip_calibration: Calibration | None = None
+    chip: str = ""  # the library name of the chip the plan runs on ("" = not resolved)
     # overlap of compute, memory and network the plan assumed ("perfect", "serial_network",
     # "none"; setup.proto OverlapMode, from the setup or the chip's calibrated default)
     overlap: str = ""
@@ -184,6 +233,8 @@ class Plan:
     # training: the micro-batch, recompute mode, ZeRO stage and interleaving depth the plan
     # runs, and which of them the outer search chose ("searched"); empty otherwise
     training: dict[str, object] = field(default_factory=dict)
+    # what the workload is, for a reader (generator.graph.Workload.label; "" = workload_kind)
+    workload_label: str = ""
 
     def kernels(self) -> list[KernelPlan]:
         return [k for p in self.phases for k in p.kernels]

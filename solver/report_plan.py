@@ -9,7 +9,7 @@ from hardware.system import System
 from solver.check import ConfigCost, config_costs, kernel_memory_bytes
 from solver.cost.problem import MappingProblem, config_rank
 from solver.fusion.segment_search import GraphSolution
-from solver.plan import ConfigPlan, KernelPlan, PhasePlan
+from solver.plan import ConfigPlan, KernelPlan, PhasePlan, bound_of, latency_split
 from solver.search.parallel import Choice
 
 
@@ -19,25 +19,18 @@ def bound_by(
     network: float,
     overhead: float = 0.0,
     serialize_network: bool = False,
+    overlap: bool = True,
+    network_hidden: float = 0.0,
 ) -> str:
-    """The binding resource under the latency rule in force (solver/cost/latency.py), with
-    `compute` counting the launch overhead; "overhead" when the fixed per-kernel launch/
-    setup time outweighs the work, so a norm held at the floor is not called compute-bound.
-    Serialised network (L = overhead + max(C - overhead, M) + N, less a hidden share of the
-    shorter of the last two): the largest of the three terms, compute or memory naming the
-    middle one, so a GEMV whose DRAM time exceeds its work is memory-bound even when C
-    (with the overhead) exceeds M."""
-    if serialize_network:
-        work = compute - overhead
-        middle = ("compute", work) if work >= memory else ("memory", memory)
-        parts = [("overhead", overhead), middle, ("network", network)]
-        return max(parts, key=lambda part: part[1])[0]
-    if overhead > 0 and overhead >= max(compute - overhead, memory, network):
-        return "overhead"
-    best = max(compute, memory, network)
-    if best == compute:
-        return "compute"
-    return "memory" if best == memory else "network"
+    """The binding resource under the latency rule in force (solver/cost/latency.py): the
+    largest of the seconds each resource adds to the latency (solver.plan.latency_split,
+    the columns the reports show), with `compute` counting the launch overhead; "overhead"
+    when the fixed per-kernel launch time outweighs the work, so a norm held at the floor
+    is not called compute-bound."""
+    split = latency_split(
+        compute, memory, network, overhead, overlap, serialize_network, network_hidden
+    )
+    return bound_of(split)
 
 
 def build_phase_plans(
@@ -85,9 +78,23 @@ def _config_plan(
         cost.network_s,
         cost.latency_s,
         cost.sram_bytes,
-        bound_by(
-            cost.compute_s, cost.memory_s, cost.network_s, overhead, problem.serialize_network
-        ),
+        _bound(problem, cost.compute_s, cost.memory_s, cost.network_s, overhead),
+        overhead,
+    )
+
+
+def _bound(
+    problem: MappingProblem, compute: float, memory: float, network: float, overhead: float
+) -> str:
+    """`bound_by` under the problem's latency rule."""
+    return bound_by(
+        compute,
+        memory,
+        network,
+        overhead,
+        problem.serialize_network,
+        problem.overlap,
+        problem.network_hidden_share,
     )
 
 
@@ -130,10 +137,11 @@ def _kernel_plan(
         dram_bytes=dram,
         network_bytes=opt.network_bytes,
         sram_bytes=opt.buffer_bytes,
-        bound=bound_by(compute, memory, network, menu.overhead_s, problem.serialize_network),
+        bound=_bound(problem, compute, memory, network, menu.overhead_s),
         collective=opt.collective + ("; layout conversion" if conv > 0 else ""),
         energy_J=_kernel_energy(system, opt.flop_per_chip, dram, opt.network_bytes),
         time_source=opt.time_source,
+        overhead_s=menu.overhead_s,
     )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapshard.fmt import fmt_si
+from mapshard.fmt import fmt_money, fmt_si
 from mapshard.report.totals import parallel_degrees, phase_instances
 from solver.plan import Plan
 
@@ -55,7 +55,8 @@ def busy_fraction(plan: Plan) -> float:
 
 
 def step_energy(plan: Plan) -> Energy:
-    """The energy of one step (one request for inference) by the first model that applies."""
+    """The energy of one step (or one whole request: `step_word`) by the first model that
+    applies."""
     if plan.energy_J > 0:
         return Energy(plan.energy_J, PER_OP)
     if plan.system_power_W > 0 and plan.latency_s > 0:
@@ -65,5 +66,14 @@ def step_energy(plan: Plan) -> Energy:
 
 
 def money_text(usd: float | None) -> str:
-    """System cost for people: "$350k", or "not priced" when the library has no price."""
-    return f"${fmt_si(usd)}" if usd else "not priced"
+    """System cost for people: "$350,000", "$17.8 M", or "not priced" when the library has
+    no price."""
+    return fmt_money(usd)
+
+
+def step_word(plan: Plan) -> str:
+    """What latency_s (and the energy) is of: a training step, one inference step, or a
+    whole request."""
+    if plan.workload_kind == "training":
+        return "step"
+    return "request" if plan.tpot_s is not None and plan.ttft_s is not None else "step"

@@ -9,10 +9,11 @@ from typing import Any
 from generator.graph import Kernel, Workload
 from hardware.system import System
 from mapshard.analyses.stream_sim import PERCENTILES
-from mapshard.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
+from mapshard.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time, sig
 from mapshard.report import plots
 from mapshard.report.bounds import frontier_curves, gemm_shape
-from mapshard.report.energy import money_text, step_energy
+from mapshard.report.energy import money_text, step_energy, step_word
+from mapshard.report.explain import choice_rows, memory_text, throughput_text, throughput_unit
 from mapshard.report.html_tables import tables_section
 from mapshard.report.html_views import sensitivity_section, serving_section, stream_section
 from mapshard.report.markup import escape as _e
@@ -20,10 +21,10 @@ from mapshard.report.markup import table as _table
 from mapshard.report.summary import parallelism_text, training_text
 from mapshard.report.terminal import difference_lines
 from mapshard.report.totals import (
-    kernel_time_s,
     phase_instances,
     phase_step_s,
     phase_total_s,
+    row_time_s,
     step_terms,
 )
 from mapshard.views import StreamView, Views
@@ -31,6 +32,7 @@ from solver.plan import Plan
 
 MAX_FRONTIER_GEMMS = 4
 MAX_CHOICE_ROWS = 200
+CHOICE_HEADER = ("parallelism", "placement", "status", "roofline bound", "latency")
 MAX_INLINE_MAPPING = 2_000_000  # bytes of Graphviz SVG worth inlining
 
 CSS = """
@@ -49,6 +51,7 @@ overflow-x:auto}.fig svg{max-width:100%;height:auto}.plot svg{width:100%}
 table{border-collapse:collapse;background:#fff;font-size:12.5px;margin:8px 0;width:100%}
 th,td{border:1px solid #e2e4e8;padding:3px 7px;text-align:right}
 th{background:#eef0f3}td.t,th.t{text-align:left}table.narrow{width:auto;min-width:45%}
+td.t{overflow-wrap:break-word}.tw{max-width:100%;overflow-x:auto}
 .note{color:#666;font-size:12.5px}.status{display:inline-block;padding:2px 8px;
 border-radius:10px;color:#fff;font-size:13px}.optimal{background:#2e7d32}
 .time_limit{background:#ef6c00}.infeasible{background:#c62828}
@@ -125,7 +128,7 @@ def headline_cards(plan: Plan, stream: StreamView | None = None) -> str:
         _card(
             "system power",
             fmt_si(plan.system_power_W, "W") if plan.system_power_W > 0 else "not modelled",
-            f"energy per step {step_energy(plan).text()}",
+            f"energy per {step_word(plan)} {step_energy(plan).text()}",
         ),
         # no wall-clock figure here: the report is byte-identical for identical input, the
         # times are in timing.json (and the terminal)
@@ -164,7 +167,7 @@ def time_section(plan: Plan) -> str:
         [
             p.name,
             p.role,
-            f"{phase_instances(plan, p):g}",
+            sig(phase_instances(plan, p), 12),
             fmt_time(p.latency_s),
             fmt_time(p.lower_bound_s),
             fmt_time(per_phase[p.name]),
@@ -222,7 +225,8 @@ def roofline_section(plan: Plan, system: System | None) -> str:
     skipped = len(plan.kernels()) - len(pts)
     note = (
         "Per-chip FLOP = kernel FLOP / chips it is split over; achieved FLOP/s uses the "
-        "kernel's own time (inside a configuration kernels overlap)."
+        "kernel's latency alone under the plan's overlap rule, launch overhead included "
+        "(inside a configuration kernels overlap)."
     )
     if skipped:
         note += f" {skipped} kernels without FLOP or DRAM traffic are not shown."
@@ -248,7 +252,7 @@ def frontier_section(plan: Plan, system: System | None, workload: Workload | Non
     head = "<h2>Data-movement frontier of the heaviest GEMMs</h2>"
     totals = sorted(
         (
-            (kernel_time_s(k) * phase_instances(plan, p), i, k)
+            (row_time_s(plan, k) * phase_instances(plan, p), i, k)
             for p in plan.phases
             for i, k in enumerate(p.kernels)
         ),
@@ -323,12 +327,14 @@ def solver_section(plan: Plan) -> str:
             " ".join(f"{k}={v}" for k, v in sorted(c.parallelism.items()))
             + (f"; {c.knobs}" if c.knobs else ""),
             c.placement,
-            c.status,
+            r.status,
             fmt_time(c.lower_bound_s),
             fmt_time(c.latency_s),
-            c.reason,
+            memory_text(r),  # explain.choice_rows: >= a floor when not solved
+            throughput_text(r),
+            r.why or c.reason,
         ]
-        for c in plan.choices[:MAX_CHOICE_ROWS]
+        for c, r in zip(plan.choices[:MAX_CHOICE_ROWS], choice_rows(plan))
     ]
     more = (
         f"<p class='note'>{len(plan.choices) - MAX_CHOICE_ROWS} more choices not shown.</p>"
@@ -340,7 +346,7 @@ def solver_section(plan: Plan) -> str:
         out += (
             "<h3>Outer choices</h3>"
             + _table(
-                ["parallelism", "placement", "status", "roofline bound", "latency", "reason"],
+                [*CHOICE_HEADER, "memory per chip", f"{throughput_unit(plan)} per chip", "reason"],
                 rows,
                 3,
             )
@@ -365,7 +371,7 @@ def report_html(
         f"<title>MapShard: {_e(plan.scenario)}</title>",
         f"<style>{CSS}</style></head><body><main>",
         f"<h1>MapShard plan: {_e(plan.scenario)}</h1>",
-        f'<div class="sub">{_e(plan.workload_kind)} on {plan.num_chips} '
+        f'<div class="sub">{_e(plan.workload_label or plan.workload_kind)} on {plan.num_chips} '
         f"chip{'s' if plan.num_chips != 1 else ''} {badge}</div>",
     ]
     if plan.warnings:

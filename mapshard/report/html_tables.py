@@ -3,13 +3,30 @@ from html.py's plots and cards)."""
 
 from __future__ import annotations
 
-from mapshard.fmt import fmt_bytes, fmt_time
+from mapshard.fmt import fmt_bytes, fmt_time, kernel_class_label
 from mapshard.report.markup import table as _table
 from mapshard.report.tables import dims_text
-from mapshard.report.totals import config_total_s, kernel_time_s, phase_instances
+from mapshard.report.totals import config_total_s, phase_instances, row_split, row_time_s
 from solver.plan import Plan
 
 MAX_KERNEL_ROWS = 40
+#: the seconds each resource adds to a row's latency (they add up to it; the largest is the
+#: row's bound): hidden time under a longer term is not counted
+SPLIT_HEADS = ("overhead", "compute", "memory", "network")
+SPLIT_NOTE = (
+    "<p class='note'>overhead, compute, memory and network: the time each adds to the "
+    "row's latency (they add up to it; time hidden under a longer term is not counted), "
+    "the largest naming the bound. Each resource's own time is in kernels.csv.</p>"
+)
+
+
+def _breakable(text: str) -> str:
+    """A tile as `output_stationary: Tm=8, Tn=4096`: spaces where a narrow column may wrap."""
+    return text.replace(":", ": ").replace(",", ", ").replace("  ", " ")
+
+
+def _t(seconds: float) -> str:
+    return fmt_time(seconds) if seconds else "-"
 
 
 def tables_section(plan: Plan) -> str:
@@ -22,9 +39,7 @@ def tables_section(plan: Plan) -> str:
                     str(c.index),
                     ", ".join(c.kernels),
                     c.bound,
-                    fmt_time(c.compute_s),
-                    fmt_time(c.memory_s),
-                    fmt_time(c.network_s),
+                    *(_t(x) for x in row_split(plan, c)),
                     fmt_time(c.latency_s),
                     fmt_bytes(c.sram_bytes),
                     fmt_time(config_total_s(plan, p, c)),
@@ -32,7 +47,7 @@ def tables_section(plan: Plan) -> str:
             )
     ranked = sorted(
         (
-            (kernel_time_s(k) * phase_instances(plan, p), i, k)
+            (row_time_s(plan, k) * phase_instances(plan, p), i, k)
             for p in plan.phases
             for i, k in enumerate(p.kernels)
         ),
@@ -41,17 +56,15 @@ def tables_section(plan: Plan) -> str:
     krow = [
         [
             f"{k.phase}/{k.name}",
-            k.kind,
-            k.kernel_class,
+            kernel_class_label(k.kernel_class, k.kind),
             k.pass_,
             dims_text(k.dims),
             k.sharding,
-            k.tile,
+            _breakable(k.tile),
             str(k.config),
             k.bound,
-            fmt_time(k.compute_s),
-            fmt_time(k.memory_s),
-            fmt_time(k.network_s),
+            *(_t(x) for x in row_split(plan, k)),
+            fmt_time(row_time_s(plan, k)),
             fmt_bytes(k.dram_bytes),
             fmt_time(t),
         ]
@@ -64,15 +77,14 @@ def tables_section(plan: Plan) -> str:
     )
     return (
         "<h2>Configurations</h2>"
+        + SPLIT_NOTE
         + _table(
             [
                 "phase",
                 "config",
                 "kernels",
                 "bound",
-                "compute",
-                "memory",
-                "network",
+                *SPLIT_HEADS,
                 "latency",
                 "SRAM",
                 "busy / step",
@@ -84,7 +96,6 @@ def tables_section(plan: Plan) -> str:
         + _table(
             [
                 "kernel",
-                "kind",
                 "class",
                 "pass",
                 "dims",
@@ -92,14 +103,13 @@ def tables_section(plan: Plan) -> str:
                 "tile",
                 "config",
                 "bound",
-                "compute",
-                "memory",
-                "network",
+                *SPLIT_HEADS,
+                "latency",
                 "DRAM / chip",
                 "busy / step",
             ],
             krow,
-            7,
+            6,
         )
         + more
     )

@@ -12,7 +12,8 @@ def escape(x: object) -> str:
 def table(
     header: list[str], rows: list[list[str]], text_cols: int = 1, narrow: bool = False
 ) -> str:
-    """A table; the first `text_cols` columns are left-aligned text, the rest numbers."""
+    """A table; the first `text_cols` columns are left-aligned text (long names break
+    anywhere rather than widen the page), the rest numbers."""
 
     def cell(tag: str, i: int, v: str) -> str:
         cls = ' class="t"' if i < text_cols else ""
@@ -23,4 +24,8 @@ def table(
         "<tr>" + "".join(cell("td", i, v) for i, v in enumerate(r)) + "</tr>" for r in rows
     )
     cls = ' class="narrow"' if narrow else ""
-    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # in a box of its own that scrolls sideways if the table cannot wrap to the page
+    return (
+        f'<div class="tw"><table{cls}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )

@@ -19,9 +19,9 @@ from mapshard.report import svgplot
 from mapshard.report.svgplot import INK, Canvas, Scale
 from mapshard.report.totals import (
     config_step_s,
-    kernel_time_s,
     phase_instances,
     phase_step_s,
+    row_time_s,
     step_terms,
 )
 from solver.plan import KernelPlan, Plan
@@ -128,32 +128,36 @@ def time_by_config_svg(plan: Plan) -> str:
 
 
 def time_by_class_svg(plan: Plan) -> str:
-    """Grouped bars per kernel class: compute, DRAM and network time per step."""
+    """Grouped bars per kernel class: launch overhead, compute work, DRAM and network time
+    per step (each resource alone; within a configuration they overlap)."""
     sums: dict[str, list[float]] = {}
     for p in plan.phases:
         n = phase_instances(plan, p)
         for k in p.kernels:
-            s = sums.setdefault(k.kernel_class or k.kind, [0.0, 0.0, 0.0])
-            s[0] += k.compute_s * n
-            s[1] += k.memory_s * n
-            s[2] += k.network_s * n
+            s = sums.setdefault(kernel_class_label(k.kernel_class, k.kind), [0.0] * 4)
+            for j, x in enumerate(
+                (k.overhead_s, k.compute_s - k.overhead_s, k.memory_s, k.network_s)
+            ):
+                s[j] += x * n
     classes = sorted(sums, key=lambda c: (-max(sums[c]), c))[:MAX_BARS]
     scale, unit = _time_unit(max((max(v) for v in sums.values()), default=0.0))
-    labels = [kernel_class_label(k) for k in classes]
-    left = 20 + 6.4 * max((len(x) for x in labels), default=4)
-    row_h, top = 36, 36
+    parts = [("overhead", CLASS_COLORS["overhead"]), *BOUND_COLORS.items()]
+    shown = [j for j in range(4) if any(sums[c][j] > 0 for c in classes)] or [1]
+    left = 20 + 6.4 * max((len(x) for x in classes), default=4)
+    row_h, top = 12 + 9.5 * len(shown), 36
     c = Canvas(WIDTH, top + row_h * max(1, len(classes)) + 70)
     largest = max((max(v) / scale for v in sums.values()), default=1.0) or 1.0
     xs = Scale(0, largest * 1.05, left, WIDTH - 20)
     ys = Scale(0, max(1, len(classes)), top, top + row_h * max(1, len(classes)))
     xlabel = f"resource time per step ({unit}); within a configuration they overlap"
     svgplot.axes(c, xs, ys, xlabel, "", "Time by kernel class", yticks=False)
-    for i, (cls, label) in enumerate(zip(classes, labels)):
-        for j, (res, color) in enumerate(BOUND_COLORS.items()):
-            y = ys(i) + 4 + j * 9.5
-            c.rect(xs(0), y, xs(sums[cls][j] / scale) - xs(0), 9, color, f"{label}: {res}")
+    for i, label in enumerate(classes):
+        for row, j in enumerate(shown):
+            res, color = parts[j]
+            y = ys(i) + 4 + row * 9.5
+            c.rect(xs(0), y, xs(sums[label][j] / scale) - xs(0), 9, color, f"{label}: {res}")
         c.text(left - 6, ys(i) + row_h / 2 + 2, label, 10.5, "end")
-    svgplot.legend(c, list(BOUND_COLORS.items()), c.height - 8)
+    svgplot.legend(c, [parts[j] for j in shown], c.height - 8)
     return c.svg()
 
 
@@ -161,7 +165,7 @@ def roofline_points(plan: Plan) -> list[tuple[KernelPlan, float, float]]:
     """(kernel, FLOP per DRAM byte, achieved FLOP/s per chip) for kernels with both."""
     pts = []
     for k in plan.kernels():
-        t = kernel_time_s(k)
+        t = row_time_s(plan, k)
         if k.flop <= 0 or k.dram_bytes <= 0 or t <= 0:
             continue
         flop = k.flop / kernel_shards(plan, k)
@@ -181,7 +185,7 @@ def roofline_svg(
     pts = roofline_points(plan)
     peak = plan.peak_flops_per_chip
     totals = {
-        (p.name, k.name): kernel_time_s(k) * phase_instances(plan, p)
+        (p.name, k.name): row_time_s(plan, k) * phase_instances(plan, p)
         for p in plan.phases
         for k in p.kernels
     }
@@ -191,7 +195,7 @@ def roofline_svg(
     c = Canvas(WIDTH, 420)
     xs = Scale(*xr, 70, WIDTH - 20, log=True)
     ys = Scale(*yr, 360, 30, log=True)
-    title = ("Roofline: each kernel's own time (max of compute, DRAM, network); "
+    title = ("Roofline: each kernel's latency alone (launch overhead included); "
              "size = share of step time")  # fmt: skip
     xlabel = "operational intensity (FLOP per DRAM byte, per chip)"
     svgplot.axes(c, xs, ys, xlabel, "achieved FLOP/s per chip", title)

@@ -138,6 +138,8 @@ def summary_dict(
         "choices_not_solved": st.choices_not_solved,
         "scenario": plan.scenario,
         "workload_kind": plan.workload_kind,
+        "workload_label": plan.workload_label or plan.workload_kind,
+        "chip": plan.chip or None,
         "num_chips": plan.num_chips,
         "parallelism": parallel_degrees(plan),
         "placement": dict(sorted(plan.placement.items())),

@@ -13,6 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from mapshard.fmt import sig
+
 FONT = "font-family:DejaVu Sans,Arial,sans-serif"
 GRID = "#e3e3e3"
 INK = "#222222"
@@ -27,8 +29,8 @@ def si_tick(value: float) -> str:
     for scale, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"),
                           (1e3, "k")):  # fmt: skip
         if abs(value) >= scale:
-            return f"{value / scale:g}{prefix}"
-    return f"{value:g}"
+            return f"{sig(value / scale)}{prefix}"
+    return sig(value)
 
 
 @dataclass(frozen=True)

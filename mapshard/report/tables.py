@@ -16,6 +16,7 @@ from mapshard.report.totals import (
     config_total_s,
     phase_instances,
     phase_step_s,
+    row_time_s,
 )
 from solver.plan import KernelPlan, PhasePlan, Plan
 
@@ -33,6 +34,7 @@ KERNEL_COLUMNS = (
     "sharding",
     "tile",
     "config",
+    "overhead_s",
     "compute_s",
     "memory_s",
     "network_s",
@@ -54,6 +56,7 @@ CONFIG_COLUMNS = (
     "config",
     "num_kernels",
     "kernels",
+    "overhead_s",
     "compute_s",
     "memory_s",
     "network_s",
@@ -88,6 +91,9 @@ def _csv(header: tuple[str, ...], rows: list[list[str]]) -> str:
 
 
 def kernels_csv(plan: Plan) -> str:
+    """Per kernel: each resource's time alone (`overhead_s` the launch time, `compute_s` the
+    work without it), `time_s` the kernel's latency under the plan's overlap rule and
+    `bound` the resource that adds most to it (solver.plan.latency_split)."""
     rows = []
     for phase in plan.phases:
         instances = phase_instances(plan, phase)
@@ -107,10 +113,11 @@ def kernels_csv(plan: Plan) -> str:
                     k.sharding,
                     k.tile,
                     num(k.config),
-                    num(k.compute_s),
+                    num(k.overhead_s),
+                    num(k.compute_s - k.overhead_s),
                     num(k.memory_s),
                     num(k.network_s),
-                    num(max(k.compute_s, k.memory_s, k.network_s)),
+                    num(row_time_s(plan, k)),
                     num(k.dram_bytes),
                     num(k.network_bytes),
                     num(k.sram_bytes),
@@ -144,7 +151,8 @@ def configs_csv(plan: Plan) -> str:
                     num(c.index),
                     num(len(c.kernels)),
                     ";".join(c.kernels),
-                    num(c.compute_s),
+                    num(c.overhead_s),
+                    num(c.compute_s - c.overhead_s),
                     num(c.memory_s),
                     num(c.network_s),
                     num(c.latency_s),

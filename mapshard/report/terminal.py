@@ -3,17 +3,19 @@ statistics lines verbatim (scripts written for DFModel grep for them)."""
 
 from __future__ import annotations
 
+import math
 import sys
 
 from mapshard.analyses.stream_sim import PERCENTILES
-from mapshard.fmt import fmt_bytes, fmt_pct, fmt_si, fmt_time
-from mapshard.report.energy import money_text, step_energy
+from mapshard.fmt import fmt_bytes, fmt_money, fmt_pct, fmt_si, fmt_time, sig
+from mapshard.report.energy import money_text, step_energy, step_word
 from mapshard.report.summary import parallelism_text, training_text
 from mapshard.report.totals import (
     config_step_s,
     parallel_degrees,
     phase_instances,
     phase_step_s,
+    row_split,
     step_terms,
 )
 from mapshard.views import HEADER, Sensitivity, Serving, StreamView, Views
@@ -55,7 +57,7 @@ def headline_lines(plan: Plan, stream: StreamView | None = None) -> list[str]:
     throughput and median latencies, the plan's engine step after them."""
     st = plan.stats
     chips = f"{plan.num_chips} chip" + ("s" if plan.num_chips != 1 else "")
-    lines = [f"Scenario {plan.scenario} ({plan.workload_kind}, {chips})"]
+    lines = [f"Scenario {plan.scenario} ({plan.workload_label or plan.workload_kind}, {chips})"]
     gap = "-" if st.gap is None else fmt_pct(st.gap)
     lines.append(
         f"Solver: {st.status}, gap {gap}, {fmt_time(st.solve_time_s)}; outer choices "
@@ -123,7 +125,7 @@ def headline_lines(plan: Plan, stream: StreamView | None = None) -> list[str]:
     power = fmt_si(plan.system_power_W, "W") if plan.system_power_W > 0 else "not modelled"
     lines.append(
         f"System cost {money_text(plan.system_cost)}, power {power}, "
-        f"energy per step {step_energy(plan).text()}"
+        f"energy per {step_word(plan)} {step_energy(plan).text()}"
     )
     return lines
 
@@ -134,7 +136,7 @@ def stream_headline_lines(stream: StreamView) -> list[str]:
     tpot = fmt_time(st.tpot_s[median]) if st.tpot_s else "-"
     return [
         f"Request stream: {fmt_si(st.output_tokens_per_s)} output tokens/s, "
-        f"{st.requests_per_s:.3g} requests/s; p50 TTFT {fmt_time(st.ttft_s[median])}, "
+        f"{sig(st.requests_per_s)} requests/s; p50 TTFT {fmt_time(st.ttft_s[median])}, "
         f"TPOT {tpot}, latency {fmt_time(st.latency_s[median])}"
     ]
 
@@ -152,10 +154,7 @@ def _config_label(c) -> str:
 
 
 def _step_word(plan: Plan) -> str:
-    """What latency_s is: a training step, one inference step, or a whole request."""
-    if plan.workload_kind == "training":
-        return "step"
-    return "request" if plan.tpot_s is not None and plan.ttft_s is not None else "step"
+    return step_word(plan)
 
 
 def config_table(plan: Plan) -> list[str]:
@@ -165,14 +164,15 @@ def config_table(plan: Plan) -> list[str]:
     word = _step_word(plan)
     head = (
         f"{'phase / configuration':<24}{'kernels':>8}{'inst.':>7}{'one':>10}"
-        f"{'per ' + word:>12}  {'bound':<8}{'compute':>9}{'memory':>9}{'network':>9}"
+        f"{'per ' + word:>12}  {'bound':<9}{'overhead':>9}{'compute':>9}{'memory':>9}"
+        f"{'network':>9}"
         f"{'% ' + word:>11}"
     )
     lines = [head, "-" * len(head)]
 
     def plain(label: str, seconds: float) -> str:
         share = 100 * seconds / step
-        return f"{label[:24]:<24}{'':>25}{fmt_time(seconds):>12}  {'':<35}{share:>10.1f}%"
+        return f"{label[:24]:<24}{'':>25}{fmt_time(seconds):>12}  {'':<45}{share:>10.1f}%"
 
     per_phase = phase_step_s(plan)
     for p in plan.phases:
@@ -180,17 +180,17 @@ def config_table(plan: Plan) -> list[str]:
         phase_s = per_phase[p.name]
         lines.append(
             f"{p.name[:24]:<24}{len(p.kernels):>8}{n:>7g}{fmt_time(p.latency_s):>10}"
-            f"{fmt_time(phase_s):>12}  {'':<35}{100 * phase_s / step:>10.1f}%"
+            f"{fmt_time(phase_s):>12}  {'':<45}{100 * phase_s / step:>10.1f}%"
         )
         configs = sorted(p.configs, key=lambda c: -c.latency_s)[:MAX_CONFIG_ROWS]
         for c in sorted(configs, key=lambda c: c.index):
             t = config_step_s(plan, p, c, phase_s)
             per = t / c.latency_s if c.latency_s > 0 else 0.0  # instances on the critical path
+            parts = "".join(f"{_t(x * per):>9}" for x in row_split(plan, c))
             lines.append(
                 f"{_config_label(c):<24.24}{len(c.kernels):>8}{'':>7}"
-                f"{fmt_time(c.latency_s):>10}{fmt_time(t):>12}  {c.bound:<8}"
-                f"{_t(c.compute_s * per):>9}{_t(c.memory_s * per):>9}"
-                f"{_t(c.network_s * per):>9}{100 * t / step:>10.1f}%"
+                f"{fmt_time(c.latency_s):>10}{fmt_time(t):>12}  {c.bound:<9}"
+                f"{parts}{100 * t / step:>10.1f}%"
             )
         if len(p.configs) > MAX_CONFIG_ROWS:
             lines.append(f"  ... {len(p.configs) - MAX_CONFIG_ROWS} shorter configurations")
@@ -202,27 +202,45 @@ def config_table(plan: Plan) -> list[str]:
 def difference_lines(plan: Plan) -> list[str]:
     """The native-vs-DFModel terms (Plan.model_differences), one sentence each."""
     lines = describe_model_differences(tuple(Term(*row) for row in plan.model_differences))
-    labels = {"system_cost": ("System Cost", "$"), "system_power_W": ("System Power", "W")}
+    labels = {"system_cost": ("System Cost", fmt_money), "system_power_W": ("System Power", _watts)}
     for name, a, b in plan.cost_differences:
-        label, unit = labels.get(name, (name, ""))
+        label, show = labels.get(name, (name, sig))
+        diff = show(abs(a - b))
         lines.append(
             f"{label} (DFModel's per-topology link/switch counts, no switch at <= 4 chips): "
-            f"{a:,.6g} {unit} here, {b:,.6g} {unit} in DFModel ({a - b:+,.6g} {unit})"
+            f"{show(a)} here, {show(b)} in DFModel ({'-' if a < b else '+'}{diff})"
         )
     return lines
 
 
+def _watts(x: float) -> str:
+    return fmt_si(x, "W")
+
+
+def _dfmodel_value(x: float) -> str:
+    """A DFModel statistic in its print form (a plain number `float()` reads), rounded to six
+    significant digits, never in exponent form: summary.json has every digit."""
+    if x == 0 or not math.isfinite(x):
+        return repr(float(x))
+    exp = math.floor(math.log10(abs(x)))
+    if exp >= 6:
+        return f"{round(x, 5 - exp):.0f}"
+    text = f"{x:.{5 - exp}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def dfmodel_lines(plan: Plan) -> list[str]:
-    """DFModel's statistics, printed as DFModel prints them (`print(label, value)`); a cost
-    or power the library does not know says so instead of printing 0."""
+    """DFModel's statistics, as DFModel prints them (`print(label, value)`, so its users'
+    scripts find them), at six significant digits; a cost or power the library does not
+    know says so instead of printing 0."""
     deg = parallel_degrees(plan)
     cost, power = float(plan.system_cost), float(plan.system_power_W)
     return [
-        f"System Cost {cost!r}" if cost > 0 else "System Cost not priced",
-        f"System Power {power!r}" if power > 0 else "System Power not modelled",
-        f"Workload FLOP {float(plan.workload_flop)!r}",
-        f"System FLOPS Utilization {float(plan.flops_utilization)!r}",
-        f"Optimizer Runtime (s) {float(plan.stats.solve_time_s)!r}",
+        f"System Cost {_dfmodel_value(cost)}" if cost > 0 else "System Cost not priced",
+        f"System Power {_dfmodel_value(power)}" if power > 0 else "System Power not modelled",
+        f"Workload FLOP {_dfmodel_value(plan.workload_flop)}",
+        f"System FLOPS Utilization {_dfmodel_value(plan.flops_utilization)}",
+        f"Optimizer Runtime (s) {_dfmodel_value(plan.stats.solve_time_s)}",
         f"TP {deg['tp']}",
         f"PP {deg['pp']}",
         f"DP {deg['dp']}",

@@ -4,7 +4,7 @@ HTML agree to the last digit."""
 
 from __future__ import annotations
 
-from solver.plan import ConfigPlan, KernelPlan, PhasePlan, Plan
+from solver.plan import ConfigPlan, KernelPlan, PhasePlan, Plan, latency_split, plan_rule
 
 PARALLELISMS = ("tp", "pp", "dp", "ep", "cp")
 
@@ -39,9 +39,24 @@ def parallel_degrees(plan: Plan) -> dict[str, int]:
     }
 
 
-def kernel_time_s(kernel: KernelPlan) -> float:
-    """A kernel's own roofline time: the slowest of its three resources."""
-    return max(kernel.compute_s, kernel.memory_s, kernel.network_s)
+def row_split(plan: Plan, row: KernelPlan | ConfigPlan) -> tuple[float, float, float, float]:
+    """(overhead, compute, memory, network): the seconds each adds to the row's latency
+    under the plan's overlap rule; they sum to it, and the largest is the row's bound."""
+    overlap, serial = plan_rule(plan.overlap)
+    return latency_split(
+        row.compute_s,
+        row.memory_s,
+        row.network_s,
+        row.overhead_s,
+        overlap,
+        serial,
+        plan.network_hidden_share,
+    )
+
+
+def row_time_s(plan: Plan, row: KernelPlan | ConfigPlan) -> float:
+    """A kernel's (or configuration's) latency alone under the plan's overlap rule."""
+    return sum(row_split(plan, row))
 
 
 # The step, as the solver splits it: plan.time_breakdown adds up to the step time (training:

@@ -69,3 +69,19 @@ def test_unlike_latencies_get_no_ratio_and_a_caveat() -> None:
                  chip_calibration=cal)  # fmt: skip
     assert {r[0]: r[1:] for r in table([step, same])}["latency"][1] == "40 ms (x2)"
     assert caveats([step, same]) == []
+
+
+def test_two_chips_on_one_setup_are_named_apart_with_their_chip(tmp_path: Path, capsys) -> None:
+    """A copy of a setup with only its chip changed keeps the setup's `name`: the columns
+    are told apart by the folder given, and a `chip` row says which chip each runs on."""
+    text = (ROOT / "scenarios" / "gemm_h100" / "setup.txt").read_text()
+    assert text.count('"H100-SXM5-80GB"') == 1
+    b200 = tmp_path / "b200"
+    b200.mkdir()
+    (b200 / "setup.txt").write_text(text.replace('"H100-SXM5-80GB"', '"B200"'))
+    gemm = ROOT / "scenarios" / "gemm_h100"
+    assert main(["compare", str(gemm), str(b200), "--out", str(tmp_path / "c")]) == 0
+    capsys.readouterr()
+    rows = {r[0]: r[1:] for r in csv.reader((tmp_path / "c" / "compare.csv").open())}
+    assert rows[""] == [f"gemm_h100 ({gemm})", f"gemm_h100 ({b200})"]
+    assert rows["chip"] == ["H100-SXM5-80GB", "B200"]

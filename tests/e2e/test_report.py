@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import re
 import shutil
 from dataclasses import replace
 
@@ -99,15 +100,43 @@ def test_kernels_and_configs_csv_round_trip():
     assert sum(float(r["share_of_busy"]) for r in crow) == pytest.approx(1.0)
 
 
-def test_format_summary_prints_dfmodel_statistics_verbatim():
+def test_csv_shows_launch_overhead_apart_from_compute():
+    """A GEMV on the serialised rule (L = overhead + max(work, M) + N), by hand in us:
+    work 1.43 + launch 4.5 = compute 5.93, DRAM 5.82, no network: L = 4.5 + 5.82 = 10.32,
+    memory-bound; kernels.csv shows overhead 4.5 and compute 1.43, not 5.93."""
+    plan = training_plan()
+    layer = plan.phases[0]
+    gemv = replace(layer.kernels[0], compute_s=5.93e-6, memory_s=5.82e-6, network_s=0.0,
+                   overhead_s=4.5e-6, bound="memory")  # fmt: skip
+    phases = (replace(layer, kernels=(gemv, *layer.kernels[1:])), *plan.phases[1:])
+    plan = replace(plan, phases=phases, overlap="serial_network", network_hidden_share=0.0)
+    rows = list(csv.DictReader(io.StringIO(kernels_csv(plan))))
+    row = next(r for r in rows if r["phase"] == layer.name and r["name"] == gemv.name)
+    assert float(row["overhead_s"]) == pytest.approx(4.5e-6)
+    assert float(row["compute_s"]) == pytest.approx(1.43e-6)
+    assert float(row["time_s"]) == pytest.approx(10.32e-6)
+    assert row["bound"] == "memory"
+
+
+def test_format_summary_prints_dfmodel_statistics_lines():
+    """DFModel's `print(label, value)` lines, each value a plain number `float()` reads, at
+    six significant digits (no exponent, no 17-digit tail)."""
     plan = training_plan()
     text = format_summary(plan, color=False)
     lines = text.splitlines()
-    assert f"System Cost {plan.system_cost!r}" in lines
-    assert f"System Power {plan.system_power_W!r}" in lines
-    assert f"Workload FLOP {plan.workload_flop!r}" in lines
-    assert f"System FLOPS Utilization {plan.flops_utilization!r}" in lines
-    assert f"Optimizer Runtime (s) {plan.stats.solve_time_s!r}" in lines
+    assert "System Cost 123456" in lines  # the fixture's 123456.0 $
+    assert "System Power 5432.1" in lines
+    assert "Optimizer Runtime (s) 1.25" in lines
+    values = {
+        "Workload FLOP ": plan.workload_flop,
+        "System FLOPS Utilization ": plan.flops_utilization,
+    }
+    for label, exact in values.items():
+        (line,) = [x for x in lines if x.startswith(label)]
+        shown = line.removeprefix(label)
+        assert re.fullmatch(r"\d+(\.\d+)?", shown), line
+        assert len(shown.replace(".", "").strip("0")) <= 6, line
+        assert float(shown) == pytest.approx(exact, rel=5e-6)
     assert {"TP 2", "PP 2", "DP 2"} <= set(lines)
     assert "\033[" not in text
     assert "Iteration time 5" in text or "Iteration time" in text
@@ -125,8 +154,9 @@ def test_explain_names_binding_bound_and_runner_up_choice():
     text = format_explain(plan)
     assert "qkv: compute-bound" in text
     assert "proj: network-bound" in text
-    assert "infeasible tp=8 (tp:all): weights exceed HBM" in text
-    assert "runner-up: tp=4 (tp:nvlink+ib)" in text  # the outer choice that came second
+    rows = {line.split()[0]: line for line in text.splitlines() if line.startswith("     tp=")}
+    assert rows["tp=8"].endswith("infeasible: weights exceed HBM")
+    assert rows["tp=4"].endswith("slower by 10.0%")  # every outer candidate, each why it lost
     assert "runner-up: tile" not in text  # the solver ranks no per-kernel runner-up
 
 

@@ -86,10 +86,6 @@ def _run(tmp_path: Path, setup: str, capsys: pytest.CaptureFixture[str]) -> tupl
     return code, lines[0]
 
 
-def _gb(x: float) -> str:
-    return f"{x / 1e9:.1f}"
-
-
 def test_weights_beyond_dram_name_the_layout_and_dram_that_fit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -104,10 +100,10 @@ def test_weights_beyond_dram_name_the_layout_and_dram_that_fit(
 
     assert code == EXIT_INFEASIBLE
     assert line.startswith("infeasible: DRAM capacity: best layout (single chip) needs ")
-    assert f"needs {_gb(need)} GB per chip (weights {_gb(weights)}," in line
-    assert f"KV {_gb(kv)}), DRAM holds 80.0 GB" in line
+    assert f"needs {need / 2**30:.1f} GiB per chip (weights {weights / 2**30:.1f}," in line
+    assert f"KV {kv / 2**30:.1f}), DRAM holds 74.5 GiB" in line  # 80e9 B
     assert "needs ≥ 2-way TP×PP (TP 2 × PP 1; num_chip ≥ 2)" in line
-    assert f"or ≥ {math.ceil(need / 1e8) / 10:.1f} GB of DRAM per chip" in line
+    assert f"or ≥ {math.ceil(need / 2**30 * 10) / 10:.1f} GiB of DRAM per chip" in line
 
 
 def test_gemm_beyond_dram_needs_three_way_tensor_parallelism(
@@ -119,9 +115,9 @@ def test_gemm_beyond_dram_needs_three_way_tensor_parallelism(
     code, line = _run(tmp_path, BIG_GEMM, capsys)
 
     assert code == EXIT_INFEASIBLE
-    assert f"activations {_gb(need)}, KV 0.0), DRAM holds 4.0 GB" in line
+    assert f"activations {need / 2**30:.1f}, KV 0.0), DRAM holds 3.7 GiB" in line  # 4e9 B
     assert "needs ≥ 3-way TP×PP (TP 3 × PP 1; num_chip ≥ 3)" in line
-    assert f"or ≥ {math.ceil(need / 1e8) / 10:.1f} GB of DRAM per chip" in line
+    assert f"or ≥ {math.ceil(need / 2**30 * 10) / 10:.1f} GiB of DRAM per chip" in line
 
 
 def test_more_chips_than_any_layout_can_use(
@@ -175,7 +171,7 @@ def test_sweep_records_an_infeasible_point_with_its_reason(tmp_path: Path) -> No
 
     assert row["status"] == "infeasible"
     assert row["reason"].startswith("DRAM capacity: best layout (single chip) needs ")
-    assert f"activations {_gb(need)}" in row["reason"]
+    assert f"activations {need / 2**30:.1f}" in row["reason"]
     assert "needs ≥ 3-way TP×PP" in row["reason"]
     assert row["latency_s"] == ""
 

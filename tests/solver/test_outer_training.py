@@ -137,7 +137,7 @@ def test_only_zero_makes_it_fit(tmp_path: Path) -> None:
     assert plan.memory.total == pytest.approx(by_stage[plan.training["zero_stage"]], rel=1e-9)
     zero0_rows = [c for c in plan.choices if "ZeRO-0" in c.knobs]
     assert zero0_rows and all(c.status == "infeasible" for c in zero0_rows)
-    assert "GB per chip" in zero0_rows[0].reason
+    assert "GiB per chip" in zero0_rows[0].reason
     # pinned to ZeRO-0 the same machine has no plan: exit code 3
     folder = tmp_path / "pinned"
     folder.mkdir()

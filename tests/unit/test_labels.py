@@ -13,7 +13,7 @@ from mapshard.report.terminal import format_summary
 
 
 def test_units_by_one_helper() -> None:
-    assert fmt_bytes(2.01) == "2.01 B"
+    assert fmt_bytes(2.01) == "2 B"  # a byte is not divided (#38)
     assert fmt_bytes(3 * 2**20) == "3 MiB"  # never "1.91e-06 MiB"
     assert fmt_bytes(16.7 * 2**30) == "16.7 GiB"
     assert fmt_time(6.78e-3) == "6.78 ms" and fmt_time(6e-6) == "6 us"
