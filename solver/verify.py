@@ -60,11 +60,11 @@ def _check_config(
         out.append(f"{where}: latency {c.latency_s:.6g} s != the latency rule's {latency:.6g} s")
     buffers = sum(k.sram_bytes for k in members)
     if c.sram_bytes < buffers * (1 - REL) - 1e-6:
-        out.append(f"{where}: SRAM {c.sram_bytes:.6g} B < its kernels' buffers {buffers:.6g} B")
+        out.append(f"{where}: SRAM {c.sram_bytes:,.0f} B < its kernels' buffers {buffers:,.0f} B")
     sram = system.chip.sram_bytes
     no_sram_row = ex.cost_model == "dfmodel" and not dfmodel_sram_row(ex)
     if c.sram_bytes > sram * (1 + 1e-9) + 1e-6 and not no_sram_row:
-        out.append(f"{where}: SRAM {c.sram_bytes:.6g} B > the chip's {sram:.6g} B")
+        out.append(f"{where}: SRAM {c.sram_bytes:,.0f} B > the chip's {sram:,.0f} B")
     return out
 
 
@@ -120,5 +120,5 @@ def verify_plan(
         out += _check_phase(ph, workload, system, execution_options)
     mem = plan.memory
     if plan.stats.status in FEASIBLE and mem.capacity > 0 and mem.total > mem.capacity * (1 + REL):
-        out.append(f"memory per chip {mem.total:.6g} B > capacity {mem.capacity:.6g} B")
+        out.append(f"memory per chip {mem.total:,.0f} B > capacity {mem.capacity:,.0f} B")
     return out

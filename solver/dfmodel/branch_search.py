@@ -156,5 +156,5 @@ def _dram(need: float, cap: float, what: str) -> str:
     """Why DFModel's DRAM row rejects `need` bytes per chip within `cap` (its first DRAM's
     capacity, or both DRAMs'; dram_cap 0 = no limit: inf)."""
     if 0 < cap * (1 + 1e-9) < need:
-        return f"DFModel's DRAM use {what} = {need:.6g} B per chip exceeds {cap:.6g} B"
+        return f"DFModel's DRAM use {what} = {need:,.0f} B per chip exceeds {cap:,.0f} B"
     return ""

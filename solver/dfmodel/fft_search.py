@@ -54,8 +54,8 @@ def search_fft(
         return None, [(choice, f"no grouping into configurations (status {sol.status})")], math.inf
     if 0 < capacity * (1 + 1e-9) < dram:  # DFModel: dram_cap 0 = no limit (inf)
         why = (
-            f"DFModel's FFT DRAM use length x word / chips per copy = {dram:.6g} B exceeds "
-            f"{capacity:.6g} B"
+            f"DFModel's FFT DRAM use length x word / chips per copy = {dram:,.0f} B exceeds "
+            f"{capacity:,.0f} B"
         )
         return None, [(choice, why)], math.inf
     total, copies = sol.objective_s, max(execution.fft_copies, 1)

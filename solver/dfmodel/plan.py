@@ -167,6 +167,6 @@ def _fft_sram_warning(phases, system: System, execution: ExecutionOptions) -> tu
         return ()
     return (
         "DFModel's equations have no SRAM capacity row here: a configuration's buffers "
-        f"({most:.6g} B) exceed the chip's SRAM ({system.chip.sram_bytes:.6g} B); DFModel's "
+        f"({most:,.0f} B) exceed the chip's SRAM ({system.chip.sram_bytes:,.0f} B); DFModel's "
         "figure assumes they fit",
     )

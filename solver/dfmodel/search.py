@@ -371,15 +371,15 @@ def _no_fit(graph: KernelGraph, costs, c: dp.StageTwo, execution: ExecutionOptio
     alone = max(config_cost(problem, [k], choice).sram_bytes for k in range(len(order)))
     limit = execution.num_config or "one per kernel"
     fix = (
-        f"sram_cap >= {alone:.6g} B even with one configuration per kernel"
+        f"sram_cap >= {alone:,.0f} B even with one configuration per kernel"
         if alone > c.sram_bytes
-        else f"more configurations (num_config; one per kernel fits) or sram_cap >= {whole:.6g} B "
+        else f"more configurations (num_config; one per kernel fits) or sram_cap >= {whole:,.0f} B "
         "for one configuration of all"
     )
     return (
         f"no grouping into at most {limit} configurations fits DFModel's SRAM row: "
-        f"{c.sram_bytes:.6g} B per chip, while one configuration of all {len(order)} kernels "
-        f"needs {whole:.6g} B (weights and edge buffers, counted conservatively; search status "
+        f"{c.sram_bytes:,.0f} B per chip, while one configuration of all {len(order)} kernels "
+        f"needs {whole:,.0f} B (weights and edge buffers, counted conservatively; search status "
         f"{status}); needs {fix}"
     )
 
@@ -409,7 +409,7 @@ def _dram_overflow(step: DFStep, capacity_bytes: float) -> str:
     if need <= capacity_bytes * (1 + 1e-9):
         return ""
     return (
-        f"DFModel's DRAM use {need:.6g} B per chip exceeds {capacity_bytes:.6g} B "
+        f"DFModel's DRAM use {need:,.0f} B per chip exceeds {capacity_bytes:,.0f} B "
         "(weights x layers per stage + live edges x micro-batch)"
     )
 

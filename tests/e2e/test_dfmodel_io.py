@@ -334,7 +334,7 @@ def test_second_dram_holds_hpls_matrix(tmp_path: Path, capsys) -> None:
     both = small + "    second_dram_cap: 2097152\n    second_dram_bw: 409.6\n"
     _run(_write(tmp_path, "a.txt", text.replace(first, small)), tmp_path / "a", "dfmodel", 3)
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "2.09715e+06 B per chip exceeds 1.04858e+06 B" in err[0]
+    assert len(err) == 1 and "2,097,152 B per chip exceeds 1,048,576 B" in err[0]
     two = _run(_write(tmp_path, "b.txt", text.replace(first, both)), tmp_path / "b", "dfmodel")
     plain = _run(DATA / "damsim_hpl_4k.txt", tmp_path / "c", "dfmodel")
     assert two["memory_per_chip_bytes"] == 4096**2 * 2 / 16

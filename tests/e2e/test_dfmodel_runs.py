@@ -372,7 +372,7 @@ def test_fft_beyond_dram_capacity_is_infeasible(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
     assert main(["run", str(tmp_path / "small"), "--out", str(out), "--cost-model", "dfmodel"]) == 3
     err = capsys.readouterr().err.strip()
-    assert "FFT DRAM use" in err and "4.29497e+09 B exceeds 1e+09 B" in err
+    assert "FFT DRAM use" in err and "4,294,967,296 B exceeds 1,000,000,000 B" in err
 
 
 FFT_FILES = sorted(p.name for p in DATA.glob("fft_*.txt"))
