@@ -22,23 +22,31 @@ def latency_split(
     overlap: bool = True,
     serialize_network: bool = False,
     network_hidden: float = 0.0,
+    floor_s: float = 0.0,
 ) -> tuple[float, float, float, float]:
     """The seconds (overhead, compute work, memory, network) each resource adds to a row's
-    latency under solver/cost/latency.py's rule (`compute_s` includes `overhead_s`): a term
-    hidden under a longer one adds nothing, so the parts sum to the latency and the largest
-    names what to shrink (the row's bound label, `bound_of`)."""
-    work = max(compute_s - overhead_s, 0.0)
-    if serialize_network:  # overhead + max(work, M) + N, the shorter of the last two hidden h
-        x = max(work, memory_s)
+    latency under solver/cost/latency.py's rule (`compute_s` includes `overhead_s` and
+    `floor_s`, the launch-rate floor's excess over the work): a term hidden under a longer
+    one adds nothing, so the parts sum to the latency and the largest names what to shrink
+    (the row's bound label, `bound_of`). Launch time and the floor count as overhead."""
+    busy = max(compute_s - overhead_s, 0.0)
+    floor = min(max(floor_s, 0.0), busy)
+
+    def parts(keep: float) -> tuple[float, float]:  # (overhead, work) of the busy part kept
+        return overhead_s + floor * keep, (busy - floor) * keep
+
+    if serialize_network:  # overhead + max(busy, M) + N, the shorter of the last two hidden h
+        x = max(busy, memory_s)
         keep_x, keep_n = (
             (1.0, 1.0 - network_hidden) if x >= network_s else (1.0 - network_hidden, 1.0)
         )
-        w, m = (work * keep_x, 0.0) if work >= memory_s else (0.0, memory_s * keep_x)
-        return overhead_s, w, m, network_s * keep_n
+        if busy >= memory_s:
+            return (*parts(keep_x), 0.0, network_s * keep_n)
+        return overhead_s, 0.0, memory_s * keep_x, network_s * keep_n
     if not overlap:
-        return overhead_s, work, memory_s, network_s
+        return (*parts(1.0), memory_s, network_s)
     if compute_s >= memory_s and compute_s >= network_s:
-        return overhead_s, work, 0.0, 0.0
+        return (*parts(1.0), 0.0, 0.0)
     return (0.0, 0.0, memory_s, 0.0) if memory_s >= network_s else (0.0, 0.0, 0.0, network_s)
 
 
@@ -82,6 +90,8 @@ class KernelPlan:
     time_source: str = ""
     # the fixed per-kernel launch time inside compute_s (the chip's kernel_overhead_s)
     overhead_s: float = 0.0
+    # the launch-rate floor's excess over the work, inside compute_s (kernel_min_time_us)
+    floor_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,7 @@ class ConfigPlan:
     sram_bytes: float
     bound: str
     overhead_s: float = 0.0  # its kernels' launch times, inside compute_s
+    floor_s: float = 0.0  # its kernels' launch-rate floors' excess, inside compute_s
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ def bound_by(
     serialize_network: bool = False,
     overlap: bool = True,
     network_hidden: float = 0.0,
+    floor: float = 0.0,
 ) -> str:
     """The binding resource under the latency rule in force (solver/cost/latency.py): the
     largest of the seconds each resource adds to the latency (solver.plan.latency_split,
@@ -28,7 +29,7 @@ def bound_by(
     when the fixed per-kernel launch time outweighs the work, so a norm held at the floor
     is not called compute-bound."""
     split = latency_split(
-        compute, memory, network, overhead, overlap, serialize_network, network_hidden
+        compute, memory, network, overhead, overlap, serialize_network, network_hidden, floor
     )
     return bound_of(split)
 
@@ -45,7 +46,7 @@ def build_phase_plans(
         charge = dict(zip(map(id, problem.edges), problem.edge_charges(sharding, rank)))
         costs = config_costs(problem, sol.configs, sol.choice)  # linear: not per config
         for c, (seg, cost) in enumerate(zip(sol.configs, costs, strict=True)):
-            configs.append(_config_plan(phase, problem, c, seg, cost))
+            configs.append(_config_plan(phase, problem, c, seg, cost, sol.choice))
             members = set(seg)  # once per configuration (a 20,000-kernel one: not n^2)
             for k in seg:
                 kernels.append(_kernel_plan(phase, problem, sol, c, k, members, charge, system))
@@ -66,9 +67,15 @@ def build_phase_plans(
 
 
 def _config_plan(
-    phase: Phase, problem: MappingProblem, c: int, seg: Sequence[int], cost: ConfigCost
+    phase: Phase,
+    problem: MappingProblem,
+    c: int,
+    seg: Sequence[int],
+    cost: ConfigCost,
+    choice: Sequence[int],
 ) -> ConfigPlan:
     overhead = sum(problem.kernels[k].overhead_s for k in seg)
+    floor = sum(problem.kernels[k].options[choice[k]].floor_s for k in seg)
     return ConfigPlan(
         phase.name,
         c,
@@ -78,13 +85,19 @@ def _config_plan(
         cost.network_s,
         cost.latency_s,
         cost.sram_bytes,
-        _bound(problem, cost.compute_s, cost.memory_s, cost.network_s, overhead),
+        _bound(problem, cost.compute_s, cost.memory_s, cost.network_s, overhead, floor),
         overhead,
+        floor,
     )
 
 
 def _bound(
-    problem: MappingProblem, compute: float, memory: float, network: float, overhead: float
+    problem: MappingProblem,
+    compute: float,
+    memory: float,
+    network: float,
+    overhead: float,
+    floor: float = 0.0,
 ) -> str:
     """`bound_by` under the problem's latency rule."""
     return bound_by(
@@ -95,6 +108,7 @@ def _bound(
         problem.serialize_network,
         problem.overlap,
         problem.network_hidden_share,
+        floor,
     )
 
 
@@ -137,11 +151,12 @@ def _kernel_plan(
         dram_bytes=dram,
         network_bytes=opt.network_bytes,
         sram_bytes=opt.buffer_bytes,
-        bound=_bound(problem, compute, memory, network, menu.overhead_s),
+        bound=_bound(problem, compute, memory, network, menu.overhead_s, opt.floor_s),
         collective=opt.collective + ("; layout conversion" if conv > 0 else ""),
         energy_J=_kernel_energy(system, opt.flop_per_chip, dram, opt.network_bytes),
         time_source=opt.time_source,
         overhead_s=menu.overhead_s,
+        floor_s=opt.floor_s,
     )
 
 

@@ -91,9 +91,10 @@ def _csv(header: tuple[str, ...], rows: list[list[str]]) -> str:
 
 
 def kernels_csv(plan: Plan) -> str:
-    """Per kernel: each resource's time alone (`overhead_s` the launch time, `compute_s` the
-    work without it), `time_s` the kernel's latency under the plan's overlap rule and
-    `bound` the resource that adds most to it (solver.plan.latency_split)."""
+    """Per kernel: each resource's time alone (`overhead_s` the launch time and the part of
+    a launch-rate floor above the work, `compute_s` the work without them), `time_s` the
+    kernel's latency under the plan's overlap rule and `bound` the resource that adds most
+    to it (solver.plan.latency_split)."""
     rows = []
     for phase in plan.phases:
         instances = phase_instances(plan, phase)
@@ -113,8 +114,8 @@ def kernels_csv(plan: Plan) -> str:
                     k.sharding,
                     k.tile,
                     num(k.config),
-                    num(k.overhead_s),
-                    num(k.compute_s - k.overhead_s),
+                    num(k.overhead_s + k.floor_s),
+                    num(k.compute_s - k.overhead_s - k.floor_s),
                     num(k.memory_s),
                     num(k.network_s),
                     num(row_time_s(plan, k)),
@@ -151,8 +152,8 @@ def configs_csv(plan: Plan) -> str:
                     num(c.index),
                     num(len(c.kernels)),
                     ";".join(c.kernels),
-                    num(c.overhead_s),
-                    num(c.compute_s - c.overhead_s),
+                    num(c.overhead_s + c.floor_s),
+                    num(max(c.compute_s - c.overhead_s - c.floor_s, 0.0)),
                     num(c.memory_s),
                     num(c.network_s),
                     num(c.latency_s),

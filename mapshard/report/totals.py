@@ -51,6 +51,7 @@ def row_split(plan: Plan, row: KernelPlan | ConfigPlan) -> tuple[float, float, f
         overlap,
         serial,
         plan.network_hidden_share,
+        row.floor_s,
     )
 
 

@@ -51,6 +51,9 @@ class KernelTime:
 
     seconds: float
     source: str
+    # the part of `seconds` that is the launch-rate floor's excess over the work
+    # (efficiency.busy_floor): reported as overhead, not compute (mapshard report tables)
+    floor_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -230,9 +233,11 @@ def grouped_gemm_time(
         return KernelTime(shape.batch * each, source)
     peak = chip.peak(precision) * split
     eff = efficiency.gemm_efficiency(chip, shape.m, shape.n, shape.k, 1)
-    seconds = max(shape.batch * per_flop / (peak * eff), efficiency.busy_floor(chip))
+    work = shape.batch * per_flop / (peak * eff)
+    seconds = max(work, efficiency.busy_floor(chip))
     source = gemm_source(chip, precision) + f", per-expert shape x {shape.batch}"
-    return KernelTime(seconds, source + _why_no_table(chip, replace(shape, batch=1), precision))
+    why = _why_no_table(chip, replace(shape, batch=1), precision)
+    return KernelTime(seconds, source + why, seconds - work)
 
 
 def gemm_compute_time(
@@ -253,7 +258,9 @@ def gemm_compute_time(
     peak = chip.peak(precision) * split
     s = shape
     seconds = efficiency.gemm_compute_time(chip, flop, peak, s.m, s.n, s.k, s.batch)
-    return KernelTime(seconds, gemm_source(chip, precision) + _why_no_table(chip, shape, precision))
+    work = flop / (peak * efficiency.gemm_efficiency(chip, s.m, s.n, s.k, s.batch))
+    source = gemm_source(chip, precision) + _why_no_table(chip, shape, precision)
+    return KernelTime(seconds, source, max(seconds - work, 0.0))
 
 
 # ---------------------------------------------------------------------------------------

@@ -176,6 +176,7 @@ def build_menu(
                     replicated,
                     tuple(sorted(compulsory.items())),
                     compute.source,
+                    compute.floor_s,
                 )
             )
     inputs = tuple(o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT)

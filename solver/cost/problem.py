@@ -41,6 +41,8 @@ class Option:
     # where compute_s comes from (solver.cost.kernel_times: a measured table and its
     # version, the fitted roofline, or the peak, uncalibrated)
     time_source: str = ""
+    # the part of compute_s that is the launch-rate floor (kernel_times.KernelTime.floor_s)
+    floor_s: float = 0.0
 
     def traffic_of(self, operand: str) -> float:
         return dict(self.traffic).get(operand, 0.0)

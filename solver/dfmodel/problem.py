@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import solver.dfmodel.model as dm
-from generator.graph import KernelGraph
+from generator.graph import Kernel, KernelGraph
+from schema.errors import SetupError
 from solver.cost.latency import config_latency
 from solver.cost.problem import EdgeCost, KernelMenu, MappingProblem, Option
 
@@ -68,6 +69,21 @@ def num_tile(graph: KernelGraph, seq_len: int) -> int:
     return math.gcd(*sizes) if sizes else 1
 
 
+def stage_one_shardings(kernel: Kernel) -> tuple[str, ...]:
+    """The shardings stage 1 may give a kernel: DFModel's legal ones, or the input's pin (a
+    DFModel variant's `sharding`, e.g. from DFModel's own dse_final.txt) alone."""
+    legal = dm.legal_shardings(kernel)
+    pin = kernel.pinned_sharding
+    if not pin:
+        return legal
+    if pin not in legal:
+        raise SetupError(
+            f"--cost-model dfmodel: kernel {kernel.name} pins sharding {pin!r}, which "
+            f"DFModel's inter_chip rules do not allow (legal: {', '.join(legal) or 'none'})"
+        )
+    return (pin,)
+
+
 def sharding_problem(graph: KernelGraph, tp: int) -> tuple[MappingProblem, float]:
     """Stage 1 as a kernel-by-kernel problem and its unit (bytes): option network = the
     kernel's own bytes communicated (+ the tie-break), edge conv[a][b] = the bytes of the
@@ -76,7 +92,7 @@ def sharding_problem(graph: KernelGraph, tp: int) -> tuple[MappingProblem, float
     largest, weighs together less than a thousandth of the smallest tensor."""
     kernels = graph.kernels
     index = {k.name: i for i, k in enumerate(kernels)}
-    legal = [dm.legal_shardings(k) for k in kernels]
+    legal = [stage_one_shardings(k) for k in kernels]
     outs = [k.operand_bytes(k.outputs[0]) if k.outputs else 0.0 for k in kernels]
     sizes = [b for b in outs + [e.tensor_bytes for e in graph.edges] if b > 0]
     unit = max(sizes, default=1.0)

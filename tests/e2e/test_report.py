@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 from report_fixtures import inference_plan, system, training_plan
 
+from mapshard.cli import main
 from mapshard.fmt import fmt_time
 from mapshard.report.explain import format_explain
 from mapshard.report.summary import summary_dict, summary_json
@@ -265,3 +266,23 @@ def test_report_html_handles_an_empty_plan():
     plan = replace(training_plan(), phases=(), latency_s=math.inf, choices=())
     page = report_html(plan)
     assert "No GEMM with a known M, K, N" in page and "No kernel has both FLOP" in page
+
+
+def test_a_gemm_at_the_launch_floor_is_overhead_bound(tmp_path) -> None:
+    """A 128^3 BF16 GEMM on one H100 does ~0.7 us of work, under the chip file's 8.0 us GEMM
+    floor (kernel_min_time_us; launch kernel_overhead_us 4.5 inside it): kernels.csv puts the
+    floor's excess in overhead_s, so overhead_s + compute_s = 8.0 us and the bound is
+    overhead, not compute."""
+    (tmp_path / "setup.txt").write_text(
+        "workload { gemm { M: 128 K: 128 N: 128 } }\n"
+        'system { chip: "H100-SXM5-80GB" num_chip: 1 }\n'
+        "execution { execution_style: KERNEL_BY_KERNEL }\n"
+    )
+    out = tmp_path / "r"
+    assert main(["run", str(tmp_path), "--out", str(out), "--quiet", "--no-sensitivity"]) == 0
+    rows = list(csv.DictReader((out / "kernels.csv").open()))
+    assert len(rows) == 1
+    row = rows[0]
+    assert float(row["overhead_s"]) + float(row["compute_s"]) == pytest.approx(8.0e-6)
+    assert float(row["overhead_s"]) > 4.5e-6 and float(row["compute_s"]) < 1e-6
+    assert row["bound"] == "overhead"

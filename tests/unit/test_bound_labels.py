@@ -57,3 +57,20 @@ def test_hand_split_of_a_serialised_gemv() -> None:
     )
     # overlap: L = max(5.93, 5.82, 3) = 5.93, memory and network hidden under it
     assert latency_split(C, M, 3.0, OVH) == pytest.approx((4.5, 1.43, 0.0, 0.0))
+
+
+def test_a_launch_floor_counts_as_overhead_unless_memory_hides_it() -> None:
+    """H100 (us): launch 4.5, GEMM floor 8.0, so a GEMM of 0.5 us of work takes 8.0 of
+    compute, 3.0 of it the floor's excess (floor_s). Beside 1.0 of DRAM the compute term
+    is the latency: overhead 4.5 + 3.0, work 0.5, label overhead. Serialised with 6.0 of
+    DRAM, max(3.5, 6.0) is the memory's: the floor is hidden and memory binds."""
+    parts = latency_split(8.0, 1.0, 0.0, 4.5, floor_s=3.0)
+    assert parts == pytest.approx((7.5, 0.5, 0.0, 0.0))
+    assert bound_by(8.0, 1.0, 0.0, 4.5, floor=3.0) == "overhead"
+    assert bound_by(8.0, 1.0, 0.0, 4.5) == "overhead"  # 4.5 > 3.5 even without the floor
+    assert bound_by(16.0, 1.0, 0.0, 4.5, floor=3.0) == "compute"  # work 8.5 > 7.5
+    serial = latency_split(8.0, 6.0, 0.0, 4.5, serialize_network=True, floor_s=3.0)
+    assert serial == pytest.approx((4.5, 0.0, 6.0, 0.0))
+    assert bound_by(8.0, 6.0, 0.0, 4.5, serialize_network=True, floor=3.0) == "memory"
+    # the floor never exceeds the busy time it sits in
+    assert latency_split(5.0, 0.0, 0.0, 4.5, floor_s=3.0) == pytest.approx((5.0, 0.0, 0.0, 0.0))
