@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 
 from google.protobuf import text_format
 
@@ -20,7 +21,7 @@ from mapshard.scenario import Scenario, execution_options
 from schema import setup_pb2
 from schema.dfmodel_spelling import DFMODEL_VARIANTS
 from solver.api import hpl_grid as grid_of
-from solver.plan import Plan
+from solver.plan import KernelPlan, Plan
 
 FILE_NAME = "dse_final.txt"
 DSE_FILE, SHARDED_FILE = "dse.txt", "dse_sharded.txt"
@@ -101,6 +102,20 @@ def _dse_input(scenario: Scenario) -> setup_pb2.Setup:
     return out
 
 
+def _planned_kernels(
+    out: setup_pb2.Setup, plan: Plan, level: dict[int, int]
+) -> Iterator[tuple[setup_pb2.Kernel, str, KernelPlan]]:
+    """Each DFModel-variant kernel of `out` the plan maps, with its variant and its plan,
+    its topological number set (the stage-1 and stage-2 files both record it)."""
+    chosen = {k.name: k for p in plan.phases for k in p.kernels}
+    for kernel in out.dataflow_graph.kernels:
+        variant = kernel.WhichOneof("kernel_variant")
+        k = chosen.get(kernel.name)
+        if variant in DFMODEL_VARIANTS and k is not None:
+            kernel.topological_number = level[kernel.id]
+            yield kernel, variant, k
+
+
 def dse_sharded_text(scenario: Scenario, plan: Plan) -> str:
     """dse_sharded.txt: dse.txt with stage 1's results as the plan carries them: per kernel
     its topological number and sharding (NO_SHARDING on DFModel's non-LLM branches, and
@@ -111,14 +126,8 @@ def dse_sharded_text(scenario: Scenario, plan: Plan) -> str:
     tp = max(plan.parallelism.get("tp", 1), 1)
     options = execution_options(scenario.setup)
     llm = scenario.setup.execution.HasField("llm") and not options.fft_copies
-    chosen = {k.name: k for p in plan.phases for k in p.kernels}
     level = topological_numbers(out.dataflow_graph)
-    for kernel in out.dataflow_graph.kernels:
-        variant = kernel.WhichOneof("kernel_variant")
-        k = chosen.get(kernel.name)
-        if variant not in DFMODEL_VARIANTS or k is None:
-            continue
-        kernel.topological_number = level[kernel.id]
+    for kernel, variant, k in _planned_kernels(out, plan, level):
         body = getattr(kernel, variant)
         dim = k.sharding.split("+")[0] if llm and tp > 1 else ""
         body.sharding = SHARDING.get(dim, setup_pb2.NO_SHARDING)
@@ -153,15 +162,9 @@ def dse_final_text(scenario: Scenario, plan: Plan) -> str | None:
     fft_chips = scenario.system.num_chips // options.fft_copies if options.fft_copies else 0
     hpl = options.dfmodel.branch == "hpl" and plan.cost_model == "dfmodel"
     grid = hpl_grid(scenario, options) if hpl else None
-    chosen = {k.name: k for p in plan.phases for k in p.kernels}
     level = topological_numbers(out.dataflow_graph)
     split: dict[int, bool] = {}
-    for kernel in out.dataflow_graph.kernels:
-        variant = kernel.WhichOneof("kernel_variant")
-        k = chosen.get(kernel.name)
-        if variant not in DFMODEL_VARIANTS or k is None:
-            continue
-        kernel.topological_number = level[kernel.id]
+    for kernel, variant, k in _planned_kernels(out, plan, level):
         kernel.config = k.config
         dim = k.sharding.split("+")[0]
         split[kernel.id] = dim in SHARDING and tp > 1

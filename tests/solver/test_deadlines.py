@@ -27,6 +27,7 @@ from solver.fusion.first_plan import first_plan
 from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.milp.model import solve_configurations
 from solver.options import MIN_LEFT_S, VALVE_STOP, SolverOptions
+from tests.solver.test_long_chains import _chain_setup
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -176,21 +177,6 @@ LIMIT_S = 5.0
 ALLOWANCE_CPU_S = {10_000: 25.0, 20_000: 40.0}
 
 
-def _chain_text(n: int, style: str) -> str:
-    kernels = "".join(
-        f'kernels {{ name: "k{i}" id: {i} elementwise_input1 {{ outer: 1 M: 64 N: 64 }} }}\n'
-        for i in range(1, n + 1)
-    )
-    conns = "".join(
-        f"connections {{ startIdx: {i} endIdx: {i + 1} id: {i - 1} }}\n" for i in range(1, n)
-    )
-    return (
-        f"dataflow_graph {{\n{kernels}{conns}}}\n"
-        'system { chip: "H100-SXM5-80GB" num_chip: 1 }\n'
-        f"execution {{ execution_style: {style} num_config: 4 }}\n"
-    )
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "n,style", [(10_000, "DATAFLOW"), (20_000, "KERNEL_BY_KERNEL")], ids=["dataflow", "kbk"]
@@ -202,7 +188,7 @@ def test_a_long_chain_returns_a_plan_at_a_time_limit(tmp_path: Path, n: int, sty
     measured allowance. CPU, not wall: on a loaded machine the wall clock stretches, while
     the valve only trips sooner in CPU terms (1,065 s of wall and 693 of CPU before the
     linear re-check, plan and report)."""
-    (tmp_path / "setup.txt").write_text(_chain_text(n, style))
+    (tmp_path / "setup.txt").write_text(_chain_setup(n, style=style))
     out = tmp_path / "r"
     cmd = [sys.executable, "-m", "mapshard.cli", "run", str(tmp_path), "--out", str(out)]
     cmd += ["--time-limit", str(LIMIT_S), "--quiet"]
