@@ -139,8 +139,7 @@ def build_menu(
     options: list[Option] = []
     held: dict[str, tuple[str, float, dict[str, float], float]] = {}
     shardings = sharding_choices(kernel, tp)
-    full = kernel.dim_sizes
-    full_elems = math.prod(full.values())
+    full_elems = math.prod(kernel.dim_sizes.values())
     out_bytes_full = sum(kernel.operand_bytes(o) for o in kernel.outputs)
     for s in shardings:
         sizes = _shard_sizes(kernel, s, tp)
