@@ -15,12 +15,19 @@ from solver.plan import ChoiceResult, KernelPlan, Plan
 
 
 def binding(kernel: KernelPlan) -> tuple[str, float, str, float]:
-    """(binding resource, its time, the next resource, its time)."""
-    times = sorted(
-        (("compute", kernel.compute_s), ("memory", kernel.memory_s), ("network", kernel.network_s)),
-        key=lambda x: -x[1],
-    )
-    return times[0][0], times[0][1], times[1][0], times[1][1]
+    """(binding resource, its time, the next resource, its time): the binding one is the
+    kernel's bound label (the largest part of its latency, solver.plan.latency_split, as
+    the tables show it), each time that resource's alone, launch overhead and the
+    launch-rate floor counted as overhead."""
+    alone = {
+        "overhead": kernel.overhead_s + kernel.floor_s,
+        "compute": max(kernel.compute_s - kernel.overhead_s - kernel.floor_s, 0.0),
+        "memory": kernel.memory_s,
+        "network": kernel.network_s,
+    }
+    res = kernel.bound if kernel.bound in alone else max(alone, key=lambda r: alone[r])
+    nxt = max((r for r in alone if r != res), key=lambda r: alone[r])
+    return res, alone[res], nxt, alone[nxt]
 
 
 def kernel_line(k: KernelPlan) -> str:
@@ -229,9 +236,10 @@ def format_explain(plan: Plan) -> str:
         for c in sorted(p.configs, key=lambda c: c.index):
             lines.append(
                 f"  config {c.index}: {c.bound}-bound {fmt_time(c.latency_s)} "
-                f"(compute {fmt_time(c.compute_s)}, memory {fmt_time(c.memory_s)}, "
-                f"network {fmt_time(c.network_s)}; SRAM "
-                f"{c.sram_bytes / 2**20:.3g} MiB)"
+                f"(overhead {fmt_time(c.overhead_s + c.floor_s)}, compute "
+                f"{fmt_time(max(c.compute_s - c.overhead_s - c.floor_s, 0.0))}, "
+                f"memory {fmt_time(c.memory_s)}, "
+                f"network {fmt_time(c.network_s)}; SRAM {fmt_bytes(c.sram_bytes)})"
             )
             lines += [kernel_line(k) for k in kernels if k.config == c.index]
     if plan.warnings:

@@ -9,11 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from report_fixtures import inference_plan
 
 from mapshard import pipeline
 from mapshard.cli import main
 from mapshard.report.bounds import gemm_bounds, workload_gemms
-from mapshard.report.explain import choice_rows, format_explain
+from mapshard.report.explain import binding, choice_rows, format_explain
 
 # A 4-layer toy Llama decoding 4 sequences (context 64) on 4 chips behind one switch.
 H, LAYERS, HEADS, KV_HEADS, FFN, VOCAB, BATCH, CONTEXT = 256, 4, 4, 2, 512, 1024, 4, 64
@@ -130,3 +131,22 @@ def test_gemm_bounds_compute_bound_and_no_tile_fits(scenario_dir: Path) -> None:
     assert none.least_buffer_bytes == 6.0
     assert none.dram_bytes is None and none.binds == "SRAM (no tile fits)"
     assert len(workload_gemms(scenario.workload)) == 6
+
+
+def test_explain_names_the_bound_the_tables_show() -> None:
+    """Llama-3.1-8B decode kv_proj on H100 (us): launch 4.5, work 1.43 (compute 5.93 with
+    the launch), DRAM 5.82; serialised the latency is 4.5 + max(1.43, 5.82) = 10.32, the
+    tables' label memory: explain says memory-bound 5.82 us against its overhead 4.5 us
+    (compute alone, 1.43 us, is the smaller), not compute-bound on the 5.93 us."""
+    kernel = replace(
+        inference_plan().phases[1].kernels[0],
+        compute_s=5.93e-6,
+        memory_s=5.82e-6,
+        network_s=0.0,
+        overhead_s=4.5e-6,
+        floor_s=0.0,
+        bound="memory",
+    )
+    res, t, nxt, t2 = binding(kernel)
+    assert (res, nxt) == ("memory", "overhead")
+    assert t == pytest.approx(5.82e-6) and t2 == pytest.approx(4.5e-6)
