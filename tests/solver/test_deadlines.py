@@ -187,7 +187,9 @@ def test_a_long_chain_returns_a_plan_at_a_time_limit(tmp_path: Path, n: int, sty
     valve (no work budget), and the child's CPU seconds within the limit x 1.1 plus the
     measured allowance. CPU, not wall: on a loaded machine the wall clock stretches, while
     the valve only trips sooner in CPU terms (1,065 s of wall and 693 of CPU before the
-    linear re-check, plan and report)."""
+    linear re-check, plan and report). The 10,000-kernel DATAFLOW chain is also issue #18's
+    memory case: the child's peak stays under 4 GiB (Linux ru_maxrss, KiB, the largest child
+    so far: an upper bound)."""
     (tmp_path / "setup.txt").write_text(_chain_setup(n, style=style))
     out = tmp_path / "r"
     cmd = [sys.executable, "-m", "mapshard.cli", "run", str(tmp_path), "--out", str(out)]
@@ -207,3 +209,4 @@ def test_a_long_chain_returns_a_plan_at_a_time_limit(tmp_path: Path, n: int, sty
     if summary["status"] == "time_limit":
         assert "stopped at the time limit" in done.stderr
     assert cpu_s <= LIMIT_S * 1.1 + ALLOWANCE_CPU_S[n], cpu_s
+    assert after.ru_maxrss * 1024 < 4 * 2**30
