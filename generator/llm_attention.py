@@ -4,16 +4,43 @@ are llm_layer's."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from generator.builder import Dims, GraphBuilder, Tensor
 from generator.graph import Operand, OperandRole
+from generator.models import ModelConfig
 from generator.ops import IN
 from generator.ops_attention import AttnInput, bmm, dropout, softmax
 
-if TYPE_CHECKING:
-    from generator.llm_layer import AttnSegment, Layer
+
+@dataclass(frozen=True)
+class AttnSegment:
+    """One attention kernel: `batch` sequences of `q_seq` queries over `kv_seq` keys."""
+
+    name: str
+    batch: int
+    q_seq: int
+    kv_seq: int
+    cached: bool  # keys/values read from the KV cache (role KV_CACHE) instead of kv_proj
+    cls: str  # Ma_Mqa (prefill) or Va_Mqa (decode)
+
+
+class _Shape(Protocol):
+    @property
+    def dropout(self) -> bool: ...
+
+
+class LayerParts(Protocol):
+    """What the unfused attention reads of a layer under construction (llm_layer.Layer):
+    its builder, model, activation and weight bytes per element, shape and core kernels."""
+
+    b: GraphBuilder
+    cfg: ModelConfig
+    a: float
+    w: float
+    shape: _Shape
+    core: list[str]
 
 
 def add_sinks(b: GraphBuilder, kernel: str, heads: Dims, wbpe: float) -> None:
@@ -27,7 +54,7 @@ def add_sinks(b: GraphBuilder, kernel: str, heads: Dims, wbpe: float) -> None:
 
 
 def unfused_attention(
-    layer: Layer,
+    layer: LayerParts,
     seg: AttnSegment,
     q_in: AttnInput,
     kv_in: AttnInput,

@@ -56,8 +56,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from generator.graph import KernelGraph, KernelKind, OperandRole, Phase, Workload
+from generator.llm_attention import AttnSegment
 from generator.llm_common import head_graph, layer_phases, model_info
-from generator.llm_layer import AttnSegment, LayerShape
+from generator.llm_layer import LayerShape
 from generator.models import ModelConfig
 from generator.precision import Precision
 from generator.requests import request_batch

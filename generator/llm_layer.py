@@ -33,7 +33,7 @@ from typing import Any
 
 from generator.builder import Arg, Dim, Dims, GraphBuilder, Tensor, dims_elements
 from generator.graph import Communication, KernelKind
-from generator.llm_attention import add_sinks, unfused_attention
+from generator.llm_attention import AttnSegment, add_sinks, unfused_attention
 from generator.llm_mla import mla
 from generator.models import ModelConfig
 from generator.ops import GATED_FLOP, IN, KV, OUT, SOFTMAX_FLOP, add, binary, linear, norm, unary
@@ -49,18 +49,6 @@ from generator.ops_fp8 import FP8_BYTES, fp8_cast
 from generator.precision import Precision
 
 A2A = Communication.ALL_TO_ALL
-
-
-@dataclass(frozen=True)
-class AttnSegment:
-    """One attention kernel: `batch` sequences of `q_seq` queries over `kv_seq` keys."""
-
-    name: str
-    batch: int
-    q_seq: int
-    kv_seq: int
-    cached: bool  # keys/values read from the KV cache (role KV_CACHE) instead of kv_proj
-    cls: str  # Ma_Mqa (prefill) or Va_Mqa (decode)
 
 
 @dataclass(frozen=True)

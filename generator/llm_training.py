@@ -21,8 +21,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from generator.graph import KernelGraph, Phase, Workload
+from generator.llm_attention import AttnSegment
 from generator.llm_common import embed_graph, head_graph, layer_phases, model_info
-from generator.llm_layer import AttnSegment, LayerShape
+from generator.llm_layer import LayerShape
 from generator.models import ModelConfig
 from generator.moe_layout import (
     MOE_DISPATCHERS,
