@@ -1,4 +1,6 @@
-"""One function per subcommand: call the run or the stages, print, return the exit code."""
+"""The scenario subcommands (run, generate, explain, bounds), one function each: call the run
+or the stages, print, return the exit code. The others live beside the code they drive
+(mapshard.cli.COMMANDS names them all), so a command imports only what it uses."""
 
 from __future__ import annotations
 
@@ -7,19 +9,13 @@ import sys
 from pathlib import Path
 
 from generator.export import generated_files
-from hardware import library
 from mapshard import pipeline
-from mapshard.compare import compare_csv, compare_html, format_table, load_sides
-from mapshard.models_list import format_models, model_rows
-from mapshard.outdir import check_writable, replace_folder
-from mapshard.profile import run_profile_command
+from mapshard.outdir import replace_folder
 from mapshard.progress import Progress
 from mapshard.report.bounds import bounds_files, bounds_summary, gemm_bounds, workload_gemms
 from mapshard.report.explain import format_explain
 from mapshard.report.terminal import format_summary
 from mapshard.run import Result, run
-from mapshard.sweeps.cli import run_sweep_command
-from mapshard.validate_cases import run_validation_command
 from schema.errors import Interrupted, SetupError, Terminated
 
 
@@ -122,44 +118,3 @@ def cmd_bounds(args: argparse.Namespace) -> int:
     print("\n".join(bounds_summary(gemm_bounds(gemms, scenario.system), scenario.system)))
     print(f"\nwritten: {out / 'bounds.csv'}, {out / 'bounds.svg'}")
     return 0
-
-
-def cmd_hardware(args: argparse.Namespace) -> int:
-    if args.action == "list":
-        print(library.format_list())
-        return 0
-    if not args.name:
-        raise SetupError(
-            "mapshard hardware show: give a chip or system name (see `mapshard hardware list`)"
-        )
-    print(library.format_show(args.name))
-    return 0
-
-
-def cmd_models(args: argparse.Namespace) -> int:
-    print(format_models(model_rows()))
-    return 0
-
-
-def cmd_sweep(args: argparse.Namespace) -> int:
-    return run_sweep_command(args)
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    if len(args.items) < 2:
-        raise SetupError("mapshard compare: give at least two scenario or result folders")
-    out = Path(args.out or "compare")
-    check_writable(out)
-    sides = load_sides(args.items, args.time_limit)
-    replace_folder(out, {"compare.html": compare_html(sides), "compare.csv": compare_csv(sides)})
-    print(format_table(sides))
-    print(f"\nwritten: {out / 'compare.html'}")
-    return 0
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    return run_validation_command(args)
-
-
-def cmd_profile(args: argparse.Namespace) -> int:
-    return run_profile_command(args)

@@ -179,7 +179,7 @@ def check_own_file(out: Path, action: str) -> None:
 
 
 def run_profile_command(args: argparse.Namespace) -> int:
-    """The CLI entry point (mapshard.commands.cmd_profile)."""
+    """The CLI entry point (mapshard.cli.COMMANDS["profile"])."""
     out = Path(args.out or DEFAULT_OUT[args.action])
     check_own_file(out, args.action)
     scenario = pipeline.load_scenario(args.scenario)

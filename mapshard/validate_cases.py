@@ -104,7 +104,7 @@ def uncalibrated_chips(cases: Sequence[Case], outcomes: Sequence[Outcome]) -> di
 
 
 def run_validation_command(args: argparse.Namespace) -> int:
-    """The CLI entry point (mapshard.commands.cmd_validate)."""
+    """The CLI entry point (mapshard.cli.COMMANDS["validate"])."""
     path = Path(args.cases)
     cases = read_cases(path)
     out = Path(args.out or "validation_results")
