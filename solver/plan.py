@@ -6,6 +6,7 @@ no Pyomo object survives past `solver.plan`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from hardware.calibration import Calibration
@@ -129,6 +130,10 @@ class SolveStats:
     gap: float
     solve_time_s: float
     build_time_s: float = 0.0
+    # CPU seconds (this process) of the search, and until its first plan (nan: not
+    # measured); timing.json's, like the wall-clock times
+    solve_cpu_s: float = math.nan
+    first_plan_cpu_s: float = math.nan
     num_vars: int = 0
     num_binaries: int = 0
     num_rows: int = 0

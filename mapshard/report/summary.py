@@ -19,7 +19,7 @@ from mapshard.report.totals import (
 from mapshard.views import StreamView, Views
 from solver.plan import Plan
 
-TIMING_KEYS = ("solve_time_s", "build_time_s")
+TIMING_KEYS = ("solve_time_s", "build_time_s", "solve_cpu_s", "first_plan_cpu_s")
 
 
 def parallelism_text(plan: Plan, sep: str = " ", skip_ones: bool = False) -> str:

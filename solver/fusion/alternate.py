@@ -21,6 +21,7 @@ from dataclasses import replace
 from solver.cost.problem import KernelMenu, MappingProblem
 from solver.fusion.bridges import solve_singles
 from solver.fusion.compose import compose
+from solver.fusion.first_plan import first_plan
 from solver.fusion.segment_search import (
     GraphSolution,
     SearchStats,
@@ -95,8 +96,19 @@ def _first_plan(
     if n <= problem.max_configs:
         plan = GraphSolution(singles, r.choice, r.objective_s, root, "time_limit", stats)
     else:
-        plan = GraphSolution((), (), math.inf, root, "time_limit", stats)
+        plan = _greedy_plan(problem, root, stats)
     return plan, _shardings(problem, r.choice)
+
+
+def _greedy_plan(problem: MappingProblem, root: float, stats: SearchStats) -> GraphSolution:
+    """The linear-time first plan (solver.fusion.first_plan) as the incumbent the search
+    starts from: a plan in milliseconds, and a bound on every MILP after it."""
+    found = first_plan(problem)
+    if found is None:
+        return GraphSolution((), (), math.inf, root, "time_limit", stats)
+    configs, choice, latency_s = found
+    stats.notes.append("search started from the greedy first plan (solver.fusion.first_plan)")
+    return GraphSolution(configs, choice, latency_s, root, "time_limit", stats)
 
 
 def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStats) -> GraphSolution:
@@ -105,6 +117,7 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
     if start is None:
         return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
     best, sharding = start
+    stats.saw_plan(best.objective_s)
     root = best.bound_s
     tried: set[tuple[str, ...]] = set()
     restricted = replace(options, max_paths=min(options.max_paths, ALTERNATION_PATHS))

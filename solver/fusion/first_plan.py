@@ -12,11 +12,13 @@ fewest configurations: a configuration's SRAM is a sum of non-negative terms, ea
 only when both ends of its edge are inside, so a run of kernels inside a fitting one fits
 too. Kernel by kernel, each kernel is its own configuration. The first choice whose cut
 fits num_config and the DRAM row is priced and checked by the independent evaluator
-(solver.check.mapping_cost: the SRAM of every configuration); none: no plan. A first plan
-only: on small random graphs from the optimum to some 30 times it.
+(solver.check.mapping_cost: the SRAM of every configuration), and the cheapest is kept;
+none: no plan. A first plan only: on small random graphs from the optimum to some 30
+times it.
 
-Only the valve uses it (solver.fusion.solve): a search stopped by a work budget keeps its
-verdict, so answers that the budgets decide never change.
+The valve uses it (solver.fusion.solve), and the large-graph search starts from it when
+one configuration per kernel is not a plan (solver.fusion.alternate): an incumbent from
+the start, deterministic, so a work budget's verdict stays the same on every machine.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ def first_plan(
     if any(e.src >= e.dst for e in problem.edges if not e.wrap):
         return None
     tried: set[tuple[int, ...]] = set()
-    for share in (*SRAM_SHARES, 0.0):  # built one at a time: the first that fits is kept
+    best: tuple[tuple[tuple[int, ...], ...], tuple[int, ...], float] | None = None
+    for share in (*SRAM_SHARES, 0.0):  # each built and priced in linear time; best kept
         if share > 0:
             choice = _greedy_choice(problem, share)
         else:
@@ -62,9 +65,9 @@ def first_plan(
         if configs is None or len(configs) > max(problem.max_configs, 1):
             continue
         latency_s, _ = mapping_cost(problem, configs, choice)
-        if math.isfinite(latency_s):
-            return configs, choice, latency_s
-    return None
+        if math.isfinite(latency_s) and (best is None or latency_s < best[2]):
+            best = (configs, choice, latency_s)
+    return best
 
 
 def _solo_latency(problem: MappingProblem, k: int, opt: Option) -> float:

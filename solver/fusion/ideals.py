@@ -47,6 +47,10 @@ def enumerate_ideals(problem: MappingProblem, limit: int) -> list[int] | None:
     return out
 
 
+# the space a large DAG's search covers (solver.fusion.solve): its order's segmentations
+ONE_ORDER = "one topological order (large graph: the ideal lattice is not searched)"
+
+
 def is_chain_order(problem: MappingProblem) -> bool:
     """The topological order is the only one (each kernel depends on the one before), so
     the ideals are the n + 1 prefixes and contiguous segments are the whole space."""

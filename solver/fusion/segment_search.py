@@ -56,6 +56,14 @@ class SearchStats:
     stop: str = ""
     # the space searched when it is not every assignment with Config[u] <= Config[v]
     space: str = ""
+    # time.process_time() when the search first held a plan (inf: none yet); reported in
+    # timing.json, never read by the search
+    first_plan_at: float = math.inf
+
+    def saw_plan(self, objective_s: float) -> None:
+        """Note the CPU time of the first plan (a finite objective)."""
+        if math.isfinite(objective_s) and not math.isfinite(self.first_plan_at):
+            self.first_plan_at = time.process_time()
 
     def add(self, r: MilpResult) -> None:
         self.milps += 1
@@ -269,9 +277,11 @@ class _ExactSearch:
                 self.problem, segs, options, cutoff_s=incumbent[0] * (1 - 1e-9)
             )
             self.stats.add(r)
+            self.stats.saw_plan(r.objective_s)
             return (r.objective_s, segs, r.choice) if r.objective_s < incumbent[0] else incumbent
         r = solve_configurations(self.problem, segs, options)
         self.stats.add(r)
+        self.stats.saw_plan(r.objective_s)
         return (r.objective_s, segs, r.choice) if math.isfinite(r.objective_s) else incumbent
 
     def best_first(

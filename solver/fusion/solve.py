@@ -18,7 +18,7 @@ from solver.fusion.alternate import alternate
 from solver.fusion.first_plan import NOTE as FIRST_PLAN_NOTE
 from solver.fusion.first_plan import first_plan
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch
-from solver.fusion.ideals import enumerate_ideals, is_chain_order, topological_orders
+from solver.fusion.ideals import ONE_ORDER, enumerate_ideals, is_chain_order, topological_orders
 from solver.fusion.segment_search import (
     GraphSolution,
     SearchStats,
@@ -107,7 +107,7 @@ def _search(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
         else:
             stats.notes.append(f"more than {IDEAL_LIMIT} ideals: best over several orders")
         return _over_orders(problem, options, stats, ORDERS)
-    stats.space = "one topological order (large graph: the ideal lattice is not searched)"
+    stats.space = ONE_ORDER
     return _one_order(problem, options, stats)
 
 

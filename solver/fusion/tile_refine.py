@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from solver.cost.problem import KernelMenu, MappingProblem, Option, TileCost, TileGroup
-from solver.fusion.segment_search import GraphSolution, until_deadline
+from solver.fusion.ideals import ONE_ORDER, is_chain_order
+from solver.fusion.segment_search import GraphSolution, root_bound, until_deadline
 from solver.options import VALVE_STOP, SolverOptions, past
 
 STOP = "tile_menus"  # the stop reason when the opening budget ends short of a proof
@@ -187,10 +188,12 @@ def refine(
     searched = 0  # tiles of `added` the searched menus held at the last search over them
     stop = ""  # why the last relaxed search stopped short of its own proof
     for round_ in range(rounds + 1):
+        relaxed, origin = relaxed_problem(problem, parts)
         if past(deadline):
             stop = VALVE_STOP
+            if round_ == 0:  # no relaxed search ran: the root bound over every tile
+                bound = _root_bound(relaxed, sol)
             break
-        relaxed, origin = relaxed_problem(problem, parts)
         r = search(relaxed, until_deadline(options, deadline))
         stats.milps += r.stats.milps
         stop = r.stats.stop
@@ -233,6 +236,15 @@ def refine(
         status = "time_limit"
         stats.stop = stats.stop or stop or STOP
     return replace(best, bound_s=bound, status=status, stats=stats, problem=best_problem)
+
+
+def _root_bound(relaxed: MappingProblem, sol: GraphSolution) -> float:
+    """The relaxed problem's root bound where it holds over the space `sol` was searched
+    in (the segmentations of the kernel order: a chain, or the one order of a large
+    graph), else 0 (over a DAG's ideals a configuration need not be contiguous)."""
+    if is_chain_order(relaxed) or sol.stats.space == ONE_ORDER:
+        return root_bound(relaxed)
+    return 0.0
 
 
 def _closed(objective_s: float, bound_s: float, gap: float) -> bool:

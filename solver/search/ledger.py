@@ -13,6 +13,7 @@ A candidate's label (ChoiceResult.status) says what is known about it, never mor
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 from solver.cost.problem import MappingProblem
@@ -68,6 +69,7 @@ class Ledger:
     num_binaries: int = 0
     num_rows: int = 0
     build_s: float = 0.0
+    first_plan_at: float = math.inf  # time.process_time() of the first graph plan
 
     def record(
         self,
@@ -113,6 +115,9 @@ class Ledger:
         self.num_binaries = max(self.num_binaries, sol.stats.num_binaries)
         self.num_rows = max(self.num_rows, sol.stats.num_rows)
         self.build_s += sol.stats.build_s
+        if math.isfinite(sol.objective_s):  # a search that did not note it: now at the latest
+            seen = min(sol.stats.first_plan_at, time.process_time())
+            self.first_plan_at = min(self.first_plan_at, seen)
         if sol.stats.stop:
             self.stops.append(sol.stats.stop)
         # sampled tile menus restrict the plan's tiles, not the space the gap holds over

@@ -16,8 +16,10 @@ so, and only then may the same input give another answer.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from generator.graph import Workload
 from hardware.system import System
@@ -54,7 +56,7 @@ def search_workload(
     training_space.start_with."""
     if execution.cost_model == "dfmodel":
         return search_dfmodel(workload, system, execution, options, scenario, progress)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     limits = infeasible.limits_of(workload, system)
     choices = outer_choices(
         workload, system, limits.max_tp, limits.max_pp, limits.max_dp, limits.allow_dp
@@ -81,6 +83,12 @@ def search_workload(
     if ended_by:
         ledger.close(bounds, settler.best.times.latency_s, ended_by)
     stats = _solve_stats(settler, bounds, time.perf_counter() - t0)
+    first_cpu_s = settler.ledger.first_plan_at - cpu0
+    stats = replace(
+        stats,
+        solve_cpu_s=time.process_time() - cpu0,
+        first_plan_cpu_s=first_cpu_s if math.isfinite(first_cpu_s) else math.nan,
+    )
     plan = build_plan(system, execution, settler.best, stats, ledger.results, scenario)
     if stop is not None:
         raise Interrupted(plan) from stop
