@@ -96,6 +96,58 @@ def topological_orders(problem: MappingProblem, count: int) -> list[list[int]]:
     return out[:count]
 
 
+def demand_order(problem: MappingProblem) -> list[int]:
+    """A topological order as a computation runs on demand: each sink (in the problem's
+    order) pulls its producers first, depth first, so a kernel with no producer (a
+    recomputation reading a checkpoint) runs just before its first consumer rather than
+    at the start; then each sink (a weight update) moves up to just after its last
+    producer. On L layers of a training step in one graph this is every forward layer in
+    turn, then every layer's recomputation and backward in turn: the same block repeated,
+    where an order by level interleaves the layers."""
+    n = len(problem.kernels)
+    pred: list[list[int]] = [[] for _ in range(n)]
+    has_succ = [False] * n
+    for e in problem.edges:
+        if e.src != e.dst and not e.wrap:
+            pred[e.dst].append(e.src)
+            has_succ[e.src] = True
+    for p in pred:
+        p.sort()
+    placed = [False] * n
+    order: list[int] = []
+    for sink in (k for k in range(n) if not has_succ[k]):
+        stack = [(sink, 0)]
+        while stack:  # iterative post-order: a chain of thousands of kernels is deep
+            k, i = stack.pop()
+            if placed[k]:
+                continue
+            todo = [p for p in pred[k][i:] if not placed[p]]
+            if todo:
+                stack.append((k, pred[k].index(todo[0]) + 1))
+                stack.append((todo[0], 0))
+                continue
+            placed[k] = True
+            order.append(k)
+    return _sinks_early(order, pred, has_succ)
+
+
+def _sinks_early(order: list[int], pred: list[list[int]], has_succ: list[bool]) -> list[int]:
+    """`order` with each sink right after its last producer (still topological: nothing
+    depends on a sink)."""
+    pos = {k: i for i, k in enumerate(order)}
+    after: dict[int, list[int]] = {}
+    for k in order:
+        if not has_succ[k] and pred[k]:
+            after.setdefault(max(pred[k], key=pos.__getitem__), []).append(k)
+    out: list[int] = []
+    for k in order:
+        if not has_succ[k] and pred[k]:
+            continue
+        out.append(k)
+        out.extend(after.get(k, ()))
+    return out
+
+
 def _dfs_order(n: int, succ: list[list[int]], indeg: Sequence[int], key) -> list[int]:
     """Kahn's algorithm with a stack: the last kernel made ready runs next (depth first)."""
     deg = list(indeg)

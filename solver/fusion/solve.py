@@ -18,7 +18,13 @@ from solver.fusion.alternate import alternate
 from solver.fusion.first_plan import NOTE as FIRST_PLAN_NOTE
 from solver.fusion.first_plan import first_plan
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch
-from solver.fusion.ideals import ONE_ORDER, enumerate_ideals, is_chain_order, topological_orders
+from solver.fusion.ideals import (
+    ONE_ORDER,
+    demand_order,
+    enumerate_ideals,
+    is_chain_order,
+    topological_orders,
+)
 from solver.fusion.segment_search import (
     GraphSolution,
     SearchStats,
@@ -108,7 +114,9 @@ def _search(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
             stats.notes.append(f"more than {IDEAL_LIMIT} ideals: best over several orders")
         return _over_orders(problem, options, stats, ORDERS)
     stats.space = ONE_ORDER
-    return _one_order(problem, options, stats)
+    order = demand_order(problem)
+    sol = _one_order(permuted(problem, order), options, stats)
+    return _in_problem_order(sol, order)
 
 
 def _one_order(problem: MappingProblem, options: SolverOptions, stats: SearchStats):
@@ -170,6 +178,17 @@ def permuted(problem: MappingProblem, order: list[int]) -> MappingProblem:
     return replace(problem, kernels=kernels, edges=edges, pinned_configs=pins)
 
 
+def _in_problem_order(sol: GraphSolution, order: list[int]) -> GraphSolution:
+    """A solution of `permuted(problem, order)` in the problem's own kernel indices."""
+    if not sol.configs:
+        return sol
+    configs = tuple(tuple(sorted(order[p] for p in c)) for c in sol.configs)
+    choice = [0] * len(order)
+    for p, o in enumerate(sol.choice):
+        choice[order[p]] = o
+    return replace(sol, configs=configs, choice=tuple(choice))
+
+
 def _over_orders(
     problem: MappingProblem, options: SolverOptions, stats: SearchStats, count: int
 ) -> GraphSolution:
@@ -192,12 +211,8 @@ def _over_orders(
         statuses.append(sol.status)
         if not math.isfinite(sol.objective_s):
             continue
-        configs = tuple(tuple(sorted(order[p] for p in c)) for c in sol.configs)
-        choice = [0] * len(order)
-        for p, o in enumerate(sol.choice):
-            choice[order[p]] = o
         if best is None or sol.objective_s < best.objective_s:
-            best = GraphSolution(configs, tuple(choice), sol.objective_s, 0.0, "", stats)
+            best = replace(_in_problem_order(sol, order), bound_s=0.0, status="")
     if best is None:
         status = "infeasible" if all(s == "infeasible" for s in statuses) else "time_limit"
         return GraphSolution((), (), math.inf, bound, status, stats)
