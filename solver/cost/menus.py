@@ -151,7 +151,7 @@ def build_menu(
         if weights is not None:
             stored, replicated = weight_storage(kernel, s, tp)
         compulsory = compulsory_bytes(kernel, sizes)
-        tiles = _tilings(kernel, sizes, sram_bytes, dataflow, tiling_points)
+        tiles = _kept_tilings(kernel, sizes, sram_bytes, dataflow, tiling_points)
         if dataflow and held_instances > 1:
             extra = _held_tiles(kernel, sizes, sram_bytes, held_instances)
             if kernel.pinned_tile:  # a pin is that tile: held when it holds the weight
@@ -328,6 +328,20 @@ def _tilings(
         (t, buf, dict(traffic), out)
         for t, buf, out, traffic in _tile_costs(kernel, sizes, sram_bytes, pts)
     ]
+
+
+def _kept_tilings(
+    kernel: Kernel, sizes: dict[str, int], sram_bytes: float, dataflow: bool, points: int
+) -> list[tuple[str, float, dict[str, float], float]]:
+    """`_tilings`, kept in memo.TILINGS under every argument (the kernel by value: _tilings
+    reads only fields equality compares); a fresh list each time (build_menu extends it),
+    the tiles themselves shared (nobody writes their traffic dicts)."""
+    key = (kernel, tuple(sizes.items()), sram_bytes, dataflow, points)
+    tiles = memo.TILINGS.find(key)
+    if tiles is None:
+        tiles = tuple(_tilings(kernel, sizes, sram_bytes, dataflow, points))
+        memo.TILINGS.put(key, tiles)
+    return list(tiles)
 
 
 def _held_tiles(

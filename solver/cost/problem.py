@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 
 from hardware.system import NetworkLevel
@@ -95,6 +95,22 @@ class KernelMenu:
     # bounds the search over them and opens the groups a bound leans on)
     tile_groups: tuple[TileGroup, ...] = ()
 
+    def __hash__(self) -> int:
+        """The dataclass's own hash (every field, in order), computed once per menu: menus
+        are shared by many problems (solver.cost.memo), and the solution memo
+        (solver.search.solve_memo) hashes each problem it is asked for. Kept out of the
+        pickled state: a string's hash differs between processes."""
+        kept = self.__dict__.get("_hash")
+        if kept is None:
+            kept = hash(tuple(getattr(self, f) for f in _MENU_FIELDS))
+            object.__setattr__(self, "_hash", kept)
+        return kept
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
     @property
     def live_groups(self) -> tuple[TileGroup, ...]:
         """The tile groups of the shardings this menu holds (a restricted menu keeps its
@@ -103,6 +119,12 @@ class KernelMenu:
 
     def sharding_index(self, option: int) -> int:
         return self.shardings.index(self.options[option].sharding)
+
+
+# the fields the dataclass would hash (hash=None follows compare), in declaration order
+_MENU_FIELDS = tuple(
+    f.name for f in fields(KernelMenu) if (f.compare if f.hash is None else f.hash)
+)
 
 
 @dataclass(frozen=True)

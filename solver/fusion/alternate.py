@@ -77,6 +77,8 @@ def _first_plan(
     its shardings seed the first round, and it is a plan only within num_config."""
     n = len(problem.kernels)
     root = root_bound(problem)
+    if root == math.inf:  # no segmentation fits even at every kernel's least SRAM
+        return None
     if n > COMPOSE_KERNELS:
         composed = compose(problem, options, stats, deadline)
         if composed is not None:

@@ -6,11 +6,12 @@ Built in time linear in the graph, no MILP: every kernel, in the problem's topol
 order, takes the option of least time alone plus the layout conversions from its
 producers' options, among those that hold at most a share of the SRAM (the whole SRAM for
 its buffer first, then 1/2, 1/4, ... of it fused, then the option storing the fewest
-weight parameters and holding the least); then the kernels are cut greedily into
+weight parameters and holding the least, then the one holding the least); then the
+kernels are cut greedily into
 configurations, each extended while it fits the SRAM. For a fixed choice that cut has the
 fewest configurations: a configuration's SRAM is a sum of non-negative terms, each present
 only when both ends of its edge are inside, so a run of kernels inside a fitting one fits
-too. Kernel by kernel, each kernel is its own configuration. The first choice whose cut
+too. Kernel by kernel, each kernel is its own configuration. Each choice whose cut
 fits num_config and the DRAM row is priced and checked by the independent evaluator
 (solver.check.mapping_cost: the SRAM of every configuration), and the cheapest is kept;
 none: no plan. A first plan only: on small random graphs from the optimum to some 30
@@ -35,8 +36,9 @@ NOTE = (
     "(greedy options, the fewest configurations that fit; solver.fusion.first_plan)"
 )
 SRAM_SLACK = 1e-9  # relative, as solver.check.config_cost's feasibility test
-# shares of the SRAM one kernel may hold, tried in turn until the fewest configurations
-# fit num_config (1: any option whose buffer fits alone, the fastest first plans)
+# shares of the SRAM one kernel may hold, each tried (1: any option whose buffer fits
+# alone, the fastest first plans), with num_config / n and its half and quarter (about
+# n / num_config kernels in a configuration)
 SRAM_SHARES = (1.0, 1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 64, 1 / 256)
 
 
@@ -53,11 +55,14 @@ def first_plan(
         return None
     tried: set[tuple[int, ...]] = set()
     best: tuple[tuple[tuple[int, ...], ...], tuple[int, ...], float] | None = None
-    for share in (*SRAM_SHARES, 0.0):  # each built and priced in linear time; best kept
+    facts = _Facts(problem)
+    per_config = max(1, problem.max_configs) / n  # a configuration's share of the kernels
+    shares = sorted({*SRAM_SHARES, per_config, per_config / 2, per_config / 4}, reverse=True)
+    for share in (*shares, 0.0, -1.0):  # each built and priced in linear time; best kept
         if share > 0:
-            choice = _greedy_choice(problem, share)
+            choice = _greedy_choice(problem, facts, share)
         else:
-            choice = tuple(_leanest(problem, k) for k in range(n))
+            choice = facts.leanest if share == 0 else facts.least_held
         if choice in tried or not _stores_within_budget(problem, choice):
             continue
         tried.add(choice)
@@ -78,17 +83,45 @@ def _solo_latency(problem: MappingProblem, k: int, opt: Option) -> float:
     return problem.latency(compute_s, memory_s, opt.network_s, menu.overhead_s)
 
 
-def _held_sram(opt: Option) -> float:
-    """SRAM bytes an option can hold fused: its buffer, its stream tile and every operand
-    whole (an upper bound on solver.check's SRAM_k)."""
-    return opt.buffer_bytes + opt.out_tile_bytes + sum(s for _, s in opt.sizes)
+def _fused_sram(problem: MappingProblem, k: int, o: int) -> float:
+    """SRAM bytes kernel k's option o takes with its producers and consumers in its
+    configuration (solver.check.kernel_sram_bytes with every neighbour inside)."""
+    opt = problem.kernels[k].options[o]
+    edges = problem.in_edges(k)
+    saved = {
+        x: any(e.saved for e in edges if e.dst_operand == x) for x in {e.dst_operand for e in edges}
+    }
+    holds = sum(hold_bytes(problem, k, o, x, s) for x, s in sorted(saved.items()))
+    tile = opt.out_tile_bytes if problem.out_edges(k) else 0.0
+    return opt.buffer_bytes + tile + holds
 
 
 def _fits(problem: MappingProblem, sram_bytes: float) -> bool:
     return sram_bytes <= problem.sram_bytes * (1 + SRAM_SLACK) + 1e-6
 
 
-def _greedy_choice(problem: MappingProblem, share: float) -> tuple[int, ...]:
+class _Facts:
+    """Per kernel and option, what every greedy choice reads: the latency alone and the
+    SRAM held fused; per kernel, its leanest option (computed once, not once a share)."""
+
+    def __init__(self, problem: MappingProblem):
+        self.solo = [
+            [_solo_latency(problem, k, opt) for opt in menu.options]
+            for k, menu in enumerate(problem.kernels)
+        ]
+        self.held = [
+            [_fused_sram(problem, k, o) for o in range(len(menu.options))]
+            for k, menu in enumerate(problem.kernels)
+        ]
+        self.leanest = tuple(_leanest(problem, self, k) for k in range(len(problem.kernels)))
+        # the option holding the least SRAM fused, then the fastest (weights not counted)
+        self.least_held = tuple(
+            min(range(len(h)), key=lambda o, h=h, s=s: (h[o], s[o], o))
+            for h, s in zip(self.held, self.solo, strict=True)
+        )
+
+
+def _greedy_choice(problem: MappingProblem, facts: _Facts, share: float) -> tuple[int, ...]:
     """Per kernel in order, the option of least solo latency plus the layout conversions
     from its producers' options already chosen, among those whose buffer fits the SRAM
     (share 1) or that hold at most `share` of it fused (so about 1/share kernels fit one
@@ -100,15 +133,17 @@ def _greedy_choice(problem: MappingProblem, share: float) -> tuple[int, ...]:
             allowed = [o for o in range(len(opts)) if _fits(problem, opts[o].buffer_bytes)]
         else:
             cap = share * problem.sram_bytes
-            allowed = [o for o in range(len(opts)) if _held_sram(opts[o]) <= cap]
+            allowed = [o for o in range(len(opts)) if facts.held[k][o] <= cap]
         if not allowed:
-            choice.append(_leanest(problem, k))
+            choice.append(facts.leanest[k])
             continue
-        choice.append(min(allowed, key=lambda o: _greedy_key(problem, choice, k, o)))
+        choice.append(min(allowed, key=lambda o: _greedy_key(problem, facts, choice, k, o)))
     return tuple(choice)
 
 
-def _greedy_key(problem: MappingProblem, choice: list[int], k: int, o: int) -> tuple[float, int]:
+def _greedy_key(
+    problem: MappingProblem, facts: _Facts, choice: list[int], k: int, o: int
+) -> tuple[float, int]:
     """Kernel k's option o alone, plus the conversions from its producers' chosen options
     (every edge charged: the groups' one-payment rule only lowers it)."""
     kernels = problem.kernels
@@ -116,18 +151,17 @@ def _greedy_key(problem: MappingProblem, choice: list[int], k: int, o: int) -> t
     conv_s = sum(
         e.conv[kernels[e.src].sharding_index(choice[e.src])][b] for e in problem.in_edges(k)
     )
-    return (_solo_latency(problem, k, kernels[k].options[o]) + conv_s, o)
+    return (facts.solo[k][o] + conv_s, o)
 
 
-def _leanest(problem: MappingProblem, k: int) -> int:
+def _leanest(problem: MappingProblem, facts: _Facts, k: int) -> int:
     """Kernel k's option storing the fewest weight parameters, then holding the least SRAM
     when fused, then the fastest."""
     opts = problem.kernels[k].options
 
     def key(o: int) -> tuple[float, float, float, int]:
-        opt = opts[o]
-        weights = sum(elems for _, elems in opt.weights)
-        return (weights, _held_sram(opt), _solo_latency(problem, k, opt), o)
+        weights = sum(elems for _, elems in opts[o].weights)
+        return (weights, facts.held[k][o], facts.solo[k][o], o)
 
     return min(range(len(opts)), key=key)
 

@@ -27,7 +27,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from generator.graph import Pass, Workload
+from generator.graph import Pass, Phase, Workload
+from solver.cost import memo
 from solver.cost.problem import MappingProblem
 from solver.plan import MemoryUse
 from solver.search.activations import (
@@ -39,6 +40,7 @@ from solver.search.activations import (
 )
 from solver.search.parallel import Choice
 from solver.search.stages import (
+    boundary_bytes,
     head_phases,
     instances_per_stage,
     layer_phases,
@@ -140,8 +142,8 @@ def activation_bytes(
     tp = choice.degree("TP")
     if phases is None:
         phases = {
-            p.name: phase_activations(
-                workload, p, Layout(tp, None if shardings is None else shardings.get(p.name))
+            p.name: planned_activations(
+                workload, p, tp, None if shardings is None else shardings.get(p.name)
             )
             for p in workload.phases
         }
@@ -149,6 +151,29 @@ def activation_bytes(
     if workload.kind != "training" or workload.forward_only:
         return max((a.peak for a in phases.values()), default=0.0), kv
     return _training(workload, choice, phases), kv
+
+
+# a plan's activations by (phase identity, TP, the plan's shardings, and what else
+# activations.kept_bytes reads: the key of activations.phase_activations' floors): the DRAM
+# split, the plan and a sweep's later points (on other chips, sharing the phase) ask for
+# the same plan's again; phases are frozen and held, so their ids cannot be reused while kept
+PLANNED = memo.Memo(2048)
+
+
+def planned_activations(
+    workload: Workload, phase: Phase, tp: int, shardings: Shardings | None
+) -> PhaseActivations:
+    """activations.phase_activations of the phase at `shardings` (None: the floor)."""
+    if shardings is None:
+        return phase_activations(workload, phase, Layout(tp))
+    key = (id(phase), tp, workload.recompute, workload.backward_reads_wired)
+    key += (boundary_bytes(workload, phase), tuple(sorted(shardings.items())))
+    hit = PLANNED.find(key)
+    if hit is not None and hit[0] is phase:
+        return hit[1]
+    value = phase_activations(workload, phase, Layout(tp, shardings))
+    PLANNED.put(key, (phase, value))
+    return value
 
 
 def _training(workload: Workload, choice: Choice, phases: Mapping[str, PhaseActivations]) -> float:
@@ -213,8 +238,8 @@ class LayoutBytes:
             problem, choice = plans[p.name]
             key = (p.name, id(problem), tuple(choice))
             if key not in self._memo:
-                layout = Layout(tp, shardings_of(problem, choice))
-                self._memo[key] = phase_activations(self.workload, p, layout)
+                shardings = shardings_of(problem, choice)
+                self._memo[key] = planned_activations(self.workload, p, tp, shardings)
             phases[p.name] = self._memo[key]
         total = sum(activation_bytes(self.workload, self.choice, phases=phases))
         return max(total - self.floor, 0.0)
