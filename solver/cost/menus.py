@@ -13,6 +13,7 @@ from schema.tiles import ATTENTION, STREAM, parse_tile, tile_text
 from solver.cost import efficiency, frontier, kernel_times, memo
 from solver.cost.attention_tiles import attention_tilings
 from solver.cost.layouts import conversion_groups, conversion_table, rs_dim
+from solver.cost.named_menus import menu_by_value
 from solver.cost.own_network import own_network
 from solver.cost.problem import (
     REPLICATED,
@@ -451,16 +452,16 @@ def build_problem(
     index = {name: i for i, name in enumerate(order)}
     kernels = [graph.kernel(n) for n in order]
     sram = chip.sram_bytes
-    # memoised by value (solver.cost.memo): a sweep rebuilds the same menus point after
-    # point; the key holds every argument build_menu / conversion_table read
-    chip_key, tp_key = memo.value_key(chip), memo.value_key(tp_span)
-    spans_key = memo.value_key(tp_span, group_spans)
+    # memoised by value (solver.cost.memo, named_menus): a sweep rebuilds the same menus
+    # point after point; the key holds every argument build_menu / conversion_table read
+    tp_key, spans_key = memo.value_key(tp_span), memo.value_key(tp_span, group_spans)
+    key = (memo.value_key(chip), tp, spans_key, math_precision, dataflow, tiling_points)
+    key += (weights, held_instances)
+    args = (chip, tp, tp_span, group_spans, sram, math_precision, dataflow, tiling_points)
+    args += (weights, held_instances)
     menus = []
     for k in kernels:
-        key = (k, chip_key, tp, spans_key, math_precision, dataflow, tiling_points, weights)
-        key += (held_instances,)
-        args = (k, chip, tp, tp_span, group_spans, sram, math_precision, dataflow)
-        menu = memo.MENUS.get(key, build_menu, *args, tiling_points, weights, held_instances)
+        menu = menu_by_value(k, build_menu, key, args)
         menus.append(per_step_gradient_reduction(k, menu, tp, tp_span, micro_batches))
     edges, raw = [], []
     wraps = [(e, True) for e in graph.boundary]

@@ -70,8 +70,10 @@ def _first_plan(
     problem: MappingProblem, options: SolverOptions, stats: SearchStats, deadline: float
 ) -> tuple[GraphSolution, list[str]] | None:
     """The plan the alternation starts from (its bound the root bound) and the shardings
-    of its first round; None when the problem is infeasible. A model's repeated layer:
-    one window solved once and copied (an upper bound only, solver.fusion.compose).
+    of its first round; None when the problem is infeasible. More kernels than
+    configurations: the greedy first plan at once (solver.fusion.first_plan). A model's
+    repeated layer: one window solved once and copied (an upper bound only,
+    solver.fusion.compose), kept when it beats the greedy plan.
     Otherwise one configuration per kernel, block by block over the graph's bridges when
     it has some (the same optimum, a model's repeated layers solved once), else one MILP:
     its shardings seed the first round, and it is a plan only within num_config."""
@@ -79,9 +81,13 @@ def _first_plan(
     root = root_bound(problem)
     if root == math.inf:  # no segmentation fits even at every kernel's least SRAM
         return None
+    greedy = _greedy_plan(problem, root, stats) if n > problem.max_configs else None
+    if greedy is not None:
+        stats.saw_plan(greedy.objective_s)
     if n > COMPOSE_KERNELS:
         composed = compose(problem, options, stats, deadline)
-        if composed is not None:
+        beaten = greedy.objective_s if greedy is not None else math.inf
+        if composed is not None and composed.objective_s < beaten:
             plan = GraphSolution(
                 composed.configs, composed.choice, composed.objective_s, root, "time_limit", stats
             )
@@ -93,12 +99,14 @@ def _first_plan(
     else:
         stats.notes.append("kernel-by-kernel seed: solved block by block over bridges")
     stats.add(r)
+    if greedy is not None and greedy.choice and (r.status == "infeasible" or not r.choice):
+        return greedy, _shardings(problem, greedy.choice)  # a plan: not infeasible
     if r.status == "infeasible":
         return None
-    if n <= problem.max_configs:
+    if greedy is None:
         plan = GraphSolution(singles, r.choice, r.objective_s, root, "time_limit", stats)
     else:
-        plan = _greedy_plan(problem, root, stats)
+        plan = greedy
     return plan, _shardings(problem, r.choice)
 
 
