@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from functools import cached_property
 from typing import Any
@@ -151,8 +151,27 @@ class Kernel:
     # conversion rate (solver/cost/kernel_times.conversion_rate). Out of the repr, as above.
     converted_elements: float = field(default=0.0, repr=False)
 
+    def __hash__(self) -> int:
+        """The dataclass's own hash (of the fields equality compares, in order), computed
+        once per kernel: the solver's memos (solver.cost.memo) key tables by kernel, tens
+        of thousands of lookups per sweep. Kept out of the pickled state: a string's hash
+        differs between processes."""
+        kept = self.__dict__.get("_hash")
+        if kept is None:
+            kept = hash(tuple(getattr(self, f) for f in _HASHED))
+            object.__setattr__(self, "_hash", kept)
+        return kept
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in _DERIVED}
+
     @property
     def dim_sizes(self) -> dict[str, int]:
+        return dict(self.dims)
+
+    @cached_property
+    def _sizes(self) -> dict[str, int]:
+        """`dim_sizes` built once, for reading here only (callers may write theirs)."""
         return dict(self.dims)
 
     def operand(self, name: str) -> Operand:
@@ -161,11 +180,11 @@ class Kernel:
                 return op
         raise KeyError(f"kernel {self.name} has no operand {name}")
 
-    @property
+    @cached_property
     def inputs(self) -> tuple[Operand, ...]:
         return tuple(o for o in self.operands if o.role != OperandRole.OUTPUT)
 
-    @property
+    @cached_property
     def outputs(self) -> tuple[Operand, ...]:
         return tuple(o for o in self.operands if o.role == OperandRole.OUTPUT)
 
@@ -175,7 +194,7 @@ class Kernel:
         return tuple(d for d, _ in self.dims if d not in out)
 
     def operand_elements(self, op: Operand) -> int:
-        sizes = self.dim_sizes
+        sizes = self._sizes
         return math.prod(sizes[d] for d in op.dims)
 
     def operand_bytes(self, op: Operand) -> float:
@@ -199,6 +218,12 @@ class Kernel:
     @property
     def weight_params(self) -> int:
         return sum(self.operand_elements(o) for o in self.operands if o.role == OperandRole.WEIGHT)
+
+
+# the fields the dataclass would hash (hash=None follows compare), in declaration order
+_HASHED = tuple(f.name for f in fields(Kernel) if (f.compare if f.hash is None else f.hash))
+# what a kernel computes once and keeps (frozen: it cannot go stale), never pickled
+_DERIVED = frozenset(("_hash", "_sizes", "inputs", "outputs"))
 
 
 @dataclass(frozen=True)
@@ -262,7 +287,14 @@ class KernelGraph:
         Repeated layers joined by lone edges (generator.layers) run layer by layer: the
         kernels of a lower level first, each level's ready kernels sorted afresh when it
         starts, ties by signatures within the layer, so every copy comes out in the same
-        order and the problem's order is periodic (solver.fusion.period)."""
+        order and the problem's order is periodic (solver.fusion.period).
+
+        Computed once per graph object (`_canonical_order`): the graph is frozen, so its
+        order cannot change, and a sweep's points share generated graphs."""
+        return self._canonical_order
+
+    @cached_property
+    def _canonical_order(self) -> tuple[str, ...]:
         return canonical_order(self.kernels, self.edges, self.boundary)
 
     def topological_order(self, key: Callable[[str, int], Any] | None = None) -> tuple[str, ...]:

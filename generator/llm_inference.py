@@ -51,6 +51,7 @@ context any step attends to.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
@@ -230,11 +231,37 @@ def inference_workload(
     return replace(variants[0], variants=tuple(variants))
 
 
+# Replica workloads already built in this process, by value (see `_replica`).
+_REPLICAS: OrderedDict[tuple[bytes, ModelConfig, Precision, str], Workload] = OrderedDict()
+_REPLICAS_SIZE = 64  # a sweep's (batch / replicas, lengths) combinations: a few dozen
+
+
 def _replica(
     req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, path: Path
 ) -> Workload:
     """The phase's parts in the order a request runs them (prefill, then decode); the
-    model's weights are counted once, on the first part."""
+    model's weights are counted once, on the first part. Kept per process (bounded, least
+    recently used first out) under the request's serialized bytes, the model, the precision
+    and the path: everything `_build_replica` reads, compared by value. Why: a sweep's points
+    (and a point's replica counts) ask for the same replica again and again (batch 8 on two
+    replicas is batch 4 on one); the workload is frozen, so sharing it changes nothing, and
+    graphs shared across points let per-graph caches (KernelGraph.canonical_order) hit."""
+    key = (req.SerializeToString(deterministic=True), cfg, prec, str(path))
+    hit = _REPLICAS.get(key)
+    if hit is not None:
+        _REPLICAS.move_to_end(key)
+        return hit
+    workload = _build_replica(req, cfg, prec, path)
+    _REPLICAS[key] = workload
+    while len(_REPLICAS) > _REPLICAS_SIZE:
+        _REPLICAS.popitem(last=False)
+    return workload
+
+
+def _build_replica(
+    req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, path: Path
+) -> Workload:
+    """`_replica` computed."""
     batch, ilen, olen = request_batch(req), req.input_len, req.output_len
     kind = PHASE[req.phase]
     parts: list[_Part] = []
@@ -294,13 +321,41 @@ def _phases(
         kv_per_query_head=req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD,
         kv_reread_share=req.kv_reread_dram_share,
     )
-    embed, head = tokens
     layers = layer_phases(base, cfg, shape, prec, steps=steps)
-    graph = head_graph(f"{base}_head", cfg, prec, embed_tokens=embed, head_tokens=head, cls=cls)
-    if req.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT:
+    split = req.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT
+    if split:
         layers = [replace(p, graph=model_dims_split(p.graph)) for p in layers]
-        graph = model_dims_split(graph)
+    graph = _head(base, cfg, prec, tokens, cls, split)
     return layers, Phase(f"{base}_head", graph, steps=steps, role="head")
+
+
+# Head graphs already built in this process, by value (see `_head`).
+_HeadKey = tuple[str, ModelConfig, Precision, tuple[int, int], str, bool]
+_HEADS: OrderedDict[_HeadKey, KernelGraph] = OrderedDict()
+_HEADS_SIZE = 64
+
+
+def _head(
+    base: str, cfg: ModelConfig, prec: Precision, tokens: tuple[int, int], cls: str, split: bool
+) -> KernelGraph:
+    """The head graph of a part (`tokens`: embedded, through the LM head; `split`: under
+    MODEL_DIMS_SPLIT), kept per process (bounded, least recently used first out) under
+    every argument, by value. Why: a decode step's head depends on the batch alone, so the
+    points of a sweep over lengths share one graph object (frozen), and the solver's caches
+    of a graph's problem (solver.search.phase_problem) find it again."""
+    key = (base, cfg, prec, tokens, cls, split)
+    hit = _HEADS.get(key)
+    if hit is not None:
+        _HEADS.move_to_end(key)
+        return hit
+    embed, head = tokens
+    graph = head_graph(f"{base}_head", cfg, prec, embed_tokens=embed, head_tokens=head, cls=cls)
+    if split:
+        graph = model_dims_split(graph)
+    _HEADS[key] = graph
+    while len(_HEADS) > _HEADS_SIZE:
+        _HEADS.popitem(last=False)
+    return graph
 
 
 def _prefill(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, batch: int) -> _Part:

@@ -134,7 +134,7 @@ def make_batches(
     for group in groups.values():
         for start in range(0, len(group), size):
             jobs = tuple(
-                Job(p.point_id, p.cells(spec.axis_names), p.text, p.workload_key)
+                Job(p.point_id, p.cells(spec.axis_names), p.text, p.workload_key, p.data)
                 for p in group[start : start + size]
             )
             batches.append(_batch(len(batches), jobs, spec))

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import text_format
+
 from mapshard import pipeline
 from mapshard.scenario import Loaded
 from mapshard.sweeps import metrics
@@ -46,6 +48,7 @@ class Job:
     cells: dict[str, str]  # point_id, index, axis values
     text: str  # the point's Setup, canonical text
     workload_key: str
+    data: bytes = b""  # the same Setup, serialized (b"" = parse `text`)
 
 
 @dataclass(frozen=True)
@@ -71,13 +74,11 @@ def run_batch(batch: Batch) -> list[dict[str, str]]:
 
 def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> dict[str, str]:
     """One point's results row. Never raises for a bad, infeasible or unsolvable point."""
-    from google.protobuf import text_format
-
     t0 = time.perf_counter()
     values: dict[str, Any] = {}
     try:
         # validated when the sweep expanded its points (sweep.points.check_point)
-        loaded = Loaded(text_format.Parse(job.text, setup_pb2.Setup()), base_path)
+        loaded = Loaded(_setup(job), base_path)
         system = pipeline.resolve(loaded)
         # known before the solve: an infeasible point's row says what it would rest on too
         values["chip_calibration"] = system.chip.calibration.status
@@ -111,6 +112,14 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
         if why:
             return _row(job, "filtered", why, values)
     return _row(job, status, "", values)
+
+
+def _setup(job: Job) -> setup_pb2.Setup:
+    """The point's Setup: from its binary form when the driver sent one (the same message
+    as its canonical text, parsed in microseconds), else from the text."""
+    if job.data:
+        return setup_pb2.Setup.FromString(job.data)
+    return text_format.Parse(job.text, setup_pb2.Setup())
 
 
 def _workload(key: str, loaded: Any, system: Any) -> Any:

@@ -114,11 +114,27 @@ def conversion_table(
     tp: int,
     tp_span: Span,
 ) -> tuple[tuple[float, ...], ...]:
-    """conv[a][b]: `layout_conversion` seconds for every producer / consumer sharding."""
-    return tuple(
-        tuple(
-            layout_conversion(src, dst, dst_operand, dim_map, tensor_bytes, a, b, tp, tp_span)
-            for b in shardings[1]
-        )
-        for a in shardings[0]
-    )
+    """conv[a][b]: `layout_conversion` seconds for every producer / consumer sharding,
+    with its parts computed once per table: the layout each producer sharding leaves, the
+    one each consumer sharding needs, and the (pure) collective time of each kind."""
+    if tp <= 1:
+        return tuple(tuple(0.0 for _ in shardings[1]) for _ in shardings[0])
+    operand_dims = dst.operand(dst_operand).dims
+    needs = []
+    for b in shardings[1]:
+        split = b.split("+")[0]
+        needs.append(split if split != REPLICATED and split in operand_dims else "")
+    times: dict[str, float] = {}
+
+    def seconds(have: str, need: str) -> float:
+        if not have:
+            return 0.0  # replicated: every chip slices what it needs
+        if need and need == dim_map.get(have, have if not dim_map else ""):
+            return 0.0
+        kind = "all_gather" if not need else "all_to_all"
+        if kind not in times:
+            times[kind] = hierarchical_time(kind, tensor_bytes, tp_span)
+        return times[kind]
+
+    haves = [output_layout(src, a, tp) for a in shardings[0]]
+    return tuple(tuple(seconds(have, need) for need in needs) for have in haves)

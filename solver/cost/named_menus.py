@@ -30,9 +30,13 @@ def menu_by_value(
     owner = weight_owner(kernel.name)
     if not owner or STAND_IN in kernel.name or not kernel.name.startswith(owner):
         return memo.MENUS.get((kernel, *key), make, kernel, *args)
+    named = memo.MENUS.find((kernel, *key))  # the same object point after point
+    if named is not None:
+        return named
     stand_in = replace(kernel, name=STAND_IN + kernel.name[len(owner) :])
-    menu = memo.MENUS.get((stand_in, *key), make, stand_in, *args)
-    return _named(menu, kernel.name, owner)
+    named = _named(memo.MENUS.get((stand_in, *key), make, stand_in, *args), kernel.name, owner)
+    memo.MENUS.put((kernel, *key), named)
+    return named
 
 
 def _named(menu: KernelMenu, name: str, owner: str) -> KernelMenu:

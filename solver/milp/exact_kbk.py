@@ -42,12 +42,13 @@ import heapq
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from solver.check import kernel_memory_bytes, kernel_sram_bytes, mapping_cost
 from solver.cost.latency import Seconds
+from solver.cost.memo import Memo
 from solver.cost.problem import EdgeCost, MappingProblem
 from solver.milp.conversions import descendants
 from solver.milp.elimination import Factor, eliminate
@@ -55,6 +56,9 @@ from solver.milp.elimination import Factor, eliminate
 TABLE_LIMIT = 1_000_000  # entries of one elimination table (complex: 16 MB)
 MIB = 2**20
 Terms = list[tuple[int, float, float, float, float]]  # _option_terms
+# solutions without the DRAM row (`solve_kbk`): each key holds its problem (its menus are
+# solver.cost.memo's; its edges a few kB)
+UNBUDGETED = Memo(512)
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,27 @@ class _Group:
 
 
 def solve_kbk(problem: MappingProblem) -> KbkSolution | None:
-    """The exact kernel-by-kernel optimum, or None where the module docstring says so."""
+    """The exact kernel-by-kernel optimum, or None where the module docstring says so.
+
+    Everything but the DRAM capacity row is kept in UNBUDGETED under the problem without
+    its row (`resident_*` at their no-row defaults; every other field by value) and
+    TABLE_LIMIT: the points of a sweep solve one graph's problem again under other budgets
+    (the DRAM their other phases leave), and the row only accepts or refuses the
+    unconstrained optimum."""
+    unbudgeted = replace(problem, resident_bytes_per_param=0.0, resident_budget_bytes=math.inf)
+    key = (TABLE_LIMIT, unbudgeted)
+    kept = UNBUDGETED.find(key)
+    if kept is None:
+        kept = (_solve_unbudgeted(problem),)
+        UNBUDGETED.put(key, kept)
+    found = kept[0]
+    if found is None or not _fits_memory(problem, found.choice):
+        return None
+    return found
+
+
+def _solve_unbudgeted(problem: MappingProblem) -> KbkSolution | None:
+    """`solve_kbk` without the DRAM capacity row."""
     n = len(problem.kernels)
     groups = _groups(problem, n)
     if groups is None:
@@ -99,8 +123,6 @@ def solve_kbk(problem: MappingProblem) -> KbkSolution | None:
         return None  # too wide, or nothing fits: the MILP says which
     value, assign = solved[0].real, solved[1]
     choice = tuple(_best_option(problem, k, of[k], assign, terms[k]) for k in range(n))
-    if not _fits_memory(problem, choice):
-        return None
     order = _run_order(problem, groups, assign)
     if order is None:
         return None

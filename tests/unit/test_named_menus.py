@@ -26,9 +26,18 @@ def test_chained_layer_menus_equal_fresh_ones() -> None:
     args = (system.chip, 2, span, {"tp": span}, 4e7, "bf16", True, 10, WeightRule(2.0), 1)
     key = ("test_named_menus", *args[1:3], "bf16", True, 10, args[8], 1)
     memo.MENUS.clear()
-    built = [menu_by_value(k, build_menu, key, args) for k in chained.kernels]
-    # one memo entry per distinct kernel of the layer, not per copy
-    assert len(memo.MENUS) <= len(layer.kernels)
+    made: list[str] = []
+
+    def make(kernel, *rest):  # build_menu, counted
+        made.append(kernel.name)
+        return build_menu(kernel, *rest)
+
+    built = [menu_by_value(k, make, key, args) for k in chained.kernels]
+    # one menu built per distinct kernel of the layer, not per copy
+    assert len(made) <= len(layer.kernels)
+    # asked again: the very same objects (later problems share them)
+    again = [menu_by_value(k, make, key, args) for k in chained.kernels]
+    assert all(a is b for a, b in zip(built, again, strict=True))
     for kernel, menu in zip(chained.kernels, built, strict=True):
         assert menu == build_menu(kernel, *args), kernel.name
     # weight identities name the copy's own forward kernel: layers never share a weight
