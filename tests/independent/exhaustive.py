@@ -88,6 +88,7 @@ class Exhaustive:
             for b in self.options[e.dst]
         }
         self.memory: dict[tuple, float] = {}
+        self.fronts: dict[tuple, list[tuple[float, float]]] = {}
 
     def tile_list(self, k: int, sh: Sharding) -> tuple[Tile, ...]:
         op = self.inst.ops[k]
@@ -102,16 +103,7 @@ class Exhaustive:
         cap = self.inst.machine.sram_bytes
         front = [(0.0, 0.0)]
         for k in sorted(members):
-            mine = _pareto(
-                [
-                    (s, d)
-                    for d, s in (
-                        kernel_in_config(self.inst, k, t, members)
-                        for t in self.tile_list(k, shard[k])
-                    )
-                ],
-                cap,
-            )
+            mine = self.kernel_front(k, shard[k], members)
             front = _pareto([(s0 + s1, d0 + d1) for s0, d0 in front for s1, d1 in mine], cap)
             if not front:
                 break
@@ -119,7 +111,33 @@ class Exhaustive:
         self.memory[key] = best
         return best
 
-    def latency(self, assign: tuple[int, ...], shard: tuple[Sharding, ...]) -> float:
+    def kernel_front(
+        self, k: int, sh: Sharding, members: frozenset[int]
+    ) -> list[tuple[float, float]]:
+        """Kernel k's (SRAM, DRAM) Pareto set over its tiles in a configuration of
+        `members`: it depends on k's sharding only, so once per (k, sharding, members), not
+        once per sharding of every other member."""
+        key = (k, sh, members)
+        if key not in self.fronts:
+            self.fronts[key] = _pareto(
+                [
+                    (s, d)
+                    for d, s in (
+                        kernel_in_config(self.inst, k, t, members) for t in self.tile_list(k, sh)
+                    )
+                ],
+                self.inst.machine.sram_bytes,
+            )
+        return self.fronts[key]
+
+    def latency(
+        self,
+        assign: tuple[int, ...],
+        shard: tuple[Sharding, ...],
+        groups: list[frozenset[int]] | None = None,
+    ) -> float:
+        """`groups`: the members of each configuration of `assign`, when the caller has
+        them (optimum() tries every sharding on one assignment)."""
         inst, m = self.inst, self.inst.machine
         net: dict[int, float] = {}
         for k, sh in enumerate(shard):
@@ -136,8 +154,9 @@ class Exhaustive:
             net[c] = net.get(c, 0.0) + sec
         total = 0.0
         bandwidth = m.dram_Bps * m.dram_util
-        for c in range(max(assign) + 1):
-            members = frozenset(k for k, a in enumerate(assign) if a == c)
+        if groups is None:
+            groups = _groups(assign)
+        for c, members in enumerate(groups):
             dram = self.least_dram(members, shard)
             if math.isinf(dram):
                 return math.inf
@@ -148,11 +167,17 @@ class Exhaustive:
     def optimum(self) -> Best:
         best = Best(math.inf, (), ())
         for assign in assignments(self.inst):
+            groups = _groups(assign)
             for shard in itertools.product(*self.options):
-                lat = self.latency(assign, shard)
+                lat = self.latency(assign, shard, groups)
                 if lat < best.latency_s:
                     best = Best(lat, assign, tuple(s.label for s in shard))
         return best
+
+
+def _groups(assign: tuple[int, ...]) -> list[frozenset[int]]:
+    """The members of each configuration, in configuration order."""
+    return [frozenset(k for k, a in enumerate(assign) if a == c) for c in range(max(assign) + 1)]
 
 
 def optimum(inst: Instance) -> Best:

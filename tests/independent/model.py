@@ -213,8 +213,17 @@ def conversion(inst: Instance, e: Link, s_src: Sharding, s_dst: Sharding) -> tup
 # --------------------------------------------------------------------------------------
 
 
-def gemm_tile(op: Op, local: tuple[tuple[str, int], ...], family: str, tm: int, tn: int) -> Tile:
-    """One tile's buffer, per-tensor traffic and output stream (module docstring)."""
+def gemm_tile(
+    op: Op,
+    local: tuple[tuple[str, int], ...],
+    family: str,
+    tm: int,
+    tn: int,
+    size: dict[str, float] | None = None,
+) -> Tile:
+    """One tile's buffer, per-tensor traffic and output stream (module docstring). `size`:
+    the per-chip bytes of each tensor, {name: _bytes(op, name, dict(local))}, when the
+    caller has them (tiles() builds thousands of tiles of one kernel)."""
     sizes = dict(local)
     (_, big_m), (_, big_k), (_, big_n) = local
     a, b = op.inputs
@@ -229,7 +238,8 @@ def gemm_tile(op: Op, local: tuple[tuple[str, int], ...], family: str, tm: int, 
     else:
         assert family == "b_res" and tm == big_m
         buf, ra, rb = tn * big_k + big_k + tn, pn, 1
-    size = {t.name: _bytes(op, t.name, sizes) for t in op.tensors}
+    if size is None:
+        size = {t.name: _bytes(op, t.name, sizes) for t in op.tensors}
     traffic = {a.name: size[a.name] * ra, b.name: size[b.name] * rb, c.name: size[c.name]}
     return Tile(
         family,
@@ -265,14 +275,15 @@ def tiles(op: Op, local: tuple[tuple[str, int], ...], sram_bytes: float) -> tupl
     (_, big_m), _, (_, big_n) = local
     best: dict[tuple, Tile] = {}
     # (1) up front: the smallest tile of each pass count p is ceil(size / p)
+    size = {t.name: _bytes(op, t.name, dict(local)) for t in op.tensors}
     ms, ns = _smallest_per_pass(big_m), _smallest_per_pass(big_n)
     cands = [("os", tm, tn) for tm in ms for tn in ns]
     cands += [("a_res", tm, big_n) for tm in ms]
     cands += [("b_res", big_m, tn) for tn in ns]
     for fam, tm, tn in cands:
-        t = gemm_tile(op, local, fam, tm, tn)
-        if t.buffer_bytes > sram_bytes:
-            continue
+        if _buffer_bytes(op, local, fam, tm, tn) > sram_bytes:
+            continue  # gemm_tile's buffer, computed alone: the tile would not fit
+        t = gemm_tile(op, local, fam, tm, tn, size)
         key = (fam, -(-big_m // tm), -(-big_n // tn))
         old = best.get(key)
         if old is None or (t.buffer_bytes, t.stream_bytes) < (old.buffer_bytes, old.stream_bytes):
@@ -280,13 +291,39 @@ def tiles(op: Op, local: tuple[tuple[str, int], ...], sram_bytes: float) -> tupl
     pts = [(_vec(op, t), t) for t in best.values()]
     if not pts:
         return ()
-    # (2), as arrays: tile i goes when some j is <= on all four and differs, or ties, j < i
-    vec = np.array([v for v, _ in pts], dtype=float)
-    le = (vec[:, None, :] <= vec[None, :, :]).all(axis=2)  # le[j, i]: j <= i everywhere
-    eq = (vec[:, None, :] == vec[None, :, :]).all(axis=2)
-    order = np.arange(len(pts))
-    beaten = ((le & ~eq) | (eq & (order[:, None] < order[None, :]))).any(axis=0)
+    # (2): tile i goes when some j is <= on all four and differs, or ties with j < i. In
+    # (vector, index) order every such j comes before i, and i goes exactly when an earlier
+    # tile is <= on all four; an earlier tile that went has a kept beater <= i too. So
+    # each block of that order is compared with itself and with the tiles kept before it.
+    order = sorted(range(len(pts)), key=lambda i: (pts[i][0], i))
+    vec = np.array([pts[i][0] for i in order], dtype=float)
+    kept = vec[:0]
+    beaten = np.zeros(len(pts), dtype=bool)
+    for start in range(0, len(order), _BLOCK):
+        block = vec[start : start + _BLOCK]
+        earlier = np.triu(np.ones((len(block), len(block)), dtype=bool), k=1)  # [j, i]: j < i
+        out = ((block[:, None, :] <= block[None, :, :]).all(axis=2) & earlier).any(axis=0)
+        if len(kept):
+            out |= (kept[:, None, :] <= block[None, :, :]).all(axis=2).any(axis=0)
+        beaten[order[start : start + _BLOCK]] = out
+        kept = np.concatenate([kept, block[~out]])
     return tuple(t for (_, t), out in zip(pts, beaten) if not out)
+
+
+_BLOCK = 256  # tiles compared at once in tiles()' step (2)
+
+
+def _buffer_bytes(op: Op, local: tuple[tuple[str, int], ...], family: str, tm: int, tn: int):
+    """gemm_tile(op, local, family, tm, tn).buffer_bytes, without the rest of the tile."""
+    (_, big_m), (_, big_k), (_, big_n) = local
+    elem = max(t.bytes_per_element for t in op.tensors)
+    if family == "os":
+        buf = tm * tn + tm + tn
+    elif family == "a_res":
+        buf = tm * big_k + big_k + tm
+    else:
+        buf = tn * big_k + big_k + tn
+    return buf * elem
 
 
 def _smallest_per_pass(size: int) -> list[int]:
