@@ -23,8 +23,8 @@ def test_chained_layer_menus_equal_fresh_ones() -> None:
     chained = chain_instances(layer, 2)
     system = small_system(num_chips=2, sram_bytes=4e7)
     span = ((system.network[0], 2),)
-    args = (system.chip, 2, span, {"tp": span}, 4e7, "bf16", True, 10, WeightRule(2.0), 1)
-    key = ("test_named_menus", *args[1:3], "bf16", True, 10, args[8], 1)
+    args = (system.chip, 2, span, {"tp": span}, 4e7, "bf16", True, 4, WeightRule(2.0), 1)
+    key = ("test_named_menus", *args[1:3], "bf16", True, 4, args[8], 1)
     memo.MENUS.clear()
     made: list[str] = []
 
