@@ -137,9 +137,7 @@ def grid(limit: float, max_kernels: int) -> list[dict]:
     for model in MODELS:
         per_layer = len(training_layer(model)[0].kernels)
         for size in SIZES:
-            copies = max(1, round(size / per_layer))
-            if copies * per_layer > max_kernels:
-                continue
+            copies = max(1, min(round(size / per_layer), max_kernels // per_layer))
             for num_config in (3 * copies, 6):
                 cases.append(step(model, copies, num_config, limit))
     cases.append({"kind": "dag", "seed": 7, "kernels": 1000, "limit": limit})
