@@ -123,9 +123,6 @@ class SolverOptions:
     max_candidates: int = 0  # outer candidates whose graphs are solved (0 = every one)
     tile_menu_size: int = TILE_MENU_SIZE
     tile_refinements: int = TILE_REFINEMENTS
-    # False: a large graph's alternation returns its plan without the proof search (the
-    # sampled-menu search before tile refinement, whose relaxed search is the proof)
-    prove: bool = True
 
     @property
     def nodes(self) -> int:

@@ -172,8 +172,6 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
     )
     # Prove: the exact search over all shardings, seeded with the incumbent.
     seed = best if math.isfinite(best.objective_s) else None
-    if seed is not None and not options.prove:
-        return with_bound(best, root, stats, options.gap)
     proven = segment_search(problem, options, stats, incumbent_solution=seed, deadline=deadline)
     if proven.objective_s < best.objective_s:
         return proven

@@ -41,10 +41,8 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
     """The graph's mapping; where DATAFLOW GEMM menus were sampled, with its gap over every
     tile (solver.fusion.tile_refine)."""
     deadline = deadline_of(options)
-    sampled = problem.dataflow and any(m.live_groups for m in problem.kernels)
-    # sampled menus: the search over every tile (refine's relaxed search) is the proof
-    sol = _solve(problem, replace(options, prove=False) if sampled else options)
-    if sampled:
+    sol = _solve(problem, options)
+    if problem.dataflow and any(m.live_groups for m in problem.kernels):
         rounds = options.tile_refinements
         return tile_refine.refine(problem, sol, options, _solve, deadline, rounds)
     return sol
