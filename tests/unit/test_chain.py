@@ -12,15 +12,22 @@ from generator.graph import Edge, KernelGraph, Pass
 
 
 def _layer() -> KernelGraph:
-    """A toy layer: forward f1 -> f2, backward b1 -> b2 (b1 reads f1's output), the output
-    into the next layer's f1, the input gradient into the previous layer's b1."""
+    """A toy layer: forward f1 -> f2, its recomputation f1_recompute -> b1, backward
+    b1 -> b2 (b1 also reads f1's output), the output into the next layer's f1, the input
+    gradient into the previous layer's b1."""
     f1, f2 = gemm("f1", 8, 16, 16), elementwise("f2", 8, 16, dims=("t", "f1_o"))
+    r1 = replace(f1, name="f1_recompute", pass_=Pass.RECOMPUTE)
     b1 = elementwise("b1", 8, 16, dims=("t", "f1_o"))
     b2 = elementwise("b2", 8, 16, dims=("t", "f1_o"))
     b1, b2 = replace(b1, pass_=Pass.BWD), replace(b2, pass_=Pass.BWD)
-    edges = (Edge("f1", "f2", "x"), Edge("f1", "b1", "x"), Edge("b1", "b2", "x"))
+    edges = (
+        Edge("f1", "f2", "x"),
+        Edge("f1", "b1", "x"),
+        Edge("f1_recompute", "b1", "x"),
+        Edge("b1", "b2", "x"),
+    )
     boundary = (Edge("f2", "f1", "a"), Edge("b2", "b1", "x"))
-    return KernelGraph("layer", (f1, f2, b1, b2), edges, boundary)
+    return KernelGraph("layer", (f1, f2, r1, b1, b2), edges, boundary)
 
 
 def test_one_copy_is_the_layer() -> None:
@@ -33,14 +40,16 @@ def test_one_copy_is_the_layer() -> None:
 def test_forward_runs_down_and_backward_up_the_layers() -> None:
     layer, copies = _layer(), 3
     chained = chain_instances(layer, copies)
-    assert len(chained.kernels) == 4 * copies
+    assert len(chained.kernels) == 5 * copies
     names = {k.name for k in chained.kernels}
-    assert names == {copy_name(i, k) for i in range(copies) for k in ("f1", "f2", "b1", "b2")}
+    kinds = ("f1", "f2", "f1_recompute", "b1", "b2")
+    assert names == {copy_name(i, k) for i in range(copies) for k in kinds}
     pairs = {(e.src, e.dst) for e in chained.edges}
-    # 3 inner edges per copy, and each boundary edge between each neighbouring pair
-    assert len(chained.edges) == 3 * copies + 2 * (copies - 1)
+    # 4 inner edges per copy, and three boundary edges between each neighbouring pair
+    assert len(chained.edges) == 4 * copies + 3 * (copies - 1)
     for i in range(copies - 1):
         assert (f"L{i}_f2", f"L{i + 1}_f1") in pairs  # output -> next layer's input
+        assert (f"L{i}_f2", f"L{i + 1}_f1_recompute") in pairs  # ... its checkpoint
         assert (f"L{i + 1}_b2", f"L{i}_b1") in pairs  # input grad -> previous layer
     # the graph's own boundary: last layer's output into the next instance's first layer,
     # the first layer's input gradient into the previous instance's last layer
