@@ -78,12 +78,14 @@ def _first_plan(
     it has some (the same optimum, a model's repeated layers solved once), else one MILP:
     its shardings seed the first round, and it is a plan only within num_config."""
     n = len(problem.kernels)
+    greedy = _greedy_plan(problem, 0.0, stats) if n > problem.max_configs else None
+    if greedy is not None:
+        stats.saw_plan(greedy.objective_s)  # before the root bound: a plan first
     root = root_bound(problem)
     if root == math.inf:  # no segmentation fits even at every kernel's least SRAM
         return None
-    greedy = _greedy_plan(problem, root, stats) if n > problem.max_configs else None
     if greedy is not None:
-        stats.saw_plan(greedy.objective_s)
+        greedy = replace(greedy, bound_s=root)
     if n > COMPOSE_KERNELS:
         composed = compose(problem, options, stats, deadline)
         beaten = greedy.objective_s if greedy is not None else math.inf
