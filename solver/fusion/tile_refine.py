@@ -53,17 +53,29 @@ def _base(menu: KernelMenu, sharding: str) -> Option:
     return next(o for o in menu.options if o.sharding == sharding)
 
 
-def _stand_in(base: Option, tiles: tuple[TileCost, ...]) -> Option:
-    """The componentwise least costs of `tiles`: no more than any of them in any status."""
-    names = [name for name, _ in tiles[0].traffic]
-    least = tuple((x, min(dict(t.traffic)[x] for t in tiles)) for x in names)
+def _stand_in(base: Option, tiles: tuple[TileCost, ...], seen: dict[int, tuple]) -> Option:
+    """The componentwise least costs of `tiles`: no more than any of them in any status.
+    `seen`: least costs by id of a part alive in the caller (copies of a layer share their
+    groups' tile tuples: one computation each)."""
+    if id(tiles) not in seen:
+        seen[id(tiles)] = (tiles, _least_costs(tiles))  # the part kept: its id stays its own
+    buffer_bytes, out_tile_bytes, least = seen[id(tiles)][1]
     return replace(
         base,
         tile=STAND_IN.format(n=len(tiles)),
-        buffer_bytes=min(t.buffer_bytes for t in tiles),
-        out_tile_bytes=min(t.out_tile_bytes for t in tiles),
+        buffer_bytes=buffer_bytes,
+        out_tile_bytes=out_tile_bytes,
         traffic=least,
     )
+
+
+def _least_costs(tiles: tuple[TileCost, ...]) -> tuple[float, float, tuple]:
+    """(least buffer, least output tile, least traffic per operand) of `tiles`."""
+    names = [name for name, _ in tiles[0].traffic]
+    traffic = [dict(t.traffic) for t in tiles]
+    least = tuple((x, min(d[x] for d in traffic)) for x in names)
+    buffer_bytes = min(t.buffer_bytes for t in tiles)
+    return buffer_bytes, min(t.out_tile_bytes for t in tiles), least
 
 
 Part = tuple[TileCost, ...]  # tiles of one group that one stand-in covers
@@ -104,6 +116,7 @@ def relaxed_problem(
     the (group, part index) option o of kernel k stands in for (None: a real tile)."""
     kernels: list[KernelMenu] = []
     origin: Origin = []
+    seen: dict[int, tuple] = {}
     for menu in problem.kernels:
         if not menu.live_groups:
             kernels.append(menu)
@@ -116,7 +129,7 @@ def relaxed_problem(
             base = _base(menu, group.sharding)
             for i, part in enumerate(parts.get(group, [group.tiles])):
                 single = len(part) == 1
-                options.append(_with_tile(base, part[0]) if single else _stand_in(base, part))
+                options.append(_with_tile(base, part[0]) if single else _stand_in(base, part, seen))
                 where.append(None if single else (group, i))
         kernels.append(replace(menu, options=tuple(options)))
         origin.append(where)
@@ -188,12 +201,12 @@ def refine(
     searched = 0  # tiles of `added` the searched menus held at the last search over them
     stop = ""  # why the last relaxed search stopped short of its own proof
     for round_ in range(rounds + 1):
-        relaxed, origin = relaxed_problem(problem, parts)
         if past(deadline):
             stop = VALVE_STOP
             if round_ == 0:  # no relaxed search ran: the root bound over every tile
-                bound = _root_bound(relaxed, sol)
+                bound = _root_bound(relaxed_problem(problem, parts)[0], sol)
             break
+        relaxed, origin = relaxed_problem(problem, parts)
         r = search(relaxed, until_deadline(options, deadline))
         stats.milps += r.stats.milps
         stop = r.stats.stop
