@@ -191,7 +191,9 @@ def summary(rows: list[dict]) -> None:
     firsts = [r["first"] for r in rows if isinstance(r.get("first"), float)]
     done = [r["cpu"] for r in rows if "gap" in r and r["gap"] <= GAP * 1.0001]
     if firsts:
-        q = statistics.quantiles(firsts, n=10) if len(firsts) > 1 else firsts * 9
+        q = firsts * 9  # one case: it is every decile
+        if len(firsts) > 1:
+            q = statistics.quantiles(firsts, n=10, method="inclusive")
         print(
             f"first plan, CPU s: median {statistics.median(firsts):.2f}, p90 {q[-1]:.2f}, "
             f"max {max(firsts):.2f} ({len(firsts)} of {len(rows)} cases with a plan)"
