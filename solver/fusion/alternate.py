@@ -97,6 +97,7 @@ def _first_plan(
     singles = tuple((k,) for k in range(n))
     r = solve_singles(problem, options, deadline)
     if r is None:
+        # the valve's remaining time only (a safety net, said below when it trips)
         r = solve_configurations(problem, singles, until_deadline(options, deadline))
     else:
         stats.notes.append("kernel-by-kernel seed: solved block by block over bridges")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from solver.check import hold_bytes, mapping_cost
+from solver.check import hold_bytes, kernel_sram_bytes, mapping_cost
 from solver.cost.problem import MappingProblem, Option
 from solver.cost.weights import stored_params
 
@@ -83,17 +83,11 @@ def _solo_latency(problem: MappingProblem, k: int, opt: Option) -> float:
     return problem.latency(compute_s, memory_s, opt.network_s, menu.overhead_s)
 
 
-def _fused_sram(problem: MappingProblem, k: int, o: int) -> float:
-    """SRAM bytes kernel k's option o takes with its producers and consumers in its
-    configuration (solver.check.kernel_sram_bytes with every neighbour inside)."""
-    opt = problem.kernels[k].options[o]
-    edges = problem.in_edges(k)
-    saved = {
-        x: any(e.saved for e in edges if e.dst_operand == x) for x in {e.dst_operand for e in edges}
-    }
-    holds = sum(hold_bytes(problem, k, o, x, s) for x, s in sorted(saved.items()))
-    tile = opt.out_tile_bytes if problem.out_edges(k) else 0.0
-    return opt.buffer_bytes + tile + holds
+def _held(problem: MappingProblem, k: int) -> list[float]:
+    """SRAM bytes of each of kernel k's options with every neighbour in its configuration
+    (solver.check.kernel_sram_bytes)."""
+    near = {e.src for e in problem.in_edges(k)} | {e.dst for e in problem.out_edges(k)}
+    return [kernel_sram_bytes(problem, k, o, near) for o in range(len(problem.kernels[k].options))]
 
 
 def _fits(problem: MappingProblem, sram_bytes: float) -> bool:
@@ -109,10 +103,7 @@ class _Facts:
             [_solo_latency(problem, k, opt) for opt in menu.options]
             for k, menu in enumerate(problem.kernels)
         ]
-        self.held = [
-            [_fused_sram(problem, k, o) for o in range(len(menu.options))]
-            for k, menu in enumerate(problem.kernels)
-        ]
+        self.held = [_held(problem, k) for k in range(len(problem.kernels))]
         self.leanest = tuple(_leanest(problem, self, k) for k in range(len(problem.kernels)))
         # the option holding the least SRAM fused, then the fastest (weights not counted)
         self.least_held = tuple(
