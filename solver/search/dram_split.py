@@ -55,10 +55,6 @@ from solver.search import stages
 MAX_FRONTIER_SOLVES = 8  # descending solves per graph before the least-storage solve
 STOP = "memory_split"  # SolveStats.stop_reason when the split is not proven optimal
 BELOW = 1e-6  # a cap this far (relative) below the last optimum's storage
-# the split is proven when its step is within this of the bound once nothing is left to
-# solve: the bound's storage sits up to BELOW below the plans' (a step that charges
-# storage, training's optimizer, moves with it)
-PROOF_TOL = 1e-5
 Group = tuple[str, str]
 # (phase, parameter cap per graph instance) -> (the problem with that cap, its solution)
 Solve = Callable[[Phase, float], tuple[MappingProblem, GraphSolution]]
@@ -195,13 +191,14 @@ def split_dram(
     split stops at as the graphs' MILPs do."""
     top_stored = {name: pt.stored for name, pt in tops.items()}
     tol = max(rel_gap, 1e-9)
-    if layout.fits(top_stored, tops) and _storage_is_free(layout, tops, evaluate, tol):
+    if layout.fits(top_stored, tops):
         stored = layout.stored_per_chip(top_stored)
         weights = layout.weights_per_chip({n: pt.weights for n, pt in tops.items()})
         step = evaluate({n: pt.sol.objective_s for n, pt in tops.items()}, stored, weights)
         bounds = {n: pt.sol.bound_s for n, pt in tops.items()}
         bound = evaluate(bounds, None, None) if all(v > 0 for v in bounds.values()) else 0.0
-        return Split(dict(tops), step, bound, True, 0, stored, weights)
+        if _storage_is_free(layout, tops, evaluate) or step <= bound * (1 + tol):
+            return Split(dict(tops), step, bound, True, 0, stored, weights)
     frontiers = {name: [pt] for name, pt in tops.items()}
     best, lower = _search(layout, frontiers, evaluate)
     while best is None or lower is None or best[0] > lower[0] * (1 + tol):
@@ -220,21 +217,20 @@ def split_dram(
     if best is None:  # no combination fits: the caller reports the DRAM reason
         found = {n: min(pt.stored for pt in f) for n, f in frontiers.items()}
         return Split({}, math.inf, bound, False, solves, layout.stored_per_chip(found))
-    proven = best[0] <= bound * (1 + max(PROOF_TOL, rel_gap))
+    proven = best[0] <= bound * (1 + tol)
     chosen = {n: pt for n, (pt, _) in best[2].items()}
     return Split(chosen, best[0], min(bound, best[0]), proven, solves, best[1], best[3])
 
 
-def _storage_is_free(
-    layout: Layout, tops: dict[str, Point], evaluate: Evaluate, tol: float
-) -> bool:
-    """The step charges (within `tol`, relative) nothing for the tops' storage above every
-    graph's least (inference, or a training step whose top plans replicate no weight): then
-    the tops, each optimal with all of the slack, are the joint optimum. A training step pays
-    the optimizer update of every stored copy and the gradient sync of every replica
-    (solver.search.assemble.training_times), which no graph's objective carries: tops that
-    replicate weights must face the plans that store less (step 2), or a replicated weight
-    would be called free."""
+def _storage_is_free(layout: Layout, tops: dict[str, Point], evaluate: Evaluate) -> bool:
+    """The step charges nothing for the tops' storage above every graph's least (inference,
+    or a training step whose top plans replicate no weight): then the tops, each optimal with
+    all of the slack, are the joint optimum. A training step pays the optimizer update of
+    every stored copy and the gradient sync of every replica
+    (solver.search.assemble.training_times), which no graph's objective carries: tops whose
+    storage costs anything must meet the bound at the least storage within the gap asked, or
+    face the plans that store less (step 2); a replicated weight is never called free, and
+    the storage's cost never adds to the graphs' own gap unseen."""
     latency = {n: pt.sol.objective_s for n, pt in tops.items()}
     if not all(math.isfinite(v) and v > 0 for v in latency.values()):
         return True
@@ -246,7 +242,7 @@ def _storage_is_free(
     at_least = evaluate(
         latency, layout.stored_per_chip(layout.least), layout.weights_per_chip(least)
     )
-    return top <= at_least * (1 + tol)
+    return top <= at_least * (1 + 1e-12)
 
 
 def _search(

@@ -241,3 +241,46 @@ def _random_split(seed: int) -> tuple[dram_split.Split, float]:
         if layer + head <= slack_params:
             best = min(best, sum(count[n] * pick[n][1] for n in names))
     return split, best
+
+
+@pytest.mark.parametrize("least_extra", [0.1, 0.9])
+def test_storage_cost_never_adds_to_the_graph_gap_unseen(monkeypatch, least_extra):
+    """One graph whose MILP proves its plans within 0.6 tol of their bounds (tol: the gap
+    asked), and a step that charges the storage above the least by 0.6 tol of the latency.
+    The top plan (30 parameters, latency 1) costs 1 + 0.6 tol; the bound at the least storage
+    from its own solve is 1 - 0.6 tol: a gap of 1.2 tol, above the one asked, though the
+    storage looks nearly free (0.6 tol < tol). So the split must look below the top: the
+    least-storage plan (10 parameters, latency 1 + e tol, bound (1 + e tol)(1 - 0.6 tol))
+    and the top's bound over its own storage, 1 - 0.6 tol + 0.6 tol = 1. Best: the least of
+    1 + 0.6 tol and 1 + e tol; bound: the least of 1 and (1 + e tol)(1 - 0.6 tol); both
+    e = 0.1 and e = 0.9 then close within tol."""
+    tol = 1e-3
+    monkeypatch.setattr(dram_split, "stored_params", lambda problem, choice: float(choice[0]))
+    monkeypatch.setattr(dram_split, "step_weights", lambda problem, choice: StepWeights())
+    monkeypatch.setattr(dram_split, "floor_weights", lambda problem, stored: StepWeights())
+    from solver.fusion.segment_search import GraphSolution, SearchStats
+
+    graph = KernelGraph("g", (gemm("g", 8, 8, 8),), ())
+    phase = Phase("g", graph, role="layer")
+    front = {30: 1.0, 10: 1.0 + least_extra * tol}
+
+    def solve(p, cap):  # the fastest point under the cap, its bound 0.6 tol below it
+        lat, s = min((lat, s) for s, lat in front.items() if s <= cap * (1 + 1e-9))
+        return None, GraphSolution((), (s,), lat, lat * (1 - 0.6 * tol), "optimal", SearchStats())
+
+    layout = dram_split.Layout((phase,), {"g": 1}, {"g": 10}, 2.0, 2.0 * 100, 0.0)
+    least_stored = layout.stored_per_chip({"g": 10})
+    charge = 0.6 * tol / (layout.stored_per_chip({"g": 30}) - least_stored)
+
+    def evaluate(lat, stored, weights):
+        extra = 0.0 if stored is None else stored - least_stored
+        return lat["g"] + charge * extra
+
+    top = dram_split.point(layout.top_cap(phase), *solve(phase, layout.top_cap(phase)))
+    assert top.stored == 30
+    split = dram_split.split_dram(layout, {"g": top}, solve, evaluate, tol)
+    assert split.solves >= 1  # it looked below the top
+    assert split.latency_s == pytest.approx(min(1 + 0.6 * tol, 1 + least_extra * tol), rel=1e-12)
+    bound = min(1.0, (1 + least_extra * tol) * (1 - 0.6 * tol))
+    assert split.bound_s == pytest.approx(bound, rel=1e-9)
+    assert split.proven and (split.latency_s - split.bound_s) / split.latency_s <= tol
