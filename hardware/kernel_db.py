@@ -280,7 +280,8 @@ def lookup(grid: Grid, m: float, n: float, k: float) -> tuple[float, str] | None
     """Seconds at (m, n, k) and EXACT / INTERPOLATED / EXTRAPOLATED: each neighbouring
     (n, k) curve at m, then bilinear in (log n, log k) over log time; beyond the largest n
     or k, in proportion to it (that corner's throughput). None when a neighbour curve is
-    missing from the table (the collector skips m*k, m*n >= 2^31)."""
+    missing from the table (the collector skips m*k, m*n >= 2^31). Below the smallest n or k,
+    the smallest's time (a floor, as below the smallest m)."""
     ns, ks = grid.n, grid.k
     if ns == (0,):  # the quantize table: no n
         nlo = nhi = 0
@@ -288,10 +289,10 @@ def lookup(grid: Grid, m: float, n: float, k: float) -> tuple[float, str] | None
     else:
         nlo, nhi, how_n = _bracket(ns, n)
         wn = _weight(ns, nlo, nhi, n)
-        n_scale = n / ns[-1] if how_n == EXTRAPOLATED else 1.0
+        n_scale = n / ns[-1] if n > ns[-1] else 1.0
     klo, khi, how_k = _bracket(ks, k)
     wk = _weight(ks, klo, khi, k)
-    k_scale = k / ks[-1] if how_k == EXTRAPOLATED else 1.0
+    k_scale = k / ks[-1] if k > ks[-1] else 1.0
     hows = {how_n, how_k}
     corners = []
     for ni, fn in ((nlo, 1 - wn), (nhi, wn)) if nlo != nhi else ((nlo, 1.0),):

@@ -92,6 +92,17 @@ def test_beyond_the_largest_m_at_the_last_cost_per_row(bf16):
     assert seconds == pytest.approx(t32 + 32768 * min(slope, t32 / 32768), rel=1e-12)
 
 
+def test_below_the_smallest_k_at_the_smallest_ks_time(bf16):
+    """k = 16 < the grid's 32 (m = 1024, n = 4096 on the grid): the k = 32 row's time, a
+    floor; never scaled by k over the largest k (that would make the GEMM 4,096x faster)."""
+    assert bf16.k[0] == 32
+    seconds, how = kernel_db.lookup(bf16, 1024, 4096, 16)
+    assert how == kernel_db.EXTRAPOLATED
+    assert seconds == _row("bfloat16", 1024, 4096, 32)
+    seconds, _ = kernel_db.lookup(bf16, 1024, 16, 4096)
+    assert seconds == _row("bfloat16", 1024, 32, 4096)
+
+
 def test_fp8_rows_less_their_quantize():
     """An FP8 row times the activation's static quantize plus the GEMM; the quantize table of
     the same version gives the first, taken out: 8192^3 at 0.884912 - 0.066940 ms."""
