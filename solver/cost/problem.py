@@ -73,6 +73,32 @@ class TileCost:
     traffic: tuple[tuple[str, float], ...]
 
 
+def hashed_once(self: object) -> int:
+    """The dataclass's own hash (every compared field, in order), computed once per object:
+    deep frozen dataclasses shared by many problems (menus, tile groups) are hashed by every
+    dict they key (the solution memo, solver.search.solve_memo; the tile refinement's parts)
+    and would otherwise re-hash every nested tile each time. Kept out of the pickled state
+    (`state_without_hash`): a string's hash differs between processes."""
+    kept = self.__dict__.get("_hash")
+    if kept is None:
+        names = _HASHED.get(type(self))
+        if names is None:
+            names = tuple(f.name for f in fields(self) if (f.compare if f.hash is None else f.hash))
+            _HASHED[type(self)] = names
+        kept = hash(tuple(getattr(self, f) for f in names))
+        object.__setattr__(self, "_hash", kept)
+    return kept
+
+
+def state_without_hash(self: object) -> dict[str, object]:
+    state = dict(self.__dict__)
+    state.pop("_hash", None)
+    return state
+
+
+_HASHED: dict[type, tuple[str, ...]] = {}  # the fields the dataclass would hash, per class
+
+
 @dataclass(frozen=True)
 class TileGroup:
     """Tiles of one sharding's exact menu between two sampled buffers
@@ -80,6 +106,11 @@ class TileGroup:
 
     sharding: str
     tiles: tuple[TileCost, ...]
+
+    __hash__ = hashed_once  # keys the tile refinement's parts, every round
+
+    def __getstate__(self) -> dict[str, object]:
+        return state_without_hash(self)
 
 
 @dataclass(frozen=True)
@@ -95,21 +126,10 @@ class KernelMenu:
     # bounds the search over them and opens the groups a bound leans on)
     tile_groups: tuple[TileGroup, ...] = ()
 
-    def __hash__(self) -> int:
-        """The dataclass's own hash (every field, in order), computed once per menu: menus
-        are shared by many problems (solver.cost.memo), and the solution memo
-        (solver.search.solve_memo) hashes each problem it is asked for. Kept out of the
-        pickled state: a string's hash differs between processes."""
-        kept = self.__dict__.get("_hash")
-        if kept is None:
-            kept = hash(tuple(getattr(self, f) for f in _MENU_FIELDS))
-            object.__setattr__(self, "_hash", kept)
-        return kept
+    __hash__ = hashed_once  # menus are shared by many problems (solver.cost.memo)
 
     def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
-        state.pop("_hash", None)
-        return state
+        return state_without_hash(self)
 
     @property
     def live_groups(self) -> tuple[TileGroup, ...]:
@@ -119,12 +139,6 @@ class KernelMenu:
 
     def sharding_index(self, option: int) -> int:
         return self.shardings.index(self.options[option].sharding)
-
-
-# the fields the dataclass would hash (hash=None follows compare), in declaration order
-_MENU_FIELDS = tuple(
-    f.name for f in fields(KernelMenu) if (f.compare if f.hash is None else f.hash)
-)
 
 
 @dataclass(frozen=True)

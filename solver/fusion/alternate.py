@@ -86,6 +86,8 @@ def _first_plan(
         return None
     if greedy is not None:
         greedy = replace(greedy, bound_s=root)
+    if past(deadline):  # the valve tripped before the seed
+        return _at_valve(problem, greedy, root, stats)
     if n > COMPOSE_KERNELS:
         composed = compose(problem, options, stats, deadline)
         beaten = greedy.objective_s if greedy is not None else math.inf
@@ -96,6 +98,8 @@ def _first_plan(
             return plan, _shardings(problem, composed.choice)
     singles = tuple((k,) for k in range(n))
     r = solve_singles(problem, options, deadline)
+    if r is None and past(deadline):  # stopped block by block: no whole MILP after it
+        return _at_valve(problem, greedy, root, stats)
     if r is None:
         # the valve's remaining time only (a safety net, said below when it trips)
         r = solve_configurations(problem, singles, until_deadline(options, deadline))
@@ -111,6 +115,16 @@ def _first_plan(
     else:
         plan = greedy
     return plan, _shardings(problem, r.choice)
+
+
+def _at_valve(
+    problem: MappingProblem, greedy: GraphSolution | None, root: float, stats: SearchStats
+) -> tuple[GraphSolution, list[str]]:
+    """The start when the valve trips before the seed: the greedy plan, or no plan."""
+    stats.stop = "time_limit"
+    if greedy is None or not greedy.choice:
+        return GraphSolution((), (), math.inf, root, "time_limit", stats), []
+    return greedy, _shardings(problem, greedy.choice)
 
 
 def _greedy_plan(problem: MappingProblem, root: float, stats: SearchStats) -> GraphSolution:
@@ -173,6 +187,11 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
         f"alternation: {len(tried)} sharding assignment(s); proof search until the bound "
         "meets the incumbent or a work budget runs out"
     )
+    if past(deadline):  # the valve: no proof search after it (its set-up alone is long)
+        stats.stop = "time_limit"
+        if not math.isfinite(best.objective_s):
+            return GraphSolution((), (), math.inf, root, "time_limit", stats)
+        return with_bound(best, root, stats, options.gap)
     # Prove: the exact search over all shardings, seeded with the incumbent.
     seed = best if math.isfinite(best.objective_s) else None
     proven = segment_search(problem, options, stats, incumbent_solution=seed, deadline=deadline)

@@ -31,7 +31,7 @@ from solver.cost.problem import EdgeCost, KernelMenu, MappingProblem, Option
 from solver.fusion.period import menu_ids, menu_key
 from solver.fusion.segment_search import until_deadline
 from solver.milp.model import MilpResult, solve_configurations
-from solver.options import SolverOptions
+from solver.options import SolverOptions, past
 
 MIN_SIDE = 8  # kernels on each side of a bridge worth cutting (smaller: one MILP anyway)
 
@@ -280,6 +280,8 @@ class _Solver:
         members = self.tree.members[b]
         states, costs, picks = [], [], []
         for a in range(len(self.problem.kernels[self.problem.edges[e].src].shardings)):
+            if past(self.deadline):  # the valve: the caller sees it and stops
+                return None
             sub = self.builder.build(members, messages, (e, a, has_src))
             r = self.solve(sub)
             if r.status == "infeasible" or not math.isfinite(r.objective_s):
@@ -328,7 +330,8 @@ def solve_singles(
     same optimum as one MILP over the whole graph (each block MILP to `options.gap`).
     None when it does not apply (no bridge worth cutting, pinned kernels, a block with no
     feasible state, or the DRAM capacity row violated): the caller runs the full MILP.
-    `deadline` (perf_counter seconds) caps each block MILP's time limit."""
+    `deadline` (perf_counter seconds) caps each block MILP's time limit; past it, no
+    further block is solved (None: the caller checks the deadline)."""
     if problem.pinned_configs and any(q >= 0 for q in problem.pinned_configs):
         return None
     tree = block_tree(problem)

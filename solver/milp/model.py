@@ -117,10 +117,12 @@ def solve_configurations(
     build_s = time.perf_counter() - t0
     if not backend:
         backend = "highs" if options.name == "highs" else "pyomo"
+    # the valve's time counts the build: HiGHS gets what is left of it
+    left_s = max(MIN_LEFT_S, options.time_limit_s - build_s) if options.time_limit_s > 0 else 0.0
     res = linear.solve(
         model,
         gap=options.gap,
-        time_limit_s=options.time_limit_s,
+        time_limit_s=left_s,
         node_limit=options.nodes,
         backend=backend,
         solver_name=options.name,

@@ -184,11 +184,17 @@ def point(cap: float, problem: MappingProblem, sol: GraphSolution) -> Point:
 
 
 def split_dram(
-    layout: Layout, tops: dict[str, Point], solve: Solve, evaluate: Evaluate, rel_gap: float = 0.0
+    layout: Layout,
+    tops: dict[str, Point],
+    solve: Solve,
+    evaluate: Evaluate,
+    rel_gap: float = 0.0,
+    valve: Callable[[], bool] = lambda: False,
 ) -> Split:
     """The split of the module docstring, from every graph's `top` point (each with a plan);
     `rel_gap`: the relative gap the search is asked to prove (SolverOptions.gap), which the
-    split stops at as the graphs' MILPs do."""
+    split stops at as the graphs' MILPs do; `valve`: True once the wall-clock valve has
+    tripped, after which no graph is solved again (the split is then not proven)."""
     top_stored = {name: pt.stored for name, pt in tops.items()}
     tol = max(rel_gap, 1e-9)
     if layout.fits(top_stored, tops):
@@ -203,11 +209,11 @@ def split_dram(
     best, lower = _search(layout, frontiers, evaluate)
     while best is None or lower is None or best[0] > lower[0] * (1 + tol):
         name = _to_descend(layout, frontiers, lower)
-        if name is None:
+        if name is None or valve():
             break
         _descend(layout, frontiers[name], name, solve)
         best, lower = _search(layout, frontiers, evaluate)
-    if best is None:  # a plan of every graph at its least storage, when any fits
+    if best is None and not valve():  # a plan of every graph at its least storage, if any
         for name, points in frontiers.items():
             while _next_cap(points, layout.least[name]) is not None:
                 _descend(layout, points, name, solve, layout.least[name])

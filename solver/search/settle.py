@@ -19,7 +19,7 @@ from hardware.system import System
 from solver.cost.problem import MappingProblem
 from solver.cost.weights import StepWeights, WeightRule, least_stored, stored_params
 from solver.fusion.segment_search import GraphSolution
-from solver.options import ExecutionOptions, SolverOptions
+from solver.options import VALVE_STOP, ExecutionOptions, SolverOptions, past
 from solver.plan import MemoryUse
 from solver.search import dram_split, footprint, infeasible, stages, training_space
 from solver.search.bounds import bound_of, step_times
@@ -249,7 +249,12 @@ class Settler:
             hidden = self.execution.comm_hidden_share
             return step_times(workload, choice, latency, system, stored, weights, hidden).latency_s
 
-        split = dram_split.split_dram(layout, tops, solve, evaluate, self.options.gap)
+        limit_s = self.options.time_limit_s
+        deadline = self.t0 + limit_s if limit_s > 0 else math.inf
+        valve = partial(past, deadline)
+        split = dram_split.split_dram(layout, tops, solve, evaluate, self.options.gap, valve)
+        if valve() and not split.proven:  # the valve, not the split's solves, stopped it
+            self.ledger.stops.append(VALVE_STOP)
         if not split.chosen:  # no plans of the graphs fit together
             least = footprint.memory_use(workload, choice, capacity, split.stored_per_chip)
             if least.total > capacity * (1 + 1e-9):

@@ -243,44 +243,58 @@ def _random_split(seed: int) -> tuple[dram_split.Split, float]:
     return split, best
 
 
-@pytest.mark.parametrize("least_extra", [0.1, 0.9])
-def test_storage_cost_never_adds_to_the_graph_gap_unseen(monkeypatch, least_extra):
+def _one_graph_split(monkeypatch, tol: float, least_extra: float, valve=lambda: False):
     """One graph whose MILP proves its plans within 0.6 tol of their bounds (tol: the gap
-    asked), and a step that charges the storage above the least by 0.6 tol of the latency.
-    The top plan (30 parameters, latency 1) costs 1 + 0.6 tol; the bound at the least storage
-    from its own solve is 1 - 0.6 tol: a gap of 1.2 tol, above the one asked, though the
-    storage looks nearly free (0.6 tol < tol). So the split must look below the top: the
-    least-storage plan (10 parameters, latency 1 + e tol, bound (1 + e tol)(1 - 0.6 tol))
-    and the top's bound over its own storage, 1 - 0.6 tol + 0.6 tol = 1. Best: the least of
-    1 + 0.6 tol and 1 + e tol; bound: the least of 1 and (1 + e tol)(1 - 0.6 tol); both
-    e = 0.1 and e = 0.9 then close within tol."""
-    tol = 1e-3
+    asked): the top plan stores 30 parameters at latency 1, the least-storage plan 10 at
+    1 + least_extra * tol; the step charges the storage above the least, 0.6 tol of the
+    latency at the top. Returns the split and the caps solved after the top."""
     monkeypatch.setattr(dram_split, "stored_params", lambda problem, choice: float(choice[0]))
     monkeypatch.setattr(dram_split, "step_weights", lambda problem, choice: StepWeights())
     monkeypatch.setattr(dram_split, "floor_weights", lambda problem, stored: StepWeights())
     from solver.fusion.segment_search import GraphSolution, SearchStats
 
-    graph = KernelGraph("g", (gemm("g", 8, 8, 8),), ())
-    phase = Phase("g", graph, role="layer")
-    front = {30: 1.0, 10: 1.0 + least_extra * tol}
+    phase = Phase("g", KernelGraph("g", (gemm("g", 8, 8, 8),), ()), role="layer")
+    solved: list[float] = []
 
     def solve(p, cap):  # the fastest point under the cap, its bound 0.6 tol below it
-        lat, s = min((lat, s) for s, lat in front.items() if s <= cap * (1 + 1e-9))
+        solved.append(cap)
+        s, lat = (30, 1.0) if cap >= 30 else (10, 1.0 + least_extra * tol)
         return None, GraphSolution((), (s,), lat, lat * (1 - 0.6 * tol), "optimal", SearchStats())
 
     layout = dram_split.Layout((phase,), {"g": 1}, {"g": 10}, 2.0, 2.0 * 100, 0.0)
-    least_stored = layout.stored_per_chip({"g": 10})
-    charge = 0.6 * tol / (layout.stored_per_chip({"g": 30}) - least_stored)
+    least = layout.stored_per_chip({"g": 10})
+    charge = 0.6 * tol / (layout.stored_per_chip({"g": 30}) - least)
 
     def evaluate(lat, stored, weights):
-        extra = 0.0 if stored is None else stored - least_stored
-        return lat["g"] + charge * extra
+        return lat["g"] + (0.0 if stored is None else charge * (stored - least))
 
     top = dram_split.point(layout.top_cap(phase), *solve(phase, layout.top_cap(phase)))
     assert top.stored == 30
-    split = dram_split.split_dram(layout, {"g": top}, solve, evaluate, tol)
-    assert split.solves >= 1  # it looked below the top
+    solved.clear()
+    return dram_split.split_dram(layout, {"g": top}, solve, evaluate, tol, valve), solved
+
+
+@pytest.mark.parametrize("least_extra", [0.1, 0.9])
+def test_storage_cost_never_adds_to_the_graph_gap_unseen(monkeypatch, least_extra):
+    """The top plan costs 1 + 0.6 tol; the bound at the least storage from its own solve is
+    1 - 0.6 tol: a gap of 1.2 tol, above the one asked, though the storage looks nearly free
+    (0.6 tol < tol). So the split must look below the top: the least-storage plan (bound
+    (1 + e tol)(1 - 0.6 tol)) and the top's bound over its own storage, 1 - 0.6 tol +
+    0.6 tol = 1. Best: the least of 1 + 0.6 tol and 1 + e tol; bound: the least of 1 and
+    (1 + e tol)(1 - 0.6 tol); both e = 0.1 and e = 0.9 then close within tol."""
+    tol = 1e-3
+    split, solved = _one_graph_split(monkeypatch, tol, least_extra)
+    assert split.solves >= 1 and solved  # it looked below the top
     assert split.latency_s == pytest.approx(min(1 + 0.6 * tol, 1 + least_extra * tol), rel=1e-12)
     bound = min(1.0, (1 + least_extra * tol) * (1 - 0.6 * tol))
     assert split.bound_s == pytest.approx(bound, rel=1e-9)
     assert split.proven and (split.latency_s - split.bound_s) / split.latency_s <= tol
+
+
+def test_past_the_valve_the_split_solves_nothing_more(monkeypatch):
+    """The split above that needs a solve below the top: once the wall-clock valve has
+    tripped no graph is solved again, and the split is not proven."""
+    tol = 1e-3
+    split, solved = _one_graph_split(monkeypatch, tol, 0.1, valve=lambda: True)
+    assert solved == [] and split.solves == 0
+    assert not split.proven and split.latency_s == pytest.approx(1 + 0.6 * tol, rel=1e-12)
