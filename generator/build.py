@@ -6,26 +6,46 @@
 (b) no graph, no workload, `execution.llm` set: DFModel's GPT layer graph generated from the
     llm block (41 kernels), then as (a).
 (c) `workload`: the generator for its kind.
+
+Each generator family is named in FAMILIES and imported when a setup first asks for it
+(`importlib.import_module`), not with this module: a run builds one family, and importing
+all of them up front (LLM training and inference, DLRM, HPL, FFT, GEMM, DFModel's GPT layer,
+the dataflow_graph reader) made every run's start-up pay for the ones it never builds.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from generator.dfmodel_gpt import dfmodel_gpt_from_llm
-from generator.dlrm import dlrm_workload
-from generator.fft import fft_workload
-from generator.gemm import gemm_workload
 from generator.graph import ModelInfo, OperandRole, Pass, Phase, Workload
-from generator.hpl import hpl_workload
-from generator.llm_inference import inference_workload
-from generator.llm_training import training_workload
 from generator.models import load_model
 from generator.pins import apply_pins
 from generator.precision import default_dtype, resolve_precision
-from generator.proto_graph import graph_from_proto
 from schema import setup_pb2
 from schema.errors import SetupError
+
+#: generator -> (module, function) that builds it, imported on first use: the workload
+#: kinds (setup.workload), DFModel's GPT layer from execution.llm and the dataflow_graph
+#: reader
+FAMILIES: dict[str, tuple[str, str]] = {
+    "llm_training": ("generator.llm_training", "training_workload"),
+    "llm_inference": ("generator.llm_inference", "inference_workload"),
+    "dlrm": ("generator.dlrm", "dlrm_workload"),
+    "hpl": ("generator.hpl", "hpl_workload"),
+    "fft": ("generator.fft", "fft_workload"),
+    "gemm": ("generator.gemm", "gemm_workload"),
+    "dfmodel_gpt": ("generator.dfmodel_gpt", "dfmodel_gpt_from_llm"),
+    "dataflow_graph": ("generator.proto_graph", "graph_from_proto"),
+}
+
+
+def family(name: str) -> Callable[..., Any]:
+    """The function that builds generator `name` (FAMILIES), its module imported now."""
+    module, function = FAMILIES[name]
+    return getattr(importlib.import_module(module), function)
 
 
 def build_workload(setup: setup_pb2.Setup, setup_path: Path, num_chips: int) -> Workload:
@@ -73,7 +93,7 @@ def _build(setup: setup_pb2.Setup, setup_path: Path, num_chips: int) -> Workload
             dg = setup.dataflow_graph
         else:
             _check_llm(setup.execution.llm, setup_path)
-            dg = dfmodel_gpt_from_llm(setup.execution.llm, word)
+            dg = family("dfmodel_gpt")(setup.execution.llm, word)
         return _graph_workload(setup, setup_path, dg, word)
     if not has_workload:
         if setup.HasField("workload"):
@@ -105,7 +125,7 @@ def _graph_workload(
     if not ex.HasField("llm"):
         # DFModel's DLRM/HPL/FFT/... graphs: every kernel's collective spans all chips
         group = "all" if ex.WhichOneof("workload_variant") else ""
-        graph = graph_from_proto(
+        graph = family("dataflow_graph")(
             dg,
             path=path,
             name="graph",
@@ -140,7 +160,8 @@ def _graph_workload(
             f"{path}: execution.llm.num_layer ({llm.num_layer}) must be a "
             f"multiple of num_layer_in_graph ({per_graph})"
         )
-    graph = graph_from_proto(dg, path=path, name="layer", word=word, pin_sharding=ex.pin_sharding)
+    read = family("dataflow_graph")
+    graph = read(dg, path=path, name="layer", word=word, pin_sharding=ex.pin_sharding)
     count = max(1, llm.num_layer // per_graph)
     params = sum(k.weight_params for k in graph.kernels if k.pass_ == Pass.FWD)
     has_weights = any(o.role == OperandRole.WEIGHT for k in graph.kernels for o in k.operands)
@@ -192,18 +213,18 @@ def _generated(setup: setup_pb2.Setup, path: Path, num_chips: int) -> Workload:
     if kind == "llm_training":
         cfg = load_model(wl.llm_training.model, path, "workload.llm_training.model")
         prec = resolve_precision(wl.precision)
-        return training_workload(wl.llm_training, cfg, prec, path, max(1, num_chips))
+        return family(kind)(wl.llm_training, cfg, prec, path, max(1, num_chips))
     if kind == "llm_inference":
         cfg = load_model(wl.llm_inference.model, path, "workload.llm_inference.model")
         prec = resolve_precision(wl.precision)
-        return inference_workload(wl.llm_inference, cfg, prec, path, max(1, num_chips))
+        return family(kind)(wl.llm_inference, cfg, prec, path, max(1, num_chips))
     if kind == "dlrm":
-        return dlrm_workload(wl.dlrm, resolve_precision(wl.precision), max(1, num_chips), path)
+        return family(kind)(wl.dlrm, resolve_precision(wl.precision), max(1, num_chips), path)
     if kind == "hpl":
-        return hpl_workload(
+        return family(kind)(
             wl.hpl, resolve_precision(wl.precision, default_dtype(setup)), path, num_chips
         )
     if kind == "fft":
-        return fft_workload(wl.fft, resolve_precision(wl.precision, default_dtype(setup)), path)
+        return family(kind)(wl.fft, resolve_precision(wl.precision, default_dtype(setup)), path)
     assert kind == "gemm", kind
-    return gemm_workload(wl.gemm, resolve_precision(wl.precision), path)
+    return family(kind)(wl.gemm, resolve_precision(wl.precision), path)

@@ -39,14 +39,7 @@ from schema.dfmodel_spelling import respell, user_field
 from schema.errors import SetupError
 from schema.setup_io import load_setup
 from schema.validation import validate_setup
-from solver.api import (
-    available_solvers,
-    compare,
-    compare_cost,
-    is_dfmodel_input,
-    solve_workload,
-    verify_plan,
-)
+from solver import api as solver_api
 from solver.plan import Plan
 
 
@@ -80,10 +73,15 @@ def load_message(setup: setup_pb2.Setup, path: Path) -> Loaded:
     `path`; raises SetupError listing every problem."""
     native, origins = respell(setup, Path(path))  # DFModel's other spellings, once
     try:
-        validate_setup(native, Path(path), available_solvers)
+        validate_setup(native, Path(path), _solver_names)
     except SetupError as exc:
         raise SetupError([user_field(m, origins) for m in exc.problems]) from None
     return Loaded(setup=native, path=Path(path))
+
+
+def _solver_names() -> list[str]:
+    """The MILP solvers that can run here (asked only of a setup that names one)."""
+    return solver_api.available_solvers()
 
 
 def resolve(loaded: Loaded) -> System:
@@ -120,7 +118,7 @@ def solve(
     the plan is deliberately not checked."""
     check_cost_model(scenario)
     try:
-        return solve_workload(
+        return solver_api.solve_workload(
             scenario.workload,
             scenario.system,
             scenario_options(scenario),
@@ -143,7 +141,7 @@ def check_cost_model(scenario: Scenario) -> None:
     if chosen != "dfmodel":
         return
     graphs = scenario.workload.phases
-    if len(graphs) != 1 or not is_dfmodel_input(scenario.workload):
+    if len(graphs) != 1 or not solver_api.is_dfmodel_input(scenario.workload):
         raise SetupError(
             f"{scenario.path}: the DFModel cost model prices one DFModel dataflow_graph "
             "(kernel variants gemm_input1_weight, gemm_input1_input2, elementwise_input1, "
@@ -173,7 +171,7 @@ class PlanCheckError(AssertionError):
 def check(scenario: Scenario, plan: Plan) -> Plan:
     """Re-check the plan independently of the MILP before anything reads it; raises
     PlanCheckError listing every violation."""
-    problems = verify_plan(
+    problems = solver_api.verify_plan(
         plan,
         plan_workload(scenario, plan),
         scenario.system,
@@ -217,10 +215,10 @@ def compare_models(scenario: Scenario, plan: Plan) -> Plan:
     """On a DFModel input priced by the native model, the terms where DFModel's equations
     differ (solver/compare_models.py) go with the plan to the terminal, report and
     summary.json."""
-    if plan.cost_model != "native" or not is_dfmodel_input(scenario.workload):
+    if plan.cost_model != "native" or not solver_api.is_dfmodel_input(scenario.workload):
         return plan
     ex = scenario_options(scenario)
-    terms = compare(plan, scenario.workload, scenario.system, ex.overlap)
+    terms = solver_api.compare(plan, scenario.workload, scenario.system, ex.overlap)
     rows = tuple((t.name, t.native_s, t.dfmodel_s) for t in terms)
-    costs = compare_cost(plan, scenario.system)
+    costs = solver_api.compare_cost(plan, scenario.system)
     return replace(plan, model_differences=rows, cost_differences=costs)

@@ -4,10 +4,16 @@ pipeline.py); none of them assembles a run of its own.
 
 The analysis is what the setup asks for: the serving view (one solve per batch and input
 length), the request stream (a step grid solved, the stream simulated) or one plan.
+
+What a run calls beyond the pipeline's stages (those analyses, the what-if re-solves, the
+result folder's writers, the tables of the Python API) is named in STEPS and imported when
+first called (`importlib.import_module`), not with this module: `mapshard run` imports it
+before reading the setup, and most runs need one analysis of the two, or none.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -16,16 +22,44 @@ from pathlib import Path
 from typing import Any
 
 from hardware.system import System
-from mapshard.analyses import serving, stream
-from mapshard.analyses.sensitivity import sensitivity as what_if_table
+from mapshard.outdir import check_writable
 from mapshard.pipeline import Stage, assemble, check, load, plan, resolve
-from mapshard.report.summary import summary_dict
-from mapshard.report.tables import configs_csv, kernels_csv
-from mapshard.report.write import check_writable, write_result_folder
 from mapshard.scenario import Loaded, Scenario, with_cost_model
 from mapshard.views import Views
+from schema import setup_pb2
 from schema.errors import Interrupted
 from solver.plan import Plan
+
+#: what a run calls beyond the pipeline -> (module, function), imported on first use. The
+#: analyses are named by the workload.llm_inference field that asks for them (ANALYSES).
+STEPS: dict[str, tuple[str, str]] = {
+    "serving": ("mapshard.analyses.serving", "serve"),
+    "stream": ("mapshard.analyses.stream", "run_stream"),
+    "what_if": ("mapshard.analyses.sensitivity", "sensitivity"),
+    "write": ("mapshard.report.write", "write_result_folder"),
+    "summary": ("mapshard.report.summary", "summary_dict"),
+    "kernels_csv": ("mapshard.report.tables", "kernels_csv"),
+    "configs_csv": ("mapshard.report.tables", "configs_csv"),
+}
+
+#: the analyses in the order they are looked for: llm_inference.serving (one solve per batch
+#: and input length), then llm_inference.stream (a step grid solved, the stream simulated)
+ANALYSES = ("serving", "stream")
+
+
+def step(name: str) -> Callable[..., Any]:
+    """The function STEPS names `name`, its module imported now."""
+    module, function = STEPS[name]
+    return getattr(importlib.import_module(module), function)
+
+
+def analysis_wanted(setup: setup_pb2.Setup) -> str | None:
+    """The analysis the setup asks for (a name in ANALYSES), None for one plan: an
+    llm_inference workload with `serving` or `stream` set (serving first)."""
+    w = setup.workload
+    if w.WhichOneof("kind") != "llm_inference":
+        return None
+    return next((name for name in ANALYSES if w.llm_inference.HasField(name)), None)
 
 
 @dataclass(frozen=True)
@@ -42,15 +76,15 @@ class Result:
 
     @cached_property
     def summary(self) -> dict[str, Any]:
-        return summary_dict(self.plan, self.views)
+        return step("summary")(self.plan, self.views)
 
     @cached_property
     def kernels(self):  # -> pandas.DataFrame
-        return csv_frame(kernels_csv(self.plan))
+        return csv_frame(step("kernels_csv")(self.plan))
 
     @cached_property
     def configs(self):  # -> pandas.DataFrame
-        return csv_frame(configs_csv(self.plan))
+        return csv_frame(step("configs_csv")(self.plan))
 
     @cached_property
     def serving(self):  # -> pandas.DataFrame | None
@@ -66,14 +100,14 @@ class Result:
         binding resource in words is `.attrs["binding"]`."""
         import pandas as pd
 
-        table = what_if_table(self.scenario, self.plan, time_limit_s, force=True)
+        table = step("what_if")(self.scenario, self.plan, time_limit_s, force=True)
         frame = pd.DataFrame(table.as_dict()["rows"])
         frame.attrs["binding"] = table.binding()
         return frame
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """The result folder `mapshard run` writes (atomically, never over your files)."""
-        return write_result_folder(self.scenario, self.plan, out_dir, self.views)
+        return step("write")(self.scenario, self.plan, out_dir, self.views)
 
 
 def analyse(
@@ -87,12 +121,13 @@ def analyse(
     plain plan only), it re-raises schema.errors.Interrupted with `.result` set to that
     plan, checked."""
     say = progress or (lambda stage: None)
-    if serving.wanted(loaded.setup):  # one solve per batch / input length
-        view, sc, p = serving.serve(loaded, system, time_limit_s)
+    wanted = analysis_wanted(loaded.setup)
+    if wanted == "serving":  # one solve per batch / input length
+        view, sc, p = step("serving")(loaded, system, time_limit_s)
         return Result(sc, p, Views(serving=view))
-    if stream.wanted(loaded.setup):  # step grid solved, request stream simulated
+    if wanted == "stream":  # step grid solved, request stream simulated
         say(Stage("solving engine steps and simulating the request stream"))
-        flow, sc, p = stream.run_stream(loaded, system, time_limit_s)
+        flow, sc, p = step("stream")(loaded, system, time_limit_s)
         return Result(sc, p, Views(stream=flow))
     sc = with_cost_model(assemble(loaded, system), cost_model)
     try:
@@ -132,14 +167,15 @@ def run(
         sensitivity = False  # a stream's plan is one of many steps: --what-if asks for it
     if sensitivity is not False:  # None: unless the graph is too large (sensitivity.py)
         say(Stage("what-if: re-solving with each resource x0.5 and x2"))
-        table = what_if_table(result.scenario, result.plan, time_limit_s, sensitivity is True)
+        what_if = step("what_if")
+        table = what_if(result.scenario, result.plan, time_limit_s, sensitivity is True)
         result = replace(result, views=replace(result.views, sensitivity=table))
     say(Stage("writing the report"))
     return _written(result, out)
 
 
 def _written(result: Result, out: str | Path) -> Result:
-    files = write_result_folder(result.scenario, result.plan, out, result.views)
+    files = step("write")(result.scenario, result.plan, out, result.views)
     return replace(result, out=Path(out), files=tuple(files))
 
 

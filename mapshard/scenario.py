@@ -13,7 +13,7 @@ from hardware.system import System
 from schema import setup_pb2
 from schema.dfmodel import native_solver
 from schema.dtypes import precision_name
-from solver.api import chosen_workload
+from solver import api as solver_api
 from solver.options import (
     MAX_PATHS,
     MAX_PRICED,
@@ -51,7 +51,7 @@ class Scenario:
 def plan_workload(scenario: Scenario, plan: Plan) -> Workload:
     """The workload the plan was made for: the scenario's, with the training knobs the
     outer search chose (micro-batch, recompute, ZeRO stage, interleaving) pinned."""
-    return chosen_workload(scenario.workload, plan.training, plan.parallelism)
+    return solver_api.chosen_workload(scenario.workload, plan.training, plan.parallelism)
 
 
 def with_cost_model(scenario: Scenario, cost_model: str | None) -> Scenario:

@@ -1,49 +1,55 @@
 """The solver's public entry points: the application calls these (and solver.plan's records,
 solver.options' option records) and nothing else of the solver's insides; menus, MILPs and
-searches may move, these names stay."""
+searches may move, these names stay.
+
+Each name is looked up on first use (PEP 562 `__getattr__`, from `_API`), not imported with
+this module: the application imports the façade while it is still reading a setup, and the
+search behind it (the planner, its fusion and MILP searches, numpy) or DFModel's model
+family (the comparison of the two models, its HPL process grid) is needed only once a run
+solves, and the latter only for a DFModel input. Callers that want the laziness read the
+names off the module at the point of use (`solver_api.solve_workload(...)`); a
+`from solver.api import name` still works and imports that name's module at once."""
 
 from __future__ import annotations
 
-from solver.compare_models import Term, compare, compare_cost, is_dfmodel_input
-from solver.compare_models import describe as describe_model_differences
-from solver.cost.collectives import hierarchical_time
-from solver.cost.efficiency import (
-    achieved_dram_Bps,
-    dram_efficiency,
-    for_precision,
-    gemm_compute_time,
-    gemm_efficiency,
-)
-from solver.cost.frontier import gemm_frontier
-from solver.cost.latency import config_latency
-from solver.cost.menus import gemm_dims
-from solver.dfmodel.branches import hpl_grid
-from solver.milp.linear import available_solvers, load_backends
-from solver.search.planner import search_workload as solve_workload
-from solver.search.solve_memo import SOLUTIONS
-from solver.search.training_space import chosen_workload
-from solver.verify import verify_plan
+import importlib
 
-__all__ = [
-    "SOLUTIONS",
-    "Term",
-    "achieved_dram_Bps",
-    "available_solvers",
-    "chosen_workload",
-    "compare",
-    "compare_cost",
-    "config_latency",
-    "describe_model_differences",
-    "dram_efficiency",
-    "for_precision",
-    "gemm_compute_time",
-    "gemm_dims",
-    "gemm_efficiency",
-    "gemm_frontier",
-    "hierarchical_time",
-    "hpl_grid",
-    "is_dfmodel_input",
-    "load_backends",
-    "solve_workload",
-    "verify_plan",
-]
+#: public name -> (the module that defines it, its name there)
+_API: dict[str, tuple[str, str]] = {
+    "SOLUTIONS": ("solver.search.solve_memo", "SOLUTIONS"),
+    "Term": ("solver.compare_models", "Term"),
+    "achieved_dram_Bps": ("solver.cost.efficiency", "achieved_dram_Bps"),
+    "available_solvers": ("solver.milp.linear", "available_solvers"),
+    "chosen_workload": ("solver.search.training_space", "chosen_workload"),
+    "compare": ("solver.compare_models", "compare"),
+    "compare_cost": ("solver.compare_models", "compare_cost"),
+    "config_latency": ("solver.cost.latency", "config_latency"),
+    "describe_model_differences": ("solver.compare_models", "describe"),
+    "dram_efficiency": ("solver.cost.efficiency", "dram_efficiency"),
+    "for_precision": ("solver.cost.efficiency", "for_precision"),
+    "gemm_compute_time": ("solver.cost.efficiency", "gemm_compute_time"),
+    "gemm_dims": ("solver.cost.menus", "gemm_dims"),
+    "gemm_efficiency": ("solver.cost.efficiency", "gemm_efficiency"),
+    "gemm_frontier": ("solver.cost.frontier", "gemm_frontier"),
+    "hierarchical_time": ("solver.cost.collectives", "hierarchical_time"),
+    "hpl_grid": ("solver.dfmodel.branches", "hpl_grid"),
+    "is_dfmodel_input": ("solver.dfmodel", "is_dfmodel_input"),
+    "load_backends": ("solver.milp.linear", "load_backends"),
+    "solve_workload": ("solver.search.planner", "search_workload"),
+    "verify_plan": ("solver.verify", "verify_plan"),
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _API:
+        raise AttributeError(f"module 'solver.api' has no attribute {name!r}")
+    module, attribute = _API[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})

@@ -50,11 +50,6 @@ class Term:
         return self.native_s - self.dfmodel_s
 
 
-def is_dfmodel_input(workload: Workload) -> bool:
-    """A workload built from DFModel's kernel variants."""
-    return any(k.dfmodel_type for p in workload.phases for k in p.graph.kernels)
-
-
 def compare(plan: Plan, workload: Workload, system: System, overlap: bool) -> tuple[Term, ...]:
     """The terms where the native plan and DFModel's equations differ, largest first."""
     deg = plan.parallelism

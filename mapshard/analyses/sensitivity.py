@@ -29,7 +29,7 @@ from mapshard import pipeline
 from mapshard.scenario import Scenario, scenario_options, solver_options
 from mapshard.views import Row, Sensitivity
 from schema.errors import InfeasibleError, NoPlanError
-from solver.api import SOLUTIONS
+from solver import api as solver_api
 from solver.plan import Plan
 
 FACTORS = (0.5, 2.0)
@@ -154,11 +154,12 @@ def solutions_kept() -> Iterator[None]:
     """Graph solutions reused between the re-solves when a graph's inner problem is equal
     (solver.search.solve_memo: kernel-by-kernel graphs solved to the end only, so a hit
     is what a fresh solve returns); switched back off afterwards unless it was on."""
-    was_on = SOLUTIONS.enabled
-    SOLUTIONS.enabled = True
+    memo = solver_api.SOLUTIONS
+    was_on = memo.enabled
+    memo.enabled = True
     try:
         yield
     finally:
-        SOLUTIONS.enabled = was_on
+        memo.enabled = was_on
         if not was_on:
-            SOLUTIONS.clear()
+            memo.clear()

@@ -21,12 +21,6 @@ from schema.errors import InfeasibleError, NoPlanError
 from solver.plan import Plan
 
 
-def wanted(setup: setup_pb2.Setup) -> bool:
-    """A serving view is asked for: llm_inference.serving is set."""
-    w = setup.workload
-    return w.WhichOneof("kind") == "llm_inference" and w.llm_inference.HasField("serving")
-
-
 def _point_setup(setup: setup_pb2.Setup, batch: int, input_len: int) -> setup_pb2.Setup:
     s = setup_pb2.Setup()
     s.CopyFrom(setup)

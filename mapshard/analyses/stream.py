@@ -50,11 +50,6 @@ def host_launch_beyond_chip_s(settings: dict, system: System) -> float:
     return max(settings["kernel_launch_us"] - chip_us, 0.0) * 1e-6
 
 
-def wanted(setup: setup_pb2.Setup) -> bool:
-    w = setup.workload
-    return w.WhichOneof("kind") == "llm_inference" and w.llm_inference.HasField("stream")
-
-
 def _mix(mix: setup_pb2.LengthMix, given: bool, default: int, n: int, rng) -> np.ndarray:  # noqa: ANN001
     if not given or mix.tokens:
         return np.full(n, mix.tokens if given else default, dtype=np.int64)

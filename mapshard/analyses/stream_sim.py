@@ -20,11 +20,12 @@ Everything is deterministic: the requests (lengths, arrival times) are inputs.
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from types import ModuleType
 
 # (decode sequences, mean KV length they attend to, prefill tokens) -> step seconds
 StepCost = Callable[[int, float, int], float]
@@ -169,4 +170,12 @@ def _stats(
 
 def percentiles(values: Sequence[float]) -> tuple[float, ...]:
     """p50/p90/p99 with linear interpolation between order statistics (numpy's default)."""
+    np = _numpy()
     return tuple(float(np.percentile(np.asarray(values, dtype=float), q)) for q in PERCENTILES)
+
+
+@functools.cache
+def _numpy() -> ModuleType:
+    """numpy, imported when a stream's percentiles are first taken, not with this module:
+    the views and the reports read PERCENTILES from here on every run, streams or not."""
+    return importlib.import_module("numpy")

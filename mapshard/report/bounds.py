@@ -19,7 +19,7 @@ from generator.graph import Kernel, OperandRole, Workload
 from hardware.system import System
 from mapshard.fmt import fmt_bytes, fmt_si, fmt_time, num
 from mapshard.report.plots import frontier_svg
-from solver.api import gemm_dims, gemm_frontier
+from solver import api as solver_api
 from solver.plan import KernelPlan
 
 BOUNDS_COLUMNS = (
@@ -46,7 +46,7 @@ def workload_gemms(
     gemms = []
     for phase in workload.phases:
         for k in phase.graph.kernels:
-            dims = gemm_dims(k)
+            dims = solver_api.gemm_dims(k)
             if dims is None or (kernel and k.name != kernel):
                 continue
             gemms.append((f"{phase.name}/{k.name}", *dims))
@@ -59,7 +59,7 @@ def frontier_points(
     """(buffer bytes, DRAM bytes, FLOP per DRAM byte, family, Tm, Tn), buffer ascending."""
     flop = 2.0 * m * k * n
     out = []
-    for p in gemm_frontier(int(m), int(k), int(n)):
+    for p in solver_api.gemm_frontier(int(m), int(k), int(n)):
         traffic = p.traffic * bytes_per_element
         out.append(
             (p.buffer * bytes_per_element, traffic, flop / traffic, p.family, p.tile_m, p.tile_n)

@@ -20,7 +20,7 @@ from google.protobuf import text_format
 from mapshard.scenario import Scenario, execution_options
 from schema import setup_pb2
 from schema.dfmodel_spelling import DFMODEL_VARIANTS
-from solver.api import hpl_grid as grid_of
+from solver import api as solver_api
 from solver.plan import KernelPlan, Plan
 
 FILE_NAME = "dse_final.txt"
@@ -232,7 +232,7 @@ def topological_numbers(graph: setup_pb2.DataflowGraph) -> dict[int, int]:
 def hpl_grid(scenario: Scenario, options) -> tuple[int, int] | None:
     """DFModel's HPL process grid (X, Y) of the topology (solver/dfmodel/branches)."""
     per_copy = scenario.system.num_chips // max(options.dfmodel.num_copy, 1)
-    return grid_of(scenario.system, per_copy)
+    return solver_api.hpl_grid(scenario.system, per_copy)
 
 
 def _grid_sizes(body, grid: tuple[int, int]) -> None:

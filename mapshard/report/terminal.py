@@ -19,7 +19,7 @@ from mapshard.report.totals import (
     step_terms,
 )
 from mapshard.views import HEADER, Sensitivity, Serving, StreamView, Views
-from solver.api import Term, describe_model_differences
+from solver import api as solver_api
 from solver.plan import Plan
 
 MAX_CONFIG_ROWS = 12  # per phase
@@ -201,7 +201,8 @@ def config_table(plan: Plan) -> list[str]:
 
 def difference_lines(plan: Plan) -> list[str]:
     """The native-vs-DFModel terms (Plan.model_differences), one sentence each."""
-    lines = describe_model_differences(tuple(Term(*row) for row in plan.model_differences))
+    terms = tuple(solver_api.Term(*row) for row in plan.model_differences)
+    lines = solver_api.describe_model_differences(terms)
     labels = {"system_cost": ("System Cost", fmt_money), "system_power_W": ("System Power", _watts)}
     for name, a, b in plan.cost_differences:
         label, show = labels.get(name, (name, sig))

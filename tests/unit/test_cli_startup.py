@@ -1,18 +1,24 @@
 """Start-up cost (issue #39): `import mapshard.cli` and `import mapshard` load neither the
 pipeline nor the solver; each subcommand's module is named in mapshard.cli.COMMANDS and
-imported when that command runs; the `mapshard.solve` API still resolves on first use."""
+imported when that command runs; the `mapshard.solve` API still resolves on first use.
+`import mapshard.run` loads the pipeline's stages but not what only some runs use (the
+dispatch tables mapshard.run.STEPS, generator.build.FAMILIES, solver.api._API and
+solver.dfmodel's entry point resolve those when first used)."""
 
 from __future__ import annotations
 
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import mapshard
 from mapshard import api, cli
 
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT = ROOT / "scenarios" / "llama31_8b_decode_h100"
 HEAVY = ("mapshard.api", "mapshard.pipeline", "mapshard.commands", "solver", "numpy")
 
 
@@ -42,3 +48,72 @@ def test_the_api_resolves_on_first_use() -> None:
     assert set(mapshard.__all__) <= set(dir(mapshard))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         mapshard.nope  # noqa: B018
+
+
+#: modules a default run (`./run.sh`: one LLM decode step, native cost model, no serving
+#: or stream analysis) never needs, so `import mapshard.run` must not load them: DFModel's
+#: model family and its comparison, the analyses a setup asks for, the other generator
+#: families, the result folder's writers and the search itself (loaded when a run solves)
+NOT_AT_RUN_IMPORT = (
+    "solver.dfmodel.plan",
+    "solver.dfmodel.model",
+    "solver.compare_models",
+    "solver.search.planner",
+    "mapshard.analyses.serving",
+    "mapshard.analyses.stream",
+    "mapshard.analyses.sensitivity",
+    "mapshard.report.write",
+    "mapshard.report.html",
+    "mapshard.report.trace",
+    "generator.llm_inference",
+    "generator.llm_training",
+    "generator.dlrm",
+    "generator.hpl",
+    "generator.fft",
+    "generator.gemm",
+    "generator.dfmodel_gpt",
+    "numpy",
+)
+
+
+#: of those, what the whole default run never loads (DFModel's family is asked for by a
+#: DFModel input or --cost-model dfmodel only)
+NOT_IN_A_DEFAULT_RUN = (
+    "solver.dfmodel.plan",
+    "solver.dfmodel.model",
+    "solver.compare_models",
+    "mapshard.analyses.serving",
+    "mapshard.analyses.stream",
+    "generator.llm_training",
+    "generator.dlrm",
+    "generator.dfmodel_gpt",
+)
+
+
+def test_importing_the_run_loads_only_what_a_default_run_needs_first() -> None:
+    loaded = _loaded_after("import mapshard.run")
+    assert "mapshard.pipeline" in loaded  # the stages are imported, their uses are not
+    assert not loaded & set(NOT_AT_RUN_IMPORT)
+
+
+def test_a_default_run_never_loads_the_dfmodel_family(tmp_path: Path) -> None:
+    """The whole default run (cli -> solve -> what-if -> write) in one child process."""
+    out = tmp_path / "out"
+    statement = (
+        "from mapshard.cli import main\n"
+        f"assert main(['run', {str(DEFAULT)!r}, '--out', {str(out)!r}, '--quiet']) == 0"
+    )
+    loaded = _loaded_after(statement)
+    assert "solver.search.planner" in loaded and "mapshard.report.write" in loaded
+    assert not loaded & set(NOT_IN_A_DEFAULT_RUN)
+
+
+@pytest.mark.parametrize(
+    ("table", "entries"),
+    [("mapshard.run", "STEPS"), ("generator.build", "FAMILIES"), ("solver.api", "_API")],
+)
+def test_every_deferred_name_resolves(table: str, entries: str) -> None:
+    """Each (module, name) a dispatch table names exists, so a typo fails here rather than
+    in the one run that asks for it."""
+    for module, name in getattr(importlib.import_module(table), entries).values():
+        assert hasattr(importlib.import_module(module), name), f"{module}.{name}"
