@@ -203,11 +203,11 @@ def split_dram(
         step = evaluate({n: pt.sol.objective_s for n, pt in tops.items()}, stored, weights)
         bounds = {n: pt.sol.bound_s for n, pt in tops.items()}
         bound = evaluate(bounds, None, None) if all(v > 0 for v in bounds.values()) else 0.0
-        if _storage_is_free(layout, tops, evaluate) or step <= bound * (1 + tol):
+        if _storage_is_free(layout, tops, evaluate) or _within(step, bound, tol):
             return Split(dict(tops), step, bound, True, 0, stored, weights)
     frontiers = {name: [pt] for name, pt in tops.items()}
     best, lower = _search(layout, frontiers, evaluate)
-    while best is None or lower is None or best[0] > lower[0] * (1 + tol):
+    while best is None or lower is None or not _within(best[0], lower[0], tol):
         name = _to_descend(layout, frontiers, lower)
         if name is None or valve():
             break
@@ -223,9 +223,15 @@ def split_dram(
     if best is None:  # no combination fits: the caller reports the DRAM reason
         found = {n: min(pt.stored for pt in f) for n, f in frontiers.items()}
         return Split({}, math.inf, bound, False, solves, layout.stored_per_chip(found))
-    proven = best[0] <= bound * (1 + tol)
+    proven = _within(best[0], bound, tol)
     chosen = {n: pt for n, (pt, _) in best[2].items()}
     return Split(chosen, best[0], min(bound, best[0]), proven, solves, best[1], best[3])
+
+
+def _within(step: float, bound: float, tol: float) -> bool:
+    """The step is within the relative gap `tol` of the bound, as SolveStats.gap counts it
+    (of the step: solver.search.ledger.gap_of)."""
+    return step - bound <= tol * step
 
 
 def _storage_is_free(layout: Layout, tops: dict[str, Point], evaluate: Evaluate) -> bool:
