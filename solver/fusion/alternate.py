@@ -138,7 +138,11 @@ def _greedy_plan(problem: MappingProblem, root: float, stats: SearchStats) -> Gr
     return GraphSolution(configs, choice, latency_s, root, "time_limit", stats)
 
 
-def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStats) -> GraphSolution:
+def alternate(
+    problem: MappingProblem, options: SolverOptions, stats: SearchStats, prove: bool = True
+) -> GraphSolution:
+    """`prove`: False returns the alternation's plan at the root bound without the proof
+    search (`stats.proof_deferred`): the caller bounds it another way first."""
     deadline = deadline_of(options)
     start = _first_plan(problem, options, stats, deadline)
     if start is None:
@@ -191,6 +195,9 @@ def alternate(problem: MappingProblem, options: SolverOptions, stats: SearchStat
         stats.stop = "time_limit"
         if not math.isfinite(best.objective_s):
             return GraphSolution((), (), math.inf, root, "time_limit", stats)
+        return with_bound(best, root, stats, options.gap)
+    if not prove and math.isfinite(best.objective_s):
+        stats.proof_deferred = True
         return with_bound(best, root, stats, options.gap)
     # Prove: the exact search over all shardings, seeded with the incumbent.
     seed = best if math.isfinite(best.objective_s) else None

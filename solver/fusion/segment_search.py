@@ -59,6 +59,9 @@ class SearchStats:
     # time.process_time() when the search first held a plan (inf: none yet); reported in
     # timing.json, never read by the search
     first_plan_at: float = math.inf
+    # the large-graph search returned its alternation's plan unproven, as asked
+    # (alternate's `prove`): the caller runs the proof when its own bound falls short
+    proof_deferred: bool = False
 
     def saw_plan(self, objective_s: float) -> None:
         """Note the CPU time of the first plan (a finite objective)."""

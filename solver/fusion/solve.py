@@ -39,17 +39,44 @@ ORDERS = 3  # topological orders tried when the ideal lattice is too large
 
 def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
     """The graph's mapping; where DATAFLOW GEMM menus were sampled, with its gap over every
-    tile (solver.fusion.tile_refine)."""
+    tile (solver.fusion.tile_refine). There the large-graph search's own proof over the
+    sampled menus waits for the bound over every tile: that bound is the one reported, and
+    when it already meets the alternation's plan the sampled proof would add nothing; when
+    it does not, the sampled proof runs after it and may find a better plan."""
     deadline = deadline_of(options)
-    sol = _solve(problem, options)
-    if problem.dataflow and any(m.live_groups for m in problem.kernels):
-        rounds = options.tile_refinements
-        return tile_refine.refine(problem, sol, options, _solve, deadline, rounds)
-    return sol
+    if not (problem.dataflow and any(m.live_groups for m in problem.kernels)):
+        return _solve(problem, options)
+    sol = _solve(problem, options, prove=False)
+    rounds = options.tile_refinements
+    refined = tile_refine.refine(problem, sol, options, _solve, deadline, rounds)
+    if refined.status == "optimal" or not sol.stats.proof_deferred or past(deadline):
+        return refined
+    proven = _solve(problem, until_deadline(options, deadline))
+    return _with_sampled_proof(refined, proven, options.gap)
 
 
-def _solve(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
-    return _valve_fallback(problem, _exact_objective(problem, _search(problem, options)))
+def _with_sampled_proof(refined: GraphSolution, proven: GraphSolution, gap: float) -> GraphSolution:
+    """The better of the refined plan and the sampled proof's, at the bound over every tile
+    (the refinement's: the sampled proof's own holds over the sampled menus only)."""
+    stats = replace(refined.stats, notes=list(refined.stats.notes))
+    stats.milps += proven.stats.milps
+    best = refined
+    if proven.objective_s < refined.objective_s:
+        best = replace(proven, problem=None)  # its option indices are the problem's own
+    bound = min(refined.bound_s, best.objective_s)
+    status = refined.status
+    if tile_refine.closed(best.objective_s, bound, gap):
+        status, stats.stop = "optimal", ""
+    elif proven.stats.stop:  # a budget (or the valve) cut the sampled proof short: said first
+        stats.stop = proven.stats.stop
+    return replace(best, bound_s=bound, status=status, stats=stats)
+
+
+def _solve(problem: MappingProblem, options: SolverOptions, prove: bool = True) -> GraphSolution:
+    """`prove`: False lets a large graph's search return its alternation's plan at the root
+    bound, its proof deferred to the caller (solve_graph)."""
+    sol = _search(problem, options, prove)
+    return _valve_fallback(problem, _exact_objective(problem, sol))
 
 
 def _valve_fallback(problem: MappingProblem, sol: GraphSolution) -> GraphSolution:
@@ -79,7 +106,7 @@ def _exact_objective(problem: MappingProblem, sol: GraphSolution) -> GraphSoluti
     return replace(sol, objective_s=exact, bound_s=min(sol.bound_s, exact))
 
 
-def _search(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
+def _search(problem: MappingProblem, options: SolverOptions, prove: bool) -> GraphSolution:
     stats = SearchStats()
     n = len(problem.kernels)
     if not problem.dataflow or n == 1:
@@ -102,7 +129,7 @@ def _search(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
         stats.add(r)
         return GraphSolution(configs, r.choice, r.objective_s, r.bound_s, r.status, stats)
     if is_chain_order(problem):
-        return _one_order(problem, options, stats)
+        return _one_order(problem, options, stats, prove)
     if _small(problem):
         ideals = enumerate_ideals(problem, IDEAL_LIMIT)
         if ideals is not None:
@@ -115,18 +142,20 @@ def _search(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
         return _over_orders(problem, options, stats, ORDERS)
     stats.space = ONE_ORDER
     order = demand_order(problem)
-    sol = _one_order(permuted(problem, order), options, stats)
+    sol = _one_order(permuted(problem, order), options, stats, prove)
     return _in_problem_order(sol, order)
 
 
-def _one_order(problem: MappingProblem, options: SolverOptions, stats: SearchStats):
+def _one_order(
+    problem: MappingProblem, options: SolverOptions, stats: SearchStats, prove: bool = True
+) -> GraphSolution:
     if large.applies(problem):
         sol = large.solve_large_chain(problem, options, stats, deadline_of(options))
         if sol is not None:
             return sol
     if _small(problem):
         return segment_search(problem, options, stats, deadline=deadline_of(options))
-    return alternate(problem, options, stats)
+    return alternate(problem, options, stats, prove)
 
 
 EXACT_KERNELS = 20  # beyond, with several shardings, one order (a 22-kernel DAG took minutes)

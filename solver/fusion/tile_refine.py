@@ -220,7 +220,7 @@ def refine(
             plan = _as_plan(relaxed, r, extended)
             if plan is not None and plan.objective_s < best.objective_s:
                 best, best_problem = plan, (extended if added else None)
-        if _closed(best.objective_s, bound, options.gap) or not leaning:
+        if closed(best.objective_s, bound, options.gap) or not leaning:
             break
         if stalled:  # cutting what the last plan leaned on did not raise the bound
             stop = STALLED
@@ -232,7 +232,7 @@ def refine(
             searched = len(added)
             if s.objective_s < best.objective_s:
                 best, best_problem = s, extended
-            if _closed(best.objective_s, bound, options.gap):
+            if closed(best.objective_s, bound, options.gap):
                 break
         if round_ == rounds:
             break
@@ -243,7 +243,7 @@ def refine(
     cut = f"{len(added)} tile{'s' * (len(added) != 1)} cut out"
     stats.notes.append(f"bound over every tile (sampled menus, {cut}): {bound:.6g} s")
     status = best.status
-    if _closed(best.objective_s, bound, options.gap):
+    if closed(best.objective_s, bound, options.gap):
         status, stats.stop = "optimal", ""
     elif math.isfinite(best.objective_s):
         status = "time_limit"
@@ -260,7 +260,7 @@ def _root_bound(relaxed: MappingProblem, sol: GraphSolution) -> float:
     return 0.0
 
 
-def _closed(objective_s: float, bound_s: float, gap: float) -> bool:
+def closed(objective_s: float, bound_s: float, gap: float) -> bool:
     """The plan is within the relative gap of the bound (both over every tile)."""
     if not math.isfinite(objective_s):
         return False

@@ -120,7 +120,7 @@ def test_the_first_plan_has_the_fewest_configurations_for_its_options(seed: int,
 
 
 def _stopped(stop: str):
-    def search(problem: MappingProblem, options: SolverOptions) -> GraphSolution:
+    def search(problem: MappingProblem, options: SolverOptions, prove: bool) -> GraphSolution:
         return GraphSolution((), (), math.inf, 0.0, "time_limit", SearchStats(stop=stop))
 
     return search
