@@ -60,7 +60,7 @@ def fixed_sharding_prices(problem: MappingProblem, deadline: float = math.inf) -
     for i in range(n):
         if time.perf_counter() > deadline:
             return None
-        if not pricer.row(i, n, prices[i]):
+        if not pricer.row(i, n, prices[i], deadline=deadline):
             return None
     return prices
 
@@ -103,7 +103,8 @@ def _periodic_rows(
                 saved = {j + p: st.shifted(p) for j, st in states[src].items() if j <= u}
                 resume = states[src][u].shifted(p)
             del states[src]
-        if not pricer.row(i, n, prices[i], resume=resume, keep=keep, saved=saved):
+        row = pricer.row(i, n, prices[i], resume=resume, keep=keep, saved=saved, deadline=deadline)
+        if not row:
             return False
         states[i] = saved
     return True
