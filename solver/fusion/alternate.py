@@ -199,7 +199,18 @@ def alternate(
     if not prove and math.isfinite(best.objective_s):
         stats.proof_deferred = True
         return with_bound(best, root, stats, options.gap)
-    # Prove: the exact search over all shardings, seeded with the incumbent.
+    return prove_plan(problem, best, options, stats, deadline)
+
+
+def prove_plan(
+    problem: MappingProblem,
+    best: GraphSolution,
+    options: SolverOptions,
+    stats: SearchStats,
+    deadline: float,
+) -> GraphSolution:
+    """The exact search over all shardings, seeded with the incumbent `best` (no plan:
+    inf objective): the better plan, with the bound it proves."""
     seed = best if math.isfinite(best.objective_s) else None
     proven = segment_search(problem, options, stats, incumbent_solution=seed, deadline=deadline)
     if proven.objective_s < best.objective_s:

@@ -14,7 +14,7 @@ from schema.errors import SetupError
 from solver.check import mapping_cost
 from solver.cost.problem import MappingProblem
 from solver.fusion import large, tile_refine
-from solver.fusion.alternate import alternate
+from solver.fusion.alternate import alternate, prove_plan
 from solver.fusion.first_plan import NOTE as FIRST_PLAN_NOTE
 from solver.fusion.first_plan import first_plan
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch
@@ -51,8 +51,21 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
     refined = tile_refine.refine(problem, sol, options, _solve, deadline, rounds)
     if refined.status == "optimal" or not sol.stats.proof_deferred or past(deadline):
         return refined
-    proven = _solve(problem, until_deadline(options, deadline))
+    proven = _deferred_proof(problem, sol, until_deadline(options, deadline))
     return _with_sampled_proof(refined, proven, options.gap)
+
+
+def _deferred_proof(
+    problem: MappingProblem, sol: GraphSolution, options: SolverOptions
+) -> GraphSolution:
+    """The proof the alternation deferred (alternate's `prove`), seeded with its plan, over
+    the order it ran in: the problem's own on a chain, else the demand order (_search)."""
+    n = len(problem.kernels)
+    order = list(range(n)) if is_chain_order(problem) else demand_order(problem)
+    stats = SearchStats(space=sol.stats.space)  # the proof's own work (counted on top)
+    seed = _in_order(sol, order)
+    proven = prove_plan(permuted(problem, order), seed, options, stats, deadline_of(options))
+    return _exact_objective(problem, _in_problem_order(proven, order))
 
 
 def _with_sampled_proof(refined: GraphSolution, proven: GraphSolution, gap: float) -> GraphSolution:
@@ -216,6 +229,16 @@ def _in_problem_order(sol: GraphSolution, order: list[int]) -> GraphSolution:
     for p, o in enumerate(sol.choice):
         choice[order[p]] = o
     return replace(sol, configs=configs, choice=tuple(choice))
+
+
+def _in_order(sol: GraphSolution, order: list[int]) -> GraphSolution:
+    """A solution in the problem's own kernel indices as one of `permuted(problem, order)`
+    (the inverse of _in_problem_order)."""
+    if not sol.configs:
+        return sol
+    pos = {k: p for p, k in enumerate(order)}
+    configs = tuple(tuple(sorted(pos[k] for k in c)) for c in sol.configs)
+    return replace(sol, configs=configs, choice=tuple(sol.choice[k] for k in order))
 
 
 def _over_orders(

@@ -44,3 +44,17 @@ def test_random_dags_give_topological_permutations() -> None:
                 last = max(pos[a] for a in producers)
                 between = order[last + 1 : pos[k]]
                 assert all(not any(a == j for a, _ in pairs) for j in between)
+
+
+def test_a_plan_moves_to_a_kernel_order_and_back_unchanged() -> None:
+    """solve._in_order (the deferred proof's seed in the order it searches) undoes
+    _in_problem_order: kernel k at position p of the order, by hand on 4 kernels."""
+    from solver.fusion.segment_search import GraphSolution, SearchStats
+    from solver.fusion.solve import _in_order, _in_problem_order
+
+    order = [2, 0, 3, 1]  # position p holds kernel order[p]
+    sol = GraphSolution(((0, 2), (1, 3)), (5, 6, 7, 8), 1.0, 0.5, "optimal", SearchStats())
+    moved = _in_order(sol, order)
+    # kernel 0 is at position 1, kernel 2 at 0, kernel 1 at 3, kernel 3 at 2
+    assert moved.configs == ((0, 1), (2, 3)) and moved.choice == (7, 5, 8, 6)
+    assert _in_problem_order(moved, order) == sol
