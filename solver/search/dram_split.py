@@ -52,6 +52,9 @@ from solver.cost.weights import StepWeights, floor_weights, step_weights, stored
 from solver.fusion.segment_search import GraphSolution
 from solver.search import stages
 
+# parameter caps, as shares of the way from a graph's least storage to its top plan's, at
+# which the top's configurations are re-solved (refit) before any solve down its frontier
+REFIT_SHARES = (0.75, 0.5, 0.25, 0.0)
 MAX_FRONTIER_SOLVES = 8  # descending solves per graph before the least-storage solve
 STOP = "memory_split"  # SolveStats.stop_reason when the split is not proven optimal
 BELOW = 1e-6  # a cap this far (relative) below the last optimum's storage
@@ -61,6 +64,9 @@ Solve = Callable[[Phase, float], tuple[MappingProblem, GraphSolution]]
 # (latency by phase name, parameters stored per chip; None: the least any mapping stores,
 # step weights per chip; None: the least) -> step latency (s)
 Evaluate = Callable[[dict[str, float], float | None, StepWeights | None], float]
+# (graph, its top point, a parameter cap) -> the top's configurations re-solved under the
+# cap (a plan, its bound the top's: the optimum under a lower cap is no faster), or None
+Refit = Callable[[str, "Point", float], "Point | None"]
 # an enumeration's least (step, parameters per chip, payload by phase name, step weights)
 _Best = tuple[float, float, dict, StepWeights]
 # (problem, option per kernel) of every graph's plan, by phase name -> bytes per chip its
@@ -190,11 +196,16 @@ def split_dram(
     evaluate: Evaluate,
     rel_gap: float = 0.0,
     valve: Callable[[], bool] = lambda: False,
+    refit: Refit | None = None,
 ) -> Split:
     """The split of the module docstring, from every graph's `top` point (each with a plan);
     `rel_gap`: the relative gap the search is asked to prove (SolverOptions.gap), which the
     split stops at as the graphs' MILPs do; `valve`: True once the wall-clock valve has
-    tripped, after which no graph is solved again (the split is then not proven)."""
+    tripped, after which no graph is solved again (the split is then not proven); `refit`:
+    a graph's top plan re-solved under lower parameter caps (REFIT_SHARES) with its
+    configurations kept (one MILP each: plans and no bound), tried once per graph before
+    its first solve down the frontier: a top that only stored more than it needed then
+    costs no graph search."""
     top_stored = {name: pt.stored for name, pt in tops.items()}
     tol = max(rel_gap, 1e-9)
     if layout.fits(top_stored, tops):
@@ -206,18 +217,26 @@ def split_dram(
         if _storage_is_free(layout, tops, evaluate) or _within(step, bound, tol):
             return Split(dict(tops), step, bound, True, 0, stored, weights)
     frontiers = {name: [pt] for name, pt in tops.items()}
-    best, lower = _search(layout, frontiers, evaluate)
+    plans: dict[str, list[Point]] = {name: [] for name in tops}  # refits: plans only
+    refitted: set[str] = set()
+    best, lower = _search(layout, frontiers, evaluate, plans)
     while best is None or lower is None or not _within(best[0], lower[0], tol):
         name = _to_descend(layout, frontiers, lower)
         if name is None or valve():
             break
+        if refit is not None and name not in refitted:
+            refitted.add(name)
+            plans[name] = _refits(refit, name, frontiers[name][0], layout.least[name], tol)
+            if plans[name]:
+                best, lower = _search(layout, frontiers, evaluate, plans)
+                continue
         _descend(layout, frontiers[name], name, solve)
-        best, lower = _search(layout, frontiers, evaluate)
+        best, lower = _search(layout, frontiers, evaluate, plans)
     if best is None and not valve():  # a plan of every graph at its least storage, if any
         for name, points in frontiers.items():
             while _next_cap(points, layout.least[name]) is not None:
                 _descend(layout, points, name, solve, layout.least[name])
-        best, lower = _search(layout, frontiers, evaluate)
+        best, lower = _search(layout, frontiers, evaluate, plans)
     bound = lower[0] if lower is not None else math.inf
     solves = sum(len(f) - 1 for f in frontiers.values())
     if best is None:  # no combination fits: the caller reports the DRAM reason
@@ -226,6 +245,21 @@ def split_dram(
     proven = _within(best[0], bound, tol)
     chosen = {n: pt for n, (pt, _) in best[2].items()}
     return Split(chosen, best[0], min(bound, best[0]), proven, solves, best[1], best[3])
+
+
+def _refits(refit: Refit, name: str, top: Point, least: float, tol: float) -> list[Point]:
+    """The top's plan refitted at caps falling from near its storage towards the least
+    (REFIT_SHARES), until one has no plan or runs more than `tol` slower than the top (a
+    lower cap is no faster)."""
+    out: list[Point] = []
+    for share in sorted(REFIT_SHARES, reverse=True):
+        pt = refit(name, top, least + share * (top.stored - least))
+        if pt is None:
+            break
+        out.append(pt)
+        if pt.sol.objective_s > top.sol.objective_s * (1 + tol):
+            break
+    return out
 
 
 def _within(step: float, bound: float, tol: float) -> bool:
@@ -258,13 +292,17 @@ def _storage_is_free(layout: Layout, tops: dict[str, Point], evaluate: Evaluate)
 
 
 def _search(
-    layout: Layout, frontiers: dict[str, list[Point]], evaluate: Evaluate
+    layout: Layout,
+    frontiers: dict[str, list[Point]],
+    evaluate: Evaluate,
+    plans: dict[str, list[Point]],
 ) -> tuple[_Best | None, _Best | None]:
-    """The best split over the plans found, and the bound over the pairs no plan beats."""
+    """The best split over the plans found (the frontiers' and the refits' `plans`), and
+    the bound over the pairs no plan beats (the frontiers' solves only)."""
     actual = {
         n: [
             (pt.sol.objective_s, pt.stored, (pt, False), pt.weights)
-            for pt in f
+            for pt in (*f, *plans[n])
             if math.isfinite(pt.stored)
         ]
         for n, f in frontiers.items()

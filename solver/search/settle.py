@@ -16,9 +16,11 @@ from functools import partial
 
 from generator.graph import Phase, Workload
 from hardware.system import System
+from solver.check import mapping_cost
 from solver.cost.problem import MappingProblem
 from solver.cost.weights import StepWeights, WeightRule, least_stored, stored_params
 from solver.fusion.segment_search import GraphSolution
+from solver.milp.model import solve_configurations
 from solver.options import VALVE_STOP, ExecutionOptions, SolverOptions, past
 from solver.plan import MemoryUse
 from solver.search import dram_split, footprint, infeasible, stages, training_space
@@ -206,6 +208,9 @@ class Settler:
         def solve(phase: Phase, cap: float) -> tuple[MappingProblem, GraphSolution]:
             return self.solve_at(phase, choice, rule, micro_batches, problems[phase.name], cap)
 
+        def refit(name: str, top: dram_split.Point, cap: float) -> dram_split.Point | None:
+            return self.refit(top, cap, cap * rule.bytes_per_param)
+
         tops: dict[str, dram_split.Point] = {}
         latency: dict[str, float] = {}
         bounds: dict[str, float] = {}
@@ -231,7 +236,7 @@ class Settler:
             hidden = self.execution.comm_hidden_share
             bound = bound_of(workload, choice, bounds, self.system, hidden)
             return _Phases(latency=latency, bound=bound, no_plan=no_plan_reason(stop))
-        return self.split(candidate, layout, tops, solve)
+        return self.split(candidate, layout, tops, solve, refit)
 
     def split(
         self,
@@ -239,6 +244,7 @@ class Settler:
         layout: dram_split.Layout,
         tops: dict[str, dram_split.Point],
         solve: dram_split.Solve,
+        refit: dram_split.Refit,
     ) -> _Phases:
         """The graphs' DRAM split (solver.search.dram_split) as the candidate's phases; a
         split not proven optimal is recorded as a search stopped short of a proof."""
@@ -252,7 +258,8 @@ class Settler:
         limit_s = self.options.time_limit_s
         deadline = self.t0 + limit_s if limit_s > 0 else math.inf
         valve = partial(past, deadline)
-        split = dram_split.split_dram(layout, tops, solve, evaluate, self.options.gap, valve)
+        gap = self.options.gap
+        split = dram_split.split_dram(layout, tops, solve, evaluate, gap, valve, refit)
         if valve() and not split.proven:  # the valve, not the split's solves, stopped it
             self.ledger.stops.append(VALVE_STOP)
         if not split.chosen:  # no plans of the graphs fit together
@@ -287,6 +294,22 @@ class Settler:
             None,
             _Memory(use, total, split.weights_per_chip),
         )
+
+    def refit(self, top: dram_split.Point, cap: float, budget: float) -> dram_split.Point | None:
+        """The top plan's configurations re-solved with `budget` bytes of weights per graph
+        instance (`cap` parameters): one MILP over its options (dram_split's refit)."""
+        problem = replace(top.problem, resident_budget_bytes=budget)
+        configs = top.sol.configs
+        r = solve_configurations(problem, configs, self.options.remaining(self.t0))
+        self.ledger.milps += 1
+        if not r.choice or not math.isfinite(r.objective_s):
+            return None
+        latency, _ = mapping_cost(problem, configs, r.choice)  # the plan's own price
+        if not math.isfinite(latency):
+            return None
+        bound = min(top.sol.bound_s, latency)
+        sol = replace(top.sol, choice=r.choice, objective_s=latency, bound_s=bound, problem=None)
+        return dram_split.point(cap, problem, sol)
 
     def solve_at(
         self,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -157,6 +158,7 @@ def test_a_split_not_proven_says_so_and_bounds_the_optimum(monkeypatch):
     assert _solve(workload, dram).stats.status == "optimal"
     assert _solve(workload, dram).latency_s == pytest.approx(best, rel=1e-9)
     monkeypatch.setattr(dram_split, "MAX_FRONTIER_SOLVES", 0)
+    monkeypatch.setattr(dram_split, "REFIT_SHARES", ())  # no refit plans either
     plan = _solve(workload, dram)
     assert plan.latency_s == pytest.approx(2 * 7.168e-8 + 6.7584e-7, rel=1e-9)
     assert plan.stats.status == "time_limit" and plan.stats.stop_reason == "memory_split"
@@ -243,7 +245,9 @@ def _random_split(seed: int) -> tuple[dram_split.Split, float]:
     return split, best
 
 
-def _one_graph_split(monkeypatch, tol: float, least_extra: float, valve=lambda: False):
+def _one_graph_split(
+    monkeypatch, tol: float, least_extra: float, valve=lambda: False, refit: bool = False
+):
     """One graph whose MILP proves its plans within 0.6 tol of their bounds (tol: the gap
     asked): the top plan stores 30 parameters at latency 1, the least-storage plan 10 at
     1 + least_extra * tol; the step charges the storage above the least, 0.6 tol of the
@@ -271,7 +275,18 @@ def _one_graph_split(monkeypatch, tol: float, least_extra: float, valve=lambda: 
     top = dram_split.point(layout.top_cap(phase), *solve(phase, layout.top_cap(phase)))
     assert top.stored == 30
     solved.clear()
-    return dram_split.split_dram(layout, {"g": top}, solve, evaluate, tol, valve), solved
+    refits: list[float] = []
+
+    def refitted(name, point, cap):  # the top's configurations under the cap: the 10-param plan
+        refits.append(cap)
+        problem, sol = solve(phase, cap)
+        solved.pop()  # a refit is not a graph search
+        return dram_split.point(cap, problem, replace(sol, bound_s=point.sol.bound_s))
+
+    split = dram_split.split_dram(
+        layout, {"g": top}, solve, evaluate, tol, valve, refitted if refit else None
+    )
+    return split, solved + [("refit", c) for c in refits]
 
 
 @pytest.mark.parametrize("least_extra", [0.1, 0.9])
@@ -298,3 +313,18 @@ def test_past_the_valve_the_split_solves_nothing_more(monkeypatch):
     split, solved = _one_graph_split(monkeypatch, tol, 0.1, valve=lambda: True)
     assert solved == [] and split.solves == 0
     assert not split.proven and split.latency_s == pytest.approx(1 + 0.6 * tol, rel=1e-12)
+
+
+def test_a_refit_of_the_top_plan_spares_the_graph_search(monkeypatch):
+    """The split above with a refit: the top's configurations re-solved at caps falling
+    from 3/4 of the way from the least storage (10) to the top's (30) down to the least:
+    25, 20, 15, 10, each the 10-parameter plan at 1 + 0.1 tol (within tol of the top's
+    latency, so the next cap is tried), its bound the top's, 1 - 0.6 tol. The bound is
+    then evaluate at the least storage, 1 - 0.6 tol, the best 1 + 0.1 tol: within tol
+    (0.7 tol / (1 + 0.1 tol)) with no graph solved below the top."""
+    tol = 1e-3
+    split, calls = _one_graph_split(monkeypatch, tol, 0.1, refit=True)
+    assert calls == [("refit", c) for c in (25.0, 20.0, 15.0, 10.0)]
+    assert split.solves == 0 and split.proven
+    assert split.latency_s == pytest.approx(1 + 0.1 * tol, rel=1e-12)
+    assert split.bound_s == pytest.approx(1 - 0.6 * tol, rel=1e-12)
