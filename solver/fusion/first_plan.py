@@ -104,6 +104,9 @@ class _Facts:
             for k, menu in enumerate(problem.kernels)
         ]
         self.held = [_held(problem, k) for k in range(len(problem.kernels))]
+        self.sharding = [
+            [menu.sharding_index(o) for o in range(len(menu.options))] for menu in problem.kernels
+        ]
         self.leanest = tuple(_leanest(problem, self, k) for k in range(len(problem.kernels)))
         # the option holding the least SRAM fused, then the fastest (weights not counted)
         self.least_held = tuple(
@@ -128,21 +131,21 @@ def _greedy_choice(problem: MappingProblem, facts: _Facts, share: float) -> tupl
         if not allowed:
             choice.append(facts.leanest[k])
             continue
-        choice.append(min(allowed, key=lambda o: _greedy_key(problem, facts, choice, k, o)))
+        conv_s = _conversions(problem, facts, choice, k)
+        sharding = facts.sharding[k]
+        choice.append(min(allowed, key=lambda o: (facts.solo[k][o] + conv_s[sharding[o]], o)))
     return tuple(choice)
 
 
-def _greedy_key(
-    problem: MappingProblem, facts: _Facts, choice: list[int], k: int, o: int
-) -> tuple[float, int]:
-    """Kernel k's option o alone, plus the conversions from its producers' chosen options
-    (every edge charged: the groups' one-payment rule only lowers it)."""
-    kernels = problem.kernels
-    b = kernels[k].sharding_index(o)
-    conv_s = sum(
-        e.conv[kernels[e.src].sharding_index(choice[e.src])][b] for e in problem.in_edges(k)
-    )
-    return (facts.solo[k][o] + conv_s, o)
+def _conversions(problem: MappingProblem, facts: _Facts, choice: list[int], k: int) -> list[float]:
+    """Per sharding of kernel k, the conversions from its producers' chosen options (every
+    edge charged: the groups' one-payment rule only lowers it); an option's greedy key is
+    its latency alone plus its sharding's."""
+    sharding, ins = facts.sharding, problem.in_edges(k)
+    return [
+        sum(e.conv[sharding[e.src][choice[e.src]]][b] for e in ins)
+        for b in range(len(problem.kernels[k].shardings))
+    ]
 
 
 def _leanest(problem: MappingProblem, facts: _Facts, k: int) -> int:
