@@ -3,20 +3,17 @@ MapShard's exact search under them (search, assign, lane_search, pmu, price, the
 searches); the native planner calls `search_dfmodel` and nothing else of it, and the
 application asks `is_dfmodel_input` (through solver.api) whether the two models are compared.
 
-`search_dfmodel` imports the search (solver/dfmodel/plan.py and everything under it) when
-it is first called, through `_ENTRY` (`importlib.import_module`), not with the package: the
-native planner imports this package on every run, and only a setup priced by DFModel's
-equations (execution.cost_model DFMODEL, `--cost-model dfmodel`) ever calls it."""
+`search_dfmodel` is looked up on first use (PEP 562 `__getattr__`, from `_ENTRY`), which
+imports the search (solver/dfmodel/plan.py and everything under it) then, not with the
+package: the native planner imports this package on every run and reads the name at its
+call, and only a setup priced by DFModel's equations (execution.cost_model DFMODEL,
+`--cost-model dfmodel`) ever calls it."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 
 from generator.graph import Workload
-from hardware.system import System
-from solver.options import ExecutionOptions, SolverOptions
-from solver.plan import Plan
 
 __all__ = ["is_dfmodel_input", "search_dfmodel"]
 
@@ -29,15 +26,10 @@ def is_dfmodel_input(workload: Workload) -> bool:
     return any(k.dfmodel_type for p in workload.phases for k in p.graph.kernels)
 
 
-def search_dfmodel(
-    workload: Workload,
-    system: System,
-    execution: ExecutionOptions,
-    options: SolverOptions,
-    scenario: str = "",
-    progress: Callable | None = None,
-) -> Plan:
-    """The best plan under DFModel's equations (solver/dfmodel/plan.py search_dfmodel)."""
+def __getattr__(name: str) -> object:
+    if name != "search_dfmodel":
+        raise AttributeError(f"module 'solver.dfmodel' has no attribute {name!r}")
     module, function = _ENTRY
-    search = getattr(importlib.import_module(module), function)
-    return search(workload, system, execution, options, scenario, progress)
+    value = getattr(importlib.import_module(module), function)
+    globals()[name] = value
+    return value

@@ -24,7 +24,7 @@ from dataclasses import replace
 from generator.graph import Workload
 from hardware.system import System
 from schema.errors import Interrupted, NoPlanError
-from solver.dfmodel import search_dfmodel
+from solver import dfmodel
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import Plan, SolveStats
 from solver.search import infeasible, training_space
@@ -55,7 +55,7 @@ def search_workload(
     """The best plan over every parallel choice (solver.api.solve_workload); `start_with`:
     training_space.start_with."""
     if execution.cost_model == "dfmodel":
-        return search_dfmodel(workload, system, execution, options, scenario, progress)
+        return dfmodel.search_dfmodel(workload, system, execution, options, scenario, progress)
     t0, cpu0 = time.perf_counter(), time.process_time()
     limits = infeasible.limits_of(workload, system)
     choices = outer_choices(
