@@ -6,6 +6,8 @@ import random
 from types import SimpleNamespace
 
 from solver.fusion.ideals import demand_order
+from solver.fusion.segment_search import GraphSolution, SearchStats
+from solver.fusion.solve import _in_order, _in_problem_order
 
 
 def _problem(n: int, pairs: list[tuple[int, int]]) -> SimpleNamespace:
@@ -49,9 +51,6 @@ def test_random_dags_give_topological_permutations() -> None:
 def test_a_plan_moves_to_a_kernel_order_and_back_unchanged() -> None:
     """solve._in_order (the deferred proof's seed in the order it searches) undoes
     _in_problem_order: kernel k at position p of the order, by hand on 4 kernels."""
-    from solver.fusion.segment_search import GraphSolution, SearchStats
-    from solver.fusion.solve import _in_order, _in_problem_order
-
     order = [2, 0, 3, 1]  # position p holds kernel order[p]
     sol = GraphSolution(((0, 2), (1, 3)), (5, 6, 7, 8), 1.0, 0.5, "optimal", SearchStats())
     moved = _in_order(sol, order)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from dataclasses import replace
 
 import pytest
@@ -31,8 +32,10 @@ import pytest
 import solver.search.planner as planner
 from generator.graph import KernelGraph, Phase, Workload
 from hardware.system import MemoryLevel, NetworkLevel, System, Topology
+from mapshard.report.terminal import headline_lines
 from solver.check import mapping_cost
 from solver.cost.weights import StepWeights, WeightRule
+from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.options import ExecutionOptions, SolverOptions
 from solver.search import dram_split
 from solver.search.parallel import enumerate_choices
@@ -165,8 +168,6 @@ def test_a_split_not_proven_says_so_and_bounds_the_optimum(monkeypatch):
     assert plan.stats.bound == pytest.approx(2 * 6.144e-8 + 6.7584e-7, rel=1e-9)
     assert plan.stats.bound <= best
     assert plan.stats.gap == pytest.approx(1 - plan.stats.bound / plan.latency_s, rel=1e-9)
-    from mapshard.report.terminal import headline_lines
-
     stopped = [line for line in headline_lines(plan) if line.startswith("Search stopped")]
     assert stopped == [
         "Search stopped: on the cap of solves tracing each graph's latency-vs-DRAM frontier "
@@ -206,10 +207,6 @@ def test_the_split_matches_every_combination_of_frontier_points(monkeypatch):
 
 def _random_split(seed: int) -> tuple[dram_split.Split, float]:
     """The split of one random draw, and the least step over every combination."""
-    import random
-
-    from solver.fusion.segment_search import GraphSolution, SearchStats
-
     rng = random.Random(seed)
     graph = KernelGraph("g", (gemm("g", 8, 8, 8),), ())
     names = {"prefill": "layer", "decode": "layer", "prefill_head": "head", "decode_head": "head"}
@@ -255,8 +252,6 @@ def _one_graph_split(
     monkeypatch.setattr(dram_split, "stored_params", lambda problem, choice: float(choice[0]))
     monkeypatch.setattr(dram_split, "step_weights", lambda problem, choice: StepWeights())
     monkeypatch.setattr(dram_split, "floor_weights", lambda problem, stored: StepWeights())
-    from solver.fusion.segment_search import GraphSolution, SearchStats
-
     phase = Phase("g", KernelGraph("g", (gemm("g", 8, 8, 8),), ()), role="layer")
     solved: list[float] = []
 

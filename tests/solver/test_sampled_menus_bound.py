@@ -21,6 +21,8 @@ from independent.instances import Instance, Link, Op, Tensor, random_machine, se
 
 import mapshard
 from solver.cost.frontier import fusion_points
+from solver.fusion.segment_search import GraphSolution, SearchStats
+from solver.fusion.solve import _with_sampled_proof
 
 REL = 1e-6
 SEEDS = range(50)
@@ -104,8 +106,6 @@ def test_a_large_menu_size_searches_exact_menus() -> None:
 
 
 def _sol(objective_s: float, bound_s: float, status: str, stop: str = "", milps: int = 0):
-    from solver.fusion.segment_search import GraphSolution, SearchStats
-
     stats = SearchStats(milps=milps, stop=stop)
     return GraphSolution(((0,),), (0,), objective_s, bound_s, status, stats)
 
@@ -116,8 +116,6 @@ def test_the_deferred_sampled_proof_keeps_the_bound_over_every_tile() -> None:
     the refined bound (the proof's own bound holds over the sampled tiles only): 10.0 and
     10.5 against a bound of 9.95 close a 1% gap (0.5%); against 9.8 they do not (2%), and the
     budget that cut the proof short is the stop said."""
-    from solver.fusion.solve import _with_sampled_proof
-
     refined = _sol(10.5, 9.95, "time_limit", "tile_bound", milps=3)
     proven = _sol(10.0, 10.0, "optimal", milps=4)
     out = _with_sampled_proof(refined, proven, 0.01)
