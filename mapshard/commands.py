@@ -55,6 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "tile_bound": "short of a proof over every tile (the sampled tile menus' bound "
             "stalled; a larger solver tile_menu_size samples more)",
             "memory_split": "short of proving the DRAM split among the graphs optimal",
+            "step_bound": "short of proving the step around its proven graphs",
             "unexplained": "with a layout skipped (no mapping found, none ruled out)",
             "split_over_capacity": "with a layout skipped (its DRAM split over capacity)",
         }.get(plan.stats.stop_reason, "at the time limit")

@@ -152,6 +152,7 @@ class SolveStats:
     # "path_cap", "price_cap", "node_limit", "candidate_cap", SolverOptions), "memory_split"
     # (the DRAM split among graphs not proven: solver.search.dram_split), or "unexplained"
     # (a layout's graph search found no mapping that no resource explains: skipped), or
+    # "step_bound" (every graph proven, the step's terms outside them not within the gap),
     # "split_over_capacity" (a DRAM split the memory check rejected: skipped), or
     # "tile_menus" / "tile_bound" (sampled tile menus whose bound over every tile did not
     # meet the plan: solver.fusion.tile_refine)

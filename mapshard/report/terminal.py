@@ -45,6 +45,9 @@ STOP_TEXT = {
     "left the bound where it was (a larger solver tile_menu_size samples more)",
     "memory_split": "on the cap of solves tracing each graph's latency-vs-DRAM frontier "
     "(the DRAM split among the graphs is not proven optimal)",
+    "step_bound": "short of a proof of the step around the graphs: each graph search proved "
+    "its plan, but the terms priced outside them (optimizer update, gradient syncs at the "
+    "plan's storage) are bounded below their price",
     "unexplained": "a layout skipped: its graph search found no mapping that no resource "
     "explains (a search defect; please report the setup)",
     "split_over_capacity": "a layout skipped: its DRAM split chose plans over the chip's "

@@ -213,7 +213,8 @@ def split_dram(
         weights = layout.weights_per_chip({n: pt.weights for n, pt in tops.items()})
         step = evaluate({n: pt.sol.objective_s for n, pt in tops.items()}, stored, weights)
         bounds = {n: pt.sol.bound_s for n, pt in tops.items()}
-        bound = evaluate(bounds, None, None) if all(v > 0 for v in bounds.values()) else 0.0
+        positive = all(v > 0 for v in bounds.values())
+        bound = _at_least(layout, tops, evaluate, bounds) if positive else 0.0
         if _storage_is_free(layout, tops, evaluate) or _within(step, bound, tol):
             return Split(dict(tops), step, bound, True, 0, stored, weights)
     frontiers = {name: [pt] for name, pt in tops.items()}
@@ -284,11 +285,17 @@ def _storage_is_free(layout: Layout, tops: dict[str, Point], evaluate: Evaluate)
     top = evaluate(
         latency, stored, layout.weights_per_chip({n: pt.weights for n, pt in tops.items()})
     )
+    return top <= _at_least(layout, tops, evaluate, latency) * (1 + 1e-12)
+
+
+def _at_least(
+    layout: Layout, tops: dict[str, Point], evaluate: Evaluate, latency: dict[str, float]
+) -> float:
+    """The step at these graph latencies with every graph at its least storage and the
+    step weights no plan storing that much undercuts (floor_weights): with the graphs'
+    bounds, a bound on every split (pinned options count: a graph's least is its own)."""
     least = {n: floor_weights(pt.problem, layout.least[n]) for n, pt in tops.items()}
-    at_least = evaluate(
-        latency, layout.stored_per_chip(layout.least), layout.weights_per_chip(least)
-    )
-    return top <= at_least * (1 + 1e-12)
+    return evaluate(latency, layout.stored_per_chip(layout.least), layout.weights_per_chip(least))
 
 
 def _search(

@@ -30,6 +30,8 @@ Bounds = list[tuple[float, int, Candidate]]  # (roofline bound, grid index, cand
 
 NOT_SOLVED = "not_solved"
 CANDIDATE_CAP = "candidate_cap"  # the stop when solver.max_candidates ran out
+# the stop when every graph was proven but the step around them is not within the gap asked
+STEP_BOUND = "step_bound"
 # why a candidate was never solved, by the stop that ended the outer search
 UNSOLVED_WHY = {
     "time_limit": "time limit",

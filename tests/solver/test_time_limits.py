@@ -132,6 +132,30 @@ def test_a_valve_stop_that_skips_nothing_unprunable_is_optimal(scenario: Path) -
     assert first.status == "solved" and rest and all(c.status == "pruned" for c in rest)
 
 
+def test_optimal_only_within_the_gap_asked_over_the_whole_step(
+    scenario: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every graph search proves its plan, but the step's bound (the terms priced around
+    the graphs) sits 10% below the plan: the result is not "optimal" and says why."""
+    exact = planner.proven_bound
+
+    def loose(best, system, hidden=1.0) -> float:
+        return 0.9 * exact(best, system, hidden)
+
+    monkeypatch.setattr(planner, "proven_bound", loose)
+    plan = pipeline.plan(pipeline.load_scenario(scenario))
+    st = plan.stats
+    assert (st.status, st.stop_reason) == ("time_limit", "step_bound")
+    assert st.gap == pytest.approx(0.1)
+
+    out = scenario.parent / "out"
+    assert main(["run", str(scenario), "--out", str(out), "--quiet"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: stopped short of proving the step around its proven graphs; "
+        "the plan is within 10.00% of optimal"
+    ]
+
+
 def _stopped_search(status: str):
     """A graph search that stopped at its limit without any plan."""
 
