@@ -132,6 +132,9 @@ def _solve_highspy(
     lp.a_matrix_.index_ = np.asarray(index, dtype=np.int32)
     lp.a_matrix_.value_ = np.asarray(value, dtype=float)
     if any(model.integer):
+        if math.isfinite(cutoff) and _relaxation_meets(h, lp, cutoff):
+            # nothing below the cutoff: the answer the MILP under its cutoff would give
+            return LinearResult("infeasible", INF, INF, (), time.perf_counter() - t0)
         lp.integrality_ = [
             highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
             for i in model.integer
@@ -233,6 +236,21 @@ def pyomo_solver(name: str):
     from pyomo.contrib.solver.common.factory import SolverFactory
 
     return SolverFactory(name)
+
+
+def _relaxation_meets(h, lp, cutoff: float) -> bool:
+    """Whether the LP relaxation alone proves that no solution lies below `cutoff`: then no
+    branch-and-bound is needed (most segment prices of the fusion search end so). One LP,
+    deterministic; HiGHS's dual simplex may stop early once its bound passes the cutoff."""
+    import highspy
+
+    m = highspy.HighsModelStatus
+    h.passModel(lp)
+    h.run()
+    status = h.getModelStatus()
+    if status in (m.kInfeasible, m.kObjectiveBound):
+        return True
+    return status == m.kOptimal and h.getInfo().objective_function_value >= cutoff
 
 
 def _stop_of(status) -> str:

@@ -7,6 +7,7 @@ import random
 
 from solver_fixtures import random_chain, small_system, tp2_problem
 
+from solver.milp import linear
 from solver.milp.model import ConstraintSelection, build_model, solve_configurations
 from solver.options import SolverOptions
 
@@ -50,8 +51,6 @@ def test_switching_off_sram_capacity_only_lowers_the_optimum() -> None:
 def test_a_failed_highs_solve_is_an_error_not_a_time_limit():
     """HiGHS ending without a solution for another reason than a limit (here: unbounded)
     is reported as "error"; only limits read as "time_limit"."""
-    from solver.milp import linear
-
     m = linear.LinearModel()
     x = m.add_col(cost=-1.0, integer=True)
     y = m.add_col()
