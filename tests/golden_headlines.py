@@ -45,6 +45,7 @@ def headlines(summary: dict) -> dict:
 
 
 def _regenerate() -> None:
+    # local: run as a script, ROOT is put on sys.path (below) before mapshard can import
     from mapshard.cli import main
 
     golden = {}

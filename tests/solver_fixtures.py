@@ -6,6 +6,7 @@ import random
 
 from generator.graph import Edge, Kernel, KernelGraph, KernelKind, Operand, OperandRole
 from hardware.system import Chip, Efficiency, MemoryLevel, NetworkLevel, System, Topology
+from solver.cost.menus import build_problem
 
 
 def small_chip(sram_bytes: float = 2e5, peak: float = 1e12) -> Chip:
@@ -150,8 +151,6 @@ def tp2_problem(
 ):
     """The mapping problem of `graph` on `system` with 2-way tensor parallelism on its
     first network level (the shape every solver test uses)."""
-    from solver.cost.menus import build_problem
-
     span = [(system.network[0], 2)]
     return build_problem(
         graph,

@@ -8,16 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from hardware.resolve import resolve_system
 from mapshard import pipeline
 from mapshard.cli import main
 from mapshard.fidelity.profile_io import (
+    PLAN_CLASSES,
+    MeasuredKernel,
     kernel_class,
     parse_number,
     read_ncu_csv,
     read_profile,
     read_trace_json,
 )
-from mapshard.fidelity.profile_match import calibrate, compare
+from mapshard.fidelity.profile_match import calibrate, compare, launch_order, predicted_compute_s
 from mapshard.profile import merge_override
 from schema.errors import SetupError
 
@@ -179,8 +182,6 @@ def test_cli_compare_and_calibrate_write_files(tmp_path):
 
 
 def test_override_merges_into_a_setup_and_resolves(tmp_path):
-    from hardware.resolve import resolve_system
-
     out_txt = tmp_path / "calibration.txt"
     assert (
         main(
@@ -248,9 +249,6 @@ def test_a_profile_in_launch_order_matches_every_kernel_of_a_training_step(tmp_p
     """A profile made from the plan itself (framework launch order: forward of every layer,
     the head, then recompute/backward of every layer; NCCL after each collective) matches
     every launch to its own kernel."""
-    from mapshard.fidelity.profile_io import PLAN_CLASSES, MeasuredKernel
-    from mapshard.fidelity.profile_match import launch_order, predicted_compute_s
-
     (tmp_path / "setup.txt").write_text(TRAIN)
     plan = pipeline.plan(pipeline.load_scenario(tmp_path))
     measured = []

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from mapshard import pipeline
+from mapshard.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,8 +40,6 @@ def test_the_first_report_comes_before_any_choice_is_solved() -> None:
 def test_the_progress_line_names_the_stage(monkeypatch) -> None:
     import io
     import time
-
-    from mapshard.progress import Progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import mapshard
+from schema import setup_pb2
 from schema.errors import SetupError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +43,6 @@ def test_text_and_message_inputs_and_bad_input() -> None:
     text = 'workload { gemm { M: 64 K: 64 N: 64 } } system { chip: "H100-SXM5-80GB" num_chip: 1 }'
     a = mapshard.solve(text)
     from google.protobuf import text_format
-
-    from schema import setup_pb2
 
     b = mapshard.solve(text_format.Parse(text, setup_pb2.Setup()))
     assert a.summary["latency_s"] == b.summary["latency_s"] > 0

@@ -15,13 +15,16 @@ from report_fixtures import inference_plan, system, training_plan
 
 from mapshard.cli import main
 from mapshard.fmt import fmt_time
+from mapshard.report.dot import mapping_dot
 from mapshard.report.explain import format_explain
+from mapshard.report.html import report_html
 from mapshard.report.summary import summary_dict, summary_json
 from mapshard.report.tables import CONFIG_COLUMNS, KERNEL_COLUMNS, configs_csv, kernels_csv
 from mapshard.report.terminal import format_summary
 from mapshard.report.totals import phase_total_s
-from mapshard.report.write import MARKER, write_results
+from mapshard.report.write import MARKER, result_files, write_results
 from schema.errors import SetupError
+from solver.plan import MemoryUse, SolveStats
 
 CONTRACT = (
     "status", "gap", "latency_s", "parallelism", "system_cost",
@@ -230,8 +233,6 @@ def test_write_results_failure_leaves_previous_result(tmp_path, monkeypatch, no_
 
 
 def test_mapping_dot_clusters_by_configuration():
-    from mapshard.report.dot import mapping_dot
-
     plan = training_plan()
     dot = mapping_dot(plan)
     assert dot.startswith("digraph mapping {")
@@ -240,9 +241,6 @@ def test_mapping_dot_clusters_by_configuration():
 
 
 def test_an_infeasible_plan_without_phases_still_reports(no_plots):
-    from mapshard.report.write import result_files
-    from solver.plan import MemoryUse, SolveStats
-
     plan = replace(
         training_plan(),
         phases=(),
@@ -261,8 +259,6 @@ def test_an_infeasible_plan_without_phases_still_reports(no_plots):
 
 
 def test_report_html_handles_an_empty_plan():
-    from mapshard.report.html import report_html
-
     plan = replace(training_plan(), phases=(), latency_s=math.inf, choices=())
     page = report_html(plan)
     assert "No GEMM with a known M, K, N" in page and "No kernel has both FLOP" in page

@@ -8,9 +8,10 @@ import math
 from pathlib import Path
 
 from mapshard import pipeline
-from mapshard.analyses.sensitivity import scaled_systems
+from mapshard.analyses.sensitivity import scaled_systems, skip_reason
 from mapshard.analyses.sensitivity import sensitivity as what_if_table
 from mapshard.cli import main
+from mapshard.views import Row, Sensitivity
 
 BYTES = 2  # BF16
 PEAK = 100e12  # bf16_tflops: 100
@@ -121,8 +122,6 @@ def test_default_scenario_report_has_the_what_if_table_and_the_frontier(tmp_path
 
 
 def test_a_time_limited_base_plan_is_said_in_the_binding_sentence() -> None:
-    from mapshard.views import Row, Sensitivity
-
     rows = (Row("compute", 2.0, "optimal", 0.5, 0.0), Row("SRAM", 2.0, "time_limit", 0.9, 0.02))
     table = Sensitivity(1.0, 5.0, rows, "time_limit")
     # 1.0 s -> 0.5 s is 1/0.5 - 1 = 100% faster; 1.0 -> 0.9 is 1/0.9 - 1 = 11% faster
@@ -136,11 +135,9 @@ def test_a_time_limited_base_plan_is_said_in_the_binding_sentence() -> None:
 def test_large_dataflow_graphs_skip_the_table_unless_asked() -> None:
     """DFModel's 41-kernel DATAFLOW layer: whether the table is computed depends on the
     graph's size only (same on every machine), and the empty table says why."""
-    from mapshard.analyses import sensitivity
-
     root = Path(__file__).resolve().parents[2]
     scenario = pipeline.load_scenario(root / "scenarios" / "dfmodel_gpt3_1t_sn30")
-    reason = sensitivity.skip_reason(scenario)
+    reason = skip_reason(scenario)
     assert "DATAFLOW graph of 41 kernels" in reason and "--what-if" in reason
     small = pipeline.load_scenario(root / "scenarios" / "llama31_8b_decode_h100")
-    assert sensitivity.skip_reason(small) == ""
+    assert skip_reason(small) == ""

@@ -9,11 +9,19 @@ from pathlib import Path
 
 import pytest
 
+from mapshard import pipeline
 from mapshard.cli import main
 from mapshard.fidelity import flops
 from mapshard.fidelity.cases import BOUNDS_PCT, Case, parse_extra, read_cases
+from mapshard.fidelity.predict import metric_from_time, predict
 from mapshard.fidelity.report import COLUMNS
-from mapshard.fidelity.scenarios import LevelSpec, Unmodelable, attention_impl, place_degrees
+from mapshard.fidelity.scenarios import (
+    LevelSpec,
+    Unmodelable,
+    attention_impl,
+    load_case_scenario,
+    place_degrees,
+)
 from mapshard.outdir import MARKER
 from mapshard.validate_cases import run_validation_command
 from schema import setup_pb2
@@ -297,8 +305,6 @@ def test_megatron_placement_tp_inside_then_dp_then_pp():
 
 
 def test_t01_scenario_is_tagged_and_carries_scale_efficiencies():
-    from mapshard.fidelity.scenarios import load_case_scenario
-
     t01 = next(c for c in read_cases(DEV) if c.id == "T01")
     sc = load_case_scenario(t01, DEV)
     node, net = sc.system.network
@@ -341,9 +347,6 @@ def test_i12_attention_core_kernels_by_hand():
     softmax = 0.5 us + 5 E / (19.5 TF x 0.076) (vector-bound: its 4E bytes take 2.0 ms at
     0.79 x 2.039 TB/s); QK^T = 0.5 us + 2 E 128 / (312 TF x 0.832 x 128/(128+176) x
     occupancy 1: 2048^2/(128 x 256) x 192 = 24576 tiles = 227.6 waves -> 228)."""
-    from mapshard import pipeline
-    from mapshard.fidelity.scenarios import load_case_scenario
-
     i12 = next(c for c in read_cases(DEV) if c.id == "I12")
     p = pipeline.plan(load_case_scenario(i12, DEV))
     ks = {k.name: k for ph in p.phases if ph.role == "layer" for k in ph.kernels}
@@ -360,8 +363,6 @@ def test_i12_attention_core_kernels_by_hand():
 def test_collective_prediction_by_hand():
     """Alpha-beta on one NVSwitch level: t = 2 steps x 6.26 us + 2(p-1)/p x S / (300 GB/s x
     the calibrated fraction at S); busbw = 2(p-1)/p x S / t."""
-    from mapshard.fidelity.predict import predict
-
     rows = {c.id: c for c in read_cases(DEV)}
     s = 2**33  # C03: 8 GiB on 8 A100s, fraction 0.772
     t = 2 * 6.26e-6 + 1.75 * s / (300e9 * 0.772)
@@ -374,15 +375,11 @@ def test_collective_prediction_by_hand():
 
 
 def test_memory_copy_is_dram_bandwidth_times_dram_util():
-    from mapshard.fidelity.predict import predict
-
     k14 = next(c for c in read_cases(DEV) if c.id == "K14")
     assert predict(k14, DEV).value == pytest.approx(2039e9 * 0.79)
 
 
 def test_flop_metric_uses_the_rows_convention_not_mapshards_count():
-    from mapshard.fidelity.predict import metric_from_time
-
     t01 = next(c for c in read_cases(DEV) if c.id == "T01")
     t = 3.528
     assert metric_from_time(t01, t, 312e12) == pytest.approx(

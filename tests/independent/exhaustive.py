@@ -22,10 +22,14 @@ from independent.model import (
     combine,
     compute_s,
     conversion,
+    gemm_tile,
     kernel_in_config,
     local_sizes,
     own_network_s,
+    parse_sharding,
+    plan_latency,
     shardings,
+    stream_tile,
     tiles,
 )
 
@@ -190,8 +194,6 @@ _FAMILY = {"output_stationary": "os", "a_resident": "a_res", "b_resident": "b_re
 def reprice(inst: Instance, rows: list[tuple[str, str, str, int]]) -> float:
     """Latency of a plan given as (kernel name, sharding, tile, configuration) rows, as
     the product writes them (tile "family:Tm=a,Tn=b" or "stream"), by model.plan_latency."""
-    from independent.model import gemm_tile, parse_sharding, plan_latency, stream_tile
-
     index = {f"{op.name}_{i}": i for i, op in enumerate(inst.ops)}
     n = len(inst.ops)
     assign, shard, tile = [0] * n, [Sharding(None)] * n, [None] * n

@@ -15,6 +15,7 @@ from solver_fixtures import elementwise, gemm, random_chain, residual_add, small
 
 from generator.graph import Edge, KernelGraph, KernelKind
 from solver.check import brute_force, mapping_cost
+from solver.cost.problem import KernelMenu, MappingProblem, Option
 from solver.milp import exact_kbk
 from solver.milp.exact_kbk import solve_kbk
 from solver.milp.model import solve_configurations
@@ -239,7 +240,6 @@ def test_equal_latency_plans_prefer_fewer_stored_weights() -> None:
     (1 us compute each): the split one, storing 500 < 1000 weight elements, is taken
     though listed second. Kernel b: the split option stores less but takes 2 us > 1 us:
     latency first. Objective 1 us + 1 us = 2 us."""
-    from solver.cost.problem import KernelMenu, MappingProblem, Option
 
     def option(sharding: str, compute_s: float, weights: float) -> Option:
         return Option(sharding, "t", compute_s, 0.0, 0.0, 0.0, 0.0, (), weights=(("w", weights),))

@@ -14,9 +14,10 @@ import pytest
 from solver_fixtures import elementwise, gemm, residual_add, small_system, tp2_problem
 
 from generator.graph import Edge, Kernel, KernelGraph
+from solver.cost.problem import Option
 from solver.fusion import segment_price
 from solver.fusion.alternate import restrict
-from solver.fusion.period import find_period, periodicity
+from solver.fusion.period import find_period, option_key, periodicity
 from solver.fusion.segment_bound import KnapsackBounds
 from solver.fusion.segment_search import knapsack_row
 from solver.fusion.solve import solve_graph
@@ -98,9 +99,6 @@ def test_option_keys_ignore_weight_names_of_each_copy() -> None:
     """Two copies of a layer name their weights after the copy (L0_q/weight, L1_q/weight):
     an option that stores or replicates them has the same key in both, else no layer graph
     with a weight rule (any TP > 1 run) would be found periodic."""
-    from solver.cost.problem import Option
-    from solver.fusion.period import option_key
-
     a = Option("h", "t", 1e-6, 0.0, 0.0, 64.0, 0.0, (), weights=(("L0_q/weight", 64.0),))
     b = Option("h", "t", 1e-6, 0.0, 0.0, 64.0, 0.0, (), weights=(("L1_q/weight", 64.0),))
     a, b = replace(a, replicated=("L0_q/weight",)), replace(b, replicated=("L1_q/weight",))

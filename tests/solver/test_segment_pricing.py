@@ -16,7 +16,9 @@ from solver_fixtures import random_chain, random_dag, small_system, tp2_problem
 from solver.fusion.alternate import restrict
 from solver.fusion.segment_bound import KnapsackBounds
 from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, pareto, segment_price
+from solver.fusion.segment_search import SearchStats, segment_search
 from solver.fusion.separable import separable_rows
+from solver.fusion.solve import solve_graph
 from solver.milp.model import solve_configurations
 from solver.options import SolverOptions
 
@@ -121,9 +123,6 @@ def test_pareto_keeps_exactly_the_undominated_points() -> None:
 def test_alternation_reaches_the_exact_search_optimum(seed: int, dag: bool) -> None:
     """Graphs past the direct search's size go through the sharding/segmentation
     alternation and its proof; both must give the exact optimum."""
-    from solver.fusion.segment_search import SearchStats, segment_search
-    from solver.fusion.solve import solve_graph
-
     problem, _ = _problem(seed, 12, dag)
     options = SolverOptions(gap=0.0)
     exact = segment_search(problem, options, SearchStats())

@@ -15,6 +15,7 @@ from solver_fixtures import random_chain, small_system, tp2_problem
 
 from solver.check import brute_force, mapping_cost
 from solver.fusion.solve import solve_graph
+from solver.milp.model import solve_configurations
 from solver.options import SolverOptions
 
 CASES = [(seed, dataflow) for seed in range(16) for dataflow in (False, True)]
@@ -59,8 +60,6 @@ def test_milp_equals_brute_force(seed: int, dataflow: bool) -> None:
 def test_pyomo_backend_reaches_the_brute_force_optimum(seed: int) -> None:
     """The same arrays solved through Pyomo (any solver `solver.name` names) give the
     enumerated optimum, like the direct HiGHS path."""
-    from solver.milp.model import solve_configurations
-
     rng = random.Random(100 + seed)
     graph = random_chain(rng, 4)
     system = small_system(sram_bytes=3e4, link_Bps=1e10)

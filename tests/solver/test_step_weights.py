@@ -40,6 +40,7 @@ from generator.proto_graph import graph_from_proto
 from generator.proto_write import graph_to_proto
 from hardware.system import MemoryLevel, NetworkLevel, System, Topology
 from solver.check import mapping_cost
+from solver.cost.problem import Option, WeightFact
 from solver.cost.weights import StepWeights, floor_weights, self_updated_params, step_weights
 from solver.options import ExecutionOptions, SolverOptions
 from solver.search.parallel import enumerate_choices
@@ -187,8 +188,6 @@ def test_floor_of_replicas_of_two_kinds_never_exceeds_a_plan():
     an all-gather of 6, half an all-reduce per byte. With the kinds mixed the floor counts
     all-gathers: 4 parameters all-gathered, under both plans' sync."""
     from types import SimpleNamespace
-
-    from solver.cost.problem import Option, WeightFact
 
     def menu(w: str, split: float, full: float) -> SimpleNamespace:
         def opt(elems: float, rep: tuple[str, ...]) -> Option:

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from generator.graph import Edge, KernelGraph, Pass
+from generator.graph import Edge, Kernel, KernelGraph, KernelKind, Operand, OperandRole, Pass
 from hardware.system import NetworkLevel, Topology
 from solver.cost.menus import build_problem
 from solver.cost.weights import WeightRule, step_sync_s, step_weights
@@ -129,8 +129,6 @@ def test_a_weight_is_stored_as_large_as_its_most_demanding_reader():
     """The backward GEMM of g1 (dA = dC1 x W1^T) reads W1 too: split on tokens it needs
     all of W1, so W1 is stored whole even when the forward GEMM splits it."""
     from dataclasses import replace
-
-    from generator.graph import Kernel, KernelKind, Operand, OperandRole
 
     g1 = gemm("g1", 64, 32, 32, a_dims=("t", "h"))
     bwd = Kernel(

@@ -11,6 +11,7 @@ import mapshard
 from generator.graph import Kernel, KernelKind, Operand, OperandRole
 from solver.cost.attention_tiles import attention_tilings
 from solver.cost.menus import compulsory_bytes
+from solver.search.infeasible import least_attention_tile
 
 IN = OperandRole.INPUT
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +92,5 @@ def test_the_default_scenario_plans_attention_with_a_tile() -> None:
 def test_an_attention_kernel_that_fits_no_sram_is_explained() -> None:
     """The smallest tile of the forward kernel above is Br = 16: 768 x 16 + 65,536 =
     77,824 B (76 KiB); with 60,000 B of SRAM nothing fits, and the reason names that tile."""
-    from solver.search.infeasible import least_attention_tile
-
     name, need = least_attention_tile(_forward(1024, 1024, 8, 1, 128))
     assert name.startswith("attn:Br=16,Bc=128") and need == pytest.approx(77_824)

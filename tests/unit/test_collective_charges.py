@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from solver_fixtures import small_system, tp2_problem
+from solver_fixtures import elementwise, gemm, small_system, tp2_problem
 
-from generator.graph import Kernel, KernelGraph, KernelKind, Operand, OperandRole, Pass
+from generator.build import build_workload
+from generator.graph import Edge, Kernel, KernelGraph, KernelKind, Operand, OperandRole, Pass
+from schema import setup_pb2
 from solver.check import brute_force, config_cost, mapping_cost
 from solver.cost.menus import build_problem
 from solver.cost.problem import config_rank
@@ -89,9 +91,6 @@ def test_layer_graph_carries_its_output_into_the_next_instance():
 
     from google.protobuf import text_format
 
-    from generator.build import build_workload
-    from schema import setup_pb2
-
     text = (
         'workload { llm_training { model { hf_model: "GPT-3-175B-gpt2style" } '
         "global_batch: 4 seq_len: 128 recompute: RECOMPUTE_FULL } }"
@@ -110,10 +109,6 @@ def test_layer_graph_carries_its_output_into_the_next_instance():
 
 
 def _chain_with_boundary() -> KernelGraph:
-    from solver_fixtures import gemm
-
-    from generator.graph import Edge
-
     up = gemm("up", 256, 128, 128, a_dims=("t", "h"))  # c[t, up_o]
     down = gemm("down", 256, 128, 128, a_dims=("t", "up_o"))  # c[t, down_o]
     edges = (Edge("up", "down", "a", "", (), 256 * 128 * 2),)
@@ -163,10 +158,6 @@ def _qkv_graph(pinned: str = "") -> KernelGraph:
     """A norm's output [t, h] read whole by three projections (split q, k, v); pinned: the
     norm split on tokens (sequence parallel) and the projections column-parallel."""
     from dataclasses import replace
-
-    from solver_fixtures import elementwise, gemm
-
-    from generator.graph import Edge
 
     ln = elementwise("ln", 256, 128, dims=("t", "h"))
     projs = [gemm(n, 256, 128, 64, a_dims=("t", "h")) for n in ("q", "k", "v")]

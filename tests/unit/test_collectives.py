@@ -6,7 +6,9 @@ import math
 
 import pytest
 
+from hardware.resolve import resolve_system
 from hardware.system import CollectiveEfficiency, NetworkLevel, Topology
+from schema import setup_pb2
 from solver.cost.collectives import hierarchical_time, level_collective_time
 from solver.search.assemble import pipeline_time
 
@@ -174,9 +176,6 @@ def test_gb200_nvlink_all_reduce_by_hand():
     f = 0.317 + (2/3) x (0.284 - 0.317) = 0.295 interpolates the 256 KiB and 2 MiB points in
     log size (log(4)/log(8) = 2/3 of the way): 16.16 + 5.92 = 22.09 us. At 8 GiB the curve's
     last point, 0.756: 2 x 3/4 x 2^33 / (900e9 x 0.756) + 16.16 us = 18.953 ms."""
-    from hardware.resolve import resolve_system
-    from schema import setup_pb2
-
     s = setup_pb2.Setup()
     s.system.chip, s.system.num_chip = "GB200", 4
     level = resolve_system(s, "setup.txt").network[0]

@@ -8,6 +8,7 @@ from training_fixtures import tiny_training
 from generator.graph import KernelKind, Pass
 from hardware.system import NetworkLevel, Topology
 from mapshard import pipeline
+from schema.errors import SetupError
 from solver.search.context_parallel import kv_block_bytes, merge_bytes, ring_exposed_s, stage_ring_s
 
 SW = NetworkLevel("sw", Topology.SWITCH, 4, 100e9, parallelism=("CP",))
@@ -61,8 +62,6 @@ system { chip: "H100-SXM5-80GB" num_chip: 8 }
 
 
 def test_cp_tags_must_match_the_workload(tmp_path):
-    from schema.errors import SetupError
-
     text = """
 workload { llm_training { model { hf_model: "Llama-3.1-8B" } global_batch: 8 seq_len: 4096
   context_parallel: 4 } }

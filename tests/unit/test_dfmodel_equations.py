@@ -8,9 +8,14 @@ import math
 import pytest
 
 from hardware.system import Chip, CostModel, MemoryLevel, NetworkLevel, System, Topology
+from mapshard import pipeline
 from schema.errors import SetupError
 from solver.dfmodel import fft
 from solver.dfmodel import model as dm
+from solver.dfmodel.model import cost_power_counts
+from solver.dfmodel.problem import sharding_problem
+from solver.dfmodel.search import stage_one
+from solver.options import SolverOptions
 
 GB = 1e9
 
@@ -142,11 +147,6 @@ def test_stage_one_least_communication_matches_enumeration() -> None:
     The least is (M, M, K) with 1,024 B."""
     from pathlib import Path
 
-    from mapshard import pipeline
-    from solver.dfmodel.problem import sharding_problem
-    from solver.dfmodel.search import stage_one
-    from solver.options import SolverOptions
-
     root = Path(__file__).resolve().parents[2]
     sc = pipeline.load_scenario(root / "tests" / "data" / "dfmodel" / "mlp_tp2_pp2")
     graph = sc.workload.phases[0].graph
@@ -162,8 +162,6 @@ def test_stage_one_least_communication_matches_enumeration() -> None:
 
 def test_one_chip_without_a_network_has_no_links_or_switches() -> None:
     """A single-chip DFModel graph (no topology block): nothing to count, no IndexError."""
-    from solver.dfmodel.model import cost_power_counts
-
     assert cost_power_counts("", [], 1, 1) == ([], [])
 
 

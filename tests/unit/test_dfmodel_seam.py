@@ -16,6 +16,7 @@ from mapshard.pipeline import solver_options
 from schema import setup_pb2
 from schema.dfmodel import VARIANTS, NormalisedSetup, native_solver, normalise
 from schema.errors import SetupError
+from schema.setup_io import load_setup
 from solver.dfmodel.model import all_reduce_alpha_s
 
 ROOT = Path(__file__).parents[2]
@@ -97,8 +98,6 @@ def test_variant_becomes_native_topology_levels(variant):
 
 
 def test_dfmodel_gallery_scenario_resolves_as_before():
-    from schema.setup_io import load_setup
-
     setup, path = load_setup(ROOT / "scenarios/dfmodel_gpt3_1t_sn30")
     system = resolve_system(normalise(setup), path)
     assert system == resolve_system(setup, path)

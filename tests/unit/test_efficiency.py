@@ -7,7 +7,12 @@ from dataclasses import replace
 
 import pytest
 
+from hardware.resolve import resolve_system
 from hardware.system import Chip, Efficiency
+from mapshard import pipeline
+from schema import setup_pb2
+from schema.errors import SetupError
+from solver.cost import efficiency as ef
 from solver.cost.efficiency import (
     attention_efficiency,
     dram_efficiency,
@@ -100,8 +105,6 @@ def test_gemm_time_in_the_menu_uses_the_shape(tmp_path):
     """The solver's GEMM compute time is FLOP / (peak x efficiency(shape))."""
     from pathlib import Path
 
-    from mapshard import pipeline
-
     setup = tmp_path / "setup.txt"
     setup.write_text(
         "workload { gemm { M: 4096 K: 4096 N: 4096 } }\n"
@@ -134,8 +137,6 @@ def test_for_precision_picks_the_precisions_plateau():
 def test_fp8_gemm_in_the_solver_runs_at_the_fp8_plateau(tmp_path):
     """H100 FP8 8192^3: 16 waves of 128x256 tiles on 132 SMs (2048 tiles, occupancy
     2048 / (16 x 132)); plateau 0.694, no roll-off (gemm_half_dim 0), 4.5 us launch."""
-    from mapshard import pipeline
-
     setup = tmp_path / "setup.txt"
     setup.write_text(
         "workload { gemm { M: 8192 K: 8192 N: 8192 } precision { math: FP8 } }\n"
@@ -149,9 +150,6 @@ def test_fp8_gemm_in_the_solver_runs_at_the_fp8_plateau(tmp_path):
 
 
 def test_a_plateau_for_an_unknown_precision_is_bad_input(tmp_path):
-    from mapshard import pipeline
-    from schema.errors import SetupError
-
     setup = tmp_path / "setup.txt"
     setup.write_text(
         "workload { gemm { M: 64 K: 64 N: 64 } }\n"
@@ -167,8 +165,6 @@ def test_a_plateau_for_an_unknown_precision_is_bad_input(tmp_path):
 
 
 def test_a_setup_plateau_overrides_the_librarys(tmp_path):
-    from mapshard import pipeline
-
     setup = tmp_path / "setup.txt"
     setup.write_text(
         "workload { gemm { M: 64 K: 64 N: 64 } }\n"
@@ -184,10 +180,6 @@ def test_launch_floor_bounds_every_gemm_time_by_hand():
     time is at least 8.0 - 4.5 = 3.5 us, so with the overhead added it takes at least 8 us;
     an FP8 1024^3 GEMM at the 0.694 plateau is 2 x 1024^3 / (1978.9 TF x 0.694) = 1.56 us of
     work (less still after occupancy), so it sits on the floor; an 8192^3 one (800 us) does not."""
-    from hardware.resolve import resolve_system
-    from schema import setup_pb2
-    from solver.cost import efficiency as ef
-
     s = setup_pb2.Setup()
     s.system.chip, s.system.num_chip = "H100-SXM5-80GB", 1
     chip = ef.for_precision(resolve_system(s, "setup.txt").chip, "fp8")

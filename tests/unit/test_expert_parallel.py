@@ -18,7 +18,7 @@ from hardware.system import NetworkLevel, Topology
 from mapshard import pipeline
 from mapshard.fidelity.fit import library_system
 from schema import setup_pb2
-from schema.errors import SetupError
+from schema.errors import InfeasibleError, SetupError
 from solver.search.data_parallel import SyncGroup, dp_sync
 from solver.search.parallel import Choice, enumerate_choices
 from solver.search.storage_rule import expert_share, rank_params, zero_shard
@@ -167,8 +167,6 @@ def test_backward_kernels_carry_the_all_to_all_too():
 
 
 def test_too_little_memory_names_the_chips_ep_needs_beside_tp(tmp_path):
-    from schema.errors import InfeasibleError
-
     # Mixtral on 8 H100 with EP 8, ZeRO-1: per chip 1.6e9 dense + 45.1e9 / 8 expert
     # parameters, 2 + 2 bytes each besides the optimizer state: over 80 GB with the
     # activations of a 4096-token micro-batch; TP 2 halves it, on 16 chips

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from mapshard.fidelity.cases import Case, parse_extra, read_cases
-from mapshard.fidelity.scenarios import Unmodelable, build_setup, decode_attention
+from mapshard.fidelity.scenarios import (
+    Unmodelable,
+    build_setup,
+    decode_attention,
+    grad_reduce_fp32,
+    scale_up_share,
+)
 from schema import setup_pb2
 from schema.errors import SetupError
 
@@ -84,8 +90,6 @@ def test_a_fully_connected_node_gives_a_small_group_its_share_of_links():
     """HLS-Gaudi3: 21 x 200 GbE scale-up ports all-to-all over 8 chips, 525 GB/s per chip
     per direction, 3 ports = 75 GB/s to each peer. A TP 2 run (P-GD305) uses one peer's
     links: 525 x 1/7 = 75 GB/s; a switch (H100) keeps its full 450 GB/s for TP 2."""
-    from mapshard.fidelity.scenarios import scale_up_share
-
     rows = {c.id: c for c in read_cases(DATA / "validation_public_fit.csv")}
     setup, _ = build_setup(rows["P-GD305"])
     (level,) = setup.system.topology
@@ -100,8 +104,6 @@ def test_grad_reduce_dtype_sets_the_fp32_gradient_reduction():
     """extra_params grad_reduce_dtype: fp32 for the NeMo 24.07 launcher rows (apex
     DistributedFusedAdam's FP32 grad_sync_dtype), bf16 for the Megatron-Bridge rows; absent:
     16-bit; anything else is an error naming the valid values."""
-    from mapshard.fidelity.scenarios import grad_reduce_fp32
-
     rows = {c.id: c for c in read_cases(DATA / "validation_public_check.csv")}
     assert build_setup(rows["P-NEM01"])[0].workload.llm_training.grad_reduce_fp32
     assert not build_setup(rows["P-NEM22"])[0].workload.llm_training.grad_reduce_fp32

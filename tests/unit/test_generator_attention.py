@@ -15,6 +15,7 @@ from generator.graph import KernelKind, OperandRole, Pass, Workload
 from schema import setup_pb2
 from schema.errors import SetupError
 from solver.search import footprint
+from solver.search.parallel import Choice
 
 GEMM_KINDS = (KernelKind.GEMM, KernelKind.BATCHED_GEMM, KernelKind.ATTENTION)
 B, S, H, HEADS, D, F, L, V = 2, 16, 64, 4, 16, 256, 2, 100
@@ -115,8 +116,6 @@ def test_selective_recompute_copies_the_unfused_core():
 
 
 def _activation_bytes(w: Workload) -> float:
-    from solver.search.parallel import Choice
-
     choice = Choice(degrees=(("TP", 1), ("PP", 1), ("DP", 1)), spans=(), levels=())
     return footprint.memory_use(w, choice, 1e12).activations
 

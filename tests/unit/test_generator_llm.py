@@ -17,6 +17,7 @@ from generator.graph import KernelKind, OperandRole, Pass, Workload
 from generator.llm_layer import expert_tokens
 from schema import setup_pb2
 from schema.errors import SetupError
+from solver.cost.menus import sharding_choices
 
 DATA = Path(__file__).parents[1] / "data" / "models"
 GEMM_KINDS = (KernelKind.GEMM, KernelKind.BATCHED_GEMM, KernelKind.ATTENTION)
@@ -359,8 +360,6 @@ def test_model_source_errors(tmp_path):
 def test_without_sequence_parallelism_vector_kernels_split_only_on_model_parallel_dims():
     """sequence_parallel: false means Megatron-LM's layout for norms, residual adds and
     dropouts: whole on every TP rank; with it they may split on tokens."""
-    from solver.cost.menus import sharding_choices
-
     plain = training("Llama-3.1-8B", global_batch=8, seq_len=128, sequence_parallel=False)
     sp = training("Llama-3.1-8B", global_batch=8, seq_len=128, sequence_parallel=True)
     layer, layer_sp = plain.phases[0].graph, sp.phases[0].graph

@@ -15,6 +15,7 @@ from hardware.resolve import resolve_system
 from hardware.system import System, Topology
 from schema import setup_pb2
 from schema.errors import SetupError
+from schema.setup_io import load_setup
 
 HARDWARE = Path(library.__file__).parent
 SETUP = Path("setup.txt")
@@ -200,8 +201,6 @@ def test_dfmodel_scenario_file_resolves():
     path = Path(__file__).parents[2] / "scenarios/dfmodel_gpt3_1t_sn30/setup.txt"
     if not path.is_file():
         pytest.skip("scenario not present")
-    from schema.setup_io import load_setup
-
     setup, setup_path = load_setup(path)
     system = resolve_system(setup, setup_path)
     assert [lv.degree for lv in system.network] == [8, 128]

@@ -9,12 +9,22 @@ from pathlib import Path
 import pytest
 
 from generator.build import build_workload
+from generator.graph import Workload
 from generator.llm_inference import prefill_passes
 from mapshard import pipeline
 from mapshard.fidelity.cases import Case, parse_extra
-from mapshard.fidelity.engines import Unmodelable, tensor_parallel_split
+from mapshard.fidelity.engines import TRTLLM_SESSION_REQUEST_OVERHEAD_US as FITTED
+from mapshard.fidelity.engines import (
+    Unmodelable,
+    kv_reread_dram_share,
+    request_overhead_us,
+    tensor_parallel_split,
+)
+from mapshard.fidelity.predict import predict
+from mapshard.fidelity.scenarios import build_setup
 from schema import setup_pb2
 from solver.cost.menus import sharding_choices
+from solver.search.infeasible import Reason, prefill_pass_fix
 
 
 def _prefill(batch: int, input_len: int, split: int = setup_pb2.SEARCHED_SPLIT) -> setup_pb2.Setup:
@@ -124,9 +134,6 @@ def test_the_runtimes_request_overhead_is_paid_once_per_generate_call():
 
 
 def test_tensorrt_llm_sessions_get_the_fitted_overhead():
-    from mapshard.fidelity.engines import TRTLLM_SESSION_REQUEST_OVERHEAD_US as FITTED
-    from mapshard.fidelity.engines import request_overhead_us
-
     session = {"engine": "TensorRT-LLM", "harness": "gptSessionBenchmark"}
     assert request_overhead_us(_case(**session)) == FITTED == 3600.0
     python_runtime = {"engine": "TensorRT-LLM", "harness": "benchmarks/python/benchmark.py"}
@@ -141,7 +148,6 @@ def test_tensorrt_llm_fp8_without_the_fp8_gemm_plugin_multiplies_in_16_bit():
     """TensorRT-LLM's FP8Linear uses the FP8 GEMM only with gemm_plugin fp8; built with
     `--gemm_plugin auto` (the model dtype) it dequantizes to 16 bits: math and weights
     16-bit, the KV cache still FP8. Rows that do not name the plugin keep FP8 GEMMs."""
-    from mapshard.fidelity.scenarios import build_setup
 
     def precision(**extra: str) -> tuple[str, str, str]:
         base = {"engine": "TensorRT-LLM", "weights_dtype": "fp8", "kv_cache_dtype": "fp8"}
@@ -164,8 +170,6 @@ def test_tensorrt_llm_fp8_without_the_fp8_gemm_plugin_multiplies_in_16_bit():
 def test_a_reread_share_is_read_only_for_a_per_query_head_row():
     """No share given: none of the repeats reach DRAM (the physical default, nothing
     fitted); given, it must be in [0, 1] and the row's kernel per query head."""
-    from mapshard.fidelity.engines import kv_reread_dram_share
-
     trt = _case(engine="TensorRT-LLM", engine_version="0.6.1")
     assert kv_reread_dram_share(trt, setup_pb2.KV_PER_QUERY_HEAD) == 0.0
     assert kv_reread_dram_share(trt, setup_pb2.KV_SHARED) == 0.0
@@ -181,9 +185,6 @@ def test_an_infeasible_prefill_is_told_the_pass_budget_that_fits():
     """100 GB needed of which 60 activations, 70 GB of DRAM: the other 40 stay, so p passes
     need 40 + 60 / p <= 70 -> p = 2, 10 sequences / 2 = 5 a pass x 100 tokens = 500; a
     decode step or a machine too small for the weights alone gets no such fix."""
-    from generator.graph import Workload
-    from solver.search.infeasible import Reason, prefill_pass_fix
-
     gb = 1e9
     best = Reason("DRAM capacity", "", 100 / 70, "", 100 * gb, 60 * gb)
     prefill = Workload("inference", (), phase="prefill", batch=10, input_len=100)
@@ -213,8 +214,6 @@ def test_a_measured_batch_that_cannot_prefill_at_once_is_prefilled_in_passes():
     (327,680 tokens x 14,336 x 3 tensors x 2 bytes = 28 GB) do not fit; 2 passes of 80
     sequences (14 GB) do, and the row's prediction is that plan: the same time as the row
     with max_num_tokens = 80 x 2048 given."""
-    from mapshard.fidelity.predict import predict
-
     where = Path("x/cases.csv")
     free = predict(_row(), where)
     assert free.detail.endswith("prefill in 2 passes (whole batch: OOM)")

@@ -9,8 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from generator.build import build_workload
 from mapshard import pipeline
-from mapshard.analyses.stream import requests_of
+from mapshard.analyses.stream import engine_layout, requests_of
 from mapshard.analyses.stream_server import serve
 from mapshard.analyses.stream_sim import EngineLimits, Request, simulate
 from mapshard.analyses.stream_steps import (
@@ -188,8 +189,6 @@ def test_chunk_of_whole_prompts_attends_per_prompt():
     """chunk 8 as prefill_sequences 2: two prompts of 4 tokens, each attending to itself
     (batch 2, q 4, kv 4: 4 x 2 x 4 x 4 x heads 4 x dim 16 FLOP), + 3 decode tokens at
     context 10; the LM head runs on 3 decode tokens + 2 prompts' last tokens."""
-    from generator.build import build_workload
-
     s = setup_pb2.Setup()
     r = s.workload.llm_inference
     m = r.model.inline
@@ -239,8 +238,6 @@ def test_server_given_rate_and_unreachable_limits():
 
 
 def test_engine_keeps_one_weight_layout_on_several_chips():
-    from mapshard.analyses.stream import engine_layout
-
     s = _setup("num_requests: 1")
     same, notes = engine_layout(s, SimpleNamespace(num_chips=1))
     assert same is s and notes == ()

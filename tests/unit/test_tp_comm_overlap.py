@@ -10,9 +10,17 @@ from pathlib import Path
 import pytest
 
 from mapshard.fidelity.cases import Case, read_cases
-from mapshard.fidelity.scenarios import Unmodelable, build_setup, tp_comm_overlap
+from mapshard.fidelity.fit_training import NO_HIDING, fit_setup, fp8_training_rows
+from mapshard.fidelity.scenarios import (
+    Unmodelable,
+    build_setup,
+    load_case_scenario,
+    tp_comm_overlap,
+)
 from mapshard.scenario import execution_options, scenario_options
 from schema import setup_pb2
+from solver.cost.problem import MappingProblem
+from solver.search.bounds import plan_warnings
 
 FIT = Path(__file__).parents[1] / "data" / "validation" / "validation_public_fit.csv"
 
@@ -72,8 +80,6 @@ def test_the_fits_grid_point_0_hides_nothing():
     """fit_training's grid point h = 0 is "nothing hides": a 0 share in the message would mean
     "uncalibrated" (the chip file's 0.6 on the H100, and perfect step-level overlap), so the
     setup carries NO_HIDING, which every overlap reads as (almost) serial."""
-    from mapshard.fidelity.fit_training import NO_HIDING, fit_setup
-
     nem03 = {c.id: c for c in read_cases(FIT)}["P-NEM03"]
     off, _ = fit_setup(nem03, 0.49, 0.0)
     on, _ = fit_setup(nem03, 0.49, 0.3)
@@ -100,7 +106,6 @@ def test_network_overlapped_follows_the_rule_in_force():
     """The payer of a shared conversion matters where the latency is not additive in the
     network: overlap without serialisation, or a serialised network with a hidden share
     (whatever `overlap` says: the serialised rule ignores it)."""
-    from solver.cost.problem import MappingProblem
 
     def problem(overlap: bool, serial: bool, hidden: float) -> MappingProblem:
         return MappingProblem((), (), 1.0, 1.0, overlap, False, 1, (), serial, hidden)
@@ -116,9 +121,6 @@ def test_a_perfect_overlap_makes_tp_comm_overlap_a_warning():
     """tp_comm_overlap refines a serialised network; under a perfect overlap the plan says
     it has no effect. On the H100 (calibrated share 0.7) the serial plan has no warning."""
     from dataclasses import replace
-
-    from mapshard.fidelity.scenarios import load_case_scenario
-    from solver.search.bounds import plan_warnings
 
     nem03 = {c.id: c for c in read_cases(FIT)}["P-NEM03"]
     sc = load_case_scenario(nem03, FIT)
@@ -137,8 +139,6 @@ def test_the_training_fit_takes_dense_fp8_rows_only():
     """fit_training's rows: the chip's usable FP8 training FIT rows of dense models. The MoE
     rows (Mixtral P-NEM13/17 on Blackwell, Qwen3-30B-A3B P-NEM33 on H100) carry expert costs
     the split plateau and the collective share must not absorb."""
-    from mapshard.fidelity.fit_training import fp8_training_rows
-
     cases = read_cases(FIT)
     h100 = {c.id for c in fp8_training_rows(cases, "H100-SXM5-80GB")}
     want = {f"P-NEM{i:02d}" for i in (2, 3, 4, 5, 6, 7, 9, 20, 23, 25, 29, 31)}

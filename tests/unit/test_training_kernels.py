@@ -15,6 +15,7 @@ from generator.build import build_workload
 from generator.graph import Pass
 from mapshard.fidelity.cases import Case, Unmodelable, parse_extra
 from mapshard.fidelity.engines import training_kernels
+from mapshard.fidelity.scenarios import _model
 from schema import setup_pb2
 
 TOKENS, VOCAB = 128, 128256  # micro-batch 1 x 128 tokens; Llama-3.1-8B's vocabulary
@@ -108,8 +109,6 @@ def test_rows_name_the_recipes_kernels():
 
 
 def test_a_squared_relu_row_builds_a_squared_relu_model():
-    from mapshard.fidelity.scenarios import _model
-
     cells = {"id": "X", "kind": "training_step", "hidden": "4096", "layers": "32"}
     cells |= {"heads": "32", "ffn_hidden": "16384", "vocab": "256000"}
     msg = setup_pb2.Model()

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from hardware import library
+from mapshard.cli import main
 from mapshard.fidelity import fit
 from mapshard.fidelity.cases import read_cases
 from mapshard.fidelity.flops import convention_flop
@@ -140,8 +142,6 @@ def test_validate_prices_a_batched_row_as_all_its_gemms(tmp_path):
     2.90 TB/s = 139 us, below compute): 549,755,813,888 / (989.4e12 x u x 2048/2112) + o;
     with u = 0.784, o = 4.5 us: 730.88 + 4.5 = 735.38 us, 747.58 TFLOP/s (-5.2%). Priced as
     one GEMM it would be a quarter of the FLOP."""
-    from mapshard.cli import main
-
     lines = FILES["fit"].read_text(encoding="utf-8").splitlines()
     cases = tmp_path / "cases.csv"
     cases.write_text(
@@ -151,8 +151,6 @@ def test_validate_prices_a_batched_row_as_all_its_gemms(tmp_path):
     assert main(["validate", str(cases), "--out", str(tmp_path / "v")]) == 0
     with (tmp_path / "v" / "validation.csv").open(encoding="utf-8", newline="") as f:
         (row,) = list(csv.DictReader(f))
-    from hardware import library
-
     eff = library.get_chip("H100-SXM5-80GB").accelerator.efficiency
     u, o = eff.gemm_util, eff.kernel_overhead_us * 1e-6
     t = 549755813888 / (989.4e12 * u * 2048 / 2112) + o
