@@ -58,21 +58,93 @@ def first_plan(
     facts = _Facts(problem)
     per_config = max(1, problem.max_configs) / n  # a configuration's share of the kernels
     shares = sorted({*SRAM_SHARES, per_config, per_config / 2, per_config / 4}, reverse=True)
-    for share in (*shares, 0.0, -1.0):  # each built and priced in linear time; best kept
-        if share > 0:
-            choice = _greedy_choice(problem, facts, share)
+    least = least_sram_cut(problem)
+    for share in (*shares, 0.0, -1.0, None):  # each built and priced in linear time
+        if share is None:  # the cut with the fewest configurations any choice allows
+            if least is None:
+                continue
+            configs, choice = least
         else:
-            choice = facts.leanest if share == 0 else facts.least_held
+            if share > 0:
+                choice = _greedy_choice(problem, facts, share)
+            else:
+                choice = facts.leanest if share == 0 else facts.least_held
+            configs = _fewest_configs(problem, choice)
         if choice in tried or not _stores_within_budget(problem, choice):
             continue
         tried.add(choice)
-        configs = _fewest_configs(problem, choice)
         if configs is None or len(configs) > max(problem.max_configs, 1):
             continue
         latency_s, _ = mapping_cost(problem, configs, choice)
         if math.isfinite(latency_s) and (best is None or latency_s < best[2]):
             best = (configs, choice, latency_s)
     return best
+
+
+def least_sram_cut(
+    problem: MappingProblem, cap_bytes: float | None = None
+) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]] | None:
+    """The fewest configurations of the kernels in index order that fit `cap_bytes` of SRAM
+    (default: the chip's) over every choice of options, with the choice of each kernel's
+    least-SRAM option in its configuration; None when a kernel does not fit alone.
+
+    A configuration's SRAM is a sum of one term per kernel that depends on its own option
+    only (buffer, the stream tile of an output consumed inside, the inputs it holds:
+    solver.check.kernel_sram_bytes), so its least is the sum of each term's least; adding a
+    kernel never lowers a term, so a run of kernels inside a fitting configuration fits too,
+    and cutting greedily (extend while it fits) gives the fewest configurations. Linear in
+    the graph: a term is recomputed when its kernel joins and when it gains its first
+    consumer inside. Kernel by kernel: one configuration per kernel."""
+    n = len(problem.kernels)
+    cap = problem.sram_bytes if cap_bytes is None else cap_bytes
+    if not problem.dataflow:
+        choice = tuple(_least_option(problem, k, {k}) for k in range(n))
+        return tuple((k,) for k in range(n)), choice
+    configs: list[tuple[int, ...]] = []
+    choice: list[int] = [0] * n
+    start, total = 0, 0.0
+    members: set[int] = set()
+    term: dict[int, float] = {}
+    k = 0
+    while k < n:
+        members.add(k)
+        touched = {k} | {e.src for e in problem.in_edges(k) if e.src in members}
+        least = {p: _least_option(problem, p, members) for p in touched}
+        held = {p: kernel_sram_bytes(problem, p, o, members) for p, o in least.items()}
+        grow = sum(held[p] - term.get(p, 0.0) for p in held)
+        if not _fits_cap(total + grow, cap):
+            members.discard(k)
+            if k == start:
+                return None
+            configs.append(tuple(range(start, k)))
+            start, total = k, 0.0
+            members.clear()
+            term.clear()
+            continue
+        total += grow
+        term.update(held)
+        for p, o in least.items():
+            choice[p] = o
+        k += 1
+    configs.append(tuple(range(start, n)))
+    return tuple(configs), tuple(choice)
+
+
+def fewest_configs(problem: MappingProblem) -> float:
+    """The fewest configurations any plan of the kernels in index order needs to fit the
+    SRAM (least_sram_cut); inf when a kernel does not fit alone."""
+    cut = least_sram_cut(problem)
+    return math.inf if cut is None else len(cut[0])
+
+
+def _least_option(problem: MappingProblem, k: int, members: set[int]) -> int:
+    """Kernel k's option holding the least SRAM with `members` in its configuration."""
+    options = range(len(problem.kernels[k].options))
+    return min(options, key=lambda o: (kernel_sram_bytes(problem, k, o, members), o))
+
+
+def _fits_cap(sram_bytes: float, cap_bytes: float) -> bool:
+    return sram_bytes <= cap_bytes * (1 + SRAM_SLACK) + 1e-6
 
 
 def _solo_latency(problem: MappingProblem, k: int, opt: Option) -> float:
@@ -91,7 +163,7 @@ def _held(problem: MappingProblem, k: int) -> list[float]:
 
 
 def _fits(problem: MappingProblem, sram_bytes: float) -> bool:
-    return sram_bytes <= problem.sram_bytes * (1 + SRAM_SLACK) + 1e-6
+    return _fits_cap(sram_bytes, problem.sram_bytes)
 
 
 class _Facts:

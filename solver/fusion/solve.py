@@ -16,7 +16,7 @@ from solver.cost.problem import MappingProblem
 from solver.fusion import large, tile_refine
 from solver.fusion.alternate import alternate, prove_plan
 from solver.fusion.first_plan import NOTE as FIRST_PLAN_NOTE
-from solver.fusion.first_plan import first_plan
+from solver.fusion.first_plan import fewest_configs, first_plan
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch
 from solver.fusion.ideals import (
     ONE_ORDER,
@@ -162,6 +162,11 @@ def _search(problem: MappingProblem, options: SolverOptions, prove: bool) -> Gra
 def _one_order(
     problem: MappingProblem, options: SolverOptions, stats: SearchStats, prove: bool = True
 ) -> GraphSolution:
+    if problem.dataflow and fewest_configs(problem) > max(problem.max_configs, 1):
+        # no choice of options fits num_config in this order (first_plan.least_sram_cut):
+        # proven at once, and solver.search.infeasible says what would fit
+        stats.notes.append("num_config too few for the SRAM in this order (least_sram_cut)")
+        return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
     if large.applies(problem):
         sol = large.solve_large_chain(problem, options, stats, deadline_of(options))
         if sol is not None:
@@ -197,6 +202,18 @@ def check_pins(problem: MappingProblem) -> None:
                 f"configuration {b}: a configuration runs after the ones before it, so a "
                 f"producer's configuration must be <= its consumer's (pin {dst} to >= {a})"
             )
+
+
+def searched_order(problem: MappingProblem) -> list[int] | None:
+    """The one kernel order `solve_graph` segments (index order for a chain or kernel by
+    kernel, the demand order of a large DAG), None when it searches the ideals of the DAG or
+    several orders (then a configuration need not be contiguous in any one order)."""
+    n = len(problem.kernels)
+    if not problem.dataflow or n == 1 or is_chain_order(problem):
+        return list(range(n))
+    if _small(problem):
+        return None
+    return demand_order(problem)
 
 
 def permuted(problem: MappingProblem, order: list[int]) -> MappingProblem:

@@ -19,11 +19,13 @@ from dataclasses import dataclass, replace
 from generator.graph import Kernel, KernelGraph, KernelKind, Pass, Workload
 from hardware.system import System
 from schema.errors import InfeasibleError
-from solver.check import hold_bytes
+from solver.check import kernel_sram_bytes
 from solver.cost.attention_tiles import attention_tilings
 from solver.cost.menus import compulsory_bytes
 from solver.cost.problem import MappingProblem
+from solver.fusion.first_plan import fewest_configs, least_sram_cut
 from solver.fusion.segment_search import GraphSolution
+from solver.fusion.solve import permuted, searched_order
 from solver.options import BUDGET_OF_STOP, VALVE_STOP
 from solver.plan import MemoryUse
 from solver.search import footprint
@@ -201,15 +203,24 @@ def sram_reason(problem: MappingProblem, phase: str) -> Reason | None:
         return Reason("SRAM", text, math.inf, "unpin kernels or use a chip with more SRAM")
     if not problem.dataflow:
         return None  # every kernel fits alone, and alone is what kernel-by-kernel does
-    cost = _segment_sram(problem)
-    fewest = _fewest_segments(cost, n, sram)
+    order = searched_order(problem)
+    ordered = problem if order is None else permuted(problem, order)
+    fewest = fewest_configs(ordered)
     if fewest <= k_max:
         return None
-    need = _least_peak(cost, n, k_max)
+    where = "" if order is None or order == sorted(order) else " (in the order searched)"
+    if n > PEAK_KERNELS:  # the least SRAM that would do takes one cut per bisection step
+        text = (
+            f"phase {phase}: with num_config {k_max} the {n} kernels must share "
+            f"configurations{where}, and no sharing fits {_bytes(sram)} of SRAM"
+        )
+        fix = f"num_config must be ≥ {int(fewest)} (kernels in order, each configuration fitting)"
+        return Reason("SRAM", text, fewest / k_max, fix)
+    need = _least_peak(ordered, k_max)
     text = (
         f"phase {phase}: with num_config {k_max} the {n} kernels must share "
-        f"configurations, and the smallest sharing needs {_bytes(need)} of SRAM in one "
-        f"configuration, SRAM holds {_bytes(sram)}"
+        f"configurations{where}, and the smallest sharing needs {_bytes(need)} of SRAM in "
+        f"one configuration, SRAM holds {_bytes(sram)}"
     )
     fix = f"num_config must be ≥ {int(fewest)} (kernels in order, each configuration fitting)"
     if not _clamped(problem):
@@ -353,67 +364,36 @@ def _degrees(most: int) -> list[int]:
     return sorted({*small, *powers, most} if most <= 4096 else {*small, *powers})
 
 
-def _segment_sram(problem: MappingProblem) -> dict[tuple[int, int], float]:
-    """A lower bound of the least SRAM of every segment [i, j) of the order, summed as
-    check.config_cost sums it: each kernel's least buffer plus the inputs it must hold
-    given which of them are fed inside the segment (check.hold_bytes: a saved activation
-    always, a re-read input when the tile re-reads it), plus its least output stream when
-    a consumer is in the segment (min(a + b) >= min a + min b keeps it a bound)."""
-    n = len(problem.kernels)
-    stream = [min(o.out_tile_bytes for o in m.options) for m in problem.kernels]
-    producers = [sorted({e.src for e in problem.in_edges(k)}) for k in range(n)]
-    base: dict[tuple[int, frozenset[int]], float] = {}
-
-    def own(k: int, fed_from: frozenset[int]) -> float:
-        """Least buffer + held inputs of kernel k when its producers `fed_from` share it."""
-        key = (k, fed_from)
-        if key not in base:
-            fed = {}
-            for e in problem.in_edges(k):
-                if e.src in fed_from:
-                    fed[e.dst_operand] = fed.get(e.dst_operand, False) or e.saved
-            base[key] = min(
-                o.buffer_bytes + sum(hold_bytes(problem, k, i, x, sv) for x, sv in fed.items())
-                for i, o in enumerate(problem.kernels[k].options)
-            )
-        return base[key]
-
-    out: dict[tuple[int, int], float] = {}
-    for i in range(n):
-        total, fed = 0.0, set()
-        for j in range(i + 1, n + 1):
-            k = j - 1
-            total += own(k, frozenset(p for p in producers[k] if p >= i))
-            for src in producers[k]:
-                if i <= src < k and src not in fed:
-                    fed.add(src)
-                    total += stream[src]
-            out[(i, j)] = total
-    return out
+PEAK_KERNELS = 500  # beyond, the infeasibility says num_config only (no SRAM figure)
 
 
-def _fewest_segments(cost: dict[tuple[int, int], float], n: int, cap: float) -> float:
-    """Fewest contiguous segments each within `cap` (a shortest path over positions)."""
-    best = [0.0] + [math.inf] * n
-    for j in range(1, n + 1):
-        for i in range(j):
-            if cost[(i, j)] <= cap * (1 + 1e-9):
-                best[j] = min(best[j], best[i] + 1)
-    return best[n]
-
-
-def _least_peak(cost: dict[tuple[int, int], float], n: int, k_max: int) -> float:
-    """Least possible largest-segment SRAM over cuts into at most k_max segments: the
-    smallest segment cost that, as a cap, needs no more than k_max segments."""
-    caps = sorted(set(cost.values()))
-    lo, hi = 0, len(caps) - 1  # caps[-1] is the whole order in one segment: always enough
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _fewest_segments(cost, n, caps[mid]) <= k_max:
+def _least_peak(problem: MappingProblem, k_max: int) -> float:
+    """Least possible largest-configuration SRAM over cuts of the order into at most k_max
+    configurations: a bisection on the cap of least_sram_cut (the fewest configurations
+    only grows as the cap falls), then the largest configuration of the cut at the cap
+    found, a real configuration's SRAM (solver.check.kernel_sram_bytes)."""
+    whole = least_sram_cut(problem, math.inf)
+    assert whole is not None
+    lo, hi = 0.0, _peak(problem, *whole)
+    for _ in range(60):
+        if hi - lo <= 1e-9 * hi:
+            break
+        mid = (lo + hi) / 2
+        cut = least_sram_cut(problem, mid)
+        if cut is not None and len(cut[0]) <= k_max:
             hi = mid
         else:
-            lo = mid + 1
-    return caps[lo]
+            lo = mid
+    cut = least_sram_cut(problem, hi)
+    assert cut is not None
+    return _peak(problem, *cut)
+
+
+def _peak(
+    problem: MappingProblem, configs: tuple[tuple[int, ...], ...], choice: tuple[int, ...]
+) -> float:
+    """The largest configuration's SRAM of a plan (solver.check's SRAM_k summed)."""
+    return max(sum(kernel_sram_bytes(problem, k, choice[k], set(c)) for k in c) for c in configs)
 
 
 def _clamped(problem: MappingProblem) -> bool:
