@@ -87,11 +87,35 @@ def hold_bytes(problem: MappingProblem, k: int, option: int, operand: str, saved
 def kernel_sram_bytes(problem: MappingProblem, k: int, option: int, members: set[int]) -> float:
     """SRAM_k of the module docstring: kernel k's option when `members` share its
     configuration."""
+    streams = any(e.dst in members for e in problem.out_edges(k))
+    return _sram_bytes(problem, k, option, streams, fused_inputs(problem, k, members))
+
+
+def options_sram_bytes(problem: MappingProblem, k: int, members: set[int]) -> list[float]:
+    """SRAM_k of each of kernel k's options when `members` share its configuration."""
+    streams = any(e.dst in members for e in problem.out_edges(k))
+    fused = fused_inputs(problem, k, members)
+    return [
+        _sram_bytes(problem, k, o, streams, fused) for o in range(len(problem.kernels[k].options))
+    ]
+
+
+def least_sram_option(problem: MappingProblem, k: int, members: set[int]) -> tuple[int, float]:
+    """Kernel k's option of least SRAM_k when `members` share its configuration (the first
+    such option) and its bytes."""
+    held = options_sram_bytes(problem, k, members)
+    option = min(range(len(held)), key=held.__getitem__)
+    return option, held[option]
+
+
+def _sram_bytes(
+    problem: MappingProblem, k: int, option: int, streams: bool, fused: dict[str, bool]
+) -> float:
+    """SRAM_k of one option: its buffer, its output's stream tile when a consumer is inside
+    (`streams`), and the inputs it holds among those fed inside (`fused`)."""
     opt = problem.kernels[k].options[option]
-    sram = opt.buffer_bytes
-    if any(e.dst in members for e in problem.out_edges(k)):
-        sram += opt.out_tile_bytes
-    for x, saved in fused_inputs(problem, k, members).items():
+    sram = opt.buffer_bytes + (opt.out_tile_bytes if streams else 0.0)
+    for x, saved in fused.items():
         sram += hold_bytes(problem, k, option, x, saved)
     return sram
 

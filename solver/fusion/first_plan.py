@@ -25,9 +25,10 @@ the start, deterministic, so a work budget's verdict stays the same on every mac
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 
-from solver.check import hold_bytes, kernel_sram_bytes, mapping_cost
+from solver.check import hold_bytes, least_sram_option, mapping_cost, options_sram_bytes
 from solver.cost.problem import MappingProblem, Option
 from solver.cost.weights import stored_params
 
@@ -93,25 +94,43 @@ def least_sram_cut(
     solver.check.kernel_sram_bytes), so its least is the sum of each term's least; adding a
     kernel never lowers a term, so a run of kernels inside a fitting configuration fits too,
     and cutting greedily (extend while it fits) gives the fewest configurations. Linear in
-    the graph: a term is recomputed when its kernel joins and when it gains its first
-    consumer inside. Kernel by kernel: one configuration per kernel."""
+    the graph: a kernel's term is computed when it joins and again when it gains its first
+    consumer inside (nothing else changes it). Cached per problem for the chip's SRAM (the
+    search and its first plan both ask). Kernel by kernel: one configuration per kernel."""
+    if cap_bytes is None:
+        entry = _CUTS.get(id(problem))
+        if entry is not None and entry[0]() is problem:
+            return entry[1]
+        cut = _least_sram_cut(problem, problem.sram_bytes)
+        key = id(problem)
+        _CUTS[key] = (weakref.ref(problem, lambda _: _CUTS.pop(key, None)), cut)
+        return cut
+    return _least_sram_cut(problem, cap_bytes)
+
+
+# per problem (by identity, dropped with it): its least_sram_cut at the chip's SRAM
+_CUTS: dict[int, tuple[weakref.ref, object]] = {}
+
+
+def _least_sram_cut(
+    problem: MappingProblem, cap: float
+) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]] | None:
     n = len(problem.kernels)
-    cap = problem.sram_bytes if cap_bytes is None else cap_bytes
     if not problem.dataflow:
-        choice = tuple(_least_option(problem, k, {k}) for k in range(n))
+        choice = tuple(least_sram_option(problem, k, {k})[0] for k in range(n))
         return tuple((k,) for k in range(n)), choice
     configs: list[tuple[int, ...]] = []
     choice: list[int] = [0] * n
     start, total = 0, 0.0
     members: set[int] = set()
+    streaming: set[int] = set()  # members with a consumer inside
     term: dict[int, float] = {}
     k = 0
     while k < n:
         members.add(k)
-        touched = {k} | {e.src for e in problem.in_edges(k) if e.src in members}
-        least = {p: _least_option(problem, p, members) for p in touched}
-        held = {p: kernel_sram_bytes(problem, p, o, members) for p, o in least.items()}
-        grow = sum(held[p] - term.get(p, 0.0) for p in held)
+        fresh = {e.src for e in problem.in_edges(k) if e.src in members} - streaming - {k}
+        least = {p: least_sram_option(problem, p, members) for p in (k, *sorted(fresh))}
+        grow = sum(sram - term.get(p, 0.0) for p, (_, sram) in least.items())
         if not _fits_cap(total + grow, cap):
             members.discard(k)
             if k == start:
@@ -119,12 +138,13 @@ def least_sram_cut(
             configs.append(tuple(range(start, k)))
             start, total = k, 0.0
             members.clear()
+            streaming.clear()
             term.clear()
             continue
         total += grow
-        term.update(held)
-        for p, o in least.items():
-            choice[p] = o
+        streaming |= fresh
+        for p, (o, sram) in least.items():
+            choice[p], term[p] = o, sram
         k += 1
     configs.append(tuple(range(start, n)))
     return tuple(configs), tuple(choice)
@@ -135,12 +155,6 @@ def fewest_configs(problem: MappingProblem) -> float:
     SRAM (least_sram_cut); inf when a kernel does not fit alone."""
     cut = least_sram_cut(problem)
     return math.inf if cut is None else len(cut[0])
-
-
-def _least_option(problem: MappingProblem, k: int, members: set[int]) -> int:
-    """Kernel k's option holding the least SRAM with `members` in its configuration."""
-    options = range(len(problem.kernels[k].options))
-    return min(options, key=lambda o: (kernel_sram_bytes(problem, k, o, members), o))
 
 
 def _fits_cap(sram_bytes: float, cap_bytes: float) -> bool:
@@ -159,7 +173,7 @@ def _held(problem: MappingProblem, k: int) -> list[float]:
     """SRAM bytes of each of kernel k's options with every neighbour in its configuration
     (solver.check.kernel_sram_bytes)."""
     near = {e.src for e in problem.in_edges(k)} | {e.dst for e in problem.out_edges(k)}
-    return [kernel_sram_bytes(problem, k, o, near) for o in range(len(problem.kernels[k].options))]
+    return options_sram_bytes(problem, k, near)
 
 
 def _fits(problem: MappingProblem, sram_bytes: float) -> bool:
