@@ -96,6 +96,8 @@ def _first_plan(
                 composed.configs, composed.choice, composed.objective_s, root, "time_limit", stats
             )
             return plan, _shardings(problem, composed.choice)
+    if past(deadline):  # the valve tripped while composing
+        return _at_valve(problem, greedy, root, stats)
     singles = tuple((k,) for k in range(n))
     r = solve_singles(problem, options, deadline)
     if r is None and past(deadline):  # stopped block by block: no whole MILP after it

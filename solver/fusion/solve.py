@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 
 from schema.errors import SetupError
 from solver.check import mapping_cost
@@ -28,6 +29,7 @@ from solver.fusion.ideals import (
 from solver.fusion.segment_search import (
     GraphSolution,
     SearchStats,
+    root_bound,
     segment_search,
     until_deadline,
 )
@@ -48,11 +50,23 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
         return _solve(problem, options)
     sol = _solve(problem, options, prove=False)
     rounds = options.tile_refinements
-    refined = tile_refine.refine(problem, sol, options, _solve, deadline, rounds)
+    valve_bound = partial(_valve_bound, problem)
+    refined = tile_refine.refine(problem, sol, options, _solve, deadline, rounds, valve_bound)
     if refined.status == "optimal" or not sol.stats.proof_deferred or past(deadline):
         return refined
     proven = _deferred_proof(problem, sol, until_deadline(options, deadline))
     return _with_sampled_proof(refined, proven, options.gap)
+
+
+def _valve_bound(problem: MappingProblem) -> float:
+    """The root bound over every tile (tile_refine.relaxed_problem) of the segmentations of
+    the order the search segments (searched_order), 0 where it searches ideals or several
+    orders: the bound a valve that trips before the first relaxed search reports (the
+    segmentations of the problem's own index order would bound another space)."""
+    order = searched_order(problem)
+    if order is None:
+        return 0.0
+    return root_bound(permuted(tile_refine.relaxed_problem(problem, {})[0], order))
 
 
 def _deferred_proof(

@@ -23,8 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from solver.cost.problem import KernelMenu, MappingProblem, Option, TileCost, TileGroup
-from solver.fusion.ideals import ONE_ORDER, is_chain_order
-from solver.fusion.segment_search import GraphSolution, root_bound, until_deadline
+from solver.fusion.segment_search import GraphSolution, until_deadline
 from solver.options import VALVE_STOP, SolverOptions, past
 
 STOP = "tile_menus"  # the stop reason when the opening budget ends short of a proof
@@ -189,10 +188,13 @@ def refine(
     search: Search,
     deadline: float,
     rounds: int,
+    valve_bound: Callable[[], float] = lambda: 0.0,
 ) -> GraphSolution:
     """`sol` (found over the sampled menus of `problem`) with a bound over every tile, and
     the better plans the cut groups' tiles give; `GraphSolution.problem` is the searched
-    problem its option indices refer to when tiles were added."""
+    problem its option indices refer to when tiles were added. `valve_bound`: a bound over
+    every tile without a search (solver.fusion.solve's root bound over the order it
+    segments), the one reported when the valve trips before any relaxed search."""
     stats = replace(sol.stats, notes=list(sol.stats.notes))
     best, best_problem = sol, None  # the problem of best's option indices (None: problem's)
     bound = 0.0  # a latency is never negative: the bound before any relaxed search
@@ -203,8 +205,8 @@ def refine(
     for round_ in range(rounds + 1):
         if past(deadline):
             stop = VALVE_STOP
-            if round_ == 0:  # no relaxed search ran: the root bound over every tile
-                bound = _root_bound(relaxed_problem(problem, parts)[0], sol)
+            if round_ == 0:  # no relaxed search ran: the bound that needs none
+                bound = valve_bound()
             break
         relaxed, origin = relaxed_problem(problem, parts)
         r = search(relaxed, until_deadline(options, deadline))
@@ -249,15 +251,6 @@ def refine(
         status = "time_limit"
         stats.stop = stats.stop or stop or STOP
     return replace(best, bound_s=bound, status=status, stats=stats, problem=best_problem)
-
-
-def _root_bound(relaxed: MappingProblem, sol: GraphSolution) -> float:
-    """The relaxed problem's root bound where it holds over the space `sol` was searched
-    in (the segmentations of the kernel order: a chain, or the one order of a large
-    graph), else 0 (over a DAG's ideals a configuration need not be contiguous)."""
-    if is_chain_order(relaxed) or sol.stats.space == ONE_ORDER:
-        return root_bound(relaxed)
-    return 0.0
 
 
 def closed(objective_s: float, bound_s: float, gap: float) -> bool:

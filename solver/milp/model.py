@@ -44,7 +44,7 @@ from solver.cost.latency import COMPUTE, MEMORY, NETWORK, epigraph_rows
 from solver.cost.problem import KernelMenu, MappingProblem
 from solver.milp import linear
 from solver.milp.conversions import add_conversion_groups, link_marginals
-from solver.options import MIN_LEFT_S, VALVE_STOP, SolverOptions
+from solver.options import MIN_LEFT_S, VALVE_STOP, SolverOptions, past
 
 US = 1e6  # seconds -> microseconds
 MIB = 2**20  # SRAM rows in MiB
@@ -112,7 +112,12 @@ def solve_configurations(
     if 0 < options.time_limit_s <= MIN_LEFT_S:
         return MilpResult("time_limit", math.inf, 0.0, (), 0, 0, 0, 0.0, 0.0, stop=VALVE_STOP)
     t0 = time.perf_counter()
-    m = _build(problem, configs, exact_edges, selection, order_free, later)
+    deadline = t0 + options.time_limit_s if options.time_limit_s > 0 else math.inf
+    try:
+        m = _build(problem, configs, exact_edges, selection, order_free, later, deadline)
+    except _BuildStopped:  # the valve tripped while the model was built
+        build_s = time.perf_counter() - t0
+        return MilpResult("time_limit", math.inf, 0.0, (), 0, 0, 0, build_s, 0.0, stop=VALVE_STOP)
     model, x_col, members = m.lp, m.x_col, m.members
     build_s = time.perf_counter() - t0
     if not backend:
@@ -185,6 +190,14 @@ class _Model:
     # kernel -> its position column in a kernel-by-kernel order the model chooses
     # (solver.milp.conversions; empty when the order does not matter)
     positions: dict[int, int] = field(default_factory=dict)
+    # the valve (perf_counter seconds): building a model of thousands of kernels takes
+    # seconds, so its loops check it (`tick`)
+    deadline: float = math.inf
+
+    def tick(self, i: int) -> None:
+        """Every CHECK_EVERY steps of a building loop: stop once the valve has tripped."""
+        if i % CHECK_EVERY == 0 and past(self.deadline):
+            raise _BuildStopped
 
     def shard_cols(self, k: int, s: int) -> list[int]:
         """The x columns of kernel k's options with sharding s (X[k,s] is their sum;
@@ -195,6 +208,13 @@ class _Model:
             for o, opt in enumerate(menu.options)
             if opt.sharding == menu.shardings[s] and (k, o) not in self.dominator
         ]
+
+
+CHECK_EVERY = 256  # loop steps between two looks at the valve while a model is built
+
+
+class _BuildStopped(Exception):
+    """The valve tripped while a model was being built (solve_configurations says so)."""
 
 
 def _add(expr: dict[int, float], col: int, coef: float) -> None:
@@ -221,8 +241,9 @@ def _build(
     selection: ConstraintSelection | None,
     order_free: bool = False,
     later: frozenset[int] | None = None,
+    deadline: float = math.inf,
 ) -> _Model:
-    m = _Model(problem, configs, selection or ConstraintSelection())
+    m = _Model(problem, configs, selection or ConstraintSelection(), deadline=deadline)
     m.members = sorted({k for config in configs for k in config})
     m.x_col = {
         k: [m.lp.add_col(upper=1.0, integer=True) for _ in problem.kernels[k].options]
@@ -259,6 +280,7 @@ def _resource_terms(m: _Model) -> None:
     for c, members in enumerate(m.configs):
         group = set(members)
         for k in members:
+            m.tick(k)
             m.overhead[c] += problem.kernels[k].overhead_s * US
             terms, dominated = _kernel_terms(problem, k, group)
             for o, (comp, mem, net, sram) in enumerate(terms):
@@ -367,6 +389,7 @@ def add_layout_links(
     config_of = {k: c for c, members in enumerate(m.configs) for k in members}
     groups: dict[int, list[int]] = {}
     for index, e in enumerate(problem.edges):
+        m.tick(index)
         if e.group >= 0:
             groups.setdefault(e.group, []).append(index)
             continue
@@ -392,6 +415,7 @@ def add_layout_links(
             for a in range(na):
                 for b in range(nb):
                     _add(net, p[a][b], e.conv[a][b] * US)
+    m.tick(0)
     add_conversion_groups(m, groups, exact_edges, order_free, later)
 
 
