@@ -26,10 +26,11 @@ import queue
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from mapshard.sweeps.worker import Batch, init_local_worker, run_batch
+from mapshard.sweeps.worker import Batch, init_local_worker, ready, run_batch
 from schema.errors import SetupError
 
 TERM_GRACE_S = 2.0  # a stopped worker's time to exit cleanly before it is killed
@@ -101,6 +102,7 @@ class LocalBackend:
         self._main = self._pool(self.workers)
         self._solo: cf.ProcessPoolExecutor | None = None
         self._pool_of: dict[cf.Future[Any], cf.ProcessPoolExecutor] = {}
+        self._closed = False
 
     def _pool(self, n: int) -> cf.ProcessPoolExecutor:
         return cf.ProcessPoolExecutor(
@@ -109,6 +111,13 @@ class LocalBackend:
             initializer=init_local_worker,
             initargs=(self.inbox.address, self.inbox.authkey, os.getpid()),
         )
+
+    def start(self, n: int) -> None:
+        """Start `n` workers (at most all) now, not on the first batches: a spawned
+        worker's imports take a second, spent while the driver expands the points."""
+        # the pool adds a process for each task submitted while none is idle
+        for _ in range(min(n, self.workers)):
+            self._main.submit(ready)
 
     @property
     def capacity(self) -> int:
@@ -148,7 +157,20 @@ class LocalBackend:
             _kill(pool)
             self._solo = None
 
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """`fn` of each item, computed in the workers side by side (after the sweep: the
+        plots of its outputs), in order; computed here when the pool is broken."""
+        try:
+            return list(self._main.map(fn, items))
+        except BrokenProcessPool:
+            return [fn(item) for item in items]
+
     def close(self, kill: bool = False) -> None:
+        """Stop the workers (`kill`: now, else after their tasks); a second call does
+        nothing."""
+        if self._closed:
+            return
+        self._closed = True
         for pool in (self._main, self._solo):
             if pool is None:
                 continue
@@ -203,6 +225,7 @@ class DaskBackend:
         self.topic = f"mapshard-sweep-{uuid.uuid4().hex}"
         self.messages: queue.Queue[Any] = queue.Queue()
         self.client.subscribe_topic(self.topic, self._on_event)
+        self._closed = False
 
     def _on_event(self, event: Any) -> None:
         msg = event[1] if isinstance(event, (tuple, list)) and len(event) == 2 else event
@@ -240,7 +263,18 @@ class DaskBackend:
     def forget(self, fut: Any) -> None:
         fut.release()
 
+    def start(self, n: int) -> None:
+        """Nothing to start: the cluster's workers are running."""
+
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """`fn` of each item, computed here (a cluster's workers need not have what the
+        outputs need, matplotlib)."""
+        return [fn(item) for item in items]
+
     def close(self, kill: bool = False) -> None:
+        if self._closed:
+            return
+        self._closed = True
         try:
             self.client.unsubscribe_topic(self.topic)
         except Exception:

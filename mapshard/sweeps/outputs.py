@@ -15,20 +15,13 @@ import hashlib
 import html
 import os
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mapshard.fmt import fmt_si, fmt_time
 from mapshard.sweeps import metrics
-from mapshard.sweeps.pareto import (
-    PLOTS,
-    axis_label,
-    cost_rows,
-    figure_png,
-    figure_svg,
-    front_figure,
-    front_rows,
-)
+from mapshard.sweeps.pareto import PLOTS, axis_label, cost_rows, front_rows, render_front
 from mapshard.sweeps.progress import fmt_counts, fmt_duration
 from mapshard.sweeps.store import RESULTS_NAME, write_atomic
 from schema import setup_pb2
@@ -88,20 +81,26 @@ def check_sweep_folder(out: Path) -> None:
         )
 
 
-def write_outputs(outcome: SweepOutcome) -> list[Path]:
-    """Write plots, best-point folders and the HTML report; returns the paths written."""
+#: `mapper(fn, items)`: [fn(item) for item in items], computed wherever it likes (a sweep's
+#: idle workers, side by side)
+Mapper = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
+
+
+def write_outputs(outcome: SweepOutcome, mapper: Mapper | None = None) -> list[Path]:
+    """Write plots, best-point folders and the HTML report; returns the paths written.
+    `mapper` draws the plots (each one's figure, SVG and PNG); by default one by one here."""
     out, spec, rows = outcome.out, outcome.spec, outcome.rows
     written: list[Path] = []
     svgs: list[tuple[str, str]] = []
-    for plot in PLOTS:
-        fig = front_figure(rows, plot, spec.axis_names)
-        if fig is None:
+    drawn = (mapper or _one_by_one)(render_front, [(rows, p, spec.axis_names) for p in PLOTS])
+    for plot, files in zip(PLOTS, drawn):
+        if files is None:
             continue
-        svg = figure_svg(fig)
+        svg, png = files
         svgs.append((plot.title, svg + _front_table(rows, plot, spec.axis_names)))
         for path, data in (
             (out / f"{plot.name}.svg", svg.encode("utf-8")),
-            (out / f"{plot.name}.png", figure_png(fig)),
+            (out / f"{plot.name}.png", png),
         ):
             write_atomic(path, data)
             written.append(path)
@@ -113,6 +112,10 @@ def write_outputs(outcome: SweepOutcome) -> list[Path]:
     write_atomic(report, report_html(outcome, best, svgs).encode("utf-8"))
     written.append(report)
     return written
+
+
+def _one_by_one(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    return [fn(item) for item in items]
 
 
 def _describe(row: dict[str, str], axis_names: tuple[str, ...]) -> str:

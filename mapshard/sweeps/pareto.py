@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from mapshard.sweeps import metrics
 
 _RC = {
@@ -246,42 +248,128 @@ def _label_points(fig, ax, keep, xs, ys, idx, names) -> None:  # noqa: ANN001
     clear of every marker and label placed so far; failing that its '#index' alone is
     tried, else it stays unlabelled (the report's table beside the plot names it)."""
     order = sorted(idx, key=lambda i: (xs[i], ys[i]))[:MAX_LABELS]
-    fig.canvas.draw()
+    fig.draw_without_rendering()  # the layout only: the renderer draws nothing
     renderer = fig.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
-    taken = [_marker_box(ax, x, y) for x, y in zip(xs, ys)]
+    taken = _Boxes(_marker_boxes(ax, xs, ys))
     for i in order:
         full = point_label(keep[i], names)
         for text in dict.fromkeys((full, f"#{keep[i]['index']}")):
             box = _place(ax, renderer, frame, taken, text, xs[i], ys[i])
             if box is not None:
-                taken.append(box)
+                taken.add(box)
                 break
 
 
-def _place(ax, renderer, frame, taken, text, x, y):  # noqa: ANN001, ANN202
-    """The first offset at which `text` fits (its annotation is kept), else None."""
+def _place(ax, renderer, frame, taken: _Boxes, text, x, y):  # noqa: ANN001, ANN202
+    """The first offset at which `text` fits (its annotation is kept), else None.
+
+    Only an offset where the label may fit is measured (an annotation drawn, the costly
+    part): further out along a direction (same alignment), the label's box is the box
+    measured nearer in, moved by the difference of the offsets; an offset where that moved
+    box misses by more than _SURE_PX is passed over. The rounding between a moved and a
+    measured box is about 1e-12 px, so the offset chosen is the one measuring every
+    offset would choose."""
+    nearer: dict[tuple[bool, bool, bool, bool], tuple[Any, float, float]] = {}
+    scale = ax.figure.dpi / 72  # offset points -> display pixels
     for dx, dy in _OFFSETS:
-        ann = ax.annotate(
-            text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=7,
-            color="#333333", ha="left" if dx > 0 else "right" if dx < 0 else "center",
-            va="bottom" if dy > 0 else "top" if dy < 0 else "center",
-        )  # fmt: skip
+        way = (dx > 0, dx < 0, dy > 0, dy < 0)
+        seen = nearer.get(way)
+        if seen is not None:
+            box0, dx0, dy0 = seen
+            moved = box0.translated((dx - dx0) * scale, (dy - dy0) * scale)
+            if _surely_misses(moved, frame, taken):
+                continue
+        ann = _annotate(ax, text, x, y, dx, dy)
         box = ann.get_window_extent(renderer).expanded(1.06, 1.15)
+        nearer.setdefault(way, (box, dx, dy))
         inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
-        if inside and box.y1 <= frame.y1 and not any(box.overlaps(t) for t in taken):
+        if inside and box.y1 <= frame.y1 and not taken.overlaps(box):
             return box
         ann.remove()
     return None
 
 
-def _marker_box(ax, x: float, y: float):  # noqa: ANN001, ANN202
-    """A marker's box in display pixels (3 pt around its centre)."""
-    from matplotlib.transforms import Bbox
+def _annotate(ax, text: str, x: float, y: float, dx: float, dy: float):  # noqa: ANN001, ANN202
+    """The label `text` of the point (x, y), (dx, dy) points from it, aligned away from it."""
+    return ax.annotate(
+        text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=7,
+        color="#333333", ha="left" if dx > 0 else "right" if dx < 0 else "center",
+        va="bottom" if dy > 0 else "top" if dy < 0 else "center",
+    )  # fmt: skip
 
-    px, py = ax.transData.transform((x, y))
+
+# how far (display pixels) a moved label box must miss for its offset to be passed over
+# unmeasured: far above the rounding between a moved and a measured box
+_SURE_PX = 1e-6
+
+
+def _surely_misses(box: Any, frame: Any, taken: _Boxes) -> bool:
+    """Whether every box within _SURE_PX of `box` leaves the frame or overlaps a box
+    taken (`_place`'s test fails for it)."""
+    x0, y0, x1, y1 = box.extents
+    e = _SURE_PX
+    if not (x1 - x0 > 2 * e and y1 - y0 > 2 * e):  # a box that small (or NaN): measure it
+        return False
+    if x0 < frame.x0 - e or x1 > frame.x1 + e or y0 < frame.y0 - e or y1 > frame.y1 + e:
+        return True
+    return taken.hit(np.array([x0 + e, y0 + e, x1 - e, y1 - e]))
+
+
+class _Boxes:
+    """Boxes in display pixels, one (x0, y0, x1, y1) row each with x0 <= x1 and y0 <= y1,
+    tested against a box all at once. Why: a plot of a thousand points tests each label
+    candidate against every marker; `Bbox.overlaps` one by one was most of a sweep's
+    plotting time. `overlaps` is `any(box.overlaps(t) for t in boxes)`, comparisons and
+    all (a NaN extent overlaps nothing)."""
+
+    def __init__(self, extents: np.ndarray):
+        self.rows = _ordered(extents.reshape(-1, 4))
+
+    def add(self, box: Any) -> None:
+        self.rows = np.vstack([self.rows, _ordered(np.asarray(box.extents).reshape(1, 4))])
+
+    def overlaps(self, box: Any) -> bool:
+        return self.hit(np.asarray(box.extents))
+
+    def hit(self, extents: np.ndarray) -> bool:
+        """`overlaps` of the box with these extents (x0, y0, x1, y1)."""
+        (a,) = _ordered(extents.reshape(1, 4))
+        r = self.rows
+        hit = (a[0] <= r[:, 2]) & (r[:, 0] <= a[2]) & (a[1] <= r[:, 3]) & (r[:, 1] <= a[3])
+        return bool(hit.any())
+
+
+def _ordered(extents: np.ndarray) -> np.ndarray:
+    """(x0, y0, x1, y1) rows with each pair swapped where the second is the smaller (as
+    `Bbox.overlaps` does; a NaN pair stays as it is)."""
+    out = extents.astype(float, copy=True)
+    for lo, hi in ((0, 2), (1, 3)):
+        swap = out[:, hi] < out[:, lo]
+        out[swap, lo], out[swap, hi] = extents[swap, hi], extents[swap, lo]
+    return out
+
+
+def _marker_boxes(ax, xs: Sequence[float], ys: Sequence[float]) -> np.ndarray:  # noqa: ANN001
+    """Every marker's box in display pixels (3 pt around its centre), one row each."""
+    if not xs:
+        return np.empty((0, 4))
+    px, py = ax.transData.transform(np.column_stack([xs, ys])).T
     r = 3 * ax.figure.dpi / 72
-    return Bbox.from_extents(px - r, py - r, px + r, py + r)
+    return np.column_stack([px - r, py - r, px + r, py + r])
+
+
+def render_front(
+    task: tuple[list[dict[str, str]], FrontPlot, tuple[str, ...]],
+) -> tuple[str, bytes] | None:
+    """A plot's SVG text (`figure_svg`) and PNG bytes from (rows, plot, axis names), None
+    when nothing is drawn: one task, so that a sweep's workers can draw its plots side
+    by side (outputs.write_outputs)."""
+    rows, plot, axis_names = task
+    fig = front_figure(rows, plot, axis_names)
+    if fig is None:
+        return None
+    return figure_svg(fig), figure_png(fig)
 
 
 def figure_svg(fig: Any) -> str:

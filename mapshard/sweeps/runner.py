@@ -1,5 +1,6 @@
 """The sweep driver: expand the points, skip those already in results.csv, run the rest in
-batches on a backend, store each row the moment it arrives, then write the outputs.
+batches on a backend, store each row the moment it arrives, then write the outputs (the
+backend's workers, idle by then, draw the plots side by side).
 
 Batches: points are grouped by workload key (same base, same workload-affecting values) and
 cut into chunks of at most `chunk` points, so a worker generates each graph once per chunk.
@@ -82,6 +83,37 @@ def run_sweep(
                          "folder for --out (new, or a sweep's own to resume it)")  # fmt: skip
     check_sweep_folder(out)
     t0 = time.perf_counter()
+    # a new local sweep has points to solve: its workers start (and import the solver
+    # stack) while the points expand, rather than after
+    backend = _backend(workers, cluster) if _starts_early(out, cluster) else None
+    try:
+        if backend is not None:
+            backend.start(spec.num_points)
+        outcome, backend = _sweep(spec, out, backend, workers, cluster, quiet, chunk, t0)
+        if write_outputs and not outcome.interrupted:
+            # the workers, idle now, draw the plots side by side
+            outcome.outputs = _write(outcome, backend.map if backend is not None else None)
+    except BaseException:
+        if backend is not None:
+            backend.close(kill=True)
+        raise
+    if backend is not None:
+        backend.close(kill=outcome.interrupted)
+    return outcome
+
+
+def _sweep(
+    spec: SweepSpec,
+    out: Path,
+    backend: Any | None,
+    workers: int,
+    cluster: str | None,
+    quiet: bool,
+    chunk: int,
+    t0: float,
+) -> tuple[SweepOutcome, Any | None]:
+    """Expand, resume and solve the points; returns the outcome and the backend (the one
+    given, or one started for the points left to solve), still open."""
     points, repeats = expand_points(spec)
     store = ResultsStore(out / RESULTS_NAME, spec.columns)
     stored = store.open({p.point_id: p.index for p in points})
@@ -93,7 +125,7 @@ def run_sweep(
             driver.progress.rebase(len(driver.written))
             jobs = [p for p in points if p.row is None and p.point_id not in driver.written]
             if jobs:
-                backend = _backend(workers, cluster)
+                backend = backend or _backend(workers, cluster)
                 driver.run(backend, make_batches(jobs, spec, backend.capacity, chunk))
     except KeyboardInterrupt as exc:
         driver.interrupted = True
@@ -116,9 +148,7 @@ def run_sweep(
         terminated=terminated,
         dropped=tuple(store.dropped),
     )
-    if write_outputs and not driver.interrupted:
-        outcome.outputs = _write(outcome)
-    return outcome
+    return outcome, backend
 
 
 def make_batches(
@@ -149,6 +179,12 @@ def _backend(workers: int, cluster: str | None) -> Any:
     if cluster:
         return DaskBackend(cluster)
     return LocalBackend(workers or os.cpu_count() or 1)
+
+
+def _starts_early(out: Path, cluster: str | None) -> bool:
+    """Whether to start local workers before the points expand: a new sweep (no
+    results.csv to resume from) has every valid point to solve."""
+    return not cluster and not (out / RESULTS_NAME).exists()
 
 
 class _Driver:
@@ -222,10 +258,9 @@ class _Driver:
                     self._finish(backend, fut, batch, solo, pending)
                 self.progress.update(len(self.written), self.counts, force=False)
             self._handle(backend.reports(0))
-        except BaseException:
+        except BaseException:  # an interrupt or a bug: the workers stop now
             backend.close(kill=True)
             raise
-        backend.close()
 
     def _finish(
         self, backend: Any, fut: Any, batch: Batch, solo: bool, pending: deque[tuple[Batch, bool]]

@@ -14,6 +14,7 @@ knows which point a dead worker was running.
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -34,7 +35,7 @@ from mapshard.sweeps.points import pre_solve_metrics
 from mapshard.sweeps.spec import FilterSpec
 from schema import setup_pb2
 from schema.errors import InfeasibleError, NoPlanError, SetupError
-from solver.api import SOLUTIONS, load_backends
+from solver.api import SOLUTIONS
 
 _CACHE_SIZE = 8
 _WORKLOADS: OrderedDict[str, Any] = OrderedDict()  # key -> Workload or the exception
@@ -191,13 +192,23 @@ def init_local_worker(address: str, authkey: bytes, driver_pid: int) -> None:
     _warm_up()
 
 
+def ready() -> None:
+    """A task that does nothing: submitted to start a worker process before its first
+    batch (sweeps.backends)."""
+
+
 def _exit_cleanly(signum: int, frame: object) -> None:
     sys.exit(0)
 
 
 def _warm_up() -> None:
-    """Load the solver stack before the first point, so its solve time is the solve's."""
-    load_backends()
+    """Load HiGHS before the first point, so a first MILP solve's time is the solve's.
+    Only HiGHS: the default backend calls it directly (solver.milp.linear), and Pyomo, a
+    quarter of a second per worker, is imported by the setups that ask for it."""
+    try:
+        importlib.import_module("highspy")
+    except ImportError:  # the solve that needs it says so
+        pass
 
 
 def _watch_parent(driver_pid: int) -> None:

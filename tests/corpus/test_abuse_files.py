@@ -18,6 +18,7 @@ import io
 import os
 import random
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +287,12 @@ class InProcessBackend:
 
     def forget(self, fut: Any) -> None:
         return None
+
+    def start(self, n: int) -> None:
+        return None
+
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        return [fn(item) for item in items]
 
     def close(self, kill: bool = False) -> None:
         return None

@@ -7,16 +7,18 @@ test_sweep_* files.
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
 
 import pytest
 
 from mapshard.cli import main
 from mapshard.sweeps import expand_points, load_sweep, run_sweep
+from mapshard.sweeps.backends import LocalBackend
 from mapshard.sweeps.cli import cluster_warning
 from mapshard.sweeps.fieldset import convert_value, parse_field_path, set_field
 from mapshard.sweeps.metrics import TIMING_COLUMNS
-from mapshard.sweeps.pareto import pareto_mask
+from mapshard.sweeps.pareto import PLOTS, pareto_mask, render_front
 from mapshard.sweeps.store import ResultsStore, csv_line, read_rows
 from mapshard.sweeps.worker import Job, solve_point
 from schema import setup_pb2
@@ -216,6 +218,30 @@ filter {{ metric: "system_cost" max: 1200 }}
         expand_points(load_sweep(bad))
 
 
+def test_a_bad_new_sweep_stops_the_workers_it_started(tmp_path: Path) -> None:
+    """A new sweep starts its workers before its points expand; a sweep file refused then
+    leaves no worker behind."""
+    bad = write_sweep(
+        tmp_path, GEMM + 'axis { field: "system.memory.dram_bw" values: ["-5", "100"] }\n'
+    )
+    with pytest.raises(SetupError, match="fails every point it is in"):
+        run_sweep(load_sweep(bad), out=tmp_path / "out", workers=2, quiet=True)
+    assert multiprocessing.active_children() == []
+
+
+def test_workers_started_early_are_no_more_than_the_points() -> None:
+    """A new sweep of fewer points than workers starts one worker per point, as the pool
+    would on its first batches."""
+    before = len(multiprocessing.active_children())
+    backend = LocalBackend(4)
+    try:
+        backend.start(2)
+        assert len(multiprocessing.active_children()) - before == 2
+    finally:
+        backend.close()
+    assert len(multiprocessing.active_children()) == before
+
+
 def test_store_drops_a_partial_last_line_and_rejects_other_sweeps(tmp_path: Path) -> None:
     cols = ("point_id", "index", "status")
     path = tmp_path / "results.csv"
@@ -344,6 +370,12 @@ axis { field: "system.memory.dram_bw" name: "dram" values: ["50", "200"] }
     text_format.Parse((tmp_path / "out" / "best_latency_s" / "setup.txt").read_text(), best)
     assert best.workload.llm_inference.batch == 1
     assert "<svg" in (tmp_path / "out" / "sweep_report.html").read_text()
+    # the workers drew the plots: the very files drawn here
+    for plot in PLOTS:
+        drawn = render_front((out.rows, plot, spec.axis_names))
+        assert drawn is not None
+        assert (tmp_path / "out" / f"{plot.name}.svg").read_text(encoding="utf-8") == drawn[0]
+        assert (tmp_path / "out" / f"{plot.name}.png").read_bytes() == drawn[1]
     # a second run finds every point done
     again = run_sweep(spec, out=tmp_path / "out", workers=2, quiet=True)
     assert again.ran == 0 and len(again.rows) == 6
