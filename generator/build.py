@@ -15,7 +15,6 @@ the dataflow_graph reader) made every run's start-up pay for the ones it never b
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from generator.pins import apply_pins
 from generator.precision import default_dtype, resolve_precision
 from schema import setup_pb2
 from schema.errors import SetupError
+from schema.lazy import load
 
 #: generator -> (module, function) that builds it, imported on first use: the workload
 #: kinds (setup.workload), DFModel's GPT layer from execution.llm and the dataflow_graph
@@ -44,8 +44,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
 
 def family(name: str) -> Callable[..., Any]:
     """The function that builds generator `name` (FAMILIES), its module imported now."""
-    module, function = FAMILIES[name]
-    return getattr(importlib.import_module(module), function)
+    return load(FAMILIES[name])
 
 
 def build_workload(setup: setup_pb2.Setup, setup_path: Path, num_chips: int) -> Workload:

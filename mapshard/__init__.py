@@ -7,21 +7,15 @@ the solver and the sweeps, which `mapshard --help` or `mapshard hardware` never 
 
 from __future__ import annotations
 
-import importlib
+from schema.lazy import module_getattr
 
 __version__ = "0.1.0"
 __all__ = ["Result", "solve", "sweep"]
 
-#: public name -> the module that defines it
-_API = {"Result": "mapshard.api", "solve": "mapshard.api", "sweep": "mapshard.api"}
+#: public name -> (the module that defines it, its name there)
+_API = {name: ("mapshard.api", name) for name in __all__}
 
-
-def __getattr__(name: str) -> object:
-    if name not in _API:
-        raise AttributeError(f"module 'mapshard' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_API[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = module_getattr(__name__, globals(), _API)
 
 
 def __dir__() -> list[str]:

@@ -13,7 +13,6 @@ before reading the setup, and most runs need one analysis of the two, or none.
 
 from __future__ import annotations
 
-import importlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -26,7 +25,7 @@ from mapshard.outdir import check_writable
 from mapshard.pipeline import Stage, assemble, check, load, plan, resolve
 from mapshard.scenario import Loaded, Scenario, with_cost_model
 from mapshard.views import Views
-from schema import setup_pb2
+from schema import lazy, setup_pb2
 from schema.errors import Interrupted
 from solver.plan import Plan
 
@@ -49,8 +48,7 @@ ANALYSES = ("serving", "stream")
 
 def step(name: str) -> Callable[..., Any]:
     """The function STEPS names `name`, its module imported now."""
-    module, function = STEPS[name]
-    return getattr(importlib.import_module(module), function)
+    return lazy.load(STEPS[name])
 
 
 def analysis_wanted(setup: setup_pb2.Setup) -> str | None:

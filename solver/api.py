@@ -12,7 +12,7 @@ names off the module at the point of use (`solver_api.solve_workload(...)`); a
 
 from __future__ import annotations
 
-import importlib
+from schema.lazy import module_getattr
 
 #: public name -> (the module that defines it, its name there)
 _API: dict[str, tuple[str, str]] = {
@@ -42,13 +42,7 @@ _API: dict[str, tuple[str, str]] = {
 __all__ = sorted(_API)
 
 
-def __getattr__(name: str) -> object:
-    if name not in _API:
-        raise AttributeError(f"module 'solver.api' has no attribute {name!r}")
-    module, attribute = _API[name]
-    value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value
-    return value
+__getattr__ = module_getattr(__name__, globals(), _API)
 
 
 def __dir__() -> list[str]:

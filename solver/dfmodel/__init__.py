@@ -11,9 +11,8 @@ call, and only a setup priced by DFModel's equations (execution.cost_model DFMOD
 
 from __future__ import annotations
 
-import importlib
-
 from generator.graph import Workload
+from schema.lazy import module_getattr
 
 __all__ = ["is_dfmodel_input", "search_dfmodel"]
 
@@ -26,10 +25,4 @@ def is_dfmodel_input(workload: Workload) -> bool:
     return any(k.dfmodel_type for p in workload.phases for k in p.graph.kernels)
 
 
-def __getattr__(name: str) -> object:
-    if name != "search_dfmodel":
-        raise AttributeError(f"module 'solver.dfmodel' has no attribute {name!r}")
-    module, function = _ENTRY
-    value = getattr(importlib.import_module(module), function)
-    globals()[name] = value
-    return value
+__getattr__ = module_getattr(__name__, globals(), {"search_dfmodel": _ENTRY})
