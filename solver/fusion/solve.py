@@ -74,8 +74,8 @@ def _deferred_proof(
 ) -> GraphSolution:
     """The proof the alternation deferred (alternate's `prove`), seeded with its plan, over
     the order it ran in: the problem's own on a chain, else the demand order (_search)."""
-    n = len(problem.kernels)
-    order = list(range(n)) if is_chain_order(problem) else demand_order(problem)
+    order = searched_order(problem)
+    assert order is not None, "a proof is deferred on the one-order search only"
     stats = SearchStats(space=sol.stats.space)  # the proof's own work (counted on top)
     seed = _in_order(sol, order)
     proven = prove_plan(permuted(problem, order), seed, options, stats, deadline_of(options))
@@ -155,9 +155,10 @@ def _search(problem: MappingProblem, options: SolverOptions, prove: bool) -> Gra
         r = solve_configurations(problem, configs, options)
         stats.add(r)
         return GraphSolution(configs, r.choice, r.objective_s, r.bound_s, r.status, stats)
-    if is_chain_order(problem):
+    order = searched_order(problem)
+    if order is not None and is_chain_order(problem):
         return _one_order(problem, options, stats, prove)
-    if _small(problem):
+    if order is None:
         ideals = enumerate_ideals(problem, IDEAL_LIMIT)
         if ideals is not None:
             sol = IdealSearch(problem, ideals, options, stats, deadline_of(options)).solve()
@@ -168,7 +169,6 @@ def _search(problem: MappingProblem, options: SolverOptions, prove: bool) -> Gra
             stats.notes.append(f"more than {IDEAL_LIMIT} ideals: best over several orders")
         return _over_orders(problem, options, stats, ORDERS)
     stats.space = ONE_ORDER
-    order = demand_order(problem)
     sol = _one_order(permuted(problem, order), options, stats, prove)
     return _in_problem_order(sol, order)
 
@@ -221,7 +221,8 @@ def check_pins(problem: MappingProblem) -> None:
 def searched_order(problem: MappingProblem) -> list[int] | None:
     """The one kernel order `solve_graph` segments (index order for a chain or kernel by
     kernel, the demand order of a large DAG), None when it searches the ideals of the DAG or
-    several orders (then a configuration need not be contiguous in any one order)."""
+    several orders (then a configuration need not be contiguous in any one order); _search
+    branches on it, so the two cannot disagree."""
     n = len(problem.kernels)
     if not problem.dataflow or n == 1 or is_chain_order(problem):
         return list(range(n))
