@@ -58,6 +58,7 @@ SETUP_KEYS: Mapping[str, str] = {
     "overlap_param_gather": "llm_training.dp_overlap",
     "tp_comm_overlap": "execution.tp_comm_overlap",
     "fp8_param_gather": "llm_training.fp8_param_gather",
+    "expert_tensor_parallel": "llm_training.expert_tensor_parallel (absent: searched, 1 or TP)",
     "grad_reduce_dtype": "llm_training.grad_reduce_fp32",
     "eager_activation": "llm_training.eager_activation",
     "loss_impl": "llm_training.loss",

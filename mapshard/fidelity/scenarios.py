@@ -50,6 +50,7 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
 from mapshard.fidelity.training_row import (  # noqa: F401  (ZERO1_KEYS re-exported)
     ZERO1_KEYS,
     dp_overlap,
+    expert_layout,
     virtual_pipeline,
     zero_stage,
 )
@@ -157,14 +158,16 @@ def case_levels(case: Case, spec: setup_pb2.ChipSpec) -> list[LevelSpec]:
         n = case.int("num_chips", 1)
         return place_degrees({"TP": n}, n, node_size(case, spec))
     degrees = {k.upper(): max(case.int(k, 1), 1) for k in ("tp", "cp", "dp", "pp")}
-    ep = max(case.int("ep", 1), 1)
+    ep, _, ep_tags = expert_layout(case)
     if ep > 1:
-        # the row's dp counts every data-parallel rank, the EP ones included (Megatron-LM)
+        # the row's dp counts every data-parallel rank, the EP ones included (Megatron-LM);
+        # a folded EP group (ETP 1) takes TP of its ranks from the TP chips
         if case.kind != "training_step":
             raise Unmodelable(f"EP={ep} outside training is not modelled by the scenario builder")
-        if degrees["DP"] % ep:
-            raise Unmodelable(f"EP={ep} does not divide dp {degrees['DP']}")
-        degrees["EP"], degrees["DP"] = ep, degrees["DP"] // ep
+        dp = degrees["DP"]
+        if dp % ep_tags:
+            raise Unmodelable(f"EP={ep} ({ep_tags} data-rank groups) does not divide dp {dp}")
+        degrees["EP"], degrees["DP"] = ep_tags, degrees["DP"] // ep_tags
     return place_degrees(degrees, case.int("num_chips", 1), node_size(case, spec))
 
 
@@ -355,7 +358,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.zero_stage = zero_stage(case)
         t.dp_overlap = dp_overlap(case)
         t.context_parallel = max(case.int("cp", 1), 1)
-        t.expert_parallel = max(case.int("ep", 1), 1)
+        t.expert_parallel, t.expert_tensor_parallel, _ = expert_layout(case)
         t.fp8_param_gather = fp8_param_gather(case)
         t.grad_reduce_fp32 = grad_reduce_fp32(case)
         t.attention, t.dropout = attention_impl(case)

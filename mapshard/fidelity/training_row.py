@@ -135,3 +135,30 @@ def virtual_pipeline(case: Case) -> int:
     if schedule is not None and not said[schedule]:
         raise Unmodelable(f"pipeline_schedule={schedule} but pp={pp}, virtual_pipeline={v}")
     return v
+
+
+def expert_layout(case: Case) -> tuple[int, int, int]:
+    """(EP, ETP, the EP degree the topology tags carry) of an MoE training row.
+
+    The row's `ep` counts every rank of one expert group, as Megatron-core's
+    --expert-model-parallel-size does. `expert_tensor_parallel` is the row's
+    --expert-tensor-parallel-size: 1 folds the EP group over the TP chips (EP / TP groups of
+    TP chips, carved from the data-parallel ranks), TP (or absent, Megatron-core's default
+    being TP) keeps each expert split over the TP chips and EP groups of data-parallel
+    ranks. Absent, the setup leaves ETP searched (1 or TP), the field's own default."""
+    ep = max(case.int("ep", 1), 1)
+    tp = max(case.int("tp", 1), 1)
+    raw = case.extra.get("expert_tensor_parallel")
+    if raw is None:
+        return ep, 0, ep
+    try:
+        etp = int(raw)
+    except ValueError:
+        raise Unmodelable(f"expert_tensor_parallel={raw} is not a whole number") from None
+    if etp == 1 and tp > 1:
+        if ep % tp:
+            raise Unmodelable(f"expert_tensor_parallel=1 with ep={ep} not a multiple of tp={tp}")
+        return ep, 1, ep // tp
+    if etp not in (1, tp):
+        raise Unmodelable(f"expert_tensor_parallel={etp}: the model runs 1 or tp ({tp})")
+    return ep, etp, ep

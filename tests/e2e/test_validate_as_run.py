@@ -21,6 +21,7 @@ DATA = Path(__file__).parents[1] / "data" / "validation"
 FILES = {
     "dev": DATA / "validation_dev_structured.csv",
     "fit": DATA / "validation_public_fit.csv",
+    "check": DATA / "validation_public_check.csv",
 }
 # summary.json's time for each kind (the quantity validate converts into the metric)
 TIME_KEY = {
@@ -62,6 +63,8 @@ def run_is_validate(case: Case, where: Path, tmp_path: Path) -> float:
         ("dev", "T01"),
         # Llama-2 7B FP8 on 8 H100s: ZeRO-1, FP32 gradient reduction, the NeMo recipe's keys
         ("fit", "P-NEM05"),
+        # Qwen3-235B-A22B on 256 H100s: EP 32 folded over the TP pairs (expert-TP 1)
+        ("check", "P-NEM34"),
     ],
 )
 def test_mapshard_run_of_the_rows_setup_predicts_what_validate_does(file, row_id, tmp_path):

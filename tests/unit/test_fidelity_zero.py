@@ -1,13 +1,13 @@
 """The scenario builder honours a row's optimizer/parameter sharding (issue #16), DP overlap
-and pipeline interleaving (issue #35)."""
+and pipeline interleaving and expert layouts (issue #35)."""
 
 from __future__ import annotations
 
 import pytest
 
 from mapshard.fidelity.cases import Case
-from mapshard.fidelity.scenarios import Unmodelable, zero_stage
-from mapshard.fidelity.training_row import dp_overlap, virtual_pipeline
+from mapshard.fidelity.scenarios import Unmodelable, case_levels, chip_spec, zero_stage
+from mapshard.fidelity.training_row import dp_overlap, expert_layout, virtual_pipeline
 from schema import setup_pb2
 
 
@@ -109,3 +109,54 @@ def test_virtual_pipeline_is_never_a_silent_default(cells, extra, chunks):
             virtual_pipeline(train(cells, **extra))
     else:
         assert virtual_pipeline(train(cells, **extra)) == chunks
+
+
+# ---------------------------------------------------------------------------------------
+# Expert layouts (issue #35 item 1): a row's expert_tensor_parallel is the setup's
+# ---------------------------------------------------------------------------------------
+
+
+def moe(etp: str | None = None, tp: str = "2", ep: str = "32", dp: str = "16") -> Case:
+    extra = {} if etp is None else {"expert_tensor_parallel": etp}
+    cells = {"tp": tp, "ep": ep, "dp": dp, "pp": "8", "num_chips": "256"}
+    cells |= {"chips_per_node": "8", "chip": "H100-SXM5-80GB"}
+    return train(cells, **extra)
+
+
+@pytest.mark.parametrize(
+    "case,layout",
+    [
+        # Megatron-core's --expert-tensor-parallel-size 1: EP 32 = 16 TP pairs, so the
+        # topology carries EP 32 / TP 2 = 16 groups carved from the data ranks
+        (moe("1"), (32, 1, 16)),
+        (moe("2", ep="8"), (8, 2, 8)),  # ETP = TP: EP groups of data ranks alone
+        (moe(None, ep="8"), (8, 0, 8)),  # absent: the setup searches ETP (1 or TP)
+        (moe("1", tp="1", ep="8"), (8, 1, 8)),  # TP 1: folding changes nothing
+    ],
+)
+def test_expert_layout_of_a_row(case, layout):
+    assert expert_layout(case) == layout
+
+
+@pytest.mark.parametrize(
+    "case,reason",
+    [
+        (moe("4"), "expert_tensor_parallel=4: the model runs 1 or tp"),
+        (moe("1", ep="9"), "ep=9 not a multiple of tp=2"),
+        (moe("x"), "not a whole number"),
+    ],
+)
+def test_an_expert_layout_the_model_cannot_run_is_a_reason(case, reason):
+    with pytest.raises(Unmodelable, match=reason):
+        expert_layout(case)
+
+
+def test_a_folded_ep_row_is_placed_as_megatron_core_ranks_it():
+    """Qwen3-235B-A22B on 256 H100s (8 a node), TP 2, PP 8, DP 16, EP 32, ETP 1: an EP group
+    is 32 consecutive ranks of one stage (16 TP pairs), i.e. 4 whole nodes. Innermost first:
+    TP 2 and 4 of the 16 TP-pair groups fill a node; the other 4 EP groups and the 8
+    pipeline stages cross nodes (2 x 4 x 4 x 8 = 256, DP left 1)."""
+    case = moe("1")
+    levels = case_levels(case, chip_spec(case))
+    got = [(lv.name, lv.degree) for lv in levels]
+    assert got == [("node_tp", 2), ("node_ep", 4), ("net_ep", 4), ("net_pp", 8)]
