@@ -16,6 +16,7 @@ deadline (the options' time limit) is checked between steps and said when it tri
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 from solver.cost.problem import KernelMenu, MappingProblem
@@ -67,7 +68,11 @@ def _shardings(problem: MappingProblem, choice: tuple[int, ...]) -> list[str]:
 
 
 def _first_plan(
-    problem: MappingProblem, options: SolverOptions, stats: SearchStats, deadline: float
+    problem: MappingProblem,
+    options: SolverOptions,
+    stats: SearchStats,
+    deadline: float,
+    on_plan: Callable[[], object] | None = None,
 ) -> tuple[GraphSolution, list[str]] | None:
     """The plan the alternation starts from (its bound the root bound) and the shardings
     of its first round; None when the problem is infeasible. More kernels than
@@ -86,6 +91,8 @@ def _first_plan(
         return None
     if greedy is not None:
         greedy = replace(greedy, bound_s=root)
+        if on_plan is not None:
+            on_plan()
     if past(deadline):  # the valve tripped before the seed
         return _at_valve(problem, greedy, root, stats)
     if n > COMPOSE_KERNELS:
@@ -141,12 +148,18 @@ def _greedy_plan(problem: MappingProblem, root: float, stats: SearchStats) -> Gr
 
 
 def alternate(
-    problem: MappingProblem, options: SolverOptions, stats: SearchStats, prove: bool = True
+    problem: MappingProblem,
+    options: SolverOptions,
+    stats: SearchStats,
+    prove: bool = True,
+    on_plan: Callable[[], object] | None = None,
 ) -> GraphSolution:
     """`prove`: False returns the alternation's plan at the root bound without the proof
-    search (`stats.proof_deferred`): the caller bounds it another way first."""
+    search (`stats.proof_deferred`): the caller bounds it another way first. `on_plan`:
+    called once the greedy first plan is held, before the seed and the rounds improve it
+    (solve.solve_graph computes the valve's bound there, inside the valve's window)."""
     deadline = deadline_of(options)
-    start = _first_plan(problem, options, stats, deadline)
+    start = _first_plan(problem, options, stats, deadline, on_plan)
     if start is None:
         return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
     best, sharding = start

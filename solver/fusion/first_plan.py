@@ -25,12 +25,12 @@ the start, deterministic, so a work budget's verdict stays the same on every mac
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Sequence
 
 from solver.check import hold_bytes, least_sram_option, mapping_cost, options_sram_bytes
 from solver.cost.problem import MappingProblem, Option
 from solver.cost.weights import stored_params
+from solver.fusion.by_identity import ByIdentity
 
 NOTE = (
     "the valve stopped the search before its first plan: the plan is the first one "
@@ -98,18 +98,12 @@ def least_sram_cut(
     consumer inside (nothing else changes it). Cached per problem for the chip's SRAM (the
     search and its first plan both ask). Kernel by kernel: one configuration per kernel."""
     if cap_bytes is None:
-        entry = _CUTS.get(id(problem))
-        if entry is not None and entry[0]() is problem:
-            return entry[1]
-        cut = _least_sram_cut(problem, problem.sram_bytes)
-        key = id(problem)
-        _CUTS[key] = (weakref.ref(problem, lambda _: _CUTS.pop(key, None)), cut)
-        return cut
+        return _CUTS.get(problem, lambda: _least_sram_cut(problem, problem.sram_bytes))
     return _least_sram_cut(problem, cap_bytes)
 
 
-# per problem (by identity, dropped with it): its least_sram_cut at the chip's SRAM
-_CUTS: dict[int, tuple[weakref.ref, object]] = {}
+# per problem: its least_sram_cut at the chip's SRAM
+_CUTS: ByIdentity[tuple[tuple[tuple[int, ...], ...], tuple[int, ...]] | None] = ByIdentity()
 
 
 def _least_sram_cut(

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from solver.cost.problem import MappingProblem
+from solver.fusion.by_identity import ByIdentity
 from solver.fusion.period import Periodicity, periodicity
 from solver.fusion.segment_bound import KnapsackBounds
 from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, segment_price
@@ -421,7 +422,14 @@ def _count(values: np.ndarray, h: np.ndarray) -> float:
 
 def root_bound(problem: MappingProblem) -> float:
     """The least sum of separable segment bounds over all segmentations: a lower bound of
-    the optimum that costs no MILP."""
+    the optimum that costs no MILP. Once per problem (the valve's bound may ask first)."""
+    return _ROOTS.get(problem, lambda: _root_bound(problem))
+
+
+_ROOTS: ByIdentity[float] = ByIdentity()
+
+
+def _root_bound(problem: MappingProblem) -> float:
     n = len(problem.kernels)
     K = max(1, min(problem.max_configs, n))
     values = separable_bounds(problem)

@@ -8,6 +8,7 @@ best over several topological orders, reported as a restricted search."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
@@ -16,6 +17,7 @@ from solver.check import mapping_cost
 from solver.cost.problem import MappingProblem
 from solver.fusion import large, tile_refine
 from solver.fusion.alternate import alternate, prove_plan
+from solver.fusion.by_identity import ByIdentity
 from solver.fusion.first_plan import NOTE as FIRST_PLAN_NOTE
 from solver.fusion.first_plan import fewest_configs, first_plan
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch
@@ -48,9 +50,11 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
     deadline = deadline_of(options)
     if not (problem.dataflow and any(m.live_groups for m in problem.kernels)):
         return _solve(problem, options)
-    sol = _solve(problem, options, prove=False)
-    rounds = options.tile_refinements
     valve_bound = partial(_valve_bound, problem)
+    # with a valve, its bound is computed in the valve's window once a plan is held (the
+    # refinement's first round reuses it), not after the valve tripped
+    sol = _solve(problem, options, False, valve_bound if math.isfinite(deadline) else None)
+    rounds = options.tile_refinements
     refined = tile_refine.refine(problem, sol, options, _solve, deadline, rounds, valve_bound)
     if refined.status == "optimal" or not sol.stats.proof_deferred or past(deadline):
         return refined
@@ -99,10 +103,16 @@ def _with_sampled_proof(refined: GraphSolution, proven: GraphSolution, gap: floa
     return replace(best, bound_s=bound, status=status, stats=stats)
 
 
-def _solve(problem: MappingProblem, options: SolverOptions, prove: bool = True) -> GraphSolution:
+def _solve(
+    problem: MappingProblem,
+    options: SolverOptions,
+    prove: bool = True,
+    on_plan: Callable[[], object] | None = None,
+) -> GraphSolution:
     """`prove`: False lets a large graph's search return its alternation's plan at the root
-    bound, its proof deferred to the caller (solve_graph)."""
-    sol = _search(problem, options, prove)
+    bound, its proof deferred to the caller (solve_graph). `on_plan`: work the alternation
+    does once it holds a plan (alternate)."""
+    sol = _search(problem, options, prove, on_plan)
     return _valve_fallback(problem, _exact_objective(problem, sol))
 
 
@@ -133,7 +143,12 @@ def _exact_objective(problem: MappingProblem, sol: GraphSolution) -> GraphSoluti
     return replace(sol, objective_s=exact, bound_s=min(sol.bound_s, exact))
 
 
-def _search(problem: MappingProblem, options: SolverOptions, prove: bool) -> GraphSolution:
+def _search(
+    problem: MappingProblem,
+    options: SolverOptions,
+    prove: bool,
+    on_plan: Callable[[], object] | None = None,
+) -> GraphSolution:
     stats = SearchStats()
     n = len(problem.kernels)
     if not problem.dataflow or n == 1:
@@ -157,7 +172,7 @@ def _search(problem: MappingProblem, options: SolverOptions, prove: bool) -> Gra
         return GraphSolution(configs, r.choice, r.objective_s, r.bound_s, r.status, stats)
     order = searched_order(problem)
     if order is not None and is_chain_order(problem):
-        return _one_order(problem, options, stats, prove)
+        return _one_order(problem, options, stats, prove, on_plan)
     if order is None:
         ideals = enumerate_ideals(problem, IDEAL_LIMIT)
         if ideals is not None:
@@ -169,12 +184,16 @@ def _search(problem: MappingProblem, options: SolverOptions, prove: bool) -> Gra
             stats.notes.append(f"more than {IDEAL_LIMIT} ideals: best over several orders")
         return _over_orders(problem, options, stats, ORDERS)
     stats.space = ONE_ORDER
-    sol = _one_order(permuted(problem, order), options, stats, prove)
+    sol = _one_order(permuted(problem, order), options, stats, prove, on_plan)
     return _in_problem_order(sol, order)
 
 
 def _one_order(
-    problem: MappingProblem, options: SolverOptions, stats: SearchStats, prove: bool = True
+    problem: MappingProblem,
+    options: SolverOptions,
+    stats: SearchStats,
+    prove: bool = True,
+    on_plan: Callable[[], object] | None = None,
 ) -> GraphSolution:
     if problem.dataflow and fewest_configs(problem) > max(problem.max_configs, 1):
         # no choice of options fits num_config in this order (first_plan.least_sram_cut):
@@ -187,7 +206,7 @@ def _one_order(
             return sol
     if _small(problem):
         return segment_search(problem, options, stats, deadline=deadline_of(options))
-    return alternate(problem, options, stats, prove)
+    return alternate(problem, options, stats, prove, on_plan)
 
 
 EXACT_KERNELS = 20  # beyond, with several shardings, one order (a 22-kernel DAG took minutes)
@@ -232,7 +251,21 @@ def searched_order(problem: MappingProblem) -> list[int] | None:
 
 
 def permuted(problem: MappingProblem, order: list[int]) -> MappingProblem:
-    """The problem with its kernels renumbered so that `order[p]` becomes kernel p."""
+    """The problem with its kernels renumbered so that `order[p]` becomes kernel p; once
+    per problem and order (the search, its deferred proof and the valve's bound ask)."""
+    key = tuple(order)
+    if key == tuple(range(len(problem.kernels))):
+        return problem
+    done = _PERMUTED.get(problem, dict)
+    if key not in done:
+        done[key] = _permuted(problem, order)
+    return done[key]
+
+
+_PERMUTED: ByIdentity[dict[tuple[int, ...], MappingProblem]] = ByIdentity()
+
+
+def _permuted(problem: MappingProblem, order: list[int]) -> MappingProblem:
     pos = {k: p for p, k in enumerate(order)}
     # every field kept (saved, wrap, conversion group); a group's lead is its first
     # consumer in the new order

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from solver.cost.problem import KernelMenu, MappingProblem, Option, TileCost, TileGroup
+from solver.fusion.by_identity import ByIdentity
 from solver.fusion.segment_search import GraphSolution, until_deadline
 from solver.options import VALVE_STOP, SolverOptions, past
 
@@ -112,7 +113,19 @@ def relaxed_problem(
 ) -> tuple[MappingProblem, Origin]:
     """`problem` with every sampled menu replaced by its groups' parts (a group not cut is
     one part): a part of one tile by that tile, any other by its stand-in. `origin[k][o]`:
-    the (group, part index) option o of kernel k stands in for (None: a real tile)."""
+    the (group, part index) option o of kernel k stands in for (None: a real tile). With
+    no group cut, computed once per problem (the valve's bound and the first round ask)."""
+    if not parts:
+        return _UNCUT.get(problem, lambda: _relaxed_problem(problem, parts))
+    return _relaxed_problem(problem, parts)
+
+
+_UNCUT: ByIdentity[tuple[MappingProblem, Origin]] = ByIdentity()
+
+
+def _relaxed_problem(
+    problem: MappingProblem, parts: dict[TileGroup, list[Part]]
+) -> tuple[MappingProblem, Origin]:
     kernels: list[KernelMenu] = []
     origin: Origin = []
     seen: dict[int, tuple] = {}

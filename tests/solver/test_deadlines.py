@@ -21,7 +21,7 @@ from solver_fixtures import random_chain, random_dag, small_system, tp2_problem
 from solver.check import mapping_cost
 from solver.cost.problem import EdgeCost, KernelMenu, MappingProblem, Option
 from solver.fusion import first_plan as first_plan_mod
-from solver.fusion import large
+from solver.fusion import large, tile_refine
 from solver.fusion import solve as solve_mod
 from solver.fusion.first_plan import first_plan
 from solver.fusion.segment_search import GraphSolution, SearchStats
@@ -120,7 +120,9 @@ def test_the_first_plan_has_the_fewest_configurations_for_its_options(seed: int,
 
 
 def _stopped(stop: str):
-    def search(problem: MappingProblem, options: SolverOptions, prove: bool) -> GraphSolution:
+    def search(
+        problem: MappingProblem, options: SolverOptions, prove: bool, on_plan: object = None
+    ) -> GraphSolution:
         return GraphSolution((), (), math.inf, 0.0, "time_limit", SearchStats(stop=stop))
 
     return search
@@ -133,6 +135,49 @@ def test_a_search_the_valve_stopped_returns_the_first_plan(monkeypatch) -> None:
     assert (sol.configs, sol.choice, sol.status) == (((0, 1), (2,)), (0, 0, 0), "time_limit")
     assert sol.objective_s == pytest.approx(400e-9, rel=1e-12) and sol.bound_s == 0.0
     assert sol.stats.stop == VALVE_STOP and first_plan_mod.NOTE in sol.stats.notes
+
+
+def _sampled_chain() -> MappingProblem:
+    """A 30-kernel chain whose GEMM tile menus are sampled (a fresh object per call: the
+    relaxed problem is memoised per problem object)."""
+    graph = random_chain(random.Random(0), 30)
+    system = small_system(sram_bytes=2e6)
+    problem = tp2_problem(
+        graph, system, dataflow=True, overlap=True, max_configs=4, tiling_points=10
+    )
+    assert any(m.live_groups for m in problem.kernels)
+    return problem
+
+
+def test_the_valve_bound_is_computed_in_the_window_and_reused(monkeypatch) -> None:
+    """With a valve, the bound it reports if it trips before any relaxed search (the root
+    bound over every tile) is computed once the greedy first plan is held, inside the
+    window, not after the trip; the refinement's first round reuses its relaxed problem, so
+    the uncut relaxed problem is built once either way, and the answer is the same as
+    without a valve."""
+    built: list[bool] = []
+    real_relaxed = tile_refine._relaxed_problem
+
+    def counted(problem, parts):
+        built.append(bool(parts))
+        return real_relaxed(problem, parts)
+
+    asked: list[int] = []
+    real_bound = solve_mod._valve_bound
+    monkeypatch.setattr(tile_refine, "_relaxed_problem", counted)
+    monkeypatch.setattr(solve_mod, "_valve_bound", lambda p: asked.append(1) or real_bound(p))
+    free = solve_mod.solve_graph(_sampled_chain(), SolverOptions())
+    assert asked == [] and built.count(False) == 1  # no valve: no valve bound
+    built.clear()
+    valved = solve_mod.solve_graph(_sampled_chain(), SolverOptions(time_limit_s=3600.0))
+    assert asked == [1] and built.count(False) == 1
+    assert (valved.configs, valved.choice, valved.objective_s, valved.bound_s) == (
+        free.configs,
+        free.choice,
+        free.objective_s,
+        free.bound_s,
+    )
+    assert valved.status == free.status
 
 
 def test_a_work_budget_keeps_its_verdict(monkeypatch) -> None:
