@@ -3,12 +3,16 @@ and pipeline interleaving and expert layouts (issue #35)."""
 
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 
 from mapshard.fidelity.cases import Case
 from mapshard.fidelity.scenarios import Unmodelable, case_levels, chip_spec, zero_stage
 from mapshard.fidelity.training_row import dp_overlap, expert_layout, virtual_pipeline
 from schema import setup_pb2
+from solver.search.expert_group import expert_parallel_groups
 
 
 def row(fsdp: str = "0", **extra: str) -> Case:
@@ -160,3 +164,31 @@ def test_a_folded_ep_row_is_placed_as_megatron_core_ranks_it():
     levels = case_levels(case, chip_spec(case))
     got = [(lv.name, lv.degree) for lv in levels]
     assert got == [("node_tp", 2), ("node_ep", 4), ("net_ep", 4), ("net_pp", 8)]
+
+
+def test_random_expert_layouts_span_the_nodes_megatron_core_puts_an_ep_group_in():
+    """A family of random MoE layouts (TP, PP, DP, EP, ETP 1 or TP; 8 chips a node): the
+    topology the scenario builder places spans, with its EP tags, as many nodes as
+    Megatron-core's own first EP group (solver.search.expert_group.expert_parallel_groups,
+    the rank formula), and the EP group it implies has EP chips."""
+    rng = random.Random(35)
+    checked = 0
+    while checked < 60:
+        tp, pp = rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4])
+        dp = rng.choice([1, 2, 4, 8, 16, 32])
+        etp = rng.choice([1, tp])
+        groups = tp * dp // etp  # EP must divide the expert view's TP x DP / ETP
+        ep = rng.choice([d for d in range(2, groups + 1) if groups % d == 0] or [1])
+        if ep < 2 or (etp == 1 and ep % tp) or dp % (ep // tp if etp == 1 else ep):
+            continue
+        cells = {"tp": str(tp), "ep": str(ep), "dp": str(dp), "pp": str(pp)}
+        cells |= {"num_chips": str(tp * dp * pp), "chips_per_node": "8"}
+        case = train(cells | {"chip": "H100-SXM5-80GB"}, expert_tensor_parallel=str(etp))
+        levels = case_levels(case, chip_spec(case))
+        ep_tags = math.prod(lv.degree for lv in levels if lv.tag == "EP")
+        folded_tp = tp if etp == 1 else 1
+        assert folded_tp * ep_tags == ep
+        nodes = math.prod(lv.degree for lv in levels if lv.tag == "EP" and not lv.scale_up)
+        group = expert_parallel_groups(tp, 1, dp, pp, ep, etp)[0]
+        assert len({r // 8 for r in group}) == nodes, (tp, pp, dp, ep, etp)
+        checked += 1
