@@ -29,8 +29,21 @@ class CollectiveEfficiency:
     # calibrated (message bytes, fraction of link bandwidth) points, ascending in size;
     # replaces bus_bw_util and half_bw_bytes when given (solver.cost.collectives)
     bus_bw_curve: tuple[tuple[float, float], ...] = ()
-    # the same points for all-to-all alone (one chip's send buffer); empty: bus_bw_curve
+    # the same points for all-to-all alone (one chip's send buffer), all-gather alone (the
+    # gathered output), reduce-scatter alone (the input); empty: bus_bw_curve
     all_to_all_curve: tuple[tuple[float, float], ...] = ()
+    all_gather_curve: tuple[tuple[float, float], ...] = ()
+    reduce_scatter_curve: tuple[tuple[float, float], ...] = ()
+
+    def curve_for(self, kind: str) -> tuple[tuple[float, float], ...]:
+        """The calibrated points a collective of `kind` runs at: its own where the chip
+        gives them, else the all-reduce's (bus_bw_curve; may be empty)."""
+        own = {
+            "all_to_all": self.all_to_all_curve,
+            "all_gather": self.all_gather_curve,
+            "reduce_scatter": self.reduce_scatter_curve,
+        }.get(kind, ())
+        return own or self.bus_bw_curve
 
 
 @dataclass(frozen=True)

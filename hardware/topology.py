@@ -344,7 +344,7 @@ def _collective(entry: setup_pb2.CollectiveEfficiency, problems: Problems) -> Co
     fraction(entry.bus_bw_util, f"{path}.bus_bw_util", problems)
     non_negative(entry.latency_us, f"{path}.latency_us", problems)
     non_negative(entry.half_bw_bytes, f"{path}.half_bw_bytes", problems)
-    for name in ("bus_bw_at_size", "all_to_all_bw_at_size"):
+    for name in CURVE_FIELDS:
         for i, pt in enumerate(getattr(entry, name)):
             positive(pt.message_bytes, f"{path}.{name}[{i}].message_bytes", problems)
             fraction(pt.bus_bw_util, f"{path}.{name}[{i}].bus_bw_util", problems)
@@ -353,14 +353,24 @@ def _collective(entry: setup_pb2.CollectiveEfficiency, problems: Problems) -> Co
     return collective_efficiency(entry)
 
 
+# the entry's message-size curves -> CollectiveEfficiency's fields
+CURVE_FIELDS = {
+    "bus_bw_at_size": "bus_bw_curve",
+    "all_to_all_bw_at_size": "all_to_all_curve",
+    "all_gather_bw_at_size": "all_gather_curve",
+    "reduce_scatter_bw_at_size": "reduce_scatter_curve",
+}
+
+
 def collective_efficiency(entry: setup_pb2.CollectiveEfficiency) -> CollectiveEfficiency:
     """A chip file's (or setup's) collective entry in SI units."""
-    curve = sorted((pt.message_bytes, pt.bus_bw_util) for pt in entry.bus_bw_at_size)
-    a2a = sorted((pt.message_bytes, pt.bus_bw_util) for pt in entry.all_to_all_bw_at_size)
+    curves = {
+        field: tuple(sorted((pt.message_bytes, pt.bus_bw_util) for pt in getattr(entry, name)))
+        for name, field in CURVE_FIELDS.items()
+    }
     return CollectiveEfficiency(
         bus_bw_util=entry.bus_bw_util or 1.0,
         latency_s=entry.latency_us * 1e-6,
         half_bw_bytes=entry.half_bw_bytes,
-        bus_bw_curve=tuple(curve),
-        all_to_all_curve=tuple(a2a),
+        **curves,
     )

@@ -1025,20 +1025,24 @@ class PrecisionUtil(_message.Message):
     def __init__(self, precision: _Optional[str] = ..., util: _Optional[float] = ...) -> None: ...
 
 class CollectiveEfficiency(_message.Message):
-    __slots__ = ("level", "bus_bw_util", "latency_us", "half_bw_bytes", "bus_bw_at_size", "all_to_all_bw_at_size")
+    __slots__ = ("level", "bus_bw_util", "latency_us", "half_bw_bytes", "bus_bw_at_size", "all_to_all_bw_at_size", "all_gather_bw_at_size", "reduce_scatter_bw_at_size")
     LEVEL_FIELD_NUMBER: _ClassVar[int]
     BUS_BW_UTIL_FIELD_NUMBER: _ClassVar[int]
     LATENCY_US_FIELD_NUMBER: _ClassVar[int]
     HALF_BW_BYTES_FIELD_NUMBER: _ClassVar[int]
     BUS_BW_AT_SIZE_FIELD_NUMBER: _ClassVar[int]
     ALL_TO_ALL_BW_AT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ALL_GATHER_BW_AT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    REDUCE_SCATTER_BW_AT_SIZE_FIELD_NUMBER: _ClassVar[int]
     level: int
     bus_bw_util: float
     latency_us: float
     half_bw_bytes: float
     bus_bw_at_size: _containers.RepeatedCompositeFieldContainer[BusBandwidthPoint]
     all_to_all_bw_at_size: _containers.RepeatedCompositeFieldContainer[BusBandwidthPoint]
-    def __init__(self, level: _Optional[int] = ..., bus_bw_util: _Optional[float] = ..., latency_us: _Optional[float] = ..., half_bw_bytes: _Optional[float] = ..., bus_bw_at_size: _Optional[_Iterable[_Union[BusBandwidthPoint, _Mapping]]] = ..., all_to_all_bw_at_size: _Optional[_Iterable[_Union[BusBandwidthPoint, _Mapping]]] = ...) -> None: ...
+    all_gather_bw_at_size: _containers.RepeatedCompositeFieldContainer[BusBandwidthPoint]
+    reduce_scatter_bw_at_size: _containers.RepeatedCompositeFieldContainer[BusBandwidthPoint]
+    def __init__(self, level: _Optional[int] = ..., bus_bw_util: _Optional[float] = ..., latency_us: _Optional[float] = ..., half_bw_bytes: _Optional[float] = ..., bus_bw_at_size: _Optional[_Iterable[_Union[BusBandwidthPoint, _Mapping]]] = ..., all_to_all_bw_at_size: _Optional[_Iterable[_Union[BusBandwidthPoint, _Mapping]]] = ..., all_gather_bw_at_size: _Optional[_Iterable[_Union[BusBandwidthPoint, _Mapping]]] = ..., reduce_scatter_bw_at_size: _Optional[_Iterable[_Union[BusBandwidthPoint, _Mapping]]] = ...) -> None: ...
 
 class BusBandwidthPoint(_message.Message):
     __slots__ = ("message_bytes", "bus_bw_util")

@@ -25,8 +25,10 @@ Alpha-beta per level: a = the level's latency plus its efficiency's latency per 
 calibrated software floor, NCCL's), and b = link bandwidth x the calibrated fraction at the
 collective's message size: `bus_bw_curve` points (nccl-tests size: the all-reduce buffer,
 the gathered output, the reduce-scatter input, one chip's all-to-all send buffer; p2p the
-message) interpolated in log size and flat beyond the ends; an all-to-all reads the level's
-own `all_to_all_curve` where it has one (no in-switch reduction speeds it up). Without a
+message) interpolated in log size and flat beyond the ends; an all-to-all, all-gather or
+reduce-scatter reads the level's own curve for its kind where it has one (on an NVSwitch
+level only the all-reduce gets NVLS's in-switch reduction; the two halves are capped by the
+all-reduce's curve, HALVES). Without a
 curve, b = util x bandwidth x m / (m + m_half) on the per-chip chunk m = S/p (the legacy
 form: its S/b_eff = S/b + p m_half/b is a latency in disguise, hence the curve).
 """
@@ -39,6 +41,11 @@ from collections.abc import Sequence
 from hardware.system import NetworkLevel, Topology
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p", "broadcast")
+# An all-reduce's two halves: each at its own measured curve, never above the all-reduce's
+# bus bandwidth (a ring moves half the all-reduce's bytes at the same rate; only NVLS's
+# in-switch reduction lifts the all-reduce above them). The cap also keeps a chip's halves
+# consistent where its all-reduce points come from another NCCL release than theirs.
+HALVES = ("all_gather", "reduce_scatter")
 
 
 def curve_fraction(curve: Sequence[tuple[float, float]], message_bytes: float) -> float:
@@ -58,12 +65,14 @@ def effective_bandwidth(
 ) -> float:
     """Achievable bandwidth of one chip on this level for a collective of `message_bytes`
     (the curve's size) whose per-chip chunk is `chunk_bytes` (the legacy curve's size); an
-    all-to-all takes the level's all-to-all curve where it has one."""
+    all-to-all, all-gather or reduce-scatter takes its kind's curve where the level has one."""
     eff = level.efficiency
-    if kind == "all_to_all" and eff.all_to_all_curve:
-        return level.link_bandwidth_Bps * curve_fraction(eff.all_to_all_curve, message_bytes)
-    if eff.bus_bw_curve:
-        return level.link_bandwidth_Bps * curve_fraction(eff.bus_bw_curve, message_bytes)
+    curve = eff.curve_for(kind)
+    if curve:
+        fraction = curve_fraction(curve, message_bytes)
+        if kind in HALVES and eff.bus_bw_curve and curve is not eff.bus_bw_curve:
+            fraction = min(fraction, curve_fraction(eff.bus_bw_curve, message_bytes))
+        return level.link_bandwidth_Bps * fraction
     bw = level.link_bandwidth_Bps * (eff.bus_bw_util or 1.0)
     if eff.half_bw_bytes > 0 and chunk_bytes > 0:
         bw *= chunk_bytes / (chunk_bytes + eff.half_bw_bytes)

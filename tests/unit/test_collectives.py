@@ -6,10 +6,12 @@ import math
 
 import pytest
 
+from hardware import kernel_db, library
 from hardware.resolve import resolve_system
 from hardware.system import CollectiveEfficiency, NetworkLevel, Topology
+from hardware.topology import collective_efficiency
 from schema import setup_pb2
-from solver.cost.collectives import hierarchical_time, level_collective_time
+from solver.cost.collectives import curve_fraction, hierarchical_time, level_collective_time
 from solver.search.assemble import pipeline_time
 
 GB = 1e9
@@ -187,3 +189,80 @@ def test_gb200_nvlink_all_reduce_by_hand():
     big = 2 * 0.75 * 2**33 / (900 * GB * 0.756) + 2 * 8.08e-6
     assert big == pytest.approx(18.953e-3, rel=1e-3)
     assert level_collective_time("all_reduce", 2**33, 4, level) == pytest.approx(big, rel=1e-6)
+
+
+def _h100_nvlink() -> NetworkLevel:
+    entry = next(
+        e for e in library.find_chip("H100-SXM5-80GB").accelerator.efficiency.collective
+        if e.level == 0
+    )  # fmt: skip
+    eff = collective_efficiency(entry)
+    return NetworkLevel("nvl", Topology.SWITCH, 8, 450 * GB, 0.0, efficiency=eff)
+
+
+def test_h100_gathers_and_scatters_run_at_their_measured_curves_not_nvls():
+    """NCCL 2.29.2 on 8 H100s (aiconfigurator-core's nccl table): an all-gather of a 256 MiB
+    output in 728.8 us, a reduce-scatter of a 256 MiB input in 721.7 us, both near 0.73 of
+    the 450 GB/s link once the 12.8 us step is off; the all-reduce's NVLS curve (0.963 at
+    256 MiB) would make them 1.3x faster than measured."""
+    nvl, d = _h100_nvlink(), 268435456
+    ag = level_collective_time("all_gather", d, 8, nvl)
+    assert ag == pytest.approx(7 / 8 * d / (0.729 * 450e9) + 12.8e-6)
+    assert ag == pytest.approx(728.8e-6, rel=2e-3)
+    rs = level_collective_time("reduce_scatter", d, 8, nvl)
+    assert rs == pytest.approx(7 / 8 * d / (0.736 * 450e9) + 12.8e-6)
+    assert rs == pytest.approx(721.7e-6, rel=2e-3)
+    # between two measured sizes: linear in log size, 128 MiB at 0.687, 256 MiB at 0.729
+    w = math.log(1.5) / math.log(2)
+    util = 0.687 + w * (0.729 - 0.687)
+    at_192 = level_collective_time("all_gather", 1.5 * d / 2, 8, nvl)
+    assert at_192 == pytest.approx(7 / 8 * 1.5 * d / 2 / (util * 450e9) + 12.8e-6)
+    # the all-reduce keeps the NVLS curve
+    ar = level_collective_time("all_reduce", d, 8, nvl)
+    assert ar == pytest.approx(2 * 7 / 8 * d / (0.963 * 450e9) + 2 * 12.8e-6)
+
+
+def test_a_level_without_a_gather_curve_takes_the_all_reduce_curve():
+    eff = CollectiveEfficiency(bus_bw_curve=((1e6, 0.5), (1e9, 0.9)))
+    level = NetworkLevel("sw", Topology.SWITCH, 4, 100 * GB, 0.0, efficiency=eff)
+    assert level_collective_time("all_gather", 1e9, 4, level) == pytest.approx(
+        0.75 * 1e9 / (0.9 * 100 * GB)
+    )
+
+
+def test_the_halves_never_run_above_the_all_reduces_bus_bandwidth():
+    """At 1 MiB the H100 all-gather table (NCCL 2.29.2) reads 0.471 of the link but the
+    chip's all-reduce points (NCCL 2.18.5, nccl-tests on Azure) only 0.249: the gather
+    takes the all-reduce's 0.249, so a reduce-scatter plus an all-gather never undercuts
+    the all-reduce it replaces through a newer release's small-message latency."""
+    nvl, d = _h100_nvlink(), 1048576
+    ag = level_collective_time("all_gather", d, 8, nvl)
+    assert ag == pytest.approx(7 / 8 * d / (0.249 * 450e9) + 12.8e-6)
+    rs_ag = level_collective_time("reduce_scatter", d, 8, nvl) + ag
+    assert rs_ag >= level_collective_time("all_reduce", d, 8, nvl) * (1 - 1e-12)
+
+
+def test_the_chip_files_gather_points_reproduce_the_installed_nccl_table():
+    """Rows of the installed table read as they are (FP16 elements, milliseconds): every
+    H100 all-gather and reduce-scatter point of the chip file below the all-reduce's curve
+    (16 MiB up) gives the table's time."""
+    pytest.importorskip("aiconfigurator_core")
+    frame = kernel_db.table_frame("h100_sxm", "comm", "nccl", "2.29.2", "nccl_perf")
+    nvl = _h100_nvlink()
+    checked: list[float] = []
+    for op in ("all_gather", "reduce_scatter"):
+        curve = nvl.efficiency.curve_for(op)
+        assert curve and curve is not nvl.efficiency.bus_bw_curve
+        for size, util in curve:
+            if util > curve_fraction(nvl.efficiency.bus_bw_curve, size):
+                continue  # capped by the all-reduce's curve (the test above)
+            checked.append(size)
+            row = frame[
+                (frame.op_name == op)
+                & (frame.nccl_dtype == "half")
+                & (frame.num_gpus == 8)
+                & (frame.message_size * 2 == size)
+            ]
+            measured_s = float(row.latency.iloc[0]) * 1e-3
+            assert level_collective_time(op, size, 8, nvl) == pytest.approx(measured_s, rel=3e-3)
+    assert len(checked) >= 10  # 16 MiB .. 512 MiB of both
