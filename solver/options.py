@@ -96,6 +96,9 @@ MAX_PRICED = 500  # segments (kernel sets) priced by a MILP per fusion search
 TILE_MENU_SIZE = 10  # points kept per long tile frontier (solver.cost.frontier.fusion_points)
 TILE_REFINEMENTS = 8  # rounds of opening sampled tile groups (solver.fusion.tile_refine)
 MIN_LEFT_S = 0.01  # a search past its valve still hands HiGHS this much (it stops at once)
+# the share of time_limit_s the search itself may take (SolverOptions.for_search): building
+# the plan and re-checking it after the search run inside the limit too
+VALVE_SHARE = 0.95
 VALVE_STOP = "time_limit"  # the stop reason of the wall-clock valve
 # the stop reason each work budget gives a search it ends -> its setup field (solver {})
 BUDGET_OF_STOP = {
@@ -113,7 +116,7 @@ class SolverOptions:
     max_candidates) decide the answer; `time_limit_s` is only a safety valve on the wall
     clock: every loop checks it, and a run it stops says so (stop reason "time_limit")."""
 
-    time_limit_s: float = 0.0  # the valve: wall seconds for the whole search (0 = none)
+    time_limit_s: float = 0.0  # the valve: wall seconds of the solve, VALVE_SHARE the search's
     gap: float = 1e-4
     threads: int = 1
     name: str = "highs"
@@ -128,6 +131,13 @@ class SolverOptions:
     def nodes(self) -> int:
         """The node budget of each MILP: the user's, else NODE_LIMIT."""
         return self.node_limit if self.node_limit > 0 else NODE_LIMIT
+
+    def for_search(self) -> SolverOptions:
+        """These options with the valve at VALVE_SHARE of the limit (none: as is): what
+        follows the search, the plan built and re-checked, then fits in the limit."""
+        if self.time_limit_s <= 0:
+            return self
+        return replace(self, time_limit_s=self.time_limit_s * VALVE_SHARE)
 
     def remaining(self, t0: float) -> SolverOptions:
         """These options with the time left of the valve since `t0` (at least MIN_LEFT_S;

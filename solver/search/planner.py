@@ -68,7 +68,10 @@ def search_workload(
     bounds = training_space.ordered_bounds(candidates, system, execution)
     bounds = training_space.start_with(bounds, start_with)
     ledger = Ledger(options)
-    settler = Settler(workload, system, execution, options, t0, ledger, solve_graph, weight_rule)
+    search_options = options.for_search()  # the valve a little early: the plan is built after
+    settler = Settler(
+        workload, system, execution, search_options, t0, ledger, solve_graph, weight_rule
+    )
     settler.group_sizes = training_space.group_sizes(candidates)
 
     def report() -> None:

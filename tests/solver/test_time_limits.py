@@ -27,6 +27,7 @@ from mapshard import pipeline
 from mapshard.cli import EXIT_NO_PLAN, main
 from mapshard.report.write import write_results
 from solver.fusion.segment_search import GraphSolution, SearchStats
+from solver.options import SolverOptions
 from solver.search import planner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,6 +121,26 @@ def test_the_time_limit_is_a_valve_and_says_so(
     assert stderr.splitlines() == [
         f"warning: stopped at the time limit; the plan is within {summary['gap']:.2%} of optimal"
     ]
+
+
+def test_the_search_trips_its_valve_early_enough_to_build_the_plan_in_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search's valve is VALVE_SHARE (95%) of the limit: building the plan and its
+    re-check come after it and fit in the rest. The messages keep the user's limit."""
+    assert SolverOptions(time_limit_s=10.0).for_search().time_limit_s == pytest.approx(9.5)
+    assert SolverOptions().for_search().time_limit_s == 0.0  # no limit: none
+    seen: list[float] = []
+    real = planner.Settler
+
+    def settler(*args, **kwargs):
+        seen.append(args[3].time_limit_s)  # (workload, system, execution, options, ...)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(planner, "Settler", settler)
+    scenario = _folder(tmp_path, SLOW_LINKS_8_CHIPS)
+    plan = pipeline.plan(pipeline.load_scenario(scenario), 40.0)
+    assert seen == [pytest.approx(38.0)] and plan.stats.status == "optimal"
 
 
 def test_a_valve_stop_that_skips_nothing_unprunable_is_optimal(scenario: Path) -> None:
