@@ -27,10 +27,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from solver.by_identity import ByIdentity
 from solver.check import hold_bytes, least_sram_option, mapping_cost, options_sram_bytes
 from solver.cost.problem import MappingProblem, Option
 from solver.cost.weights import stored_params
-from solver.fusion.by_identity import ByIdentity
 
 NOTE = (
     "the valve stopped the search before its first plan: the plan is the first one "

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from solver.by_identity import ByIdentity
 from solver.cost.problem import MappingProblem
-from solver.fusion.by_identity import ByIdentity
 from solver.fusion.period import Periodicity, periodicity
 from solver.fusion.segment_bound import KnapsackBounds
 from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, segment_price

@@ -13,11 +13,11 @@ from dataclasses import replace
 from functools import partial
 
 from schema.errors import SetupError
+from solver.by_identity import ByIdentity
 from solver.check import mapping_cost
 from solver.cost.problem import MappingProblem
 from solver.fusion import large, tile_refine
 from solver.fusion.alternate import alternate, prove_plan
-from solver.fusion.by_identity import ByIdentity
 from solver.fusion.first_plan import NOTE as FIRST_PLAN_NOTE
 from solver.fusion.first_plan import fewest_configs, first_plan
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch

@@ -22,8 +22,8 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 
+from solver.by_identity import ByIdentity
 from solver.cost.problem import KernelMenu, MappingProblem, Option, TileCost, TileGroup
-from solver.fusion.by_identity import ByIdentity
 from solver.fusion.segment_search import GraphSolution, until_deadline
 from solver.options import VALVE_STOP, SolverOptions, past
 

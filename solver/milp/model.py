@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import math
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from solver.by_identity import ByIdentity
 from solver.check import kernel_memory_bytes, kernel_sram_bytes
 from solver.cost.latency import COMPUTE, MEMORY, NETWORK, epigraph_rows
 from solver.cost.problem import KernelMenu, MappingProblem
@@ -296,8 +296,8 @@ def _resource_terms(m: _Model) -> None:
                 m.dominator[(k, o)] = better
 
 
-# per problem (by identity, dropped with it): (kernel, status) -> its terms and dominance
-_TERMS: dict[int, tuple[weakref.ref, dict]] = {}
+# per problem: (kernel, status) -> its terms and dominance
+_TERMS: ByIdentity[dict] = ByIdentity()
 
 
 def _kernel_terms(
@@ -307,18 +307,14 @@ def _kernel_terms(
     SRAM MiB) each, and the dominated ones (`dominated_options`). They depend on which of
     k's edges stay inside `group` only, so the fusion search's many MILPs over one problem
     share them."""
-    entry = _TERMS.get(id(problem))
-    if entry is None or entry[0]() is not problem:
-        key_id = id(problem)
-        entry = (weakref.ref(problem, lambda _: _TERMS.pop(key_id, None)), {})
-        _TERMS[key_id] = entry
+    known = _TERMS.get(problem, dict)
     status = (
         k,
         tuple(e.src in group for e in problem.in_edges(k)),
         tuple(e.dst in group for e in problem.out_edges(k)),
         len(group) == 1,  # alone, SRAM cannot tell options apart (below)
     )
-    cached = entry[1].get(status)
+    cached = known.get(status)
     if cached is None:
         menu = problem.kernels[k]
         raw, terms = [], []
@@ -339,7 +335,7 @@ def _kernel_terms(
             # bind, so SRAM does not tell options apart (a larger tile that reads no less
             # is dominated)
             raw = [(c, m, n, 0.0) for c, m, n, _ in raw]
-        cached = entry[1][status] = (terms, dominated_options(menu, raw))
+        cached = known[status] = (terms, dominated_options(menu, raw))
     return cached
 
 

@@ -2,8 +2,9 @@
 
 A search asks the same question of the same problem from several places (the first plan
 and the search its least-SRAM cut, the valve's bound and the refinement's first round
-their relaxed problem); a problem is a large frozen value, so hashing it would cost more
-than the answer: the key is the object itself, held weakly.
+their relaxed problem, the fusion search's many MILPs a kernel's terms in one operand
+status); a problem is a large frozen value, so hashing it would cost more than the
+answer: the key is the object itself, held weakly.
 """
 
 from __future__ import annotations
