@@ -17,10 +17,12 @@ T = TypeVar("T")
 
 
 class ByIdentity(Generic[T]):
-    """One value per live object (keyed by `id`, checked against a weak reference)."""
+    """One value per live object (keyed by `id`, checked against a weak reference);
+    `size` > 0 keeps only the latest that many (a large value needed briefly)."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int = 0) -> None:
         self._entries: dict[int, tuple[weakref.ref, T]] = {}
+        self._size = size
 
     def get(self, obj: object, compute: Callable[[], T]) -> T:
         key = id(obj)
@@ -28,5 +30,8 @@ class ByIdentity(Generic[T]):
         if entry is not None and entry[0]() is obj:
             return entry[1]
         value = compute()
+        self._entries.pop(key, None)  # a dead object's id, reused: the new entry goes last
         self._entries[key] = (weakref.ref(obj, lambda _: self._entries.pop(key, None)), value)
+        while 0 < self._size < len(self._entries):
+            self._entries.pop(next(iter(self._entries)))
         return value

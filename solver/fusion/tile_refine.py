@@ -120,7 +120,9 @@ def relaxed_problem(
     return _relaxed_problem(problem, parts)
 
 
-_UNCUT: ByIdentity[tuple[MappingProblem, Origin]] = ByIdentity()
+# the latest problem's only: the valve's bound and the first round ask within one solve,
+# and a relaxed problem is as large as the problem (an outer search solves many)
+_UNCUT: ByIdentity[tuple[MappingProblem, Origin]] = ByIdentity(size=1)
 
 
 def _relaxed_problem(
