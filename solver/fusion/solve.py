@@ -53,7 +53,8 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
     valve_bound = partial(_valve_bound, problem)
     # with a valve, its bound is computed in the valve's window once a plan is held (the
     # refinement's first round reuses it), not after the valve tripped
-    sol = _solve(problem, options, False, valve_bound if math.isfinite(deadline) else None)
+    on_plan = valve_bound if math.isfinite(deadline) else None
+    sol = _solve(problem, options, prove=False, on_plan=on_plan)
     rounds = options.tile_refinements
     refined = tile_refine.refine(problem, sol, options, _solve, deadline, rounds, valve_bound)
     if refined.status == "optimal" or not sol.stats.proof_deferred or past(deadline):
