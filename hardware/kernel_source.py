@@ -5,9 +5,10 @@ none: the setup's choice checked against the installed database.
 - "<framework>" or "<framework>-<version>": that database folder, or a SetupError saying why
   it cannot apply (chip not covered, version unknown, database not installed, the chip's
   compute numbers overridden in the setup);
-- unset: `DEFAULT_FRAMEWORK`'s newest collected version on the chips in `DEFAULT_ON` (none
-  yet, see there), the roofline elsewhere (and wherever the default cannot apply, silently:
-  the kernels' time sources say which model priced them).
+- unset: `DEFAULT_FRAMEWORK`'s newest collected version on a chip `tables_by_default`
+  names (a covered chip with no calibrated GEMM plateau, or one in `DEFAULT_ON`), the
+  roofline elsewhere (and wherever the default cannot apply, silently: the kernels' time
+  sources say which model priced them).
 """
 
 from __future__ import annotations
@@ -47,6 +48,20 @@ def _overridden(acc: setup_pb2.Accelerator) -> str:
     return ""
 
 
+def tables_by_default(spec: setup_pb2.ChipSpec) -> bool:
+    """Whether an unset kernel_source reads the tables on this (merged) chip: a chip in
+    `DEFAULT_ON`, or one whose GEMMs have no calibrated plateau. Without one the roofline
+    runs every GEMM at its datasheet peak, 1.4-1.8x faster than NVIDIA's measured rows on
+    B300, GB300 and L40S (`python benchmarks/gemm_tables.py`): any measurement beats that."""
+    if spec.name in DEFAULT_ON:
+        return True
+    e = spec.accelerator.efficiency
+    plateau = (
+        e.gemm_util > 0 or e.compute_util > 0 or any(p.util > 0 for p in e.gemm_util_by_precision)
+    )
+    return not plateau
+
+
 def resolve_kernel_source(
     sysmsg: setup_pb2.System, spec: setup_pb2.ChipSpec, problems: Problems
 ) -> tuple[str, str]:
@@ -58,7 +73,7 @@ def resolve_kernel_source(
     system = "" if sysmsg.chip_table else kernel_db.SYSTEMS.get(spec.name, "")
     override = _overridden(sysmsg.accelerator)
     if not want:
-        if spec.name not in DEFAULT_ON or override or not system:
+        if not system or override or not tables_by_default(spec):
             return "", ""
         version = kernel_db.newest_collected(
             system, "gemm", kernel_db.DEFAULT_FRAMEWORK, "gemm_perf"

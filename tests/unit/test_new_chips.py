@@ -1,6 +1,6 @@
 """The Blackwell Ultra and Ada chips the measured kernel database covers (B300, GB300, L40S):
 each loads with its datasheet peaks, is uncalibrated (no FIT row measures it), reads its own
-tables when a setup asks for them (one real B300 row read by hand), and a chip the tables do
+tables unless the setup turns them off (real rows read by hand), and a chip the tables do
 not cover keeps the physical model with its source said."""
 
 from __future__ import annotations
@@ -155,16 +155,63 @@ def test_b300_gemm_takes_the_tables_time():
 
 
 @needs_db
-def test_b300_without_tables_runs_at_peak_and_says_so():
-    """Without kernel_source the B300 keeps the physical model: uncalibrated, at its peak,
+def test_b300_with_tables_off_runs_at_peak_and_says_so():
+    """kernel_source "none" keeps the physical model: uncalibrated, at its peak,
     2 x 8192^3 / 2250e12 = 0.489 ms, faster than the measured 0.688 ms (an upper bound)."""
-    chip = for_precision(_chip("B300"), "bf16")
+    chip = for_precision(_chip("B300", "none"), "bf16")
     assert chip.kernel_source == ""
     t = kernel_times.gemm_compute_time(
         chip, kernel_times.GemmShape(8192, 8192, 8192), 2 * 8192**3, "bf16"
     )
     assert t.seconds == pytest.approx(2 * 8192**3 / 2250e12, rel=1e-12)
     assert t.source == kernel_times.UNCALIBRATED
+
+
+@needs_db
+@pytest.mark.parametrize(
+    ("name", "system", "dtype", "m", "n", "k"),
+    [
+        ("B300", "b300_sxm", "bfloat16", 8192, 8192, 8192),
+        ("GB300", "gb300", "bfloat16", 4096, 4096, 4096),
+        ("L40S", "l40s", "bfloat16", 2048, 8192, 4096),
+    ],
+)
+def test_uncalibrated_covered_chips_take_the_tables_by_default(name, system, dtype, m, n, k):
+    """Left unset, a covered chip with no GEMM plateau reads trtllm's newest table (the
+    alternative is its datasheet peak): its GEMM costs exactly the table's row."""
+    row = _table_row(system, "gemm_perf", "gemm", gemm_dtype=dtype, m=m, n=n, k=k)
+    chip = for_precision(_chip(name), "bf16")
+    assert chip.kernel_system == system and chip.kernel_source == "trtllm-1.3.0rc20"
+    t = kernel_times.gemm_compute_time(
+        chip, kernel_times.GemmShape(m, n, k), 2.0 * m * n * k, "bf16"
+    )
+    assert t.seconds == pytest.approx(row, rel=1e-12)
+    assert t.source == "measured:trtllm-1.3.0rc20 gemm bf16, exact"
+
+
+@needs_db
+def test_a_plateau_in_the_setup_keeps_the_roofline_on_an_uncalibrated_chip():
+    """A setup that gives the B300 a GEMM plateau has calibrated it its own way: 0.7 of the
+    2250 peak, 2 x 8192^3 / (0.7 x 2250e12) = 0.698 ms, not the table's row."""
+    s = setup_pb2.Setup()
+    s.system.chip, s.system.num_chip = "B300", 1
+    s.system.accelerator.efficiency.gemm_util = 0.7
+    chip = for_precision(resolve_system(s, Path("setup.txt")).chip, "bf16")
+    assert chip.kernel_source == ""
+    t = kernel_times.gemm_compute_time(
+        chip, kernel_times.GemmShape(8192, 8192, 8192), 2 * 8192**3, "bf16"
+    )
+    assert t.seconds == pytest.approx(2 * 8192**3 / (0.7 * 2250e12), rel=1e-9)
+
+
+@needs_db
+def test_calibrated_covered_chips_keep_the_roofline_by_default():
+    """H100 has the tables and a fitted plateau: unset keeps the plateau (DEFAULT_ON is
+    empty), and its GEMM source says fitted."""
+    h100 = for_precision(_chip("H100-SXM5-80GB"), "bf16")
+    assert h100.kernel_source == ""
+    t = kernel_times.gemm_compute_time(h100, kernel_times.GemmShape(4096, 4096, 4096), 1e11, "bf16")
+    assert t.source == kernel_times.FITTED
 
 
 @needs_db
