@@ -50,6 +50,8 @@ def with_params(chip: str, f):
         gemm_util=f.gemm_util or s.chip.efficiency.gemm_util,
         gemm_util_by_precision=f.by_precision,
         base_gemm_util=0.0,
+        base_gemm_half_dim=-1.0,
+        gemm_half_dim_by_precision=(),
         gemm_half_dim=f.gemm_half_dim,
         kernel_overhead_s=f.kernel_overhead_us * 1e-6,
         kernel_min_time_s=f.kernel_min_time_us * 1e-6,

@@ -227,17 +227,24 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         non_negative(getattr(e, fname), f"{base}.{fname}", problems)
     fraction(e.compute_util, util_field, problems)
     by_precision: dict[str, float] = {}
+    half_by_precision: dict[str, float] = {}
     for entry in e.gemm_util_by_precision:  # the library's entries, then the setup's
         path = f'{base}.gemm_util_by_precision["{entry.precision}"]'
         if entry.precision not in library.PRECISIONS:
             known = ", ".join(library.PRECISIONS)
             problems.add(f"{path} names no precision; give one of {known}")
         fraction(entry.util, f"{path}.util", problems)
-        by_precision[entry.precision] = entry.util  # a later entry overrides an earlier one
+        # a later entry replaces an earlier one whole
+        by_precision[entry.precision] = entry.util
+        half_by_precision.pop(entry.precision, None)
+        if entry.HasField("half_dim"):
+            non_negative(entry.half_dim, f"{path}.half_dim", problems)
+            half_by_precision[entry.precision] = entry.half_dim
     return Efficiency(
         gemm_util=e.gemm_util or 1.0,
         gemm_util_by_precision=tuple(sorted(by_precision.items())),
         gemm_half_dim=e.gemm_half_dim,
+        gemm_half_dim_by_precision=tuple(sorted(half_by_precision.items())),
         gemm_tile_m=e.gemm_tile_m,
         gemm_tile_n=e.gemm_tile_n,
         dram_util=e.dram_util or 1.0,

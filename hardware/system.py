@@ -75,6 +75,8 @@ class Efficiency:
     # plateau per math precision ("fp8", ...), replacing gemm_util at that precision
     gemm_util_by_precision: tuple[tuple[str, float], ...] = ()
     gemm_half_dim: float = 0.0
+    # K roll-off per math precision, replacing gemm_half_dim at that precision
+    gemm_half_dim_by_precision: tuple[tuple[str, float], ...] = ()
     gemm_tile_m: int = 0
     gemm_tile_n: int = 0
     dram_util: float = 1.0
@@ -95,8 +97,9 @@ class Efficiency:
     # precision's plateau in its place (0 = not replaced); kernels that run at another
     # precision than the workload's (a 16-bit LM head under FP8) take their plateau from it
     base_gemm_util: float = 0.0
-    # ... and its own gemm_half_dim, which for_precision rescales for FP64/FP32 GEMMs
-    base_gemm_half_dim: float = 0.0
+    # ... and its own gemm_half_dim, which for_precision rescales for FP64/FP32 GEMMs or
+    # replaces by a precision's own (-1 = not replaced)
+    base_gemm_half_dim: float = -1.0
 
 
 @dataclass(frozen=True)

@@ -1017,12 +1017,14 @@ class Efficiency(_message.Message):
     def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ..., gemm_util_by_precision: _Optional[_Iterable[_Union[PrecisionUtil, _Mapping]]] = ..., compute_util: _Optional[float] = ..., kernel_min_time_us: _Optional[float] = ..., fp8_split_accumulate_util: _Optional[float] = ..., tp_comm_hidden_share: _Optional[float] = ...) -> None: ...
 
 class PrecisionUtil(_message.Message):
-    __slots__ = ("precision", "util")
+    __slots__ = ("precision", "util", "half_dim")
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     UTIL_FIELD_NUMBER: _ClassVar[int]
+    HALF_DIM_FIELD_NUMBER: _ClassVar[int]
     precision: str
     util: float
-    def __init__(self, precision: _Optional[str] = ..., util: _Optional[float] = ...) -> None: ...
+    half_dim: float
+    def __init__(self, precision: _Optional[str] = ..., util: _Optional[float] = ..., half_dim: _Optional[float] = ...) -> None: ...
 
 class CollectiveEfficiency(_message.Message):
     __slots__ = ("level", "bus_bw_util", "latency_us", "half_bw_bytes", "bus_bw_at_size", "all_to_all_bw_at_size", "all_gather_bw_at_size", "reduce_scatter_bw_at_size")

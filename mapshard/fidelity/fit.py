@@ -223,7 +223,11 @@ def fit_gemm(
     best: tuple | None = None
     halves = HALF_DIMS if fix_half_dim is None else (fix_half_dim,)
     plain = replace(
-        chip.efficiency, gemm_util=1.0, gemm_util_by_precision=(), kernel_min_time_s=0.0
+        chip.efficiency,
+        gemm_util=1.0,
+        gemm_util_by_precision=(),
+        gemm_half_dim_by_precision=(),
+        kernel_min_time_s=0.0,
     )
     tiles = TILES if fix_tile is None else (fix_tile,)
     for tile, half in itertools.product(tiles, halves):

@@ -62,6 +62,12 @@ BLACKWELL_TRAINING = _ids("P-NEM", 10, 11, 12, 21, 14, 15, 16, 28)
 MI300X_GEMM = _ids("P-MIG", 1, 3, 4, 5, 6, 7, 9, 11)
 MI300X_COLLECTIVE = _ids("P-MIR", 1, 3, 4, 7, 8, 9, 12, 13, 14, 15, 16, 17, 18, 21, 24, 25)
 FP64_CITED = "Top500 HPL-sustained clock (glennklockwood.com/garden/peak-FLOPS), the chip file"
+# derived from measured kernel data, not from validation rows
+TABLE_DERIVED = (
+    "NVIDIA's measured BF16 GEMM table of the chip (aiconfigurator-core, trtllm 1.3.0rc20), "
+    "by benchmarks/gemm_plateaus.py"
+)
+BLACKWELL_16_BIT = ("gemm_util_by_precision bf16", "gemm_util_by_precision fp16")
 
 FITTED: tuple[Fitted, ...] = (
     # A100 (dev rows: the chip files' first fit)
@@ -112,6 +118,9 @@ FITTED: tuple[Fitted, ...] = (
     Fitted("H200-SXM-141GB", ("gemm_util_by_precision fp64",), "", cited=FP64_CITED),
     # Blackwell: the GB200 GEMM and NVLink 5 fits serve the B200; one hidden share for both
     Fitted("GB200", GEMM_FIELDS, "fit.fit_gemm", GB200_GEMM),
+    # fused attention keeps the FP8 fit's plateau; 16-bit GEMMs have the table's
+    Fitted("GB200", ("attention_util",), "fit.fit_gemm", GB200_GEMM),
+    Fitted("GB200", BLACKWELL_16_BIT, "", cited=TABLE_DERIVED),
     Fitted("GB200", ("collective L0",), "fit.fit_collective", GB200_COLLECTIVE),
     Fitted(
         "GB200",
@@ -120,6 +129,8 @@ FITTED: tuple[Fitted, ...] = (
         BLACKWELL_TRAINING,
     ),
     Fitted("B200", GEMM_FIELDS, "fit.fit_gemm", GB200_GEMM, carried_from="GB200"),
+    Fitted("B200", ("attention_util",), "fit.fit_gemm", GB200_GEMM, carried_from="GB200"),
+    Fitted("B200", BLACKWELL_16_BIT, "", cited=TABLE_DERIVED),
     Fitted(
         "B200", ("collective L0",), "fit.fit_collective", GB200_COLLECTIVE, carried_from="GB200"
     ),

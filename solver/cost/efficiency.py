@@ -113,15 +113,17 @@ def for_precision(chip: Chip, precision: str) -> Chip:
     FP64 DGEMMs, whose K is HPL's block size)."""
     eff = chip.efficiency
     base = eff.base_gemm_util or eff.gemm_util
-    base_half = eff.base_gemm_half_dim or eff.gemm_half_dim
+    base_half = eff.base_gemm_half_dim if eff.base_gemm_half_dim >= 0 else eff.gemm_half_dim
     util = dict(eff.gemm_util_by_precision).get(precision, 0.0)
     if util <= 0 and precision in OWN_UNITS and eff.fixed_compute_util <= 0:
         util = 1.0
     if util <= 0:
         util = base
-    half = base_half
-    if precision in OWN_UNITS and half > 0:
-        half *= chip.peak(precision) / chip.peak("bf16")
+    half = dict(eff.gemm_half_dim_by_precision).get(precision, -1.0)
+    if half < 0:
+        half = base_half
+        if precision in OWN_UNITS and half > 0:
+            half *= chip.peak(precision) / chip.peak("bf16")
     if util == eff.gemm_util and half == eff.gemm_half_dim:
         return chip
     own = dict(base_gemm_util=base, base_gemm_half_dim=base_half)
