@@ -6,9 +6,13 @@ none: the setup's choice checked against the installed database.
   it cannot apply (chip not covered, version unknown, database not installed, the chip's
   compute numbers overridden in the setup);
 - unset: `DEFAULT_FRAMEWORK`'s newest collected version on a chip `tables_by_default`
-  names (a covered chip with no calibrated GEMM plateau, or one in `DEFAULT_ON`), the
-  roofline elsewhere (and wherever the default cannot apply, silently: the kernels' time
-  sources say which model priced them).
+  names (a covered chip with no calibrated GEMM plateau, or one in `DEFAULT_ON`); for
+  decode attention alone on the chips in `DECODE_ATTENTION_ON`; the roofline elsewhere
+  (and wherever the default cannot apply, silently: the kernels' time sources say which
+  model priced them).
+
+The kernel classes a chip reads from its tables (`Chip.kernel_tables`): GEMMs
+(`GEMM_TABLE`) and group-aware decode attention (`DECODE_ATTENTION_TABLE`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,25 @@ from schema import setup_pb2
 # 6.88, inference 8.33 / 8.25, serving 10.52 / 0.97, every other constant fitted with the
 # model. Tables are opt-in: `system { kernel_source: "trtllm" }`.
 DEFAULT_ON: frozenset[str] = frozenset()
+
+GEMM_TABLE = "gemm"
+DECODE_ATTENTION_TABLE = "decode_attention"
+TABLE_KINDS = (GEMM_TABLE, DECODE_ATTENTION_TABLE)
+
+# Chips whose decode attention takes the measured generation-attention table (TensorRT-LLM's
+# XQA kernels) unless the setup names a source, their GEMMs keeping the calibrated model:
+# chosen on the FIT rows (trtllm-1.3.0rc20, 1.0.0 on A100; mean |error| model alone ->
+# decode attention from the table): inference 9.80 -> 9.13 % (H200 11.68 -> 10.31, A100
+# 6.01 -> 5.61, H100 6.35 -> 6.35), 18 of 28 changed rows closer; the CHECK rows then
+# agreed: inference 9.30 -> 9.06 (H200 12.27 -> 11.73, A100 8.97 -> 8.63). Not on GB200 /
+# B200: their FIT serving rows (FP8 KV cache, in-flight batching) went 0.97 -> 5.03 %, too
+# slow. The model alone prices a decode step's attention at the KV bytes over the copy
+# bandwidth plus one launch; the measured kernels take 1.5-2.5x that at 64 sequences of
+# 2,048 tokens per GPU (their split-KV reduction and per-block set-up), the same at the
+# largest batches and contexts, where the bytes dominate.
+DECODE_ATTENTION_ON: frozenset[str] = frozenset(
+    {"A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"}
+)
 
 # Accelerator fields that change what a GEMM takes: set beside a library chip, the chip is
 # no longer the one the tables measured.
@@ -62,23 +85,49 @@ def tables_by_default(spec: setup_pb2.ChipSpec) -> bool:
     return not plateau
 
 
+def _memory_overridden(sysmsg: setup_pb2.System) -> bool:
+    """Whether the setup changes the chip's memory (a decode attention table, measured at
+    the library chip's bandwidth, would no longer be its time)."""
+    return sysmsg.memory.dram_bw > 0 or len(sysmsg.memory_levels) > 0
+
+
+def library_default_kinds(spec: setup_pb2.ChipSpec) -> tuple[str, ...]:
+    """The kernel classes a library chip reads from the tables with kernel_source unset and
+    nothing of it overridden."""
+    return _default_kinds(setup_pb2.System(), spec)
+
+
+def _default_kinds(sysmsg: setup_pb2.System, spec: setup_pb2.ChipSpec) -> tuple[str, ...]:
+    """The kernel classes an unset kernel_source reads from the tables (module docstring)."""
+    if _overridden(sysmsg.accelerator):
+        return ()
+    if tables_by_default(spec):
+        return TABLE_KINDS
+    if spec.name in DECODE_ATTENTION_ON and not _memory_overridden(sysmsg):
+        return (DECODE_ATTENTION_TABLE,)
+    return ()
+
+
 def resolve_kernel_source(
     sysmsg: setup_pb2.System, spec: setup_pb2.ChipSpec, problems: Problems
-) -> tuple[str, str]:
-    """(database system, "framework-version") the chip reads, ("", "") for the model."""
+) -> tuple[str, str, tuple[str, ...]]:
+    """(database system, "framework-version", kernel classes) the chip reads from the
+    tables, ("", "", ()) for the model alone."""
+    none: tuple[str, str, tuple[str, ...]] = ("", "", ())
     want = sysmsg.kernel_source
     if want in kernel_db.OFF:
-        return "", ""
+        return none
     # a row of the user's chip table is the user's chip, whatever its name
     system = "" if sysmsg.chip_table else kernel_db.SYSTEMS.get(spec.name, "")
     override = _overridden(sysmsg.accelerator)
     if not want:
-        if not system or override or not tables_by_default(spec):
-            return "", ""
+        kinds = _default_kinds(sysmsg, spec) if system else ()
+        if not kinds:
+            return none
         version = kernel_db.newest_collected(
             system, "gemm", kernel_db.DEFAULT_FRAMEWORK, "gemm_perf"
         )
-        return (system, f"{kernel_db.DEFAULT_FRAMEWORK}-{version}") if version else ("", "")
+        return (system, f"{kernel_db.DEFAULT_FRAMEWORK}-{version}", kinds) if version else none
     field = f'system.kernel_source "{want}"'
     if not system:
         covered = ", ".join(sorted(kernel_db.SYSTEMS))
@@ -86,19 +135,19 @@ def resolve_kernel_source(
             f"{field}: the measured kernel database does not cover chip "
             f'"{spec.name or "custom"}" (covered: {covered}); use "none" for the roofline'
         )
-        return "", ""
+        return none
     if override:
         problems.add(
             f"{field}: {override} is set, so the chip is not the {spec.name} the tables "
             'measured; drop the override or use "none"'
         )
-        return "", ""
+        return none
     if not kernel_db.installed():
         problems.add(
             f"{field}: the database package aiconfigurator-core is not installed "
             '(pip install aiconfigurator-core; Python >= 3.11), or use "none"'
         )
-        return "", ""
+        return none
     framework, _, version = want.partition("-")
     known = kernel_db.versions(system, "gemm", framework)
     if not version:
@@ -111,5 +160,5 @@ def resolve_kernel_source(
             f"{field}: no {framework} GEMM table for {spec.name} in the installed database "
             f"(versions: {have})"
         )
-        return "", ""
-    return system, f"{framework}-{version}"
+        return none
+    return system, f"{framework}-{version}", TABLE_KINDS

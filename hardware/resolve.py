@@ -39,8 +39,10 @@ def resolve_system(setup: setup_pb2.Setup | NormalisedSetup, setup_path: Path) -
     # An unknown chip leaves an empty spec: checking its numbers would only add noise.
     spec_problems = problems if found else Problems(problems.where)
     chip = _chip(spec, native.origin(COMPUTE_UTIL), spec_problems)
-    kernel_system, kernel_source = resolve_kernel_source(sysmsg, spec, spec_problems)
-    chip = replace(chip, kernel_system=kernel_system, kernel_source=kernel_source)
+    kernel_system, kernel_source, tables = resolve_kernel_source(sysmsg, spec, spec_problems)
+    chip = replace(
+        chip, kernel_system=kernel_system, kernel_source=kernel_source, kernel_tables=tables
+    )
     num_chip = resolve_num_chip(sysmsg, preset, problems, native)
     levels = resolve_levels(sysmsg, preset, spec, num_chip, problems, spec_problems, native)
     memory = _memory(spec, spec_problems)

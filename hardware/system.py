@@ -126,6 +126,8 @@ class Chip:
     # framework-version read from it ("trtllm-1.3.0rc20"); "" = none, the physical model
     kernel_system: str = ""
     kernel_source: str = ""
+    # the kernel classes that read those tables (hardware.kernel_source.TABLE_KINDS)
+    kernel_tables: tuple[str, ...] = ()
 
     def peak(self, precision: str) -> float:
         """Peak matrix FLOP/s at `precision`, falling back to the nearest wider type."""

@@ -2,9 +2,11 @@
 and with the physical model alone (`system.kernel_source: "none"`), so the two stay honest
 against each other (DESIGN.md "Where kernel times come from").
 
-Only rows whose chip the database covers and whose kind runs GEMMs are predicted a second
-time, with the source their default run did not take (the tables are opt-in until they
-validate better: hardware.kernel_source.DEFAULT_ON); every other row has one outcome.
+Only rows whose chip the database covers and whose kind runs GEMMs are predicted again,
+with the source(s) their default run did not take: the model alone where the default reads
+every table (hardware.kernel_source.tables_by_default), the tables where it reads none, and
+both where it reads some (decode attention alone: kernel_source.DECODE_ATTENTION_ON); every
+other row has one outcome.
 Written as `validation_sources.csv` (group, rows, mean |error| with tables, without) and
 printed under the main summary.
 """
@@ -17,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from hardware import kernel_db, library
-from hardware.kernel_source import DEFAULT_ON
+from hardware.kernel_source import TABLE_KINDS, library_default_kinds
 from mapshard.fidelity.cases import Case
 from mapshard.fidelity.report import Outcome, summarize
 
@@ -49,16 +51,14 @@ def covered(case: Case) -> bool:
     return spec is not None and spec.name in kernel_db.SYSTEMS
 
 
-def _on_by_default(case: Case) -> bool:
+def _default_kinds(case: Case) -> tuple[str, ...]:
     spec = library.find_chip(case.text("chip"))
-    return spec is not None and spec.name in DEFAULT_ON
+    return library_default_kinds(spec) if spec is not None else ()
 
 
-def other_source(case: Case) -> Case:
-    """The row with the source its default run did not take: the model alone ("none") where
-    the tables are on by default, the default framework's tables where they are not."""
-    other = OFF if _on_by_default(case) else kernel_db.DEFAULT_FRAMEWORK
-    return replace(case, extra={**case.extra, "kernel_source": other})
+def with_source(case: Case, source: str) -> Case:
+    """The row predicted with `source` (kernel_source: "none" or a framework)."""
+    return replace(case, extra={**case.extra, "kernel_source": source})
 
 
 def compare(
@@ -75,10 +75,11 @@ def compare(
             tables.append(o)
             alone.append(o)
             continue
-        again = validate(other_source(c))
-        on = _on_by_default(c)
-        tables.append(o if on else again)
-        alone.append(again if on else o)
+        kinds = _default_kinds(c)
+        tables.append(
+            o if kinds == TABLE_KINDS else validate(with_source(c, kernel_db.DEFAULT_FRAMEWORK))
+        )
+        alone.append(o if not kinds else validate(with_source(c, OFF)))
     ids = {c.id for c in cases if covered(c)}
     with_tables = {s.group: s for s in summarize(tables)}
     out = []

@@ -12,7 +12,10 @@ Sources, first that applies:
    interpolated over shape, exact on grid points (`kernel_db.lookup`); and group-aware
    decode attention (TensorRT-LLM's generation-attention table, over sequences and KV
    tokens, per head layout and cache type), which is memory-bound: its time stands for the
-   compute part and the model's own KV traffic still bounds it from below;
+   compute part and the model's own KV traffic still bounds it from below. Which of the
+   two classes read the tables is `Chip.kernel_tables` (hardware.kernel_source: both when
+   the setup names a source; left unset, decode attention alone on the chips where that
+   predicts the FIT rows better);
 2. the roofline with the chip's calibrated efficiency (solver.cost.efficiency), "fitted";
 3. the peak, "uncalibrated", when the chip (or the precision) has no fitted rate.
 
@@ -35,6 +38,7 @@ from dataclasses import dataclass, replace
 
 from generator.graph import Kernel, KernelKind
 from hardware import kernel_db
+from hardware.kernel_source import DECODE_ATTENTION_TABLE, GEMM_TABLE
 from hardware.system import Chip
 from solver.cost import efficiency
 
@@ -77,9 +81,10 @@ class GemmShape:
 # ---------------------------------------------------------------------------------------
 
 
-def table_of(chip: Chip) -> tuple[str, str, str] | None:
-    """(system, framework, version) of the chip's kernel tables, None when it has none."""
-    if not chip.kernel_source or not chip.kernel_system:
+def table_of(chip: Chip, kind: str = GEMM_TABLE) -> tuple[str, str, str] | None:
+    """(system, framework, version) of the chip's tables for kernel class `kind`, None when
+    that class does not read them."""
+    if not chip.kernel_source or not chip.kernel_system or kind not in chip.kernel_tables:
         return None
     framework, _, version = chip.kernel_source.partition("-")
     return chip.kernel_system, framework, version
@@ -137,7 +142,7 @@ def measured_decode_attention_time(chip: Chip, shape: DecodeAttentionShape) -> K
     """A group-aware decode attention kernel's whole time from the chip's measured
     generation-attention table (TensorRT-LLM's XQA kernels), interpolated over sequences and
     KV tokens; None when no table covers the head layout or cache type."""
-    ref = table_of(chip)
+    ref = table_of(chip, DECODE_ATTENTION_TABLE)
     kv_dtype = {2.0: "bfloat16", 1.0: "fp8"}.get(float(shape.kv_bytes))
     if ref is None or kv_dtype is None:
         return None

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hardware import kernel_db
+from hardware.kernel_source import DECODE_ATTENTION_TABLE, TABLE_KINDS
 from hardware.resolve import resolve_system
 from schema import setup_pb2
 from schema.errors import SetupError
@@ -152,7 +153,8 @@ def test_a_missing_table_falls_back():
     """A chip pointing at a table the database lacks (a version never collected) reads
     nothing and keeps the model, with the source said."""
     chip = replace(_chip("H100-SXM5-80GB", "none"), kernel_system="h100_sxm")
-    chip = for_precision(replace(chip, kernel_source="trtllm-0.0.1"), "bf16")
+    chip = replace(chip, kernel_source="trtllm-0.0.1", kernel_tables=TABLE_KINDS)
+    chip = for_precision(chip, "bf16")
     assert kernel_times.measured_gemm_time(chip, 4096, 4096, 4096, "bf16") is None
     t = kernel_times.gemm_compute_time(chip, kernel_times.GemmShape(4096, 4096, 4096), 1e11, "bf16")
     assert t.source.startswith(kernel_times.FITTED + " (no trtllm-0.0.1 bf16 GEMM table")
@@ -170,3 +172,48 @@ def test_kernel_source_is_validated_strictly():
     s.system.accelerator.bf16_tflops = 500
     with pytest.raises(SetupError, match="bf16_tflops is set"):
         resolve_system(s, Path("setup.txt"))
+
+
+def test_h100_by_default_reads_its_decode_attention_table_and_keeps_its_gemm_model():
+    """Left unset, the H100 (DECODE_ATTENTION_ON) reads decode attention from its table and
+    GEMMs from its fitted plateau. 8 query heads over 1 KV head (Llama-3.1-70B per GPU at
+    TP 8), 64 sequences of 2,048 cached tokens: the row at step 2,047, read straight from the
+    Parquet file, is the kernel's time."""
+    chip = _chip("H100-SXM5-80GB")
+    assert chip.kernel_tables == (DECODE_ATTENTION_TABLE,)
+    assert chip.kernel_source == "trtllm-1.3.0rc20"
+    assert kernel_times.measured_gemm_time(chip, 4096, 4096, 4096, "bf16") is None
+    t = kernel_times.gemm_compute_time(
+        for_precision(chip, "bf16"), kernel_times.GemmShape(4096, 4096, 4096), 1e11, "bf16"
+    )
+    assert t.source == kernel_times.FITTED
+    frame = kernel_db.table_frame(
+        "h100_sxm", "attention", "trtllm", "1.3.0rc20", "generation_attention_perf"
+    )
+    row = frame[
+        (frame.num_heads == 8)
+        & (frame.num_key_value_heads == 1)
+        & (frame.head_dim == 128)
+        & (frame.kv_cache_dtype == "bfloat16")
+        & (frame.window_size == 0)
+        & (frame.beam_width == 1)
+        & (frame.batch_size == 64)
+        & (frame.step == 2047)
+    ]
+    assert len(row) == 1
+    shape = kernel_times.DecodeAttentionShape(64, 8, 1, 128, 2048, 2.0)
+    hit = kernel_times.measured_decode_attention_time(chip, shape)
+    assert hit is not None and hit.seconds == pytest.approx(float(row.latency.iloc[0]) * 1e-3)
+    assert hit.source == "measured:trtllm-1.3.0rc20 generation attention bfloat16 KV, exact"
+
+
+def test_no_default_table_where_the_chip_or_its_memory_is_not_the_measured_one():
+    """B200 (calibrated, not in DECODE_ATTENTION_ON), "none", and an H100 whose DRAM
+    bandwidth the setup changes (a sweep over memory) read no table."""
+    assert _chip("B200").kernel_tables == ()
+    assert _chip("H100-SXM5-80GB", "none").kernel_tables == ()
+    s = setup_pb2.Setup()
+    s.system.chip, s.system.num_chip = "H100-SXM5-80GB", 1
+    s.system.memory.dram_bw = 4800
+    assert resolve_system(s, Path("setup.txt")).chip.kernel_tables == ()
+    assert _chip("H100-SXM5-80GB", "trtllm").kernel_tables == TABLE_KINDS
