@@ -155,20 +155,49 @@ def generation_attention_grid(
     """The decode-attention table of one head layout and KV-cache type ("bfloat16" or
     "fp8"), full attention (window 0, beam 1), as a Grid with k = KV tokens (step + 1) and
     curves over m = sequences in the batch; None when the version holds no such rows."""
-    frame = table_frame(system, "attention", framework, version, "generation_attention_perf")
-    if frame is None:
-        return None
-    rows = frame[
-        (frame.num_heads == heads)
-        & (frame.num_key_value_heads == kv_heads)
-        & (frame.head_dim == head_dim)
-        & (frame.kv_cache_dtype == kv_dtype)
-        & (frame.window_size == 0)
-        & (frame.beam_width == 1)
+    where = [
+        ("num_heads", "==", heads),
+        ("num_key_value_heads", "==", kv_heads),
+        ("head_dim", "==", head_dim),
+        ("kv_cache_dtype", "==", kv_dtype),
+        ("window_size", "==", 0),
+        ("beam_width", "==", 1),
     ]
-    if rows.empty:
+    table = (system, "attention", framework, version, "generation_attention_perf")
+    rows = _rows(*table, ("batch_size", "step", "latency"), where)
+    if not rows or not rows["latency"]:
         return None
-    return _grid(rows.assign(m=rows.batch_size, k=rows.step + 1), None)
+    return _grid(rows["batch_size"], [s + 1 for s in rows["step"]], None, rows["latency"])
+
+
+def _rows(
+    system: str,
+    op: str,
+    framework: str,
+    version: str,
+    table: str,
+    columns: Sequence[str],
+    where: list[tuple[str, str, object]],
+) -> dict[str, list] | None:
+    """`columns` of the table's rows matching every (column, "==", value) of `where`, as
+    lists, None when the version holds no such table. Read with pyarrow's ParquetFile alone:
+    a run that prices a few kernels from the tables need not import pandas (half a second
+    and 100 MB a process; pyarrow's read_table imports pyarrow.dataset, and that pandas)."""
+    root = _data_root()
+    res = None if root is None else root / system / op / framework / version / f"{table}.parquet"
+    if res is None or not res.is_file():
+        return None
+    import pyarrow.parquet as pq
+
+    names = list(dict.fromkeys([*columns, *(w[0] for w in where)]))
+    with importlib.resources.as_file(res) as path:
+        data = pq.ParquetFile(Path(path)).read(columns=names).to_pydict()
+    keep = [
+        i
+        for i in range(len(data[names[0]]))
+        if all(data[col][i] == value for col, _, value in where)
+    ]
+    return {col: [data[col][i] for i in keep] for col in columns}
 
 
 @functools.cache
@@ -184,20 +213,25 @@ def table_frame(system: str, op: str, framework: str, version: str, table: str):
     return _parquet(system, op, framework, version, table)
 
 
-def _grid(rows, n_col: str | None) -> Grid:
-    """Grid of (n, k) curves from a frame with m, k, latency (ms) and optionally n."""
-    curves: dict[tuple[int, int], Curve] = {}
-    keys = ["k"] if n_col is None else [n_col, "k"]
-    for key, g in rows.groupby(keys, sort=True):
-        key = key if isinstance(key, tuple) else (key,)
-        n, k = (0, int(key[0])) if n_col is None else (int(key[0]), int(key[1]))
-        g = g.groupby("m", sort=True)["latency"].mean()  # a repeated point: its mean
-        curves[(n, k)] = Curve(
-            tuple(int(m) for m in g.index), tuple(float(t) * 1e-3 for t in g.values)
+def _grid(
+    ms: Sequence[int], ks: Sequence[int], ns: Sequence[int] | None, latency_ms: Sequence[float]
+) -> Grid:
+    """Grid of (n, k) curves over m from parallel columns (latency in milliseconds); ns
+    None: one n (0). A point measured more than once takes its mean."""
+    points: dict[tuple[int, int], dict[int, list[float]]] = {}
+    for i, (m, k, t) in enumerate(zip(ms, ks, latency_ms)):
+        n = 0 if ns is None else int(ns[i])
+        points.setdefault((n, int(k)), {}).setdefault(int(m), []).append(float(t))
+    curves = {
+        key: Curve(
+            tuple(sorted(by_m)),
+            tuple(sum(by_m[m]) / len(by_m[m]) * 1e-3 for m in sorted(by_m)),
         )
-    ns = tuple(sorted({n for n, _ in curves}))
-    ks = tuple(sorted({k for _, k in curves}))
-    return Grid(ns, ks, curves)
+        for key, by_m in sorted(points.items())
+    }
+    return Grid(
+        tuple(sorted({n for n, _ in curves})), tuple(sorted({k for _, k in curves})), curves
+    )
 
 
 @functools.cache
@@ -207,15 +241,11 @@ def gemm_grid(system: str, framework: str, version: str, dtype: str) -> Grid | N
     data = data_version(system, "gemm", framework, version, "gemm_perf")
     if not data:
         return None
-    frame = _gemm_frame(system, framework, data)
-    rows = frame[frame["gemm_dtype"] == dtype]
-    return _grid(rows, "n") if len(rows) else None
-
-
-@functools.cache
-def _gemm_frame(system: str, framework: str, version: str):
-    frame = _parquet(system, "gemm", framework, version, "gemm_perf")
-    return frame[["gemm_dtype", "m", "n", "k", "latency"]]
+    table = (system, "gemm", framework, data, "gemm_perf")
+    rows = _rows(*table, ("m", "n", "k", "latency"), [("gemm_dtype", "==", dtype)])
+    if not rows or not rows["latency"]:
+        return None
+    return _grid(rows["m"], rows["k"], rows["n"], rows["latency"])
 
 
 @functools.cache
@@ -224,9 +254,11 @@ def quantize_grid(system: str, framework: str, version: str) -> Grid | None:
     data = data_version(system, "quantize", framework, version, "scale_matrix_perf")
     if not data:
         return None
-    frame = _parquet(system, "quantize", framework, data, "scale_matrix_perf")
-    rows = frame[frame["quant_dtype"] == "fp8"][["m", "k", "latency"]]
-    return _grid(rows, None) if len(rows) else None
+    table = (system, "quantize", framework, data, "scale_matrix_perf")
+    rows = _rows(*table, ("m", "k", "latency"), [("quant_dtype", "==", "fp8")])
+    if not rows or not rows["latency"]:
+        return None
+    return _grid(rows["m"], rows["k"], None, rows["latency"])
 
 
 # ---------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ H100 = ("h100_sxm", "trtllm", "1.3.0rc20")
 
 def _row(dtype: str, m: int, n: int, k: int) -> float:
     """One row's latency in seconds, read straight from the Parquet file."""
-    frame = kernel_db._gemm_frame(*H100)
+    frame = kernel_db.table_frame(H100[0], "gemm", H100[1], H100[2], "gemm_perf")
     hit = frame[(frame.gemm_dtype == dtype) & (frame.m == m) & (frame.n == n) & (frame.k == k)]
     assert len(hit) == 1, (dtype, m, n, k)
     return float(hit.latency.iloc[0]) * 1e-3
