@@ -29,6 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PACKAGE = "aiconfigurator_core"
 FRAMEWORKS = ("trtllm", "vllm", "sglang")
@@ -180,24 +181,37 @@ def _rows(
     where: list[tuple[str, str, object]],
 ) -> dict[str, list] | None:
     """`columns` of the table's rows matching every (column, "==", value) of `where`, as
-    lists, None when the version holds no such table. Read with pyarrow's ParquetFile alone:
-    a run that prices a few kernels from the tables need not import pandas (half a second
-    and 100 MB a process; pyarrow's read_table imports pyarrow.dataset, and that pandas)."""
+    lists, None when the version holds no such table."""
+    import numpy as np  # loaded by a run's stages, not by importing the run (test_cli_startup)
+
+    names = tuple(dict.fromkeys([*columns, *(w[0] for w in where)]))
+    data = _columns(system, op, framework, version, table, names)
+    if data is None:
+        return None
+    keep = np.ones(len(data[names[0]]), dtype=bool)
+    for col, _, value in where:
+        keep &= data[col] == value
+    return {col: data[col][keep].tolist() for col in columns}
+
+
+@functools.cache
+def _columns(
+    system: str, op: str, framework: str, version: str, table: str, names: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """The named columns of one whole table as numpy arrays, read once a process (a sweep's points
+    ask for many head layouts and data types of the same file). Read with pyarrow's
+    ParquetFile alone: a run that prices a few kernels from the tables need not import
+    pandas (half a second and 100 MB a process; pyarrow's read_table imports
+    pyarrow.dataset, and that pandas)."""
     root = _data_root()
     res = None if root is None else root / system / op / framework / version / f"{table}.parquet"
     if res is None or not res.is_file():
         return None
     import pyarrow.parquet as pq
 
-    names = list(dict.fromkeys([*columns, *(w[0] for w in where)]))
     with importlib.resources.as_file(res) as path:
-        data = pq.ParquetFile(Path(path)).read(columns=names).to_pydict()
-    keep = [
-        i
-        for i in range(len(data[names[0]]))
-        if all(data[col][i] == value for col, _, value in where)
-    ]
-    return {col: [data[col][i] for i in keep] for col in columns}
+        read = pq.ParquetFile(Path(path)).read(columns=list(names))
+    return {name: read.column(name).to_numpy() for name in names}
 
 
 @functools.cache
