@@ -23,12 +23,12 @@ from schema import setup_pb2
 
 # Chips whose GEMMs take the tables unless the setup says otherwise: those where the tables
 # predict the check rows better than the fitted model (`mapshard validate` prints both).
-# None yet: with trtllm-1.3.0rc20 (1.0.0 on A100) mean |error| tables / model alone was, on
-# CHECK, GEMM 14.84 / 4.87 % (the cuBLASLt rows are stream-timed library GEMMs; TensorRT-LLM's
-# FP8 linear layers at small and narrow shapes run 25-70 % slower), training 3.22 / 4.63,
-# inference 8.63 / 7.68, serving 13.03 / 2.98; on FIT GEMM 20.66 / 2.71, training 7.47 /
-# 6.88, inference 8.33 / 8.25, serving 10.52 / 0.97, every other constant fitted with the
-# model. Tables are opt-in: `system { kernel_source: "trtllm" }`.
+# None yet: with trtllm-1.3.0rc20 (1.0.0 on A100), mean |error| % tables everywhere / model
+# alone, on CHECK: GEMM 14.84 / 4.87 (the cuBLASLt rows are stream-timed library GEMMs;
+# TensorRT-LLM's FP8 linear layers at small and narrow shapes run 25-70 % slower), training
+# 7.84 / 8.07, inference 9.77 / 9.30, serving 16.78 / 2.66; on FIT: GEMM 20.66 / 2.71,
+# training 6.41 / 6.16, inference 7.87 / 9.80, serving 14.35 / 0.96 (2026-11-29). The
+# calibrated chips' GEMM tables are opt-in: `system { kernel_source: "trtllm" }`.
 DEFAULT_ON: frozenset[str] = frozenset()
 
 GEMM_TABLE = "gemm"
