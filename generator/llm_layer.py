@@ -44,7 +44,7 @@ from generator.ops_attention import (
     per_query_head,
     rope,
 )
-from generator.ops_eager import eager_squared_relu
+from generator.ops_eager import eager_gated, eager_squared_relu
 from generator.ops_fp8 import FP8_BYTES, fp8_cast
 from generator.precision import Precision
 
@@ -69,8 +69,9 @@ class LayerShape:
     # FP8 training: each linear layer's 16-bit input and output gradient are cast to FP8 by
     # kernels of their own (generator/ops_fp8.py); inference engines fuse the cast instead
     fp8_casts: bool = False
-    # the MLP activation as the framework's eager ops (LlmTraining.eager_activation): only
-    # squared ReLU differs from one fused kernel each way (generator/ops_eager.py)
+    # the MLP activation as the framework's eager ops (LlmTraining.eager_activation): squared
+    # ReLU and the gated activations differ from one fused kernel each way, GELU does not
+    # (generator/ops_eager.py)
     eager_activation: bool = False
     # rotary position embedding as kernels of its own on the queries and the stacked keys and
     # values (training: Megatron-LM's fused RoPE, generator/ops_attention.py `rope`). The
@@ -272,15 +273,20 @@ class Layer:
                 bias=bias,
                 shardable=["tokens", "ffn", "hidden"],
             )
-            act = unary(
-                self.b,
-                f"{prefix}_act",
-                up,
-                (T, F),
-                abpe=self.a,
-                flop_per_element=GATED_FLOP,
-                shardable=["tokens", "ffn"],
-            )
+            if self.shape.eager_activation:
+                act = eager_gated(
+                    self.b, f"{prefix}_act", up, (T, F), abpe=self.a, shardable=["tokens", "ffn"]
+                )
+            else:
+                act = unary(
+                    self.b,
+                    f"{prefix}_act",
+                    up,
+                    (T, F),
+                    abpe=self.a,
+                    flop_per_element=GATED_FLOP,
+                    shardable=["tokens", "ffn"],
+                )
         else:
             up = self.lin(
                 f"{prefix}_up",

@@ -198,7 +198,7 @@ def _kill(pool: cf.ProcessPoolExecutor) -> None:
             proc.join(timeout=TERM_GRACE_S)
             if proc.is_alive():
                 proc.kill()
-                proc.join(timeout=5)
+                proc.join()  # SIGKILL cannot be caught: it ends, however loaded the machine
         except (OSError, ValueError, AssertionError):
             pass
     pool.shutdown(wait=True)  # the pool's manager thread sees the dead workers and cleans up

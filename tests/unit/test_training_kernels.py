@@ -1,9 +1,9 @@
 """The framework's kernels a training recipe fixes: the fused cross-entropy (Transformer
 Engine's online-softmax kernel pair, LossImpl LOSS_FUSED), the squared-ReLU MLP
 activation as NeMo 1.x runs it eagerly (torch.pow(relu(x), 2): two forward kernels, four
-backward) and Megatron's fused rotary embedding (one kernel per tensor each way). Bytes
-per element derived by hand from the kernels the frameworks launch, 16-bit activations
-(2 bytes)."""
+backward), SwiGLU as plain PyTorch runs it (silu(gate) * up: two forward, four backward)
+and Megatron's fused rotary embedding (one kernel per tensor each way). Bytes per element
+derived by hand from the kernels the frameworks launch, 16-bit activations (2 bytes)."""
 
 from __future__ import annotations
 
@@ -91,6 +91,43 @@ def test_fused_squared_relu_is_one_kernel_each_way():
     kernels = _mlp_act_kernels(eager=False)
     per = {n: _bytes_per_element(k, TOKENS * FFN) for n, k in kernels.items()}
     assert per == pytest.approx({"mlp_act": 4, "mlp_act_bwd": 6})
+
+
+def _gated_kernels(eager: bool) -> dict:
+    s = _setup(eager_activation=eager)
+    spec = s.workload.llm_training.model.inline
+    spec.name, spec.hidden_size, spec.num_layers = "swiglu", HIDDEN, 2
+    spec.num_heads, spec.intermediate_size, spec.vocab_size = 4, FFN, 1024
+    spec.ffn, spec.norm = setup_pb2.SWIGLU, setup_pb2.RMSNORM
+    layer = _phase(s, "layer").graph
+    names = ("mlp_act", "mlp_gate_up_grad_sum")
+    return {k.name: k for k in layer.kernels if k.name.startswith(names)}
+
+
+def test_eager_swiglu_launches_pytorchs_kernels():
+    """silu(gate) * up in plain PyTorch, per element of the activation (the gate_up GEMM's
+    output holds two): 5a forward, 13a backward with a = 2 bytes, where the fused kernel
+    moves 3a and 5a."""
+    kernels = _gated_kernels(eager=True)
+    per = {n: _bytes_per_element(k, TOKENS * FFN) for n, k in kernels.items()}
+    expected = {
+        "mlp_act_act": 2 + 2,  # silu(gate): read the gate half, write
+        "mlp_act_mul": 2 + 2 + 2,  # s * up: two reads, one write
+        "mlp_act_mul_bwd_up": 2 + 2 + 2,  # dy * s: the up half's gradient
+        "mlp_act_mul_bwd_act": 2 + 2 + 2,  # dy * up: the activation's gradient
+        "mlp_act_act_bwd": 2 + 2 + 2,  # silu_backward(that, gate)
+        "mlp_gate_up_grad_sum": 2 + 2 + 4,  # chunk's backward: both halves into one tensor
+    }
+    assert per == pytest.approx(expected, rel=1e-12)
+    fwd = sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.FWD)
+    bwd = sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.BWD)
+    assert (fwd, bwd) == (pytest.approx(10), pytest.approx(26))
+
+
+def test_fused_swiglu_is_one_kernel_each_way():
+    kernels = _gated_kernels(eager=False)
+    per = {n: _bytes_per_element(k, TOKENS * FFN) for n, k in kernels.items()}
+    assert per == pytest.approx({"mlp_act": 6, "mlp_act_bwd": 10})
 
 
 def _case(extra: str) -> Case:
