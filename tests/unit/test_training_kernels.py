@@ -60,19 +60,32 @@ def test_fused_loss_moves_ten_bytes_per_logit():
     assert any(e.src == "loss_bwd" and e.dst == "lm_head_bwd" for e in head.edges)
 
 
-def _mlp_act_kernels(eager: bool) -> dict:
+def _mlp_act_kernels(
+    eager: bool, ffn: int = setup_pb2.SQUARED_RELU, norm: int = setup_pb2.LAYERNORM
+) -> dict:
+    """The activation's kernels of a small model's layer (and the gradient join a gated
+    activation's halves need)."""
     s = _setup(eager_activation=eager)
     spec = s.workload.llm_training.model.inline
-    spec.name, spec.hidden_size, spec.num_layers = "sqrelu", HIDDEN, 2
+    spec.name, spec.hidden_size, spec.num_layers = "mlp", HIDDEN, 2
     spec.num_heads, spec.intermediate_size, spec.vocab_size = 4, FFN, 1024
-    spec.ffn, spec.norm = setup_pb2.SQUARED_RELU, setup_pb2.LAYERNORM
+    spec.ffn, spec.norm = ffn, norm
     layer = _phase(s, "layer").graph
-    return {k.name: k for k in layer.kernels if k.name.startswith("mlp_act")}
+    names = ("mlp_act", "mlp_gate_up_grad_sum")
+    return {k.name: k for k in layer.kernels if k.name.startswith(names)}
+
+
+def _per_pass(kernels: dict, expected: dict[str, float]) -> tuple[float, float]:
+    """Each kernel's bytes per activation element checked against `expected`; the forward
+    and backward totals."""
+    per = {n: _bytes_per_element(k, TOKENS * FFN) for n, k in kernels.items()}
+    assert per == pytest.approx(expected, rel=1e-12)
+    fwd = sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.FWD)
+    return fwd, sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.BWD)
 
 
 def test_eager_squared_relu_launches_pytorchs_kernels():
     kernels = _mlp_act_kernels(eager=True)
-    per = {n: _bytes_per_element(k, TOKENS * FFN) for n, k in kernels.items()}
     expected = {
         "mlp_act_relu": 2 + 2,  # relu: read, write
         "mlp_act_pow": 2 + 2,  # pow(r, 2): read, write
@@ -81,10 +94,7 @@ def test_eager_squared_relu_launches_pytorchs_kernels():
         "mlp_act_pow_bwd": 2 + 2 + 2,  # grad * (2 r): two reads, one write
         "mlp_act_relu_bwd": 2 + 2 + 2,  # threshold_backward(grad, r)
     }
-    assert per == pytest.approx(expected, rel=1e-12)
-    fwd = sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.FWD)
-    bwd = sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.BWD)
-    assert (fwd, bwd) == (pytest.approx(8), pytest.approx(20))
+    assert _per_pass(kernels, expected) == (pytest.approx(8), pytest.approx(20))
 
 
 def test_fused_squared_relu_is_one_kernel_each_way():
@@ -94,14 +104,7 @@ def test_fused_squared_relu_is_one_kernel_each_way():
 
 
 def _gated_kernels(eager: bool) -> dict:
-    s = _setup(eager_activation=eager)
-    spec = s.workload.llm_training.model.inline
-    spec.name, spec.hidden_size, spec.num_layers = "swiglu", HIDDEN, 2
-    spec.num_heads, spec.intermediate_size, spec.vocab_size = 4, FFN, 1024
-    spec.ffn, spec.norm = setup_pb2.SWIGLU, setup_pb2.RMSNORM
-    layer = _phase(s, "layer").graph
-    names = ("mlp_act", "mlp_gate_up_grad_sum")
-    return {k.name: k for k in layer.kernels if k.name.startswith(names)}
+    return _mlp_act_kernels(eager, setup_pb2.SWIGLU, setup_pb2.RMSNORM)
 
 
 def test_eager_swiglu_launches_pytorchs_kernels():
@@ -109,7 +112,6 @@ def test_eager_swiglu_launches_pytorchs_kernels():
     output holds two): 5a forward, 13a backward with a = 2 bytes, where the fused kernel
     moves 3a and 5a."""
     kernels = _gated_kernels(eager=True)
-    per = {n: _bytes_per_element(k, TOKENS * FFN) for n, k in kernels.items()}
     expected = {
         "mlp_act_act": 2 + 2,  # silu(gate): read the gate half, write
         "mlp_act_mul": 2 + 2 + 2,  # s * up: two reads, one write
@@ -118,10 +120,7 @@ def test_eager_swiglu_launches_pytorchs_kernels():
         "mlp_act_act_bwd": 2 + 2 + 2,  # silu_backward(that, gate)
         "mlp_gate_up_grad_sum": 2 + 2 + 4,  # chunk's backward: both halves into one tensor
     }
-    assert per == pytest.approx(expected, rel=1e-12)
-    fwd = sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.FWD)
-    bwd = sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.BWD)
-    assert (fwd, bwd) == (pytest.approx(10), pytest.approx(26))
+    assert _per_pass(kernels, expected) == (pytest.approx(10), pytest.approx(26))
 
 
 def test_fused_swiglu_is_one_kernel_each_way():
