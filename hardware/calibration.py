@@ -66,13 +66,18 @@ class Calibration:
         }
 
 
+def has_gemm_plateau(e: setup_pb2.Efficiency) -> bool:
+    """Whether the block gives GEMMs a measured plateau (any precision's)."""
+    return e.gemm_util > 0 or any(p.util > 0 for p in e.gemm_util_by_precision)
+
+
 def calibration_of(e: setup_pb2.Efficiency) -> Calibration:
     """The calibration a chip's efficiency block amounts to."""
     measured: list[str] = []
     if e.gemm_util > 0:
         measured.append("gemm")
     measured.extend(f"gemm {p.precision}" for p in e.gemm_util_by_precision if p.util > 0)
-    has_gemm = bool(measured)
+    has_gemm = has_gemm_plateau(e)
     if e.dram_util > 0:
         measured.append("dram")
     if e.kernel_overhead_us > 0 or e.kernel_min_time_us > 0:  # added time or a launch floor

@@ -18,6 +18,7 @@ The kernel classes a chip reads from its tables (`Chip.kernel_tables`): GEMMs
 from __future__ import annotations
 
 from hardware import kernel_db
+from hardware.calibration import has_gemm_plateau
 from hardware.checks import Problems
 from schema import setup_pb2
 
@@ -79,10 +80,7 @@ def tables_by_default(spec: setup_pb2.ChipSpec) -> bool:
     if spec.name in DEFAULT_ON:
         return True
     e = spec.accelerator.efficiency
-    plateau = (
-        e.gemm_util > 0 or e.compute_util > 0 or any(p.util > 0 for p in e.gemm_util_by_precision)
-    )
-    return not plateau
+    return not has_gemm_plateau(e) and e.compute_util <= 0
 
 
 def _memory_overridden(sysmsg: setup_pb2.System) -> bool:
@@ -119,7 +117,6 @@ def resolve_kernel_source(
         return none
     # a row of the user's chip table is the user's chip, whatever its name
     system = "" if sysmsg.chip_table else kernel_db.SYSTEMS.get(spec.name, "")
-    override = _overridden(sysmsg.accelerator)
     if not want:
         kinds = _default_kinds(sysmsg, spec) if system else ()
         if not kinds:
@@ -136,6 +133,7 @@ def resolve_kernel_source(
             f'"{spec.name or "custom"}" (covered: {covered}); use "none" for the roofline'
         )
         return none
+    override = _overridden(sysmsg.accelerator)
     if override:
         problems.add(
             f"{field}: {override} is set, so the chip is not the {spec.name} the tables "
