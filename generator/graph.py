@@ -150,6 +150,11 @@ class Kernel:
     # dequantizing its 8-bit KV cache once per query head. Priced at the chip's type-
     # conversion rate (solver/cost/kernel_times.conversion_rate). Out of the repr, as above.
     converted_elements: float = field(default=0.0, repr=False)
+    # Cores (thread blocks) the kernel can occupy, 0 = all of them: a latency-bound step
+    # done by one cooperating thread block (HPL's pivot column) streams its bytes at that
+    # share of the chip's DRAM bandwidth (solver.cost.menus.block_limited). Out of the
+    # repr, as above.
+    thread_blocks: int = field(default=0, repr=False)
 
     def __hash__(self) -> int:
         """The dataclass's own hash (of the fields equality compares, in order), computed

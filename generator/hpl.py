@@ -20,10 +20,13 @@ Critical path (the P processes of the panel's process column; HPL's look-ahead f
 broadcasts the panel of iteration i + 1 while the update of iteration i runs):
   panel_factor  LU of the process's ceil(m/P) x nb part of the panel: the panel's FLOP
                 sum_j (m-j-1) + 2 (m-j-1)(nb-j-1), over P, its part read and written once
-  pivot         one per panel column, nb per panel: the column's local part read for its
-                largest element, then HPL_pdmxswp's exchange of the winner and the two rows
-                (4 + 2 nb doubles) among the P processes of the column: an all-reduce
-                ("hpl_col") of latency-bound size
+  pivot         one per panel column, nb per panel: the column's local part scaled in
+                place while the next column is searched for its largest element (read once,
+                written once) by one thread block (each step waits for the one before, so
+                its bytes move at one core's share of the DRAM bandwidth), then
+                HPL_pdmxswp's exchange of the winner and the two rows (4 + 2 nb doubles)
+                among the P processes of the column: an all-reduce ("hpl_col") of
+                latency-bound size
   panel_broadcast  the factored part, ceil(m/P) x nb, along the process row ("hpl_row")
 The step charges each iteration max(update stream, critical path) (without look-ahead their
 sum): the critical phases name the update phase they run beside (Phase.overlaps;
@@ -64,6 +67,9 @@ DEFAULT_SAMPLES = 32  # when sample_iterations is left out: the trailing update 
 PIVOT_DOUBLES = 4  # HPL_pdmxswp's message: 4 doubles (value, row index, owner) + 2 rows
 ROW = "hpl_row"  # the Q processes of a process row (the panel broadcast)
 COLUMN = "hpl_col"  # the P processes of a process column (pivoting, the row swap)
+# a panel column's step (search, swap, scale) is one thread block's: the next column's
+# search needs this column's scaling, so the steps cannot spread over the chip's cores
+PIVOT_THREAD_BLOCKS = 1
 
 
 def iteration_flop(m: int, nb: int) -> tuple[float, float, float]:
@@ -164,21 +170,26 @@ def _panel_graph(name: str, m: int, nb: int, grid: tuple[int, int], flop, bpe) -
 
 def _pivot_graph(name: str, m: int, nb: int, grid: tuple[int, int], bpe: float) -> KernelGraph:
     """One pivot of the panel factorisation on one process of the panel's column: the
-    local column part searched for its largest element, then the winner and the two rows
-    exchanged among the P processes of the column (HPL_pdmxswp)."""
+    local column part scaled by its pivot in place while the next column is searched for
+    its largest element (the fused column step of a panel LU: the column read once and
+    written once), then the winner and the two rows exchanged among the P processes of the
+    column (HPL_pdmxswp). Each step waits for the one before, so it is one cooperating
+    thread block's work (`PIVOT_THREAD_BLOCKS`), not the chip's."""
     p, _ = grid
     b = GraphBuilder(name)
     rows, one = ("rows", math.ceil(m / p)), ("column", 1)
     b.add_vector(
         "pivot",
         KernelKind.ELEMENTWISE,
-        [Arg("in", IN, (rows, one), bpe), Arg("out", OUT, (one,), bpe)],
+        [Arg("in", IN, (rows, one), bpe), Arg("out", OUT, (rows, one), bpe)],
         rows[1],
         communication=Communication.ALL_REDUCE,
         communication_bytes=(PIVOT_DOUBLES + 2 * nb) * bpe if p > 1 else 0.0,
         communication_group=COLUMN,
     )
-    return _pinned(b.graph())
+    graph = b.graph()
+    pivot = replace(graph.kernels[0], thread_blocks=PIVOT_THREAD_BLOCKS)
+    return _pinned(replace(graph, kernels=(pivot,)))
 
 
 def _mean_share(ms: list[tuple[int, int]], grid: tuple[int, int]) -> dict[str, float]:

@@ -272,6 +272,10 @@ def _einsum_kernel(
             f"{where}.einsum.communication_group {e.communication_group!r} is not a group; "
             f"valid: {', '.join(GROUPS)} (or empty: the collective type's)"
         )
+    if e.thread_blocks < 0:
+        problems.append(
+            f"{where}.einsum.thread_blocks must be >= 0 (0 = every core), got {e.thread_blocks}"
+        )
     if len(problems) > n0:
         return None
     kind = KernelKind[kind_name]
@@ -295,6 +299,7 @@ def _einsum_kernel(
         math_precision=e.math_precision,
         shardable_dims=tuple(e.shardable_dims),
         unit=_unit(k, kind),
+        thread_blocks=e.thread_blocks,
         **_comm(comm, e.communication_size, e.communication_group),
     )
 

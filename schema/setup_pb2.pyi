@@ -507,7 +507,7 @@ class ElementwiseInput1Input2(_message.Message):
     def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_1_size: _Optional[float] = ..., input_tensor_2_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., sharding: _Optional[_Union[Sharding, str]] = ..., communication_type_2: _Optional[_Union[CommunicationType, str]] = ..., communication_size_2: _Optional[float] = ..., shard_outer_M: _Optional[int] = ..., shard_N: _Optional[int] = ..., memory_size: _Optional[float] = ..., num_input: _Optional[int] = ..., sram_extra: _Optional[float] = ..., dram_extra: _Optional[float] = ...) -> None: ...
 
 class EinsumKernel(_message.Message):
-    __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size", "math_precision", "communication_group")
+    __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size", "math_precision", "communication_group", "thread_blocks")
     KIND_FIELD_NUMBER: _ClassVar[int]
     DIMS_FIELD_NUMBER: _ClassVar[int]
     OPERANDS_FIELD_NUMBER: _ClassVar[int]
@@ -518,6 +518,7 @@ class EinsumKernel(_message.Message):
     COMMUNICATION_SIZE_FIELD_NUMBER: _ClassVar[int]
     MATH_PRECISION_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATION_GROUP_FIELD_NUMBER: _ClassVar[int]
+    THREAD_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     kind: str
     dims: _containers.RepeatedCompositeFieldContainer[LoopDim]
     operands: _containers.RepeatedCompositeFieldContainer[OperandSpec]
@@ -528,7 +529,8 @@ class EinsumKernel(_message.Message):
     communication_size: float
     math_precision: str
     communication_group: str
-    def __init__(self, kind: _Optional[str] = ..., dims: _Optional[_Iterable[_Union[LoopDim, _Mapping]]] = ..., operands: _Optional[_Iterable[_Union[OperandSpec, _Mapping]]] = ..., flop: _Optional[float] = ..., kernel_class: _Optional[str] = ..., shardable_dims: _Optional[_Iterable[str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., math_precision: _Optional[str] = ..., communication_group: _Optional[str] = ...) -> None: ...
+    thread_blocks: int
+    def __init__(self, kind: _Optional[str] = ..., dims: _Optional[_Iterable[_Union[LoopDim, _Mapping]]] = ..., operands: _Optional[_Iterable[_Union[OperandSpec, _Mapping]]] = ..., flop: _Optional[float] = ..., kernel_class: _Optional[str] = ..., shardable_dims: _Optional[_Iterable[str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., math_precision: _Optional[str] = ..., communication_group: _Optional[str] = ..., thread_blocks: _Optional[int] = ...) -> None: ...
 
 class LoopDim(_message.Message):
     __slots__ = ("name", "size")

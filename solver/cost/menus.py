@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from generator.graph import Kernel, KernelGraph, KernelKind, OperandRole, Pass
 from hardware.system import Chip
@@ -425,6 +426,25 @@ def fusion_args(kernel: Kernel, sizes: dict[str, int], sram_bytes: float, points
     return (*dims, sram_bytes / elem, points, states[a], states[b], fused_out)
 
 
+def block_limited(kernel: Kernel, menu: KernelMenu, cores: int, dram_Bps: float) -> KernelMenu:
+    """A kernel on `kernel.thread_blocks` of the chip's `cores` moves its compulsory bytes at
+    that share of the achieved DRAM bandwidth `dram_Bps`: a latency-bound step done by one
+    cooperating thread block (HPL's pivot column) cannot draw on the other cores' memory
+    requests. Charged as the option's compute time, the kernel's own issue limit; the
+    chip-wide DRAM time stays the memory time beside it."""
+    if kernel.thread_blocks <= 0 or kernel.thread_blocks >= cores or dram_Bps <= 0:
+        return menu
+    rate_Bps = dram_Bps * kernel.thread_blocks / cores
+    source = f"{kernel.thread_blocks} of {cores} cores: their share of DRAM bandwidth"
+    options = []
+    for o in menu.options:
+        streaming_s = sum(b for _, b in o.sizes) / rate_Bps
+        if streaming_s > o.compute_s:
+            o = replace(o, compute_s=streaming_s, time_source=source, floor_s=0.0)
+        options.append(o)
+    return replace(menu, options=tuple(options))
+
+
 def build_problem(
     graph: KernelGraph,
     chip: Chip,
@@ -459,9 +479,10 @@ def build_problem(
     key += (weights, held_instances)
     args = (chip, tp, tp_span, group_spans, sram, math_precision, dataflow, tiling_points)
     args += (weights, held_instances)
+    eff_bw = efficiency.achieved_dram_Bps(chip, dram_bandwidth_Bps)
     menus = []
     for k in kernels:
-        menu = menu_by_value(k, build_menu, key, args)
+        menu = block_limited(k, menu_by_value(k, build_menu, key, args), chip.cores, eff_bw)
         menus.append(per_step_gradient_reduction(k, menu, tp, tp_span, micro_batches))
     edges, raw = [], []
     wraps = [(e, True) for e in graph.boundary]
@@ -480,7 +501,6 @@ def build_problem(
         raw.append((e, wrap))
     edges = conversion_groups(edges, kernels, menus, raw)
     pinned = tuple(k.pinned_config for k in kernels)
-    eff_bw = efficiency.achieved_dram_Bps(chip, dram_bandwidth_Bps)
     budget = ExecutionOptions(dataflow=dataflow, num_config=max_configs)
     return MappingProblem(
         kernels=tuple(menus),

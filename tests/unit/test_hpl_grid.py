@@ -13,7 +13,7 @@ from google.protobuf import text_format
 
 from generator.build import build_workload
 from generator.graph import KernelGraph, Phase, Workload
-from generator.hpl import default_grid, process_share
+from generator.hpl import _pivot_graph, default_grid, process_share
 from generator.proto_graph import graph_from_proto
 from generator.proto_write import graph_to_proto
 from hardware.system import NetworkLevel, Topology
@@ -21,6 +21,7 @@ from mapshard.fidelity.fit import library_system
 from schema import setup_pb2
 from schema.errors import SetupError
 from solver.cost.efficiency import for_precision, plateau_warning
+from solver.cost.menus import build_problem
 from solver.search.assemble import graph_times
 from solver.search.process_grid import dfmodel_grid, grid_spans
 
@@ -205,3 +206,22 @@ def test_grid_kernels_round_trip_through_the_graph_file():
     for phase in w.phases:
         again = graph_from_proto(graph_to_proto(phase.graph), path="x", name=phase.graph.name)
         assert again == phase.graph, phase.name
+
+
+def test_a_pivot_step_streams_its_column_at_one_cores_share_of_dram():
+    """One panel column of a 1 x 1 grid on H200, 32,768 rows of FP64: the column read and
+    written once (2 x 8 x 32,768 = 524,288 B) by one of the 132 SMs, at 1/132 of the
+    achieved DRAM bandwidth (4.8 TB/s x the chip's copy fraction 0.8595 = 4.1256 TB/s):
+    524,288 / (4.1256e12 / 132) = 16.775 us, against 0.127 us at the whole chip's rate.
+    A 2 x 4 grid's process holds ceil(32,768 / 2) rows: half the time."""
+    system = library_system("H200-SXM-141GB")
+    step_s = 2 * 8 * 32768 / (4.8e12 * 0.8595 / 132)
+    assert step_s == pytest.approx(16.775e-6, rel=1e-4)
+    for grid, expected_s in (((1, 1), step_s), ((2, 4), step_s / 2)):
+        graph = _pivot_graph("pivot", 32768, 1024, grid, 8.0)
+        problem = build_problem(
+            graph, system.chip, system.dram.bandwidth_Bps, 1, [], {}, "fp64", False, True, 0
+        )
+        (option,) = problem.kernels[0].options
+        assert option.compute_s == pytest.approx(expected_s, rel=1e-9)
+        assert option.time_source == "1 of 132 cores: their share of DRAM bandwidth"
