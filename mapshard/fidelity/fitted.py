@@ -152,6 +152,16 @@ FITTED: tuple[Fitted, ...] = (
         "HCCL latency_us on a 5 us grid over the tensor-parallel runs",
         _ids("P-GD3", 5, 6, 7, 8, 13, 14, 15, 16, 17, 18, 19, 20),
     ),
+    # HPL's panel: a structure, not a number: each pivot column's step is one thread block's
+    # (1 of the chip's SMs streaming the column, read once and written once); chosen against
+    # the FIT row (the look-ahead-free torch/cuSOLVER factorisation, 45.7% too fast without
+    # it), checked on M-H200-H002 (N 65536)
+    Fitted(
+        "generator.hpl",
+        ("PIVOT_THREAD_BLOCKS",),
+        "the pivot step's structure, compared with the FIT row",
+        ("M-H200-H001",),
+    ),
     # serving engines (mapshard.fidelity.engines)
     Fitted(
         "mapshard.fidelity.engines",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from generator import hpl
 from hardware import library
 from hardware.calibration import calibration_of
 from mapshard.fidelity import engines, fit
@@ -84,10 +85,11 @@ def test_step_level_fits_take_their_rows_from_the_fit_selections(cases):
 
 
 def test_module_constants_are_listed_by_name():
+    modules = {"mapshard.fidelity.engines": engines, "generator.hpl": hpl}
     for entry in FITTED:
-        if entry.where == "mapshard.fidelity.engines":
+        if entry.where in modules:
             for name in entry.fields:
-                assert hasattr(engines, name), f"{name} is gone: update its entry"
+                assert hasattr(modules[entry.where], name), f"{name} is gone: update its entry"
 
 
 def set_fields(chip: str) -> set[str]:
