@@ -336,7 +336,7 @@ def measure_layers(
                 notes=what + LAYER_TEXT.format(attention=attention, depth=depth),
                 extra_params=(f"hf_config={hf};" if hf else "")
                 + extra
-                + ";library=torch;timing=cuda_graph_replay",
+                + ";library=torch;timing=cuda_graph_replay;eager_activation=1;eager_rope=1",
                 **cells,
             )
         )

@@ -155,6 +155,10 @@ class Kernel:
     # share of the chip's DRAM bandwidth (solver.cost.menus.block_limited). Out of the
     # repr, as above.
     thread_blocks: int = field(default=0, repr=False)
+    # An eager framework's strided elementwise kernel (an operand is a transposed or sliced
+    # view): at least its elements at the chip's strided_elementwise rate
+    # (solver.cost.kernel_times.kernel_compute_time). Out of the repr, as above.
+    strided: bool = field(default=False, repr=False)
 
     def __hash__(self) -> int:
         """The dataclass's own hash (of the fields equality compares, in order), computed

@@ -320,6 +320,10 @@ def _phases(
         unfused_attention=req.attention == setup_pb2.UNFUSED_ATTENTION,
         kv_per_query_head=req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD,
         kv_reread_share=req.kv_reread_dram_share,
+        eager_activation=req.eager_activation,
+        # engines fuse RoPE into their QKV preprocessing; plain PyTorch runs it eagerly
+        rope=req.eager_rope and cfg.positions == 0 and not cfg.is_mla,
+        eager_rope=req.eager_rope,
     )
     layers = layer_phases(base, cfg, shape, prec, steps=steps)
     split = req.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT

@@ -44,7 +44,7 @@ from generator.ops_attention import (
     per_query_head,
     rope,
 )
-from generator.ops_eager import eager_gated, eager_squared_relu
+from generator.ops_eager import eager_gated, eager_rope, eager_squared_relu
 from generator.ops_fp8 import FP8_BYTES, fp8_cast
 from generator.precision import Precision
 
@@ -80,6 +80,9 @@ class LayerShape:
     # backward), which the model's separate q and kv projections do not have. Inference
     # engines apply RoPE inside their QKV-preprocessing / KV-cache-write kernel.
     rope: bool = False
+    # ... as the framework's eager ops (LlmTraining / LlmInference.eager_rope:
+    # generator/ops_eager.py `eager_rope`), not one fused kernel each way
+    eager_rope: bool = False
     # MoE training with expert parallelism (LlmTraining.expert_parallel): the graph is one TP
     # group's, holding experts / EP of the experts (EP: the TP groups of one EP group), each
     # fed by the routed tokens of all of them; dispatch and combine all-to-all the routed
@@ -205,8 +208,9 @@ class Layer:
             q = self.norm("q_norm", q, weight=(D,))
             kv = self.norm("k_norm", kv, weight=(D,))
         if self.shape.rope:
-            q = rope(b, "q_rope", q, abpe=self.a, shardable=["tokens", *qn])
-            kv = rope(b, "kv_rope", kv, abpe=self.a, shardable=["tokens", *kn])
+            rotate = eager_rope if self.shape.eager_rope else rope
+            q = rotate(b, "q_rope", q, abpe=self.a, shardable=["tokens", *qn])
+            kv = rotate(b, "kv_rope", kv, abpe=self.a, shardable=["tokens", *kn])
         if self.shape.kv_write:
             kv_write(
                 b, "kv_write", kv, kv.dims, abpe=self.a, kv_bpe=self.kvb, shardable=["tokens", *kn]

@@ -251,6 +251,7 @@ def _layer_shape(
         # rotary positions unless the model has a learned table (MLA's decoupled rope
         # slice, generator/llm_mla.py, is not charged a rotation kernel)
         rope=cfg.positions == 0 and not cfg.is_mla,
+        eager_rope=req.eager_rope,
         expert_parallel=ep,
         sort_chunks=sorts_chunks(req, cfg, ep, fold),
     )
@@ -327,6 +328,8 @@ def _notes(
         notes.append(f"dropout {req.dropout:g}: 1-byte keep masks written and read back")
     if req.eager_activation and cfg.squared_relu:
         notes.append("squared ReLU as eager ops: relu, pow; four backward kernels")
+    if req.eager_rope and cfg.positions == 0 and not cfg.is_mla:
+        notes.append("RoPE as eager ops: five kernels forward, five backward per tensor")
     if req.loss == setup_pb2.LOSS_FUSED:
         notes.append("fused cross-entropy: one online-softmax kernel pair, in place")
     if searched:

@@ -300,6 +300,7 @@ def _einsum_kernel(
         shardable_dims=tuple(e.shardable_dims),
         unit=_unit(k, kind),
         thread_blocks=e.thread_blocks,
+        strided=e.strided,
         **_comm(comm, e.communication_size, e.communication_group),
     )
 

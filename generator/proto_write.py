@@ -36,6 +36,7 @@ def graph_to_proto(graph: KernelGraph, repeat: int | None = None) -> setup_pb2.D
         e.shardable_dims.extend(k.shardable_dims)
         e.math_precision = k.math_precision
         e.thread_blocks = k.thread_blocks
+        e.strided = k.strided
         for d, size in k.dims:
             e.dims.add(name=d, size=size)
         for o in k.operands:

@@ -90,6 +90,8 @@ def calibration_of(e: setup_pb2.Efficiency) -> Calibration:
         measured.append("attention")
     if e.vector_util > 0:
         measured.append("vector")
+    if e.strided_elementwise_gelem_per_s > 0:
+        measured.append("strided elementwise")
     levels = sorted(
         {c.level for c in e.collective if c.bus_bw_util > 0 or c.latency_us > 0 or c.bus_bw_at_size}
     )

@@ -225,6 +225,7 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         "gemm_tile_n",
         "kernel_overhead_us",
         "kernel_min_time_us",
+        "strided_elementwise_gelem_per_s",
     ):
         non_negative(getattr(e, fname), f"{base}.{fname}", problems)
     fraction(e.compute_util, util_field, problems)
@@ -253,6 +254,7 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         attention_util=e.attention_util,
         fp8_split_accumulate_util=e.fp8_split_accumulate_util,
         tp_comm_hidden_share=e.tp_comm_hidden_share,
+        strided_elementwise_elem_per_s=e.strided_elementwise_gelem_per_s * 1e9,
         vector_util=e.vector_util or 1.0,
         kernel_overhead_s=e.kernel_overhead_us * 1e-6,
         kernel_min_time_s=e.kernel_min_time_us * 1e-6,

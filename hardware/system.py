@@ -92,6 +92,9 @@ class Efficiency:
     # share of a TP collective that hides under its GEMM when the framework overlaps them
     # (Execution.tp_comm_overlap; 0 = not calibrated: serial)
     tp_comm_hidden_share: float = 0.0
+    # elements/s of a framework's strided (non-vectorized) elementwise kernel (0 = not
+    # calibrated: such kernels are DRAM-bound like any other)
+    strided_elementwise_elem_per_s: float = 0.0
     source: str = ""
     # the chip's own gemm_util when `solver.cost.efficiency.for_precision` has put another
     # precision's plateau in its place (0 = not replaced); kernels that run at another

@@ -507,7 +507,7 @@ class ElementwiseInput1Input2(_message.Message):
     def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_1_size: _Optional[float] = ..., input_tensor_2_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., sharding: _Optional[_Union[Sharding, str]] = ..., communication_type_2: _Optional[_Union[CommunicationType, str]] = ..., communication_size_2: _Optional[float] = ..., shard_outer_M: _Optional[int] = ..., shard_N: _Optional[int] = ..., memory_size: _Optional[float] = ..., num_input: _Optional[int] = ..., sram_extra: _Optional[float] = ..., dram_extra: _Optional[float] = ...) -> None: ...
 
 class EinsumKernel(_message.Message):
-    __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size", "math_precision", "communication_group", "thread_blocks")
+    __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size", "math_precision", "communication_group", "thread_blocks", "strided")
     KIND_FIELD_NUMBER: _ClassVar[int]
     DIMS_FIELD_NUMBER: _ClassVar[int]
     OPERANDS_FIELD_NUMBER: _ClassVar[int]
@@ -519,6 +519,7 @@ class EinsumKernel(_message.Message):
     MATH_PRECISION_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATION_GROUP_FIELD_NUMBER: _ClassVar[int]
     THREAD_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    STRIDED_FIELD_NUMBER: _ClassVar[int]
     kind: str
     dims: _containers.RepeatedCompositeFieldContainer[LoopDim]
     operands: _containers.RepeatedCompositeFieldContainer[OperandSpec]
@@ -530,7 +531,8 @@ class EinsumKernel(_message.Message):
     math_precision: str
     communication_group: str
     thread_blocks: int
-    def __init__(self, kind: _Optional[str] = ..., dims: _Optional[_Iterable[_Union[LoopDim, _Mapping]]] = ..., operands: _Optional[_Iterable[_Union[OperandSpec, _Mapping]]] = ..., flop: _Optional[float] = ..., kernel_class: _Optional[str] = ..., shardable_dims: _Optional[_Iterable[str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., math_precision: _Optional[str] = ..., communication_group: _Optional[str] = ..., thread_blocks: _Optional[int] = ...) -> None: ...
+    strided: bool
+    def __init__(self, kind: _Optional[str] = ..., dims: _Optional[_Iterable[_Union[LoopDim, _Mapping]]] = ..., operands: _Optional[_Iterable[_Union[OperandSpec, _Mapping]]] = ..., flop: _Optional[float] = ..., kernel_class: _Optional[str] = ..., shardable_dims: _Optional[_Iterable[str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., math_precision: _Optional[str] = ..., communication_group: _Optional[str] = ..., thread_blocks: _Optional[int] = ..., strided: _Optional[bool] = ...) -> None: ...
 
 class LoopDim(_message.Message):
     __slots__ = ("name", "size")
@@ -687,7 +689,7 @@ class Model(_message.Message):
     def __init__(self, inline: _Optional[_Union[ModelSpec, _Mapping]] = ..., hf_model: _Optional[str] = ...) -> None: ...
 
 class LlmTraining(_message.Message):
-    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout", "context_parallel", "eager_activation", "loss", "edges_in_pipeline_split", "expert_parallel", "fp8_param_gather", "grad_reduce_fp32", "dp_overlap", "expert_tensor_parallel", "moe_dispatcher")
+    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout", "context_parallel", "eager_activation", "loss", "edges_in_pipeline_split", "expert_parallel", "fp8_param_gather", "grad_reduce_fp32", "dp_overlap", "expert_tensor_parallel", "moe_dispatcher", "eager_rope")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GLOBAL_BATCH_FIELD_NUMBER: _ClassVar[int]
     MICRO_BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -708,6 +710,7 @@ class LlmTraining(_message.Message):
     DP_OVERLAP_FIELD_NUMBER: _ClassVar[int]
     EXPERT_TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     MOE_DISPATCHER_FIELD_NUMBER: _ClassVar[int]
+    EAGER_ROPE_FIELD_NUMBER: _ClassVar[int]
     model: Model
     global_batch: int
     micro_batch: int
@@ -728,10 +731,11 @@ class LlmTraining(_message.Message):
     dp_overlap: DpOverlap
     expert_tensor_parallel: int
     moe_dispatcher: MoeDispatcher
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ..., eager_activation: _Optional[bool] = ..., loss: _Optional[_Union[LossImpl, str]] = ..., edges_in_pipeline_split: _Optional[bool] = ..., expert_parallel: _Optional[int] = ..., fp8_param_gather: _Optional[bool] = ..., grad_reduce_fp32: _Optional[bool] = ..., dp_overlap: _Optional[_Union[DpOverlap, str]] = ..., expert_tensor_parallel: _Optional[int] = ..., moe_dispatcher: _Optional[_Union[MoeDispatcher, str]] = ...) -> None: ...
+    eager_rope: bool
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ..., eager_activation: _Optional[bool] = ..., loss: _Optional[_Union[LossImpl, str]] = ..., edges_in_pipeline_split: _Optional[bool] = ..., expert_parallel: _Optional[int] = ..., fp8_param_gather: _Optional[bool] = ..., grad_reduce_fp32: _Optional[bool] = ..., dp_overlap: _Optional[_Union[DpOverlap, str]] = ..., expert_tensor_parallel: _Optional[int] = ..., moe_dispatcher: _Optional[_Union[MoeDispatcher, str]] = ..., eager_rope: _Optional[bool] = ...) -> None: ...
 
 class LlmInference(_message.Message):
-    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention", "tensor_parallel_split", "prefill_tokens_per_pass", "request_overhead_us", "kv_reread_dram_share", "prefill_sequences", "stream", "kv_page_tokens")
+    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention", "tensor_parallel_split", "prefill_tokens_per_pass", "request_overhead_us", "kv_reread_dram_share", "prefill_sequences", "stream", "kv_page_tokens", "eager_activation", "eager_rope")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -750,6 +754,8 @@ class LlmInference(_message.Message):
     PREFILL_SEQUENCES_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     KV_PAGE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    EAGER_ACTIVATION_FIELD_NUMBER: _ClassVar[int]
+    EAGER_ROPE_FIELD_NUMBER: _ClassVar[int]
     model: Model
     phase: InferencePhase
     batch: int
@@ -768,7 +774,9 @@ class LlmInference(_message.Message):
     prefill_sequences: int
     stream: Stream
     kv_page_tokens: int
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ..., decode_attention: _Optional[_Union[DecodeAttention, str]] = ..., tensor_parallel_split: _Optional[_Union[TensorParallelSplit, str]] = ..., prefill_tokens_per_pass: _Optional[int] = ..., request_overhead_us: _Optional[float] = ..., kv_reread_dram_share: _Optional[float] = ..., prefill_sequences: _Optional[int] = ..., stream: _Optional[_Union[Stream, _Mapping]] = ..., kv_page_tokens: _Optional[int] = ...) -> None: ...
+    eager_activation: bool
+    eager_rope: bool
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ..., decode_attention: _Optional[_Union[DecodeAttention, str]] = ..., tensor_parallel_split: _Optional[_Union[TensorParallelSplit, str]] = ..., prefill_tokens_per_pass: _Optional[int] = ..., request_overhead_us: _Optional[float] = ..., kv_reread_dram_share: _Optional[float] = ..., prefill_sequences: _Optional[int] = ..., stream: _Optional[_Union[Stream, _Mapping]] = ..., kv_page_tokens: _Optional[int] = ..., eager_activation: _Optional[bool] = ..., eager_rope: _Optional[bool] = ...) -> None: ...
 
 class LengthMix(_message.Message):
     __slots__ = ("tokens", "min", "max", "values")
@@ -983,7 +991,7 @@ class Accelerator(_message.Message):
     def __init__(self, core: _Optional[int] = ..., systolic_width: _Optional[int] = ..., systolic_height: _Optional[int] = ..., sram_cap: _Optional[float] = ..., freq: _Optional[float] = ..., fp64_tflops: _Optional[float] = ..., fp32_tflops: _Optional[float] = ..., tf32_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tflops: _Optional[float] = ..., int4_tflops: _Optional[float] = ..., vector_tflops: _Optional[float] = ..., l2_cap: _Optional[float] = ..., l2_bw_GBps: _Optional[float] = ..., efficiency: _Optional[_Union[Efficiency, _Mapping]] = ..., pmu: _Optional[int] = ..., pmu_cap: _Optional[float] = ..., x: _Optional[int] = ..., y: _Optional[int] = ..., placement: _Optional[str] = ..., link_latency: _Optional[float] = ...) -> None: ...
 
 class Efficiency(_message.Message):
-    __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source", "gemm_util_by_precision", "compute_util", "kernel_min_time_us", "fp8_split_accumulate_util", "tp_comm_hidden_share")
+    __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source", "gemm_util_by_precision", "compute_util", "kernel_min_time_us", "fp8_split_accumulate_util", "tp_comm_hidden_share", "strided_elementwise_gelem_per_s")
     GEMM_UTIL_FIELD_NUMBER: _ClassVar[int]
     GEMM_HALF_DIM_FIELD_NUMBER: _ClassVar[int]
     GEMM_TILE_M_FIELD_NUMBER: _ClassVar[int]
@@ -1000,6 +1008,7 @@ class Efficiency(_message.Message):
     KERNEL_MIN_TIME_US_FIELD_NUMBER: _ClassVar[int]
     FP8_SPLIT_ACCUMULATE_UTIL_FIELD_NUMBER: _ClassVar[int]
     TP_COMM_HIDDEN_SHARE_FIELD_NUMBER: _ClassVar[int]
+    STRIDED_ELEMENTWISE_GELEM_PER_S_FIELD_NUMBER: _ClassVar[int]
     gemm_util: float
     gemm_half_dim: float
     gemm_tile_m: int
@@ -1016,7 +1025,8 @@ class Efficiency(_message.Message):
     kernel_min_time_us: float
     fp8_split_accumulate_util: float
     tp_comm_hidden_share: float
-    def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ..., gemm_util_by_precision: _Optional[_Iterable[_Union[PrecisionUtil, _Mapping]]] = ..., compute_util: _Optional[float] = ..., kernel_min_time_us: _Optional[float] = ..., fp8_split_accumulate_util: _Optional[float] = ..., tp_comm_hidden_share: _Optional[float] = ...) -> None: ...
+    strided_elementwise_gelem_per_s: float
+    def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ..., gemm_util_by_precision: _Optional[_Iterable[_Union[PrecisionUtil, _Mapping]]] = ..., compute_util: _Optional[float] = ..., kernel_min_time_us: _Optional[float] = ..., fp8_split_accumulate_util: _Optional[float] = ..., tp_comm_hidden_share: _Optional[float] = ..., strided_elementwise_gelem_per_s: _Optional[float] = ...) -> None: ...
 
 class PrecisionUtil(_message.Message):
     __slots__ = ("precision", "util", "half_dim")

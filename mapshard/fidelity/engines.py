@@ -211,6 +211,13 @@ def training_kernels(case: Case) -> tuple[bool, int]:
     return _flag(case, "eager_activation"), LOSS_IMPL[loss]
 
 
+def eager_ops(case: Case) -> tuple[bool, bool]:
+    """(eager activation, eager RoPE): `eager_activation=1`, `eager_rope=1` when the row's
+    framework runs the MLP activation or the rotary embedding as separate eager ops (plain
+    PyTorch; generator/ops_eager.py), in training and in inference rows alike."""
+    return _flag(case, "eager_activation"), _flag(case, "eager_rope")
+
+
 def edges_in_pipeline_split(case: Case) -> bool:
     """Whether the run's pipeline split counts the embedding and the loss as a layer each
     (extra_params `edges_in_pipeline_split=1`: Megatron's account_for_embedding_in_pipeline_

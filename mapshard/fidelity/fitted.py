@@ -61,6 +61,9 @@ GB200_COLLECTIVE = (
 BLACKWELL_TRAINING = _ids("P-NEM", 10, 11, 12, 21, 14, 15, 16, 28)
 MI300X_GEMM = _ids("P-MIG", 1, 3, 4, 5, 6, 7, 9, 11)
 MI300X_COLLECTIVE = _ids("P-MIR", 1, 3, 4, 7, 8, 9, 12, 13, 14, 15, 16, 17, 18, 21, 24, 25)
+# the FIT rows whose configuration tests/data/profiles/h200/prefill_llama31_8b_layer_b1_s2048
+# profiles (one Llama-3.1-8B layer, prefill of 2,048 tokens, batch 1)
+H200_PREFILL_PROFILE = ("M-H200-F002",)
 FP64_CITED = "Top500 HPL-sustained clock (glennklockwood.com/garden/peak-FLOPS), the chip file"
 # derived from measured kernel data, not from validation rows
 TABLE_DERIVED = (
@@ -95,6 +98,13 @@ FITTED: tuple[Fitted, ...] = (
     Fitted("H100-SXM5-80GB", ("collective L0",), "fit.fit_collective", H100_COLLECTIVE),
     Fitted("H100-SXM5-80GB", TRAINING_FIELDS, "fit_training.fit_split_accumulate", H100_TRAINING),
     Fitted("H100-SXM5-80GB", ("gemm_util_by_precision fp64",), "", cited=FP64_CITED),
+    Fitted(
+        "H100-SXM5-80GB",
+        ("strided_elementwise_gelem_per_s",),
+        "median elements/s of the strided kernels of the FIT prefill profile",
+        H200_PREFILL_PROFILE,
+        carried_from="H200-SXM-141GB",
+    ),
     # H200: its own FP8 GEMM, copy and collective fits; the H100's 16-bit plateau and
     # training shares (same GH100 SMs)
     Fitted(
@@ -116,6 +126,12 @@ FITTED: tuple[Fitted, ...] = (
         carried_from="H100-SXM5-80GB",
     ),
     Fitted("H200-SXM-141GB", ("gemm_util_by_precision fp64",), "", cited=FP64_CITED),
+    Fitted(
+        "H200-SXM-141GB",
+        ("strided_elementwise_gelem_per_s",),
+        "median elements/s of the strided kernels of the FIT prefill profile",
+        H200_PREFILL_PROFILE,
+    ),
     # Blackwell: the GB200 GEMM and NVLink 5 fits serve the B200; one hidden share for both
     Fitted("GB200", GEMM_FIELDS, "fit.fit_gemm", GB200_GEMM),
     # fused attention keeps the FP8 fit's plateau; 16-bit GEMMs have the table's

@@ -60,7 +60,8 @@ SETUP_KEYS: Mapping[str, str] = {
     "fp8_param_gather": "llm_training.fp8_param_gather",
     "expert_tensor_parallel": "llm_training.expert_tensor_parallel (absent: searched, 1 or TP)",
     "grad_reduce_dtype": "llm_training.grad_reduce_fp32",
-    "eager_activation": "llm_training.eager_activation",
+    "eager_activation": "llm_*.eager_activation",
+    "eager_rope": "llm_*.eager_rope",
     "loss_impl": "llm_training.loss",
     "edges_in_pipeline_split": "llm_training.edges_in_pipeline_split",
     "pipeline_schedule": "llm_training.virtual_pipeline (1F1B: 1; must match pp and the "

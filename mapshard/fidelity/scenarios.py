@@ -38,6 +38,7 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
     TRTLLM_XQA_VERSION,
     attention_impl,
     decode_attention,
+    eager_ops,
     edges_in_pipeline_split,
     fp8_param_gather,
     grad_reduce_fp32,
@@ -363,6 +364,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.grad_reduce_fp32 = grad_reduce_fp32(case)
         t.attention, t.dropout = attention_impl(case)
         t.eager_activation, t.loss = training_kernels(case)
+        t.eager_rope = eager_ops(case)[1]
         t.edges_in_pipeline_split = edges_in_pipeline_split(case)
     else:
         i = setup.workload.llm_inference
@@ -376,6 +378,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         i.tensor_parallel_split = tensor_parallel_split(case)
         i.prefill_tokens_per_pass = int(case.extra_float("max_num_tokens"))
         i.request_overhead_us = request_overhead_us(case)
+        i.eager_activation, i.eager_rope = eager_ops(case)
         if kind in ("inference_prefill", "layer_prefill"):
             i.phase = setup_pb2.PREFILL
         elif kind == "inference_static_batch":

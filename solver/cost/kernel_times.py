@@ -302,13 +302,37 @@ def kernel_compute_time(
     flop: float,
     precision: str,
     decode: DecodeAttentionShape | None = None,
+    elements: float = 0.0,
 ) -> KernelTime:
     """Compute time (per-kernel overhead excluded) of one kernel option and its source.
     `shape`: the per-chip GEMM extents of a two-input matrix kernel, None for any other;
     `decode`: a group-aware decode attention kernel's per-chip extents (a measured table
     times the whole kernel; its time less the overhead, never below the fused-attention
     rate's, stands for the compute part, so the kernel costs at least the table's time);
-    `chip`: at the workload's math precision's plateau (`efficiency.for_precision`)."""
+    `chip`: at the workload's math precision's plateau (`efficiency.for_precision`);
+    `elements`: the option's share of the loop nest, which a strided kernel (Kernel.strided)
+    handles at the chip's strided-elementwise rate at best."""
+    rate = chip.efficiency.strided_elementwise_elem_per_s
+    if kernel.strided and rate > 0 and elements > 0:
+        own = _compute_time(kernel, chip, shape, flop, precision, decode)
+        if elements / rate > own.seconds:
+            return KernelTime(elements / rate, STRIDED_SOURCE)
+        return own
+    return _compute_time(kernel, chip, shape, flop, precision, decode)
+
+
+STRIDED_SOURCE = "strided elementwise rate (fitted)"
+
+
+def _compute_time(
+    kernel: Kernel,
+    chip: Chip,
+    shape: GemmShape | None,
+    flop: float,
+    precision: str,
+    decode: DecodeAttentionShape | None,
+) -> KernelTime:
+    """`kernel_compute_time` of every kernel but the strided limit."""
     if flop <= 0:
         return KernelTime(0.0, "no compute")
     if kernel.math_precision and kernel.math_precision != precision:

@@ -228,7 +228,13 @@ def _kernel_time(
             grouped=GROUPED_DIM in batch,
         )
     return kernel_times.kernel_compute_time(
-        kernel, chip, shape, flop, precision, _decode_shape(kernel, sizes)
+        kernel,
+        chip,
+        shape,
+        flop,
+        precision,
+        _decode_shape(kernel, sizes),
+        math.prod(sizes.values()),
     )
 
 

@@ -121,6 +121,9 @@ def test_eager_swiglu_launches_pytorchs_kernels():
         "mlp_gate_up_grad_sum": 2 + 2 + 4,  # chunk's backward: both halves into one tensor
     }
     assert _per_pass(kernels, expected) == (pytest.approx(10), pytest.approx(26))
+    # the ops reading a half of the gate/up output (a sliced view) run strided
+    strided = {n for n, k in kernels.items() if k.strided}
+    assert strided == {"mlp_act_act", "mlp_act_mul", "mlp_act_mul_bwd_act", "mlp_act_act_bwd"}
 
 
 def test_fused_swiglu_is_one_kernel_each_way():
@@ -160,15 +163,16 @@ def test_a_squared_relu_row_builds_a_squared_relu_model():
         _model(Case(cells | {"ffn_kind": "relu"}), setup_pb2.Model())
 
 
-def _rope_kernels(**spec_fields) -> dict:
-    s = _setup()
+def _rope_kernels(eager: bool = False, **spec_fields) -> dict:
+    s = _setup(eager_rope=eager)
     spec = s.workload.llm_training.model.inline
     spec.name, spec.hidden_size, spec.num_layers = "rope", HIDDEN, 2
     spec.num_heads, spec.intermediate_size, spec.vocab_size = 4, FFN, 1024
     for key, value in spec_fields.items():
         setattr(spec, key, value)
     layer = _phase(s, "layer").graph
-    return {k.name: k for k in layer.kernels if "rope" in k.name}
+    names = ("q_rope", "kv_rope", "q_proj_grad_sum", "kv_proj_grad_sum")
+    return {k.name: k for k in layer.kernels if k.name.startswith(names)}
 
 
 def test_rotary_embedding_reads_and_writes_q_and_kv_each_way():
@@ -193,3 +197,38 @@ def test_rotary_embedding_reads_and_writes_q_and_kv_each_way():
 
 def test_learned_positions_have_no_rotary_kernels():
     assert _rope_kernels(architecture="gpt2", max_position_embeddings=TOKENS) == {}
+
+
+def test_eager_rope_launches_pytorchs_kernels():
+    """x cos + cat(-x2, x1) sin in plain PyTorch, per element of q (a = 2 bytes): forward
+    neg a/2 + a/2, cat a + a, the two products a + a each, the sum 2a + a = 10a; backward
+    dy sin and dy cos a + a each, the negation's gradient a/2 + a/2, the two slice
+    gradients a/2 read into a zero-filled whole of a each, and the builder's sum of x's
+    three gradients 3a + a = 12a. Strided: every op reading a view of the heads (all but
+    the two sums)."""
+    kernels = _rope_kernels(eager=True, num_kv_heads=2)
+    q = TOKENS * 4 * 64
+    per = {n: _bytes_per_element(k, q) for n, k in kernels.items() if n.startswith("q_")}
+    expected = {
+        "q_rope_neg": 1 + 1,
+        "q_rope_cat": 2 + 2,
+        "q_rope_cos": 2 + 2,
+        "q_rope_sin": 2 + 2,
+        "q_rope": 4 + 2,
+        "q_rope_bwd_sin": 2 + 2,
+        "q_rope_bwd_cos": 2 + 2,
+        "q_rope_bwd_neg": 1 + 1,
+        "q_rope_bwd_slice1": 1 + 2,
+        "q_rope_bwd_slice2": 1 + 2,
+        "q_proj_grad_sum": 6 + 2,
+    }
+    assert per == pytest.approx(expected, rel=1e-12)
+    fwd = sum(per[n] for n in expected if kernels[n].pass_ == Pass.FWD)
+    bwd = sum(per[n] for n in expected if kernels[n].pass_ == Pass.BWD)
+    assert (fwd, bwd) == (pytest.approx(20), pytest.approx(24))  # 10a, 12a
+    unstrided = {n for n in expected if not kernels[n].strided}
+    assert unstrided == {"q_rope", "q_proj_grad_sum"}
+    # the stacked K and V ride together, as the fused kernel's do
+    assert {n for n in kernels if n.startswith("kv_rope")} == {
+        n.replace("q_", "kv_", 1) for n in expected if n.startswith("q_rope")
+    }

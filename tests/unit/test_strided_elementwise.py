@@ -1,0 +1,91 @@
+"""Eager PyTorch's strided elementwise kernels (issue #35, BF16 training and plain-PyTorch
+layers): the H200's rate re-derived from the FIT prefill profile, a kernel's time by hand,
+and the setup fields that put the eager ops in an inference layer."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from generator.build import build_workload
+from generator.graph import KernelGraph
+from mapshard.fidelity.fit import library_system
+from schema import setup_pb2
+from solver.cost.kernel_times import STRIDED_SOURCE
+from solver.cost.menus import build_problem
+
+PROFILE = Path(__file__).parents[1] / "data/profiles/h200/prefill_llama31_8b_layer_b1_s2048.json"
+# Llama-3.1-8B, one layer, 2,048 tokens: q is 2,048 x 32 x 128 elements, its half 64 wide,
+# the SwiGLU halves 2,048 x 14,336. The profile's launches in order: 2 q x cos, 3 -x2,
+# 4 cat(-x2, x1), 5 cat x sin, 19 silu(gate), 20 silu(gate) x up.
+Q, FFN = 2048 * 32 * 128, 2048 * 14336
+STRIDED_LAUNCHES = {2: Q, 3: Q // 2, 4: Q, 5: Q, 19: FFN, 20: FFN}
+NON_VECTORIZED = ("void at::native::elementwise_kernel<128, 4", "CatArrayBatchedCopy<")
+
+
+def test_the_h200_rate_is_the_median_of_the_fit_profiles_strided_kernels():
+    events = [e for e in json.loads(PROFILE.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+    rates = []
+    for index, elements in STRIDED_LAUNCHES.items():
+        name = events[index]["name"]
+        assert name.startswith(NON_VECTORIZED[0]) or NON_VECTORIZED[1] in name, name
+        rates.append(elements / (events[index]["dur"] * 1e-6))
+    assert sorted(r / 1e9 for r in rates) == pytest.approx(
+        [227.0, 326.9, 352.3, 354.3, 355.2, 387.8], abs=0.05
+    )
+    chip = library_system("H200-SXM-141GB").chip
+    assert chip.efficiency.strided_elementwise_elem_per_s == 353e9
+    assert statistics.median(rates) == pytest.approx(353e9, rel=2e-3)
+
+
+def _inference_setup(eager: bool) -> setup_pb2.Setup:
+    s = setup_pb2.Setup()
+    i = s.workload.llm_inference
+    i.model.hf_model = "Llama-3.1-8B"
+    i.phase, i.batch, i.input_len = setup_pb2.PREFILL, 1, 2048
+    i.eager_activation = i.eager_rope = eager
+    s.system.chip, s.system.num_chip = "H200-SXM-141GB", 1
+    return s
+
+
+def _layer(s: setup_pb2.Setup) -> KernelGraph:
+    w = build_workload(s, Path("setup.txt"), 1)
+    return next(p.graph for p in w.phases if any(k.name == "q_proj" for k in p.graph.kernels))
+
+
+def test_a_strided_kernel_takes_its_elements_at_the_chips_rate():
+    """q x cos of the profile's layer on H200: 8,388,608 elements at 353 G/s = 23.764 us,
+    against 16.8 MB read and written at 4.8 TB/s x 0.8595 = 8.13 us of DRAM time."""
+    layer = _layer(_inference_setup(eager=True))
+    kernel = layer.kernel("q_rope_cos")
+    assert kernel.strided
+    system = library_system("H200-SXM-141GB")
+    problem = build_problem(
+        KernelGraph("g", (kernel,)),
+        system.chip,
+        system.dram.bandwidth_Bps,
+        1,
+        [],
+        {},
+        "bf16",
+        False,
+        True,
+        0,
+    )
+    (option,) = problem.kernels[0].options
+    assert option.compute_s == pytest.approx(Q / 353e9, rel=1e-9)
+    assert option.compute_s == pytest.approx(23.764e-6, rel=1e-4)
+    assert option.time_source == STRIDED_SOURCE
+    assert 2 * 2 * Q / (4.8e12 * 0.8595) == pytest.approx(8.133e-6, rel=1e-3)
+
+
+def test_engines_fuse_rope_and_the_activation_plain_pytorch_does_not():
+    engine = {k.name for k in _layer(_inference_setup(eager=False)).kernels}
+    eager = {k.name for k in _layer(_inference_setup(eager=True)).kernels}
+    assert not any("rope" in n for n in engine) and "mlp_act" in engine
+    rope = {"q_rope_neg", "q_rope_cat", "q_rope_cos", "q_rope_sin", "q_rope"}
+    assert rope <= eager and {"mlp_act_act", "mlp_act_mul"} <= eager
+    assert not any("bwd" in n for n in eager)  # inference: no backward
