@@ -127,8 +127,9 @@ def measure_training_step(torch, new_row: Callable[..., dict], smoke: bool = Fal
                 "logits; the BF16 gradients cast into FP32 master weights, fused AdamW, the "
                 "masters copied back to BF16. Random weights and tokens; the median step "
                 "after warm-up.",
-                extra_params="optimizer=adamw;attention_impl=fused;eager_activation=1;eager_rope=1;"
-                "loss_impl=fp32_passes;compile=0;library=torch_eager;timing=cuda_event_stream",
+                extra_params="optimizer=adamw;attention_impl=fused;eager_activation=1;"
+                "eager_rope=1;master_grad_cast=1;loss_impl=fp32_passes;compile=0;"
+                "library=torch_eager;timing=cuda_event_stream",
             )
         )
         del params, master, opt, loss, step

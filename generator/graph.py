@@ -424,6 +424,9 @@ class Workload:
     dp_overlap: str = "all"
     weight_bytes_per_param: float = 2.0
     optimizer_bytes_per_param: float = 14.0  # gradients + optimizer state beyond weights
+    # step-end bytes per updated parameter beyond the fused update's (LlmTraining.
+    # master_grad_cast: the gradients cast to FP32 by a kernel of their own)
+    grad_cast_bytes_per_param: float = 0.0
     # Graph instances per micro-batch (a DFModel LLM graph is one sequence: a micro-batch
     # of n sequences runs it n times); 1 for graphs that hold the whole micro-batch.
     instances_per_micro_batch: int = 1

@@ -36,6 +36,9 @@ from generator.precision import Precision
 from schema import setup_pb2
 from schema.errors import SetupError
 
+# LlmTraining.master_grad_cast: the cast reads the g-byte gradient and writes 4 bytes, and
+# the update then reads those 4 bytes instead of g: g + 4 + (4 - g) = 8 per parameter
+MASTER_GRAD_CAST_BYTES = 8.0
 RECOMPUTE = {
     setup_pb2.RECOMPUTE_NONE: "none",
     setup_pb2.RECOMPUTE_SELECTIVE: "selective",
@@ -227,6 +230,7 @@ def _pinned_workload(
         backward_reads_wired=True,
         weight_bytes_per_param=prec.weight_bytes,
         optimizer_bytes_per_param=prec.optimizer_bytes_per_param,
+        grad_cast_bytes_per_param=MASTER_GRAD_CAST_BYTES if req.master_grad_cast else 0.0,
         activation_bytes_per_element=prec.activation_bytes,
         kv_bytes_per_element=prec.kv_bytes,
         compute_dtype=prec.math,
@@ -330,6 +334,8 @@ def _notes(
         notes.append("squared ReLU as eager ops: relu, pow; four backward kernels")
     if req.eager_rope and cfg.positions == 0 and not cfg.is_mla:
         notes.append("RoPE as eager ops: five kernels forward, five backward per tensor")
+    if req.master_grad_cast:
+        notes.append("gradients cast to FP32 before the update: 8 bytes per parameter more")
     if req.loss == setup_pb2.LOSS_FUSED:
         notes.append("fused cross-entropy: one online-softmax kernel pair, in place")
     if searched:

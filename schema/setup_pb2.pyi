@@ -689,7 +689,7 @@ class Model(_message.Message):
     def __init__(self, inline: _Optional[_Union[ModelSpec, _Mapping]] = ..., hf_model: _Optional[str] = ...) -> None: ...
 
 class LlmTraining(_message.Message):
-    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout", "context_parallel", "eager_activation", "loss", "edges_in_pipeline_split", "expert_parallel", "fp8_param_gather", "grad_reduce_fp32", "dp_overlap", "expert_tensor_parallel", "moe_dispatcher", "eager_rope")
+    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout", "context_parallel", "eager_activation", "loss", "edges_in_pipeline_split", "expert_parallel", "fp8_param_gather", "grad_reduce_fp32", "dp_overlap", "expert_tensor_parallel", "moe_dispatcher", "eager_rope", "master_grad_cast")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GLOBAL_BATCH_FIELD_NUMBER: _ClassVar[int]
     MICRO_BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -711,6 +711,7 @@ class LlmTraining(_message.Message):
     EXPERT_TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     MOE_DISPATCHER_FIELD_NUMBER: _ClassVar[int]
     EAGER_ROPE_FIELD_NUMBER: _ClassVar[int]
+    MASTER_GRAD_CAST_FIELD_NUMBER: _ClassVar[int]
     model: Model
     global_batch: int
     micro_batch: int
@@ -732,7 +733,8 @@ class LlmTraining(_message.Message):
     expert_tensor_parallel: int
     moe_dispatcher: MoeDispatcher
     eager_rope: bool
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ..., eager_activation: _Optional[bool] = ..., loss: _Optional[_Union[LossImpl, str]] = ..., edges_in_pipeline_split: _Optional[bool] = ..., expert_parallel: _Optional[int] = ..., fp8_param_gather: _Optional[bool] = ..., grad_reduce_fp32: _Optional[bool] = ..., dp_overlap: _Optional[_Union[DpOverlap, str]] = ..., expert_tensor_parallel: _Optional[int] = ..., moe_dispatcher: _Optional[_Union[MoeDispatcher, str]] = ..., eager_rope: _Optional[bool] = ...) -> None: ...
+    master_grad_cast: bool
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ..., eager_activation: _Optional[bool] = ..., loss: _Optional[_Union[LossImpl, str]] = ..., edges_in_pipeline_split: _Optional[bool] = ..., expert_parallel: _Optional[int] = ..., fp8_param_gather: _Optional[bool] = ..., grad_reduce_fp32: _Optional[bool] = ..., dp_overlap: _Optional[_Union[DpOverlap, str]] = ..., expert_tensor_parallel: _Optional[int] = ..., moe_dispatcher: _Optional[_Union[MoeDispatcher, str]] = ..., eager_rope: _Optional[bool] = ..., master_grad_cast: _Optional[bool] = ...) -> None: ...
 
 class LlmInference(_message.Message):
     __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention", "tensor_parallel_split", "prefill_tokens_per_pass", "request_overhead_us", "kv_reread_dram_share", "prefill_sequences", "stream", "kv_page_tokens", "eager_activation", "eager_rope")

@@ -218,6 +218,12 @@ def eager_ops(case: Case) -> tuple[bool, bool]:
     return _flag(case, "eager_activation"), _flag(case, "eager_rope")
 
 
+def master_grad_cast(case: Case) -> bool:
+    """`master_grad_cast=1`: the run casts its 16-bit gradients to FP32 by a kernel of its
+    own before the optimizer (a plain PyTorch loop over FP32 master weights)."""
+    return _flag(case, "master_grad_cast")
+
+
 def edges_in_pipeline_split(case: Case) -> bool:
     """Whether the run's pipeline split counts the embedding and the loss as a layer each
     (extra_params `edges_in_pipeline_split=1`: Megatron's account_for_embedding_in_pipeline_

@@ -62,6 +62,7 @@ SETUP_KEYS: Mapping[str, str] = {
     "grad_reduce_dtype": "llm_training.grad_reduce_fp32",
     "eager_activation": "llm_*.eager_activation",
     "eager_rope": "llm_*.eager_rope",
+    "master_grad_cast": "llm_training.master_grad_cast",
     "loss_impl": "llm_training.loss",
     "edges_in_pipeline_split": "llm_training.edges_in_pipeline_split",
     "pipeline_schedule": "llm_training.virtual_pipeline (1F1B: 1; must match pp and the "

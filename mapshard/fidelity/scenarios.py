@@ -43,6 +43,7 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
     fp8_param_gather,
     grad_reduce_fp32,
     kv_reread_dram_share,
+    master_grad_cast,
     request_overhead_us,
     tensor_parallel_split,
     training_kernels,
@@ -365,6 +366,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.attention, t.dropout = attention_impl(case)
         t.eager_activation, t.loss = training_kernels(case)
         t.eager_rope = eager_ops(case)[1]
+        t.master_grad_cast = master_grad_cast(case)
         t.edges_in_pipeline_split = edges_in_pipeline_split(case)
     else:
         i = setup.workload.llm_inference

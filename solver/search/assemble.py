@@ -150,6 +150,7 @@ def training_times(
     updated = max(params_chip - weights.self_updated, 0.0)  # the graphs update the rest
     opt_bytes = (
         2 * updated * (workload.weight_bytes_per_param + workload.optimizer_bytes_per_param)
+        + updated * workload.grad_cast_bytes_per_param
     ) / shard
     optimizer = 0.0 if workload.forward_only else opt_bytes / dram_Bps
     gathered = fp8_gathered_shard(workload, choice)
