@@ -177,7 +177,7 @@ def sharding_problem(kernel: Kernel, sharding: str) -> str:
 
 
 def tile_kind(kernel: Kernel) -> str:
-    """Which tiles a kernel takes (solver.cost.menus._tilings): a two-input matrix kernel a
+    """Which tiles a kernel takes (solver.cost.tilings.tilings): a two-input matrix kernel a
     GEMM family's, a fused attention kernel "attn" (or "stream"), the rest "stream"."""
     gemm = kernel.kind in (KernelKind.GEMM, KernelKind.BATCHED_GEMM)
     if gemm and len(kernel.inputs) == 2 and len(kernel.outputs) == 1:

@@ -28,7 +28,7 @@ _API: dict[str, tuple[str, str]] = {
     "dram_efficiency": ("solver.cost.efficiency", "dram_efficiency"),
     "for_precision": ("solver.cost.efficiency", "for_precision"),
     "gemm_compute_time": ("solver.cost.efficiency", "gemm_compute_time"),
-    "gemm_dims": ("solver.cost.menus", "gemm_dims"),
+    "gemm_dims": ("solver.cost.gemm_roles", "gemm_dims"),
     "gemm_efficiency": ("solver.cost.efficiency", "gemm_efficiency"),
     "gemm_frontier": ("solver.cost.frontier", "gemm_frontier"),
     "hierarchical_time": ("solver.cost.collectives", "hierarchical_time"),

@@ -312,13 +312,11 @@ def kernel_compute_time(
     `chip`: at the workload's math precision's plateau (`efficiency.for_precision`);
     `elements`: the option's share of the loop nest, which a strided kernel (Kernel.strided)
     handles at the chip's strided-elementwise rate at best."""
+    own = _compute_time(kernel, chip, shape, flop, precision, decode)
     rate = chip.efficiency.strided_elementwise_elem_per_s
-    if kernel.strided and rate > 0 and elements > 0:
-        own = _compute_time(kernel, chip, shape, flop, precision, decode)
-        if elements / rate > own.seconds:
-            return KernelTime(elements / rate, STRIDED_SOURCE)
-        return own
-    return _compute_time(kernel, chip, shape, flop, precision, decode)
+    if kernel.strided and rate > 0 and elements / rate > own.seconds:
+        return KernelTime(elements / rate, STRIDED_SOURCE)
+    return own
 
 
 STRIDED_SOURCE = "strided elementwise rate (fitted)"

@@ -84,7 +84,7 @@ CONVERSIONS = Memo(16_384)
 # whole phase problems (solver.search.phase_problem): a sweep's points on one chip ask for
 # the same graph under the same layout again (batch 8 on two replicas is batch 4 on one)
 PROBLEMS = Memo(256)
-# one sharding's tiles of a kernel (solver.cost.menus._tilings), by tile count: the same
+# one sharding's tiles of a kernel (solver.cost.tilings.tilings), by tile count: the same
 # per-chip shape recurs under other TP degrees and on chips of equal SRAM
 TILINGS = Memo(50_000, weight=len)
 

@@ -5,14 +5,12 @@ the MILP over them is linear; the data types are in solver/cost/problem.py."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import replace
 
 from generator.graph import Kernel, KernelGraph, KernelKind, OperandRole, Pass
 from hardware.system import Chip
-from schema.tiles import ATTENTION, STREAM, parse_tile, tile_text
 from solver.cost import efficiency, frontier, kernel_times, memo
-from solver.cost.attention_tiles import attention_tilings
+from solver.cost.gemm_roles import compulsory_bytes, gemm_roles, is_gemm
 from solver.cost.layouts import conversion_groups, conversion_table, rs_dim
 from solver.cost.named_menus import menu_by_value
 from solver.cost.own_network import own_network
@@ -26,6 +24,7 @@ from solver.cost.problem import (
     TileCost,
     TileGroup,
 )
+from solver.cost.tilings import fusion_args, held_tiles, kept_tilings, tile_costs
 from solver.cost.weights import (
     WeightRule,
     per_step_gradient_reduction,
@@ -68,57 +67,6 @@ def _shard_sizes(kernel: Kernel, sharding: str, tp: int) -> dict[str, int]:
     return sizes
 
 
-def _gemm_roles(kernel: Kernel) -> tuple[str, str, str, list[str], list[str], list[str], list[str]]:
-    """Names of A, B, C and the batch/M/N/K dims of a two-input matrix kernel."""
-    ins = [o for o in kernel.operands if o.role != OperandRole.OUTPUT]
-    a, b = ins[0], ins[1]
-    c = kernel.outputs[0]
-    da, db, dc = set(a.dims), set(b.dims), set(c.dims)
-    batch = [d for d, _ in kernel.dims if d in da and d in db and d in dc]
-    m = [d for d, _ in kernel.dims if d in da and d in dc and d not in db]
-    n = [d for d, _ in kernel.dims if d in db and d in dc and d not in da]
-    k = [d for d, _ in kernel.dims if d not in dc]
-    return a.name, b.name, c.name, batch, m, n, k
-
-
-def _is_gemm(kernel: Kernel) -> bool:
-    return (
-        kernel.kind in (KernelKind.GEMM, KernelKind.BATCHED_GEMM)
-        and len(kernel.inputs) == 2
-        and len(kernel.outputs) == 1
-    )
-
-
-def gemm_dims(kernel: Kernel) -> tuple[int, int, int, float] | None:
-    """(M, K, N, bytes per element) of a two-input matrix kernel as the data-movement
-    frontier sees it (batch dims excluded), or None for any other kernel."""
-    if not _is_gemm(kernel):
-        return None
-    _, _, _, _, m, n, k = _gemm_roles(kernel)
-    sizes = kernel.dim_sizes
-    elem = max(o.bytes_per_element for o in kernel.operands)
-    return (
-        math.prod(sizes[d] for d in m),
-        math.prod(sizes[d] for d in k),
-        math.prod(sizes[d] for d in n),
-        elem,
-    )
-
-
-def compulsory_bytes(kernel: Kernel, sizes: dict[str, int]) -> dict[str, float]:
-    traffic: dict[str, float] = {}
-    for op in kernel.operands:
-        elems = math.prod(sizes[d] for d in op.dims)
-        traffic[op.name] = elems * op.bytes_per_element
-    if kernel.kind == KernelKind.EMBEDDING:
-        # A lookup reads only the gathered rows, not the table.
-        out_bytes = sum(traffic[o.name] for o in kernel.outputs)
-        for op in kernel.operands:
-            if op.role == OperandRole.WEIGHT:
-                traffic[op.name] = min(traffic[op.name], out_bytes)
-    return traffic
-
-
 def _matrix_precision_peak(chip: Chip, precision: str) -> float:
     return chip.peak(precision)
 
@@ -137,7 +85,7 @@ def build_menu(
     held_instances: int = 1,
 ) -> KernelMenu:
     """Every (sharding, tile) option of the kernel; `held_instances` > 1 (DATAFLOW: that
-    many graph instances run each configuration back to back) adds `_held_tiles`."""
+    many graph instances run each configuration back to back) adds `held_tiles`."""
     options: list[Option] = []
     held: dict[str, tuple[str, float, dict[str, float], float]] = {}
     shardings = sharding_choices(kernel, tp)
@@ -153,9 +101,9 @@ def build_menu(
         if weights is not None:
             stored, replicated = weight_storage(kernel, s, tp)
         compulsory = compulsory_bytes(kernel, sizes)
-        tiles = _kept_tilings(kernel, sizes, sram_bytes, dataflow, tiling_points)
+        tiles = kept_tilings(kernel, sizes, sram_bytes, dataflow, tiling_points)
         if dataflow and held_instances > 1:
-            extra = _held_tiles(kernel, sizes, sram_bytes, held_instances)
+            extra = held_tiles(kernel, sizes, sram_bytes, held_instances)
             if kernel.pinned_tile:  # a pin is that tile: held when it holds the weight
                 extra = [t for t in extra if t[0] in {x[0] for x in tiles}]
             held.update((s, t) for t in extra)
@@ -183,11 +131,11 @@ def build_menu(
     inputs = tuple(o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT)
     outputs = kernel.outputs
     groups: list[TileGroup] = []
-    if dataflow and _is_gemm(kernel) and not kernel.pinned_tile:
+    if dataflow and is_gemm(kernel) and not kernel.pinned_tile:
         for s in shardings:
             sizes = _shard_sizes(kernel, s, tp)
             for pts in frontier.tile_groups(*fusion_args(kernel, sizes, sram_bytes, tiling_points)):
-                costs = _tile_costs(kernel, sizes, sram_bytes, pts)
+                costs = tile_costs(kernel, sizes, sram_bytes, pts)
                 groups.append(TileGroup(s, tuple(TileCost(*c) for c in costs)))
             if s in held:  # the held tile is a tile of the exact menu too (tile_refine)
                 tile, buf, traffic, out = held[s]
@@ -218,8 +166,8 @@ def _kernel_time(
     """Compute time of one option and its source (`kernel_times.kernel_compute_time`: a
     measured table, the calibrated roofline, or the peak)."""
     shape = None
-    if _is_gemm(kernel):
-        _, _, _, batch, m, n, k = _gemm_roles(kernel)
+    if is_gemm(kernel):
+        _, _, _, batch, m, n, k = gemm_roles(kernel)
         shape = kernel_times.GemmShape(
             math.prod(sizes[d] for d in m),
             math.prod(sizes[d] for d in n),
@@ -278,158 +226,17 @@ def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
         precision = kernel.math_precision
         chip = efficiency.for_precision(chip, precision)
     if kernel.unit != "vector" and (
-        _is_gemm(kernel) or kernel.kind.uses_matrix_unit or kernel.unit == "matrix"
+        is_gemm(kernel) or kernel.kind.uses_matrix_unit or kernel.unit == "matrix"
     ):
         eff = chip.efficiency
         util = eff.fixed_compute_util or (eff.gemm_util or 1.0)
-        if kernel.kind == KernelKind.ATTENTION and not _is_gemm(kernel):
+        if kernel.kind == KernelKind.ATTENTION and not is_gemm(kernel):
             return kernel_times.attention_rate(chip, precision)
         rate = _matrix_precision_peak(chip, precision) * max(util, 1e-3)
-        return kernel_times.best_gemm_rate(chip, precision, rate) if _is_gemm(kernel) else rate
+        return kernel_times.best_gemm_rate(chip, precision, rate) if is_gemm(kernel) else rate
     if kernel.kind == KernelKind.ATTENTION:
         return chip.vector_flops  # FMAs at the vector peak (kernel_times.vector_attention_time)
     return chip.vector_flops * efficiency.vector_efficiency(chip)
-
-
-def _tilings(
-    kernel: Kernel, sizes: dict[str, int], sram_bytes: float, dataflow: bool, points: int
-) -> list[tuple[str, float, dict[str, float], float]]:
-    """(tile description, buffer bytes, traffic per operand, output tile bytes)."""
-    compulsory = compulsory_bytes(kernel, sizes)
-    out_bytes = sum(compulsory[o.name] for o in kernel.outputs)
-    pin = parse_tile(kernel.pinned_tile) if kernel.pinned_tile else None
-    if not _is_gemm(kernel):
-        if pin is not None and pin.family not in (STREAM, ATTENTION):
-            return []  # a GEMM tile pinned on a streamed kernel: no option (untileable says)
-        if kernel.kind == KernelKind.ATTENTION:
-            tiles = attention_tilings(kernel, sizes, compulsory, sram_bytes)
-            if tiles is not None and pin is not None and pin.family == ATTENTION:
-                return [t for t in tiles if t[0] == tile_text(pin)]  # that tile, if it fits
-            if tiles is not None:
-                # pinned "stream": the largest tile that fits (fewest re-reads)
-                return tiles[-1:] if pin is not None else tiles
-        if pin is not None and pin.family == ATTENTION:
-            return []  # an attention tile pinned on a kernel without one
-        # streamed row by row: a row spans the innermost dim (a norm's or softmax's
-        # reduction), every outer dim is a loop over rows
-        rows = math.prod(sizes[d] for d, _ in kernel.dims[:-1]) if kernel.dims else 1
-        tile = out_bytes / max(rows, 1)
-        buf = 2 * sum(compulsory.values()) / max(rows, 1)
-        return [("stream", min(buf, sram_bytes), compulsory, min(2 * tile, sram_bytes))]
-    a, b, c, batch, m, n, k = _gemm_roles(kernel)
-    bm = math.prod(sizes[d] for d in m)
-    bn = math.prod(sizes[d] for d in n)
-    bk = math.prod(sizes[d] for d in k)
-    ops = {o.name: o for o in kernel.operands}
-    elem = max(ops[a].bytes_per_element, ops[b].bytes_per_element, ops[c].bytes_per_element)
-    fit = sram_bytes / elem
-    if pin is not None:
-        point = None
-        if pin.family != STREAM:
-            point = frontier.tile_point(bm, bk, bn, pin.family, pin.tile_m, pin.tile_n)
-        pts = [point] if point is not None and point.buffer <= fit else []
-    elif dataflow:
-        pts = frontier.fusion_menu(*fusion_args(kernel, sizes, sram_bytes, points))
-    else:
-        pts = list(frontier.best_fit(bm, bk, bn, fit))  # = menu(..., size=1)[-1:]
-    return [
-        (t, buf, dict(traffic), out)
-        for t, buf, out, traffic in _tile_costs(kernel, sizes, sram_bytes, pts)
-    ]
-
-
-def _kept_tilings(
-    kernel: Kernel, sizes: dict[str, int], sram_bytes: float, dataflow: bool, points: int
-) -> list[tuple[str, float, dict[str, float], float]]:
-    """`_tilings`, kept in memo.TILINGS under every argument (the kernel by value: _tilings
-    reads only fields equality compares); a fresh list each time (build_menu extends it),
-    the tiles themselves shared (nobody writes their traffic dicts)."""
-    key = (kernel, tuple(sizes.items()), sram_bytes, dataflow, points)
-    tiles = memo.TILINGS.find(key)
-    if tiles is None:
-        tiles = tuple(_tilings(kernel, sizes, sram_bytes, dataflow, points))
-        memo.TILINGS.put(key, tiles)
-    return list(tiles)
-
-
-def _held_tiles(
-    kernel: Kernel, sizes: dict[str, int], sram_bytes: float, instances: int
-) -> list[tuple[str, float, dict[str, float], float]]:
-    """The tile that keeps a GEMM's whole weight on chip (the resident-panel family whose
-    panel is the whole weight: a_resident Tm = M when A is the weight, b_resident Tn = N
-    when B is), with the weight read once for the `instances` graph instances that run its
-    configuration back to back: 1/instances of it per instance (issue #37: weights that fit
-    in SRAM beside the working set are read once per step). Its buffer holds the whole
-    weight for the configuration's lifetime; [] when it does not fit or the kernel is not
-    a single-weight, unbatched GEMM."""
-    if not _is_gemm(kernel):
-        return []
-    a, b, _, batch, m, n, k = _gemm_roles(kernel)
-    role = {o.name: o.role for o in kernel.operands}
-    weight = [x for x in (a, b) if role[x] == OperandRole.WEIGHT]
-    if len(weight) != 1 or math.prod(sizes[d] for d in batch) != 1:
-        return []
-    bm, bk, bn = (math.prod(sizes[d] for d in group) for group in (m, k, n))
-    family = "a_resident" if weight[0] == a else "b_resident"
-    point = frontier.tile_point(bm, bk, bn, family, bm, bn)
-    assert point is not None
-    out = []
-    for tile, buf, out_tile, traffic in _tile_costs(kernel, sizes, sram_bytes, [point]):
-        if buf > sram_bytes:
-            continue
-        per_instance = dict(traffic)
-        per_instance[weight[0]] /= instances
-        out.append((tile, buf, per_instance, out_tile))
-    return out
-
-
-def _tile_costs(
-    kernel: Kernel, sizes: dict[str, int], sram_bytes: float, pts: Sequence[frontier.TilePoint]
-) -> list[tuple[str, float, float, tuple[tuple[str, float], ...]]]:
-    """A GEMM's frontier points (elements, per batch) as (tile, buffer bytes, output tile
-    bytes, sorted traffic per operand in bytes over the whole batch)."""
-    a, b, c, batch, _, _, _ = _gemm_roles(kernel)
-    bb = math.prod(sizes[d] for d in batch)
-    ops = {o.name: o for o in kernel.operands}
-    elem = max(ops[a].bytes_per_element, ops[b].bytes_per_element, ops[c].bytes_per_element)
-    out = []
-    for p in pts:
-        traffic = {
-            a: p.a_traffic * bb * ops[a].bytes_per_element,
-            b: p.b_traffic * bb * ops[b].bytes_per_element,
-            c: p.c_traffic * bb * ops[c].bytes_per_element,
-        }
-        out_tile = 2 * p.tile_m * p.tile_n * ops[c].bytes_per_element
-        out.append(
-            (
-                p.describe(),
-                p.buffer * elem,
-                min(out_tile, sram_bytes),
-                tuple(sorted(traffic.items())),
-            )
-        )
-    return out
-
-
-def fusion_args(kernel: Kernel, sizes: dict[str, int], sram_bytes: float, points: int) -> tuple:
-    """frontier.fusion_menu's arguments for a GEMM on per-chip `sizes`: its M, K, N, the
-    buffer in elements, and every status each operand can have in a configuration."""
-    a, b, c, _, m, n, k = _gemm_roles(kernel)
-    ops = {o.name: o for o in kernel.operands}
-    elem = max(ops[a].bytes_per_element, ops[b].bytes_per_element, ops[c].bytes_per_element)
-    fed = {o.name for o in kernel.inputs if o.role != OperandRole.WEIGHT}
-    saved = kernel.pass_ != Pass.FWD
-    states = {
-        x: (frontier.DRAM, frontier.FUSED, frontier.HELD)
-        if x in fed and saved
-        else (frontier.DRAM, frontier.FUSED)
-        if x in fed
-        else (frontier.DRAM,)
-        for x in (a, b)
-    }
-    dims = [math.prod(sizes[d] for d in group) for group in (m, k, n)]
-    fused_out = (frontier.DRAM, frontier.FUSED)
-    return (*dims, sram_bytes / elem, points, states[a], states[b], fused_out)
 
 
 def block_limited(kernel: Kernel, menu: KernelMenu, cores: int, dram_Bps: float) -> KernelMenu:
@@ -472,7 +279,7 @@ def build_problem(
     """`micro_batches`: graph instances per step that accumulate weight gradients (training:
     global batch / (micro-batch x DP)); a weight gradient's TP reduction runs once per step,
     so each instance carries 1/micro_batches of it. `held_instances`: independent graph
-    instances per step that run each configuration back to back (`_held_tiles`).
+    instances per step that run each configuration back to back (`held_tiles`).
     `max_configs`: the setup's num_config, read by ExecutionOptions.config_budget."""
     order = graph.canonical_order()
     index = {name: i for i, name in enumerate(order)}

@@ -21,7 +21,7 @@ from hardware.system import System
 from schema.errors import InfeasibleError
 from solver.check import kernel_sram_bytes
 from solver.cost.attention_tiles import attention_tilings
-from solver.cost.menus import compulsory_bytes
+from solver.cost.gemm_roles import compulsory_bytes
 from solver.cost.problem import MappingProblem
 from solver.fusion.first_plan import fewest_configs, least_sram_cut
 from solver.fusion.segment_search import GraphSolution

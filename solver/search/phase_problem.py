@@ -28,7 +28,7 @@ def build_key(phase: Phase, choice: Choice, micro_batches: int) -> tuple:
 def held_instances(workload: Workload, phase: Phase, choice: Choice, dataflow: bool) -> int:
     """Independent graph instances one chip runs per step, each configuration for all of
     them back to back (DATAFLOW), so a weight kept on chip is read once for all of them
-    (solver.cost.menus._held_tiles): a graph run once per batch item (Phase.steps, DFModel's
+    (solver.cost.tilings.held_tiles): a graph run once per batch item (Phase.steps, DFModel's
     DLRM), its share of the items on each data-parallel replica, when the graph is forward
     only; else 1 (decode steps depend on each other; a training step's 1F1B order
     interleaves micro-batches; a backward pass would hold every item's saved activations)."""

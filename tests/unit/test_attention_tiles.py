@@ -10,7 +10,7 @@ import pytest
 import mapshard
 from generator.graph import Kernel, KernelKind, Operand, OperandRole
 from solver.cost.attention_tiles import attention_tilings
-from solver.cost.menus import compulsory_bytes
+from solver.cost.gemm_roles import compulsory_bytes
 from solver.search.infeasible import least_attention_tile
 
 IN = OperandRole.INPUT

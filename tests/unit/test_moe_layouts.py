@@ -20,8 +20,9 @@ from hardware.topology import collective_efficiency
 from mapshard import pipeline
 from schema import setup_pb2
 from solver.cost.collectives import hierarchical_time, level_collective_time
+from solver.cost.gemm_roles import gemm_roles
 from solver.cost.kernel_times import GemmShape, gemm_compute_time
-from solver.cost.menus import GROUPED_DIM, _gemm_roles
+from solver.cost.menus import GROUPED_DIM
 from solver.cost.own_network import own_network
 from solver.search.degrees import fits_expert_layout
 from solver.search.expert_group import (
@@ -219,7 +220,7 @@ def test_grouped_experts_pay_each_experts_tile_waves():
 
 def test_expert_gemms_are_grouped_and_the_rest_are_not():
     up = kernel(variant(tiny_moe(ep=8), 8, False), "expert_gate_up")
-    _, _, _, batch, m, _, _ = _gemm_roles(up)
+    _, _, _, batch, m, _, _ = gemm_roles(up)
     assert batch == [GROUPED_DIM] and m == ["expert_tokens"]
 
 
