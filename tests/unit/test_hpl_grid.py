@@ -6,6 +6,8 @@ process column, look-ahead depth 1)."""
 
 from __future__ import annotations
 
+import math
+import random
 from pathlib import Path
 
 import pytest
@@ -225,3 +227,28 @@ def test_a_pivot_step_streams_its_column_at_one_cores_share_of_dram():
         (option,) = problem.kernels[0].options
         assert option.compute_s == pytest.approx(expected_s, rel=1e-9)
         assert option.time_source == "1 of 132 cores: their share of DRAM bandwidth"
+
+
+def _random_pivots(count: int):
+    """Seeded (library chip, rows left, panel width, grid) cases."""
+    rng = random.Random(4)
+    chips = ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB", "B200")
+    for _ in range(count):
+        p = rng.choice((1, 2, 4, 8))
+        yield rng.choice(chips), rng.randrange(1024, 400_000), rng.choice((256, 512, 1024)), p
+
+
+@pytest.mark.parametrize("chip,m,nb,p", list(_random_pivots(12)))
+def test_any_pivot_step_is_one_cores_share_of_its_column(chip, m, nb, p):
+    """For any chip and grid: the step reads and writes its ceil(m/P) doubles of the column
+    at DRAM bandwidth x copy fraction / cores, never faster than the whole chip would."""
+    system = library_system(chip)
+    eff_Bps = system.dram.bandwidth_Bps * system.chip.efficiency.dram_util
+    expected_s = 2 * 8 * math.ceil(m / p) / (eff_Bps / system.chip.cores)
+    graph = _pivot_graph("pivot", m, nb, (p, 4), 8.0)
+    problem = build_problem(
+        graph, system.chip, system.dram.bandwidth_Bps, 1, [], {}, "fp64", False, True, 0
+    )
+    (option,) = problem.kernels[0].options
+    assert option.compute_s == pytest.approx(expected_s, rel=1e-9)
+    assert option.compute_s >= 2 * 8 * math.ceil(m / p) / eff_Bps

@@ -5,13 +5,14 @@ and the setup fields that put the eager ops in an inference layer."""
 from __future__ import annotations
 
 import json
+import random
 import statistics
 from pathlib import Path
 
 import pytest
 
 from generator.build import build_workload
-from generator.graph import KernelGraph
+from generator.graph import KernelGraph, Pass
 from mapshard.fidelity.fit import library_system
 from schema import setup_pb2
 from solver.cost.kernel_times import STRIDED_SOURCE
@@ -89,3 +90,47 @@ def test_engines_fuse_rope_and_the_activation_plain_pytorch_does_not():
     rope = {"q_rope_neg", "q_rope_cat", "q_rope_cos", "q_rope_sin", "q_rope"}
     assert rope <= eager and {"mlp_act_act", "mlp_act_mul"} <= eager
     assert not any("bwd" in n for n in eager)  # inference: no backward
+
+
+def _random_rope_cases(count: int):
+    """Seeded Llama-like layers: query heads a multiple of the KV heads, even head widths."""
+    rng = random.Random(35)
+    for _ in range(count):
+        kv_heads = rng.choice((1, 2, 4, 8))
+        yield (
+            rng.choice((16, 64, 128, 512)),  # tokens
+            kv_heads * rng.choice((1, 2, 4)),  # heads
+            kv_heads,
+            rng.choice((32, 64, 80, 128, 256)),  # head width
+        )
+
+
+@pytest.mark.parametrize("tokens,heads,kv_heads,width", list(_random_rope_cases(12)))
+def test_eager_rope_bytes_hold_for_any_layer(tokens, heads, kv_heads, width):
+    """For any shape: q's eager RoPE moves 10a bytes per element forward and 12a backward
+    (the builder's sum of q's three gradients included), and only the two sums run on the
+    vectorized path (generator/ops_eager.py)."""
+    s = setup_pb2.Setup()
+    t = s.workload.llm_training
+    t.global_batch, t.micro_batch, t.seq_len, t.eager_rope = 1, 1, tokens, True
+    spec = t.model.inline
+    spec.name, spec.architecture, spec.hidden_size, spec.num_layers = "r", "llama", 64, 1
+    spec.num_heads, spec.num_kv_heads, spec.head_dim = heads, kv_heads, width
+    spec.intermediate_size, spec.vocab_size = 128, 256
+    spec.ffn, spec.norm = setup_pb2.SWIGLU, setup_pb2.RMSNORM
+    s.system.chip, s.system.num_chip = "H200-SXM-141GB", 1
+    layer = next(p.graph for p in build_workload(s, Path("s.txt"), 1).phases if p.role == "layer")
+    kernels = [k for k in layer.kernels if k.name.startswith(("q_rope", "q_proj_grad_sum"))]
+    elements = tokens * heads * width
+
+    def moved(pass_: Pass) -> float:
+        return sum(
+            k.operand_elements(o) * o.bytes_per_element
+            for k in kernels
+            if k.pass_ == pass_
+            for o in k.operands
+        )
+
+    assert moved(Pass.FWD) == 10 * 2 * elements
+    assert moved(Pass.BWD) == 12 * 2 * elements
+    assert {k.name for k in kernels if not k.strided} == {"q_rope", "q_proj_grad_sum"}
