@@ -77,8 +77,10 @@ NOT_AT_RUN_IMPORT = (
 
 
 #: of those, what the whole default run never loads (DFModel's family is asked for by a
-#: DFModel input or --cost-model dfmodel only)
+#: DFModel input or --cost-model dfmodel only); pandas: the run reads NVIDIA's decode
+#: attention table with pyarrow alone (importing pandas is a quarter of its start-up)
 NOT_IN_A_DEFAULT_RUN = (
+    "pandas",
     "solver.dfmodel.plan",
     "solver.dfmodel.model",
     "solver.compare_models",
