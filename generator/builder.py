@@ -270,15 +270,16 @@ class GraphBuilder:
     def carry(self, produced: Tensor | None, into: Tensor | None) -> None:
         """`produced` becomes graph input `into` of the next instance of this graph (a layer's
         output, the next layer's input; an input gradient, the previous layer's output
-        gradient): one boundary edge to the first kernel that reads `into`, where the
-        layout conversion across the instance boundary is paid, once per instance."""
+        gradient): one boundary edge to each kernel that reads `into` (a layer's input is
+        read by its first norm and its residual add; an output gradient by the first
+        backward GEMM, its weight gradient and the residual's gradient sum), so that chained
+        instances (generator.chain) order every reader after the producer; the edges form
+        one conversion group, which pays each layout it needs once per instance."""
         if produced is None or into is None or not produced.producer:
             return
         if produced.source_dims != into.source_dims:
             return
-        uses = self._input_uses.get(into.key, [])
-        if uses:
-            dst, operand, dim_map, tensor_bytes = uses[0]
+        for dst, operand, dim_map, tensor_bytes in self._input_uses.get(into.key, []):
             self.boundary.append(Edge(produced.producer, dst, operand, "", dim_map, tensor_bytes))
 
     def gradient_input(self, output: Tensor) -> Tensor | None:

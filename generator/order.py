@@ -75,7 +75,13 @@ def structural_signatures(
     times by its producers' and consumers' digests along the edges (Weisfeiler-Lehman):
     equal for kernels the graph cannot tell apart, whatever their names or order."""
     sig = {k.name: _digest(repr(_unpinned(k))) for k in kernels}
-    tagged = [("e", e) for e in edges] + [("b", e) for e in boundary]
+    # a boundary tensor by its first reader only: its other readers are ordered by the
+    # edges inside the graph, and the signatures (so the order) stay those of a graph that
+    # carried the tensor to one reader
+    first: dict[tuple[str, str], Edge] = {}
+    for e in boundary:
+        first.setdefault((e.src, e.src_operand), e)
+    tagged = [("e", e) for e in edges] + [("b", e) for e in first.values()]
     for _ in range(rounds):
         around: dict[str, list[str]] = {k.name: [] for k in kernels}
         for tag, e in tagged:

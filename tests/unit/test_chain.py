@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from google.protobuf import text_format
 from solver_fixtures import elementwise, gemm
 
+from generator.build import build_workload
 from generator.chain import chain_instances, copy_name
 from generator.graph import Edge, KernelGraph, Pass
+from schema import setup_pb2
 
 
 def _layer() -> KernelGraph:
@@ -58,4 +62,29 @@ def test_forward_runs_down_and_backward_up_the_layers() -> None:
     assert chained.flop == pytest.approx(copies * layer.flop)
     order = chained.canonical_order()
     pos = {name: i for i, name in enumerate(order)}
+    assert all(pos[e.src] < pos[e.dst] for e in chained.edges)
+
+
+def test_every_reader_of_a_gradient_waits_for_the_next_layer() -> None:
+    """On a generated layer: the previous layer's output gradient is read by three kernels
+    (the last GEMM's input and weight gradients, the residual's gradient sum), and each of
+    them, in layer i, runs after layer i + 1's input-gradient sum; the next layer's input is
+    read by its first norm and its residual add, each after layer i's last residual add."""
+    text = (
+        'workload { llm_training { model { hf_model: "GPT-3-175B-gpt2style" } '
+        "global_batch: 4 seq_len: 128 recompute: RECOMPUTE_FULL } }"
+    )
+    w = build_workload(text_format.Parse(text, setup_pb2.Setup()), Path("setup.txt"), 1)
+    layer = next(p for p in w.phases if p.role == "layer").graph
+    chained = chain_instances(layer, 3)
+    into = {}
+    for e in chained.edges:
+        into.setdefault(e.dst, set()).add(e.src)
+    for i in range(2):
+        for reader in ("mlp_down_bwd", "mlp_down_weight_update", "attn_residual_grad_sum"):
+            assert copy_name(i + 1, "input_grad_sum") in into[copy_name(i, reader)]
+        for reader in ("attn_norm", "attn_residual"):
+            assert copy_name(i, "mlp_residual") in into[copy_name(i + 1, reader)]
+    order = chained.canonical_order()
+    pos = {name: k for k, name in enumerate(order)}
     assert all(pos[e.src] < pos[e.dst] for e in chained.edges)

@@ -98,14 +98,21 @@ def test_layer_graph_carries_its_output_into_the_next_instance():
     w = build_workload(text_format.Parse(text, setup_pb2.Setup()), Path("setup.txt"), 1)
     layer = next(p for p in w.phases if p.role == "layer").graph
     pairs = {(e.src, e.dst, e.dst_operand) for e in layer.boundary}
-    # forward: the last residual add feeds the next layer's first norm; backward: the input
-    # gradient (sum of the norm's and the residual's) feeds the previous layer's first reader
-    # of its output gradient
-    assert ("mlp_residual", "attn_norm", "in") in pairs
-    assert len(pairs) == 2
-    (bwd,) = [e for e in layer.boundary if e.src != "mlp_residual"]
-    assert layer.kernel(bwd.src).pass_ == Pass.BWD and layer.kernel(bwd.dst).pass_ == Pass.BWD
-    assert bwd.tensor_bytes == 128 * 12288 * 2  # tokens x hidden, 2-byte activations
+    # forward: the last residual add feeds every reader of the next layer's input (its first
+    # norm and its residual add); backward: the input gradient (sum of the norm's and the
+    # residual's) feeds every reader of the previous layer's output gradient: the last
+    # GEMM's input gradient and weight gradient and the residual's gradient sum
+    assert pairs == {
+        ("mlp_residual", "attn_norm", "in"),
+        ("mlp_residual", "attn_residual", "in2"),
+        ("input_grad_sum", "mlp_down_bwd", "dy"),
+        ("input_grad_sum", "mlp_down_weight_update", "dy"),
+        ("input_grad_sum", "attn_residual_grad_sum", "in1"),
+    }
+    for e in layer.boundary:
+        forward = layer.kernel(e.src).pass_ == Pass.FWD
+        assert forward == (layer.kernel(e.dst).pass_ == Pass.FWD)
+        assert e.tensor_bytes == 128 * 12288 * 2  # tokens x hidden, 2-byte activations
 
 
 def _chain_with_boundary() -> KernelGraph:
