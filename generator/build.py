@@ -37,6 +37,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "hpl": ("generator.hpl", "hpl_workload"),
     "fft": ("generator.fft", "fft_workload"),
     "gemm": ("generator.gemm", "gemm_workload"),
+    "attention": ("generator.attention", "attention_workload"),
     "dfmodel_gpt": ("generator.dfmodel_gpt", "dfmodel_gpt_from_llm"),
     "dataflow_graph": ("generator.proto_graph", "graph_from_proto"),
 }
@@ -225,5 +226,7 @@ def _generated(setup: setup_pb2.Setup, path: Path, num_chips: int) -> Workload:
         )
     if kind == "fft":
         return family(kind)(wl.fft, resolve_precision(wl.precision, default_dtype(setup)), path)
+    if kind == "attention":
+        return family(kind)(wl.attention, resolve_precision(wl.precision), path)
     assert kind == "gemm", kind
     return family(kind)(wl.gemm, resolve_precision(wl.precision), path)

@@ -587,13 +587,14 @@ class Connection(_message.Message):
     def __init__(self, startIdx: _Optional[int] = ..., endIdx: _Optional[int] = ..., id: _Optional[int] = ..., end_operand: _Optional[str] = ..., next_instance: _Optional[bool] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., buffer_depth: _Optional[int] = ..., tensor_size: _Optional[float] = ..., shard_tensor_size: _Optional[float] = ..., startName: _Optional[str] = ..., endName: _Optional[str] = ..., lane_stage_type: _Optional[_Union[LaneStageType, str]] = ..., zero_out: _Optional[bool] = ...) -> None: ...
 
 class Workload(_message.Message):
-    __slots__ = ("llm_training", "llm_inference", "dlrm", "hpl", "fft", "gemm", "precision")
+    __slots__ = ("llm_training", "llm_inference", "dlrm", "hpl", "fft", "gemm", "attention", "precision")
     LLM_TRAINING_FIELD_NUMBER: _ClassVar[int]
     LLM_INFERENCE_FIELD_NUMBER: _ClassVar[int]
     DLRM_FIELD_NUMBER: _ClassVar[int]
     HPL_FIELD_NUMBER: _ClassVar[int]
     FFT_FIELD_NUMBER: _ClassVar[int]
     GEMM_FIELD_NUMBER: _ClassVar[int]
+    ATTENTION_FIELD_NUMBER: _ClassVar[int]
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     llm_training: LlmTraining
     llm_inference: LlmInference
@@ -601,8 +602,9 @@ class Workload(_message.Message):
     hpl: Hpl
     fft: Fft
     gemm: Gemm
+    attention: Attention
     precision: Precision
-    def __init__(self, llm_training: _Optional[_Union[LlmTraining, _Mapping]] = ..., llm_inference: _Optional[_Union[LlmInference, _Mapping]] = ..., dlrm: _Optional[_Union[Dlrm, _Mapping]] = ..., hpl: _Optional[_Union[Hpl, _Mapping]] = ..., fft: _Optional[_Union[Fft, _Mapping]] = ..., gemm: _Optional[_Union[Gemm, _Mapping]] = ..., precision: _Optional[_Union[Precision, _Mapping]] = ...) -> None: ...
+    def __init__(self, llm_training: _Optional[_Union[LlmTraining, _Mapping]] = ..., llm_inference: _Optional[_Union[LlmInference, _Mapping]] = ..., dlrm: _Optional[_Union[Dlrm, _Mapping]] = ..., hpl: _Optional[_Union[Hpl, _Mapping]] = ..., fft: _Optional[_Union[Fft, _Mapping]] = ..., gemm: _Optional[_Union[Gemm, _Mapping]] = ..., attention: _Optional[_Union[Attention, _Mapping]] = ..., precision: _Optional[_Union[Precision, _Mapping]] = ...) -> None: ...
 
 class Precision(_message.Message):
     __slots__ = ("weight", "activation", "kv_cache", "math", "optimizer_bytes_per_param")
@@ -895,6 +897,26 @@ class Gemm(_message.Message):
     batch: int
     weight_operand: bool
     def __init__(self, M: _Optional[int] = ..., K: _Optional[int] = ..., N: _Optional[int] = ..., batch: _Optional[int] = ..., weight_operand: _Optional[bool] = ...) -> None: ...
+
+class Attention(_message.Message):
+    __slots__ = ("batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len", "backward", "decode_attention")
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    HEADS_FIELD_NUMBER: _ClassVar[int]
+    KV_HEADS_FIELD_NUMBER: _ClassVar[int]
+    HEAD_DIM_FIELD_NUMBER: _ClassVar[int]
+    Q_LEN_FIELD_NUMBER: _ClassVar[int]
+    KV_LEN_FIELD_NUMBER: _ClassVar[int]
+    BACKWARD_FIELD_NUMBER: _ClassVar[int]
+    DECODE_ATTENTION_FIELD_NUMBER: _ClassVar[int]
+    batch: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    q_len: int
+    kv_len: int
+    backward: bool
+    decode_attention: DecodeAttention
+    def __init__(self, batch: _Optional[int] = ..., heads: _Optional[int] = ..., kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., q_len: _Optional[int] = ..., kv_len: _Optional[int] = ..., backward: _Optional[bool] = ..., decode_attention: _Optional[_Union[DecodeAttention, str]] = ...) -> None: ...
 
 class System(_message.Message):
     __slots__ = ("chip", "preset", "num_chip", "accelerator", "memory", "memory_levels", "topology", "r", "sw", "fc", "r_r", "r_fc", "r_sw", "sw_sw", "fc_fc", "r_r_r", "r_sw_sw", "sw_sw_sw", "chip_table", "HBD", "kernel_source")

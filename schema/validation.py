@@ -305,8 +305,23 @@ def _check_workload(w: setup_pb2.Workload, p: Problems) -> None:
     elif kind == "fft":
         if v.length < 2:  # any length >= 2: the generator factors it into mixed-radix passes
             p.add(f"{wp}.length", "must be >= 2", v.length, "give the points per transform")
+    elif kind == "attention":
+        _check_attention(v, wp, p)
     else:
         p.positive(v, wp, "M K N")
+
+
+def _check_attention(v: setup_pb2.Attention, wp: str, p: Problems) -> None:
+    p.positive(v, wp, "batch heads head_dim q_len")
+    if v.kv_heads < 0 or (v.heads > 0 and v.kv_heads > 0 and v.heads % v.kv_heads):
+        p.add(f"{wp}.kv_heads", f"does not divide heads ({v.heads})", v.kv_heads,
+              "give a divisor of heads (0 = heads)")  # fmt: skip
+    if v.kv_len < 0 or 0 < v.kv_len < v.q_len:
+        p.add(f"{wp}.kv_len", f"is shorter than q_len ({v.q_len})", v.kv_len,
+              "give kv_len >= q_len (0 = q_len)")  # fmt: skip
+    if v.backward and v.kv_len > v.q_len:
+        p.add(f"{wp}.backward", f"needs kv_len = q_len (a training step's attention), kv_len "
+              f"is {v.kv_len}", True, "drop kv_len or backward")  # fmt: skip
 
 
 def _batches(global_b: int, micro_b: int, gpath: str, micro: str, p: Problems) -> None:

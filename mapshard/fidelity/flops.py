@@ -77,11 +77,18 @@ def palm(case: Case) -> float:
     return B * s * (6 * n + 12 * l * heads * q * s)
 
 
+def attention_pass(case: Case) -> str:
+    """The attention pass a row measured: `attn_pass`, or `pass` as benchmarks/gpu_measure.py
+    spells it (fwd and bwd of one shape there are one timing pair, bwd = fwd+bwd less fwd:
+    one measurement family, so the pass is not a shape key of the split)."""
+    return case.extra.get("attn_pass") or case.extra.get("pass") or "fwd"
+
+
 def flash_attention(case: Case) -> float:
     """benchmark_flash_attention.py: fwd 4 b s^2 H d (halved when causal), bwd 2.5x fwd."""
     b, s, heads, d = _need(case, "batch", "seq_len", "heads", "head_dim")
     fwd = 4.0 * b * s * s * heads * d / (2 if case.extra.get("causal") == "1" else 1)
-    passes = case.extra.get("attn_pass", "fwd")
+    passes = attention_pass(case)
     factor = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}.get(passes)
     if factor is None:
         raise ConventionError(f"flash_attn_benchmark: attn_pass {passes!r} is not fwd/bwd/fwd_bwd")

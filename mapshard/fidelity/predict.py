@@ -5,7 +5,9 @@
   latency or layer-graph latency;
 - gemm rows: the solver on a one-GEMM workload (the GEMM menu, its efficiency and the
   per-kernel overhead); hpl rows: the solver on the row's HPL (N, NB, P x Q; FP64 unless
-  the row says), Rmax = the convention's FLOP / predicted time;
+  the row says), Rmax = the convention's FLOP / predicted time; attention_fwd rows: the
+  solver on a one-attention-kernel workload (workload.attention: a causal forward or
+  backward, or a decode step against a KV cache);
 - collective rows: `solver.cost.collectives.hierarchical_time` over the row's levels;
 - memory_copy rows: DRAM bandwidth x the chip's achievable DRAM fraction.
 Times become FLOP-based metrics only through the row's `flop_convention`.
@@ -42,8 +44,6 @@ from solver.plan import Plan
 PREFILL_KINDS = ("inference_prefill", "inference_static_batch")
 TIME_METRICS = ("kernel_time_s", "iteration_time_s", "ttft_s", "layer_time_s", "collective_time_s")
 NOT_PREDICTED = {
-    "attention_fwd": "fused-attention kernel rows are not predicted (the attention kernel's "
-    "efficiency has no calibrated model yet)",
     "inference_server": "Poisson arrivals with latency SLOs are not modelled",
 }
 
@@ -65,7 +65,7 @@ def predict(case: Case, where: Path) -> Prediction:
         return _collective(case)
     if case.kind == "inference_offline_throughput":
         return Prediction(*predict_offline(case, where))
-    if case.kind in ("gemm", "hpl") or case.kind in LLM_KINDS:
+    if case.kind in ("gemm", "hpl", "attention_fwd") or case.kind in LLM_KINDS:
         return _solved(case, where)
     raise Unmodelable(f"kind {case.kind!r} is not a kind of the schema")
 
@@ -203,7 +203,7 @@ def _solved(case: Case, where: Path) -> Prediction:
     kind = case.kind
     if kind in LLM_KINDS and kind != "training_step" and case.int("tp", 1) > 1:
         note += "; engine TP split"
-    if kind in ("gemm", "hpl"):
+    if kind in ("gemm", "hpl", "attention_fwd"):
         t = p.latency_s
     elif kind == "training_step":
         t = p.iteration_time_s or p.latency_s

@@ -86,6 +86,7 @@ CONVENTION_KEYS: Mapping[str, str] = {
     "num_params": "palm_6N_plus_12LHQT FLOP",
     "causal": "flash_attn_benchmark FLOP",
     "attn_pass": "flash_attn_benchmark FLOP",
+    "pass": "flash_attn_benchmark FLOP and the kernel: attn_pass as gpu_measure.py spells it",
     "tokens_counted": "tokens of a tokens_per_s metric (output only)",
     "bytes_counted": "bytes of a bandwidth metric (STREAM copy: read+write)",
 }
@@ -128,7 +129,6 @@ RECORD_KEYS = (
     "in_place",
     "runtime_s",
     "benchmark_dim",
-    "pass",
     "dtype",
     "stream_dtype",
     "array_elements",

@@ -49,6 +49,7 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
     training_kernels,
     trtllm_dequantized_fp8,
 )
+from mapshard.fidelity.flops import attention_pass
 from mapshard.fidelity.training_row import (  # noqa: F401  (ZERO1_KEYS re-exported)
     ZERO1_KEYS,
     dp_overlap,
@@ -74,6 +75,7 @@ RECOMPUTE = {
     "selective": setup_pb2.RECOMPUTE_SELECTIVE,
     "full": setup_pb2.RECOMPUTE_FULL,
 }
+KERNEL_KINDS = ("gemm", "attention_fwd")  # one kernel on one chip
 LLM_KINDS = (
     "training_step",
     "inference_prefill",
@@ -313,6 +315,26 @@ def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
     g.weight_operand = case.text("precision") == "fp8"
 
 
+def _attention(case: Case, a: setup_pb2.Attention) -> None:
+    """One fused attention kernel: a decode step against the KV cache where the row gives
+    `kv_len` and no `seq_len` (one query token per sequence), else a causal self-attention
+    of `seq_len` tokens, forward or (extra_params `attn_pass=bwd`, flops.attention_pass)
+    its backward."""
+    a.batch, a.heads, a.head_dim = case.int("batch", 1), case.int("heads"), case.int("head_dim")
+    a.kv_heads = case.int("kv_heads")
+    if case.int("kv_len") > 0 and case.int("seq_len") <= 0:
+        a.q_len, a.kv_len = 1, case.int("kv_len")
+        a.decode_attention = decode_attention(case)
+        return
+    if case.extra.get("causal", "") != "1":
+        raise Unmodelable("non-causal attention is not modelled (a decoder layer's is causal)")
+    passes = attention_pass(case)
+    if passes not in ("fwd", "bwd"):
+        raise Unmodelable(f"attn_pass={passes} is not one kernel pass (fwd or bwd)")
+    a.q_len = case.int("seq_len")
+    a.backward = passes == "bwd"
+
+
 def tp_comm_overlap(case: Case) -> bool:
     """Whether the run's recipe overlaps its tensor-parallel collectives with the GEMMs
     (extra_params `tp_comm_overlap`=1: NeMo's `ub_tp_comm_overlap` / MegatronCommOverlapCallback
@@ -345,6 +367,8 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         return
     if kind == "gemm":
         _gemm(case, setup.workload.gemm)
+    elif kind == "attention_fwd":
+        _attention(case, setup.workload.attention)
     elif kind == "training_step":
         t = setup.workload.llm_training
         _model(case, t.model)
@@ -396,7 +420,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
 def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     """The scenario a row describes, as a Setup, and the levels' parallelism tags."""
     spec = chip_spec(case)
-    levels = [] if case.kind == "gemm" else case_levels(case, spec)
+    levels = [] if case.kind in KERNEL_KINDS else case_levels(case, spec)
     setup = setup_pb2.Setup()
     setup.name = f"validate_{case.id}"
     _workload(case, setup)

@@ -26,6 +26,7 @@ FILES = {
 # summary.json's time for each kind (the quantity validate converts into the metric)
 TIME_KEY = {
     "gemm": "latency_s",
+    "attention_fwd": "latency_s",
     "training_step": "iteration_time_s",
     "inference_prefill": "ttft_s",
     "inference_static_batch": "latency_s",
@@ -65,6 +66,11 @@ def run_is_validate(case: Case, where: Path, tmp_path: Path) -> float:
         ("fit", "P-NEM05"),
         # Qwen3-235B-A22B on 256 H100s: EP 32 folded over the TP pairs (expert-TP 1)
         ("check", "P-NEM34"),
+        # one attention kernel: an H200 decode step (GQA 32/8, 4,096 cached tokens), an
+        # H200 causal backward (attn_pass=bwd), FlashAttention-3's H100 forward figure
+        ("check", "M-H200-A015"),
+        ("check", "M-H200-P002"),
+        ("fit", "P-ATT01"),
     ],
 )
 def test_mapshard_run_of_the_rows_setup_predicts_what_validate_does(file, row_id, tmp_path):
