@@ -70,9 +70,11 @@ def attention_workload(req: setup_pb2.Attention, prec: Precision, path: Path) ->
         for name in forward:  # the backward kernels alone: their inputs are read from memory
             del b.kernels[name]
         b.edges = [e for e in b.edges if e.src not in forward and e.dst not in forward]
+    kv_cache = req.batch * kv_len * 2 * kv_heads * req.head_dim * prec.kv_bytes if cached else 0
     return Workload(
         kind="attention",
         phases=(Phase("attention", b.graph()),),
+        kv_cache_bytes=kv_cache,  # resident in DRAM beside the step's activations
         activation_bytes_per_element=a,
         weight_bytes_per_param=prec.weight_bytes,
         compute_dtype=prec.math,

@@ -60,6 +60,8 @@ def test_decode_reads_the_grouped_kv_cache():
     (cache,) = [o for o in k.operands if o.role == OperandRole.KV_CACHE]
     assert k.operand_bytes(cache) == 8 * 1024 * 2 * 8 * 128 * 2  # 32 MiB of BF16 K and V
     assert k.dim_sizes["group"] == 4 and k.unit != "vector"
+    assert w.kv_cache_bytes == 8 * 1024 * 2 * 8 * 128 * 2  # resident: counted in memory
+    assert _workload("batch: 2 heads: 4 head_dim: 64 q_len: 128").kv_cache_bytes == 0
     per_head = _workload(
         "batch: 8 heads: 32 kv_heads: 8 head_dim: 128 q_len: 1 kv_len: 1024 "
         "decode_attention: KV_PER_QUERY_HEAD"
@@ -73,8 +75,10 @@ def test_a_decode_step_on_a_covered_chip_takes_the_measured_table():
     )
     (k,) = plan.phases[0].kernels
     assert k.time_source.startswith("measured:trtllm")
-    # the cache is read once: 64 x 4096 x 2 x 8 x 128 x 2 bytes = 1 GiB at least
+    # the cache is read once: 64 x 4096 x 2 x 8 x 128 x 2 bytes = 1 GiB at least, and it
+    # sits in the chip's memory beside the step's activations
     assert k.dram_bytes >= 64 * 4096 * 2 * 8 * 128 * 2
+    assert plan.memory.kv_cache == 64 * 4096 * 2 * 8 * 128 * 2
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ KINDS = {
     "hpl_8node_h100": "hpl",
     "fft_1024": "fft",
     "gemm_h100": "gemm",
+    "attention_decode_h200": "attention",
     "dfmodel_gpt3_1t_sn30": "training",
 }
 
