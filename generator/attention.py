@@ -45,8 +45,9 @@ def attention_workload(req: setup_pb2.Attention, prec: Precision, path: Path) ->
     cached = kv_len > req.q_len
     backward = req.backward
     q = b.input(qd, a, requires_grad=backward)
-    kv_in = ("kv_cache", None, kvd, KV, prec.kv_bytes) if cached else None
-    if kv_in is None:
+    if cached:
+        kv_in = ("kv_cache", None, kvd, KV, prec.kv_bytes)
+    else:
         kv_in = ("kv", b.input(kvd, a, requires_grad=backward), kvd, IN, a)
     flop = 4 * req.batch * req.q_len * kv_len * req.heads * req.head_dim
     split = "kv_seq" if req.q_len == 1 else "q_seq"
