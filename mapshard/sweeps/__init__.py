@@ -8,9 +8,21 @@ anything is solved) -> run_sweep (batches by workload, results store, resume) ->
 write_outputs.
 """
 
-from mapshard.sweeps.points import Point, expand_points
-from mapshard.sweeps.runner import SweepOutcome, run_sweep
-from mapshard.sweeps.spec import AxisSpec, FilterSpec, SweepSpec, load_sweep
+from schema.lazy import module_getattr
+
+# resolved on first use (PEP 562): a sweep worker imports mapshard.sweeps.worker, and this
+# package's __init__ runs first; the driver's modules (runner, backends) are not its business
+_NAMES = {
+    "AxisSpec": ("mapshard.sweeps.spec", "AxisSpec"),
+    "FilterSpec": ("mapshard.sweeps.spec", "FilterSpec"),
+    "Point": ("mapshard.sweeps.points", "Point"),
+    "SweepOutcome": ("mapshard.sweeps.runner", "SweepOutcome"),
+    "SweepSpec": ("mapshard.sweeps.spec", "SweepSpec"),
+    "expand_points": ("mapshard.sweeps.points", "expand_points"),
+    "load_sweep": ("mapshard.sweeps.spec", "load_sweep"),
+    "run_sweep": ("mapshard.sweeps.runner", "run_sweep"),
+}
+__getattr__ = module_getattr(__name__, globals(), _NAMES)
 
 __all__ = [
     "AxisSpec",
