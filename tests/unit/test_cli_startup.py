@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import mapshard
-from mapshard import api, cli
+from mapshard import api, cli, sweeps
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "scenarios" / "llama31_8b_decode_h100"
@@ -119,3 +119,12 @@ def test_every_deferred_name_resolves(table: str, entries: str) -> None:
     in the one run that asks for it."""
     for module, name in getattr(importlib.import_module(table), entries).values():
         assert hasattr(importlib.import_module(module), name), f"{module}.{name}"
+
+
+def test_a_sweep_worker_does_not_load_the_drivers_modules() -> None:
+    """A local sweep worker imports mapshard.sweeps.worker; the package's public names
+    (run_sweep, the results store, the backends, the outputs) resolve on first use."""
+    loaded = _loaded_after("import mapshard.sweeps.worker")
+    driver = ("mapshard.sweeps.runner", "mapshard.sweeps.backends", "mapshard.sweeps.outputs")
+    assert not loaded & set(driver)
+    assert sweeps.run_sweep.__module__ == "mapshard.sweeps.runner"
