@@ -48,7 +48,7 @@ class _Model(Protocol):
     positions: dict[int, int]
     selection: Any  # model.ConstraintSelection
 
-    def shard_cols(self, k: int, s: int) -> list[int]: ...
+    def shard_cols(self, k: int, s: int) -> tuple[int, ...]: ...
 
 
 def descendants(problem: MappingProblem) -> list[int]:

@@ -193,21 +193,28 @@ class _Model:
     # the valve (perf_counter seconds): building a model of thousands of kernels takes
     # seconds, so its loops check it (`tick`)
     deadline: float = math.inf
+    _shard_cols: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict)
 
     def tick(self, i: int) -> None:
         """Every CHECK_EVERY steps of a building loop: stop once the valve has tripped."""
         if i % CHECK_EVERY == 0 and past(self.deadline):
             raise _BuildStopped
 
-    def shard_cols(self, k: int, s: int) -> list[int]:
+    def shard_cols(self, k: int, s: int) -> tuple[int, ...]:
         """The x columns of kernel k's options with sharding s (X[k,s] is their sum;
-        options fixed to 0 as dominated are left out)."""
-        menu = self.problem.kernels[k]
-        return [
-            self.x_col[k][o]
-            for o, opt in enumerate(menu.options)
-            if opt.sharding == menu.shardings[s] and (k, o) not in self.dominator
-        ]
+        options fixed to 0 as dominated are left out). Asked for after the dominance is
+        settled (_resource_terms), once per edge and layout: kept per (k, s)."""
+        key = (k, s)
+        cols = self._shard_cols.get(key)
+        if cols is None:
+            menu = self.problem.kernels[k]
+            sharding = menu.shardings[s]
+            cols = self._shard_cols[key] = tuple(
+                self.x_col[k][o]
+                for o, opt in enumerate(menu.options)
+                if opt.sharding == sharding and (k, o) not in self.dominator
+            )
+        return cols
 
 
 CHECK_EVERY = 256  # loop steps between two looks at the valve while a model is built
