@@ -86,15 +86,16 @@ def decode_setup(batch: int, kv: int, source: str, family: int) -> setup_pb2.Set
 @pytest.mark.skipif(not kernel_db.installed(), reason="aiconfigurator-core not installed")
 def test_with_the_tables_a_decode_attention_kernel_costs_the_measured_time(tmp_path):
     """kernel_source "trtllm": the group-aware decode attention kernel of batch 16, KV 4096
-    takes the table's 87.6 us (a grid point, exact), where the physical model alone says
-    65 us; the per-query-head family (a CUDA-core kernel the table does not time) keeps the
-    physical model, and says so."""
+    takes the table's 87.6 us (a grid point, exact) less the launch of the K/V append the
+    timed op also runs (the layer's kv_write kernel prices it: one H200 kernel overhead,
+    2 us), where the physical model alone says 65 us; the per-query-head family (a
+    CUDA-core kernel the table does not time) keeps the physical model, and says so."""
     measured = table_latency_s(16, 4096)
     assert measured == pytest.approx(87.6e-6, rel=0.001)
     row = attention_row(decode_setup(16, 4096, "trtllm", setup_pb2.KV_SHARED), tmp_path, "xqa")
-    assert float(row["time_s"]) == pytest.approx(measured, rel=1e-9)
+    assert float(row["time_s"]) == pytest.approx(measured - 2.0e-6, rel=1e-9)
     assert row["time_source"] == (
-        "measured:trtllm-1.3.0rc20 generation attention bfloat16 KV, exact"
+        "measured:trtllm-1.3.0rc20 generation attention bfloat16 KV, exact, less the K/V append"
     )
     alone = attention_row(decode_setup(16, 4096, "none", setup_pb2.KV_SHARED), tmp_path, "none")
     assert float(alone["time_s"]) < 0.8 * measured
