@@ -61,9 +61,9 @@ def attention_workload(req: setup_pb2.Attention, prec: Precision, path: Path) ->
         cls="Va_Mqa" if cached and req.q_len == 1 else "Ma_Mqa",
         shardable=["batch", *(d for d, _ in qh), split],
     )
+    kv_elements = req.batch * kv_len * 2 * kv_heads * req.head_dim
     per_head = req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD
     if per_head and req.q_len == 1 and kv_heads < req.heads:
-        kv_elements = req.batch * kv_len * 2 * kv_heads * req.head_dim
         per_query_head(b, "attention", req.heads // kv_heads, kv_elements, prec.kv_bytes)
     if backward:
         b.backward([out])
@@ -71,11 +71,11 @@ def attention_workload(req: setup_pb2.Attention, prec: Precision, path: Path) ->
         for name in forward:  # the backward kernels alone: their inputs are read from memory
             del b.kernels[name]
         b.edges = [e for e in b.edges if e.src not in forward and e.dst not in forward]
-    kv_cache = req.batch * kv_len * 2 * kv_heads * req.head_dim * prec.kv_bytes if cached else 0
     return Workload(
         kind="attention",
         phases=(Phase("attention", b.graph()),),
-        kv_cache_bytes=kv_cache,  # resident in DRAM beside the step's activations
+        # resident in DRAM beside the step's activations
+        kv_cache_bytes=kv_elements * prec.kv_bytes if cached else 0.0,
         activation_bytes_per_element=a,
         weight_bytes_per_param=prec.weight_bytes,
         compute_dtype=prec.math,

@@ -24,6 +24,7 @@ from mapshard.fidelity.cases import Case
 from mapshard.fidelity.flops import ConventionError, convention_flop
 from mapshard.fidelity.row_settings import check_settings
 from mapshard.fidelity.scenarios import (
+    KERNEL_KINDS,
     LLM_KINDS,
     Unmodelable,
     chip_spec,
@@ -40,6 +41,8 @@ from schema.errors import InfeasibleError
 from solver.api import achieved_dram_Bps, hierarchical_time
 from solver.plan import Plan
 
+# Kinds whose prediction is the plan's whole latency: one kernel, or HPL's run
+WHOLE_RUN_KINDS = (*KERNEL_KINDS, "hpl")
 # Kinds whose scenario prefills a static batch (the prefill-passes fallback applies).
 PREFILL_KINDS = ("inference_prefill", "inference_static_batch")
 TIME_METRICS = ("kernel_time_s", "iteration_time_s", "ttft_s", "layer_time_s", "collective_time_s")
@@ -65,7 +68,7 @@ def predict(case: Case, where: Path) -> Prediction:
         return _collective(case)
     if case.kind == "inference_offline_throughput":
         return Prediction(*predict_offline(case, where))
-    if case.kind in ("gemm", "hpl", "attention_fwd") or case.kind in LLM_KINDS:
+    if case.kind in WHOLE_RUN_KINDS or case.kind in LLM_KINDS:
         return _solved(case, where)
     raise Unmodelable(f"kind {case.kind!r} is not a kind of the schema")
 
@@ -203,7 +206,7 @@ def _solved(case: Case, where: Path) -> Prediction:
     kind = case.kind
     if kind in LLM_KINDS and kind != "training_step" and case.int("tp", 1) > 1:
         note += "; engine TP split"
-    if kind in ("gemm", "hpl", "attention_fwd"):
+    if kind in WHOLE_RUN_KINDS:
         t = p.latency_s
     elif kind == "training_step":
         t = p.iteration_time_s or p.latency_s
