@@ -3,6 +3,7 @@ bytes by hand, its setup checks, and its time where a measured table covers it."
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,28 @@ def test_bad_fields_name_the_field(fields, message):
     setup = text_format.Parse(f"workload {{ attention {{ {fields} }} }}", setup_pb2.Setup())
     with pytest.raises(SetupError, match=message):
         pipeline.load_message(setup, Path("setup.txt"))
+
+
+def test_a_random_family_of_shapes_by_hand():
+    """Twenty seeded shapes (MHA and GQA, prefill, backward, decode and chunked steps): the
+    FLOP, every operand's bytes and the resident cache by the formulas, not by the code."""
+    rng = random.Random(35)
+    for _ in range(20):
+        kv_heads = rng.choice([1, 2, 4, 8])
+        heads = kv_heads * rng.choice([1, 2, 4, 8])
+        b, d, q = rng.choice([1, 3, 16]), rng.choice([64, 128]), rng.choice([1, 7, 256])
+        kv = q if rng.random() < 0.4 else q + rng.choice([1, 100, 4096])
+        backward = kv == q and rng.random() < 0.5
+        text = f"batch: {b} heads: {heads} kv_heads: {kv_heads} head_dim: {d} q_len: {q} "
+        w = _workload(text + f"kv_len: {kv} backward: {str(backward).lower()}")
+        kernels = w.phases[0].graph.kernels
+        fwd = 4 * b * q * kv * heads * d
+        q_bytes, kv_bytes = b * q * heads * d * 2, b * kv * 2 * kv_heads * d * 2
+        if backward:
+            assert len(kernels) == 2 and all(k.flop == 1.25 * fwd for k in kernels)
+            continue
+        (k,) = kernels
+        assert k.flop == fwd and _bytes(k, "q") == q_bytes and _bytes(k, "out") == q_bytes
+        cached = kv > q
+        assert _bytes(k, "kv_cache" if cached else "kv") == kv_bytes
+        assert w.kv_cache_bytes == (kv_bytes if cached else 0)
