@@ -273,7 +273,8 @@ def measure_attention(torch, new_row: Callable[..., dict]) -> list[dict]:
                         value=repr(f / t),
                         value_as_published=f"{t * 1e6:.2f} us ({name}, causal, {pass_})",
                         flop_convention="flash_attn_benchmark",
-                        extra_params=f"library={name};pass={pass_};causal=1",
+                        extra_params=f"library={name};pass={pass_};causal=1"
+                        + (";attention_kernel=fa2" if name == "flash" else ""),
                     )
                 )
     return rows

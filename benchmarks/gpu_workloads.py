@@ -319,7 +319,9 @@ def measure_layers(
         else:
             what = "The prefill of `batch` prompts of input_len tokens through "
             cells = {"input_len": length, "output_len": 1}
-            attention = "causal SDPA attention (FlashAttention backend, GQA)"
+            # PyTorch's default SDPA backend: cuDNN's sm90 kernels on the H200 (its kernel
+            # profile, tests/data/profiles/h200), the setup's default attention_kernel
+            attention = "causal SDPA attention (PyTorch's default backend, GQA)"
             extra = "attention_impl=fused"
         rows.append(
             new_row(

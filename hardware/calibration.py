@@ -88,6 +88,7 @@ def calibration_of(e: setup_pb2.Efficiency) -> Calibration:
         measured.append("tp comm overlap")
     if e.attention_util > 0:
         measured.append("attention")
+    measured.extend(f"causal attention {c.kernel}" for c in e.causal_attention)
     if e.vector_util > 0:
         measured.append("vector")
     if e.strided_elementwise_gelem_per_s > 0:

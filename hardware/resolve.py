@@ -18,7 +18,15 @@ from hardware.calibration import calibration_of
 from hardware.checks import Problems, fraction, non_negative, positive
 from hardware.chip_table import load_chip_table
 from hardware.kernel_source import resolve_kernel_source
-from hardware.system import Chip, CostModel, Efficiency, MemoryLevel, System
+from hardware.system import (
+    ATTENTION_KERNELS,
+    CausalAttentionEfficiency,
+    Chip,
+    CostModel,
+    Efficiency,
+    MemoryLevel,
+    System,
+)
 from hardware.topology import resolve_levels, resolve_num_chip
 from schema import setup_pb2
 from schema.dfmodel import COMPUTE_UTIL, NormalisedSetup, normalise
@@ -255,6 +263,7 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         fp8_split_accumulate_util=e.fp8_split_accumulate_util,
         tp_comm_hidden_share=e.tp_comm_hidden_share,
         strided_elementwise_elem_per_s=e.strided_elementwise_gelem_per_s * 1e9,
+        causal_attention=_causal_attention(e, base, problems),
         vector_util=e.vector_util or 1.0,
         kernel_overhead_s=e.kernel_overhead_us * 1e-6,
         kernel_min_time_s=e.kernel_min_time_us * 1e-6,
@@ -262,6 +271,51 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         fixed_compute_util=max(e.compute_util, 0.0),
         source=e.source,
     )
+
+
+def _causal_attention(
+    e: setup_pb2.Efficiency, base: str, problems: Problems
+) -> tuple[CausalAttentionEfficiency, ...]:
+    """The chip's calibrated causal attention families, in file order (a later entry of
+    the same family, a setup's, replaces the earlier one in place)."""
+    out: dict[str, CausalAttentionEfficiency] = {}
+    for entry in e.causal_attention:
+        path = f'{base}.causal_attention["{entry.kernel}"]'
+        if entry.kernel not in ATTENTION_KERNELS:
+            problems.add(
+                f"{path} names no kernel family; give one of {', '.join(ATTENTION_KERNELS)}"
+            )
+        for fname in ("fwd_util", "bwd_util"):
+            fraction(getattr(entry, fname), f"{path}.{fname}", problems)
+        for fname in ("fwd_wave_us", "bwd_wave_us"):
+            non_negative(getattr(entry, fname), f"{path}.{fname}", problems)
+        out[entry.kernel] = CausalAttentionEfficiency(
+            entry.kernel,
+            entry.fwd_util,
+            entry.fwd_wave_us * 1e-6,
+            entry.bwd_util,
+            entry.bwd_wave_us * 1e-6,
+        )
+    return tuple(out.values())
+
+
+def with_attention_kernel(system: System, kernel: str, setup_path: Path) -> System:
+    """The machine with the named causal attention family first (the setup's
+    execution.attention_kernel; "" = the chip's own order). A family the chip is not
+    calibrated for leaves none: the attention plateau prices the kernel, and says so."""
+    if not kernel:
+        return system
+    if kernel not in ATTENTION_KERNELS:
+        problems = Problems(str(setup_path))
+        problems.add(
+            f'execution.attention_kernel "{kernel}" names no kernel family; give one of '
+            f"{', '.join(ATTENTION_KERNELS)} (or leave it unset: the chip's default)"
+        )
+        raise SetupError(list(problems))
+    chip = system.chip
+    chosen = tuple(c for c in chip.efficiency.causal_attention if c.kernel == kernel)
+    chip = replace(chip, efficiency=replace(chip.efficiency, causal_attention=chosen))
+    return replace(system, chip=chip)
 
 
 # ---------------------------------------------------------------------------------------

@@ -67,6 +67,23 @@ class MemoryLevel:
     bandwidth_Bps: float
 
 
+# the fused causal attention kernel families a chip may be calibrated for
+# (Execution.attention_kernel, efficiency.causal_attention)
+ATTENTION_KERNELS = ("cudnn", "fa2")
+
+
+@dataclass(frozen=True)
+class CausalAttentionEfficiency:
+    """One fused causal attention kernel family: fraction of the 16-bit peak on the tiles
+    it executes and seconds per wave of query tiles, forward and each backward kernel."""
+
+    kernel: str
+    fwd_util: float
+    fwd_wave_s: float
+    bwd_util: float
+    bwd_wave_s: float
+
+
 @dataclass(frozen=True)
 class Efficiency:
     """Achievable fractions of peak; 1.0 everywhere is the pure roofline."""
@@ -95,6 +112,10 @@ class Efficiency:
     # elements/s of a framework's strided (non-vectorized) elementwise kernel (0 = not
     # calibrated: such kernels are DRAM-bound like any other)
     strided_elementwise_elem_per_s: float = 0.0
+    # causal fused attention from its executed tiles (kernel_times.causal_attention_time),
+    # one entry per kernel family, the one the kernels run first (hardware.resolve puts
+    # execution.attention_kernel's there); () = not calibrated: the attention plateau
+    causal_attention: tuple[CausalAttentionEfficiency, ...] = ()
     source: str = ""
     # the chip's own gemm_util when `solver.cost.efficiency.for_precision` has put another
     # precision's plateau in its place (0 = not replaced); kernels that run at another

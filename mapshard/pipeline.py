@@ -21,7 +21,7 @@ from pathlib import Path
 
 from generator.build import build_workload
 from generator.graph import Workload
-from hardware.resolve import resolve_system
+from hardware.resolve import resolve_system, with_attention_kernel
 from hardware.system import System
 from mapshard.compat import check_degrees
 from mapshard.scenario import (
@@ -88,8 +88,10 @@ def resolve(loaded: Loaded) -> System:
     """The machine: preset <- library chip <- the setup's overrides, after the DFModel seam
     has turned DFModel's fields into native ones (errors still name the user's fields).
     Kernels replayed from a CUDA graph (execution.cuda_graph) are not launch-paced: the
-    chip's GEMM launch floor does not apply."""
+    chip's GEMM launch floor does not apply. execution.attention_kernel picks the chip's
+    causal attention family."""
     system = resolve_system(normalise(loaded.setup), loaded.path)
+    system = with_attention_kernel(system, loaded.setup.execution.attention_kernel, loaded.path)
     if loaded.setup.execution.cuda_graph:
         chip = system.chip
         system = replace(

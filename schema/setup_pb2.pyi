@@ -1015,7 +1015,7 @@ class Accelerator(_message.Message):
     def __init__(self, core: _Optional[int] = ..., systolic_width: _Optional[int] = ..., systolic_height: _Optional[int] = ..., sram_cap: _Optional[float] = ..., freq: _Optional[float] = ..., fp64_tflops: _Optional[float] = ..., fp32_tflops: _Optional[float] = ..., tf32_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tflops: _Optional[float] = ..., int4_tflops: _Optional[float] = ..., vector_tflops: _Optional[float] = ..., l2_cap: _Optional[float] = ..., l2_bw_GBps: _Optional[float] = ..., efficiency: _Optional[_Union[Efficiency, _Mapping]] = ..., pmu: _Optional[int] = ..., pmu_cap: _Optional[float] = ..., x: _Optional[int] = ..., y: _Optional[int] = ..., placement: _Optional[str] = ..., link_latency: _Optional[float] = ...) -> None: ...
 
 class Efficiency(_message.Message):
-    __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source", "gemm_util_by_precision", "compute_util", "kernel_min_time_us", "fp8_split_accumulate_util", "tp_comm_hidden_share", "strided_elementwise_gelem_per_s")
+    __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source", "gemm_util_by_precision", "compute_util", "kernel_min_time_us", "fp8_split_accumulate_util", "tp_comm_hidden_share", "strided_elementwise_gelem_per_s", "causal_attention")
     GEMM_UTIL_FIELD_NUMBER: _ClassVar[int]
     GEMM_HALF_DIM_FIELD_NUMBER: _ClassVar[int]
     GEMM_TILE_M_FIELD_NUMBER: _ClassVar[int]
@@ -1033,6 +1033,7 @@ class Efficiency(_message.Message):
     FP8_SPLIT_ACCUMULATE_UTIL_FIELD_NUMBER: _ClassVar[int]
     TP_COMM_HIDDEN_SHARE_FIELD_NUMBER: _ClassVar[int]
     STRIDED_ELEMENTWISE_GELEM_PER_S_FIELD_NUMBER: _ClassVar[int]
+    CAUSAL_ATTENTION_FIELD_NUMBER: _ClassVar[int]
     gemm_util: float
     gemm_half_dim: float
     gemm_tile_m: int
@@ -1050,7 +1051,22 @@ class Efficiency(_message.Message):
     fp8_split_accumulate_util: float
     tp_comm_hidden_share: float
     strided_elementwise_gelem_per_s: float
-    def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ..., gemm_util_by_precision: _Optional[_Iterable[_Union[PrecisionUtil, _Mapping]]] = ..., compute_util: _Optional[float] = ..., kernel_min_time_us: _Optional[float] = ..., fp8_split_accumulate_util: _Optional[float] = ..., tp_comm_hidden_share: _Optional[float] = ..., strided_elementwise_gelem_per_s: _Optional[float] = ...) -> None: ...
+    causal_attention: _containers.RepeatedCompositeFieldContainer[CausalAttentionEfficiency]
+    def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ..., gemm_util_by_precision: _Optional[_Iterable[_Union[PrecisionUtil, _Mapping]]] = ..., compute_util: _Optional[float] = ..., kernel_min_time_us: _Optional[float] = ..., fp8_split_accumulate_util: _Optional[float] = ..., tp_comm_hidden_share: _Optional[float] = ..., strided_elementwise_gelem_per_s: _Optional[float] = ..., causal_attention: _Optional[_Iterable[_Union[CausalAttentionEfficiency, _Mapping]]] = ...) -> None: ...
+
+class CausalAttentionEfficiency(_message.Message):
+    __slots__ = ("kernel", "fwd_util", "fwd_wave_us", "bwd_util", "bwd_wave_us")
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    FWD_UTIL_FIELD_NUMBER: _ClassVar[int]
+    FWD_WAVE_US_FIELD_NUMBER: _ClassVar[int]
+    BWD_UTIL_FIELD_NUMBER: _ClassVar[int]
+    BWD_WAVE_US_FIELD_NUMBER: _ClassVar[int]
+    kernel: str
+    fwd_util: float
+    fwd_wave_us: float
+    bwd_util: float
+    bwd_wave_us: float
+    def __init__(self, kernel: _Optional[str] = ..., fwd_util: _Optional[float] = ..., fwd_wave_us: _Optional[float] = ..., bwd_util: _Optional[float] = ..., bwd_wave_us: _Optional[float] = ...) -> None: ...
 
 class PrecisionUtil(_message.Message):
     __slots__ = ("precision", "util", "half_dim")
@@ -1415,7 +1431,7 @@ class DfmMamba(_message.Message):
     def __init__(self, hidden: _Optional[int] = ..., seq_len: _Optional[int] = ..., tile_size: _Optional[int] = ..., effective_stage: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "dlrm", "hpl", "fft", "gemm_fft_llm", "vector_fft_llm", "regular_fft_llm", "mamba", "separate_rs_ag_for_ar", "skip_inter_chip_optimization", "effective_stage", "pin_sharding", "pipeline_schedule", "serialize_network", "overlap", "cost_model", "tp_comm_overlap", "placement", "pin", "cuda_graph")
+    __slots__ = ("execution_style", "num_config", "perfect_overlap", "compute_util", "word", "llm", "dlrm", "hpl", "fft", "gemm_fft_llm", "vector_fft_llm", "regular_fft_llm", "mamba", "separate_rs_ag_for_ar", "skip_inter_chip_optimization", "effective_stage", "pin_sharding", "pipeline_schedule", "serialize_network", "overlap", "cost_model", "tp_comm_overlap", "placement", "pin", "cuda_graph", "attention_kernel")
     EXECUTION_STYLE_FIELD_NUMBER: _ClassVar[int]
     NUM_CONFIG_FIELD_NUMBER: _ClassVar[int]
     PERFECT_OVERLAP_FIELD_NUMBER: _ClassVar[int]
@@ -1441,6 +1457,7 @@ class Execution(_message.Message):
     PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     PIN_FIELD_NUMBER: _ClassVar[int]
     CUDA_GRAPH_FIELD_NUMBER: _ClassVar[int]
+    ATTENTION_KERNEL_FIELD_NUMBER: _ClassVar[int]
     execution_style: ExecutionStyle
     num_config: int
     perfect_overlap: bool
@@ -1466,7 +1483,8 @@ class Execution(_message.Message):
     placement: str
     pin: _containers.RepeatedCompositeFieldContainer[KernelPin]
     cuda_graph: bool
-    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., dlrm: _Optional[_Union[DfmDlrm, _Mapping]] = ..., hpl: _Optional[_Union[DfmHpl, _Mapping]] = ..., fft: _Optional[_Union[DfmFft, _Mapping]] = ..., gemm_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., vector_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., regular_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., mamba: _Optional[_Union[DfmMamba, _Mapping]] = ..., separate_rs_ag_for_ar: _Optional[bool] = ..., skip_inter_chip_optimization: _Optional[bool] = ..., effective_stage: _Optional[int] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ..., overlap: _Optional[_Union[OverlapMode, str]] = ..., cost_model: _Optional[_Union[CostModel, str]] = ..., tp_comm_overlap: _Optional[bool] = ..., placement: _Optional[str] = ..., pin: _Optional[_Iterable[_Union[KernelPin, _Mapping]]] = ..., cuda_graph: _Optional[bool] = ...) -> None: ...
+    attention_kernel: str
+    def __init__(self, execution_style: _Optional[_Union[ExecutionStyle, str]] = ..., num_config: _Optional[int] = ..., perfect_overlap: _Optional[bool] = ..., compute_util: _Optional[float] = ..., word: _Optional[float] = ..., llm: _Optional[_Union[Llm, _Mapping]] = ..., dlrm: _Optional[_Union[DfmDlrm, _Mapping]] = ..., hpl: _Optional[_Union[DfmHpl, _Mapping]] = ..., fft: _Optional[_Union[DfmFft, _Mapping]] = ..., gemm_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., vector_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., regular_fft_llm: _Optional[_Union[DfmFftLlm, _Mapping]] = ..., mamba: _Optional[_Union[DfmMamba, _Mapping]] = ..., separate_rs_ag_for_ar: _Optional[bool] = ..., skip_inter_chip_optimization: _Optional[bool] = ..., effective_stage: _Optional[int] = ..., pin_sharding: _Optional[bool] = ..., pipeline_schedule: _Optional[str] = ..., serialize_network: _Optional[bool] = ..., overlap: _Optional[_Union[OverlapMode, str]] = ..., cost_model: _Optional[_Union[CostModel, str]] = ..., tp_comm_overlap: _Optional[bool] = ..., placement: _Optional[str] = ..., pin: _Optional[_Iterable[_Union[KernelPin, _Mapping]]] = ..., cuda_graph: _Optional[bool] = ..., attention_kernel: _Optional[str] = ...) -> None: ...
 
 class KernelPin(_message.Message):
     __slots__ = ("phase", "kernel", "config", "sharding", "tile")

@@ -26,6 +26,8 @@ GEMM_FIELDS = (
     "kernel_min_time_us",
 )
 TRAINING_FIELDS = ("fp8_split_accumulate_util", "tp_comm_hidden_share")
+CUDNN_ATTENTION = ("causal_attention cudnn",)
+FA2_ATTENTION = ("causal_attention fa2",)
 RUN_FIELDS = ("gemm_util", "dram_util")
 
 
@@ -52,6 +54,12 @@ H100_GEMM = ("K05", "K06", "K09", "K11", *_ids("P-GEM", 1, 2, 3, 4))
 H100_COLLECTIVE = ("C01", "C02", "C07", "C08", *_ids("P-NCC", 1, 3, 4))
 H100_TRAINING = _ids("P-NEM", 2, 3, 4, 5, 6, 7, 9, 20, 23, 25, 29, 31)
 H200_GEMM = ("K07", *_ids("P-GEM", 5, 6, 9, 10))
+# one causal-attention fit per kernel family for both GH100 chips (fit_attention)
+HOPPER_CUDNN_ATTENTION = (
+    *_ids("P-ATT", 1, 4, 5, 7, 10, 11),
+    *(f"M-H200-P{n:03d}" for n in (3, 4, 5, 6)),
+)
+HOPPER_FA2_ATTENTION = tuple(f"M-H200-P{n:03d}" for n in (15, 16, 17, 18))
 H200_COLLECTIVE = ("C04", *_ids("P-NCC", 5, 6, 7, 8, 9))
 GB200_GEMM = ("K08", *_ids("P-GEM", 12, 14, 15, 16, 18))
 GB200_COLLECTIVE = (
@@ -98,6 +106,8 @@ FITTED: tuple[Fitted, ...] = (
     Fitted("H100-SXM5-80GB", ("collective L0",), "fit.fit_collective", H100_COLLECTIVE),
     Fitted("H100-SXM5-80GB", TRAINING_FIELDS, "fit_training.fit_split_accumulate", H100_TRAINING),
     Fitted("H100-SXM5-80GB", ("gemm_util_by_precision fp64",), "", cited=FP64_CITED),
+    Fitted("H100-SXM5-80GB", CUDNN_ATTENTION, "fit_attention cudnn", HOPPER_CUDNN_ATTENTION),
+    Fitted("H100-SXM5-80GB", FA2_ATTENTION, "fit_attention fa2", HOPPER_FA2_ATTENTION),
     Fitted(
         "H100-SXM5-80GB",
         ("strided_elementwise_gelem_per_s",),
@@ -126,6 +136,20 @@ FITTED: tuple[Fitted, ...] = (
         carried_from="H100-SXM5-80GB",
     ),
     Fitted("H200-SXM-141GB", ("gemm_util_by_precision fp64",), "", cited=FP64_CITED),
+    Fitted(
+        "H200-SXM-141GB",
+        CUDNN_ATTENTION,
+        "fit_attention cudnn",
+        HOPPER_CUDNN_ATTENTION,
+        carried_from="H100-SXM5-80GB",
+    ),
+    Fitted(
+        "H200-SXM-141GB",
+        FA2_ATTENTION,
+        "fit_attention fa2",
+        HOPPER_FA2_ATTENTION,
+        carried_from="H100-SXM5-80GB",
+    ),
     Fitted(
         "H200-SXM-141GB",
         ("strided_elementwise_gelem_per_s",),

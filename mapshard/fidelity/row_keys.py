@@ -68,6 +68,7 @@ SETUP_KEYS: Mapping[str, str] = {
     "pipeline_schedule": "llm_training.virtual_pipeline (1F1B: 1; must match pp and the "
     "virtual_pipeline column)",
     "kernel_source": "system.kernel_source",
+    "attention_kernel": "execution.attention_kernel (fa2: PyTorch's flash SDPA backend)",
     "timing": "execution.cuda_graph (cuda_graph_replay); cupti_median_kernel_ns and "
     "cuda_graph_replay GEMM rows: the report group gemm_kernel_only",
     "scale_out_bw_Bps": "system.topology[].link_bw_GBps of the levels across nodes",

@@ -428,6 +428,9 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     # the kernel-time source (extra_params kernel_source=...; unset: the chip's default,
     # "none": the physical model alone, mapshard.fidelity.sources)
     setup.system.kernel_source = case.extra.get("kernel_source", "")
+    # the fused causal attention kernel family (unset: the chip's default, cuDNN on Hopper)
+    if case.extra.get("attention_kernel"):
+        setup.execution.attention_kernel = case.extra["attention_kernel"]
     # kernels replayed from a CUDA graph: no host launch pacing, no GEMM launch floor
     if case.extra.get("timing", "") == GRAPH_TIMING:
         setup.execution.cuda_graph = True

@@ -36,11 +36,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
-from generator.graph import Kernel, KernelKind
+from generator.graph import Kernel, KernelKind, Pass
 from hardware import kernel_db
 from hardware.kernel_source import DECODE_ATTENTION_TABLE, GEMM_TABLE
 from hardware.system import Chip
-from solver.cost import efficiency
+from solver.cost import causal_attention, efficiency
+from solver.cost.causal_attention import CausalAttentionShape
 
 FITTED = "fitted plateau"
 UNCALIBRATED = "peak, uncalibrated"
@@ -303,6 +304,7 @@ def kernel_compute_time(
     precision: str,
     decode: DecodeAttentionShape | None = None,
     elements: float = 0.0,
+    causal: CausalAttentionShape | None = None,
 ) -> KernelTime:
     """Compute time (per-kernel overhead excluded) of one kernel option and its source.
     `shape`: the per-chip GEMM extents of a two-input matrix kernel, None for any other;
@@ -311,8 +313,10 @@ def kernel_compute_time(
     rate's, stands for the compute part, so the kernel costs at least the table's time);
     `chip`: at the workload's math precision's plateau (`efficiency.for_precision`);
     `elements`: the option's share of the loop nest, which a strided kernel (Kernel.strided)
-    handles at the chip's strided-elementwise rate at best."""
-    own = _compute_time(kernel, chip, shape, flop, precision, decode)
+    handles at the chip's strided-elementwise rate at best;
+    `causal`: a causal self-attention kernel's per-chip extents (q_len = kv_len), priced
+    from its executed tiles where the chip is calibrated for it (`causal_attention_time`)."""
+    own = _compute_time(kernel, chip, shape, flop, precision, decode, causal)
     rate = chip.efficiency.strided_elementwise_elem_per_s
     if kernel.strided and rate > 0 and elements / rate > own.seconds:
         return KernelTime(elements / rate, STRIDED_SOURCE)
@@ -330,6 +334,7 @@ def _compute_time(
     flop: float,
     precision: str,
     decode: DecodeAttentionShape | None,
+    causal: CausalAttentionShape | None = None,
 ) -> KernelTime:
     """`kernel_compute_time` of every kernel but the strided limit."""
     if flop <= 0:
@@ -353,6 +358,10 @@ def _compute_time(
                 launches = 2 * chip.efficiency.kernel_overhead_s
                 busy = max(hit.seconds - launches, least)
                 return KernelTime(busy, hit.source + APPEND_OUT)
+        if kernel.kind == KernelKind.ATTENTION and causal is not None:
+            tiled = causal_attention_time(kernel, chip, causal, flop, precision)
+            if tiled is not None:
+                return tiled
         if kernel.kind == KernelKind.ATTENTION:
             own = attention_precision(precision)
             fitted = "attention" in chip.calibration.measured
@@ -372,6 +381,31 @@ def _compute_time(
         flop / (chip.vector_flops * efficiency.vector_efficiency(chip)),
         _fitted(chip, "fitted vector rate") if fitted else UNCALIBRATED,
     )
+
+
+CAUSAL_SOURCE = "fitted causal attention tiles"
+
+
+def causal_attention_time(
+    kernel: Kernel, chip: Chip, shape: CausalAttentionShape, flop: float, precision: str
+) -> KernelTime | None:
+    """A causal self-attention kernel (forward, or one of its backward's two kernels) from
+    the tiles it executes (solver.cost.causal_attention) at the chosen kernel family's
+    fraction of the 16-bit peak it computes in; None where the chip has no such
+    calibration."""
+    eff = chip.efficiency
+    if not eff.causal_attention or eff.fixed_compute_util > 0:
+        return None
+    family = eff.causal_attention[0]  # execution.attention_kernel's (hardware.resolve)
+    backward = kernel.pass_ != Pass.FWD
+    util = family.bwd_util if backward else family.fwd_util
+    wave_s = family.bwd_wave_s if backward else family.fwd_wave_s
+    if util <= 0:
+        return None
+    own = attention_precision(precision)
+    peak = efficiency.for_precision(chip, own).peak(own)
+    busy = causal_attention.seconds(shape, flop, peak, util, wave_s, chip.cores)
+    return KernelTime(busy, _fitted(chip, f"{CAUSAL_SOURCE} ({family.kernel})"))
 
 
 def vector_attention_time(kernel: Kernel, chip: Chip, flop: float) -> KernelTime:

@@ -13,7 +13,7 @@ import pytest
 from generator import hpl
 from hardware import library
 from hardware.calibration import calibration_of
-from mapshard.fidelity import engines, fit
+from mapshard.fidelity import engines, fit, fit_attention
 from mapshard.fidelity.cases import read_cases
 from mapshard.fidelity.fit_runs import single_chip_runs
 from mapshard.fidelity.fit_training import fp8_training_rows
@@ -56,6 +56,10 @@ def selected(cases, entry) -> set[str] | None:
         return {_row(p.source) for p in fit.vector_points(cases, chip)}
     if entry.fit == "fit.fit_dram_util":
         return set(fit.fit_dram_util(cases, chip, 1.0)[1])
+    if entry.fit.startswith("fit_attention "):
+        kernel = entry.fit.split()[-1]
+        passes = ("fwd", "bwd")
+        return {p.row for s in passes for p in fit_attention.attention_points(cases, kernel, s)}
     if entry.fit == "fit.fit_collective":
         link_Bps = library.find_chip(chip).scale_up_bw_GBps * 1e9
         return {_row(s) for s in fit.fit_collective(cases, chip, link_Bps).sources}
@@ -94,7 +98,9 @@ def test_module_constants_are_listed_by_name():
 
 def set_fields(chip: str) -> set[str]:
     e = library.get_chip(chip).accelerator.efficiency
-    names = {f.name for f, _ in e.ListFields()} - {"source", "collective", "gemm_util_by_precision"}
+    nested = {"source", "collective", "gemm_util_by_precision", "causal_attention"}
+    names = {f.name for f, _ in e.ListFields()} - nested
+    names |= {f"causal_attention {c.kernel}" for c in e.causal_attention}
     names |= {f"gemm_util_by_precision {p.precision}" for p in e.gemm_util_by_precision}
     return names | {f"collective L{c.level}" for c in e.collective}
 

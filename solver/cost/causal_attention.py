@@ -1,0 +1,65 @@
+"""Causal self-attention priced from the tiles a fused kernel executes (issue #35).
+
+A decoder's fused attention over q_len = kv_len tokens (a training or prefill layer) walks
+128 x 128 tiles of the score matrix: each (sequence, head) pair's query tiles go to the SMs
+as work items, and each item loops over the key tiles up to its diagonal, which it runs
+whole (FlashAttention-3 forward, head dim 128: Shah et al. 2024, arXiv 2407.08608, section
+3.1; cuDNN's Hopper kernels tile the same way). So of the non-causal FLOP count the
+generators give (4 b s^2 H d) a kernel executes T (T + 1) / 2 tiles of T^2, T = ceil(s /
+128): 1/2 + 64/s of it, not the half a FLOP convention counts. Time = that executed work at
+a fraction of the 16-bit matrix peak, plus a fixed time per wave of work items over the SMs
+(loading the Q tile, the softmax epilogue, writing O: what does not shrink with the key
+loop). The backward's two kernels (query and key/value gradients) take the same shape with
+their own fraction and wave time. The two numbers per pass are the chip file's
+efficiency.causal_attention entry of the kernel family the setup runs
+(execution.attention_kernel; fitted by mapshard.fidelity.fit_attention).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+TILE = 128  # query rows and key columns per tile
+
+
+@dataclass(frozen=True)
+class CausalAttentionShape:
+    """A causal self-attention kernel's per-chip extents."""
+
+    pairs: int  # (sequence, query head) pairs on the chip: batch x query heads
+    q_len: int  # the chip's query rows: kv_len, or its share when the queries are split
+    kv_len: int  # the sequence the kernel is causal over
+
+
+def query_tiles(seq_len: int) -> int:
+    return math.ceil(seq_len / TILE)
+
+
+def executed_share(seq_len: int) -> float:
+    """The share of the non-causal FLOP a tiled causal kernel executes: the tiles on and
+    below the diagonal, each whole (above 1 below one tile: a short sequence pads it)."""
+    tiles = query_tiles(seq_len)
+    return tiles * (tiles + 1) / 2 * TILE * TILE / (seq_len * seq_len)
+
+
+def waves(shape: CausalAttentionShape, cores: int) -> int:
+    """Rounds of work items (one query tile of one pair each) over the SMs."""
+    return math.ceil(shape.pairs * query_tiles(shape.q_len) / max(cores, 1))
+
+
+def seconds(
+    shape: CausalAttentionShape,
+    flop: float,
+    peak_flops: float,
+    util: float,
+    wave_s: float,
+    cores: int,
+) -> float:
+    """Compute time of one kernel: `flop` is its non-causal count (the generators'), run at
+    `util` of `peak_flops` on the executed share, plus `wave_s` per wave. A chip holding a
+    share of the queries (q_len < kv_len: the search split the sequence) runs that share of
+    the causal work, as a load-balanced split gives each chip (Megatron's context parallel
+    pairs early and late chunks)."""
+    executed = flop * executed_share(shape.kv_len)
+    return executed / (peak_flops * util) + waves(shape, cores) * wave_s

@@ -1,0 +1,147 @@
+"""Causal self-attention from the tiles a fused kernel executes (solver.cost.causal_attention):
+the executed share and the waves by hand, a kernel's time through a whole `mapshard run`
+against the formula worked out here, and where the model does not apply."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+from hardware import library
+from mapshard import pipeline
+from mapshard.fidelity import fit_attention
+from schema import setup_pb2
+from schema.errors import SetupError
+from solver.cost import causal_attention
+from solver.cost.causal_attention import CausalAttentionShape
+
+
+def _plan(attention: str, chip: str):
+    text = f'workload {{ attention {{ {attention} }} }} system {{ chip: "{chip}" num_chip: 1 }}'
+    setup = text_format.Parse(text, setup_pb2.Setup())
+    loaded = pipeline.load_message(setup, Path("setup.txt"))
+    return pipeline.plan(pipeline.assemble(loaded, pipeline.resolve(loaded)))
+
+
+@pytest.mark.parametrize(
+    ("seq_len", "share"),
+    [
+        (512, 10 * 128 * 128 / 512**2),  # 4 tiles: 4 + 3 + 2 + 1 of 16 = 0.625
+        (16384, 128 * 129 / 2 / 128**2),  # 128 tiles: 0.50390625
+        (1000, 8 * 9 / 2 * 128 * 128 / 1000**2),  # 8 tiles, the last one padded
+        (100, 128 * 128 / 100**2),  # one padded tile runs whole
+    ],
+)
+def test_executed_share_by_hand(seq_len, share):
+    assert causal_attention.executed_share(seq_len) == pytest.approx(share, rel=1e-12)
+
+
+def test_waves_by_hand():
+    # 32 sequences x 16 heads x 4 query tiles = 2,048 items over 132 SMs: 15.5 -> 16 waves
+    assert causal_attention.waves(CausalAttentionShape(512, 512, 512), 132) == 16
+    # one sequence, 16 heads, 16k tokens: 2,048 items again
+    assert causal_attention.waves(CausalAttentionShape(16, 16384, 16384), 132) == 16
+    # a quarter of the queries on the chip: 512 x 1 tile = 512 items -> 4 waves
+    assert causal_attention.waves(CausalAttentionShape(512, 128, 512), 132) == 4
+
+
+# the chip files' numbers (hardware/chips): 989.4 TFLOP/s BF16 dense and 132 SMs on both
+# GH100 chips, per-kernel overhead 2.0 us (H200) and 4.5 us (H100), which a kernel's
+# compute_s holds; the causal tile fit 0.645 / 2.25 us forward, 0.625 / 12.25 us per
+# backward kernel
+H200_BF16 = 989.4e12
+OVERHEAD_S = {"H200-SXM-141GB": 2.0e-6, "H100-SXM5-80GB": 4.5e-6}
+
+
+def _plan_with(attention: str, chip: str, attention_kernel: str):
+    text = (
+        f'workload {{ attention {{ {attention} }} }} system {{ chip: "{chip}" num_chip: 1 }} '
+        f'execution {{ attention_kernel: "{attention_kernel}" }}'
+    )
+    setup = text_format.Parse(text, setup_pb2.Setup())
+    loaded = pipeline.load_message(setup, Path("setup.txt"))
+    return pipeline.plan(pipeline.assemble(loaded, pipeline.resolve(loaded)))
+
+
+def test_a_causal_forward_takes_its_executed_tiles_by_hand():
+    plan = _plan("batch: 32 heads: 16 head_dim: 128 q_len: 512", "H200-SXM-141GB")
+    (k,) = plan.phases[0].kernels
+    flop = 4 * 32 * 512 * 512 * 16 * 128
+    by_hand = flop * 0.625 / (H200_BF16 * 0.645) + 16 * 2.25e-6
+    assert k.compute_s == pytest.approx(by_hand + 2.0e-6, rel=1e-9)
+    assert k.time_source == "fitted causal attention tiles (cudnn)"
+    assert plan.latency_s == pytest.approx(k.compute_s, rel=1e-9)  # compute binds
+
+
+def test_each_backward_kernel_by_hand():
+    plan = _plan("batch: 1 heads: 16 head_dim: 128 q_len: 16384 backward: true", "H200-SXM-141GB")
+    flop = 1.25 * 4 * 16384 * 16384 * 16 * 128
+    by_hand = flop * (128 * 129 / 2 / 128**2) / (H200_BF16 * 0.625) + 16 * 12.25e-6
+    assert len(plan.phases[0].kernels) == 2
+    for k in plan.phases[0].kernels:
+        assert k.compute_s == pytest.approx(by_hand + 2.0e-6, rel=1e-9)
+
+
+def test_a_random_family_of_shapes_by_hand():
+    """Seeded causal shapes (MHA and GQA, short and long, forward and backward) on both
+    GH100 chips: every kernel's compute time is the tile formula worked out here."""
+    rng = random.Random(18)
+    for _ in range(8):
+        chip = rng.choice(["H100-SXM5-80GB", "H200-SXM-141GB"])
+        kv_heads = rng.choice([1, 4, 8])
+        heads = kv_heads * rng.choice([1, 4])
+        b, d, s = rng.choice([1, 2, 8]), rng.choice([64, 128]), rng.choice([200, 1024, 3000])
+        backward = rng.random() < 0.5
+        text = f"batch: {b} heads: {heads} kv_heads: {kv_heads} head_dim: {d} q_len: {s}"
+        plan = _plan(text + f" backward: {str(backward).lower()}", chip)
+        tiles = math.ceil(s / 128)
+        executed = tiles * (tiles + 1) / 2 * 128 * 128 / s**2
+        util, wave_s = (0.625, 12.25e-6) if backward else (0.645, 2.25e-6)
+        flop = 4 * b * s * s * heads * d * (1.25 if backward else 1.0)
+        waves = math.ceil(b * heads * tiles / 132)
+        for k in plan.phases[0].kernels:
+            by_hand = flop * executed / (H200_BF16 * util) + waves * wave_s + OVERHEAD_S[chip]
+            assert k.compute_s == pytest.approx(by_hand, rel=1e-9), text
+
+
+def test_the_model_leaves_decode_and_uncalibrated_chips_alone():
+    decode = _plan("batch: 8 heads: 16 head_dim: 128 q_len: 1 kv_len: 4096", "H200-SXM-141GB")
+    assert "causal" not in decode.phases[0].kernels[0].time_source
+    chunk = _plan("batch: 1 heads: 16 head_dim: 128 q_len: 512 kv_len: 4096", "H200-SXM-141GB")
+    assert "causal" not in chunk.phases[0].kernels[0].time_source
+    a100 = _plan("batch: 4 heads: 16 head_dim: 128 q_len: 2048", "A100-SXM4-80GB")
+    assert "causal" not in a100.phases[0].kernels[0].time_source
+    assert not library.get_chip("A100-SXM4-80GB").accelerator.efficiency.causal_attention
+
+
+def test_the_fit_recovers_the_numbers_that_made_its_rows():
+    """Rows timed by the tile model at known numbers (one per FIT shape, both passes):
+    the grid search returns those numbers with zero error."""
+    points = []
+    for backward in (False, True):
+        for s, b in ((512, 32), (2048, 8), (16384, 1)):
+            p = fit_attention.AttentionPoint("r", "H200-SXM-141GB", backward, b, 16, 128, s, 1.0)
+            made = fit_attention.model_seconds(p, 0.6, 3.0e-6 if backward else 1.5e-6)
+            points.append(replace(p, measured_s=made))
+    fwd = fit_attention.fit_attention(points[:3])
+    bwd = fit_attention.fit_attention(points[3:])
+    assert (fwd.util, fwd.wave_us, bwd.util, bwd.wave_us) == (0.6, 1.5, 0.6, 3.0)
+    assert fwd.mean_abs_err < 1e-12 and bwd.mean_abs_err < 1e-12
+
+
+def test_the_setup_picks_the_kernel_family():
+    """execution.attention_kernel "fa2" takes the chip's FlashAttention-2 numbers (0.335 of
+    the peak, 2.75 us per wave forward); a name no family has is one line naming the field."""
+    plan = _plan_with("batch: 4 heads: 16 head_dim: 128 q_len: 4096", "H200-SXM-141GB", "fa2")
+    (k,) = plan.phases[0].kernels
+    flop = 4 * 4 * 4096 * 4096 * 16 * 128
+    by_hand = flop * (32 * 33 / 2 / 32**2) / (H200_BF16 * 0.335) + 16 * 2.75e-6
+    assert k.compute_s == pytest.approx(by_hand + 2.0e-6, rel=1e-9)
+    assert k.time_source == "fitted causal attention tiles (fa2)"
+    with pytest.raises(SetupError, match='execution.attention_kernel "fa3" names no kernel'):
+        _plan_with("batch: 1 heads: 16 head_dim: 128 q_len: 512", "H200-SXM-141GB", "fa3")
