@@ -135,6 +135,10 @@ class Kernel:
     split_accumulate: bool = field(default=False, repr=False)
     # the input its output overwrites (the FP32 loss, generator/ops_loss.py): memory only
     in_place: str = field(default="", repr=False, compare=False)
+    # a sliding-window causal attention's window (tokens; 0 = none): each query attends to
+    # the last this-many keys only (solver.cost.causal_attention prices the tiles that
+    # covers). Out of the repr like split_accumulate; part of equality (the menu memo's key)
+    attention_window: int = field(default=0, repr=False)
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)

@@ -101,6 +101,25 @@ def sliding_layers(c: ConfigReader) -> dict[str, int]:
     return dict(sliding_window=c.dim("sliding_window"), sliding_layers=count)
 
 
+def gemma2_sliding(c: ConfigReader, layers: int) -> dict[str, int]:
+    """Gemma 2's local attention: `layer_types` when the config lists them, else every
+    even-numbered layer slides over `sliding_window` keys (transformers' Gemma2 decoder
+    layer: `is_sliding = not bool(layer_idx % 2)`), the odd ones attend globally."""
+    if c.data.get("layer_types"):
+        return sliding_layers(c)
+    if not c.data.get("sliding_window"):
+        return {}
+    return dict(sliding_window=c.dim("sliding_window"), sliding_layers=(layers + 1) // 2)
+
+
+def mistral_sliding(c: ConfigReader, layers: int) -> dict[str, int]:
+    """Mistral's sliding window (Mistral 7B v0.1: 4,096 keys on every layer; null in
+    later releases: full attention)."""
+    if not c.data.get("sliding_window"):
+        return {}
+    return dict(sliding_window=c.dim("sliding_window"), sliding_layers=layers)
+
+
 def llama4_text(data: dict[str, Any], where: str) -> dict[str, Any]:
     """The text decoder's fields of a Llama 4 config: the multimodal `llama4` config nests
     them in `text_config` beside a vision tower this generator does not build; a text-only

@@ -197,6 +197,24 @@ def model_info(
     )
 
 
+def windowed_shape(shape: LayerShape, window: int) -> LayerShape | None:
+    """A sliding-window layer's shape (each query attends to the last `window` keys): its
+    self-attention segments skip the key tiles outside the window (AttnSegment.window), its
+    cached segments read only the last window + q - 1 keys of the cache. None when the
+    window covers every segment: the layer then runs as a full one."""
+    segs = []
+    for seg in shape.segments:
+        if seg.cached:
+            segs.append(replace(seg, kv_seq=min(seg.kv_seq, window + seg.q_seq - 1)))
+        elif window < seg.kv_seq:
+            segs.append(replace(seg, window=window))
+        else:
+            segs.append(seg)
+    if tuple(segs) == shape.segments:
+        return None
+    return replace(shape, segments=tuple(segs))
+
+
 def layer_phases(
     base: str,
     cfg: ModelConfig,
@@ -206,11 +224,18 @@ def layer_phases(
     training: bool = False,
     recompute: str = "none",
     steps: int = 1,
+    window_shape: LayerShape | None = None,
 ) -> list[Phase]:
-    """The layer phase(s): one graph x num_layers, or for MoE models with leading dense
-    layers `<base>_dense` x first_dense_layers and `<base>_moe` x the rest."""
+    """The layer phase(s): one graph x num_layers; for MoE models with leading dense
+    layers `<base>_dense` x first_dense_layers and `<base>_moe` x the rest; for models with
+    sliding-window layers (ModelConfig.sliding_layers) whose window binds, `<base>_full` x
+    the full-attention layers and `<base>_window` x the sliding ones, at `window_shape`
+    (default: `windowed_shape` of `shape`; a caller whose shape stands for a mean over
+    steps gives the exact one)."""
     kw = dict(training=training, recompute=recompute)
     if cfg.is_moe and cfg.first_dense_layers:
+        # which of these layers slide is not known: every layer attends to the whole
+        # context (ModelConfig: an upper bound on the sliding layers' work)
         return [
             Phase(
                 f"{base}_dense",
@@ -225,5 +250,17 @@ def layer_phases(
                 steps=steps,
             ),
         ]
-    graph = layer_graph(base, cfg, shape, prec, moe=cfg.is_moe, **kw)
-    return [Phase(base, graph, count=cfg.layers, steps=steps)]
+    windowed = None
+    if cfg.sliding_window > 0 and cfg.sliding_layers > 0:
+        windowed = window_shape or windowed_shape(shape, cfg.sliding_window)
+    if windowed is None:
+        graph = layer_graph(base, cfg, shape, prec, moe=cfg.is_moe, **kw)
+        return [Phase(base, graph, count=cfg.layers, steps=steps)]
+    full = cfg.layers - cfg.sliding_layers
+    parts = [(f"{base}_full", shape, full), (f"{base}_window", windowed, cfg.sliding_layers)]
+    if not full:
+        parts = [(base, windowed, cfg.sliding_layers)]
+    return [
+        Phase(name, layer_graph(name, cfg, s, prec, moe=cfg.is_moe, **kw), count=n, steps=steps)
+        for name, s, n in parts
+    ]

@@ -189,6 +189,8 @@ class _Part(NamedTuple):
     kv_tokens: int  # cached tokens (all sequences) at the longest context it attends to
     extra: dict[str, int]  # Workload fields it sets (context_len, chunk_size, ...)
     notes: list[str]
+    # ... of a sliding-window layer, which keeps only its window (-1 = kv_tokens)
+    kv_window_tokens: int = -1
 
 
 # Phases whose batch replicas of the model can share (a chunked-prefill step is one
@@ -280,7 +282,16 @@ def _build_replica(
         notes.extend(part.notes)
     if req.attention == setup_pb2.UNFUSED_ATTENTION and not cfg.is_mla:
         notes.append("unfused attention: QK^T, softmax and AV through DRAM")
-    kv_per_token = cfg.layers * cfg.kv_elements_per_token_per_layer() * prec.kv_bytes
+    kv_per_layer_token = cfg.kv_elements_per_token_per_layer() * prec.kv_bytes
+    last = parts[-1]
+    sliding = cfg.sliding_layers if cfg.sliding_window > 0 and not cfg.first_dense_layers else 0
+    windowed = last.kv_tokens if last.kv_window_tokens < 0 else last.kv_window_tokens
+    if sliding:
+        notes.append(
+            f"sliding-window attention: {sliding} of {cfg.layers} layers attend to the last "
+            f"{cfg.sliding_window} keys and keep only those in the KV cache"
+        )
+    kv_bytes = kv_per_layer_token * ((cfg.layers - sliding) * last.kv_tokens + sliding * windowed)
     return Workload(
         kind="inference",
         phases=tuple(p for part in parts for p in (*part.layers, part.head)),
@@ -290,7 +301,7 @@ def _build_replica(
         input_len=ilen,
         output_len=olen,
         seq_len=ilen,
-        kv_cache_bytes=kv_per_token * parts[-1].kv_tokens,
+        kv_cache_bytes=kv_bytes,
         weight_bytes_per_param=prec.weight_bytes,
         optimizer_bytes_per_param=0.0,
         activation_bytes_per_element=prec.activation_bytes,
@@ -311,6 +322,7 @@ def _phases(
     tokens: tuple[int, int],
     cls: str,
     steps: int = 1,
+    window_shape: LayerShape | None = None,
 ) -> tuple[list[Phase], Phase]:
     """The layer phases and the head phase (`tokens`: embedded, through the LM head) of one
     part, with the request's attention options and, under MODEL_DIMS_SPLIT, the engine's
@@ -325,7 +337,9 @@ def _phases(
         rope=req.eager_rope and cfg.positions == 0 and not cfg.is_mla,
         eager_rope=req.eager_rope,
     )
-    layers = layer_phases(base, cfg, shape, prec, steps=steps)
+    if window_shape is not None:
+        window_shape = replace(shape, segments=window_shape.segments)
+    layers = layer_phases(base, cfg, shape, prec, steps=steps, window_shape=window_shape)
     split = req.tensor_parallel_split == setup_pb2.MODEL_DIMS_SPLIT
     if split:
         layers = [replace(p, graph=model_dims_split(p.graph)) for p in layers]
@@ -375,7 +389,7 @@ def _prefill(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, bat
             f"prefill: {passes} passes of {seqs} sequences ({seqs * ilen} tokens; "
             f"prefill_tokens_per_pass {req.prefill_tokens_per_pass})"
         )
-    return _Part(layers, head, batch * ilen, {}, notes)
+    return _Part(layers, head, batch * ilen, {}, notes, batch * _window(cfg, ilen))
 
 
 def _decode(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, batch: int) -> _Part:
@@ -384,7 +398,7 @@ def _decode(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, batc
     layers, head = _phases(
         req, cfg, prec, "decode", _decode_shape(batch, ctx), (batch, batch), "Va_Mw"
     )
-    return _Part(layers, head, batch * ctx, {"context_len": ctx}, [])
+    return _Part(layers, head, batch * ctx, {"context_len": ctx}, [], batch * _window(cfg, ctx))
 
 
 def _request_decode(
@@ -396,13 +410,18 @@ def _request_decode(
     ilen, olen, page = req.input_len, req.output_len, req.kv_page_tokens
     steps, mean_ctx = olen - 1, mean_paged_len(ilen + 1, ilen + olen - 1, page)
     shape = _decode_shape(batch, mean_ctx)
-    layers, head = _phases(req, cfg, prec, "decode", shape, (batch, batch), "Va_Mw", steps)
+    # a sliding layer's steps read min(context, window) keys each: their exact mean
+    contexts = [paged_len(c, page) for c in range(ilen + 1, ilen + olen)]
+    mean_window = -(-sum(_window(cfg, c) for c in contexts) // len(contexts))
+    window = _decode_shape(batch, mean_window) if mean_window < mean_ctx else None
+    layers, head = _phases(req, cfg, prec, "decode", shape, (batch, batch), "Va_Mw", steps, window)
     note = (
         f"decode: {steps} steps at the mean context {mean_ctx} (input_len + "
         "output_len / 2): steps x mean context = the exact attention sum"
     )
-    kv_tokens = batch * paged_len(ilen + olen - 1, page)
-    return _Part(layers, head, kv_tokens, {"context_len": mean_ctx}, [note])
+    last = paged_len(ilen + olen - 1, page)
+    extra = {"context_len": mean_ctx}
+    return _Part(layers, head, batch * last, extra, [note], batch * _window(cfg, last))
 
 
 def _chunked_prefill(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision) -> _Part:
@@ -431,4 +450,12 @@ def _chunked_prefill(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precis
         f"chunked prefill: {chunk} prefill tokens, {where}, + {dec} decode tokens at context {ctx}"
     )
     extra = {"chunk_size": chunk, "decode_batch": dec, "context_len": ctx}
-    return _Part(layers, head, prefix + chunk + dec * ctx, extra, [note])
+    kept = _window(cfg, prefix + chunk) if seqs == 1 else seqs * _window(cfg, q)
+    window_tokens = kept + dec * _window(cfg, ctx)
+    return _Part(layers, head, prefix + chunk + dec * ctx, extra, [note], window_tokens)
+
+
+def _window(cfg: ModelConfig, tokens: int) -> int:
+    """Tokens of one sequence's context a sliding-window layer keeps and reads (all of
+    them in a model without sliding layers)."""
+    return min(tokens, cfg.sliding_window) if cfg.sliding_window > 0 else tokens

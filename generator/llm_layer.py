@@ -245,6 +245,7 @@ class Layer:
                     abpe=self.a,
                     cls=seg.cls,
                     shardable=["batch", *qn, split],
+                    window=seg.window,
                 )
             )
             if per_head:

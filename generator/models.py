@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator.hf_readers import ConfigReader, gpt_oss_fields, llama4_fields, llama4_text
+from generator.hf_readers import (
+    ConfigReader,
+    gemma2_sliding,
+    gpt_oss_fields,
+    llama4_fields,
+    llama4_text,
+    mistral_sliding,
+)
 from schema import setup_pb2
 from schema.errors import SetupError
 
@@ -58,8 +65,9 @@ class ModelConfig:
     router_bias: bool = False  # GPT-OSS: a bias on the router's logits
     expert_bias: bool = False  # GPT-OSS: biases on each expert's gate_up and down
     attn_sinks: bool = False  # GPT-OSS: one learned softmax sink logit per query head
-    # Sliding-window attention on `sliding_layers` layers (GPT-OSS): read, not modelled:
-    # every layer attends to the whole context (an upper bound on those layers' KV reads)
+    # Sliding-window attention on `sliding_layers` layers (GPT-OSS): those layers attend to
+    # the last `sliding_window` keys (generator.llm_common.layer_phases: a phase of their
+    # own where the window binds; their KV cache holds the window)
     sliding_window: int = 0
     sliding_layers: int = 0
     # Multi-head latent attention (DeepSeek-V2)
@@ -268,7 +276,9 @@ def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
     )
     if mtype in ("llama", "mistral", "phi3"):  # phi3: fused qkv / gate_up, the same math
         bias = c.flag("attention_bias", False)
-        cfg = ModelConfig(**common, qkv_bias=bias, o_bias=bias, mlp_bias=c.flag("mlp_bias", False))
+        window = mistral_sliding(c, common["layers"]) if mtype == "mistral" else {}
+        mlp_bias = c.flag("mlp_bias", False)
+        cfg = ModelConfig(**common | window, qkv_bias=bias, o_bias=bias, mlp_bias=mlp_bias)
     elif mtype == "mixtral":
         cfg = ModelConfig(
             **common,
@@ -282,7 +292,7 @@ def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
         bias = c.flag("attention_bias", False)
         cfg = ModelConfig(**common | _qwen3_moe(c, mtype), qkv_bias=bias, o_bias=bias, qk_norm=True)
     elif mtype == "gemma2":
-        cfg = ModelConfig(**common, post_norms=True)
+        cfg = ModelConfig(**common | gemma2_sliding(c, common["layers"]), post_norms=True)
     elif mtype == "gpt_oss":
         cfg = ModelConfig(**common | gpt_oss_fields(c))
     elif mtype in ("llama4", "llama4_text"):

@@ -45,11 +45,14 @@ def attention(
     abpe: float,
     cls: str,
     shardable: Sequence[str],
+    window: int = 0,
 ) -> Tensor:
     """Fused attention: scores and probabilities stay on chip. Inputs are (name, tensor, dims,
     role, bytes/element); KV_CACHE inputs are read from memory. Backward (training: query and
     key/value inputs only): `<name>_bwd` -> d query, `<name>_kv_bwd` -> d key/value, each the
-    forward FLOP x BWD_FLOP_SHARE, each reading the inputs, the output and its gradient."""
+    forward FLOP x BWD_FLOP_SHARE, each reading the inputs, the output and its gradient.
+    `window`: a sliding-window layer's window in tokens (Kernel.attention_window; 0 = none),
+    on the forward kernel and both gradient kernels."""
     args = [Arg(n, role, d, bpe, t) for n, t, d, role, bpe in inputs]
 
     def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
@@ -82,6 +85,7 @@ def attention(
             shardable=shardable,
         )
         assert dq is not None and dkv is not None
+        _set_window(b, (f"{name}_bwd", f"{name}_kv_bwd"), window)
         return [(q, dq), (kv, dkv)]
 
     fwd_out = b.add_kernel(
@@ -94,7 +98,14 @@ def attention(
         rule=rule,
     )
     assert fwd_out is not None
+    _set_window(b, (name,), window)
     return fwd_out
+
+
+def _set_window(b: GraphBuilder, names: Sequence[str], window: int) -> None:
+    if window > 0:
+        for n in names:
+            b.kernels[n] = replace(b.kernels[n], attention_window=window)
 
 
 AttnInput = tuple[str, Tensor | None, Dims, OperandRole, float]

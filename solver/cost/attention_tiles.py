@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from generator.graph import Kernel
+from generator.graph import Kernel, OperandRole
 
 CHUNK_ROWS = 128  # Bc: streamed rows per chunk
 MIN_ROWS = 16  # the smallest resident tile offered
@@ -32,11 +32,15 @@ def attention_tilings(
     tile that fits `sram_bytes`, Pareto over (buffer, traffic); None when the kernel's
     operands do not have the resident/streamed structure (the caller streams rows)."""
     out = kernel.outputs[0]
+    # a weight of the kernel (GPT-OSS's softmax sinks, one value per head) is read once and
+    # is not part of the per-problem structure
+    data = [op for op in kernel.operands if op.role != OperandRole.WEIGHT]
     shared = set(out.dims)
-    for op in kernel.operands:
+    for op in data:
         shared &= set(op.dims)
-    resident = [op for op in kernel.inputs if set(op.dims) == set(out.dims)]
-    streamed = [op for op in kernel.inputs if set(op.dims) != set(out.dims)]
+    ins = [op for op in data if op.role != OperandRole.OUTPUT]
+    resident = [op for op in ins if set(op.dims) == set(out.dims)]
+    streamed = [op for op in ins if set(op.dims) != set(out.dims)]
     if not shared or not streamed or len(kernel.outputs) != 1:
         return None
     head = out.dims[-1]

@@ -9,8 +9,9 @@ generators give (4 b s^2 H d) a kernel executes T (T + 1) / 2 tiles of T^2, T = 
 128): 1/2 + 64/s of it, not the half a FLOP convention counts. Time = that executed work at
 a fraction of the 16-bit matrix peak, plus a fixed time per wave of work items over the SMs
 (loading the Q tile, the softmax epilogue, writing O: what does not shrink with the key
-loop). The backward's two kernels (query and key/value gradients) take the same shape with
-their own fraction and wave time. The two numbers per pass are the chip file's
+loop). A sliding-window layer (each query sees the last w keys) runs only the key tiles
+that reach into its window. The backward's two kernels (query and key/value gradients) take
+the same shape with their own fraction and wave time. The two numbers per pass are the chip file's
 efficiency.causal_attention entry of the kernel family the setup runs
 (execution.attention_kernel; fitted by mapshard.fidelity.fit_attention).
 """
@@ -30,17 +31,24 @@ class CausalAttentionShape:
     pairs: int  # (sequence, query head) pairs on the chip: batch x query heads
     q_len: int  # the chip's query rows: kv_len, or its share when the queries are split
     kv_len: int  # the sequence the kernel is causal over
+    window: int = 0  # a sliding-window layer's window in tokens (0 = none)
 
 
 def query_tiles(seq_len: int) -> int:
     return math.ceil(seq_len / TILE)
 
 
-def executed_share(seq_len: int) -> float:
+def executed_share(seq_len: int, window: int = 0) -> float:
     """The share of the non-causal FLOP a tiled causal kernel executes: the tiles on and
-    below the diagonal, each whole (above 1 below one tile: a short sequence pads it)."""
+    below the diagonal, each whole (above 1 below one tile: a short sequence pads it). With
+    a sliding window of w tokens, query tile i (positions iT .. iT + T - 1) needs the keys
+    from iT - w + 1 on: key tiles floor(max(0, iT - w + 1) / T) .. i."""
     tiles = query_tiles(seq_len)
-    return tiles * (tiles + 1) / 2 * TILE * TILE / (seq_len * seq_len)
+    if window <= 0 or window >= seq_len:
+        executed = tiles * (tiles + 1) / 2
+    else:
+        executed = sum(i - max(0, i * TILE - window + 1) // TILE + 1 for i in range(tiles))
+    return executed * TILE * TILE / (seq_len * seq_len)
 
 
 def waves(shape: CausalAttentionShape, cores: int) -> int:
@@ -61,5 +69,5 @@ def seconds(
     share of the queries (q_len < kv_len: the search split the sequence) runs that share of
     the causal work, as a load-balanced split gives each chip (Megatron's context parallel
     pairs early and late chunks)."""
-    executed = flop * executed_share(shape.kv_len)
+    executed = flop * executed_share(shape.kv_len, shape.window)
     return executed / (peak_flops * util) + waves(shape, cores) * wave_s

@@ -200,7 +200,7 @@ def _causal_shape(kernel: Kernel, sizes: dict[str, int]) -> CausalAttentionShape
     heads = sizes.get("heads") or sizes.get("kv_heads", 0) * sizes.get("group", 1)
     if q <= 1 or kv < q or heads <= 0:
         return None
-    return CausalAttentionShape(sizes.get("batch", 1) * heads, q, kv)
+    return CausalAttentionShape(sizes.get("batch", 1) * heads, q, kv, kernel.attention_window)
 
 
 def _decode_shape(

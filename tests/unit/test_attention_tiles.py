@@ -68,6 +68,26 @@ def test_prefill_tile_buffer_and_kv_rereads_by_hand() -> None:
     assert tight[-1][3] == pytest.approx(2 * 512 * 256)  # output stream buffer: 2 tiles
 
 
+def test_a_softmax_sink_weight_leaves_the_tiles_as_they_were() -> None:
+    """GPT-OSS's sinks (one learned logit per query head, a weight of the kernel) are read
+    once: the problems, rows and K/V re-reads are those of the kernel without them (they
+    once broke the per-problem structure: a GPT-OSS prefill paid hundreds of K/V re-reads)."""
+    plain = _forward(1024, 1024, 2, 4, 128)
+    sinks = Operand("sinks", OperandRole.WEIGHT, ("kv_heads", "group"), 2)
+    with_sinks = Kernel(
+        name="attn",
+        kind=KernelKind.ATTENTION,
+        dims=plain.dims,
+        operands=(*plain.operands, sinks),
+        flop=plain.flop,
+    )
+    expected = _tiles(plain, 1e9)
+    got = _tiles(with_sinks, 1e9)
+    assert [t[0] for t in got] == [t[0] for t in expected]
+    for g, e in zip(got, expected, strict=True):
+        assert g[2] == pytest.approx({**e[2], "sinks": 2 * 4 * 2})
+
+
 def test_gqa_decode_reads_kv_once_with_a_small_tile() -> None:
     """Decode (q_seq 1), 2 KV heads x 4 query heads each, kv_seq 4096, head_dim 128: a
     problem is one KV head, its 4 query rows (one per head of the group) fit one tile:
