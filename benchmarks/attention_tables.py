@@ -4,15 +4,16 @@ FlashAttention-3, the "cudnn" family's kernels on Hopper).
 
     python benchmarks/attention_tables.py [H100-SXM5-80GB H200-SXM-141GB] [--min-ms 1.5]
 
-For each chip, every BF16 row of vLLM's newest context-attention table with head dim 128, no
-sliding window and a BF16 cache (prefill: batch sequences of isl tokens, causal, any
-query/KV head layout) is priced by the model as a prefill layer's attention kernel is: the
-tile model at the chip file's first causal_attention entry plus the per-kernel overhead.
+For each chip, every BF16 row of vLLM's newest context-attention table with no sliding
+window and a BF16 cache (prefill: batch sequences of isl tokens, causal, any head dim and
+query/KV head layout: the fit saw head dim 128 and 16 query heads only) is priced by the
+model as a prefill layer's attention kernel is: the tile model at the chip file's first
+causal_attention entry plus the per-kernel overhead.
 The table times vLLM's whole attention op: its KV-cache write (K and V of every token read
 and written once: taken off at the chip's copy bandwidth, with a launch) and a fixed part
 around the kernel (about 0.15 ms at any size), so only rows of at least --min-ms are
-compared. Prints, per head layout (MHA / GQA) and sequence band, the rows, the median of
-model / table - 1 and the mean |error|.
+compared. Prints, per head dim, layout (MHA / GQA) and sequence band, the rows, the
+median of model / table - 1 and the mean |error|.
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hardware import kernel_db  # noqa: E402
 from mapshard.fidelity import fit  # noqa: E402
 from mapshard.fidelity.fit import library_system  # noqa: E402
-from solver.api import CausalAttentionShape, causal_attention_seconds  # noqa: E402
+from solver.api import CausalAttentionShape, causal_attention_seconds, exp_rate  # noqa: E402
 
-HEAD_DIM = 128
 FRAMEWORK = "vllm"
 
 
@@ -44,8 +44,7 @@ def table_rows(system: str) -> list[dict]:
     return [
         r
         for r in rows
-        if r["head_dim"] == HEAD_DIM
-        and r["window_size"] == 0
+        if r["window_size"] == 0
         and r["attn_dtype"] == "bfloat16"
         and r["kv_cache_dtype"] == "bfloat16"
         and r["kernel_source"] == "vllm_flash_attn_fa3"
@@ -61,31 +60,33 @@ def compare(chip_name: str, min_ms: float) -> None:
     family = chip.efficiency.causal_attention[0]
     copy_Bps = fit.copy_Bps(library_system(chip_name))
     peak = chip.peak("bf16")
-    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    groups: dict[tuple[int, str, str], list[float]] = defaultdict(list)
     for r in table_rows(system_name):
         measured_s = r["latency"] * 1e-3
         if measured_s < min_ms * 1e-3:
             continue
         b, s, heads = int(r["batch_size"]), int(r["isl"]), int(r["num_heads"])
-        flop = 4.0 * b * s * s * heads * HEAD_DIM
+        dim = int(r["head_dim"])
+        flop = 4.0 * b * s * s * heads * dim
         shape = CausalAttentionShape(b * heads, s, s)
         model_s = causal_attention_seconds(
-            shape, flop, peak, family.fwd_util, family.fwd_wave_s, chip.cores
+            shape, flop, peak, family.fwd_util, family.fwd_wave_s, chip.cores, exp_rate(chip)
         )
         model_s += chip.efficiency.kernel_overhead_s
         # the op's KV-cache write: K and V of every token read and written once, at the
         # chip's copy bandwidth, and its launch
-        kv_bytes = 2 * 2 * b * s * int(r["num_key_value_heads"]) * HEAD_DIM * 2
+        kv_bytes = 2 * 2 * b * s * int(r["num_key_value_heads"]) * dim * 2
         measured_s -= kv_bytes / copy_Bps + chip.efficiency.kernel_overhead_s
         layout = "MHA" if heads == r["num_key_value_heads"] else "GQA"
         band = "s < 4096" if s < 4096 else "s >= 4096"
-        groups[(layout, band)].append(model_s / measured_s - 1)
+        groups[(dim, layout, band)].append(model_s / measured_s - 1)
     print(f"{chip_name} ({family.kernel} numbers) vs {system_name} {FRAMEWORK} FlashAttention-3")
-    print(f"  {'layout':6} {'band':10} {'rows':>5} {'median':>8} {'mean|e|':>8}")
-    for (layout, band), errs in sorted(groups.items()):
+    print(f"  {'head, layout':12} {'band':10} {'rows':>5} {'median':>8} {'mean|e|':>8}")
+    for (dim, layout, band), errs in sorted(groups.items()):
         median = 100 * statistics.median(errs)
         mean = 100 * statistics.mean(abs(e) for e in errs)
-        print(f"  {layout:6} {band:10} {len(errs):5d} {median:+7.1f}% {mean:7.1f}%")
+        name = f"d{dim} {layout}"
+        print(f"  {name:12} {band:10} {len(errs):5d} {median:+7.1f}% {mean:7.1f}%")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,11 +30,16 @@ from hardware.system import ATTENTION_KERNELS, Chip
 from mapshard.fidelity import flops
 from mapshard.fidelity.cases import Case, read_cases
 from mapshard.fidelity.fit import library_system
-from solver.api import CausalAttentionShape, causal_attention_seconds
+from solver.api import (
+    BWD_EXPS_PER_SCORE,
+    CausalAttentionShape,
+    causal_attention_seconds,
+    exp_rate,
+)
 
 HOPPER = ("H100-SXM5-80GB", "H200-SXM-141GB")
 DEFAULT_KERNEL = "cudnn"  # the first causal_attention entry of the GH100 chip files
-UTIL_GRID = tuple(round(0.20 + 0.005 * i, 3) for i in range(141))  # 0.20 .. 0.90
+UTIL_GRID = tuple(round(0.20 + 0.005 * i, 3) for i in range(161))  # 0.20 .. 1.00
 WAVE_GRID_US = tuple(0.25 * i for i in range(241))  # 0 .. 60 us
 
 
@@ -94,14 +99,18 @@ def _chip(name: str) -> Chip:
 
 def model_seconds(p: AttentionPoint, util: float, wave_s: float) -> float:
     """The point's time as the menus price it when compute binds (per-kernel overhead
-    included; the backward is two kernels of BWD_FLOP_SHARE x the forward FLOP each)."""
+    included; the backward is two kernels of BWD_FLOP_SHARE x the forward FLOP each, and
+    half the recomputed exponentials each)."""
     chip = _chip(p.chip)
     overhead_s = chip.efficiency.kernel_overhead_s
     flop = 4.0 * p.batch * p.seq_len * p.seq_len * p.heads * p.head_dim
     shape = CausalAttentionShape(p.batch * p.heads, p.seq_len, p.seq_len)
     kernels, share = (2, BWD_FLOP_SHARE) if p.backward else (1, 1.0)
+    exps = BWD_EXPS_PER_SCORE if p.backward else 1.0
     peak = chip.peak("bf16")
-    one = causal_attention_seconds(shape, flop * share, peak, util, wave_s, chip.cores)
+    one = causal_attention_seconds(
+        shape, flop * share, peak, util, wave_s, chip.cores, exp_rate(chip), exps
+    )
     return kernels * (one + overhead_s)
 
 

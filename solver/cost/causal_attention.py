@@ -6,12 +6,17 @@ as work items, and each item loops over the key tiles up to its diagonal, which 
 whole (FlashAttention-3 forward, head dim 128: Shah et al. 2024, arXiv 2407.08608, section
 3.1; cuDNN's Hopper kernels tile the same way). So of the non-causal FLOP count the
 generators give (4 b s^2 H d) a kernel executes T (T + 1) / 2 tiles of T^2, T = ceil(s /
-128): 1/2 + 64/s of it, not the half a FLOP convention counts. Time = that executed work at
-a fraction of the 16-bit matrix peak, plus a fixed time per wave of work items over the SMs
+128): 1/2 + 64/s of it, not the half a FLOP convention counts. A sliding-window layer (each
+query sees the last w keys) runs only the key tiles that reach into its window.
+
+Time = that executed work at a fraction of the 16-bit matrix peak, plus the softmax's
+exponentials, one per executed score, at the SMs' cited special-function rate
+(kernel_times.exp_rate), which do not hide under the products (without them a 64-wide head
+is priced ~20% too fast and a 256-wide one ~14% too slow against NVIDIA's measured tables,
+benchmarks/attention_tables.py), plus a fixed time per wave of work items over the SMs
 (loading the Q tile, the softmax epilogue, writing O: what does not shrink with the key
-loop). A sliding-window layer (each query sees the last w keys) runs only the key tiles
-that reach into its window. The backward's two kernels (query and key/value gradients) take
-the same shape with their own fraction and wave time. The two numbers per pass are the chip file's
+loop). The backward's two kernels (query and key/value gradients) take the same shape with
+their own fraction and wave time. The two numbers per pass are the chip file's
 efficiency.causal_attention entry of the kernel family the setup runs
 (execution.attention_kernel; fitted by mapshard.fidelity.fit_attention).
 """
@@ -56,6 +61,12 @@ def waves(shape: CausalAttentionShape, cores: int) -> int:
     return math.ceil(shape.pairs * query_tiles(shape.q_len) / max(cores, 1))
 
 
+# exponentials per score (query-key pair) a kernel takes: the forward one (P = exp(S - m));
+# the backward recomputes P once, half of it in each of its two kernels
+FWD_EXPS_PER_SCORE = 1.0
+BWD_EXPS_PER_SCORE = 0.5
+
+
 def seconds(
     shape: CausalAttentionShape,
     flop: float,
@@ -63,11 +74,21 @@ def seconds(
     util: float,
     wave_s: float,
     cores: int,
+    exp_per_s: float = 0.0,
+    exps_per_score: float = FWD_EXPS_PER_SCORE,
 ) -> float:
     """Compute time of one kernel: `flop` is its non-causal count (the generators'), run at
-    `util` of `peak_flops` on the executed share, plus `wave_s` per wave. A chip holding a
-    share of the queries (q_len < kv_len: the search split the sequence) runs that share of
-    the causal work, as a load-balanced split gives each chip (Megatron's context parallel
-    pairs early and late chunks)."""
-    executed = flop * executed_share(shape.kv_len, shape.window)
-    return executed / (peak_flops * util) + waves(shape, cores) * wave_s
+    `util` of `peak_flops` on the executed share; the executed scores' exponentials at
+    `exp_per_s` (the SMs' special-function rate: per score the same whatever the head
+    dim, so a 64-wide head spends twice the share of its time on them a 128-wide one does;
+    0 = not priced), after the products, not beside them; plus `wave_s` per wave. A chip
+    holding a share of the queries (q_len < kv_len: the search split the sequence) runs
+    that share of the causal work, as a load-balanced split gives each chip (Megatron's
+    context parallel pairs early and late chunks)."""
+    share = executed_share(shape.kv_len, shape.window)
+    products = flop * share / (peak_flops * util)
+    softmax = 0.0
+    if exp_per_s > 0:
+        scores = shape.pairs * shape.q_len * shape.kv_len * share
+        softmax = scores * exps_per_score / exp_per_s
+    return products + softmax + waves(shape, cores) * wave_s

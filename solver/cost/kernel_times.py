@@ -404,7 +404,10 @@ def causal_attention_time(
         return None
     own = attention_precision(precision)
     peak = efficiency.for_precision(chip, own).peak(own)
-    busy = causal_attention.seconds(shape, flop, peak, util, wave_s, chip.cores)
+    exps = causal_attention.BWD_EXPS_PER_SCORE if backward else causal_attention.FWD_EXPS_PER_SCORE
+    busy = causal_attention.seconds(
+        shape, flop, peak, util, wave_s, chip.cores, exp_rate(chip), exps
+    )
     return KernelTime(busy, _fitted(chip, f"{CAUSAL_SOURCE} ({family.kernel})"))
 
 
@@ -427,6 +430,11 @@ def vector_attention_time(kernel: Kernel, chip: Chip, flop: float) -> KernelTime
 # CUDA C++ Programming Guide's throughput table of native arithmetic instructions (compute
 # capability 8.x and 9.0); a chip's `core` count is its SM count.
 CONVERSIONS_PER_CORE_CLOCK = 16
+# Base-2 exponentials per clock per SM (the special-function units): "32-bit floating-point
+# reciprocal, reciprocal square root, base-2 logarithm (__log2f), base 2 exponential
+# (exp2f), sine (__sinf), cosine (__cosf)" in the same table, 16 for 8.x and 9.0: the
+# softmax of a fused attention kernel takes one per score
+EXP2_PER_CORE_CLOCK = 16
 CONVERSION_SOURCE = "type conversions, 16 per clock per SM (CUDA C++ Programming Guide)"
 VECTOR_PEAK_SOURCE = "vector peak (FMA)"
 
@@ -437,12 +445,24 @@ FP32_LANES_PER_CORE = 128
 
 
 def conversion_rate(chip: Chip) -> float:
-    """Elements per second the chip's vector unit converts between number formats: SMs x
-    CONVERSIONS_PER_CORE_CLOCK x the clock, or, without a clock in the chip file, the FP32
-    rate x CONVERSIONS_PER_CORE_CLOCK / (2 FP32_LANES_PER_CORE)."""
+    """Elements per second the chip's vector unit converts between number formats
+    (`per_core_clock_rate` of CONVERSIONS_PER_CORE_CLOCK)."""
+    return per_core_clock_rate(chip, CONVERSIONS_PER_CORE_CLOCK)
+
+
+def exp_rate(chip: Chip) -> float:
+    """Exponentials per second on the chip's special-function units
+    (`per_core_clock_rate` of EXP2_PER_CORE_CLOCK)."""
+    return per_core_clock_rate(chip, EXP2_PER_CORE_CLOCK)
+
+
+def per_core_clock_rate(chip: Chip, per_clock: int) -> float:
+    """Results per second of an instruction the guide rates at `per_clock` per clock per
+    SM: SMs x that x the clock, or, without a clock in the chip file, the FP32 rate x that
+    / (2 FP32_LANES_PER_CORE)."""
     if chip.frequency_Hz > 0:
-        return chip.cores * CONVERSIONS_PER_CORE_CLOCK * chip.frequency_Hz
-    return chip.vector_flops * CONVERSIONS_PER_CORE_CLOCK / (2 * FP32_LANES_PER_CORE)
+        return chip.cores * per_clock * chip.frequency_Hz
+    return chip.vector_flops * per_clock / (2 * FP32_LANES_PER_CORE)
 
 
 def best_gemm_rate(chip: Chip, precision: str, model_rate: float) -> float:

@@ -50,11 +50,13 @@ def test_waves_by_hand():
     assert causal_attention.waves(CausalAttentionShape(512, 128, 512), 132) == 4
 
 
-# the chip files' numbers (hardware/chips): 989.4 TFLOP/s BF16 dense and 132 SMs on both
-# GH100 chips, per-kernel overhead 2.0 us (H200) and 4.5 us (H100), which a kernel's
-# compute_s holds; the causal tile fit 0.645 / 2.25 us forward, 0.625 / 12.25 us per
-# backward kernel
+# the chip files' numbers (hardware/chips): 989.4 TFLOP/s BF16 dense, 132 SMs at 1.83 GHz
+# on both GH100 chips, per-kernel overhead 2.0 us (H200) and 4.5 us (H100), which a
+# kernel's compute_s holds; the causal tile fit 0.955 / 2.25 us forward, 0.71 / 12.25 us
+# per backward kernel; exponentials at 16 per clock per SM (CUDA C++ Programming Guide),
+# one per executed score forward, half of one in each backward kernel
 H200_BF16 = 989.4e12
+EXP_PER_S = 132 * 16 * 1.83e9
 OVERHEAD_S = {"H200-SXM-141GB": 2.0e-6, "H100-SXM5-80GB": 4.5e-6}
 
 
@@ -72,7 +74,8 @@ def test_a_causal_forward_takes_its_executed_tiles_by_hand():
     plan = _plan("batch: 32 heads: 16 head_dim: 128 q_len: 512", "H200-SXM-141GB")
     (k,) = plan.phases[0].kernels
     flop = 4 * 32 * 512 * 512 * 16 * 128
-    by_hand = flop * 0.625 / (H200_BF16 * 0.645) + 16 * 2.25e-6
+    scores = 32 * 16 * 512 * 512
+    by_hand = flop * 0.625 / (H200_BF16 * 0.955) + scores * 0.625 / EXP_PER_S + 16 * 2.25e-6
     assert k.compute_s == pytest.approx(by_hand + 2.0e-6, rel=1e-9)
     assert k.time_source == "fitted causal attention tiles (cudnn)"
     assert plan.latency_s == pytest.approx(k.compute_s, rel=1e-9)  # compute binds
@@ -81,7 +84,9 @@ def test_a_causal_forward_takes_its_executed_tiles_by_hand():
 def test_each_backward_kernel_by_hand():
     plan = _plan("batch: 1 heads: 16 head_dim: 128 q_len: 16384 backward: true", "H200-SXM-141GB")
     flop = 1.25 * 4 * 16384 * 16384 * 16 * 128
-    by_hand = flop * (128 * 129 / 2 / 128**2) / (H200_BF16 * 0.625) + 16 * 12.25e-6
+    share = 128 * 129 / 2 / 128**2
+    exps = 0.5 * 16 * 16384 * 16384 * share
+    by_hand = flop * share / (H200_BF16 * 0.71) + exps / EXP_PER_S + 16 * 12.25e-6
     assert len(plan.phases[0].kernels) == 2
     for k in plan.phases[0].kernels:
         assert k.compute_s == pytest.approx(by_hand + 2.0e-6, rel=1e-9)
@@ -101,11 +106,13 @@ def test_a_random_family_of_shapes_by_hand():
         plan = _plan(text + f" backward: {str(backward).lower()}", chip)
         tiles = math.ceil(s / 128)
         executed = tiles * (tiles + 1) / 2 * 128 * 128 / s**2
-        util, wave_s = (0.625, 12.25e-6) if backward else (0.645, 2.25e-6)
+        util, wave_s = (0.71, 12.25e-6) if backward else (0.955, 2.25e-6)
+        exps = b * heads * s * s * executed * (0.5 if backward else 1.0)
         flop = 4 * b * s * s * heads * d * (1.25 if backward else 1.0)
         waves = math.ceil(b * heads * tiles / 132)
         for k in plan.phases[0].kernels:
-            by_hand = flop * executed / (H200_BF16 * util) + waves * wave_s + OVERHEAD_S[chip]
+            by_hand = flop * executed / (H200_BF16 * util) + exps / EXP_PER_S + waves * wave_s
+            by_hand += OVERHEAD_S[chip]
             assert k.compute_s == pytest.approx(by_hand, rel=1e-9), text
 
 
@@ -135,12 +142,14 @@ def test_the_fit_recovers_the_numbers_that_made_its_rows():
 
 
 def test_the_setup_picks_the_kernel_family():
-    """execution.attention_kernel "fa2" takes the chip's FlashAttention-2 numbers (0.335 of
+    """execution.attention_kernel "fa2" takes the chip's FlashAttention-2 numbers (0.4 of
     the peak, 2.75 us per wave forward); a name no family has is one line naming the field."""
     plan = _plan_with("batch: 4 heads: 16 head_dim: 128 q_len: 4096", "H200-SXM-141GB", "fa2")
     (k,) = plan.phases[0].kernels
     flop = 4 * 4 * 4096 * 4096 * 16 * 128
-    by_hand = flop * (32 * 33 / 2 / 32**2) / (H200_BF16 * 0.335) + 16 * 2.75e-6
+    share = 32 * 33 / 2 / 32**2
+    scores = 4 * 16 * 4096 * 4096 * share
+    by_hand = flop * share / (H200_BF16 * 0.4) + scores / EXP_PER_S + 16 * 2.75e-6
     assert k.compute_s == pytest.approx(by_hand + 2.0e-6, rel=1e-9)
     assert k.time_source == "fitted causal attention tiles (fa2)"
     with pytest.raises(SetupError, match='execution.attention_kernel "fa3" names no kernel'):
