@@ -3,9 +3,9 @@
 The same kernel the LLM generators emit (generator/ops_attention.py `attention`, dims as
 generator/llm_layer.py names them): queries [batch, q_seq, heads], keys and values stacked
 [batch, kv_seq, kv=2, kv_heads], FLOP 4 batch q_len kv_len heads head_dim (the generators'
-count: a causal kernel is priced by the fused-attention rate fitted on causal layers, so
-the standalone kernel costs what it costs inside a layer). GQA splits the heads into
-kv_heads x group.
+count; a causal kernel is priced from the tiles it executes where the chip is calibrated
+for it, solver/cost/causal_attention.py, so the standalone kernel costs what it costs
+inside a layer). GQA splits the heads into kv_heads x group.
 - forward, q_len = kv_len: K and V are fresh inputs (a prefill or a training forward);
 - backward (q_len = kv_len): the query-gradient and key/value-gradient kernels, each
   reading Q, K/V, the output and its gradient (1.25x the forward FLOP each);

@@ -200,8 +200,9 @@ def model_info(
 def windowed_shape(shape: LayerShape, window: int) -> LayerShape | None:
     """A sliding-window layer's shape (each query attends to the last `window` keys): its
     self-attention segments skip the key tiles outside the window (AttnSegment.window), its
-    cached segments read only the last window + q - 1 keys of the cache. None when the
-    window covers every segment: the layer then runs as a full one."""
+    cached segments read only the last window + q - 1 keys of the cache (a multi-token chunk
+    is then priced over that whole span, the band inside it not skipped: an upper bound).
+    None when the window covers every segment: the layer then runs as a full one."""
     segs = []
     for seg in shape.segments:
         if seg.cached:
@@ -251,15 +252,15 @@ def layer_phases(
             ),
         ]
     windowed = None
-    if cfg.sliding_window > 0 and cfg.sliding_layers > 0:
+    if cfg.windowed_layers:
         windowed = window_shape or windowed_shape(shape, cfg.sliding_window)
     if windowed is None:
         graph = layer_graph(base, cfg, shape, prec, moe=cfg.is_moe, **kw)
         return [Phase(base, graph, count=cfg.layers, steps=steps)]
-    full = cfg.layers - cfg.sliding_layers
-    parts = [(f"{base}_full", shape, full), (f"{base}_window", windowed, cfg.sliding_layers)]
+    full = cfg.layers - cfg.windowed_layers
+    parts = [(f"{base}_full", shape, full), (f"{base}_window", windowed, cfg.windowed_layers)]
     if not full:
-        parts = [(base, windowed, cfg.sliding_layers)]
+        parts = [(base, windowed, cfg.windowed_layers)]
     return [
         Phase(name, layer_graph(name, cfg, s, prec, moe=cfg.is_moe, **kw), count=n, steps=steps)
         for name, s, n in parts

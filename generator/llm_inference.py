@@ -284,7 +284,7 @@ def _build_replica(
         notes.append("unfused attention: QK^T, softmax and AV through DRAM")
     kv_per_layer_token = cfg.kv_elements_per_token_per_layer() * prec.kv_bytes
     last = parts[-1]
-    sliding = cfg.sliding_layers if cfg.sliding_window > 0 and not cfg.first_dense_layers else 0
+    sliding = cfg.windowed_layers
     windowed = last.kv_tokens if last.kv_window_tokens < 0 else last.kv_window_tokens
     if sliding:
         notes.append(
@@ -410,7 +410,7 @@ def _request_decode(
     ilen, olen, page = req.input_len, req.output_len, req.kv_page_tokens
     steps, mean_ctx = olen - 1, mean_paged_len(ilen + 1, ilen + olen - 1, page)
     shape = _decode_shape(batch, mean_ctx)
-    # a sliding layer's steps read min(context, window) keys each: their exact mean
+    # a sliding layer's steps read min(context, window) keys each: their mean, rounded up
     contexts = [paged_len(c, page) for c in range(ilen + 1, ilen + olen)]
     mean_window = -(-sum(_window(cfg, c) for c in contexts) // len(contexts))
     window = _decode_shape(batch, mean_window) if mean_window < mean_ctx else None
@@ -450,12 +450,16 @@ def _chunked_prefill(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precis
         f"chunked prefill: {chunk} prefill tokens, {where}, + {dec} decode tokens at context {ctx}"
     )
     extra = {"chunk_size": chunk, "decode_batch": dec, "context_len": ctx}
-    kept = _window(cfg, prefix + chunk) if seqs == 1 else seqs * _window(cfg, q)
+    # a sliding layer holds the window before the chunk and the chunk's own K/V it attends to
+    kept = _window(cfg, prefix + chunk, chunk) if seqs == 1 else seqs * _window(cfg, q, q)
     window_tokens = kept + dec * _window(cfg, ctx)
     return _Part(layers, head, prefix + chunk + dec * ctx, extra, [note], window_tokens)
 
 
-def _window(cfg: ModelConfig, tokens: int) -> int:
-    """Tokens of one sequence's context a sliding-window layer keeps and reads (all of
-    them in a model without sliding layers)."""
-    return min(tokens, cfg.sliding_window) if cfg.sliding_window > 0 else tokens
+def _window(cfg: ModelConfig, tokens: int, new: int = 1) -> int:
+    """Tokens of one sequence's context a sliding-window layer keeps and reads while `new`
+    tokens attend to it: the window before the first of them and the new ones (all of them
+    in a model without sliding layers)."""
+    if cfg.sliding_window <= 0:
+        return tokens
+    return min(tokens, cfg.sliding_window + new - 1)

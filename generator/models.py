@@ -82,6 +82,14 @@ class ModelConfig:
         return self.experts > 0
 
     @property
+    def windowed_layers(self) -> int:
+        """Sliding-window layers the generators model apart (0 where the model has none, or
+        where leading dense MoE layers leave which ones slide unknown)."""
+        if self.sliding_window <= 0 or (self.is_moe and self.first_dense_layers):
+            return 0
+        return self.sliding_layers
+
+    @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
 

@@ -88,7 +88,8 @@ def calibration_of(e: setup_pb2.Efficiency) -> Calibration:
         measured.append("tp comm overlap")
     if e.attention_util > 0:
         measured.append("attention")
-    measured.extend(f"causal attention {c.kernel}" for c in e.causal_attention)
+    # a setup's entry replaces the library's of its family: each family once
+    measured.extend(dict.fromkeys(f"causal attention {c.kernel}" for c in e.causal_attention))
     if e.vector_util > 0:
         measured.append("vector")
     if e.strided_elementwise_gelem_per_s > 0:

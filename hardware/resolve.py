@@ -277,7 +277,8 @@ def _causal_attention(
     e: setup_pb2.Efficiency, base: str, problems: Problems
 ) -> tuple[CausalAttentionEfficiency, ...]:
     """The chip's calibrated causal attention families, in file order (a later entry of
-    the same family, a setup's, replaces the earlier one in place)."""
+    the same family, a setup's, replaces the earlier one whole, in place: give all four
+    numbers)."""
     out: dict[str, CausalAttentionEfficiency] = {}
     for entry in e.causal_attention:
         path = f'{base}.causal_attention["{entry.kernel}"]'
@@ -285,7 +286,8 @@ def _causal_attention(
             problems.add(
                 f"{path} names no kernel family; give one of {', '.join(ATTENTION_KERNELS)}"
             )
-        for fname in ("fwd_util", "bwd_util"):
+        for fname in ("fwd_util", "bwd_util"):  # an entry prices both passes
+            positive(getattr(entry, fname), f"{path}.{fname}", problems)
             fraction(getattr(entry, fname), f"{path}.{fname}", problems)
         for fname in ("fwd_wave_us", "bwd_wave_us"):
             non_negative(getattr(entry, fname), f"{path}.{fname}", problems)
@@ -302,7 +304,8 @@ def _causal_attention(
 def with_attention_kernel(system: System, kernel: str, setup_path: Path) -> System:
     """The machine with the named causal attention family first (the setup's
     execution.attention_kernel; "" = the chip's own order). A family the chip is not
-    calibrated for leaves none: the attention plateau prices the kernel, and says so."""
+    calibrated for leaves none: the attention plateau prices the kernel (its kernels.csv
+    time_source says so)."""
     if not kernel:
         return system
     if kernel not in ATTENTION_KERNELS:

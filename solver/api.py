@@ -16,13 +16,14 @@ from schema.lazy import module_getattr
 
 #: public name -> (the module that defines it, its name there)
 _API: dict[str, tuple[str, str]] = {
+    "BWD_EXPS_PER_SCORE": ("solver.cost.causal_attention", "BWD_EXPS_PER_SCORE"),
     "CausalAttentionShape": ("solver.cost.causal_attention", "CausalAttentionShape"),
+    "FWD_EXPS_PER_SCORE": ("solver.cost.causal_attention", "FWD_EXPS_PER_SCORE"),
     "SOLUTIONS": ("solver.search.solve_memo", "SOLUTIONS"),
     "Term": ("solver.compare_models", "Term"),
     "achieved_dram_Bps": ("solver.cost.efficiency", "achieved_dram_Bps"),
     "available_solvers": ("solver.milp.linear", "available_solvers"),
     "causal_attention_seconds": ("solver.cost.causal_attention", "seconds"),
-    "BWD_EXPS_PER_SCORE": ("solver.cost.causal_attention", "BWD_EXPS_PER_SCORE"),
     "chosen_workload": ("solver.search.training_space", "chosen_workload"),
     "compare": ("solver.compare_models", "compare"),
     "compare_cost": ("solver.compare_models", "compare_cost"),

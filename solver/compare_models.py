@@ -31,6 +31,7 @@ from schema.errors import SetupError
 from solver.cost.latency import config_latency
 from solver.dfmodel.model import system_cost_power
 from solver.plan import KernelPlan, Plan
+from solver.search.stages import stage_layers
 
 WEIGHTS = "weights read from DRAM (DFModel reads none without memory_size)"
 # ... on a graph whose kernels give memory_size: DFModel reads those bytes instead
@@ -97,7 +98,7 @@ def _instances(plan: Plan, workload: Workload, pp: int) -> dict[str, float]:
     out = {}
     for p in workload.phases:
         if workload.kind == "training":
-            out[p.name] = math.ceil(p.count / pp) * max(plan.micro_batches, 1)
+            out[p.name] = stage_layers(workload, p, pp) * max(plan.micro_batches, 1)
         else:
             out[p.name] = p.count * steps.get(p.name, p.steps)
     return out

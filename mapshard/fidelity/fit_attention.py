@@ -20,7 +20,6 @@ kernel by: the tile model plus the chip's per-kernel overhead, once for the forw
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from mapshard.fidelity.cases import Case, read_cases
 from mapshard.fidelity.fit import library_system
 from solver.api import (
     BWD_EXPS_PER_SCORE,
+    FWD_EXPS_PER_SCORE,
     CausalAttentionShape,
     causal_attention_seconds,
     exp_rate,
@@ -106,7 +106,7 @@ def model_seconds(p: AttentionPoint, util: float, wave_s: float) -> float:
     flop = 4.0 * p.batch * p.seq_len * p.seq_len * p.heads * p.head_dim
     shape = CausalAttentionShape(p.batch * p.heads, p.seq_len, p.seq_len)
     kernels, share = (2, BWD_FLOP_SHARE) if p.backward else (1, 1.0)
-    exps = BWD_EXPS_PER_SCORE if p.backward else 1.0
+    exps = BWD_EXPS_PER_SCORE if p.backward else FWD_EXPS_PER_SCORE
     peak = chip.peak("bf16")
     one = causal_attention_seconds(
         shape, flop * share, peak, util, wave_s, chip.cores, exp_rate(chip), exps
@@ -145,6 +145,5 @@ if __name__ == "__main__":  # pragma: no cover - the fit's command line
             print(
                 f"{family}: {name}_util {result.util}, {name}_wave_us {result.wave_us} "
                 f"(mean |err| {100 * result.mean_abs_err:.2f}%, max "
-                f"{100 * result.max_abs_err:.2f}%) over {', '.join(result.rows)}",
-                file=sys.stdout,
+                f"{100 * result.max_abs_err:.2f}%) over {', '.join(result.rows)}"
             )

@@ -384,6 +384,23 @@ def _compute_time(
 
 
 CAUSAL_SOURCE = "fitted causal attention tiles"
+BACKWARD_PASSES = (Pass.BWD, Pass.WGRAD)
+
+
+def causal_attention_rate(
+    kernel: Kernel, chip: Chip, shape: CausalAttentionShape, precision: str
+) -> float:
+    """The highest FLOP/s (on the non-causal count) `causal_attention_time` prices the
+    kernel at: its products alone, on the executed share (0 where the chip has no such
+    calibration). The search's roofline bound takes it, so the bound stays below the plan."""
+    eff = chip.efficiency
+    if not eff.causal_attention or eff.fixed_compute_util > 0:
+        return 0.0
+    family = eff.causal_attention[0]
+    util = family.bwd_util if kernel.pass_ in BACKWARD_PASSES else family.fwd_util
+    own = attention_precision(precision)
+    peak = efficiency.for_precision(chip, own).peak(own)
+    return peak * util / causal_attention.executed_share(shape.kv_len, shape.window)
 
 
 def causal_attention_time(
@@ -397,7 +414,7 @@ def causal_attention_time(
     if not eff.causal_attention or eff.fixed_compute_util > 0:
         return None
     family = eff.causal_attention[0]  # execution.attention_kernel's (hardware.resolve)
-    backward = kernel.pass_ != Pass.FWD
+    backward = kernel.pass_ in BACKWARD_PASSES  # a recomputed forward is a forward
     util = family.bwd_util if backward else family.fwd_util
     wave_s = family.bwd_wave_s if backward else family.fwd_wave_s
     if util <= 0:

@@ -233,8 +233,9 @@ def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
     """The highest FLOP/s any option of `kernel` reaches (`_compute_time` never runs it
     faster): the matrix peak at the workload's math precision times the GEMM plateau (the
     roll-off and occupancy factors are at most 1), or a measured table's best point where
-    one covers the chip (`kernel_times.best_gemm_rate`), or the fused-attention efficiency,
-    the vector rate for the rest. `chip` is the chip after `efficiency.for_precision`; a
+    one covers the chip (`kernel_times.best_gemm_rate`), or the fused-attention efficiency
+    (a causal kernel's executed tiles where the chip prices them so), the vector rate for
+    the rest. `chip` is the chip after `efficiency.for_precision`; a
     kernel at its own precision (`Kernel.math_precision`) takes that precision's peak and
     plateau."""
     if kernel.flop <= 0:
@@ -248,7 +249,12 @@ def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
         eff = chip.efficiency
         util = eff.fixed_compute_util or (eff.gemm_util or 1.0)
         if kernel.kind == KernelKind.ATTENTION and not is_gemm(kernel):
-            return kernel_times.attention_rate(chip, precision)
+            rate = kernel_times.attention_rate(chip, precision)
+            causal = _causal_shape(kernel, kernel.dim_sizes)
+            if causal is not None:  # the executed tiles' products (the share any split keeps)
+                tiled = kernel_times.causal_attention_rate(kernel, chip, causal, precision)
+                rate = max(rate, tiled)
+            return rate
         rate = _matrix_precision_peak(chip, precision) * max(util, 1e-3)
         return kernel_times.best_gemm_rate(chip, precision, rate) if is_gemm(kernel) else rate
     if kernel.kind == KernelKind.ATTENTION:

@@ -18,7 +18,13 @@ from solver.cost.weights import StepWeights, self_updated_params, step_sync_s
 from solver.search.context_parallel import stage_ring_s
 from solver.search.data_parallel import BUCKET_BYTES, DataParallelSync, SyncGroup, dp_sync
 from solver.search.parallel import Choice
-from solver.search.stages import boundary_bytes, layer_phases, micro_batches, stage_work_s
+from solver.search.stages import (
+    boundary_bytes,
+    layer_phases,
+    micro_batches,
+    stage_layers,
+    stage_work_s,
+)
 from solver.search.storage_rule import expert_share, rank_params, zero_shard
 
 
@@ -188,7 +194,7 @@ def _dp_sync(
     ranks hold the same weights, so gradients reduce (and ZeRO shards) over DP x CP; under
     EP the dense weights over EP x DP x CP too, the experts (an EP rank's own) over DP x CP."""
     tp, pp = choice.degree("TP"), choice.degree("PP")
-    layers_here = sum(math.ceil(p.count / pp) for p in layer_phases(workload)) or 1
+    layers_here = sum(stage_layers(workload, p, pp) for p in layer_phases(workload)) or 1
     # FSDP wraps one transformer layer per unit; DDP and ZeRO-1/2 use buckets
     unit = params_chip * workload.weight_bytes_per_param / layers_here
     grads = gradient_bytes(workload) / (tp * pp)

@@ -36,6 +36,7 @@ import math
 from generator.graph import KernelKind, Pass, Phase, Workload
 from solver.cost.collectives import hierarchical_time
 from solver.cost.latency import exposed_under
+from solver.search import stages
 from solver.search.parallel import Span
 
 ATTENTION_KINDS = (KernelKind.ATTENTION, KernelKind.BATCHED_GEMM)
@@ -126,5 +127,5 @@ def stage_ring_s(
         block = kv_block_bytes(workload, p, tp)
         exposed, _ = ring_exposed_s(block, span, cp, f * lat, b * lat, hidden)
         merge = merge_bytes(workload, p, tp, cp) / dram_Bps
-        total += math.ceil(p.count / pp) * (exposed + merge)
+        total += stages.stage_layers(workload, p, pp) * (exposed + merge)
     return total

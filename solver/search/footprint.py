@@ -45,6 +45,8 @@ from solver.search.stages import (
     instances_per_stage,
     layer_phases,
     micro_batches,
+    model_layers,
+    stage_layers,
     weight_group,
 )
 from solver.search.storage_rule import param_bytes, rank_params
@@ -75,7 +77,7 @@ def stored_params(
     instance (`per_instance`, by phase name)."""
     groups: dict[tuple[str, str], float] = {}
     for p in workload.phases:
-        n = per_instance.get(p.name, 0.0) * instances_per_stage(p, pp)
+        n = per_instance.get(p.name, 0.0) * instances_per_stage(p, pp, model_layers(workload))
         key = weight_group(p, pp)
         groups[key] = max(groups.get(key, 0.0), n)
     return groups
@@ -183,7 +185,7 @@ def _training(workload: Workload, choice: Choice, phases: Mapping[str, PhaseActi
     m = micro_batches(workload, choice.data_ranks())
     per_mb = max(workload.instances_per_micro_batch, 1)
     stack = per_mb * sum(
-        math.ceil(p.count / pp) * phases[p.name].kept for p in layer_phases(workload)
+        stage_layers(workload, p, pp) * phases[p.name].kept for p in layer_phases(workload)
     )
     head = per_mb * max(
         (phases[p.name].peak for p in head_phases(workload) if p.role != "embed"), default=0.0

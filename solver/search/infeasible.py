@@ -30,6 +30,7 @@ from solver.options import BUDGET_OF_STOP, VALVE_STOP
 from solver.plan import MemoryUse
 from solver.search import footprint
 from solver.search.parallel import Choice
+from solver.search.stages import model_layers
 
 TAGS_HINT = "set the topology's parallelism tags to that layout, or leave them empty to search"
 
@@ -49,7 +50,7 @@ def limits_of(workload: Workload, system: System) -> Limits:
     (DP in training; in inference the replica counts the workload's variants serve);
     distributed kernels (HPL, FFT, DLRM, GEMM, explicit graphs) spread over one group of
     all chips, or for a graph run once per batch item, over replicas of a group."""
-    layers = max((p.count for p in workload.phases if p.role == "layer"), default=1)
+    layers = model_layers(workload)
     if workload.kind == "training":
         max_dp = max(1, workload.global_batch // max(workload.micro_batch, 1))
         return Limits(max_tp=64, max_pp=layers, max_dp=max_dp, allow_dp=True)

@@ -193,7 +193,8 @@ class Settler:
         use = footprint.memory_use(workload, choice, capacity, floor)
         if use.total > capacity * (1 + 1e-9):
             return _Phases(failed=infeasible.dram_reason(use))
-        instances = {p.name: stages.instances_per_stage(p, pp) for p in workload.phases}
+        layers = stages.model_layers(workload)
+        instances = {p.name: stages.instances_per_stage(p, pp, layers) for p in workload.phases}
         layout = dram_split.Layout(
             workload.phases,
             instances,

@@ -20,10 +20,30 @@ def head_phases(workload: Workload) -> list[Phase]:
     return [p for p in workload.phases if p.role != "layer"]
 
 
-def instances_per_stage(phase: Phase, pp: int) -> int:
+def model_layers(workload: Workload) -> int:
+    """The model's decoder layers (its layer phases may split them by kind: dense and MoE
+    layers, full and sliding-window attention), else the largest layer phase's count."""
+    if workload.model is not None and workload.model.num_layers > 0:
+        return workload.model.num_layers
+    return max((p.count for p in layer_phases(workload)), default=1)
+
+
+def instances_per_stage(phase: Phase, pp: int, layers: int = 0) -> float:
     """Graph instances of a phase one pipeline stage holds: its share of the layers, or the
-    whole of a head phase (the stage that has it holds all of it)."""
-    return math.ceil(phase.count / pp) if phase.role == "layer" else phase.count
+    whole of a head phase (the stage that has it holds all of it). `layers`: the model's
+    (`model_layers`) when its layer phases split them by kind: the busiest stage holds
+    ceil(layers / PP) of them, each kind in its share (interleaved kinds: GPT-OSS's
+    alternating windows), not ceil(count / PP) of every kind, which would overfill it."""
+    if phase.role != "layer":
+        return phase.count
+    if layers > phase.count:
+        return math.ceil(layers / pp) * phase.count / layers
+    return math.ceil(phase.count / pp)
+
+
+def stage_layers(workload: Workload, phase: Phase, pp: int) -> float:
+    """`instances_per_stage` of a layer phase of `workload`."""
+    return instances_per_stage(phase, pp, model_layers(workload))
 
 
 def stage_work_s(workload: Workload, phase_latency: dict[str, float], pp: int) -> float:
@@ -32,7 +52,7 @@ def stage_work_s(workload: Workload, phase_latency: dict[str, float], pp: int) -
     place each, u = ceil((layers + 2) / PP) places per stage (u - 1 layers and an edge on
     the first and last, u layers between), the layers at their mean time."""
     layers = layer_phases(workload)
-    stack = sum(math.ceil(p.count / pp) * phase_latency[p.name] for p in layers)
+    stack = sum(stage_layers(workload, p, pp) * phase_latency[p.name] for p in layers)
     edge = edge_stage_s(workload, phase_latency, pp)
     count = sum(p.count for p in layers)
     if pp <= 1 or not workload.edges_in_pipeline_split or count == 0:

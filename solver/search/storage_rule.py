@@ -11,12 +11,12 @@ parameters times its three terms, and the split's bytes per parameter is their s
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from generator.graph import Pass, Workload
 from solver.cost.weights import WeightRule
 from solver.search.parallel import Choice
+from solver.search.stages import layer_phases, stage_layers
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def fsdp_gathered_share(workload: Workload, choice: Choice) -> float:
     if workload.zero_stage < 3 or shard <= 1:
         return 0.0
     pp = choice.degree("PP")
-    layers_here = sum(math.ceil(p.count / pp) for p in workload.phases if p.role == "layer")
+    layers_here = sum(stage_layers(workload, p, pp) for p in layer_phases(workload))
     return min(2 / (layers_here or 1), 1.0) * (shard - 1) / shard
 
 

@@ -118,7 +118,7 @@ def interleavings(workload: Workload, choice: Choice) -> tuple[int, ...]:
     pp = choice.degree("PP")
     if pp <= 1:
         return (1,)
-    layers = max((p.count for p in stages.layer_phases(workload)), default=1)
+    layers = stages.model_layers(workload)
     return tuple(divisors(math.ceil(layers / pp)))
 
 

@@ -12,12 +12,15 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
+from generator.build import build_workload
+from generator.graph import Pass
 from hardware import library
 from mapshard import pipeline
 from mapshard.fidelity import fit_attention
+from mapshard.fidelity.fit import library_system
 from schema import setup_pb2
 from schema.errors import SetupError
-from solver.cost import causal_attention
+from solver.cost import causal_attention, kernel_times
 from solver.cost.causal_attention import CausalAttentionShape
 
 
@@ -154,3 +157,58 @@ def test_the_setup_picks_the_kernel_family():
     assert k.time_source == "fitted causal attention tiles (fa2)"
     with pytest.raises(SetupError, match='execution.attention_kernel "fa3" names no kernel'):
         _plan_with("batch: 1 heads: 16 head_dim: 128 q_len: 512", "H200-SXM-141GB", "fa3")
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "workload { attention { batch: 1 heads: 32 head_dim: 128 q_len: 32768 } } "
+        'system { chip: "H100-SXM5-80GB" num_chip: 1 }',
+        "workload { attention { batch: 2 heads: 16 head_dim: 128 q_len: 8192 backward: true } } "
+        'system { chip: "H200-SXM-141GB" num_chip: 1 }',
+        'workload { llm_inference { model { hf_model: "openai/gpt-oss-20b" } phase: PREFILL '
+        "batch: 1 input_len: 16384 output_len: 1 } } "
+        'system { chip: "H100-SXM5-80GB" num_chip: 1 }',
+    ],
+)
+def test_the_search_bound_stays_below_the_plan(setup):
+    """The outer search prunes a candidate whose roofline bound reaches the best plan: the
+    bound must price a causal kernel no slower than its executed tiles (a windowed one far
+    below its non-causal count)."""
+    loaded = pipeline.load_message(text_format.Parse(setup, setup_pb2.Setup()), Path("s.txt"))
+    plan = pipeline.plan(pipeline.assemble(loaded, pipeline.resolve(loaded)))
+    solved = [c for c in plan.choices if c.latency_s is not None]
+    assert solved and all(c.lower_bound_s <= c.latency_s * (1 + 1e-9) for c in solved)
+
+
+def test_a_recomputed_forward_is_priced_as_the_forward():
+    """Selective recompute copies the forward attention kernel (Pass.RECOMPUTE): the
+    forward's numbers, not the backward's."""
+    w = build_workload(
+        text_format.Parse(
+            "workload { attention { batch: 2 heads: 16 head_dim: 128 q_len: 4096 } }",
+            setup_pb2.Setup(),
+        ),
+        Path("setup.txt"),
+        1,
+    )
+    (fwd,) = w.phases[0].graph.kernels
+    chip = library_system("H200-SXM-141GB").chip
+    shape = CausalAttentionShape(2 * 16, 4096, 4096)
+    times = [
+        kernel_times.causal_attention_time(replace(fwd, pass_=p), chip, shape, fwd.flop, "bf16")
+        for p in (Pass.FWD, Pass.RECOMPUTE, Pass.BWD)
+    ]
+    assert times[0] == times[1] and times[2].seconds > times[0].seconds
+
+
+def test_a_causal_attention_entry_needs_both_passes():
+    setup = text_format.Parse(
+        "workload { attention { batch: 1 heads: 4 head_dim: 64 q_len: 256 } } "
+        'system { chip: "H200-SXM-141GB" num_chip: 1 accelerator { efficiency { '
+        'causal_attention { kernel: "cudnn" fwd_util: 0.9 } } } }',
+        setup_pb2.Setup(),
+    )
+    loaded = pipeline.load_message(setup, Path("setup.txt"))
+    with pytest.raises(SetupError, match=r'causal_attention\["cudnn"\]\.bwd_util must be > 0'):
+        pipeline.resolve(loaded)

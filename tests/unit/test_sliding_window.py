@@ -6,6 +6,7 @@ hand and against a tile-by-tile count."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,11 @@ from google.protobuf import text_format
 
 from generator.build import build_workload
 from generator.graph import KernelKind
+from hardware.resolve import resolve_system
 from schema import setup_pb2
 from solver.cost import causal_attention
+from solver.search import stages
+from solver.search.infeasible import limits_of
 
 # openai/gpt-oss-20b (shipped config): 24 layers, 12 of them sliding (window 128), 8 KV heads
 # of 64: 2 x 8 x 64 = 1,024 cached elements per token per layer, BF16
@@ -121,3 +125,23 @@ def test_gemma2_slides_on_every_even_layer():
         "input_len: 4096 output_len: 1 }"
     )
     assert [p.name for p in short.phases] == ["decode", "decode_head"]
+
+
+def test_a_pipeline_stage_holds_its_share_of_each_layer_kind():
+    """24 layers, 12 full and 12 windowed, over 8 stages: the busiest holds ceil(24 / 8) = 3
+    layers, 1.5 of each kind on average (not ceil(12 / 8) = 2 of each); over 5 stages 5
+    layers, 2.5 of each; a model of one kind keeps ceil(count / PP). The pipeline search
+    still reaches one stage per layer (24, not 12)."""
+    w = _workload(
+        'llm_training { model { hf_model: "openai/gpt-oss-20b" } global_batch: 8 '
+        "micro_batch: 1 seq_len: 4096 }"
+    )
+    full = next(p for p in w.phases if p.name == "layer_full")
+    assert stages.model_layers(w) == 24
+    assert stages.stage_layers(w, full, 8) == 1.5 and stages.stage_layers(w, full, 5) == 2.5
+    assert stages.instances_per_stage(replace(full, count=24), 5, 24) == 5
+    system = resolve_system(
+        text_format.Parse('system { chip: "H100-SXM5-80GB" num_chip: 8 }', setup_pb2.Setup()),
+        Path("setup.txt"),
+    )
+    assert limits_of(w, system).max_pp == 24
