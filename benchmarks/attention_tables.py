@@ -27,9 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hardware import kernel_db  # noqa: E402
-from mapshard.fidelity import fit  # noqa: E402
+from mapshard.fidelity import fit, fit_attention  # noqa: E402
 from mapshard.fidelity.fit import library_system  # noqa: E402
-from solver.api import CausalAttentionShape, causal_attention_seconds, exp_rate  # noqa: E402
 
 FRAMEWORK = "vllm"
 
@@ -59,7 +58,6 @@ def compare(chip_name: str, min_ms: float) -> None:
         return
     family = chip.efficiency.causal_attention[0]
     copy_Bps = fit.copy_Bps(library_system(chip_name))
-    peak = chip.peak("bf16")
     groups: dict[tuple[int, str, str], list[float]] = defaultdict(list)
     for r in table_rows(system_name):
         measured_s = r["latency"] * 1e-3
@@ -67,12 +65,9 @@ def compare(chip_name: str, min_ms: float) -> None:
             continue
         b, s, heads = int(r["batch_size"]), int(r["isl"]), int(r["num_heads"])
         dim = int(r["head_dim"])
-        flop = 4.0 * b * s * s * heads * dim
-        shape = CausalAttentionShape(b * heads, s, s)
-        model_s = causal_attention_seconds(
-            shape, flop, peak, family.fwd_util, family.fwd_wave_s, chip.cores, exp_rate(chip)
-        )
-        model_s += chip.efficiency.kernel_overhead_s
+        # priced as the fit prices a forward row (fit_attention.model_seconds)
+        point = fit_attention.AttentionPoint("", chip_name, False, b, heads, dim, s, 0.0)
+        model_s = fit_attention.model_seconds(point, family.fwd_util, family.fwd_wave_s)
         # the op's KV-cache write: K and V of every token read and written once, at the
         # chip's copy bandwidth, and its launch
         kv_bytes = 2 * 2 * b * s * int(r["num_key_value_heads"]) * dim * 2

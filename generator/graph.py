@@ -152,7 +152,7 @@ class Kernel:
     # Elements the kernel converts between number formats on the vector unit (one instance,
     # whole kernel; scaled by its per-chip share): a per-query-head decode attention
     # dequantizing its 8-bit KV cache once per query head. Priced at the chip's type-
-    # conversion rate (solver/cost/kernel_times.conversion_rate). Out of the repr, as above.
+    # conversion rate (solver/cost/core_rates.conversion_rate). Out of the repr, as above.
     converted_elements: float = field(default=0.0, repr=False)
     # Cores (thread blocks) the kernel can occupy, 0 = all of them: a latency-bound step
     # done by one cooperating thread block (HPL's pivot column) streams its bytes at that

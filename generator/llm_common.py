@@ -197,6 +197,13 @@ def model_info(
     )
 
 
+def window_keys(tokens: int, window: int, new: int = 1) -> int:
+    """Keys of one sequence's context a sliding-window layer reads and keeps while `new`
+    tokens attend to it: the window before the first of them and the new ones (all
+    `tokens` without a window, 0)."""
+    return min(tokens, window + new - 1) if window > 0 else tokens
+
+
 def windowed_shape(shape: LayerShape, window: int) -> LayerShape | None:
     """A sliding-window layer's shape (each query attends to the last `window` keys): its
     self-attention segments skip the key tiles outside the window (AttnSegment.window), its
@@ -206,7 +213,7 @@ def windowed_shape(shape: LayerShape, window: int) -> LayerShape | None:
     segs = []
     for seg in shape.segments:
         if seg.cached:
-            segs.append(replace(seg, kv_seq=min(seg.kv_seq, window + seg.q_seq - 1)))
+            segs.append(replace(seg, kv_seq=window_keys(seg.kv_seq, window, seg.q_seq)))
         elif window < seg.kv_seq:
             segs.append(replace(seg, window=window))
         else:

@@ -58,7 +58,7 @@ from typing import NamedTuple
 
 from generator.graph import KernelGraph, KernelKind, OperandRole, Phase, Workload
 from generator.llm_attention import AttnSegment
-from generator.llm_common import head_graph, layer_phases, model_info
+from generator.llm_common import head_graph, layer_phases, model_info, window_keys
 from generator.llm_layer import LayerShape
 from generator.models import ModelConfig
 from generator.precision import Precision
@@ -389,7 +389,8 @@ def _prefill(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, bat
             f"prefill: {passes} passes of {seqs} sequences ({seqs * ilen} tokens; "
             f"prefill_tokens_per_pass {req.prefill_tokens_per_pass})"
         )
-    return _Part(layers, head, batch * ilen, {}, notes, batch * _window(cfg, ilen))
+    kept = batch * window_keys(ilen, cfg.sliding_window)
+    return _Part(layers, head, batch * ilen, {}, notes, kept)
 
 
 def _decode(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, batch: int) -> _Part:
@@ -398,7 +399,8 @@ def _decode(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision, batc
     layers, head = _phases(
         req, cfg, prec, "decode", _decode_shape(batch, ctx), (batch, batch), "Va_Mw"
     )
-    return _Part(layers, head, batch * ctx, {"context_len": ctx}, [], batch * _window(cfg, ctx))
+    kept = batch * window_keys(ctx, cfg.sliding_window)
+    return _Part(layers, head, batch * ctx, {"context_len": ctx}, [], kept)
 
 
 def _request_decode(
@@ -412,7 +414,7 @@ def _request_decode(
     shape = _decode_shape(batch, mean_ctx)
     # a sliding layer's steps read min(context, window) keys each: their mean, rounded up
     contexts = [paged_len(c, page) for c in range(ilen + 1, ilen + olen)]
-    mean_window = -(-sum(_window(cfg, c) for c in contexts) // len(contexts))
+    mean_window = -(-sum(window_keys(c, cfg.sliding_window) for c in contexts) // len(contexts))
     window = _decode_shape(batch, mean_window) if mean_window < mean_ctx else None
     layers, head = _phases(req, cfg, prec, "decode", shape, (batch, batch), "Va_Mw", steps, window)
     note = (
@@ -421,7 +423,8 @@ def _request_decode(
     )
     last = paged_len(ilen + olen - 1, page)
     extra = {"context_len": mean_ctx}
-    return _Part(layers, head, batch * last, extra, [note], batch * _window(cfg, last))
+    kept = batch * window_keys(last, cfg.sliding_window)
+    return _Part(layers, head, batch * last, extra, [note], kept)
 
 
 def _chunked_prefill(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precision) -> _Part:
@@ -451,15 +454,7 @@ def _chunked_prefill(req: setup_pb2.LlmInference, cfg: ModelConfig, prec: Precis
     )
     extra = {"chunk_size": chunk, "decode_batch": dec, "context_len": ctx}
     # a sliding layer holds the window before the chunk and the chunk's own K/V it attends to
-    kept = _window(cfg, prefix + chunk, chunk) if seqs == 1 else seqs * _window(cfg, q, q)
-    window_tokens = kept + dec * _window(cfg, ctx)
+    w = cfg.sliding_window
+    kept = window_keys(prefix + chunk, w, chunk) if seqs == 1 else seqs * window_keys(q, w, q)
+    window_tokens = kept + dec * window_keys(ctx, w)
     return _Part(layers, head, prefix + chunk + dec * ctx, extra, [note], window_tokens)
-
-
-def _window(cfg: ModelConfig, tokens: int, new: int = 1) -> int:
-    """Tokens of one sequence's context a sliding-window layer keeps and reads while `new`
-    tokens attend to it: the window before the first of them and the new ones (all of them
-    in a model without sliding layers)."""
-    if cfg.sliding_window <= 0:
-        return tokens
-    return min(tokens, cfg.sliding_window + new - 1)

@@ -30,7 +30,7 @@ _API: dict[str, tuple[str, str]] = {
     "config_latency": ("solver.cost.latency", "config_latency"),
     "describe_model_differences": ("solver.compare_models", "describe"),
     "dram_efficiency": ("solver.cost.efficiency", "dram_efficiency"),
-    "exp_rate": ("solver.cost.kernel_times", "exp_rate"),
+    "exp_rate": ("solver.cost.core_rates", "exp_rate"),
     "for_precision": ("solver.cost.efficiency", "for_precision"),
     "gemm_compute_time": ("solver.cost.efficiency", "gemm_compute_time"),
     "gemm_dims": ("solver.cost.gemm_roles", "gemm_dims"),

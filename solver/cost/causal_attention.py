@@ -11,7 +11,7 @@ query sees the last w keys) runs only the key tiles that reach into its window.
 
 Time = that executed work at a fraction of the 16-bit matrix peak, plus the softmax's
 exponentials, one per executed score, at the SMs' cited special-function rate
-(kernel_times.exp_rate), which do not hide under the products (without them a 64-wide head
+(core_rates.exp_rate), which do not hide under the products (without them a 64-wide head
 is priced ~20% too fast and a 256-wide one ~14% too slow against NVIDIA's measured tables,
 benchmarks/attention_tables.py), plus a fixed time per wave of work items over the SMs
 (loading the Q tile, the softmax epilogue, writing O: what does not shrink with the key

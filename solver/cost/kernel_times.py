@@ -42,6 +42,7 @@ from hardware.kernel_source import DECODE_ATTENTION_TABLE, GEMM_TABLE
 from hardware.system import Chip
 from solver.cost import causal_attention, efficiency
 from solver.cost.causal_attention import CausalAttentionShape
+from solver.cost.core_rates import conversion_rate, exp_rate
 
 FITTED = "fitted plateau"
 UNCALIBRATED = "peak, uncalibrated"
@@ -387,20 +388,46 @@ CAUSAL_SOURCE = "fitted causal attention tiles"
 BACKWARD_PASSES = (Pass.BWD, Pass.WGRAD)
 
 
+@dataclass(frozen=True)
+class _CausalPass:
+    """The numbers one pass of the chosen causal attention family prices a kernel by."""
+
+    family: str
+    peak_flops: float  # the 16-bit peak it computes in
+    util: float
+    wave_s: float
+    exps_per_score: float
+
+
+def _causal_pass(kernel: Kernel, chip: Chip, precision: str) -> _CausalPass | None:
+    """The kernel's pass (a recomputed forward is a forward) of the chip's first causal
+    attention family (execution.attention_kernel's, hardware.resolve); None where the chip
+    has no such calibration."""
+    eff = chip.efficiency
+    if not eff.causal_attention or eff.fixed_compute_util > 0:
+        return None
+    family = eff.causal_attention[0]
+    backward = kernel.pass_ in BACKWARD_PASSES
+    own = attention_precision(precision)
+    return _CausalPass(
+        family.kernel,
+        efficiency.for_precision(chip, own).peak(own),
+        family.bwd_util if backward else family.fwd_util,
+        family.bwd_wave_s if backward else family.fwd_wave_s,
+        causal_attention.BWD_EXPS_PER_SCORE if backward else causal_attention.FWD_EXPS_PER_SCORE,
+    )
+
+
 def causal_attention_rate(
     kernel: Kernel, chip: Chip, shape: CausalAttentionShape, precision: str
 ) -> float:
     """The highest FLOP/s (on the non-causal count) `causal_attention_time` prices the
     kernel at: its products alone, on the executed share (0 where the chip has no such
     calibration). The search's roofline bound takes it, so the bound stays below the plan."""
-    eff = chip.efficiency
-    if not eff.causal_attention or eff.fixed_compute_util > 0:
+    p = _causal_pass(kernel, chip, precision)
+    if p is None:
         return 0.0
-    family = eff.causal_attention[0]
-    util = family.bwd_util if kernel.pass_ in BACKWARD_PASSES else family.fwd_util
-    own = attention_precision(precision)
-    peak = efficiency.for_precision(chip, own).peak(own)
-    return peak * util / causal_attention.executed_share(shape.kv_len, shape.window)
+    return p.peak_flops * p.util / causal_attention.executed_share(shape.kv_len, shape.window)
 
 
 def causal_attention_time(
@@ -410,22 +437,13 @@ def causal_attention_time(
     the tiles it executes (solver.cost.causal_attention) at the chosen kernel family's
     fraction of the 16-bit peak it computes in; None where the chip has no such
     calibration."""
-    eff = chip.efficiency
-    if not eff.causal_attention or eff.fixed_compute_util > 0:
+    p = _causal_pass(kernel, chip, precision)
+    if p is None or p.util <= 0:
         return None
-    family = eff.causal_attention[0]  # execution.attention_kernel's (hardware.resolve)
-    backward = kernel.pass_ in BACKWARD_PASSES  # a recomputed forward is a forward
-    util = family.bwd_util if backward else family.fwd_util
-    wave_s = family.bwd_wave_s if backward else family.fwd_wave_s
-    if util <= 0:
-        return None
-    own = attention_precision(precision)
-    peak = efficiency.for_precision(chip, own).peak(own)
-    exps = causal_attention.BWD_EXPS_PER_SCORE if backward else causal_attention.FWD_EXPS_PER_SCORE
     busy = causal_attention.seconds(
-        shape, flop, peak, util, wave_s, chip.cores, exp_rate(chip), exps
+        shape, flop, p.peak_flops, p.util, p.wave_s, chip.cores, exp_rate(chip), p.exps_per_score
     )
-    return KernelTime(busy, _fitted(chip, f"{CAUSAL_SOURCE} ({family.kernel})"))
+    return KernelTime(busy, _fitted(chip, f"{CAUSAL_SOURCE} ({p.family})"))
 
 
 def vector_attention_time(kernel: Kernel, chip: Chip, flop: float) -> KernelTime:
@@ -443,43 +461,8 @@ def vector_attention_time(kernel: Kernel, chip: Chip, flop: float) -> KernelTime
     return arithmetic
 
 
-# Type conversions per clock per SM on the CUDA cores: "all other type conversions" in the
-# CUDA C++ Programming Guide's throughput table of native arithmetic instructions (compute
-# capability 8.x and 9.0); a chip's `core` count is its SM count.
-CONVERSIONS_PER_CORE_CLOCK = 16
-# Base-2 exponentials per clock per SM (the special-function units): "32-bit floating-point
-# reciprocal, reciprocal square root, base-2 logarithm (__log2f), base 2 exponential
-# (exp2f), sine (__sinf), cosine (__cosf)" in the same table, 16 for 8.x and 9.0: the
-# softmax of a fused attention kernel takes one per score
-EXP2_PER_CORE_CLOCK = 16
 CONVERSION_SOURCE = "type conversions, 16 per clock per SM (CUDA C++ Programming Guide)"
 VECTOR_PEAK_SOURCE = "vector peak (FMA)"
-
-
-# FP32 FMA lanes per SM of compute capability 9.0 and 10.0 (the same table): a chip file
-# without a clock gets its conversion rate from its FP32 rate, 2 FLOP per lane per clock.
-FP32_LANES_PER_CORE = 128
-
-
-def conversion_rate(chip: Chip) -> float:
-    """Elements per second the chip's vector unit converts between number formats
-    (`per_core_clock_rate` of CONVERSIONS_PER_CORE_CLOCK)."""
-    return per_core_clock_rate(chip, CONVERSIONS_PER_CORE_CLOCK)
-
-
-def exp_rate(chip: Chip) -> float:
-    """Exponentials per second on the chip's special-function units
-    (`per_core_clock_rate` of EXP2_PER_CORE_CLOCK)."""
-    return per_core_clock_rate(chip, EXP2_PER_CORE_CLOCK)
-
-
-def per_core_clock_rate(chip: Chip, per_clock: int) -> float:
-    """Results per second of an instruction the guide rates at `per_clock` per clock per
-    SM: SMs x that x the clock, or, without a clock in the chip file, the FP32 rate x that
-    / (2 FP32_LANES_PER_CORE)."""
-    if chip.frequency_Hz > 0:
-        return chip.cores * per_clock * chip.frequency_Hz
-    return chip.vector_flops * per_clock / (2 * FP32_LANES_PER_CORE)
 
 
 def best_gemm_rate(chip: Chip, precision: str, model_rate: float) -> float:
