@@ -26,6 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from generator.graph import Kernel, KernelKind, OperandRole
+
 TILE = 128  # query rows and key columns per tile
 
 
@@ -37,6 +39,21 @@ class CausalAttentionShape:
     q_len: int  # the chip's query rows: kv_len, or its share when the queries are split
     kv_len: int  # the sequence the kernel is causal over
     window: int = 0  # a sliding-window layer's window in tokens (0 = none)
+
+
+def kernel_shape(kernel: Kernel, sizes: dict[str, int]) -> CausalAttentionShape | None:
+    """The per-chip extents (`sizes`) of a causal self-attention kernel (a decoder layer's
+    fused attention of a sequence over itself, generator/llm_layer.py; the queries possibly
+    split across chips), None for any other (decode and chunks against a KV cache)."""
+    if kernel.kind != KernelKind.ATTENTION or "head_dim" not in sizes:
+        return None
+    if any(o.role == OperandRole.KV_CACHE for o in kernel.operands):
+        return None
+    q, kv = sizes.get("q_seq", 0), sizes.get("kv_seq", 0)
+    heads = sizes.get("heads") or sizes.get("kv_heads", 0) * sizes.get("group", 1)
+    if q <= 1 or kv < q or heads <= 0:
+        return None
+    return CausalAttentionShape(sizes.get("batch", 1) * heads, q, kv, kernel.attention_window)
 
 
 def query_tiles(seq_len: int) -> int:

@@ -9,8 +9,7 @@ from dataclasses import replace
 
 from generator.graph import Kernel, KernelGraph, KernelKind, OperandRole, Pass
 from hardware.system import Chip
-from solver.cost import efficiency, frontier, kernel_times, memo
-from solver.cost.causal_attention import CausalAttentionShape
+from solver.cost import causal_attention, efficiency, frontier, kernel_times, memo
 from solver.cost.gemm_roles import compulsory_bytes, gemm_roles, is_gemm
 from solver.cost.layouts import conversion_groups, conversion_table, rs_dim
 from solver.cost.named_menus import menu_by_value
@@ -184,23 +183,8 @@ def _kernel_time(
         precision,
         _decode_shape(kernel, sizes),
         math.prod(sizes.values()),
-        _causal_shape(kernel, sizes),
+        causal_attention.kernel_shape(kernel, sizes),
     )
-
-
-def _causal_shape(kernel: Kernel, sizes: dict[str, int]) -> CausalAttentionShape | None:
-    """The per-chip extents of a causal self-attention kernel (a decoder layer's fused
-    attention of a sequence over itself, generator/llm_layer.py; the queries possibly split
-    across chips), None for any other (decode and chunks against a KV cache)."""
-    if kernel.kind != KernelKind.ATTENTION or "head_dim" not in sizes:
-        return None
-    if any(o.role == OperandRole.KV_CACHE for o in kernel.operands):
-        return None
-    q, kv = sizes.get("q_seq", 0), sizes.get("kv_seq", 0)
-    heads = sizes.get("heads") or sizes.get("kv_heads", 0) * sizes.get("group", 1)
-    if q <= 1 or kv < q or heads <= 0:
-        return None
-    return CausalAttentionShape(sizes.get("batch", 1) * heads, q, kv, kernel.attention_window)
 
 
 def _decode_shape(
@@ -250,7 +234,7 @@ def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
         util = eff.fixed_compute_util or (eff.gemm_util or 1.0)
         if kernel.kind == KernelKind.ATTENTION and not is_gemm(kernel):
             rate = kernel_times.attention_rate(chip, precision)
-            causal = _causal_shape(kernel, kernel.dim_sizes)
+            causal = causal_attention.kernel_shape(kernel, kernel.dim_sizes)
             if causal is not None:  # the executed tiles' products (the share any split keeps)
                 tiled = kernel_times.causal_attention_rate(kernel, chip, causal, precision)
                 rate = max(rate, tiled)

@@ -121,6 +121,7 @@ def training_times(
     stored: float | None = None,
     weights: StepWeights | None = None,
     hidden: float = 1.0,
+    attention_s: dict[str, tuple[float, float]] | None = None,
 ) -> StepTimes:
     """Step time; `stored`: parameters per chip as the mapping stores them (the optimizer
     updates every stored copy), None = split over TP x PP; `weights`: per chip, the
@@ -128,12 +129,17 @@ def training_times(
     OPTIMIZER kernels update (solver.cost.weights.StepWeights), None = no replica and the
     graph-updated weights split over TP x PP (the least any mapping charges); `hidden`:
     the share of a collective run beside compute (DP buckets, pipeline and ring transfers)
-    that hides under it (ExecutionOptions.comm_hidden_share)."""
+    that hides under it (ExecutionOptions.comm_hidden_share); `attention_s`: under context
+    parallelism, each layer phase's attention seconds a ring hop hides under
+    (context_parallel.attention_seconds), needed when CP > 1."""
     tp, pp = choice.degree("TP"), choice.degree("PP")
     m = micro_batches(workload, choice.data_ranks())
     stage = stage_work_s(workload, phase_latency, pp)
     stage *= max(workload.instances_per_micro_batch, 1)
-    stage += stage_ring_s(workload, choice.span("CP"), tp, pp, phase_latency, dram_Bps, hidden)
+    if workload.context_parallel > 1:
+        assert attention_s is not None, "context parallelism needs the attention seconds"
+        span = choice.span("CP")
+        stage += stage_ring_s(workload, span, tp, pp, attention_s, dram_Bps, hidden)
     fwd = stage * forward_fraction(workload)
     transfer = fill = 0.0
     if pp > 1:

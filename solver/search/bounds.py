@@ -10,6 +10,7 @@ from solver.cost.menus import best_compute_rate
 from solver.cost.weights import StepWeights
 from solver.options import ExecutionOptions
 from solver.search import assemble
+from solver.search.context_parallel import attention_seconds
 from solver.search.parallel import Choice
 
 
@@ -26,7 +27,12 @@ def step_times(
     `weights`, `hidden`: assemble.training_times)."""
     if workload.kind == "training":
         bw = efficiency.achieved_dram_Bps(system.chip, system.dram.bandwidth_Bps)
-        return assemble.training_times(workload, choice, phase_latency, bw, stored, weights, hidden)
+        attention = None
+        if workload.context_parallel > 1:
+            attention = attention_seconds(workload, system.chip, choice.degree("TP"))
+        return assemble.training_times(
+            workload, choice, phase_latency, bw, stored, weights, hidden, attention
+        )
     if workload.kind == "inference":
         return assemble.inference_times(workload, choice, phase_latency)
     return assemble.graph_times(workload, phase_latency, choice.data_ranks())

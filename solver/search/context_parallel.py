@@ -10,8 +10,11 @@ travel, each hop hidden under one step's compute (1/c of the attention time):
   forward   (c - 1) * max(0, T_p2p(kv) - A_f / c)
   backward  (c - 1) * max(0, T_p2p(2 kv) - A_b / c)   (K/V and their gradients travel)
 kv = one rank's K/V block: tokens / c x (KV heads / TP) x head dim x 2 (K and V) x bytes;
-A_f, A_b = forward / backward attention time of the layer on one rank, the attention
-kernels' share of the layer graph's FLOP times its latency.
+A_f, A_b = forward / backward compute time of the layer's attention kernels on one rank
+(its share of the TP group's heads), priced as the cost model prices those kernels
+(kernel_times: a causal kernel from its executed tiles), not a FLOP share of the layer:
+fused causal attention runs ~1.6x faster per counted FLOP than the layer's GEMMs, so a
+share would stretch the window the hops hide under.
 
 The ring also merges: Transformer Engine's AttnFuncWithCP (the implementation Megatron-core
 calls) runs one attention kernel per ring step, each returning a partial output and its
@@ -32,8 +35,11 @@ and head, 1/head_dim of the output), and hop latency beyond the alpha of the lev
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from generator.graph import KernelKind, Pass, Phase, Workload
+from hardware.system import Chip
+from solver.cost import causal_attention, efficiency, kernel_times
 from solver.cost.collectives import hierarchical_time
 from solver.cost.latency import exposed_under
 from solver.search import stages
@@ -54,17 +60,29 @@ def kv_block_bytes(workload: Workload, phase: Phase, tp: int) -> float:
     return tokens * per_chip_heads * head_dim * 2 * workload.activation_bytes_per_element
 
 
-def attention_shares(phase: Phase) -> tuple[float, float]:
-    """(forward, backward) attention FLOP as fractions of the layer graph's FLOP."""
-    total = fwd = bwd = 0.0
-    for k in phase.graph.kernels:
-        total += k.flop
-        if k.kind in ATTENTION_KINDS:
+def attention_seconds(workload: Workload, chip: Chip, tp: int) -> dict[str, tuple[float, float]]:
+    """(forward, backward) compute seconds of each layer phase's attention kernels on one
+    rank of a TP group of `tp` chips (the heads split over it), by phase name."""
+    precision = kernel_times.attention_precision(workload.compute_dtype.lower())
+    chip = efficiency.for_precision(chip, precision)
+    seconds = {}
+    for p in workload.phases:
+        fwd = bwd = 0.0
+        for k in p.graph.kernels:
+            if k.kind not in ATTENTION_KINDS or k.pass_ not in (Pass.FWD, *BACKWARD):
+                continue
+            shape = causal_attention.kernel_shape(k, k.dim_sizes)
+            if shape is not None:
+                shape = replace(shape, pairs=math.ceil(shape.pairs / tp))
+            t = kernel_times.kernel_compute_time(
+                k, chip, None, k.flop / tp, precision, causal=shape
+            )
             if k.pass_ == Pass.FWD:
-                fwd += k.flop
-            elif k.pass_ in BACKWARD:
-                bwd += k.flop
-    return (fwd / total, bwd / total) if total > 0 else (0.0, 0.0)
+                fwd += t.seconds
+            else:
+                bwd += t.seconds
+        seconds[p.name] = (fwd, bwd)
+    return seconds
 
 
 def merge_bytes(workload: Workload, phase: Phase, tp: int, cp: int) -> float:
@@ -108,13 +126,13 @@ def stage_ring_s(
     span: Span,
     tp: int,
     pp: int,
-    phase_latency: dict[str, float],
+    attention_s: dict[str, tuple[float, float]],
     dram_Bps: float = math.inf,
     hidden: float = 1.0,
 ) -> float:
     """Exposed CP ring time of one pipeline stage for one micro-batch: what the hops add to
-    the attention steps (`hidden`: ring_exposed_s) and the partial-result merges at
-    `dram_Bps`."""
+    the attention steps (`attention_s`: attention_seconds; `hidden`: ring_exposed_s) and
+    the partial-result merges at `dram_Bps`."""
     cp = workload.context_parallel
     if cp <= 1:
         return 0.0
@@ -122,10 +140,9 @@ def stage_ring_s(
     for p in workload.phases:
         if p.role != "layer":
             continue
-        f, b = attention_shares(p)
-        lat = phase_latency[p.name]
+        fwd, bwd = attention_s[p.name]
         block = kv_block_bytes(workload, p, tp)
-        exposed, _ = ring_exposed_s(block, span, cp, f * lat, b * lat, hidden)
+        exposed, _ = ring_exposed_s(block, span, cp, fwd, bwd, hidden)
         merge = merge_bytes(workload, p, tp, cp) / dram_Bps
         total += stages.stage_layers(workload, p, pp) * (exposed + merge)
     return total

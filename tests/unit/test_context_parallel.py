@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from training_fixtures import tiny_training
 
 from generator.graph import KernelKind, Pass
 from hardware.system import NetworkLevel, Topology
 from mapshard import pipeline
+from mapshard.fidelity.fit import library_system
 from schema.errors import SetupError
-from solver.search.context_parallel import kv_block_bytes, merge_bytes, ring_exposed_s, stage_ring_s
+from solver.search.context_parallel import (
+    attention_seconds,
+    kv_block_bytes,
+    merge_bytes,
+    ring_exposed_s,
+    stage_ring_s,
+)
 
 SW = NetworkLevel("sw", Topology.SWITCH, 4, 100e9, parallelism=("CP",))
 
@@ -87,7 +96,33 @@ def test_partial_results_merge_at_dram_speed_on_the_busiest_rank():
     assert merge_bytes(tiny(1), tiny(1).phases[0], tp=1, cp=1) == 0.0
     # attention long enough to hide every hop: the stage pays the merges alone, 4 layers x
     # 1310720 bytes at 1e12 B/s = 5.24288 us
-    lat = {p.name: 1.0 for p in four.phases}
-    total = stage_ring_s(four, ((SW, 4),), 1, 1, lat, 1e12)
+    attention = {p.name: (1.0, 1.0) for p in four.phases}
+    total = stage_ring_s(four, ((SW, 4),), 1, 1, attention, 1e12)
     assert layer.count == 4
     assert total == pytest.approx(4 * 1310720 / 1e12)
+
+
+def test_the_hops_hide_under_the_attention_kernels_own_time_by_hand():
+    # CP 2, TP 2 on H100: a rank holds 64 of each sequence's 128 tokens against all 128
+    # keys; 2 sequences x 4 heads / TP 2 = 4 (sequence, head) pairs on a chip. Forward:
+    # 4 x 2 x 64 x 128 x 4 x 64 FLOP / TP 2; one 128-token tile executes whole (share 1);
+    # at cuDNN's 0.955 of 989.4 TFLOP/s, one exponential per score at 16 per clock on 132
+    # SMs at 1.83 GHz, and one wave (4 items <= 132 SMs) of 2.25 us
+    chip = library_system("H100-SXM5-80GB").chip
+    two = tiny_training(cp=2, chips=2)
+    fwd, bwd = attention_seconds(two, chip, tp=2)[two.phases[0].name]
+    products = 4 * 2 * 64 * 128 * 4 * 64 / 2 / (989.4e12 * 0.955)
+    exps = 4 * 64 * 128 / (16 * 132 * 1.83e9)
+    assert fwd == pytest.approx(products + exps + 2.25e-6, rel=1e-9)
+    # the backward's two kernels (dQ, and dK/dV) at 0.71 and 12.25 us a wave each, with
+    # half an exponential per score each; the backward's five score-sized products (P
+    # recomputed, dP, dS^T Q, dS K, P^T dO) against the forward's two: 2.5x the forward's
+    # FLOP over the two kernels
+    bwd_flop = 2.5 * 4 * 2 * 64 * 128 * 4 * 64 / 2
+    bwd_products = bwd_flop / (989.4e12 * 0.71)
+    assert bwd == pytest.approx(bwd_products + 2 * (exps / 2 + 12.25e-6), rel=1e-9)
+    # the FLOP share it replaced gave every kernel family the same window; FlashAttention-2
+    # (0.40 of the peak) stretches it
+    families = chip.efficiency.causal_attention
+    fa2 = replace(chip, efficiency=replace(chip.efficiency, causal_attention=families[1:]))
+    assert attention_seconds(two, fa2, tp=2)[two.phases[0].name][0] > fwd
