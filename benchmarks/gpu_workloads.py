@@ -140,6 +140,17 @@ def per_head_decode_attention(sdpa, q, k, v):
     return sdpa(q.unsqueeze(2), k, v, enable_gqa=True).reshape(b, heads * d)
 
 
+def setup_family(family: str, heads: int, kv_heads: int) -> str:
+    """The setup's DecodeAttention for a measured call: the group-aware call puts a KV
+    head's G query heads in one call as G query rows, and PyTorch's flash kernel then runs
+    one thread block per (sequence, KV head) over the whole cache (kv_shared_unsplit); with
+    one query row per head (G = 1) the same call splits the cache over the SMs (kv_shared:
+    the MHA rows run as fast as the per-query-head call, the same tensors)."""
+    if family == "kv_shared" and heads > kv_heads:
+        return "kv_shared_unsplit"
+    return family
+
+
 def measure_decode_attention(torch, new_row: Callable[..., dict], smoke: bool = False) -> list:
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
@@ -180,7 +191,8 @@ def measure_decode_attention(torch, new_row: Callable[..., dict], smoke: bool = 
                         "kernel row. Decode attention of one new token per sequence against a "
                         f"contiguous BF16 KV cache through torch SDPA; family {family} "
                         "(gpu_workloads.py says how each is called).",
-                        extra_params=f"library=torch_sdpa;timing=cuda_graph_replay;pass=decode;decode_attention={family}"
+                        extra_params="library=torch_sdpa;timing=cuda_graph_replay;pass=decode;"
+                        f"decode_attention={setup_family(family, heads, kv_heads)}"
                         f";derived_kv_bytes={kv_bytes}",
                     )
                 )
@@ -315,7 +327,7 @@ def measure_layers(
             what += "cache of kv_len tokens) of "
             cells = {"kv_len": length}
             attention = DECODE_FAMILY_TEXT[family]
-            extra = f"decode_attention={family}"
+            extra = f"decode_attention={setup_family(family, heads, kv_heads)}"
         else:
             what = "The prefill of `batch` prompts of input_len tokens through "
             cells = {"input_len": length, "output_len": 1}

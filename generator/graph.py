@@ -139,6 +139,10 @@ class Kernel:
     # the last this-many keys only (solver.cost.causal_attention prices the tiles that
     # covers). Out of the repr like split_accumulate; part of equality (the menu memo's key)
     attention_window: int = field(default=0, repr=False)
+    # a decode attention kernel with one thread block per (sequence, KV head) over the whole
+    # cache, no KV split (DecodeAttention KV_SHARED_UNSPLIT: kernel_times prices the SMs
+    # its blocks occupy). Out of the repr and part of equality, like attention_window
+    unsplit_kv: bool = field(default=False, repr=False)
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)

@@ -27,12 +27,14 @@ DRAM (plain PyTorch); MLA attention is always fused.
 Decode attention's kernel family (`decode_attention`, setup.proto DecodeAttention): the
 default KV_SHARED is group-aware (XQA, FlashInfer, FlashDecoding): each KV head is read from
 DRAM once per step, G query heads per KV head computed together on the matrix unit.
-KV_PER_QUERY_HEAD is a thread block per query head on the vector unit (TensorRT-LLM's
-masked-MHA kernel before XQA, vLLM's paged_attention): each KV head is still read from DRAM
-once (the L2 serves the group's G - 1 repeats; `kv_reread_dram_share` of them miss it), its
-FLOP run at the vector peak (FP32 FMAs), and an 8-bit cache is converted once per element
-per query head (generator/ops_attention.per_query_head). Per decode step and layer the
-cache read is
+KV_SHARED_UNSPLIT is group-aware with no KV split (PyTorch's SDPA flash kernel): a thread
+block per (sequence, KV head) over the whole cache, so at small batch few SMs stream it
+(kernel_times.unsplit_decode_time). KV_PER_QUERY_HEAD is a thread block per query head on
+the vector unit (TensorRT-LLM's masked-MHA kernel before XQA, vLLM's paged_attention):
+each KV head is still read from DRAM once (the L2 serves the group's G - 1 repeats;
+`kv_reread_dram_share` of them miss it), its FLOP run at the vector peak (FP32 FMAs), and
+an 8-bit cache is converted once per element per query head
+(generator/ops_attention.per_query_head). Per decode step and layer the cache read is
   2 kv_heads head_dim bytes x sum over sequences of the KV length,
 the KV length rounded up to whole pages of `kv_page_tokens` (a paged cache is read in
 pages); a REQUEST's decode steps take the mean of the rounded lengths over its steps.
@@ -331,6 +333,7 @@ def _phases(
         shape,
         unfused_attention=req.attention == setup_pb2.UNFUSED_ATTENTION,
         kv_per_query_head=req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD,
+        kv_unsplit=req.decode_attention == setup_pb2.KV_SHARED_UNSPLIT,
         kv_reread_share=req.kv_reread_dram_share,
         eager_activation=req.eager_activation,
         # engines fuse RoPE into their QKV preprocessing; plain PyTorch runs it eagerly

@@ -62,6 +62,8 @@ class LayerShape:
     # decode attention is a per-query-head kernel (DecodeAttention KV_PER_QUERY_HEAD:
     # generator/ops_attention.per_query_head), not a group-aware one
     kv_per_query_head: bool = False
+    # ... or a group-aware one with no KV split (DecodeAttention KV_SHARED_UNSPLIT)
+    kv_unsplit: bool = False
     # ... and this share of its G - 1 repeated reads of each KV head misses the L2 (0: the
     # L2 serves them): the KV cache operand carries 1 + (G - 1) x share reads from DRAM
     kv_reread_share: float = 0.0
@@ -246,6 +248,7 @@ class Layer:
                     cls=seg.cls,
                     shardable=["batch", *qn, split],
                     window=seg.window,
+                    unsplit_kv=seg.cached and seg.q_seq == 1 and self.shape.kv_unsplit,
                 )
             )
             if per_head:

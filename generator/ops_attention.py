@@ -46,13 +46,15 @@ def attention(
     cls: str,
     shardable: Sequence[str],
     window: int = 0,
+    unsplit_kv: bool = False,
 ) -> Tensor:
     """Fused attention: scores and probabilities stay on chip. Inputs are (name, tensor, dims,
     role, bytes/element); KV_CACHE inputs are read from memory. Backward (training: query and
     key/value inputs only): `<name>_bwd` -> d query, `<name>_kv_bwd` -> d key/value, each the
     forward FLOP x BWD_FLOP_SHARE, each reading the inputs, the output and its gradient.
     `window`: a sliding-window layer's window in tokens (Kernel.attention_window; 0 = none),
-    on the forward kernel and both gradient kernels."""
+    on the forward kernel and both gradient kernels. `unsplit_kv`: a decode kernel with no
+    KV split (Kernel.unsplit_kv)."""
     args = [Arg(n, role, d, bpe, t) for n, t, d, role, bpe in inputs]
 
     def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
@@ -99,6 +101,8 @@ def attention(
     )
     assert fwd_out is not None
     _set_window(b, (name,), window)
+    if unsplit_kv:
+        b.kernels[name] = replace(b.kernels[name], unsplit_kv=True)
     return fwd_out
 
 

@@ -90,6 +90,8 @@ def calibration_of(e: setup_pb2.Efficiency) -> Calibration:
         measured.append("attention")
     # a setup's entry replaces the library's of its family: each family once
     measured.extend(dict.fromkeys(f"causal attention {c.kernel}" for c in e.causal_attention))
+    if e.unsplit_decode_attention.sm_stream_GBps > 0:
+        measured.append("unsplit decode attention")
     if e.vector_util > 0:
         measured.append("vector")
     if e.strided_elementwise_gelem_per_s > 0:

@@ -236,6 +236,9 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         "strided_elementwise_gelem_per_s",
     ):
         non_negative(getattr(e, fname), f"{base}.{fname}", problems)
+    for fname in ("sm_stream_GBps", "wave_us"):
+        value = getattr(e.unsplit_decode_attention, fname)
+        non_negative(value, f"{base}.unsplit_decode_attention.{fname}", problems)
     fraction(e.compute_util, util_field, problems)
     by_precision: dict[str, float] = {}
     half_by_precision: dict[str, float] = {}
@@ -264,6 +267,8 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         tp_comm_hidden_share=e.tp_comm_hidden_share,
         strided_elementwise_elem_per_s=e.strided_elementwise_gelem_per_s * 1e9,
         causal_attention=_causal_attention(e, base, problems),
+        unsplit_decode_sm_Bps=e.unsplit_decode_attention.sm_stream_GBps * 1e9,
+        unsplit_decode_wave_s=e.unsplit_decode_attention.wave_us * 1e-6,
         vector_util=e.vector_util or 1.0,
         kernel_overhead_s=e.kernel_overhead_us * 1e-6,
         kernel_min_time_s=e.kernel_min_time_us * 1e-6,

@@ -116,6 +116,10 @@ class Efficiency:
     # one entry per kernel family, the one the kernels run first (hardware.resolve puts
     # execution.attention_kernel's there); () = not calibrated: the attention plateau
     causal_attention: tuple[CausalAttentionEfficiency, ...] = ()
+    # decode attention without a KV split (kernel_times.unsplit_decode_time): one SM's
+    # streaming read bandwidth (B/s; 0 = not calibrated) and the fixed time of a wave
+    unsplit_decode_sm_Bps: float = 0.0
+    unsplit_decode_wave_s: float = 0.0
     source: str = ""
     # the chip's own gemm_util when `solver.cost.efficiency.for_precision` has put another
     # precision's plateau in its place (0 = not replaced); kernels that run at another

@@ -135,6 +135,7 @@ class DecodeAttention(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     KV_SHARED: _ClassVar[DecodeAttention]
     KV_PER_QUERY_HEAD: _ClassVar[DecodeAttention]
+    KV_SHARED_UNSPLIT: _ClassVar[DecodeAttention]
 
 class ServingObjective(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -247,6 +248,7 @@ SEARCHED_SPLIT: TensorParallelSplit
 MODEL_DIMS_SPLIT: TensorParallelSplit
 KV_SHARED: DecodeAttention
 KV_PER_QUERY_HEAD: DecodeAttention
+KV_SHARED_UNSPLIT: DecodeAttention
 MIN_LATENCY: ServingObjective
 MAX_THROUGHPUT: ServingObjective
 TOPOLOGY_UNSET: TopologyKind
@@ -1015,7 +1017,7 @@ class Accelerator(_message.Message):
     def __init__(self, core: _Optional[int] = ..., systolic_width: _Optional[int] = ..., systolic_height: _Optional[int] = ..., sram_cap: _Optional[float] = ..., freq: _Optional[float] = ..., fp64_tflops: _Optional[float] = ..., fp32_tflops: _Optional[float] = ..., tf32_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tflops: _Optional[float] = ..., int4_tflops: _Optional[float] = ..., vector_tflops: _Optional[float] = ..., l2_cap: _Optional[float] = ..., l2_bw_GBps: _Optional[float] = ..., efficiency: _Optional[_Union[Efficiency, _Mapping]] = ..., pmu: _Optional[int] = ..., pmu_cap: _Optional[float] = ..., x: _Optional[int] = ..., y: _Optional[int] = ..., placement: _Optional[str] = ..., link_latency: _Optional[float] = ...) -> None: ...
 
 class Efficiency(_message.Message):
-    __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source", "gemm_util_by_precision", "compute_util", "kernel_min_time_us", "fp8_split_accumulate_util", "tp_comm_hidden_share", "strided_elementwise_gelem_per_s", "causal_attention")
+    __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source", "gemm_util_by_precision", "compute_util", "kernel_min_time_us", "fp8_split_accumulate_util", "tp_comm_hidden_share", "strided_elementwise_gelem_per_s", "causal_attention", "unsplit_decode_attention")
     GEMM_UTIL_FIELD_NUMBER: _ClassVar[int]
     GEMM_HALF_DIM_FIELD_NUMBER: _ClassVar[int]
     GEMM_TILE_M_FIELD_NUMBER: _ClassVar[int]
@@ -1034,6 +1036,7 @@ class Efficiency(_message.Message):
     TP_COMM_HIDDEN_SHARE_FIELD_NUMBER: _ClassVar[int]
     STRIDED_ELEMENTWISE_GELEM_PER_S_FIELD_NUMBER: _ClassVar[int]
     CAUSAL_ATTENTION_FIELD_NUMBER: _ClassVar[int]
+    UNSPLIT_DECODE_ATTENTION_FIELD_NUMBER: _ClassVar[int]
     gemm_util: float
     gemm_half_dim: float
     gemm_tile_m: int
@@ -1052,7 +1055,16 @@ class Efficiency(_message.Message):
     tp_comm_hidden_share: float
     strided_elementwise_gelem_per_s: float
     causal_attention: _containers.RepeatedCompositeFieldContainer[CausalAttentionEfficiency]
-    def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ..., gemm_util_by_precision: _Optional[_Iterable[_Union[PrecisionUtil, _Mapping]]] = ..., compute_util: _Optional[float] = ..., kernel_min_time_us: _Optional[float] = ..., fp8_split_accumulate_util: _Optional[float] = ..., tp_comm_hidden_share: _Optional[float] = ..., strided_elementwise_gelem_per_s: _Optional[float] = ..., causal_attention: _Optional[_Iterable[_Union[CausalAttentionEfficiency, _Mapping]]] = ...) -> None: ...
+    unsplit_decode_attention: UnsplitDecodeEfficiency
+    def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ..., gemm_util_by_precision: _Optional[_Iterable[_Union[PrecisionUtil, _Mapping]]] = ..., compute_util: _Optional[float] = ..., kernel_min_time_us: _Optional[float] = ..., fp8_split_accumulate_util: _Optional[float] = ..., tp_comm_hidden_share: _Optional[float] = ..., strided_elementwise_gelem_per_s: _Optional[float] = ..., causal_attention: _Optional[_Iterable[_Union[CausalAttentionEfficiency, _Mapping]]] = ..., unsplit_decode_attention: _Optional[_Union[UnsplitDecodeEfficiency, _Mapping]] = ...) -> None: ...
+
+class UnsplitDecodeEfficiency(_message.Message):
+    __slots__ = ("sm_stream_GBps", "wave_us")
+    SM_STREAM_GBPS_FIELD_NUMBER: _ClassVar[int]
+    WAVE_US_FIELD_NUMBER: _ClassVar[int]
+    sm_stream_GBps: float
+    wave_us: float
+    def __init__(self, sm_stream_GBps: _Optional[float] = ..., wave_us: _Optional[float] = ...) -> None: ...
 
 class CausalAttentionEfficiency(_message.Message):
     __slots__ = ("kernel", "fwd_util", "fwd_wave_us", "bwd_util", "bwd_wave_us")

@@ -41,6 +41,8 @@ _API: dict[str, tuple[str, str]] = {
     "is_dfmodel_input": ("solver.dfmodel", "is_dfmodel_input"),
     "load_backends": ("solver.milp.linear", "load_backends"),
     "solve_workload": ("solver.search.planner", "search_workload"),
+    "unsplit_block_bytes": ("solver.cost.unsplit_decode", "block_bytes"),
+    "unsplit_decode_seconds": ("solver.cost.unsplit_decode", "seconds"),
     "verify_plan": ("solver.verify", "verify_plan"),
 }
 

@@ -103,12 +103,14 @@ def trtllm_xqa(case: Case, version: tuple[int, ...]) -> bool:
 DECODE_ATTENTION = {
     "kv_shared": setup_pb2.KV_SHARED,
     "kv_per_query_head": setup_pb2.KV_PER_QUERY_HEAD,
+    "kv_shared_unsplit": setup_pb2.KV_SHARED_UNSPLIT,
 }
 
 
 def decode_attention(case: Case) -> int:
     """LlmInference.decode_attention (the decode kernel family) of the row's serving stack:
-    - extra_params `decode_attention=kv_shared|kv_per_query_head` when the row says;
+    - extra_params `decode_attention=kv_shared|kv_per_query_head|kv_shared_unsplit` when
+      the row says;
     - for TensorRT-LLM rows with `engine_version` (the release their source states):
       KV_SHARED where that release runs XQA for the model (`trtllm_xqa`), else
       KV_PER_QUERY_HEAD (its masked multi-head attention kernel: one thread block per
@@ -118,7 +120,8 @@ def decode_attention(case: Case) -> int:
     given = case.extra.get("decode_attention", "")
     if given:
         if given not in DECODE_ATTENTION:
-            raise Unmodelable(f"decode_attention={given} is not kv_shared/kv_per_query_head")
+            known = "/".join(DECODE_ATTENTION)
+            raise Unmodelable(f"decode_attention={given} is not one of {known}")
         return DECODE_ATTENTION[given]
     version = case.extra.get("engine_version", "")
     if case.extra.get("engine") == "TensorRT-LLM" and version:

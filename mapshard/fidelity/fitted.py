@@ -28,6 +28,7 @@ GEMM_FIELDS = (
 TRAINING_FIELDS = ("fp8_split_accumulate_util", "tp_comm_hidden_share")
 CUDNN_ATTENTION = ("causal_attention cudnn",)
 FA2_ATTENTION = ("causal_attention fa2",)
+UNSPLIT_DECODE = ("unsplit_decode_attention",)
 RUN_FIELDS = ("gemm_util", "dram_util")
 
 
@@ -60,6 +61,12 @@ HOPPER_CUDNN_ATTENTION = (
     *(f"M-H200-P{n:03d}" for n in (3, 4, 5, 6)),
 )
 HOPPER_FA2_ATTENTION = tuple(f"M-H200-P{n:03d}" for n in (15, 16, 17, 18))
+# the decode kernel without a KV split (fit_attention.fit_unsplit_decode): the GQA rows of
+# PyTorch's group-aware SDPA call, every batch and KV length measured
+HOPPER_UNSPLIT_DECODE = tuple(
+    f"M-H200-A{n:03d}"
+    for n in (1, 3, 5, 7, 9, 11, 13, 17, 19, 21, 23, 25, 27, 29, 31, 33, 37, 41, 45, 49, 51, 55)
+)
 H200_COLLECTIVE = ("C04", *_ids("P-NCC", 5, 6, 7, 8, 9))
 GB200_GEMM = ("K08", *_ids("P-GEM", 12, 14, 15, 16, 18))
 GB200_COLLECTIVE = (
@@ -110,6 +117,13 @@ FITTED: tuple[Fitted, ...] = (
     Fitted("H100-SXM5-80GB", FA2_ATTENTION, "fit_attention fa2", HOPPER_FA2_ATTENTION),
     Fitted(
         "H100-SXM5-80GB",
+        UNSPLIT_DECODE,
+        "fit_attention unsplit",
+        HOPPER_UNSPLIT_DECODE,
+        carried_from="H200-SXM-141GB",
+    ),
+    Fitted(
+        "H100-SXM5-80GB",
         ("strided_elementwise_gelem_per_s",),
         "median elements/s of the strided kernels of the FIT prefill profile",
         H200_PREFILL_PROFILE,
@@ -150,6 +164,7 @@ FITTED: tuple[Fitted, ...] = (
         HOPPER_FA2_ATTENTION,
         carried_from="H100-SXM5-80GB",
     ),
+    Fitted("H200-SXM-141GB", UNSPLIT_DECODE, "fit_attention unsplit", HOPPER_UNSPLIT_DECODE),
     Fitted(
         "H200-SXM-141GB",
         ("strided_elementwise_gelem_per_s",),

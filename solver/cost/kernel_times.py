@@ -40,7 +40,7 @@ from generator.graph import Kernel, KernelKind, Pass
 from hardware import kernel_db
 from hardware.kernel_source import DECODE_ATTENTION_TABLE, GEMM_TABLE
 from hardware.system import Chip
-from solver.cost import causal_attention, efficiency
+from solver.cost import causal_attention, efficiency, unsplit_decode
 from solver.cost.causal_attention import CausalAttentionShape
 from solver.cost.core_rates import conversion_rate, exp_rate
 
@@ -348,7 +348,11 @@ def _compute_time(
         if shape is not None:
             split = split_factor(kernel, chip, precision)
             return gemm_compute_time(chip, shape, flop, precision, split)
-        if kernel.kind == KernelKind.ATTENTION and decode is not None:
+        if kernel.kind == KernelKind.ATTENTION and decode is not None and kernel.unsplit_kv:
+            unsplit = unsplit_decode_time(chip, decode, flop, precision)
+            if unsplit is not None:  # else the fused-attention rate: no table is this kernel
+                return unsplit
+        elif kernel.kind == KernelKind.ATTENTION and decode is not None:
             hit = measured_decode_attention_time(chip, decode)
             if hit is not None:
                 least = flop / attention_rate(chip, precision)
@@ -382,6 +386,26 @@ def _compute_time(
         flop / (chip.vector_flops * efficiency.vector_efficiency(chip)),
         _fitted(chip, "fitted vector rate") if fitted else UNCALIBRATED,
     )
+
+
+UNSPLIT_SOURCE = "fitted unsplit decode attention (per-SM streaming)"
+
+
+def unsplit_decode_time(
+    chip: Chip, shape: DecodeAttentionShape, flop: float, precision: str
+) -> KernelTime | None:
+    """A decode attention kernel with no KV split from the SMs its blocks occupy
+    (solver.cost.unsplit_decode); None where the chip is not calibrated for it."""
+    eff = chip.efficiency
+    if eff.unsplit_decode_sm_Bps <= 0 or eff.fixed_compute_util > 0:
+        return None
+    per_block = unsplit_decode.block_bytes(shape.kv_tokens, shape.head_dim, shape.kv_bytes)
+    blocks = shape.sequences * shape.kv_heads
+    stream = unsplit_decode.seconds(
+        blocks, per_block, chip.cores, eff.unsplit_decode_sm_Bps, eff.unsplit_decode_wave_s
+    )
+    busy = max(stream, flop / attention_rate(chip, precision))
+    return KernelTime(busy, _fitted(chip, UNSPLIT_SOURCE))
 
 
 CAUSAL_SOURCE = "fitted causal attention tiles"

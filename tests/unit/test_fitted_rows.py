@@ -56,6 +56,8 @@ def selected(cases, entry) -> set[str] | None:
         return {_row(p.source) for p in fit.vector_points(cases, chip)}
     if entry.fit == "fit.fit_dram_util":
         return set(fit.fit_dram_util(cases, chip, 1.0)[1])
+    if entry.fit == "fit_attention unsplit":
+        return {p.row for p in fit_attention.decode_points(cases)}
     if entry.fit.startswith("fit_attention "):
         kernel = entry.fit.split()[-1]
         passes = ("fwd", "bwd")
