@@ -12,7 +12,10 @@ inside a layer). GQA splits the heads into kv_heads x group.
 - q_len < kv_len: the queries attend to a KV cache read from memory (role KV_CACHE); at
   q_len 1 a decode step, priced by the chip's measured decode-attention table where it
   has one; `decode_attention` KV_PER_QUERY_HEAD makes it the per-query-head kernel on the
-  vector unit (llm_inference's decode_attention), every repeated read served by the L2.
+  vector unit (llm_inference's decode_attention), every repeated read served by the L2;
+  KV_SHARED_UNSPLIT a group-aware kernel with no KV split (one thread block per sequence
+  and KV head, solver/cost/unsplit_decode.py; with one query head per KV head the kernel
+  splits the cache, so MHA keeps KV_SHARED's pricing).
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ def attention_workload(req: setup_pb2.Attention, prec: Precision, path: Path) ->
         shardable=["batch", *(d for d, _ in qh), split],
         unsplit_kv=cached
         and req.q_len == 1
-        and req.decode_attention == setup_pb2.KV_SHARED_UNSPLIT,
+        and req.decode_attention == setup_pb2.KV_SHARED_UNSPLIT
+        and kv_heads < req.heads,  # one query head per KV head (MHA): the cache is split
     )
     kv_elements = req.batch * kv_len * 2 * kv_heads * req.head_dim
     per_head = req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD

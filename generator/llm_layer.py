@@ -248,7 +248,11 @@ class Layer:
                     cls=seg.cls,
                     shardable=["batch", *qn, split],
                     window=seg.window,
-                    unsplit_kv=seg.cached and seg.q_seq == 1 and self.shape.kv_unsplit,
+                    # one query head per KV head (MHA): the kernel splits the cache
+                    unsplit_kv=seg.cached
+                    and seg.q_seq == 1
+                    and self.shape.kv_unsplit
+                    and c.heads > c.kv_heads,
                 )
             )
             if per_head:

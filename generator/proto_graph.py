@@ -272,6 +272,10 @@ def _einsum_kernel(
             f"{where}.einsum.communication_group {e.communication_group!r} is not a group; "
             f"valid: {', '.join(GROUPS)} (or empty: the collective type's)"
         )
+    if e.attention_window < 0:
+        problems.append(
+            f"{where}.einsum.attention_window must be >= 0 (0 = none), got {e.attention_window}"
+        )
     if e.thread_blocks < 0:
         problems.append(
             f"{where}.einsum.thread_blocks must be >= 0 (0 = every core), got {e.thread_blocks}"
@@ -301,6 +305,8 @@ def _einsum_kernel(
         unit=_unit(k, kind),
         thread_blocks=e.thread_blocks,
         strided=e.strided,
+        attention_window=e.attention_window,
+        unsplit_kv=e.unsplit_kv,
         **_comm(comm, e.communication_size, e.communication_group),
     )
 

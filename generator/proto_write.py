@@ -37,6 +37,8 @@ def graph_to_proto(graph: KernelGraph, repeat: int | None = None) -> setup_pb2.D
         e.math_precision = k.math_precision
         e.thread_blocks = k.thread_blocks
         e.strided = k.strided
+        e.attention_window = k.attention_window
+        e.unsplit_kv = k.unsplit_kv
         for d, size in k.dims:
             e.dims.add(name=d, size=size)
         for o in k.operands:

@@ -350,9 +350,9 @@ def _compute_time(
             return gemm_compute_time(chip, shape, flop, precision, split)
         if kernel.kind == KernelKind.ATTENTION and decode is not None and kernel.unsplit_kv:
             unsplit = unsplit_decode_time(chip, decode, flop, precision)
-            if unsplit is not None:  # else the fused-attention rate: no table is this kernel
+            if unsplit is not None:  # else priced as the split kernel: never faster than it
                 return unsplit
-        elif kernel.kind == KernelKind.ATTENTION and decode is not None:
+        if kernel.kind == KernelKind.ATTENTION and decode is not None:
             hit = measured_decode_attention_time(chip, decode)
             if hit is not None:
                 least = flop / attention_rate(chip, precision)

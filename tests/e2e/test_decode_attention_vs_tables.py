@@ -5,7 +5,8 @@ aiconfigurator-core package's table h200_sxm/attention/trtllm/1.3.0rc20,
 generation_attention_perf.parquet: batch_size, num_heads, num_key_value_heads, head_dim,
 kv_cache_dtype, step = KV tokens - 1, latency in ms). Llama-3.1-8B's 32/8 heads of 128, BF16
 cache; the lent H200's own SDPA timings (M-H200-A/D rows) agree: 238 us at batch 64, 467 us
-at 128, KV 4096.
+at 128, KV 4096 (there the group-aware call's unsplit kernel, `kv_shared_unsplit`, fills the
+SMs and streams the cache at the DRAM bandwidth as well).
 
 At batch >= 64 the kernel streams the cache at 4.1-4.4 TB/s and the model's 0.8596 x 4.8 TB/s
 is within 7%; below that the measured kernels have too few thread blocks per KV head to

@@ -116,6 +116,12 @@ CASES = {
     "gemma_fp8_head": 'workload { llm_inference { model { hf_model: "%s" } phase: PREFILL '
     "batch: 1 input_len: 16 } precision { weight: FP8 activation: BF16 math: FP8 } }"
     % (ROOT / "tests/data/models/gemma-2-9b"),
+    # a decode kernel with no KV split and sliding-window layers (Kernel.unsplit_kv,
+    # Kernel.attention_window): both must survive
+    "llama_unsplit_decode": 'workload { llm_inference { model { hf_model: "Llama-3.1-8B" } '
+    "phase: DECODE batch: 2 context_len: 256 decode_attention: KV_SHARED_UNSPLIT } }",
+    "gemma_windowed_prefill": 'workload { llm_inference { model { hf_model: "%s" } '
+    "phase: PREFILL batch: 1 input_len: 8192 } }" % (ROOT / "tests/data/models/gemma-2-9b"),
 }
 
 
@@ -128,6 +134,11 @@ def test_round_trip_is_identical(case):
     w = build_workload(setup, path, 1)
     for phase in w.phases:
         assert _round_trip(phase.graph) == phase.graph, phase.name
+    kernels = [k for p in w.phases for k in p.graph.kernels]
+    if case == "llama_unsplit_decode":
+        assert [k.name for k in kernels if k.unsplit_kv] == ["attention"]
+    if case == "gemma_windowed_prefill":
+        assert {k.attention_window for k in kernels} == {0, 4096}
     if case == "gemma_fp8_head":
         heads = [k for p in w.phases for k in p.graph.kernels if k.name.startswith("lm_head")]
         assert heads and {k.math_precision for k in heads} == {"bf16"}
