@@ -4,9 +4,10 @@ FlashAttention-3, the "cudnn" family's kernels on Hopper).
 
     python benchmarks/attention_tables.py [H100-SXM5-80GB H200-SXM-141GB] [--min-ms 1.5]
 
-For each chip, every BF16 row of vLLM's newest context-attention table with no sliding
-window and a BF16 cache (prefill: batch sequences of isl tokens, causal, any head dim and
-query/KV head layout: the fit saw head dim 128 and 16 query heads only) is priced by the
+For each chip, every BF16 row of vLLM's newest context-attention table with a BF16 cache
+(prefill: batch sequences of isl tokens, causal, any head dim and query/KV head layout: the
+fit saw head dim 128 and 16 query heads only; a sliding window where the row has one, its
+own band: the windowed tile count was never fitted either) is priced by the
 model as a prefill layer's attention kernel is: the tile model at the chip file's first
 causal_attention entry plus the per-kernel overhead.
 The table times vLLM's whole attention op: its KV-cache write (K and V of every token read
@@ -43,8 +44,7 @@ def table_rows(system: str) -> list[dict]:
     return [
         r
         for r in rows
-        if r["window_size"] == 0
-        and r["attn_dtype"] == "bfloat16"
+        if r["attn_dtype"] == "bfloat16"
         and r["kv_cache_dtype"] == "bfloat16"
         and r["kernel_source"] == "vllm_flash_attn_fa3"
     ]
@@ -66,7 +66,8 @@ def compare(chip_name: str, min_ms: float) -> None:
         b, s, heads = int(r["batch_size"]), int(r["isl"]), int(r["num_heads"])
         dim = int(r["head_dim"])
         # priced as the fit prices a forward row (fit_attention.model_seconds)
-        point = fit_attention.AttentionPoint("", chip_name, False, b, heads, dim, s, 0.0)
+        window = int(r["window_size"])
+        point = fit_attention.AttentionPoint("", chip_name, False, b, heads, dim, s, 0.0, window)
         model_s = fit_attention.model_seconds(point, family.fwd_util, family.fwd_wave_s)
         # the op's KV-cache write: K and V of every token read and written once, at the
         # chip's copy bandwidth, and its launch
@@ -74,6 +75,8 @@ def compare(chip_name: str, min_ms: float) -> None:
         measured_s -= kv_bytes / copy_Bps + chip.efficiency.kernel_overhead_s
         layout = "MHA" if heads == r["num_key_value_heads"] else "GQA"
         band = "s < 4096" if s < 4096 else "s >= 4096"
+        if 0 < window < s:  # a sliding window that binds: its own band
+            band = f"window {window}"
         groups[(dim, layout, band)].append(model_s / measured_s - 1)
     print(f"{chip_name} ({family.kernel} numbers) vs {system_name} {FRAMEWORK} FlashAttention-3")
     print(f"  {'head, layout':12} {'band':10} {'rows':>5} {'median':>8} {'mean|e|':>8}")

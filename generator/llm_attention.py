@@ -24,8 +24,9 @@ class AttnSegment:
     kv_seq: int
     cached: bool  # keys/values read from the KV cache (role KV_CACHE) instead of kv_proj
     cls: str  # Ma_Mqa (prefill) or Va_Mqa (decode)
-    # a sliding-window layer's window (tokens) over a self-attention (not cached): the
-    # kernel skips the key tiles outside it (Kernel.attention_window); 0 = none
+    # a sliding-window layer's window (tokens) over a self-attention or a prefill chunk
+    # against its cache: the kernel skips the key tiles outside it (Kernel.attention_window);
+    # 0 = none
     window: int = 0
 
 

@@ -207,13 +207,15 @@ def window_keys(tokens: int, window: int, new: int = 1) -> int:
 def windowed_shape(shape: LayerShape, window: int) -> LayerShape | None:
     """A sliding-window layer's shape (each query attends to the last `window` keys): its
     self-attention segments skip the key tiles outside the window (AttnSegment.window), its
-    cached segments read only the last window + q - 1 keys of the cache (a multi-token chunk
-    is then priced over that whole span, the band inside it not skipped: an upper bound).
+    cached segments read only the last window + q - 1 keys of the cache, and a multi-token
+    chunk among them skips the key tiles outside each query's window as well.
     None when the window covers every segment: the layer then runs as a full one."""
     segs = []
     for seg in shape.segments:
         if seg.cached:
-            segs.append(replace(seg, kv_seq=window_keys(seg.kv_seq, window, seg.q_seq)))
+            kv = window_keys(seg.kv_seq, window, seg.q_seq)
+            banded = seg.q_seq > 1 and window < kv
+            segs.append(replace(seg, kv_seq=kv, window=window if banded else seg.window))
         elif window < seg.kv_seq:
             segs.append(replace(seg, window=window))
         else:

@@ -64,6 +64,7 @@ class AttentionPoint:
     head_dim: int
     seq_len: int
     measured_s: float
+    window: int = 0  # a sliding window in tokens (0 = none): benchmarks/attention_tables.py
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def model_seconds(p: AttentionPoint, util: float, wave_s: float) -> float:
     chip = _chip(p.chip)
     overhead_s = chip.efficiency.kernel_overhead_s
     flop = 4.0 * p.batch * p.seq_len * p.seq_len * p.heads * p.head_dim
-    shape = CausalAttentionShape(p.batch * p.heads, p.seq_len, p.seq_len)
+    shape = CausalAttentionShape(p.batch * p.heads, p.seq_len, p.seq_len, p.window)
     kernels, share = (2, BWD_FLOP_SHARE) if p.backward else (1, 1.0)
     exps = BWD_EXPS_PER_SCORE if p.backward else FWD_EXPS_PER_SCORE
     peak = chip.peak("bf16")

@@ -39,38 +39,55 @@ class CausalAttentionShape:
     q_len: int  # the chip's query rows: kv_len, or its share when the queries are split
     kv_len: int  # the sequence the kernel is causal over
     window: int = 0  # a sliding-window layer's window in tokens (0 = none)
+    # a prefill chunk against a KV cache: the queries are the last chunk_len of the kv_len
+    # positions (the chunk's whole length; q_len is the chip's share); 0 = the queries are
+    # the sequence itself (self-attention)
+    chunk_len: int = 0
 
 
 def kernel_shape(kernel: Kernel, sizes: dict[str, int]) -> CausalAttentionShape | None:
-    """The per-chip extents (`sizes`) of a causal self-attention kernel (a decoder layer's
-    fused attention of a sequence over itself, generator/llm_layer.py; the queries possibly
-    split across chips), None for any other (decode and chunks against a KV cache)."""
+    """The per-chip extents (`sizes`) of a causal attention kernel: a decoder layer's fused
+    attention of a sequence over itself (generator/llm_layer.py; the queries possibly split
+    across chips), or of a prefill chunk over a KV cache that ends with it (chunked
+    prefill: the chunk's queries are the newest positions); None for any other (decode)."""
     if kernel.kind != KernelKind.ATTENTION or "head_dim" not in sizes:
-        return None
-    if any(o.role == OperandRole.KV_CACHE for o in kernel.operands):
         return None
     q, kv = sizes.get("q_seq", 0), sizes.get("kv_seq", 0)
     heads = sizes.get("heads") or sizes.get("kv_heads", 0) * sizes.get("group", 1)
     if q <= 1 or kv < q or heads <= 0:
         return None
-    return CausalAttentionShape(sizes.get("batch", 1) * heads, q, kv, kernel.attention_window)
+    chunk = 0
+    if any(o.role == OperandRole.KV_CACHE for o in kernel.operands):
+        chunk = kernel.dim_sizes.get("q_seq", q)  # the whole chunk, whatever the chip's share
+    pairs = sizes.get("batch", 1) * heads
+    return CausalAttentionShape(pairs, q, kv, kernel.attention_window, chunk)
 
 
 def query_tiles(seq_len: int) -> int:
     return math.ceil(seq_len / TILE)
 
 
-def executed_share(seq_len: int, window: int = 0) -> float:
+def executed_share(seq_len: int, window: int = 0, chunk_len: int = 0) -> float:
     """The share of the non-causal FLOP a tiled causal kernel executes: the tiles on and
     below the diagonal, each whole (above 1 below one tile: a short sequence pads it). With
     a sliding window of w tokens, query tile i (positions iT .. iT + T - 1) needs the keys
-    from iT - w + 1 on: key tiles floor(max(0, iT - w + 1) / T) .. i."""
-    tiles = query_tiles(seq_len)
-    if window <= 0 or window >= seq_len:
+    from iT - w + 1 on: key tiles floor(max(0, iT - w + 1) / T) .. i. A chunk of c queries
+    against a cache of seq_len keys that ends with it (`chunk_len` c) shifts the query
+    positions by seq_len - c: its tiles run the key tiles up to the diagonal the shift
+    moves right (a bottom-right aligned mask), over c x seq_len."""
+    q = chunk_len if 0 < chunk_len < seq_len else seq_len
+    windowed = 0 < window < seq_len
+    if q == seq_len and not windowed:
+        tiles = query_tiles(seq_len)
         executed = tiles * (tiles + 1) / 2
     else:
-        executed = sum(i - max(0, i * TILE - window + 1) // TILE + 1 for i in range(tiles))
-    return executed * TILE * TILE / (seq_len * seq_len)
+        executed = 0
+        for i in range(query_tiles(q)):
+            first = seq_len - q + i * TILE  # the tile's first and last query positions
+            last = seq_len - q + min((i + 1) * TILE, q) - 1
+            lowest = max(0, first - window + 1) // TILE if windowed else 0
+            executed += last // TILE - lowest + 1
+    return executed * TILE * TILE / (q * seq_len)
 
 
 def waves(shape: CausalAttentionShape, cores: int) -> int:
@@ -102,7 +119,7 @@ def seconds(
     holding a share of the queries (q_len < kv_len: the search split the sequence) runs
     that share of the causal work, as a load-balanced split gives each chip (Megatron's
     context parallel pairs early and late chunks)."""
-    share = executed_share(shape.kv_len, shape.window)
+    share = executed_share(shape.kv_len, shape.window, shape.chunk_len)
     products = flop * share / (peak_flops * util)
     softmax = 0.0
     if exp_per_s > 0:

@@ -451,7 +451,8 @@ def causal_attention_rate(
     p = _causal_pass(kernel, chip, precision)
     if p is None:
         return 0.0
-    return p.peak_flops * p.util / causal_attention.executed_share(shape.kv_len, shape.window)
+    share = causal_attention.executed_share(shape.kv_len, shape.window, shape.chunk_len)
+    return p.peak_flops * p.util / share
 
 
 def causal_attention_time(

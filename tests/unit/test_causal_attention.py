@@ -122,8 +122,6 @@ def test_a_random_family_of_shapes_by_hand():
 def test_the_model_leaves_decode_and_uncalibrated_chips_alone():
     decode = _plan("batch: 8 heads: 16 head_dim: 128 q_len: 1 kv_len: 4096", "H200-SXM-141GB")
     assert "causal" not in decode.phases[0].kernels[0].time_source
-    chunk = _plan("batch: 1 heads: 16 head_dim: 128 q_len: 512 kv_len: 4096", "H200-SXM-141GB")
-    assert "causal" not in chunk.phases[0].kernels[0].time_source
     a100 = _plan("batch: 4 heads: 16 head_dim: 128 q_len: 2048", "A100-SXM4-80GB")
     assert "causal" not in a100.phases[0].kernels[0].time_source
     assert not library.get_chip("A100-SXM4-80GB").accelerator.efficiency.causal_attention
@@ -212,3 +210,17 @@ def test_a_causal_attention_entry_needs_both_passes():
     loaded = pipeline.load_message(setup, Path("setup.txt"))
     with pytest.raises(SetupError, match=r'causal_attention\["cudnn"\]\.bwd_util must be > 0'):
         pipeline.resolve(loaded)
+
+
+def test_a_prefill_chunk_against_its_cache_runs_the_tiles_left_of_its_diagonal():
+    # 512 queries, the newest of 4,096 positions: query tile i (positions 3,584 + 128 i ..)
+    # runs key tiles 0 .. 28 + i, so 29 + 30 + 31 + 32 = 122 of the 4 x 32 tiles
+    plan = _plan("batch: 1 heads: 16 head_dim: 128 q_len: 512 kv_len: 4096", "H200-SXM-141GB")
+    (k,) = plan.phases[0].kernels
+    share = 122 * 128 * 128 / (512 * 4096)
+    flop = 4 * 512 * 4096 * 16 * 128
+    scores = 16 * 512 * 4096 * share
+    waves = math.ceil(16 * 4 / 132)
+    by_hand = flop * share / (H200_BF16 * 0.955) + scores / EXP_PER_S + waves * 2.25e-6
+    assert k.compute_s == pytest.approx(by_hand + OVERHEAD_S["H200-SXM-141GB"], rel=1e-9)
+    assert k.time_source == "fitted causal attention tiles (cudnn)"

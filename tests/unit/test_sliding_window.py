@@ -34,14 +34,17 @@ def _attention(phase):
     return [k for k in phase.graph.kernels if k.kind == KernelKind.ATTENTION]
 
 
-def _tiles_needed(seq_len: int, window: int, tile: int = 128) -> int:
+def _tiles_needed(seq_len: int, window: int, q_len: int = 0, tile: int = 128) -> int:
     """Tile pairs (query tile, key tile) holding at least one (query, key) pair with
-    query - window < key <= query, counted pair by pair."""
+    query - window < key <= query, counted pair by pair; `q_len`: the queries are the last
+    q_len of the seq_len positions (a prefill chunk against its cache; 0 = all of them)."""
+    q_len = q_len or seq_len
     needed = set()
-    for q in range(seq_len):
-        lo = max(0, q - window + 1) if window else 0
-        for kt in range(lo // tile, q // tile + 1):
-            needed.add((q // tile, kt))
+    for i in range(q_len):
+        pos = seq_len - q_len + i
+        lo = max(0, pos - window + 1) if window else 0
+        for kt in range(lo // tile, pos // tile + 1):
+            needed.add((i // tile, kt))
     return len(needed)
 
 
@@ -54,6 +57,19 @@ def test_windowed_executed_share_against_a_tile_count():
         assert share == pytest.approx(_tiles_needed(s, w) * 128 * 128 / s**2, rel=1e-12), (s, w)
     # 4,096 tokens, window 128: the first query tile 1 key tile, the other 31 two each
     assert causal_attention.executed_share(4096, 128) == pytest.approx(63 / 1024)
+
+
+def test_the_chunk_share_against_a_tile_count():
+    rng = random.Random(11)
+    cases = [(512, 4096, 0), (100, 1000, 0), (300, 300, 0), (256, 2048, 512), (1000, 1500, 70)]
+    cases += [
+        (q, q + rng.randrange(0, 2000), rng.choice((0, rng.randrange(1, 900))))
+        for q in (rng.randrange(2, 900) for _ in range(8))
+    ]
+    for q, kv, w in cases:
+        share = causal_attention.executed_share(kv, w, q)
+        by_count = _tiles_needed(kv, w, q) * 128 * 128 / (q * kv)
+        assert share == pytest.approx(by_count, rel=1e-12), (q, kv, w)
 
 
 def test_decode_splits_the_layers_and_keeps_only_the_window():
