@@ -116,6 +116,25 @@ def test_prefill_and_training_kernels_carry_the_window():
     assert len(windowed) == 3 and all(k.attention_window == 128 for k in windowed)
 
 
+def test_a_windowed_chunk_reads_window_plus_chunk_keys_and_skips_the_band():
+    # the last 512-token chunk of a 2,048-token prompt on a window-128 layer: the cache
+    # holds the 127 keys before the chunk and the chunk's own (639 keys), and each query
+    # sees its last 128 of them; the full layers see all 2,048
+    chunked = _workload(
+        'llm_inference { model { hf_model: "openai/gpt-oss-20b" } phase: CHUNKED_PREFILL '
+        "chunk_size: 512 input_len: 2048 decode_batch: 0 }"
+    )
+    phases = {p.name: p for p in chunked.phases}
+    (windowed,) = _attention(phases["chunked_prefill_window"])
+    assert (windowed.dim_sizes["kv_seq"], windowed.attention_window) == (639, 128)
+    (full,) = _attention(phases["chunked_prefill_full"])
+    assert (full.dim_sizes["kv_seq"], full.attention_window) == (2048, 0)
+    # 4 query tiles at positions 127 + 128 i .. : key tiles i .. i + 1 (the window's first
+    # key 128 i is tile i's start), 2 each: 8 of 4 x 5 tiles over 512 x 639
+    share = causal_attention.executed_share(639, 128, 512)
+    assert share == pytest.approx(8 * 128 * 128 / (512 * 639), rel=1e-12)
+
+
 def test_a_window_longer_than_every_context_changes_nothing():
     w = _workload(
         'llm_inference { model { hf_model: "openai/gpt-oss-20b" } phase: DECODE batch: 4 '
