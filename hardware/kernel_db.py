@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hardware import table_cache
+
 PACKAGE = "aiconfigurator_core"
 FRAMEWORKS = ("trtllm", "vllm", "sglang")
 DEFAULT_FRAMEWORK = "trtllm"  # NVIDIA's own engine: its GEMM rows are cuBLAS / CUTLASS
@@ -207,6 +209,13 @@ def _columns(
     res = None if root is None else root / system / op / framework / version / f"{table}.parquet"
     if res is None or not res.is_file():
         return None
+    # an installed file on disk keeps its columns in the per-user cache (hardware.table_cache:
+    # a later process skips importing pyarrow); a zipped package's is read each time
+    on_disk = isinstance(res, Path)
+    if on_disk:
+        cached = table_cache.load(res, names)
+        if cached is not None:
+            return cached
     import pyarrow.parquet as pq
 
     with importlib.resources.as_file(res) as path:
@@ -214,7 +223,10 @@ def _columns(
     import numpy as np
 
     # to_pylist, not to_numpy: pyarrow's to_numpy imports pandas
-    return {name: np.array(read.column(name).to_pylist()) for name in names}
+    columns = {name: np.array(read.column(name).to_pylist()) for name in names}
+    if on_disk:
+        table_cache.store(res, names, columns)
+    return columns
 
 
 @functools.cache
