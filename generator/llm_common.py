@@ -197,6 +197,11 @@ def model_info(
     )
 
 
+# keys per tile of a fused attention kernel (solver.cost.causal_attention.TILE): a windowed
+# chunk's kernel reads whole tiles, counted from the first key of the cache
+KEY_TILE = 128
+
+
 def window_keys(tokens: int, window: int, new: int = 1) -> int:
     """Keys of one sequence's context a sliding-window layer reads and keeps while `new`
     tokens attend to it: the window before the first of them and the new ones (all
@@ -207,14 +212,17 @@ def window_keys(tokens: int, window: int, new: int = 1) -> int:
 def windowed_shape(shape: LayerShape, window: int) -> LayerShape | None:
     """A sliding-window layer's shape (each query attends to the last `window` keys): its
     self-attention segments skip the key tiles outside the window (AttnSegment.window), its
-    cached segments read only the last window + q - 1 keys of the cache, and a multi-token
-    chunk among them skips the key tiles outside each query's window as well.
+    cached segments read only the last window + q - 1 keys of the cache (a multi-token
+    chunk: from the start of the key tile holding the first of them, the tiles it runs), and
+    a multi-token chunk among them skips the key tiles outside each query's window as well.
     None when the window covers every segment: the layer then runs as a full one."""
     segs = []
     for seg in shape.segments:
         if seg.cached:
             kv = window_keys(seg.kv_seq, window, seg.q_seq)
             banded = seg.q_seq > 1 and window < kv
+            if banded:  # the kernel reads whole key tiles from the cache's start on
+                kv += (seg.kv_seq - kv) % KEY_TILE
             segs.append(replace(seg, kv_seq=kv, window=window if banded else seg.window))
         elif window < seg.kv_seq:
             segs.append(replace(seg, window=window))

@@ -3,12 +3,15 @@ kernels from NVIDIA's tables reads them without importing pyarrow (its import is
 tenth of a default run's start-up, issue #39).
 
 The cache holds what `kernel_db` derived from an installed Parquet file, never a copy the
-repository ships: one `.npz` per (file, columns), named by a hash of the file's path, size
-and modification time and of the column names, so a changed or reinstalled database is read
-again. Where: $MAPSHARD_CACHE_DIR, else $XDG_CACHE_HOME/mapshard, else ~/.cache/mapshard
-(`kernel_tables/` inside). Written atomically (a temporary file renamed into place); any
-error reading or writing it (a read-only home, a damaged file) falls back to the Parquet
-file, so the cache changes how fast a table is read, never what is read.
+repository ships: one compressed `.npz` per (file, columns), named `<which>-<version>.npz`:
+`which` hashes the file's path and the column names, `version` its size and modification
+time, so a changed or reinstalled database is read again and its older entry removed when
+the new one is written. Where: $MAPSHARD_CACHE_DIR/kernel_tables, else
+$XDG_CACHE_HOME/mapshard/kernel_tables (an absolute $XDG_CACHE_HOME), else
+~/.cache/mapshard/kernel_tables. Written atomically (a temporary file renamed into place);
+any error finding, reading or writing it (no home directory, a read-only one, a damaged
+file) falls back to the Parquet file, so the cache changes how fast a table is read, never
+what is read.
 """
 
 from __future__ import annotations
@@ -16,26 +19,37 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
-FORMAT = "1"  # bump when what is stored changes
+FORMAT = "2"  # bump when what is stored changes
+STALE_TMP_S = 3600.0  # a temporary file this old was left by a killed process
+# what can go wrong finding, reading or writing an entry (Path.home raises RuntimeError
+# where the user has no home directory)
+FAILURES = (OSError, RuntimeError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 
 
 def cache_dir() -> Path:
     given = os.environ.get("MAPSHARD_CACHE_DIR")
     if given:
         return Path(given) / "kernel_tables"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mapshard" / "kernel_tables"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "mapshard" / "kernel_tables"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
 
 
 def key(source: Path, names: tuple[str, ...]) -> str:
-    """The cache file name of `names` read from `source` (changes with its content)."""
+    """The cache file name of `names` read from `source` (its version part changes with the
+    file's size and modification time)."""
     stat = source.stat()
-    text = "\n".join((FORMAT, str(source.resolve()), str(stat.st_size), str(stat.st_mtime_ns)))
-    return hashlib.sha256("\n".join((text, *names)).encode()).hexdigest()[:32] + ".npz"
+    which = _digest(FORMAT, str(source.resolve()), *names)
+    return f"{which}-{_digest(str(stat.st_size), str(stat.st_mtime_ns))}.npz"
 
 
 def load(source: Path, names: tuple[str, ...]) -> dict[str, Any] | None:
@@ -47,15 +61,15 @@ def load(source: Path, names: tuple[str, ...]) -> dict[str, Any] | None:
         if not path.is_file():
             return None
         with np.load(path, allow_pickle=False) as stored:
-            columns = {name: stored[name] for name in names}
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return {name: stored[f"c{i}"] for i, name in enumerate(names)}
+    except FAILURES:
         return None
-    return columns
 
 
 def store(source: Path, names: tuple[str, ...], columns: dict[str, Any]) -> None:
-    """Keep `columns` for the next process; silently nothing when it cannot be written or
-    a column is not plain numbers or text (object arrays would need pickling)."""
+    """Keep `columns` for the next process, removing older versions of the same entry and
+    temporary files killed processes left; silently nothing when it cannot be written or a
+    column is not plain numbers or text (object arrays would need pickling)."""
     import numpy as np
 
     if any(columns[name].dtype == object for name in names):
@@ -67,10 +81,22 @@ def store(source: Path, names: tuple[str, ...], columns: dict[str, Any]) -> None
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npz.tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, **{name: columns[name] for name in names})
+                np.savez_compressed(f, **{f"c{i}": columns[n] for i, n in enumerate(names)})
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-    except OSError:
+        _prune(folder, target)
+    except FAILURES:
         return
+
+
+def _prune(folder: Path, kept: Path) -> None:
+    """Remove the other versions of `kept`'s entry and stale temporary files."""
+    which = kept.name.split("-")[0]
+    now = time.time()
+    for path in folder.iterdir():
+        older = path.name.startswith(which + "-") and path != kept
+        stale = path.name.endswith(".tmp") and now - path.stat().st_mtime > STALE_TMP_S
+        if older or stale:
+            path.unlink(missing_ok=True)

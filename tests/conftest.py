@@ -4,12 +4,17 @@ fuzzed inputs). Shared fixtures live beside this file. `-m "not slow"` skips the
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # fixture modules beside this file
-# the measured tables' column cache (hardware/table_cache.py) in a folder of the run's own,
-# not the user's: every test process starts cold and writes nothing outside a temp folder
-os.environ.setdefault("MAPSHARD_CACHE_DIR", tempfile.mkdtemp(prefix="mapshard_test_cache_"))
+# the measured tables' column cache (hardware/table_cache.py) in a folder of each test
+# process's own, removed when it exits: every test process starts cold, and nothing is
+# written to the user's cache (whatever MAPSHARD_CACHE_DIR the shell sets)
+_CACHE = tempfile.mkdtemp(prefix="mapshard_test_cache_")
+os.environ["MAPSHARD_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)

@@ -7,7 +7,10 @@ whole (FlashAttention-3 forward, head dim 128: Shah et al. 2024, arXiv 2407.0860
 3.1; cuDNN's Hopper kernels tile the same way). So of the non-causal FLOP count the
 generators give (4 b s^2 H d) a kernel executes T (T + 1) / 2 tiles of T^2, T = ceil(s /
 128): 1/2 + 64/s of it, not the half a FLOP convention counts. A sliding-window layer (each
-query sees the last w keys) runs only the key tiles that reach into its window.
+query sees the last w keys) runs only the key tiles that reach into its window. A prefill
+chunk of at least one tile of queries against the cache that ends with it (chunked prefill)
+is the same kernel with its queries shifted to the newest positions (a bottom-right
+aligned mask): each query tile runs the key tiles up to its shifted diagonal.
 
 Time = that executed work at a fraction of the 16-bit matrix peak, plus the softmax's
 exponentials, one per executed score, at the SMs' cited special-function rate
@@ -33,11 +36,13 @@ TILE = 128  # query rows and key columns per tile
 
 @dataclass(frozen=True)
 class CausalAttentionShape:
-    """A causal self-attention kernel's per-chip extents."""
+    """A causal attention kernel's per-chip extents (self-attention, or a prefill chunk
+    against its cache)."""
 
     pairs: int  # (sequence, query head) pairs on the chip: batch x query heads
-    q_len: int  # the chip's query rows: kv_len, or its share when the queries are split
-    kv_len: int  # the sequence the kernel is causal over
+    # the chip's query rows: kv_len (or the chunk), or its share when the queries are split
+    q_len: int
+    kv_len: int  # the keys the kernel is causal over (a chunk's: its cache, chunk included)
     window: int = 0  # a sliding-window layer's window in tokens (0 = none)
     # a prefill chunk against a KV cache: the queries are the last chunk_len of the kv_len
     # positions (the chunk's whole length; q_len is the chip's share); 0 = the queries are
@@ -58,6 +63,8 @@ def kernel_shape(kernel: Kernel, sizes: dict[str, int]) -> CausalAttentionShape 
         return None
     chunk = 0
     if any(o.role == OperandRole.KV_CACHE for o in kernel.operands):
+        if q < TILE:  # a few queries against a cache: no tile to fill (decode-like kernels)
+            return None
         chunk = kernel.dim_sizes.get("q_seq", q)  # the whole chunk, whatever the chip's share
     pairs = sizes.get("batch", 1) * heads
     return CausalAttentionShape(pairs, q, kv, kernel.attention_window, chunk)
@@ -116,9 +123,9 @@ def seconds(
     `exp_per_s` (the SMs' special-function rate: per score the same whatever the head
     dim, so a 64-wide head spends twice the share of its time on them a 128-wide one does;
     0 = not priced), after the products, not beside them; plus `wave_s` per wave. A chip
-    holding a share of the queries (q_len < kv_len: the search split the sequence) runs
-    that share of the causal work, as a load-balanced split gives each chip (Megatron's
-    context parallel pairs early and late chunks)."""
+    holding a share of the queries (q_len below kv_len or the chunk: the search or context
+    parallelism split them) runs that share of the causal work, as a load-balanced split
+    gives each chip (Megatron's context parallel pairs early and late chunks)."""
     share = executed_share(shape.kv_len, shape.window, shape.chunk_len)
     products = flop * share / (peak_flops * util)
     softmax = 0.0

@@ -315,8 +315,9 @@ def kernel_compute_time(
     `chip`: at the workload's math precision's plateau (`efficiency.for_precision`);
     `elements`: the option's share of the loop nest, which a strided kernel (Kernel.strided)
     handles at the chip's strided-elementwise rate at best;
-    `causal`: a causal self-attention kernel's per-chip extents (q_len = kv_len), priced
-    from its executed tiles where the chip is calibrated for it (`causal_attention_time`)."""
+    `causal`: a causal attention kernel's per-chip extents (self-attention or a prefill
+    chunk against its cache), priced from its executed tiles where the chip is calibrated
+    for it (`causal_attention_time`)."""
     own = _compute_time(kernel, chip, shape, flop, precision, decode, causal)
     rate = chip.efficiency.strided_elementwise_elem_per_s
     if kernel.strided and rate > 0 and elements / rate > own.seconds:
@@ -458,7 +459,7 @@ def causal_attention_rate(
 def causal_attention_time(
     kernel: Kernel, chip: Chip, shape: CausalAttentionShape, flop: float, precision: str
 ) -> KernelTime | None:
-    """A causal self-attention kernel (forward, or one of its backward's two kernels) from
+    """A causal attention kernel (forward, or one of its backward's two kernels) from
     the tiles it executes (solver.cost.causal_attention) at the chosen kernel family's
     fraction of the 16-bit peak it computes in; None where the chip has no such
     calibration."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
+from generator import llm_common
 from generator.build import build_workload
 from generator.graph import Pass
 from hardware import library
@@ -224,3 +225,16 @@ def test_a_prefill_chunk_against_its_cache_runs_the_tiles_left_of_its_diagonal()
     by_hand = flop * share / (H200_BF16 * 0.955) + scores / EXP_PER_S + waves * 2.25e-6
     assert k.compute_s == pytest.approx(by_hand + OVERHEAD_S["H200-SXM-141GB"], rel=1e-9)
     assert k.time_source == "fitted causal attention tiles (cudnn)"
+
+
+def test_a_chunk_shorter_than_a_tile_keeps_the_plateau():
+    """16 queries against 4,096 keys fill no 128-row tile: the tile model would price 8x
+    padded rows, so such a kernel keeps the attention plateau."""
+    plan = _plan(
+        "batch: 8 heads: 32 kv_heads: 8 head_dim: 128 q_len: 16 kv_len: 4096", "H200-SXM-141GB"
+    )
+    assert "causal" not in plan.phases[0].kernels[0].time_source
+
+
+def test_the_generators_tile_is_the_cost_models():
+    assert llm_common.KEY_TILE == causal_attention.TILE

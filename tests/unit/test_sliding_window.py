@@ -116,23 +116,38 @@ def test_prefill_and_training_kernels_carry_the_window():
     assert len(windowed) == 3 and all(k.attention_window == 128 for k in windowed)
 
 
-def test_a_windowed_chunk_reads_window_plus_chunk_keys_and_skips_the_band():
-    # the last 512-token chunk of a 2,048-token prompt on a window-128 layer: the cache
-    # holds the 127 keys before the chunk and the chunk's own (639 keys), and each query
-    # sees its last 128 of them; the full layers see all 2,048
+def test_a_windowed_chunk_reads_its_window_in_whole_tiles_and_skips_the_band():
+    # the last 512-token chunk of a 2,048-token prompt on a window-128 layer: its queries
+    # need keys 1,409 on (the 127 before the chunk and the chunk's own); the kernel reads
+    # whole key tiles from the cache's start, so from 1,408 (tile 11): 640 keys, and each
+    # query sees its last 128 of them; the full layers see all 2,048
     chunked = _workload(
         'llm_inference { model { hf_model: "openai/gpt-oss-20b" } phase: CHUNKED_PREFILL '
         "chunk_size: 512 input_len: 2048 decode_batch: 0 }"
     )
     phases = {p.name: p for p in chunked.phases}
     (windowed,) = _attention(phases["chunked_prefill_window"])
-    assert (windowed.dim_sizes["kv_seq"], windowed.attention_window) == (639, 128)
+    assert (windowed.dim_sizes["kv_seq"], windowed.attention_window) == (640, 128)
     (full,) = _attention(phases["chunked_prefill_full"])
     assert (full.dim_sizes["kv_seq"], full.attention_window) == (2048, 0)
-    # 4 query tiles at positions 127 + 128 i .. : key tiles i .. i + 1 (the window's first
-    # key 128 i is tile i's start), 2 each: 8 of 4 x 5 tiles over 512 x 639
-    share = causal_attention.executed_share(639, 128, 512)
-    assert share == pytest.approx(8 * 128 * 128 / (512 * 639), rel=1e-12)
+    # query tile i at positions 128 + 128 i .. of the 640: key tiles i .. i + 1, 2 each
+    share = causal_attention.executed_share(640, 128, 512)
+    assert share == pytest.approx(8 * 128 * 128 / (512 * 640), rel=1e-12)
+
+
+@pytest.mark.parametrize("prompt", [2000, 2048, 3000, 1300])
+def test_a_windowed_chunk_runs_the_tiles_the_whole_cache_would(prompt):
+    """The trimmed cache keeps the tile grid of the whole one: the executed tiles equal a
+    pair-by-pair count over the whole prompt's positions."""
+    chunk = 512
+    w = _workload(
+        'llm_inference { model { hf_model: "openai/gpt-oss-20b" } phase: CHUNKED_PREFILL '
+        f"chunk_size: {chunk} input_len: {prompt} decode_batch: 0 }}"
+    )
+    (k,) = _attention({p.name: p for p in w.phases}["chunked_prefill_window"])
+    kv = k.dim_sizes["kv_seq"]
+    tiles = causal_attention.executed_share(kv, 128, chunk) * chunk * kv / 128**2
+    assert tiles == pytest.approx(_tiles_needed(prompt, 128, chunk))
 
 
 def test_a_window_longer_than_every_context_changes_nothing():

@@ -63,6 +63,26 @@ def test_a_changed_file_gets_a_new_key_and_a_damaged_entry_is_ignored(tmp_path, 
     for damaged in (b"not a zip", b"PK\x03\x04 cut short"):
         (table_cache.cache_dir() / table_cache.key(source, names)).write_bytes(damaged)
         assert table_cache.load(source, names) is None
+    # a newer version of the entry replaces the older file; a stale temporary file goes
+    table_cache.store(source, names, {"a": np.arange(4)})
+    stale = table_cache.cache_dir() / "x.npz.tmp"
+    stale.write_bytes(b"")
+    os.utime(stale, (0, 0))
+    os.utime(source, ns=(2, 2))
+    table_cache.store(source, names, {"a": np.arange(5)})
+    assert [p.name for p in table_cache.cache_dir().iterdir()] == [table_cache.key(source, names)]
+    # no home directory: no cache, no error
+    monkeypatch.delenv("MAPSHARD_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", no_home)
+    assert table_cache.load(source, names) is None
+    table_cache.store(source, names, {"a": np.arange(3)})  # nothing written, nothing raised
+    monkeypatch.setenv("MAPSHARD_CACHE_DIR", str(tmp_path / "cache"))
     # object columns are not cached (they would need pickling)
+    os.utime(source, ns=(3, 3))
     table_cache.store(source, names, {"a": np.array([None, 1], dtype=object)})
     assert table_cache.load(source, names) is None
