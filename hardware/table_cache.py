@@ -3,10 +3,11 @@ kernels from NVIDIA's tables reads them without importing pyarrow (its import is
 tenth of a default run's start-up, issue #39).
 
 The cache holds what `kernel_db` derived from an installed Parquet file, never a copy the
-repository ships: one compressed `.npz` per (file, columns), named `<which>-<version>.npz`:
-`which` hashes the file's path and the column names, `version` its size and modification
-time, so a changed or reinstalled database is read again and its older entry removed when
-the new one is written. Where: $MAPSHARD_CACHE_DIR/kernel_tables, else
+repository ships: one compressed `.npz` per (file, columns), named
+`v<format>-<which>-<version>.npz`: `which` hashes the file's path and the column names,
+`version` its size and modification time, so a changed or reinstalled database is read
+again and its older entry removed when the new one is written, as are entries of another
+format. Where: $MAPSHARD_CACHE_DIR/kernel_tables, else
 $XDG_CACHE_HOME/mapshard/kernel_tables (an absolute $XDG_CACHE_HOME), else
 ~/.cache/mapshard/kernel_tables. Written atomically (a temporary file renamed into place);
 any error finding, reading or writing it (no home directory, a read-only one, a damaged
@@ -24,7 +25,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-FORMAT = "2"  # bump when what is stored changes
+FORMAT = "3"  # bump when what is stored changes
 STALE_TMP_S = 3600.0  # a temporary file this old was left by a killed process
 # what can go wrong finding, reading or writing an entry (Path.home raises RuntimeError
 # where the user has no home directory)
@@ -48,8 +49,8 @@ def key(source: Path, names: tuple[str, ...]) -> str:
     """The cache file name of `names` read from `source` (its version part changes with the
     file's size and modification time)."""
     stat = source.stat()
-    which = _digest(FORMAT, str(source.resolve()), *names)
-    return f"{which}-{_digest(str(stat.st_size), str(stat.st_mtime_ns))}.npz"
+    which = _digest(str(source.resolve()), *names)
+    return f"v{FORMAT}-{which}-{_digest(str(stat.st_size), str(stat.st_mtime_ns))}.npz"
 
 
 def load(source: Path, names: tuple[str, ...]) -> dict[str, Any] | None:
@@ -92,11 +93,15 @@ def store(source: Path, names: tuple[str, ...], columns: dict[str, Any]) -> None
 
 
 def _prune(folder: Path, kept: Path) -> None:
-    """Remove the other versions of `kept`'s entry and stale temporary files."""
-    which = kept.name.split("-")[0]
+    """Remove the other versions of `kept`'s entry, entries of another format and stale
+    temporary files."""
+    entry = kept.name.rsplit("-", 1)[0] + "-"  # "v<format>-<which>-"
     now = time.time()
     for path in folder.iterdir():
-        older = path.name.startswith(which + "-") and path != kept
-        stale = path.name.endswith(".tmp") and now - path.stat().st_mtime > STALE_TMP_S
-        if older or stale:
+        name = path.name
+        if name.endswith(".tmp"):
+            drop = now - path.stat().st_mtime > STALE_TMP_S
+        else:
+            drop = path != kept and (name.startswith(entry) or not name.startswith(f"v{FORMAT}-"))
+        if drop:
             path.unlink(missing_ok=True)

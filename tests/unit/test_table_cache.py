@@ -68,6 +68,7 @@ def test_a_changed_file_gets_a_new_key_and_a_damaged_entry_is_ignored(tmp_path, 
     stale = table_cache.cache_dir() / "x.npz.tmp"
     stale.write_bytes(b"")
     os.utime(stale, (0, 0))
+    (table_cache.cache_dir() / "v0-old-format.npz").write_bytes(b"")  # another format's
     os.utime(source, ns=(2, 2))
     table_cache.store(source, names, {"a": np.arange(5)})
     assert [p.name for p in table_cache.cache_dir().iterdir()] == [table_cache.key(source, names)]
