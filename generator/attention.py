@@ -63,10 +63,7 @@ def attention_workload(req: setup_pb2.Attention, prec: Precision, path: Path) ->
         abpe=a,
         cls="Va_Mqa" if cached and req.q_len == 1 else "Ma_Mqa",
         shardable=["batch", *(d for d, _ in qh), split],
-        unsplit_kv=cached
-        and req.q_len == 1
-        and req.decode_attention == setup_pb2.KV_SHARED_UNSPLIT
-        and kv_heads < req.heads,  # one query head per KV head (MHA): the cache is split
+        unsplit_kv=req.decode_attention == setup_pb2.KV_SHARED_UNSPLIT,
     )
     kv_elements = req.batch * kv_len * 2 * kv_heads * req.head_dim
     per_head = req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD

@@ -248,11 +248,7 @@ class Layer:
                     cls=seg.cls,
                     shardable=["batch", *qn, split],
                     window=seg.window,
-                    # one query head per KV head (MHA): the kernel splits the cache
-                    unsplit_kv=seg.cached
-                    and seg.q_seq == 1
-                    and self.shape.kv_unsplit
-                    and c.heads > c.kv_heads,
+                    unsplit_kv=self.shape.kv_unsplit,
                 )
             )
             if per_head:

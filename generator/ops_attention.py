@@ -53,8 +53,10 @@ def attention(
     key/value inputs only): `<name>_bwd` -> d query, `<name>_kv_bwd` -> d key/value, each the
     forward FLOP x BWD_FLOP_SHARE, each reading the inputs, the output and its gradient.
     `window`: a sliding-window layer's window in tokens (Kernel.attention_window; 0 = none),
-    on the forward kernel and both gradient kernels. `unsplit_kv`: a decode kernel with no
-    KV split (Kernel.unsplit_kv)."""
+    on the forward kernel and both gradient kernels. `unsplit_kv`: the decode kernel family
+    has no KV split (Kernel.unsplit_kv), which marks a kernel of one query token against a
+    KV cache whose query heads come in groups (GQA); with one query head per KV head (MHA)
+    the kernel splits the cache."""
     args = [Arg(n, role, d, bpe, t) for n, t, d, role, bpe in inputs]
 
     def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
@@ -101,9 +103,16 @@ def attention(
     )
     assert fwd_out is not None
     _set_window(b, (name,), window)
-    if unsplit_kv:
+    if unsplit_kv and _grouped_decode(inputs, out):
         b.kernels[name] = replace(b.kernels[name], unsplit_kv=True)
     return fwd_out
+
+
+def _grouped_decode(inputs: Sequence[AttnInput], out: Dims) -> bool:
+    """One query token against a KV cache, its query heads in groups of more than one."""
+    sizes = dict(out)
+    cached = any(role == OperandRole.KV_CACHE for _, _, _, role, _ in inputs)
+    return cached and sizes.get("q_seq") == 1 and sizes.get("group", 1) > 1
 
 
 def _set_window(b: GraphBuilder, names: Sequence[str], window: int) -> None:
