@@ -128,7 +128,7 @@ def measure_training_step(torch, new_row: Callable[..., dict], smoke: bool = Fal
                 "masters copied back to BF16. Random weights and tokens; the median step "
                 "after warm-up.",
                 extra_params="optimizer=adamw;attention_impl=fused;eager_activation=1;"
-                "eager_rope=1;master_grad_cast=1;loss_impl=fp32_passes;compile=0;"
+                "eager_rope=1;master_grad_cast=1;loss_impl=torch_eager;compile=0;"
                 "library=torch_eager;timing=cuda_event_stream",
             )
         )

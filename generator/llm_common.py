@@ -10,8 +10,9 @@ from generator.graph import KernelGraph, KernelKind, ModelInfo, OperandRole, Pas
 from generator.llm_layer import Layer, LayerShape
 from generator.models import ModelConfig
 from generator.ops import embedding, linear, norm
-from generator.ops_loss import fp32_cross_entropy, fused_cross_entropy
+from generator.ops_loss import fp32_cross_entropy, fused_cross_entropy, torch_cross_entropy
 from generator.precision import Precision
+from schema import setup_pb2
 
 
 def layer_graph(
@@ -78,13 +79,13 @@ def head_graph(
     head_tokens: int,
     cls: str = "Ma_Mw",
     training: bool = False,
-    fused_loss: bool = False,
+    loss: int = setup_pb2.LOSS_FP32_PASSES,
     embedding: bool = True,
 ) -> KernelGraph:
     """Token (+ learned position) embedding of `embed_tokens` (unless `embedding` is False:
     `embed_graph` holds it), and final norm + LM head over `head_tokens`; training adds the
-    loss (in FP32, as Megatron-LM computes it, or with `fused_loss` one fused online-softmax
-    kernel pair, LossImpl LOSS_FUSED) and the backward pass."""
+    loss (a LossImpl: in FP32 as Megatron-LM computes it, one fused online-softmax kernel
+    pair, or PyTorch's own cross_entropy) and the backward pass."""
     b = GraphBuilder(name)
     w, a = prec.weight_bytes, prec.activation_bytes
     H, V, Th = ("hidden", cfg.hidden), ("vocab", cfg.vocab), ("tokens", head_tokens)
@@ -104,11 +105,17 @@ def head_graph(
         shardable=["tokens", "vocab", "hidden"],
     )
     if training:
-        loss = fused_cross_entropy if fused_loss else fp32_cross_entropy
-        loss(b, "loss", logits, abpe=a)
+        LOSS_KERNELS[loss](b, "loss", logits, abpe=a)
         b.backward([emb] if emb is not None else [])
     return sixteen_bit_head(b.graph(), prec)
 
+
+# The loss kernels of each LossImpl (generator/ops_loss.py).
+LOSS_KERNELS = {
+    setup_pb2.LOSS_FP32_PASSES: fp32_cross_entropy,
+    setup_pb2.LOSS_FUSED: fused_cross_entropy,
+    setup_pb2.LOSS_TORCH_EAGER: torch_cross_entropy,
+}
 
 # Math precisions that FP8/INT8 recipes apply to the transformer's linear layers only: the LM
 # head (output projection) stays in the 16-bit activation type. Megatron-LM/NeMo build it

@@ -276,7 +276,7 @@ def _edge_phases(
             embed_tokens=rank_tokens,
             head_tokens=rank_tokens,
             training=True,
-            fused_loss=req.loss == setup_pb2.LOSS_FUSED,
+            loss=req.loss,
             embedding=not apart,
         ),
         role="head",

@@ -1,6 +1,7 @@
 """Training losses: plain softmax cross-entropy (`cross_entropy`: one kernel each way, in
 the activations' type), and the LM's: vocab-parallel cross-entropy in FP32 as Megatron-LM
-runs it, or fused (Transformer Engine's online-softmax kernels).
+runs it, fused (Transformer Engine's online-softmax kernels), or PyTorch's own on FP32
+logits.
 
 Megatron-LM (megatron/core/tensor_parallel/cross_entropy.py, VocabParallelCrossEntropy, and
 its jit-fused variant megatron/core/fusions/fused_cross_entropy.py) upcasts the 16-bit logits
@@ -26,6 +27,20 @@ backward scales that gradient by the loss gradient in place:
   forward   row max + sum       read a                      (a)
             loss + gradient     read a, write a             (2a)    = 3a = 6
   backward  scale in place      read a, write a             (2a)    = 4
+
+PyTorch's own (`F.cross_entropy(logits.float(), targets)`: Hugging Face models, plain loops):
+log_softmax's kernel reads a row too long for shared memory three times (max, sum of
+exponentials, then the output); NLL gathers the targets (tokens-sized, left out). NLL's
+backward zero-fills an FP32 gradient and scatters into it; log_softmax's backward sums each
+row of that gradient, then reads it again with the log-probabilities:
+  forward   upcast              read a, write 4             (a + 4)
+            log_softmax         read 4 x 3, write 4         (16)    = a + 20 = 22
+  backward  zero-fill           write 4                     (4)
+            row sum             read 4                      (4)
+            log_softmax bwd     read 4 + 4, write 4         (12)
+            downcast            read 4, write a             (4 + a) = a + 24 = 26
+The log_softmax forward is one launch of three passes; here it is three kernels (`_max`,
+`_sumexp`, the log-probabilities), each priced by its own pass's bytes.
 """
 
 from __future__ import annotations
@@ -148,6 +163,79 @@ def fused_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: flo
         in_place="logits",
     )
     return grad
+
+
+def torch_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: float) -> Tensor:
+    """PyTorch's cross_entropy on FP32-cast logits (module docstring): `<name>_upcast`,
+    `<name>_max`, `<name>_sumexp`, `<name>` (the seed: log-probabilities and the loss);
+    backward `<name>_bwd_zeros`, `<name>_bwd_sum`, `<name>_bwd`, `<name>_bwd_cast`."""
+    dims, rows, n, vector = _over_logits(b, logits)
+    up = vector(
+        f"{name}_upcast",
+        [Arg("logits", IN, dims, abpe, logits), Arg("logits_fp32", OUT, dims, FP32_BYTES)],
+        n,
+    )
+    row_max = vector(
+        f"{name}_max",
+        [Arg("logits_fp32", IN, dims, FP32_BYTES, up), Arg("row_max", OUT, rows, FP32_BYTES)],
+        n,
+    )
+    row_sum = vector(
+        f"{name}_sumexp",
+        [
+            Arg("logits_fp32", IN, dims, FP32_BYTES, up),
+            Arg("row_max", IN, rows, FP32_BYTES, row_max),
+            Arg("row_sum", OUT, rows, FP32_BYTES),
+        ],
+        EXP_FLOP * n,
+    )
+
+    def rule(dy: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        zeros = vector(
+            f"{name}_bwd_zeros",
+            [Arg("targets", IN, rows, 4.0), Arg("dlogprobs", OUT, dims, FP32_BYTES)],
+            0.0,
+            pass_=Pass.BWD,
+        )
+        grad_sum = vector(
+            f"{name}_bwd_sum",
+            [Arg("dlogprobs", IN, dims, FP32_BYTES, zeros), Arg("grad_sum", OUT, rows, 4.0)],
+            n,
+            pass_=Pass.BWD,
+        )
+        grad = vector(
+            f"{name}_bwd",
+            [
+                Arg("dlogprobs", IN, dims, FP32_BYTES, zeros),
+                Arg("grad_sum", IN, rows, FP32_BYTES, grad_sum),
+                Arg("logprobs", IN, dims, FP32_BYTES, b.saved(logprobs)),
+                Arg("dlogits_fp32", OUT, dims, FP32_BYTES),
+            ],
+            (EXP_FLOP + SCALE_FLOP) * n,
+            pass_=Pass.BWD,
+        )
+        dx = vector(
+            f"{name}_bwd_cast",
+            [Arg("dlogits_fp32", IN, dims, FP32_BYTES, grad), Arg("dlogits", OUT, dims, abpe)],
+            n,
+            pass_=Pass.BWD,
+        )
+        return [(logits, dx)]
+
+    logprobs = vector(
+        name,
+        [
+            Arg("logits_fp32", IN, dims, FP32_BYTES, up),
+            Arg("row_max", IN, rows, FP32_BYTES, row_max),
+            Arg("row_sum", IN, rows, FP32_BYTES, row_sum),
+            Arg("targets", IN, rows, 4.0),
+            Arg("logprobs", OUT, dims, FP32_BYTES),
+        ],
+        SCALE_FLOP * n,
+        rule=rule,
+        seed=True,
+    )
+    return logprobs
 
 
 def cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: float) -> Tensor:

@@ -113,6 +113,7 @@ class LossImpl(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     LOSS_FP32_PASSES: _ClassVar[LossImpl]
     LOSS_FUSED: _ClassVar[LossImpl]
+    LOSS_TORCH_EAGER: _ClassVar[LossImpl]
 
 class InferencePhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -238,6 +239,7 @@ DP_OVERLAP_GRAD_REDUCE: DpOverlap
 DP_OVERLAP_NONE: DpOverlap
 LOSS_FP32_PASSES: LossImpl
 LOSS_FUSED: LossImpl
+LOSS_TORCH_EAGER: LossImpl
 REQUEST: InferencePhase
 PREFILL: InferencePhase
 DECODE: InferencePhase

@@ -199,15 +199,20 @@ def request_overhead_us(case: Case) -> float:
     return 0.0
 
 
-LOSS_IMPL = {"fp32_passes": setup_pb2.LOSS_FP32_PASSES, "fused": setup_pb2.LOSS_FUSED}
+LOSS_IMPL = {
+    "fp32_passes": setup_pb2.LOSS_FP32_PASSES,
+    "fused": setup_pb2.LOSS_FUSED,
+    "torch_eager": setup_pb2.LOSS_TORCH_EAGER,
+}
 
 
 def training_kernels(case: Case) -> tuple[bool, int]:
     """(eager activation, LossImpl) of a training row's framework, from extra_params:
     `eager_activation=1` when the MLP activation runs as eager ops (NeMo 1.x's squared
     ReLU), `loss_impl=fused` for a fused cross-entropy (Megatron-Bridge's recipes:
-    cross_entropy_loss_fusion with the "te" implementation); Megatron's FP32 passes and a
-    fused activation otherwise. The row's notes cite the recipe."""
+    cross_entropy_loss_fusion with the "te" implementation), `loss_impl=torch_eager` for
+    PyTorch's own cross_entropy on FP32 logits (plain PyTorch loops); Megatron's FP32
+    passes and a fused activation otherwise. The row's notes cite the recipe."""
     loss = case.extra.get("loss_impl", "fp32_passes")
     if loss not in LOSS_IMPL:
         raise Unmodelable(f"loss_impl={loss} is not {' or '.join(LOSS_IMPL)}")

@@ -62,6 +62,32 @@ def test_fused_loss_moves_ten_bytes_per_logit():
     assert any(e.src == "loss_bwd" and e.dst == "lm_head_bwd" for e in head.edges)
 
 
+def test_torch_eager_loss_moves_forty_eight_bytes_per_logit():
+    """F.cross_entropy(logits.float(), y): 22 bytes per logit forward, 26 backward."""
+    s = _setup(loss=setup_pb2.LOSS_TORCH_EAGER)
+    s.workload.llm_training.model.hf_model = "Llama-3.1-8B"
+    head = _phase(s, "head").graph
+    kernels = {k.name: k for k in head.kernels if k.name.startswith("loss")}
+    per = {n: _bytes_per_element(k, TOKENS * VOCAB) for n, k in kernels.items()}
+    row = 4 / VOCAB  # one FP32 value (or int32 target) per row against the vocabulary
+    expected = {
+        "loss_upcast": 2 + 4,
+        "loss_max": 4 + row,
+        "loss_sumexp": 4 + 2 * row,
+        "loss": 4 + 4 + 3 * row,  # read the FP32 logits, write the log-probabilities
+        "loss_bwd_zeros": 4 + row,  # the targets say where NLL scatters into the zeros
+        "loss_bwd_sum": 4 + row,
+        "loss_bwd": 4 + 4 + 4 + row,  # the gradient, the log-probabilities, the result
+        "loss_bwd_cast": 4 + 2,
+    }
+    assert per == pytest.approx(expected, rel=1e-12)
+    fwd = sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.FWD)
+    bwd = sum(per[n] for n, k in kernels.items() if k.pass_ == Pass.BWD)
+    assert fwd == pytest.approx(22, abs=8 * row)
+    assert bwd == pytest.approx(26, abs=4 * row)
+    assert any(e.src == "loss_bwd_cast" and e.dst == "lm_head_bwd" for e in head.edges)
+
+
 def _mlp_act_kernels(
     eager: bool, ffn: int = setup_pb2.SQUARED_RELU, norm: int = setup_pb2.LAYERNORM
 ) -> dict:
