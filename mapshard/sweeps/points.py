@@ -29,7 +29,7 @@ from schema import setup_pb2
 from schema.errors import SetupError
 
 # Setup fields the workload generator never reads (hardware, prices, solver options).
-_NOT_WORKLOAD = ("system", "cost", "solver", "gurobi")
+NOT_WORKLOAD = ("system", "cost", "solver", "gurobi")
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class _WorkloadKeys:
     def key(self, setup: setup_pb2.Setup) -> str:
         part = setup_pb2.Setup()
         part.CopyFrom(setup)
-        for name in _NOT_WORKLOAD:
+        for name in NOT_WORKLOAD:
             part.ClearField(name)
         data = part.SerializeToString(deterministic=True)
         key = self.keys.get(data)

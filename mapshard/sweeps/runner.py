@@ -2,8 +2,9 @@
 batches on a backend, store each row the moment it arrives, then write the outputs (the
 backend's workers, idle by then, draw the plots side by side).
 
-Batches: points are grouped by workload key (same base, same workload-affecting values) and
-cut into chunks of at most `chunk` points, so a worker generates each graph once per chunk.
+Batches: runs of whole systems (the hardware, cost and solver axes' values) across the
+workloads, in workload order (make_batches), so a worker builds a system's kernel menus once
+and generates each graph once per batch.
 A worker that dies takes its running point with it: the points it had finished are already
 stored (reported one by one), the ones it had not started are queued again, and each point
 that was running is re-run alone; if it kills its worker again it is recorded as `failed`.
@@ -27,14 +28,16 @@ from mapshard.sweeps import metrics
 from mapshard.sweeps.backends import DaskBackend, LocalBackend
 from mapshard.sweeps.outputs import check_sweep_folder
 from mapshard.sweeps.outputs import write_outputs as _write
-from mapshard.sweeps.points import Point, expand_points
+from mapshard.sweeps.points import NOT_WORKLOAD, Point, expand_points
 from mapshard.sweeps.progress import SweepProgress, summary_line
 from mapshard.sweeps.spec import SweepSpec, load_sweep
 from mapshard.sweeps.store import RESULTS_NAME, ResultsStore
 from mapshard.sweeps.worker import Batch, Job
 from schema.errors import SetupError, Terminated
 
-MAX_CHUNK = 16
+# Points per batch at most: a batch is a run of whole systems across the workloads
+# (make_batches); smaller batches share fewer menus, larger ones finish less evenly.
+MAX_CHUNK = 256
 
 
 @dataclass
@@ -154,18 +157,37 @@ def _sweep(
 def make_batches(
     points: list[Point], spec: SweepSpec, capacity: int, chunk: int = MAX_CHUNK
 ) -> list[Batch]:
-    """Group by workload key (in order of first appearance), then cut into chunks small
-    enough that every worker gets a few batches."""
-    groups: dict[str, list[Point]] = {}
+    """Batches of whole systems (the values of the axes that set hardware, cost or solver
+    fields), about two per worker and at most `chunk` points, each in workload order.
+
+    Why: a worker keeps its kernel menus by value (solver/cost/memo.py), and those are
+    shared by the points of one system across workloads (a decode GEMM's menu does not
+    depend on the context length), while the generated graphs are shared by the points of
+    one workload (worker._workload). Batches of one workload over many systems had every
+    worker build every system's menus; a run of whole systems builds them in one process,
+    and workload order inside it generates each graph once per batch."""
+    if not points:
+        return []
+    system_axes = [i for i, a in enumerate(spec.axes) if a.field.parts[0][0] in NOT_WORKLOAD]
+    systems: dict[tuple[str, ...], list[Point]] = {}
     for p in points:
-        groups.setdefault(p.workload_key, []).append(p)
+        systems.setdefault(tuple(p.labels[i] for i in system_axes), []).append(p)
     size = max(1, min(chunk, math.ceil(len(points) / max(1, 2 * capacity))))
-    batches = []
-    for group in groups.values():
-        for start in range(0, len(group), size):
+    runs: list[list[Point]] = [[]]
+    for group in systems.values():
+        if runs[-1] and len(runs[-1]) + len(group) > size:
+            runs.append([])
+        runs[-1].extend(group)
+    workload_rank: dict[str, int] = {}
+    for p in points:
+        workload_rank.setdefault(p.workload_key, len(workload_rank))
+    batches: list[Batch] = []
+    for run in runs:
+        run.sort(key=lambda p: workload_rank[p.workload_key])  # stable: systems in order
+        for start in range(0, len(run), size):
             jobs = tuple(
                 Job(p.point_id, p.cells(spec.axis_names), p.text, p.workload_key, p.data)
-                for p in group[start : start + size]
+                for p in run[start : start + size]
             )
             batches.append(_batch(len(batches), jobs, spec))
     return batches

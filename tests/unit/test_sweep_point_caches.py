@@ -107,6 +107,34 @@ def test_rows_with_caches_equal_rows_without(tmp_path: Path, plain_memos: None) 
     assert len({r["latency_s"] for r in plain.values()}) == len(plain)
 
 
+def test_batches_are_runs_of_whole_systems_in_workload_order(tmp_path: Path) -> None:
+    """2 chips x 2 TP degrees (4 systems) x 2 batches x 2 length pairs (4 workloads, each
+    system's 4 points): about two batches per worker, whole systems, workload by workload
+    inside a batch; a system larger than `chunk` is cut."""
+    path = tmp_path / "sweep.txt"
+    path.write_text(SWEEP, encoding="utf-8")
+    spec = load_sweep(path)
+    points, _ = expand_points(spec)
+    labels = {p.point_id: p.labels for p in points}
+    workloads = [p.labels[2:] for p in points if p.labels[:2] == points[0].labels[:2]]
+
+    def cut(capacity: int, chunk: int) -> list[list[tuple[str, ...]]]:
+        batches = make_batches(points, spec, capacity, chunk)
+        ids = [j.point_id for b in batches for j in b.jobs]
+        assert sorted(ids) == sorted(p.point_id for p in points)  # every point once
+        return [[labels[j.point_id] for j in b.jobs] for b in batches]
+
+    systems = [("H100-SXM5-80GB", "1"), ("H100-SXM5-80GB", "2")]
+    systems += [("H200-SXM-141GB", "1"), ("H200-SXM-141GB", "2")]
+    one_worker = cut(1, 256)  # 16 points / 2 batches: two systems each
+    assert [sorted({c[:2] for c in b}) for b in one_worker] == [systems[:2], systems[2:]]
+    for batch in one_worker:  # workload by workload, systems in order inside each
+        assert [c[2:] for c in batch] == [w for w in workloads for _ in range(2)]
+    two_workers = cut(2, 256)  # 4 points a batch: one system each
+    assert [sorted({c[:2] for c in b}) for b in two_workers] == [[s] for s in systems]
+    assert [len(b) for b in cut(1, 3)] == [3, 1] * 4  # a system over the chunk is cut
+
+
 def test_binary_setup_is_the_text_setup(tmp_path: Path, plain_memos: None) -> None:
     jobs, base = _jobs(tmp_path)
     job = jobs[0]
