@@ -70,16 +70,33 @@ def _over_logits(b: GraphBuilder, logits: Tensor) -> tuple[Dims, Dims, int, Call
     return dims, (dims[0],), dims_elements(dims), vector
 
 
+def _upcast(vector: Callable[..., Tensor], name: str, logits: Tensor, abpe: float) -> Tensor:
+    """`<name>_upcast`: the 16-bit logits copied to FP32 (both FP32 losses start with it)."""
+    dims = logits.dims
+    return vector(
+        f"{name}_upcast",
+        [Arg("logits", IN, dims, abpe, logits), Arg("logits_fp32", OUT, dims, FP32_BYTES)],
+        dims_elements(dims),
+    )
+
+
+def _downcast(vector: Callable[..., Tensor], name: str, grad: Tensor, abpe: float) -> Tensor:
+    """`<name>_bwd_cast`: the FP32 logits' gradient cast back to the logits' type."""
+    dims = grad.dims
+    return vector(
+        f"{name}_bwd_cast",
+        [Arg("dlogits_fp32", IN, dims, FP32_BYTES, grad), Arg("dlogits", OUT, dims, abpe)],
+        dims_elements(dims),
+        pass_=Pass.BWD,
+    )
+
+
 def fp32_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: float) -> Tensor:
     """Softmax cross-entropy over the vocabulary in FP32 (Megatron's passes, see the module
     docstring); the start of the backward pass. Kernels: `<name>_upcast`, `<name>_exp`,
     `<name>_sum`, `<name>` (the seed: softmax and loss), `<name>_bwd`, `<name>_bwd_cast`."""
     dims, rows, n, vector = _over_logits(b, logits)
-    up = vector(
-        f"{name}_upcast",
-        [Arg("logits", IN, dims, abpe, logits), Arg("logits_fp32", OUT, dims, FP32_BYTES)],
-        n,
-    )
+    up = _upcast(vector, name, logits, abpe)
     ex = vector(
         f"{name}_exp",
         [Arg("logits_fp32", IN, dims, FP32_BYTES, up), Arg("exp", OUT, dims, FP32_BYTES)],
@@ -105,13 +122,7 @@ def fp32_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: floa
             pass_=Pass.BWD,
             in_place="softmax",
         )
-        dx = vector(
-            f"{name}_bwd_cast",
-            [Arg("dlogits_fp32", IN, dims, FP32_BYTES, grad), Arg("dlogits", OUT, dims, abpe)],
-            n,
-            pass_=Pass.BWD,
-        )
-        return [(logits, dx)]
+        return [(logits, _downcast(vector, name, grad, abpe))]
 
     probs = vector(
         name,
@@ -170,11 +181,7 @@ def torch_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: flo
     `<name>_max`, `<name>_sumexp`, `<name>` (the seed: log-probabilities and the loss);
     backward `<name>_bwd_zeros`, `<name>_bwd_sum`, `<name>_bwd`, `<name>_bwd_cast`."""
     dims, rows, n, vector = _over_logits(b, logits)
-    up = vector(
-        f"{name}_upcast",
-        [Arg("logits", IN, dims, abpe, logits), Arg("logits_fp32", OUT, dims, FP32_BYTES)],
-        n,
-    )
+    up = _upcast(vector, name, logits, abpe)
     row_max = vector(
         f"{name}_max",
         [Arg("logits_fp32", IN, dims, FP32_BYTES, up), Arg("row_max", OUT, rows, FP32_BYTES)],
@@ -214,13 +221,7 @@ def torch_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: flo
             (EXP_FLOP + SCALE_FLOP) * n,
             pass_=Pass.BWD,
         )
-        dx = vector(
-            f"{name}_bwd_cast",
-            [Arg("dlogits_fp32", IN, dims, FP32_BYTES, grad), Arg("dlogits", OUT, dims, abpe)],
-            n,
-            pass_=Pass.BWD,
-        )
-        return [(logits, dx)]
+        return [(logits, _downcast(vector, name, grad, abpe))]
 
     logprobs = vector(
         name,

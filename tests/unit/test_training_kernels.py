@@ -44,12 +44,18 @@ def _bytes_per_element(kernel, elements: int) -> float:
     return total / elements
 
 
-def test_fused_loss_moves_ten_bytes_per_logit():
-    s = _setup(loss=setup_pb2.LOSS_FUSED)
+def _loss_bytes(loss: int) -> tuple[object, dict, dict[str, float]]:
+    """Llama-3.1-8B's head graph under a LossImpl, its loss kernels, and their bytes moved
+    per logit."""
+    s = _setup(loss=loss)
     s.workload.llm_training.model.hf_model = "Llama-3.1-8B"
     head = _phase(s, "head").graph
     kernels = {k.name: k for k in head.kernels if k.name.startswith("loss")}
-    per = {n: _bytes_per_element(k, TOKENS * VOCAB) for n, k in kernels.items()}
+    return head, kernels, {n: _bytes_per_element(k, TOKENS * VOCAB) for n, k in kernels.items()}
+
+
+def test_fused_loss_moves_ten_bytes_per_logit():
+    head, kernels, per = _loss_bytes(setup_pb2.LOSS_FUSED)
     stats = 8 / VOCAB  # FP32 row max and sum per row
     expected = {
         "loss_rowstats": 2 + stats,  # one read of the bf16 logits; write the row stats
@@ -64,11 +70,7 @@ def test_fused_loss_moves_ten_bytes_per_logit():
 
 def test_torch_eager_loss_moves_forty_eight_bytes_per_logit():
     """F.cross_entropy(logits.float(), y): 22 bytes per logit forward, 26 backward."""
-    s = _setup(loss=setup_pb2.LOSS_TORCH_EAGER)
-    s.workload.llm_training.model.hf_model = "Llama-3.1-8B"
-    head = _phase(s, "head").graph
-    kernels = {k.name: k for k in head.kernels if k.name.startswith("loss")}
-    per = {n: _bytes_per_element(k, TOKENS * VOCAB) for n, k in kernels.items()}
+    head, kernels, per = _loss_bytes(setup_pb2.LOSS_TORCH_EAGER)
     row = 4 / VOCAB  # one FP32 value (or int32 target) per row against the vocabulary
     expected = {
         "loss_upcast": 2 + 4,
