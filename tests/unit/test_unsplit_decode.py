@@ -10,6 +10,7 @@ Llama-3.1-8B's attention: 32 query heads over 8 KV heads of 128, so one block pe
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import replace
 from pathlib import Path
 
@@ -100,3 +101,34 @@ def test_the_fit_recovers_the_numbers_that_made_its_rows():
     found = fit_attention.fit_unsplit_decode(points)
     assert (found.util, round(found.wave_us, 9)) == (60.0, 1.5)
     assert found.mean_abs_err < 1e-12
+
+
+def test_a_random_family_of_shapes_is_the_wave_formula_or_the_dram_bound():
+    """20 drawn (batch, KV heads, group, head size, cache length): compute is the waves'
+    streaming time (the FLOP side cannot bind: decode attention does 2 x group FLOP per K/V
+    byte, at most 16 here, far below what even 30% of the BF16 peak over the DRAM allows),
+    memory the cache plus the query read and output write at the DRAM bandwidth."""
+    rng = random.Random(39)
+    for _ in range(20):
+        batch, kv_heads = rng.choice((1, 3, 16, 33, 64, 200)), rng.choice((1, 2, 4, 8))
+        group, head_dim = rng.choice((2, 4, 8)), rng.choice((64, 128, 256))
+        kv_len = rng.choice((64, 1000, 4096, 12345))
+        text = (
+            f"workload {{ attention {{ batch: {batch} heads: {kv_heads * group} "
+            f"kv_heads: {kv_heads} head_dim: {head_dim} q_len: 1 kv_len: {kv_len} "
+            'decode_attention: KV_SHARED_UNSPLIT } } system { chip: "H200-SXM-141GB" '
+            "num_chip: 1 }"
+        )
+        setup = text_format.Parse(text, setup_pb2.Setup())
+        loaded = pipeline.load_message(setup, Path("setup.txt"))
+        plan = pipeline.plan(pipeline.assemble(loaded, pipeline.resolve(loaded)))
+        (k,) = plan.phases[0].kernels
+        block = 2 * kv_len * head_dim * 2
+        waves = math.ceil(batch * kv_heads / SMS)
+        stream = waves * (block / SM_BPS + WAVE_S)
+        flop = 4 * batch * kv_heads * group * kv_len * head_dim
+        assert flop / (0.3 * 989.4e12) < stream
+        assert k.compute_s == pytest.approx(stream + OVERHEAD_S, rel=1e-9), text
+        q_and_out = 2 * batch * kv_heads * group * head_dim * 2
+        cache = batch * kv_heads * block
+        assert k.memory_s == pytest.approx((cache + q_and_out) / H200_DRAM_BPS, rel=1e-9)
