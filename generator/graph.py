@@ -153,20 +153,21 @@ class Kernel:
     # down the process column while its panel broadcast goes along the row. Out of the
     # repr: structural signatures of existing graphs stay as they were
     communication_2_group: str = field(default="", repr=False)
-    # Elements the kernel converts between number formats on the vector unit (one instance,
-    # whole kernel; scaled by its per-chip share): a per-query-head decode attention
-    # dequantizing its 8-bit KV cache once per query head. Priced at the chip's type-
-    # conversion rate (solver/cost/core_rates.conversion_rate). Out of the repr, as above.
+    # Elements converted between number formats on the vector unit (one instance, scaled by
+    # its per-chip share): a per-query-head decode attention dequantizing its 8-bit KV cache
+    # per query head, at the chip's conversion rate (core_rates). Out of the repr, as above.
     converted_elements: float = field(default=0.0, repr=False)
-    # Cores (thread blocks) the kernel can occupy, 0 = all of them: a latency-bound step
-    # done by one cooperating thread block (HPL's pivot column) streams its bytes at that
-    # share of the chip's DRAM bandwidth (solver.cost.menus.block_limited). Out of the
-    # repr, as above.
+    # Cores (thread blocks) the kernel can occupy, 0 = all: a latency-bound step done by one
+    # thread block (HPL's pivot column) streams at that share of the DRAM bandwidth
+    # (solver.cost.menus.block_limited). Out of the repr, as above.
     thread_blocks: int = field(default=0, repr=False)
-    # An eager framework's strided elementwise kernel (an operand is a transposed or sliced
-    # view): at least its elements at the chip's strided_elementwise rate
-    # (solver.cost.kernel_times.kernel_compute_time). Out of the repr, as above.
+    # An eager framework's strided elementwise kernel (a transposed or sliced view): at least
+    # its elements at the chip's strided_elementwise rate (kernel_times). Out of the repr.
     strided: bool = field(default=False, repr=False)
+    # The expected share of its `experts` that tokens are routed to (1 = all): an MoE
+    # layer's experts no token chose run nothing and read no weights (solver.cost.menus
+    # prices the routed ones; storage keeps every expert). Out of the repr, as above.
+    expert_share: float = field(default=1.0, repr=False)
 
     def __hash__(self) -> int:
         """The dataclass's own hash (of the fields equality compares, in order), computed

@@ -27,12 +27,12 @@ experts-split consumer is the all-to-all, also flagged on the dispatch/combine k
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
 from generator.builder import Arg, Dim, Dims, GraphBuilder, Tensor, dims_elements
-from generator.graph import Communication, KernelKind
+from generator.graph import Communication, KernelGraph, KernelKind
 from generator.llm_attention import AttnSegment, add_sinks, unfused_attention
 from generator.llm_mla import mla
 from generator.models import ModelConfig
@@ -103,6 +103,27 @@ def expert_tokens(tokens: int, k: int, experts: int, capacity_factor: float) -> 
     return math.ceil(Fraction(tokens * k) * cf / experts)
 
 
+def routed_expert_share(tokens: int, k: int, experts: int) -> float:
+    """The expected share of the experts at least one of `tokens` tokens routes to, each
+    token choosing k distinct experts uniformly: 1 - (1 - k / experts) ** tokens. A
+    decode step of one sequence reaches k experts (Qwen3-30B-A3B: 8 of 128); a prefill's
+    thousands of tokens reach every one."""
+    return 1.0 - (1.0 - min(k, experts) / experts) ** tokens
+
+
+def with_expert_share(graph: KernelGraph, share: float) -> KernelGraph:
+    """The graph with `share` on every kernel over an MoE layer's routed token slots (the
+    dims experts and expert_tokens: dispatch's output, the expert GEMMs, their activation,
+    sorts and gradients; not the router, which scores every expert)."""
+    if share >= 1.0:
+        return graph
+    kernels = tuple(
+        replace(k, expert_share=share) if {"experts", "expert_tokens"} <= k.dim_sizes.keys() else k
+        for k in graph.kernels
+    )
+    return replace(graph, kernels=kernels)
+
+
 class Layer:
     """Builds one layer into `b`; `forward()` returns (layer input, layer output)."""
 
@@ -114,6 +135,7 @@ class Layer:
         self.T = ("tokens", shape.tokens)
         self.H = ("hidden", cfg.hidden)
         self.core: list[str] = []  # the attention core's kernels (selective recompute)
+        self.expert_share = 1.0  # of this rank's experts, the share tokens reach (moe)
         self.fp8: dict[int, Tensor] = {}  # tensor key -> its FP8 copy (one cast per tensor)
 
     def lin(
@@ -332,6 +354,9 @@ class Layer:
         E = ("experts", c.experts // ep)
         C = ("expert_tokens", expert_tokens(tokens * ep, k, c.experts, c.capacity_factor))
         routed = min(tokens * k, E[1] * C[1])
+        share = routed_expert_share(tokens * ep, k, c.experts)
+        if c.capacity_factor <= 0 and share <= 1.0 - 1.0 / E[1]:  # dropless, not every one
+            self.expert_share = share  # an expert no token chose does nothing
         # the router scores every expert; under EP the routing table (T, all experts) is not
         # the local experts dim
         R = ("experts", c.experts) if ep == 1 else ("routes", c.experts)

@@ -280,6 +280,11 @@ def _einsum_kernel(
         problems.append(
             f"{where}.einsum.thread_blocks must be >= 0 (0 = every core), got {e.thread_blocks}"
         )
+    if not 0.0 <= e.expert_share <= 1.0:
+        problems.append(
+            f"{where}.einsum.expert_share must be in (0, 1] (0 = every expert), "
+            f"got {e.expert_share}"
+        )
     if len(problems) > n0:
         return None
     kind = KernelKind[kind_name]
@@ -307,6 +312,7 @@ def _einsum_kernel(
         strided=e.strided,
         attention_window=e.attention_window,
         unsplit_kv=e.unsplit_kv,
+        expert_share=e.expert_share or 1.0,
         **_comm(comm, e.communication_size, e.communication_group),
     )
 

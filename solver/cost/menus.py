@@ -67,6 +67,17 @@ def _shard_sizes(kernel: Kernel, sharding: str, tp: int) -> dict[str, int]:
     return sizes
 
 
+def _routed_sizes(kernel: Kernel, sizes: dict[str, int]) -> dict[str, int]:
+    """The per-chip sizes the kernel runs: of an MoE layer's experts only those tokens are
+    routed to (Kernel.expert_share, rounded up to whole experts), every expert otherwise.
+    Its FLOP already counts the routed token slots only."""
+    if kernel.expert_share >= 1.0 or "experts" not in sizes:
+        return sizes
+    routed = dict(sizes)
+    routed["experts"] = max(1, math.ceil(sizes["experts"] * kernel.expert_share - 1e-9))
+    return routed
+
+
 def _matrix_precision_peak(chip: Chip, precision: str) -> float:
     return chip.peak(precision)
 
@@ -95,6 +106,7 @@ def build_menu(
         sizes = _shard_sizes(kernel, s, tp)
         frac = math.prod(sizes.values()) / full_elems if full_elems else 1.0
         flop = kernel.flop * frac
+        sizes = _routed_sizes(kernel, sizes)
         compute = _kernel_time(kernel, chip, sizes, flop, math_precision)
         net_s, net_b, coll = own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
         stored, replicated = (), ()
@@ -133,7 +145,7 @@ def build_menu(
     groups: list[TileGroup] = []
     if dataflow and is_gemm(kernel) and not kernel.pinned_tile:
         for s in shardings:
-            sizes = _shard_sizes(kernel, s, tp)
+            sizes = _routed_sizes(kernel, _shard_sizes(kernel, s, tp))
             for pts in frontier.tile_groups(*fusion_args(kernel, sizes, sram_bytes, tiling_points)):
                 costs = tile_costs(kernel, sizes, sram_bytes, pts)
                 groups.append(TileGroup(s, tuple(TileCost(*c) for c in costs)))

@@ -122,6 +122,9 @@ CASES = {
     "phase: DECODE batch: 2 context_len: 256 decode_attention: KV_SHARED_UNSPLIT } }",
     "gemma_windowed_prefill": 'workload { llm_inference { model { hf_model: "%s" } '
     "phase: PREFILL batch: 1 input_len: 8192 } }" % (ROOT / "tests/data/models/gemma-2-9b"),
+    # one sequence's decode step reaches 8 of Qwen3-30B-A3B's 128 experts (Kernel.expert_share)
+    "qwen3_moe_decode": 'workload { llm_inference { model { hf_model: "Qwen3-30B-A3B" } '
+    "phase: DECODE batch: 1 context_len: 64 } }",
 }
 
 
@@ -137,6 +140,11 @@ def test_round_trip_is_identical(case):
     kernels = [k for p in w.phases for k in p.graph.kernels]
     if case == "llama_unsplit_decode":
         assert [k.name for k in kernels if k.unsplit_kv] == ["attention"]
+    if case == "qwen3_moe_decode":
+        shares = {k.name: k.expert_share for k in kernels if k.expert_share < 1}
+        moe = {"dispatch", "expert_gate_up", "expert_act", "expert_down", "combine"}
+        assert set(shares) == moe
+        assert set(shares.values()) == {8 / 128}
     if case == "gemma_windowed_prefill":
         assert {k.attention_window for k in kernels} == {0, 4096}
     if case == "gemma_fp8_head":

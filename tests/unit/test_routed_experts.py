@@ -1,0 +1,78 @@
+"""An MoE layer's experts that no token is routed to run nothing and read no weights
+(Kernel.expert_share): a decode step of one sequence reads k experts' weights, not all of
+them, while the chip still stores every expert. Numbers worked out by hand."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+from generator.llm_layer import routed_expert_share
+from mapshard import pipeline
+from schema import setup_pb2
+
+BF16 = 2
+
+
+def test_the_share_is_one_less_the_chance_no_token_picks_an_expert():
+    assert routed_expert_share(1, 8, 128) == pytest.approx(8 / 128)  # one token: k experts
+    assert routed_expert_share(2, 8, 128) == pytest.approx(1 - (120 / 128) ** 2)  # 31/256
+    assert routed_expert_share(4, 2, 8) == pytest.approx(1 - 0.75**4)  # 175/256
+    assert routed_expert_share(10_000, 2, 8) == pytest.approx(1.0)
+
+
+def _plan(text: str):
+    setup = text_format.Parse(text, setup_pb2.Setup())
+    loaded = pipeline.load_message(setup, Path("setup.txt"))
+    return pipeline.plan(pipeline.assemble(loaded, pipeline.resolve(loaded)))
+
+
+def _kernels(plan, phase: str) -> dict:
+    return {k.name: k for p in plan.phases if p.name == phase for k in p.kernels}
+
+
+def test_one_sequence_reads_eight_of_qwen3_30b_a3bs_128_experts_and_stores_all():
+    plan = _plan(
+        'workload { llm_inference { model { hf_model: "Qwen3-30B-A3B" } phase: DECODE '
+        'batch: 1 context_len: 1024 } } system { chip: "H200-SXM-141GB" num_chip: 1 }'
+    )
+    k = _kernels(plan, "decode")
+    hidden, ffn = 2048, 768
+    # gate and up (2 x ffn x hidden) and down (ffn x hidden) of 8 experts, plus the token's
+    # own rows (one routed slot per expert reached: hidden in, 2 ffn out; ffn in, hidden out)
+    gate_up = 8 * 2 * ffn * hidden * BF16 + 8 * (hidden + 2 * ffn) * BF16
+    down = 8 * ffn * hidden * BF16 + 8 * (ffn + hidden) * BF16
+    assert k["expert_gate_up"].dram_bytes == pytest.approx(gate_up, rel=1e-9)
+    assert k["expert_down"].dram_bytes == pytest.approx(down, rel=1e-9)
+    # the chip stores every expert: 48 layers x 128 experts x 3 x 2048 x 768 parameters
+    experts_bytes = 48 * 128 * 3 * hidden * ffn * BF16
+    assert plan.memory.weights >= experts_bytes
+
+
+def test_a_random_family_of_batches_reads_the_experts_their_tokens_reach():
+    """A small inline MoE (hidden 256, FFN 512, top-2 of 16 experts) decoding 1-40
+    sequences: expert_down reads ceil(16 x share) experts' weights and the routed rows."""
+    rng = random.Random(35)
+    hidden, ffn, experts, k = 256, 512, 16, 2
+    model = (
+        f'inline {{ name: "moe" architecture: "mixtral" hidden_size: {hidden} num_layers: 2 '
+        f"num_heads: 4 num_kv_heads: 4 head_dim: 64 intermediate_size: {ffn} "
+        f"vocab_size: 1000 ffn: SWIGLU norm: RMSNORM num_experts: {experts} "
+        f"experts_per_token: {k} moe_intermediate_size: {ffn} }}"
+    )
+    for batch in sorted(rng.sample(range(1, 41), 8)):
+        plan = _plan(
+            f"workload {{ llm_inference {{ model {{ {model} }} phase: DECODE batch: {batch} "
+            'context_len: 64 } } system { chip: "H200-SXM-141GB" num_chip: 1 }'
+        )
+        down = _kernels(plan, "decode")["expert_down"]
+        reached = math.ceil(experts * (1 - (1 - k / experts) ** batch) - 1e-9)
+        if reached * 1.0 > experts - 1:  # every expert: the kernel keeps no share
+            reached = experts
+        per_expert_tokens = -(-batch * k // experts)
+        rows = reached * per_expert_tokens * (ffn + hidden) * BF16
+        assert down.dram_bytes == pytest.approx(reached * ffn * hidden * BF16 + rows), batch
