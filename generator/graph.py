@@ -127,11 +127,9 @@ class Kernel:
     # The precision its matrix work runs in when it is not the workload's math precision
     # ("" = the workload's): the LM head stays 16-bit under FP8 recipes.
     math_precision: str = ""
-    # an FP8 GEMM that promotes its partial sums to FP32 (no fast accumulation): Transformer
-    # Engine's dgrad and wgrad GEMMs in FP8 training; priced at the chip's
-    # fp8_split_accumulate_util plateau (solver/cost/menus.py). Out of the repr, so the
-    # structural signatures (canonical order) of graphs without it stay as they were; it
-    # still takes part in equality and hashing (the menu memo's key)
+    # an FP8 GEMM promoting its partial sums to FP32 (Transformer Engine's FP8 dgrad and
+    # wgrad): the chip's fp8_split_accumulate_util plateau. Out of the repr, so structural
+    # signatures (canonical order) of graphs without it stay; in equality (menu memo keys)
     split_accumulate: bool = field(default=False, repr=False)
     # the input its output overwrites (the FP32 loss, generator/ops_loss.py): memory only
     in_place: str = field(default="", repr=False, compare=False)
@@ -140,9 +138,11 @@ class Kernel:
     # covers). Out of the repr like split_accumulate; part of equality (the menu memo's key)
     attention_window: int = field(default=0, repr=False)
     # a decode attention kernel with one thread block per (sequence, KV head) over the whole
-    # cache, no KV split (DecodeAttention KV_SHARED_UNSPLIT: kernel_times prices the SMs
-    # its blocks occupy). Out of the repr and part of equality, like attention_window
+    # cache (KV_SHARED_UNSPLIT: kernel_times prices the SMs its blocks occupy). As above.
     unsplit_kv: bool = field(default=False, repr=False)
+    # an MoE expert GEMM run as one grouped kernel whose waves span experts (MoeGemm
+    # MOE_GEMM_GROUPED), not a GEMM per expert (solver.cost.menus). As above.
+    fused_experts: bool = field(default=False, repr=False)
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from generator.builder import GraphBuilder, Tensor
 from generator.graph import KernelGraph, KernelKind, ModelInfo, OperandRole, Pass, Phase
-from generator.llm_layer import Layer, LayerShape, with_expert_share
+from generator.llm_layer import Layer, LayerShape, with_expert_kernels
 from generator.models import ModelConfig
 from generator.ops import embedding, linear, norm
 from generator.ops_loss import fp32_cross_entropy, fused_cross_entropy, torch_cross_entropy
@@ -41,7 +41,7 @@ def layer_graph(
         grads = b.backward([out])
         # the input gradient is the previous instance's output gradient
         b.carry(grads.get(x.key), b.gradient_input(out))
-    return with_expert_share(b.graph(), layer.expert_share)
+    return with_expert_kernels(b.graph(), layer.expert_share, shape.fused_experts)
 
 
 def _embedding(b: GraphBuilder, cfg: ModelConfig, prec: Precision, tokens: int) -> Tensor:

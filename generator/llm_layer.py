@@ -32,7 +32,7 @@ from fractions import Fraction
 from typing import Any
 
 from generator.builder import Arg, Dim, Dims, GraphBuilder, Tensor, dims_elements
-from generator.graph import Communication, KernelGraph, KernelKind
+from generator.graph import Communication, Kernel, KernelGraph, KernelKind
 from generator.llm_attention import AttnSegment, add_sinks, unfused_attention
 from generator.llm_mla import mla
 from generator.models import ModelConfig
@@ -64,6 +64,8 @@ class LayerShape:
     kv_per_query_head: bool = False
     # ... or a group-aware one with no KV split (DecodeAttention KV_SHARED_UNSPLIT)
     kv_unsplit: bool = False
+    # the experts' GEMMs as one grouped kernel (MoeGemm MOE_GEMM_GROUPED: fused_experts)
+    fused_experts: bool = False
     # ... and this share of its G - 1 repeated reads of each KV head misses the L2 (0: the
     # L2 serves them): the KV cache operand carries 1 + (G - 1) x share reads from DRAM
     kv_reread_share: float = 0.0
@@ -111,17 +113,21 @@ def routed_expert_share(tokens: int, k: int, experts: int) -> float:
     return 1.0 - (1.0 - min(k, experts) / experts) ** tokens
 
 
-def with_expert_share(graph: KernelGraph, share: float) -> KernelGraph:
-    """The graph with `share` on every kernel over an MoE layer's routed token slots (the
-    dims experts and expert_tokens: dispatch's output, the expert GEMMs, their activation,
-    sorts and gradients; not the router, which scores every expert)."""
-    if share >= 1.0:
+def with_expert_kernels(graph: KernelGraph, share: float, fused: bool) -> KernelGraph:
+    """The graph with `share` (Kernel.expert_share) on every kernel over an MoE layer's
+    routed token slots (the dims experts and expert_tokens: dispatch's output, the expert
+    GEMMs, their activation, sorts and gradients; not the router, which scores every
+    expert), and `fused` (Kernel.fused_experts) on its expert GEMMs."""
+    if share >= 1.0 and not fused:
         return graph
-    kernels = tuple(
-        replace(k, expert_share=share) if {"experts", "expert_tokens"} <= k.dim_sizes.keys() else k
-        for k in graph.kernels
-    )
-    return replace(graph, kernels=kernels)
+
+    def routed(k: Kernel) -> Kernel:
+        if not {"experts", "expert_tokens"} <= k.dim_sizes.keys():
+            return k
+        gemm = fused and k.kind == KernelKind.BATCHED_GEMM
+        return replace(k, expert_share=min(share, 1.0), fused_experts=gemm)
+
+    return replace(graph, kernels=tuple(routed(k) for k in graph.kernels))
 
 
 class Layer:

@@ -258,6 +258,7 @@ def _layer_shape(
         eager_rope=req.eager_rope,
         expert_parallel=ep,
         sort_chunks=sorts_chunks(req, cfg, ep, fold),
+        fused_experts=req.moe_gemm == setup_pb2.MOE_GEMM_GROUPED,  # TE: a GEMM per expert
     )
 
 

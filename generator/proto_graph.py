@@ -313,6 +313,7 @@ def _einsum_kernel(
         attention_window=e.attention_window,
         unsplit_kv=e.unsplit_kv,
         expert_share=e.expert_share or 1.0,
+        fused_experts=e.fused_experts,
         **_comm(comm, e.communication_size, e.communication_group),
     )
 

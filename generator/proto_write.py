@@ -40,6 +40,7 @@ def graph_to_proto(graph: KernelGraph, repeat: int | None = None) -> setup_pb2.D
         e.attention_window = k.attention_window
         e.unsplit_kv = k.unsplit_kv
         e.expert_share = k.expert_share if k.expert_share < 1.0 else 0.0
+        e.fused_experts = k.fused_experts
         for d, size in k.dims:
             e.dims.add(name=d, size=size)
         for o in k.operands:

@@ -103,6 +103,12 @@ class MoeDispatcher(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MOE_DISPATCHER_ALLTOALL: _ClassVar[MoeDispatcher]
     MOE_DISPATCHER_DEEPEP: _ClassVar[MoeDispatcher]
 
+class MoeGemm(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MOE_GEMM_DEFAULT: _ClassVar[MoeGemm]
+    MOE_GEMM_PER_EXPERT: _ClassVar[MoeGemm]
+    MOE_GEMM_GROUPED: _ClassVar[MoeGemm]
+
 class DpOverlap(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DP_OVERLAP_ALL: _ClassVar[DpOverlap]
@@ -234,6 +240,9 @@ RECOMPUTE_SELECTIVE: Recompute
 RECOMPUTE_FULL: Recompute
 MOE_DISPATCHER_ALLTOALL: MoeDispatcher
 MOE_DISPATCHER_DEEPEP: MoeDispatcher
+MOE_GEMM_DEFAULT: MoeGemm
+MOE_GEMM_PER_EXPERT: MoeGemm
+MOE_GEMM_GROUPED: MoeGemm
 DP_OVERLAP_ALL: DpOverlap
 DP_OVERLAP_GRAD_REDUCE: DpOverlap
 DP_OVERLAP_NONE: DpOverlap
@@ -511,7 +520,7 @@ class ElementwiseInput1Input2(_message.Message):
     def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_1_size: _Optional[float] = ..., input_tensor_2_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., sharding: _Optional[_Union[Sharding, str]] = ..., communication_type_2: _Optional[_Union[CommunicationType, str]] = ..., communication_size_2: _Optional[float] = ..., shard_outer_M: _Optional[int] = ..., shard_N: _Optional[int] = ..., memory_size: _Optional[float] = ..., num_input: _Optional[int] = ..., sram_extra: _Optional[float] = ..., dram_extra: _Optional[float] = ...) -> None: ...
 
 class EinsumKernel(_message.Message):
-    __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size", "math_precision", "communication_group", "thread_blocks", "strided", "attention_window", "unsplit_kv", "expert_share")
+    __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size", "math_precision", "communication_group", "thread_blocks", "strided", "attention_window", "unsplit_kv", "fused_experts", "expert_share")
     KIND_FIELD_NUMBER: _ClassVar[int]
     DIMS_FIELD_NUMBER: _ClassVar[int]
     OPERANDS_FIELD_NUMBER: _ClassVar[int]
@@ -526,6 +535,7 @@ class EinsumKernel(_message.Message):
     STRIDED_FIELD_NUMBER: _ClassVar[int]
     ATTENTION_WINDOW_FIELD_NUMBER: _ClassVar[int]
     UNSPLIT_KV_FIELD_NUMBER: _ClassVar[int]
+    FUSED_EXPERTS_FIELD_NUMBER: _ClassVar[int]
     EXPERT_SHARE_FIELD_NUMBER: _ClassVar[int]
     kind: str
     dims: _containers.RepeatedCompositeFieldContainer[LoopDim]
@@ -541,8 +551,9 @@ class EinsumKernel(_message.Message):
     strided: bool
     attention_window: int
     unsplit_kv: bool
+    fused_experts: bool
     expert_share: float
-    def __init__(self, kind: _Optional[str] = ..., dims: _Optional[_Iterable[_Union[LoopDim, _Mapping]]] = ..., operands: _Optional[_Iterable[_Union[OperandSpec, _Mapping]]] = ..., flop: _Optional[float] = ..., kernel_class: _Optional[str] = ..., shardable_dims: _Optional[_Iterable[str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., math_precision: _Optional[str] = ..., communication_group: _Optional[str] = ..., thread_blocks: _Optional[int] = ..., strided: _Optional[bool] = ..., attention_window: _Optional[int] = ..., unsplit_kv: _Optional[bool] = ..., expert_share: _Optional[float] = ...) -> None: ...
+    def __init__(self, kind: _Optional[str] = ..., dims: _Optional[_Iterable[_Union[LoopDim, _Mapping]]] = ..., operands: _Optional[_Iterable[_Union[OperandSpec, _Mapping]]] = ..., flop: _Optional[float] = ..., kernel_class: _Optional[str] = ..., shardable_dims: _Optional[_Iterable[str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., math_precision: _Optional[str] = ..., communication_group: _Optional[str] = ..., thread_blocks: _Optional[int] = ..., strided: _Optional[bool] = ..., attention_window: _Optional[int] = ..., unsplit_kv: _Optional[bool] = ..., fused_experts: _Optional[bool] = ..., expert_share: _Optional[float] = ...) -> None: ...
 
 class LoopDim(_message.Message):
     __slots__ = ("name", "size")
@@ -701,7 +712,7 @@ class Model(_message.Message):
     def __init__(self, inline: _Optional[_Union[ModelSpec, _Mapping]] = ..., hf_model: _Optional[str] = ...) -> None: ...
 
 class LlmTraining(_message.Message):
-    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout", "context_parallel", "eager_activation", "loss", "edges_in_pipeline_split", "expert_parallel", "fp8_param_gather", "grad_reduce_fp32", "dp_overlap", "expert_tensor_parallel", "moe_dispatcher", "eager_rope", "master_grad_cast")
+    __slots__ = ("model", "global_batch", "micro_batch", "seq_len", "recompute", "sequence_parallel", "zero_stage", "virtual_pipeline", "attention", "dropout", "context_parallel", "eager_activation", "loss", "edges_in_pipeline_split", "expert_parallel", "fp8_param_gather", "grad_reduce_fp32", "dp_overlap", "expert_tensor_parallel", "moe_dispatcher", "eager_rope", "master_grad_cast", "moe_gemm")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GLOBAL_BATCH_FIELD_NUMBER: _ClassVar[int]
     MICRO_BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -724,6 +735,7 @@ class LlmTraining(_message.Message):
     MOE_DISPATCHER_FIELD_NUMBER: _ClassVar[int]
     EAGER_ROPE_FIELD_NUMBER: _ClassVar[int]
     MASTER_GRAD_CAST_FIELD_NUMBER: _ClassVar[int]
+    MOE_GEMM_FIELD_NUMBER: _ClassVar[int]
     model: Model
     global_batch: int
     micro_batch: int
@@ -746,10 +758,11 @@ class LlmTraining(_message.Message):
     moe_dispatcher: MoeDispatcher
     eager_rope: bool
     master_grad_cast: bool
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ..., eager_activation: _Optional[bool] = ..., loss: _Optional[_Union[LossImpl, str]] = ..., edges_in_pipeline_split: _Optional[bool] = ..., expert_parallel: _Optional[int] = ..., fp8_param_gather: _Optional[bool] = ..., grad_reduce_fp32: _Optional[bool] = ..., dp_overlap: _Optional[_Union[DpOverlap, str]] = ..., expert_tensor_parallel: _Optional[int] = ..., moe_dispatcher: _Optional[_Union[MoeDispatcher, str]] = ..., eager_rope: _Optional[bool] = ..., master_grad_cast: _Optional[bool] = ...) -> None: ...
+    moe_gemm: MoeGemm
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., global_batch: _Optional[int] = ..., micro_batch: _Optional[int] = ..., seq_len: _Optional[int] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., sequence_parallel: _Optional[bool] = ..., zero_stage: _Optional[int] = ..., virtual_pipeline: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., dropout: _Optional[float] = ..., context_parallel: _Optional[int] = ..., eager_activation: _Optional[bool] = ..., loss: _Optional[_Union[LossImpl, str]] = ..., edges_in_pipeline_split: _Optional[bool] = ..., expert_parallel: _Optional[int] = ..., fp8_param_gather: _Optional[bool] = ..., grad_reduce_fp32: _Optional[bool] = ..., dp_overlap: _Optional[_Union[DpOverlap, str]] = ..., expert_tensor_parallel: _Optional[int] = ..., moe_dispatcher: _Optional[_Union[MoeDispatcher, str]] = ..., eager_rope: _Optional[bool] = ..., master_grad_cast: _Optional[bool] = ..., moe_gemm: _Optional[_Union[MoeGemm, str]] = ...) -> None: ...
 
 class LlmInference(_message.Message):
-    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention", "tensor_parallel_split", "prefill_tokens_per_pass", "request_overhead_us", "kv_reread_dram_share", "prefill_sequences", "stream", "kv_page_tokens", "eager_activation", "eager_rope")
+    __slots__ = ("model", "phase", "batch", "input_len", "output_len", "context_len", "chunk_size", "decode_batch", "attention", "serving", "decode_attention", "tensor_parallel_split", "prefill_tokens_per_pass", "request_overhead_us", "kv_reread_dram_share", "prefill_sequences", "stream", "kv_page_tokens", "eager_activation", "eager_rope", "moe_gemm")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -770,6 +783,7 @@ class LlmInference(_message.Message):
     KV_PAGE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     EAGER_ACTIVATION_FIELD_NUMBER: _ClassVar[int]
     EAGER_ROPE_FIELD_NUMBER: _ClassVar[int]
+    MOE_GEMM_FIELD_NUMBER: _ClassVar[int]
     model: Model
     phase: InferencePhase
     batch: int
@@ -790,7 +804,8 @@ class LlmInference(_message.Message):
     kv_page_tokens: int
     eager_activation: bool
     eager_rope: bool
-    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ..., decode_attention: _Optional[_Union[DecodeAttention, str]] = ..., tensor_parallel_split: _Optional[_Union[TensorParallelSplit, str]] = ..., prefill_tokens_per_pass: _Optional[int] = ..., request_overhead_us: _Optional[float] = ..., kv_reread_dram_share: _Optional[float] = ..., prefill_sequences: _Optional[int] = ..., stream: _Optional[_Union[Stream, _Mapping]] = ..., kv_page_tokens: _Optional[int] = ..., eager_activation: _Optional[bool] = ..., eager_rope: _Optional[bool] = ...) -> None: ...
+    moe_gemm: MoeGemm
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., phase: _Optional[_Union[InferencePhase, str]] = ..., batch: _Optional[int] = ..., input_len: _Optional[int] = ..., output_len: _Optional[int] = ..., context_len: _Optional[int] = ..., chunk_size: _Optional[int] = ..., decode_batch: _Optional[int] = ..., attention: _Optional[_Union[AttentionImpl, str]] = ..., serving: _Optional[_Union[Serving, _Mapping]] = ..., decode_attention: _Optional[_Union[DecodeAttention, str]] = ..., tensor_parallel_split: _Optional[_Union[TensorParallelSplit, str]] = ..., prefill_tokens_per_pass: _Optional[int] = ..., request_overhead_us: _Optional[float] = ..., kv_reread_dram_share: _Optional[float] = ..., prefill_sequences: _Optional[int] = ..., stream: _Optional[_Union[Stream, _Mapping]] = ..., kv_page_tokens: _Optional[int] = ..., eager_activation: _Optional[bool] = ..., eager_rope: _Optional[bool] = ..., moe_gemm: _Optional[_Union[MoeGemm, str]] = ...) -> None: ...
 
 class LengthMix(_message.Message):
     __slots__ = ("tokens", "min", "max", "values")

@@ -103,10 +103,9 @@ def build_menu(
     full_elems = math.prod(kernel.dim_sizes.values())
     out_bytes_full = sum(kernel.operand_bytes(o) for o in kernel.outputs)
     for s in shardings:
-        sizes = _shard_sizes(kernel, s, tp)
-        frac = math.prod(sizes.values()) / full_elems if full_elems else 1.0
-        flop = kernel.flop * frac
-        sizes = _routed_sizes(kernel, sizes)
+        sharded = _shard_sizes(kernel, s, tp)
+        flop = kernel.flop * (math.prod(sharded.values()) / full_elems if full_elems else 1.0)
+        sizes = _routed_sizes(kernel, sharded)
         compute = _kernel_time(kernel, chip, sizes, flop, math_precision)
         net_s, net_b, coll = own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
         stored, replicated = (), ()
@@ -185,7 +184,7 @@ def _kernel_time(
             math.prod(sizes[d] for d in n),
             math.prod(sizes[d] for d in k),
             math.prod(sizes[d] for d in batch),
-            grouped=GROUPED_DIM in batch,
+            grouped=GROUPED_DIM in batch and not kernel.fused_experts,
         )
     return kernel_times.kernel_compute_time(
         kernel,

@@ -145,6 +145,8 @@ def test_round_trip_is_identical(case):
         moe = {"dispatch", "expert_gate_up", "expert_act", "expert_down", "combine"}
         assert set(shares) == moe
         assert set(shares.values()) == {8 / 128}
+        # an engine's experts run as one grouped kernel (MoeGemm MOE_GEMM_GROUPED)
+        assert {k.name for k in kernels if k.fused_experts} == {"expert_gate_up", "expert_down"}
     if case == "gemma_windowed_prefill":
         assert {k.attention_window for k in kernels} == {0, 4096}
     if case == "gemma_fp8_head":

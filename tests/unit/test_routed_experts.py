@@ -76,3 +76,51 @@ def test_a_random_family_of_batches_reads_the_experts_their_tokens_reach():
         per_expert_tokens = -(-batch * k // experts)
         rows = reached * per_expert_tokens * (ffn + hidden) * BF16
         assert down.dram_bytes == pytest.approx(reached * ffn * hidden * BF16 + rows), batch
+
+
+def _qwen3_decode(batch: int, moe_gemm: str) -> dict:
+    plan = _plan(
+        'workload { llm_inference { model { hf_model: "Qwen3-30B-A3B" } phase: DECODE '
+        f"batch: {batch} context_len: 1024 moe_gemm: {moe_gemm} }} }} "
+        'system { chip: "H200-SXM-141GB" num_chip: 1 }'
+    )
+    return _kernels(plan, "decode")
+
+
+def test_an_engines_grouped_kernel_streams_the_experts_a_gemm_per_expert_waits_on_waves():
+    """64 sequences reach 126 of 128 experts (ceil(128 x (1 - (120/128)^64))) with 4 routed
+    rows each: one grouped kernel schedules their 126 x 12 tiles of gate/up together and
+    streams the weights (memory-bound: 126 x 2 x 768 x 2048 x 2 bytes at 4.8 TB/s x
+    0.8595), where a GEMM per expert runs 126 kernels' worth of waves of one tile row."""
+    reached = math.ceil(128 * (1 - (120 / 128) ** 64))
+    assert reached == 126
+    weights = reached * 2 * 768 * 2048 * BF16
+    grouped = _qwen3_decode(64, "MOE_GEMM_GROUPED")["expert_gate_up"]
+    assert grouped.bound == "memory"
+    assert grouped.memory_s == pytest.approx(
+        (weights + reached * 4 * (2048 + 2 * 768) * BF16) / (4.8e12 * 0.8595), rel=1e-9
+    )
+    per_expert = _qwen3_decode(64, "MOE_GEMM_PER_EXPERT")["expert_gate_up"]
+    assert per_expert.compute_s > per_expert.memory_s == pytest.approx(grouped.memory_s)
+    assert "per-expert shape x 126" in per_expert.time_source
+    default = _qwen3_decode(64, "MOE_GEMM_DEFAULT")["expert_gate_up"]
+    assert (default.compute_s, default.memory_s) == (grouped.compute_s, grouped.memory_s)
+
+
+def test_training_runs_a_gemm_per_expert_unless_told():
+    text = (
+        'workload { llm_training { model { hf_model: "Qwen3-30B-A3B" } global_batch: 1 '
+        'micro_batch: 1 seq_len: 256 %s } } system { chip: "H100-SXM5-80GB" num_chip: 8 }'
+    )
+    for field, fused in (("", False), ("moe_gemm: MOE_GEMM_GROUPED", True)):
+        setup = text_format.Parse(text % field, setup_pb2.Setup())
+        loaded = pipeline.load_message(setup, Path("setup.txt"))
+        workload = pipeline.generate(loaded, pipeline.resolve(loaded))
+        gemms = [
+            k
+            for p in workload.phases
+            for k in p.graph.kernels
+            if k.name.startswith(("expert_gate_up", "expert_down"))
+        ]
+        assert gemms and {k.fused_experts for k in gemms} == {fused}
+        assert {k.expert_share for k in gemms} == {1.0}  # 256 tokens reach every expert
