@@ -1,11 +1,13 @@
-"""What runs in a worker process: a batch of points that share one workload.
+"""What runs in a worker process: a batch of points (runner.make_batches: a run of whole
+systems across the sweep's workloads).
 
-The workload is generated once per workload key and kept in a small per-process cache, so a
-batch (and later batches of the same key landing in the same process) pays graph generation,
-Pyomo import and HiGHS start-up once. The solver keeps, per process, the kernel menus and
-conversion tables it built (solver/cost/memo.py) and, switched on here, the solutions of
-graphs whose search finished (solver/search/solve_memo.py), each under the full value of
-its inputs: a later point with equal inputs reuses them and gets the same numbers.
+The workload is generated once per workload key and kept in a per-process cache bounded by
+its kernels, so the points of a key (in this batch and later ones landing in the same
+process) pay graph generation, Pyomo import and HiGHS start-up once. The solver keeps, per
+process, the kernel menus and conversion tables it built (solver/cost/memo.py) and,
+switched on here, the solutions of graphs whose search finished (solver/search/
+solve_memo.py), each under the full value of its inputs: a later point with equal inputs
+reuses them and gets the same numbers.
 Each point reports ("start", batch, point_id) before and ("row", batch, row) after it is
 solved, through a sink set up per process (a socket to the driver for local workers, a Dask
 event topic on a cluster), so the driver can store a row the moment its point finishes and
@@ -37,8 +39,12 @@ from schema import setup_pb2
 from schema.errors import InfeasibleError, NoPlanError, SetupError
 from solver.api import SOLUTIONS
 
-_CACHE_SIZE = 8
-_WORKLOADS: OrderedDict[str, Any] = OrderedDict()  # key -> Workload or the exception
+# Generated workloads kept per process, bounded by their kernels (the memory they take): a
+# batch of whole systems (runner.make_batches) meets each of the sweep's workloads once per
+# system, so a worker holding them all generates each once.
+_CACHE_KERNELS = 50_000
+# key -> (the Workload or the exception, its kernels)
+_WORKLOADS: OrderedDict[str, tuple[Any, int]] = OrderedDict()
 _LOCK = threading.Lock()  # one solve at a time per process (HiGHS/Pyomo state is global)
 _SINK: Callable[[tuple[Any, ...]], None] | None = None
 
@@ -131,14 +137,17 @@ def _workload(key: str, loaded: Any, system: Any) -> Any:
     with _LOCK:
         if key in _WORKLOADS:
             _WORKLOADS.move_to_end(key)
-            cached = _WORKLOADS[key]
+            cached = _WORKLOADS[key][0]
         else:
             try:
                 cached = pipeline.generate(loaded, system)
             except Exception as exc:  # re-raised for every point of this key
                 cached = exc
-            _WORKLOADS[key] = cached
-            while len(_WORKLOADS) > _CACHE_SIZE:
+            kernels = 1
+            if not isinstance(cached, Exception):
+                kernels += sum(len(p.graph.kernels) for p in cached.phases)
+            _WORKLOADS[key] = (cached, kernels)
+            while len(_WORKLOADS) > 1 and sum(n for _, n in _WORKLOADS.values()) > _CACHE_KERNELS:
                 _WORKLOADS.popitem(last=False)
     if isinstance(cached, Exception):
         raise cached
