@@ -69,13 +69,30 @@ def _shard_sizes(kernel: Kernel, sharding: str, tp: int) -> dict[str, int]:
 
 def _routed_sizes(kernel: Kernel, sizes: dict[str, int]) -> dict[str, int]:
     """The per-chip sizes the kernel runs: of an MoE layer's experts only those tokens are
-    routed to (Kernel.expert_share, rounded up to whole experts), every expert otherwise.
-    Its FLOP already counts the routed token slots only."""
+    routed to (Kernel.expert_share), every expert otherwise. Split over chips, the step
+    waits on the chip whose experts drew the most (`busiest_experts`). Its FLOP already
+    counts the routed token slots only."""
     if kernel.expert_share >= 1.0 or "experts" not in sizes:
         return sizes
+    per_chip, whole = sizes["experts"], kernel.dim_sizes["experts"]
     routed = dict(sizes)
-    routed["experts"] = max(1, math.ceil(sizes["experts"] * kernel.expert_share - 1e-9))
+    routed["experts"] = busiest_experts(per_chip, kernel.expert_share, -(-whole // per_chip))
     return routed
+
+
+def busiest_experts(experts: int, share: float, chips: int) -> int:
+    """Experts reached on the busiest of `chips` chips holding `experts` each, each expert
+    reached with probability `share`: the expected maximum of `chips` Binomial(experts,
+    share) counts, sum over m >= 1 of 1 - P(count < m)^chips, rounded up (one chip: the
+    expected count experts x share, rounded up)."""
+    if chips <= 1:
+        return max(1, math.ceil(experts * share - 1e-9))
+    below, expected, pmf = 0.0, 0.0, (1.0 - share) ** experts
+    for m in range(experts):
+        below += pmf  # P(count <= m)
+        expected += 1.0 - below**chips
+        pmf *= (experts - m) / (m + 1) * share / (1.0 - share)
+    return max(1, min(experts, math.ceil(expected - 1e-9)))
 
 
 def _matrix_precision_peak(chip: Chip, precision: str) -> float:

@@ -4,6 +4,7 @@ them, while the chip still stores every expert. Numbers worked out by hand."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from pathlib import Path
@@ -14,6 +15,7 @@ from google.protobuf import text_format
 from generator.llm_layer import routed_expert_share
 from mapshard import pipeline
 from schema import setup_pb2
+from solver.cost.menus import busiest_experts
 
 BF16 = 2
 
@@ -124,3 +126,19 @@ def test_training_runs_a_gemm_per_expert_unless_told():
         ]
         assert gemms and {k.fused_experts for k in gemms} == {fused}
         assert {k.expert_share for k in gemms} == {1.0}  # 256 tokens reach every expert
+
+
+def test_the_busiest_chip_is_the_expected_maximum_by_enumeration():
+    """Experts split over chips, each reached with probability `share`: the step waits on
+    the chip with the most. Every reached/unreached pattern of the experts enumerated: the
+    expected maximum over chips of the reached count, rounded up."""
+    for experts, share, chips in ((2, 0.5, 2), (4, 0.25, 2), (3, 0.2, 3), (2, 0.1, 4)):
+        expected = 0.0
+        for pattern in itertools.product((0, 1), repeat=experts * chips):
+            p = math.prod(share if bit else 1 - share for bit in pattern)
+            counts = [sum(pattern[c * experts : (c + 1) * experts]) for c in range(chips)]
+            expected += p * max(counts)
+        assert busiest_experts(experts, share, chips) == math.ceil(expected - 1e-9)
+    assert busiest_experts(128, 8 / 128, 1) == 8  # one chip: the expected count
+    # DeepSeek-V3's 256 experts on 8 chips, one sequence (8 experts): the busiest holds 3
+    assert busiest_experts(32, 8 / 256, 8) == 3
