@@ -4,7 +4,7 @@ backend's workers, idle by then, draw the plots side by side).
 
 Batches: runs of whole systems (the hardware, cost and solver axes' values) across the
 workloads, in workload order (make_batches), so a worker builds a system's kernel menus once
-and generates each graph once per batch.
+and generates each graph once (the worker keeps its graphs: worker._workload).
 A worker that dies takes its running point with it: the points it had finished are already
 stored (reported one by one), the ones it had not started are queued again, and each point
 that was running is re-run alone; if it kills its worker again it is recorded as `failed`.
@@ -165,7 +165,7 @@ def make_batches(
     depend on the context length), while the generated graphs are shared by the points of
     one workload (worker._workload). Batches of one workload over many systems had every
     worker build every system's menus; a run of whole systems builds them in one process,
-    and workload order inside it generates each graph once per batch."""
+    and workload order inside it meets each graph's points together."""
     if not points:
         return []
     system_axes = [i for i, a in enumerate(spec.axes) if a.field.parts[0][0] in NOT_WORKLOAD]
