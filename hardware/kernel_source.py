@@ -30,6 +30,16 @@ from schema import setup_pb2
 # 7.84 / 8.07, inference 9.77 / 9.30, serving 16.78 / 2.66; on FIT: GEMM 20.66 / 2.71,
 # training 6.41 / 6.16, inference 7.87 / 9.80, serving 14.35 / 0.96 (2026-11-29). The
 # calibrated chips' GEMM tables are opt-in: `system { kernel_source: "trtllm" }`.
+# Tried and not adopted (2026-11-29): the BF16/FP16 GEMMs alone from the tables on every
+# calibrated covered chip (FP8 kept on the model: the FP8 rows hold ~10 us of ops beyond the
+# GEMM and its quantize, 1024^3 at 14.5 us against 4.8 us measured on H200), never faster
+# than the fitted plateau. The tables carry shape effects the roofline lacks: our own 57
+# H200 BF16 GEMMs (M-H200-G) 24.9 -> 11.3 % mean |error|, H200 decode layers FIT 4.99 ->
+# 3.13, CHECK 5.40 -> 4.22. But their large GEMMs run ~12 % faster than the H200 that
+# measured the FIT rows (4096^3: 783 against 695 TFLOP/s) and the A100 table misses the
+# cuBLASLt rows (2048^3 FP16: 158 against 222 TFLOP/s): FIT training 6.20 -> 6.32, GEMM
+# 2.71 -> 2.73, serving 0.96 -> 1.00 (inference 6.84 -> 6.18), so not adopted; the CHECK
+# rows agreed: GEMM 4.87 -> 7.13, training 5.01 -> 5.92, serving 2.66 -> 3.07.
 DEFAULT_ON: frozenset[str] = frozenset()
 
 GEMM_TABLE = "gemm"
