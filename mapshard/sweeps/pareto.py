@@ -259,6 +259,9 @@ def _label_points(fig, ax, keep, xs, ys, idx, names) -> None:  # noqa: ANN001
             if box is not None:
                 taken.add(box)
                 break
+    # the layout the labels were placed in is final: every label lies inside the axes, so a
+    # new layout would find the same one; freezing it spares each saved format its own run
+    fig.set_layout_engine("none")
 
 
 def _place(ax, renderer, frame, taken: _Boxes, text, x, y):  # noqa: ANN001, ANN202
