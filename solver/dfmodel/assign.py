@@ -75,6 +75,17 @@ def ideals(n: int, preds: Sequence[int]) -> list[int]:
     return sorted(seen, key=lambda m: (bin(m).count("1"), m))
 
 
+def members(mask: int) -> tuple[int, ...]:
+    """The kernels of a set mask in increasing order (one step per member, not per kernel
+    of the graph)."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return tuple(out)
+
+
 def best_assignment(
     n: int,
     preds: Sequence[int],
@@ -89,7 +100,7 @@ def best_assignment(
 
     def price(mask: int) -> float:
         if mask not in cache:
-            cache[mask] = cost(tuple(k for k in range(n) if mask >> k & 1))
+            cache[mask] = cost(members(mask))
         return cache[mask]
 
     layer: dict[int, tuple[float, list[int]]] = {0: (0.0, [])}

@@ -62,6 +62,9 @@ class SetTables:
     """Per-kernel constants of set_price, computed once per search (not per set)."""
 
     edges: tuple[tuple[int, int, float], ...]  # (producer, consumer, producer's out bytes)
+    # per kernel, its edges as (the other end, the producer's out bytes), in edge order: a
+    # set's moved bytes read from its members' edges, not from every edge of the graph
+    ends: tuple[tuple[tuple[int, float], ...], ...]
     sizes: tuple[float, ...]  # memory_size per kernel
     sram: tuple[tuple[float, float, int], ...]  # (buffer, stream, consumers mask)
     streams: tuple[int, ...]  # num_input (1 when unset)
@@ -79,8 +82,14 @@ def set_tables(graph: KernelGraph, costs: Sequence[dp.KernelCost], c: dp.StageTw
         consumers = sum(1 << d for s, d, _ in edges if s == k)
         sram.append((buffer, stream, consumers))
     kernels = graph.kernels
+    ends: list[list[tuple[int, float]]] = [[] for _ in kernels]
+    for src, dst, size in edges:
+        if src != dst:  # an edge inside one kernel never crosses a set's border
+            ends[src].append((dst, size))
+            ends[dst].append((src, size))
     return SetTables(
         edges,
+        tuple(map(tuple, ends)),
         tuple(dp.memory_size(k) for k in kernels),
         tuple(sram),
         tuple(_streams(k) for k in kernels),
@@ -116,7 +125,7 @@ def set_price(
     else:
         own = [costs[k].compute_s for k in members]
         comp = sum(own)
-    moved = tiles * sum(b for s, d, b in t.edges if (mask >> s & 1) != (mask >> d & 1))
+    moved = tiles * sum(b for k in members for o, b in t.ends[k] if not mask >> o & 1)
     mem = (moved + sum(t.sizes[k] for k in members)) / c.dram_Bps
     if network is not None:
         net, net_own = network(members)
