@@ -217,14 +217,15 @@ LIMIT_S = 5.0
 # CPU seconds a run takes besides a search held to the limit, measured on an idle 2-core
 # machine (python benchmarks/large_graphs.py --limit 5): imports, reading the setup,
 # building the graph and its menus, the memory accounting, plan and result files. At
-# 5 s: DATAFLOW 10,000 kernels 14.4 CPU-s in all; kernel by kernel 20,000 kernels
-# 23.5 CPU-s (its exact elimination needs no valve). Twice those, less the limit's share.
-ALLOWANCE_CPU_S = {10_000: 25.0, 20_000: 40.0}
+# 5 s: DATAFLOW 10,000 kernels 14.4 CPU-s in all; kernel by kernel 10,000 kernels
+# 13.1 CPU-s (its exact elimination needs no valve; the 20,000-kernel chain of issue #39's
+# speed target is benchmarks/large_graphs.py's). Twice those, less the limit's share.
+ALLOWANCE_CPU_S = {"DATAFLOW": 25.0, "KERNEL_BY_KERNEL": 25.0}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "n,style", [(10_000, "DATAFLOW"), (20_000, "KERNEL_BY_KERNEL")], ids=["dataflow", "kbk"]
+    "n,style", [(10_000, "DATAFLOW"), (10_000, "KERNEL_BY_KERNEL")], ids=["dataflow", "kbk"]
 )
 def test_a_long_chain_returns_a_plan_at_a_time_limit(tmp_path: Path, n: int, style: str) -> None:
     """`mapshard run --time-limit 5` in a child: exit 0 with a plan (never "no plan":
@@ -253,5 +254,5 @@ def test_a_long_chain_returns_a_plan_at_a_time_limit(tmp_path: Path, n: int, sty
     )
     if summary["status"] == "time_limit":
         assert "stopped at the time limit" in done.stderr
-    assert cpu_s <= LIMIT_S * 1.1 + ALLOWANCE_CPU_S[n], cpu_s
+    assert cpu_s <= LIMIT_S * 1.1 + ALLOWANCE_CPU_S[style], cpu_s
     assert after.ru_maxrss * 1024 < 4 * 2**30
