@@ -16,7 +16,7 @@ from hardware.kernel_source import DECODE_ATTENTION_TABLE, TABLE_KINDS
 from hardware.resolve import resolve_system
 from schema import setup_pb2
 from schema.errors import SetupError
-from solver.cost import kernel_times
+from solver.cost import kernel_times, table_times
 from solver.cost.efficiency import for_precision
 
 pytestmark = pytest.mark.skipif(not kernel_db.installed(), reason="aiconfigurator-core missing")
@@ -146,7 +146,7 @@ def test_uncovered_falls_back_with_its_source_said():
     )
     assert t.source.startswith("peak, uncalibrated (no trtllm-1.3.0rc20 fp32 GEMM table")
     off = _chip("H100-SXM5-80GB", "none")
-    assert off.kernel_source == "" and kernel_times.table_of(off) is None
+    assert off.kernel_source == "" and table_times.table_of(off) is None
 
 
 def test_a_missing_table_falls_back():

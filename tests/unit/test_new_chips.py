@@ -17,7 +17,7 @@ from hardware.resolve import resolve_system
 from hardware.system import Chip, System
 from schema import setup_pb2
 from schema.errors import SetupError
-from solver.cost import kernel_times
+from solver.cost import kernel_times, table_times
 from solver.cost.efficiency import for_precision
 
 CHIPS = Path(library.__file__).parent / "chips"
@@ -234,7 +234,7 @@ def test_a_chip_without_tables_keeps_the_physical_model():
     """MI300X has no table: its GEMM is the fitted plateau, and asking it for tables is an
     error that lists the covered chips, the new ones among them."""
     mi = for_precision(_chip("MI300X"), "bf16")
-    assert mi.kernel_source == "" and kernel_times.table_of(mi) is None
+    assert mi.kernel_source == "" and table_times.table_of(mi) is None
     t = kernel_times.gemm_compute_time(mi, kernel_times.GemmShape(4096, 4096, 4096), 1e11, "bf16")
     assert t.source == kernel_times.FITTED
     with pytest.raises(SetupError, match=r"does not cover chip.*B300.*GB300.*L40S"):
