@@ -40,6 +40,12 @@ from schema import setup_pb2
 # cuBLASLt rows (2048^3 FP16: 158 against 222 TFLOP/s): FIT training 6.20 -> 6.32, GEMM
 # 2.71 -> 2.73, serving 0.96 -> 1.00 (inference 6.84 -> 6.18), so not adopted; the CHECK
 # rows agreed: GEMM 4.87 -> 7.13, training 5.01 -> 5.92, serving 2.66 -> 3.07.
+# Also tried: the tables only for the 16-bit GEMMs short of one wave of library tiles
+# (fewer 128 x 256 tiles than SMs: where split-K, tile and GEMV choices set the time), the
+# plateau for whole waves. FIT, dev rows included: inference 6.91 -> 6.17 (H200 decode
+# layers 4.99 -> 3.31), training unchanged, serving 0.960 -> 0.954, but GEMM 3.43 -> 3.72
+# (A100: 64 x 12288 x 12288 BF16 -0.04 -> +9.3 %, the dev GEMM group over its 5 % bound),
+# so not adopted either; `python benchmarks/gemm_rows.py` shows the kernel-level picture.
 DEFAULT_ON: frozenset[str] = frozenset()
 
 GEMM_TABLE = "gemm"
