@@ -6,13 +6,15 @@ none: the setup's choice checked against the installed database.
   it cannot apply (chip not covered, version unknown, database not installed, the chip's
   compute numbers overridden in the setup);
 - unset: `DEFAULT_FRAMEWORK`'s newest collected version on a chip `tables_by_default`
-  names (a covered chip with no calibrated GEMM plateau, or one in `DEFAULT_ON`); for
-  decode attention alone on the chips in `DECODE_ATTENTION_ON`; the roofline elsewhere
-  (and wherever the default cannot apply, silently: the kernels' time sources say which
-  model priced them).
+  names (a covered chip with no calibrated GEMM plateau, or one in `DEFAULT_ON`); on the
+  chips in `GEMM_16BIT_ON`, for the BF16/FP16 GEMMs short of one wave of library tiles,
+  unless the setup gives the chip a plateau of its own; on the chips in
+  `DECODE_ATTENTION_ON`, for decode attention; the roofline elsewhere (and wherever the
+  default cannot apply, silently: the kernels' time sources say which model priced them).
 
-The kernel classes a chip reads from its tables (`Chip.kernel_tables`): GEMMs
-(`GEMM_TABLE`) and group-aware decode attention (`DECODE_ATTENTION_TABLE`).
+The kernel classes a chip reads from its tables (`Chip.kernel_tables`): GEMMs in every
+precision (`GEMM_TABLE`), BF16/FP16 GEMMs short of one wave (`GEMM_16BIT_TABLE`), and
+group-aware decode attention (`DECODE_ATTENTION_TABLE`).
 """
 
 from __future__ import annotations
@@ -40,17 +42,29 @@ from schema import setup_pb2
 # cuBLASLt rows (2048^3 FP16: 158 against 222 TFLOP/s): FIT training 6.20 -> 6.32, GEMM
 # 2.71 -> 2.73, serving 0.96 -> 1.00 (inference 6.84 -> 6.18), so not adopted; the CHECK
 # rows agreed: GEMM 4.87 -> 7.13, training 5.01 -> 5.92, serving 2.66 -> 3.07.
-# Also tried: the tables only for the 16-bit GEMMs short of one wave of library tiles
-# (fewer 128 x 256 tiles than SMs: where split-K, tile and GEMV choices set the time), the
-# plateau for whole waves. FIT, dev rows included: inference 6.91 -> 6.17 (H200 decode
-# layers 4.99 -> 3.31), training unchanged, serving 0.960 -> 0.954, but GEMM 3.43 -> 3.72
-# (A100: 64 x 12288 x 12288 BF16 -0.04 -> +9.3 %, the dev GEMM group over its 5 % bound),
-# so not adopted either; `python benchmarks/gemm_rows.py` shows the kernel-level picture.
+# Then tried with the A100 too: the one-wave rule of GEMM_16BIT_ON below on every
+# calibrated covered chip: FIT GEMM 3.43 -> 3.72 with the dev rows (A100 64 x 12288 x 12288
+# BF16 -0.04 -> +9.3 %, the dev GEMM group over its 5 % bound), hence the A100 left out.
 DEFAULT_ON: frozenset[str] = frozenset()
 
 GEMM_TABLE = "gemm"
+GEMM_16BIT_TABLE = "gemm_16bit"
 DECODE_ATTENTION_TABLE = "decode_attention"
 TABLE_KINDS = (GEMM_TABLE, DECODE_ATTENTION_TABLE)
+
+# Chips whose BF16/FP16 GEMMs short of one wave of the library's output tiles (fewer tiles
+# than cores: solver.cost.table_times `gemm_table_of`) take the measured table unless the
+# setup names a source: there the library's choices (split-K, tile shape, GEMV paths,
+# launch latency) set the time, which the roofline does not model; GEMMs of whole waves
+# keep the fitted plateau, the sustained rate the FIT rows measured, and a table time is
+# never faster than it (`floor_rate`); FP8 GEMMs keep the model. The chips whose tables
+# are the default framework's current release (trtllm-1.3.0rc20): the A100's is 1.0.0, a
+# release apart, and its BF16 rows miss the FIT cuBLASLt rows (64 x 12288 x 12288: +9.3 %
+# against -0.04 % with the model). Chosen on the FIT rows, dev rows included (mean |error|
+# %, model alone -> this): inference 6.91 -> 6.28 (H200 decode layers 4.99 -> 3.31, H200
+# static batches 10.87 -> 9.48), GEMM 3.43 and training 6.31 unchanged, serving 0.960 ->
+# 0.954; kernel-only GEMMs (unbounded) 28.8 -> 24.6 (`python benchmarks/gemm_rows.py`).
+GEMM_16BIT_ON: frozenset[str] = frozenset({"H100-SXM5-80GB", "H200-SXM-141GB", "B200", "GB200"})
 
 # Chips whose decode attention takes the measured generation-attention table (TensorRT-LLM's
 # XQA kernels) unless the setup names a source, their GEMMs keeping the calibrated model:
@@ -99,6 +113,13 @@ def tables_by_default(spec: setup_pb2.ChipSpec) -> bool:
     return not has_gemm_plateau(e) and e.compute_util <= 0
 
 
+def _plateau_given(sysmsg: setup_pb2.System) -> bool:
+    """Whether the setup gives the chip a GEMM plateau of its own: its calibration, which
+    the default leaves every GEMM to."""
+    e = sysmsg.accelerator.efficiency
+    return e.gemm_util > 0 or len(e.gemm_util_by_precision) > 0
+
+
 def _memory_overridden(sysmsg: setup_pb2.System) -> bool:
     """Whether the setup changes the chip's memory (a decode attention table, measured at
     the library chip's bandwidth, would no longer be its time)."""
@@ -117,9 +138,12 @@ def _default_kinds(sysmsg: setup_pb2.System, spec: setup_pb2.ChipSpec) -> tuple[
         return ()
     if tables_by_default(spec):
         return TABLE_KINDS
+    kinds: tuple[str, ...] = ()
+    if spec.name in GEMM_16BIT_ON and not _plateau_given(sysmsg):
+        kinds += (GEMM_16BIT_TABLE,)
     if spec.name in DECODE_ATTENTION_ON and not _memory_overridden(sysmsg):
-        return (DECODE_ATTENTION_TABLE,)
-    return ()
+        kinds += (DECODE_ATTENTION_TABLE,)
+    return kinds
 
 
 def resolve_kernel_source(

@@ -5,7 +5,7 @@ against each other (DESIGN.md "Where kernel times come from").
 Only rows whose chip the database covers and whose kind runs GEMMs are predicted again,
 with the source(s) their default run did not take: the model alone where the default reads
 every table (hardware.kernel_source.tables_by_default), the tables where it reads none, and
-both where it reads some (decode attention alone: kernel_source.DECODE_ATTENTION_ON); every
+both where it reads some (16-bit GEMMs short of a wave, decode attention); every
 other row has one outcome.
 Written as `validation_sources.csv` (group, rows, mean |error| with tables, without) and
 printed under the main summary.

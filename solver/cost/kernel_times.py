@@ -43,10 +43,10 @@ from solver.cost.core_rates import conversion_rate, exp_rate
 from solver.cost.table_times import (
     DecodeAttentionShape,
     KernelTime,
+    floor_rate,
+    gemm_table_of,
     measured_decode_attention_time,
     measured_gemm_time,
-    table_of,
-    table_rate,
 )
 
 FITTED = "fitted plateau"
@@ -92,7 +92,7 @@ def gemm_source(chip: Chip, precision: str) -> str:
 
 
 def _why_no_table(chip: Chip, shape: GemmShape, precision: str) -> str:
-    if table_of(chip) is None:
+    if gemm_table_of(chip, precision, shape.m, shape.n) is None:
         return ""
     if shape.batch > 1:
         return f" (no {chip.kernel_source} table for batched GEMMs)"
@@ -110,7 +110,7 @@ def grouped_gemm_time(
     measured = measured_gemm_time(chip, shape.m, shape.n, shape.k, precision)
     overhead = chip.efficiency.kernel_overhead_s
     if measured is not None:
-        rate = table_rate(chip, precision)
+        rate = floor_rate(chip, precision)
         floor = per_flop / rate if rate > 0 else 0.0
         each = max(measured.seconds / split - overhead, floor, 0.0)
         source = f"{measured.source}, per expert x {shape.batch}"
@@ -135,10 +135,13 @@ def gemm_compute_time(
     if shape.batch <= 1:
         measured = measured_gemm_time(chip, shape.m, shape.n, shape.k, precision)
     if measured is not None:
-        rate = table_rate(chip, precision)
-        seconds = measured.seconds / split - chip.efficiency.kernel_overhead_s
-        floor = flop / rate if rate > 0 else 0.0
-        return KernelTime(max(seconds, floor, 0.0), measured.source)
+        rate = floor_rate(chip, precision)
+        work = max(measured.seconds / split - chip.efficiency.kernel_overhead_s, 0.0)
+        work = max(work, flop / rate if rate > 0 else 0.0)
+        # the table replays CUDA graphs: a GEMM launched from the host still waits on the
+        # launch-rate floor (busy_floor, 0 under execution.cuda_graph)
+        seconds = max(work, efficiency.busy_floor(chip))
+        return KernelTime(seconds, measured.source, seconds - work)
     peak = chip.peak(precision) * split
     s = shape
     seconds = efficiency.gemm_compute_time(chip, flop, peak, s.m, s.n, s.k, s.batch)
@@ -371,5 +374,5 @@ VECTOR_PEAK_SOURCE = "vector peak (FMA)"
 def best_gemm_rate(chip: Chip, precision: str, model_rate: float) -> float:
     """The highest FLOP/s a GEMM's compute part reaches at `precision`: the model's
     (`model_rate`) or, where a table covers the chip, the table's best grid point, whichever
-    is higher (a GEMM the table does not cover keeps the model)."""
-    return max(model_rate, table_rate(chip, precision))
+    is higher (a GEMM the table does not cover keeps the model), held under `floor_rate`."""
+    return max(model_rate, floor_rate(chip, precision))

@@ -10,11 +10,12 @@ import functools
 from dataclasses import dataclass
 
 from hardware import kernel_db
-from hardware.kernel_source import DECODE_ATTENTION_TABLE, GEMM_TABLE
+from hardware.kernel_source import DECODE_ATTENTION_TABLE, GEMM_16BIT_TABLE, GEMM_TABLE
 from hardware.system import Chip
 
 # MapShard precision -> the table's gemm_dtype
 TABLE_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+SIXTEEN_BIT = ("bf16", "fp16")  # the precisions GEMM_16BIT_TABLE reads
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,27 @@ def _label(ref: tuple[str, str, str]) -> str:
     return f"{framework}-{version}" + (f" ({data} data)" if data and data != version else "")
 
 
+def gemm_table_of(
+    chip: Chip, precision: str, m: int = 0, n: int = 0
+) -> tuple[str, str, str] | None:
+    """`table_of` for a GEMM at `precision` of (per-chip) output m x n: every GEMM under
+    GEMM_TABLE; under GEMM_16BIT_TABLE a BF16/FP16 one whose output tiles (the chip's
+    library tile) are fewer than its cores, short of one wave (m = 0: any 16-bit GEMM)."""
+    ref = table_of(chip, GEMM_TABLE)
+    if ref is not None or precision not in SIXTEEN_BIT:
+        return ref
+    ref = table_of(chip, GEMM_16BIT_TABLE)
+    e = chip.efficiency
+    if ref is None or m <= 0 or e.gemm_tile_m <= 0 or e.gemm_tile_n <= 0:
+        return ref
+    tiles = -(-m // e.gemm_tile_m) * -(-n // e.gemm_tile_n)
+    return ref if tiles < chip.cores else None
+
+
 def measured_gemm_time(chip: Chip, m: int, n: int, k: int, precision: str) -> KernelTime | None:
     """A GEMM's whole kernel time from the chip's measured table (the FP8 quantize taken
     out), or None when no table covers it."""
-    ref = table_of(chip)
+    ref = gemm_table_of(chip, precision, m, n)
     dtype = TABLE_DTYPES.get(precision)
     if ref is None or dtype is None:
         return None
@@ -128,7 +146,7 @@ def _table_rate(ref: tuple[str, str, str], precision: str, overhead_s: float) ->
 
 def table_rate(chip: Chip, precision: str) -> float:
     """`_table_rate` of the chip's table at `precision`, 0 when none covers it."""
-    ref = table_of(chip)
+    ref = gemm_table_of(chip, precision)
     if ref is None or precision not in TABLE_DTYPES:
         return 0.0
     if kernel_db.gemm_grid(*ref, TABLE_DTYPES[precision]) is None:
@@ -136,3 +154,17 @@ def table_rate(chip: Chip, precision: str) -> float:
     if precision == "fp8" and kernel_db.quantize_grid(*ref) is None:
         return 0.0
     return _table_rate(ref, precision, chip.efficiency.kernel_overhead_s)
+
+
+def floor_rate(chip: Chip, precision: str) -> float:
+    """FLOP/s a table-priced GEMM's compute part is held under: the table's best point
+    (`table_rate`); where a calibrated chip reads its 16-bit GEMMs by default
+    (GEMM_16BIT_TABLE), also its fitted plateau, so that a table never runs a GEMM faster
+    than the rate the chip's FIT rows measured and the search's roofline bound, taken at
+    that plateau, stays below every plan."""
+    rate = table_rate(chip, precision)
+    tables = chip.kernel_tables
+    if GEMM_16BIT_TABLE in tables and GEMM_TABLE not in tables and chip.calibration.calibrated:
+        plateau = chip.peak(precision) * (chip.efficiency.gemm_util or 1.0)
+        rate = min(rate, plateau) if rate > 0 else plateau
+    return rate

@@ -207,8 +207,8 @@ def test_override_merges_into_a_setup_and_resolves(tmp_path):
         (SCENARIO / "setup.txt")
         .read_text()
         .replace(
-            'system { chip: "H100-SXM5-80GB" num_chip: 1 }',
-            'system { chip: "H100-SXM5-80GB" num_chip: 1 ' + block + "}",
+            'system { chip: "H100-SXM5-80GB" num_chip: 1 kernel_source: "none" }',
+            'system { chip: "H100-SXM5-80GB" num_chip: 1 kernel_source: "none" ' + block + "}",
         )
     )
     (tmp_path / "s").mkdir()

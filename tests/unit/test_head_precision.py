@@ -16,7 +16,7 @@ from solver.cost.efficiency import for_precision
 
 INFER = """workload {{ llm_inference {{ model {{ hf_model: "Llama-3.1-8B" }} phase: PREFILL
   batch: 2 input_len: 256 }} precision {{ math: {math} weight: {math} }} }}
-system {{ chip: "H100-SXM5-80GB" num_chip: 1 }}"""
+system {{ chip: "H100-SXM5-80GB" num_chip: 1 kernel_source: "none" }}"""
 
 
 def _setup(text: str) -> setup_pb2.Setup:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hardware import kernel_db
-from hardware.kernel_source import DECODE_ATTENTION_TABLE, TABLE_KINDS
+from hardware.kernel_source import DECODE_ATTENTION_TABLE, GEMM_16BIT_TABLE, TABLE_KINDS
 from hardware.resolve import resolve_system
 from schema import setup_pb2
 from schema.errors import SetupError
@@ -127,7 +127,32 @@ def test_compute_part_adds_back_to_the_table_time():
     assert total == pytest.approx(_row("bfloat16", 4096, 4096, 4096), rel=1e-12)
     assert t.source == "measured:trtllm-1.3.0rc20 gemm bf16, exact"
     # never faster than the table's best point: the search's roofline bound holds
-    assert 2 * 4096**3 / t.seconds <= kernel_times.table_rate(chip, "bf16")
+    assert 2 * 4096**3 / t.seconds <= table_times.table_rate(chip, "bf16")
+
+
+def test_by_default_16bit_gemms_short_of_one_wave_read_the_table():
+    """H100: 132 SMs, library tile 128 x 256. m = 128, n = 4096: 1 x 16 = 16 tiles, short of
+    a wave: the BF16 (and FP16) GEMM alone costs its table row, exactly (longer than the
+    8 us launch floor); m = 1024, n = 4224: 8 x 17 = 136 tiles, a wave: the fitted
+    plateau; FP8 at any size: the plateau."""
+    chip = _chip("H100-SXM5-80GB")
+    e = chip.efficiency
+    assert (chip.cores, e.gemm_tile_m, e.gemm_tile_n) == (132, 128, 256)
+    assert e.kernel_min_time_s < _row("bfloat16", 128, 4096, 4096)
+    for precision in ("bf16", "fp16"):
+        at = for_precision(chip, precision)
+        shape = kernel_times.GemmShape(128, 4096, 4096)
+        t = kernel_times.gemm_compute_time(at, shape, 2 * 128 * 4096**2, precision)
+        total = t.seconds + at.efficiency.kernel_overhead_s
+        assert total == pytest.approx(_row("bfloat16", 128, 4096, 4096), rel=1e-12)
+        assert t.source == f"measured:trtllm-1.3.0rc20 gemm {precision}, exact"
+    bf16 = for_precision(chip, "bf16")
+    assert table_times.gemm_table_of(bf16, "bf16", 1024, 4096) is not None  # 8 x 16 = 128
+    assert table_times.gemm_table_of(bf16, "bf16", 1024, 4224) is None  # 8 x 17 = 136
+    t = kernel_times.gemm_compute_time(bf16, kernel_times.GemmShape(1024, 4224, 4096), 1e10, "bf16")
+    assert t.source == kernel_times.FITTED
+    fp8 = for_precision(chip, "fp8")
+    assert kernel_times.measured_gemm_time(fp8, 128, 4096, 4096, "fp8") is None
 
 
 def test_uncovered_falls_back_with_its_source_said():
@@ -176,12 +201,13 @@ def test_kernel_source_is_validated_strictly():
 
 def test_h100_by_default_reads_its_decode_attention_table_and_keeps_its_gemm_model():
     """Left unset, the H100 (DECODE_ATTENTION_ON) reads decode attention from its table and
-    GEMMs from its fitted plateau. 8 query heads over 1 KV head (Llama-3.1-70B per GPU at
-    TP 8), 64 sequences of 2,048 cached tokens: the row at step 2,047, read straight from the
-    Parquet file, is the kernel's time."""
+    GEMMs of whole waves from its fitted plateau. 8 query heads over 1 KV head
+    (Llama-3.1-70B per GPU at TP 8), 64 sequences of 2,048 cached tokens: the row at step
+    2,047, read straight from the Parquet file, is the kernel's time."""
     chip = _chip("H100-SXM5-80GB")
-    assert chip.kernel_tables == (DECODE_ATTENTION_TABLE,)
+    assert chip.kernel_tables == (GEMM_16BIT_TABLE, DECODE_ATTENTION_TABLE)
     assert chip.kernel_source == "trtllm-1.3.0rc20"
+    # 4096^3: 32 x 16 = 512 tiles of 128 x 256 on 132 SMs, whole waves: the plateau
     assert kernel_times.measured_gemm_time(chip, 4096, 4096, 4096, "bf16") is None
     t = kernel_times.gemm_compute_time(
         for_precision(chip, "bf16"), kernel_times.GemmShape(4096, 4096, 4096), 1e11, "bf16"
@@ -208,12 +234,20 @@ def test_h100_by_default_reads_its_decode_attention_table_and_keeps_its_gemm_mod
 
 
 def test_no_default_table_where_the_chip_or_its_memory_is_not_the_measured_one():
-    """B200 (calibrated, not in DECODE_ATTENTION_ON), "none", and an H100 whose DRAM
-    bandwidth the setup changes (a sweep over memory) read no table."""
-    assert _chip("B200").kernel_tables == ()
+    """B200 (not in DECODE_ATTENTION_ON) reads its 16-bit GEMMs short of a wave alone; the
+    A100 (not in GEMM_16BIT_ON) its decode attention alone; "none" nothing; an H100 whose
+    DRAM bandwidth the setup changes (a sweep over memory) keeps those GEMMs but not decode
+    attention; one given a plateau of its own, or another BF16 peak, reads no table."""
+    assert _chip("B200").kernel_tables == (GEMM_16BIT_TABLE,)
+    assert _chip("A100-SXM4-80GB").kernel_tables == (DECODE_ATTENTION_TABLE,)
     assert _chip("H100-SXM5-80GB", "none").kernel_tables == ()
     s = setup_pb2.Setup()
     s.system.chip, s.system.num_chip = "H100-SXM5-80GB", 1
     s.system.memory.dram_bw = 4800
+    assert resolve_system(s, Path("setup.txt")).chip.kernel_tables == (GEMM_16BIT_TABLE,)
+    s.system.accelerator.efficiency.gemm_util = 0.7
+    assert resolve_system(s, Path("setup.txt")).chip.kernel_tables == ()
+    s.system.accelerator.efficiency.gemm_util = 0
+    s.system.accelerator.bf16_tflops = 500
     assert resolve_system(s, Path("setup.txt")).chip.kernel_tables == ()
     assert _chip("H100-SXM5-80GB", "trtllm").kernel_tables == TABLE_KINDS

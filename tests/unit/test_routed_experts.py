@@ -84,7 +84,7 @@ def _qwen3_decode(batch: int, moe_gemm: str) -> dict:
     plan = _plan(
         'workload { llm_inference { model { hf_model: "Qwen3-30B-A3B" } phase: DECODE '
         f"batch: {batch} context_len: 1024 moe_gemm: {moe_gemm} }} }} "
-        'system { chip: "H200-SXM-141GB" num_chip: 1 }'
+        'system { chip: "H200-SXM-141GB" num_chip: 1 kernel_source: "none" }'
     )
     return _kernels(plan, "decode")
 
