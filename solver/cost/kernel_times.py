@@ -12,10 +12,12 @@ Sources, first that applies:
    interpolated over shape, exact on grid points (`kernel_db.lookup`); and group-aware
    decode attention (TensorRT-LLM's generation-attention table, over sequences and KV
    tokens, per head layout and cache type), which is memory-bound: its time stands for the
-   compute part and the model's own KV traffic still bounds it from below. Which of the
-   two classes read the tables is `Chip.kernel_tables` (hardware.kernel_source: both when
-   the setup names a source; left unset, decode attention alone on the chips where that
-   predicts the FIT rows better); the tables are read by solver.cost.table_times;
+   compute part and the model's own KV traffic still bounds it from below. Which classes
+   read the tables is `Chip.kernel_tables` (hardware.kernel_source: every GEMM and decode
+   attention when the setup names a source; left unset, on the chips where that predicts
+   the FIT rows better, the BF16/FP16 GEMMs short of one wave of library tiles, held to
+   the fitted plateau and the launch floor, and decode attention); solver.cost.table_times
+   reads the tables;
 2. the roofline with the chip's calibrated efficiency (solver.cost.efficiency), "fitted";
 3. the peak, "uncalibrated", when the chip (or the precision) has no fitted rate.
 
