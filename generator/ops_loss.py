@@ -70,25 +70,29 @@ def _over_logits(b: GraphBuilder, logits: Tensor) -> tuple[Dims, Dims, int, Call
     return dims, (dims[0],), dims_elements(dims), vector
 
 
+def _cast(
+    vector: Callable[..., Tensor],
+    kname: str,
+    x: Tensor,
+    names: tuple[str, str],
+    bpe: tuple[float, float],
+    **kw: object,
+) -> Tensor:
+    """A copy of `x` to another element width: (input, output) operand names and bytes."""
+    dims = x.dims
+    args = [Arg(names[0], IN, dims, bpe[0], x), Arg(names[1], OUT, dims, bpe[1])]
+    return vector(kname, args, dims_elements(dims), **kw)
+
+
 def _upcast(vector: Callable[..., Tensor], name: str, logits: Tensor, abpe: float) -> Tensor:
     """`<name>_upcast`: the 16-bit logits copied to FP32 (both FP32 losses start with it)."""
-    dims = logits.dims
-    return vector(
-        f"{name}_upcast",
-        [Arg("logits", IN, dims, abpe, logits), Arg("logits_fp32", OUT, dims, FP32_BYTES)],
-        dims_elements(dims),
-    )
+    return _cast(vector, f"{name}_upcast", logits, ("logits", "logits_fp32"), (abpe, FP32_BYTES))
 
 
 def _downcast(vector: Callable[..., Tensor], name: str, grad: Tensor, abpe: float) -> Tensor:
     """`<name>_bwd_cast`: the FP32 logits' gradient cast back to the logits' type."""
-    dims = grad.dims
-    return vector(
-        f"{name}_bwd_cast",
-        [Arg("dlogits_fp32", IN, dims, FP32_BYTES, grad), Arg("dlogits", OUT, dims, abpe)],
-        dims_elements(dims),
-        pass_=Pass.BWD,
-    )
+    names, bpe = ("dlogits_fp32", "dlogits"), (FP32_BYTES, abpe)
+    return _cast(vector, f"{name}_bwd_cast", grad, names, bpe, pass_=Pass.BWD)
 
 
 def fp32_cross_entropy(b: GraphBuilder, name: str, logits: Tensor, *, abpe: float) -> Tensor:
