@@ -6,6 +6,7 @@ model with its source said. Only the H100 tables are loaded (two Parquet files).
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import replace
 from pathlib import Path
 
@@ -153,6 +154,38 @@ def test_by_default_16bit_gemms_short_of_one_wave_read_the_table():
     assert t.source == kernel_times.FITTED
     fp8 = for_precision(chip, "fp8")
     assert kernel_times.measured_gemm_time(fp8, 128, 4096, 4096, "fp8") is None
+
+
+def test_the_one_wave_rule_over_a_random_family_of_shapes(bf16):
+    """200 BF16 shapes drawn log-uniformly (m 1-16k, n and k 64-32k) on the default H100:
+    fewer 128 x 256 output tiles than its 132 SMs, counted here, and the GEMM reads the
+    table: it costs the table's time (read from the grid) whenever that is above the launch
+    floor and the fitted plateau's time, and never less; a wave or more, the fitted
+    plateau. FP8 never reads the table."""
+    rng = random.Random(7)
+    chip = for_precision(_chip("H100-SXM5-80GB"), "bf16")
+    e = chip.efficiency
+    plateau = 989.4e12 * e.gemm_util
+    read = 0
+    for _ in range(200):
+        m, n, k = (int(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+                   for lo, hi in ((1, 16384), (64, 32768), (64, 32768)))  # fmt: skip
+        flop = 2.0 * m * n * k
+        t = kernel_times.gemm_compute_time(chip, kernel_times.GemmShape(m, n, k), flop, "bf16")
+        tiles = math.ceil(m / 128) * math.ceil(n / 256)
+        if tiles >= 132:
+            assert t.source == kernel_times.FITTED, (m, n, k)
+            continue
+        read += 1
+        table = kernel_db.lookup(bf16, m, n, k)[0]
+        assert t.source.startswith("measured:trtllm-1.3.0rc20 gemm bf16"), (m, n, k)
+        total = t.seconds + e.kernel_overhead_s
+        assert total >= table * (1 - 1e-12) and t.seconds >= flop / plateau * (1 - 1e-12)
+        if table > max(e.kernel_min_time_s, flop / plateau + e.kernel_overhead_s):
+            assert total == pytest.approx(table, rel=1e-12), (m, n, k)
+        fp8 = for_precision(chip, "fp8")
+        assert kernel_times.measured_gemm_time(fp8, m, n, k, "fp8") is None
+    assert 40 <= read <= 160  # both sides of the rule drawn
 
 
 def test_uncovered_falls_back_with_its_source_said():
