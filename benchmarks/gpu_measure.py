@@ -5,7 +5,8 @@ What (STEPS, each its own row-id letter): GEMMs in BF16, FP8 and FP64 (square, d
 M, the skinny-N 802816 x 768 x N shapes, and a seeded log-uniform random family), fused
 causal attention forward and backward (cuDNN, FlashAttention), the HBM copy bandwidth, and
 through benchmarks/gpu_workloads.py: MoE expert GEMMs, decode attention in both kernel
-families, Llama layers' decode steps and prefills, BF16 training steps, single-GPU HPL.
+families, Llama layers' decode steps and prefills, BF16 training steps (dense and MoE),
+MoE layers' decode steps (gpu_moe.py), single-GPU HPL.
 Timing: GEMMs, attention and copies back to back in one stream between two CUDA events
 (the cuBLASLt-bench convention of the GEMM rows), the median of gpu_workloads.ROUNDS rounds;
 short kernels from a replayed CUDA graph of them (no host launch gaps).
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or loaded by path
+import gpu_moe  # noqa: E402
 import gpu_runs  # noqa: E402
 import gpu_workloads  # noqa: E402
 
@@ -304,6 +306,9 @@ STEPS: dict[str, tuple[str, Callable[..., list[dict]]]] = {
     "decode_attention": ("A", gpu_workloads.measure_decode_attention),
     "expert_gemms": ("E", gpu_workloads.measure_expert_gemms),
     "training_step": ("T", gpu_runs.measure_training_step),
+    "moe_training_step": ("R", gpu_runs.measure_moe_training_step),
+    "moe_layer_decode": ("Q", gpu_moe.measure_moe_layer_decode),
+    "moe_layer_prefill": ("S", gpu_moe.measure_moe_layer_prefill),
     "hpl": ("H", gpu_runs.measure_hpl),
     "gemms": ("G", measure_gemms),
     "prefill_attention": ("P", measure_attention),
@@ -316,6 +321,9 @@ SMOKE_STEPS = (
     "decode_attention",
     "expert_gemms",
     "training_step",
+    "moe_training_step",
+    "moe_layer_decode",
+    "moe_layer_prefill",
     "hpl",
 )
 
@@ -369,14 +377,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, help="measure here (device machine)")
     ap.add_argument("--place", type=Path, help="file a measured CSV into fit/check")
-    ap.add_argument("--steps", default=",".join(STEPS), help="comma-separated, in order")
+    ap.add_argument("--steps", help="comma-separated, in order (default: every step)")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (no GPU)")
     args = ap.parse_args()
     if args.place:
         fit, check = place(args.place)
         print(f"placed {fit} rows in {FIT.name}, {check} in {CHECK.name}")
     elif args.out:
-        steps = list(SMOKE_STEPS) if args.smoke else args.steps.split(",")
+        every = SMOKE_STEPS if args.smoke else tuple(STEPS)
+        steps = args.steps.split(",") if args.steps else list(every)
         unknown = [s for s in steps if s not in STEPS]
         if unknown:
             ap.error(f"unknown steps {unknown}; valid: {', '.join(STEPS)}")

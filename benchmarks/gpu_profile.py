@@ -1,9 +1,13 @@
-"""Kernel-by-kernel profiles of three measured workloads (benchmarks/gpu_workloads.py) on a
+"""Kernel-by-kernel profiles of measured workloads (benchmarks/gpu_workloads.py) on a
 lent GPU, as PyTorch-profiler traces that `mapshard profile compare` reads: where a plan's
-kernels and the measured step part ways (issue 35: the BF16 step's non-GEMM kernels).
+kernels and the measured step part ways (issue 35: the BF16 step's non-GEMM kernels, the MoE
+layer's routing and permutation).
 
 - training: one BF16 step of Llama-3.1-8B cut to 8 layers, seq 4096, micro-batch 2 (the
   M-H200-T001 row's configuration);
+- MoE training (first; `--moe`: only these): one step of Mixtral-8x7B cut to 2 layers and of
+  Qwen3-30B-A3B cut to 4, seq 4096, micro-batch 1, grouped expert GEMMs (M-H200-R rows),
+  and MoE layers' decode steps and a prefill, eager (M-H200-Q and S rows);
 - prefill: one Llama-3.1-8B layer, 1 x 2048 tokens (M-H200-F002), eager;
 - decode: one Llama-3.1-8B layer, batch 64, KV 4096, per-query-head attention (M-H200-D006),
   eager.
@@ -20,6 +24,7 @@ import argparse
 import json
 from pathlib import Path
 
+import gpu_moe
 import gpu_runs
 import gpu_workloads as gw
 
@@ -55,24 +60,44 @@ def profiled(torch, fn, out: Path, name: str, warmup: int = 2) -> int:
     return len(events)
 
 
-def profile_training(torch, out: Path) -> None:
-    params, loss = gpu_runs.make_llama(torch, gw.LLAMA_8B, 8, False)
+def profile_step(torch, out: Path, shape: tuple, layers: int, micro: int, grouped, name: str):
+    params, loss = gpu_runs.make_llama(torch, shape, layers, False, grouped)
     master = [p.detach().float() for p in params]
     opt = torch.optim.AdamW(master, lr=1e-5, fused=True)
-    vocab = gw.LLAMA_8B[6]
-    tokens = torch.randint(0, vocab, (2, 4096), device="cuda")
-    labels = torch.randint(0, vocab, (2, 4096), device="cuda")
+    tokens = torch.randint(0, shape[6], (micro, 4096), device="cuda")
+    labels = torch.randint(0, shape[6], (micro, 4096), device="cuda")
+    step = lambda: gpu_runs.adam_step(torch, params, master, opt, loss, tokens, labels)  # noqa: E731
+    profiled(torch, step, out, name)
 
-    def step():
-        loss(tokens, labels).backward()
-        for p, m in zip(params, master, strict=True):
-            m.grad = p.grad.float()
-            p.grad = None
-        opt.step()
+
+def profile_training(torch, out: Path) -> None:
+    profile_step(torch, out, gw.LLAMA_8B, 8, 2, None, "train_llama31_8b_8layers_s4096_b2")
+
+
+def profile_moe_training(torch, out: Path) -> None:
+    for shape, layers, name in (
+        (gpu_moe.MIXTRAL, 2, "train_mixtral_8x7b_2layers_s4096_b1_grouped"),
+        (gpu_moe.QWEN3_MOE, 4, "train_qwen3_30b_a3b_4layers_s4096_b1_grouped"),
+    ):
+        profile_step(torch, out, shape, layers, 1, True, name)
+        torch.cuda.empty_cache()
+
+
+def profile_moe_layers(torch, out: Path) -> None:
+    """MoE layers (gpu_moe.MOE_LAYERS): decode steps at batch 1 and 64, one prefill."""
+    for shape, batch, tokens, name in (
+        (gpu_moe.QWEN3_MOE, 1, 1, "decode_qwen3_30b_a3b_layer_b1_kv4096"),
+        (gpu_moe.QWEN3_MOE, 64, 1, "decode_qwen3_30b_a3b_layer_b64_kv4096"),
+        (gpu_moe.MIXTRAL, 64, 1, "decode_mixtral_8x7b_layer_b64_kv4096"),
+        (gpu_moe.QWEN3_MOE, 1, 2048, "prefill_qwen3_30b_a3b_layer_b1_s2048"),
+    ):
+        mlp, qk_norm = gpu_moe.moe_layer_ffn(torch, shape, False)
+        length = 4096 if tokens == 1 else tokens
+        layer = gw.make_layer(torch, shape, batch, tokens, length, "kv_shared", False, mlp, qk_norm)
+        x0 = torch.randn(batch * tokens, shape[1], device="cuda", dtype=torch.bfloat16)
         with torch.no_grad():
-            torch._foreach_copy_(params, master)
-
-    profiled(torch, step, out, "train_llama31_8b_8layers_s4096_b2")
+            profiled(torch, lambda layer=layer, x0=x0: layer(x0), out, name)
+        torch.cuda.empty_cache()
 
 
 def profile_layers(torch, out: Path) -> None:
@@ -91,8 +116,15 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
-    out = ap.parse_args().out
+    ap.add_argument("--moe", action="store_true", help="only the MoE training steps")
+    args = ap.parse_args()
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
+    profile_moe_training(torch, out)
+    torch.cuda.empty_cache()
+    profile_moe_layers(torch, out)
+    if args.moe:
+        return
     profile_training(torch, out)
     torch.cuda.empty_cache()
     profile_layers(torch, out)

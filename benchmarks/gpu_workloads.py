@@ -24,6 +24,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 ROUNDS = 5
 
@@ -222,16 +223,27 @@ def layer_weights(torch, shape: tuple, smoke: bool) -> dict:
         "down": weight(hidden, ffn),
         "norm1": torch.ones(hidden, device=where, dtype=bf16),
         "norm2": torch.ones(hidden, device=where, dtype=bf16),
+        "q_norm": torch.ones(dim, device=where, dtype=bf16),
+        "k_norm": torch.ones(dim, device=where, dtype=bf16),
     }
 
 
 def make_layer(
-    torch, shape: tuple, batch: int, tokens: int, kv_len: int, family: str, smoke: bool
+    torch,
+    shape: tuple,
+    batch: int,
+    tokens: int,
+    kv_len: int,
+    family: str,
+    smoke: bool,
+    mlp: Callable | None = None,
+    qk_norm: bool = False,
 ) -> Callable:
     """One Llama layer as a closure over its own weights and KV cache: a decode step
     (tokens = 1: the new token's K/V written at kv_len - 1, attention over the cache in the
     kernel `family`) or a prefill (tokens = kv_len: the prompt's K/V written to the cache,
-    causal attention over the prompt)."""
+    causal attention over the prompt). `mlp` (h -> out) replaces the SwiGLU MLP (an MoE
+    layer, gpu_moe.py); `qk_norm`: per-head RMSNorm of q and k before RoPE (Qwen3)."""
     from torch.nn.functional import rms_norm, silu
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
@@ -259,13 +271,14 @@ def make_layer(
     def step(x):
         h = rms_norm(x, (hidden,), w["norm1"], 1e-5)
         q, k, v = (h @ w["qkv"].t()).split((heads * dim, kv_heads * dim, kv_heads * dim), -1)
-        a = attention(
-            q.view(batch, tokens, heads, dim),
-            k.view(batch, tokens, kv_heads, dim),
-            v.view(batch, tokens, kv_heads, dim),
-        )
+        q, k = q.view(batch, tokens, heads, dim), k.view(batch, tokens, kv_heads, dim)
+        if qk_norm:
+            q, k = rms_norm(q, (dim,), w["q_norm"], 1e-6), rms_norm(k, (dim,), w["k_norm"], 1e-6)
+        a = attention(q, k, v.view(batch, tokens, kv_heads, dim))
         x = x + a @ w["o"].t()
         h = rms_norm(x, (hidden,), w["norm2"], 1e-5)
+        if mlp is not None:
+            return x + mlp(h)
         gate, up = (h @ w["gate_up"].t()).chunk(2, dim=-1)
         return x + (silu(gate) * up) @ w["down"].t()
 
@@ -300,26 +313,54 @@ DECODE_FAMILY_TEXT = {
 }
 
 
-def measure_layers(
-    torch, new_row: Callable[..., dict], phase: str, family: str, smoke: bool
-) -> list[dict]:
-    """layer_decode (phase "decode", attention `family`) or layer_prefill rows."""
-    rows = []
-    shapes = (LLAMA_8B, LLAMA_70B)
+@dataclass(frozen=True)
+class MlpVariant:
+    """Layers whose MLP is not the dense SwiGLU (gpu_moe.py: an MoE layer)."""
+
+    shapes: tuple  # the models measured, gpu_workloads shape tuples
+    smoke_shape: tuple  # a tiny one for the CPU smoke run
+    make_ffn: Callable  # (torch, shape, smoke) -> (ffn closure h -> out, qk_norm)
+    cells: Callable[[tuple], dict]  # shape -> the schema cells beyond dense_cells
+    text: str  # appended to the row's notes
+    extra: str  # appended to extra_params
+
+
+def layer_grid(phase: str, variant: MlpVariant | None) -> list[tuple[int, int]]:
+    """(batch, kv_len or input_len) of the measured layers."""
+    if variant is not None:
+        return (
+            [(b, 4096) for b in (1, 16, 64, 256)] if phase == "decode" else [(1, 2048), (4, 2048)]
+        )
     if phase == "decode":
-        grid = [(b, kv) for b in DECODE_BATCH for kv in DECODE_KV] + [(64, 8192)]
-    else:
-        grid = [(1, 512), (1, 2048), (4, 2048), (1, 8192), (16, 512)]
-    cases = [(s, b, n) for s in shapes for b, n in grid]
+        return [(b, kv) for b in DECODE_BATCH for kv in DECODE_KV] + [(64, 8192)]
+    return [(1, 512), (1, 2048), (4, 2048), (1, 8192), (16, 512)]
+
+
+def measure_layers(
+    torch,
+    new_row: Callable[..., dict],
+    phase: str,
+    family: str,
+    smoke: bool,
+    variant: MlpVariant | None = None,
+) -> list[dict]:
+    """layer_decode (phase "decode", attention `family`) or layer_prefill rows, of Llama
+    layers or of `variant`'s."""
+    rows = []
+    shapes = variant.shapes if variant else (LLAMA_8B, LLAMA_70B)
+    cases = [(s, b, n) for s in shapes for b, n in layer_grid(phase, variant)]
     if smoke:
-        cases = [(("tiny", 64, 4, 2, 16, 128, 1000, ""), 2, 32)]
+        cases = [(variant.smoke_shape if variant else ("tiny", 64, 4, 2, 16, 128, 1000, ""), 2, 32)]
     for shape, batch, length in cases:
         name, hidden, heads, kv_heads, dim, ffn, _, hf = shape
         depth = 1 if smoke else (4 if phase == "decode" else 2)
         tokens = 1 if phase == "decode" else length
-        layers = [
-            make_layer(torch, shape, batch, tokens, length, family, smoke) for _ in range(depth)
-        ]
+        layers = []
+        for _ in range(depth):
+            mlp, qk_norm = variant.make_ffn(torch, shape, smoke) if variant else (None, False)
+            layers.append(
+                make_layer(torch, shape, batch, tokens, length, family, smoke, mlp, qk_norm)
+            )
         x0 = torch.randn(batch * tokens, hidden, device=dev(smoke), dtype=torch.bfloat16)
         per_layer = layers_time_s(torch, layers, x0, smoke)
         if phase == "decode":
@@ -341,16 +382,19 @@ def measure_layers(
                 precision="bf16",
                 model=f"{name} (one layer)",
                 layers=1,
-                **dense_cells(shape),
+                **dense_cells(shape) | (variant.cells(shape) if variant else {}),
                 batch=batch,
                 metric="layer_time_s",
                 value=repr(per_layer),
                 value_as_published=f"{per_layer * 1e6:.2f} us per layer (CUDA graph of "
                 f"{depth} layers)",
-                notes=what + LAYER_TEXT.format(attention=attention, depth=depth),
+                notes=what
+                + LAYER_TEXT.format(attention=attention, depth=depth)
+                + (variant.text if variant else ""),
                 extra_params=(f"hf_config={hf};" if hf else "")
                 + extra
-                + ";library=torch;timing=cuda_graph_replay;eager_activation=1;eager_rope=1",
+                + ";library=torch;timing=cuda_graph_replay;eager_activation=1;eager_rope=1"
+                + (variant.extra if variant else ""),
                 **cells,
             )
         )

@@ -226,6 +226,22 @@ def eager_ops(case: Case) -> tuple[bool, bool]:
     return _flag(case, "eager_activation"), _flag(case, "eager_rope")
 
 
+MOE_GEMM = {
+    "": setup_pb2.MOE_GEMM_DEFAULT,
+    "grouped": setup_pb2.MOE_GEMM_GROUPED,
+    "per_expert": setup_pb2.MOE_GEMM_PER_EXPERT,
+}
+
+
+def moe_gemm(case: Case) -> int:
+    """MoeGemm of the row's expert GEMMs (`moe_gemm=grouped`: one kernel over every expert;
+    `per_expert`: a GEMM per expert); absent, the workload's default."""
+    given = case.extra.get("moe_gemm", "")
+    if given not in MOE_GEMM:
+        raise Unmodelable(f"moe_gemm={given} is not grouped or per_expert")
+    return MOE_GEMM[given]
+
+
 def master_grad_cast(case: Case) -> bool:
     """`master_grad_cast=1`: the run casts its 16-bit gradients to FP32 by a kernel of its
     own before the optimizer (a plain PyTorch loop over FP32 master weights)."""

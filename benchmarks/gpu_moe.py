@@ -1,0 +1,111 @@
+"""MoE measurements of benchmarks/gpu_measure.py (issue 35, item 1): the MoE layer as
+Megatron-core runs it on one rank, shared by the training steps of gpu_runs.py and the decode
+layers measured here.
+
+- `layer_decode` and `layer_prefill` rows of one MoE layer (Mixtral-8x7B, Qwen3-30B-A3B):
+  the dense layer of gpu_workloads.make_layer with its MLP replaced by `moe_ffn` (grouped
+  expert GEMMs, the inference default), routed by the router's own choices on random data.
+
+Each function takes torch and `new_row` and returns rows; `smoke=True` runs tiny shapes on
+the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gpu_workloads import MlpVariant, dev, measure_layers
+
+# MoE models: the dense tuple of gpu_workloads (the expert FFN width in the ffn slot) and
+# (experts, experts per token, per-head q/k RMSNorm)
+MIXTRAL = ("Mixtral-8x7B", 4096, 32, 8, 128, 14336, 32000, "mistralai/Mixtral-8x7B-v0.1")
+QWEN3_MOE = ("Qwen3-30B-A3B", 2048, 32, 4, 128, 768, 151936, "Qwen/Qwen3-30B-A3B")
+ROUTING = {MIXTRAL[0]: (8, 2, False), QWEN3_MOE[0]: (128, 8, True)}
+TINY_MOE = (MIXTRAL[0], 64, 4, 2, 16, 32, 1000, "")  # Mixtral's routing, for smoke runs
+
+
+def balanced_routing_bias(torch, tokens: int, experts: int, k: int, where: str):
+    """(tokens, experts) FP32, 10 on token t's experts (t k + j) mod E, j < k: added to the
+    router's logits it makes top-k pick them, so every expert gets tokens k / E tokens (the
+    balanced count the model prices) while the router's GEMM, softmax and top-k still run."""
+    bias = torch.zeros(tokens, experts, device=where, dtype=torch.float32)
+    t = torch.arange(tokens, device=where).unsqueeze(1)
+    bias.scatter_(1, (t * k + torch.arange(k, device=where)) % experts, 10.0)
+    return bias
+
+
+def moe_ffn(torch, h, w_router, w_gu, w_down, bias, k: int, grouped: bool):
+    """Megatron-core's MoE layer on one rank (EP 1): router GEMM, softmax and top-k with
+    renormalised probabilities, the token copies permuted into expert order, the experts'
+    gate+up, SiLU x up and down as grouped GEMMs (torch._grouped_mm, one call over every
+    expert, TEGroupedMLP's role; w_gu, w_down stacked) or one GEMM per expert after a host
+    sync on the token counts (SequentialMLP; w_gu, w_down lists of each expert's), then
+    the copies scaled by their probabilities and summed back into token order."""
+    from torch.nn.functional import silu
+
+    experts = len(w_gu)  # a stacked tensor's first dim or a list's length
+    logits = (h @ w_router.t()).float()
+    probs = torch.softmax(logits if bias is None else logits + bias, dim=-1)
+    top, chosen = torch.topk(probs, k, dim=-1)
+    top = top / top.sum(dim=-1, keepdim=True)
+    order = chosen.view(-1).argsort(stable=True)  # token copies in expert order
+    token_of = order // k
+    x = h.index_select(0, token_of)
+    # tokens per expert by a scatter, not bincount (whose output size syncs the host)
+    ones = torch.ones_like(chosen.view(-1))
+    counts = torch.zeros(experts, device=h.device, dtype=ones.dtype).scatter_add_(
+        0, chosen.view(-1), ones
+    )
+    if grouped:
+        ends = counts.cumsum(0).to(torch.int32)
+        gate, up = torch._grouped_mm(x, w_gu.transpose(-2, -1), offs=ends).chunk(2, dim=-1)
+        y = torch._grouped_mm(silu(gate) * up, w_down.transpose(-2, -1), offs=ends)
+    else:
+        parts = []
+        for e, xe in enumerate(x.split(counts.tolist())):
+            gate, up = (xe @ w_gu[e].t()).chunk(2, dim=-1)
+            parts.append((silu(gate) * up) @ w_down[e].t())
+        y = torch.cat(parts)
+    y = y * top.view(-1)[order].unsqueeze(1).to(h.dtype)
+    return torch.zeros_like(h).index_add_(0, token_of, y)
+
+
+def moe_weights(torch, shape: tuple, smoke: bool) -> tuple:
+    """(router, gate+up, down) of one MoE layer: (E, h), (E, 2f, h), (E, h, f), BF16."""
+    name, hidden, _, _, _, ffn, _, _ = shape
+    experts = ROUTING[name][0]
+    where, bf16 = dev(smoke), torch.bfloat16
+    return (
+        torch.randn(experts, hidden, device=where, dtype=bf16) * hidden**-0.5,
+        torch.randn(experts, 2 * ffn, hidden, device=where, dtype=bf16) * hidden**-0.5,
+        torch.randn(experts, hidden, ffn, device=where, dtype=bf16) * ffn**-0.5,
+    )
+
+
+def moe_layer_ffn(torch, shape: tuple, smoke: bool) -> tuple[Callable, bool]:
+    """(the MoE MLP over its own weights, qk_norm) of one layer of `shape`."""
+    _, k, qk_norm = ROUTING[shape[0]]
+    weights = moe_weights(torch, shape, smoke)
+    return lambda h: moe_ffn(torch, h, *weights, None, k, grouped=not smoke), qk_norm
+
+
+MOE_LAYERS = MlpVariant(
+    shapes=(MIXTRAL, QWEN3_MOE),
+    smoke_shape=TINY_MOE,
+    make_ffn=moe_layer_ffn,
+    cells=lambda shape: dict(experts=ROUTING[shape[0]][0], experts_per_token=ROUTING[shape[0]][1]),
+    text=" Its MLP is the model's MoE layer as Megatron-core runs it on one rank: router GEMM, "
+    "FP32 softmax, top-k, probabilities renormalised, token copies permuted into expert "
+    "order (argsort, index_select), grouped GEMMs over every expert (torch._grouped_mm: "
+    "gate+up, then down) with SiLU x up between, the copies scaled and summed back "
+    "(index_add); routed by the router's own choices on random data (near-uniform).",
+    extra=";moe_gemm=grouped",
+)
+
+
+def measure_moe_layer_decode(torch, new_row: Callable[..., dict], smoke: bool = False) -> list:
+    return measure_layers(torch, new_row, "decode", "kv_shared", smoke, MOE_LAYERS)
+
+
+def measure_moe_layer_prefill(torch, new_row: Callable[..., dict], smoke: bool = False) -> list:
+    return measure_layers(torch, new_row, "prefill", "", smoke, MOE_LAYERS)
