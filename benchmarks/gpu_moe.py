@@ -99,7 +99,7 @@ MOE_LAYERS = MlpVariant(
     "order (argsort, index_select), grouped GEMMs over every expert (torch._grouped_mm: "
     "gate+up, then down) with SiLU x up between, the copies scaled and summed back "
     "(index_add); routed by the router's own choices on random data (near-uniform).",
-    extra=";moe_gemm=grouped",
+    extra=";moe_gemm=grouped;moe_permute=scatter_add",
 )
 
 

@@ -150,23 +150,24 @@ class Kernel:
     # own "none"); a user's pin (generator.pins, a graph's field) keeps the one before it
     order_sharding: str | None = field(default=None, repr=False, compare=False)
     # the group of the second collective ("" = communication_group): HPL's row swap runs
-    # down the process column while its panel broadcast goes along the row. Out of the
-    # repr: structural signatures of existing graphs stay as they were
+    # down the process column, its panel broadcast along the row. Out of the repr, as above
     communication_2_group: str = field(default="", repr=False)
-    # Elements converted between number formats on the vector unit (one instance, scaled by
-    # its per-chip share): a per-query-head decode attention dequantizing its 8-bit KV cache
-    # per query head, at the chip's conversion rate (core_rates). Out of the repr, as above.
+    # Elements converted between formats on the vector unit (one instance, scaled to the
+    # chip's share): a per-query-head decode attention dequantizing its 8-bit KV cache per
+    # query head, at the conversion rate (core_rates). As above.
     converted_elements: float = field(default=0.0, repr=False)
-    # Cores (thread blocks) the kernel can occupy, 0 = all: a latency-bound step done by one
-    # thread block (HPL's pivot column) streams at that share of the DRAM bandwidth
-    # (solver.cost.menus.block_limited). Out of the repr, as above.
+    # Cores (thread blocks) the kernel can occupy, 0 = all: one thread block's step (HPL's
+    # pivot column) streams at that share of the DRAM bandwidth (menus.block_limited).
     thread_blocks: int = field(default=0, repr=False)
-    # An eager framework's strided elementwise kernel (a transposed or sliced view): at least
-    # its elements at the chip's strided_elementwise rate (kernel_times). Out of the repr.
+    # An eager framework's strided elementwise kernel (a transposed or sliced view): its
+    # elements at the chip's strided_elementwise rate at best (kernel_times). As above.
     strided: bool = field(default=False, repr=False)
-    # The expected share of its `experts` that tokens are routed to (1 = all): an MoE
-    # layer's experts no token chose run nothing and read no weights (solver.cost.menus
-    # prices the routed ones; storage keeps every expert). Out of the repr, as above.
+    # 16-bit elements a scatter-add sums by scalar atomics (whole kernel; MoePermute
+    # SCATTER_ADD): at least these at the chip's atomic-add rate (kernel_times). As above.
+    atomic_adds: float = field(default=0.0, repr=False)
+    # The expected share of its `experts` that tokens are routed to (1 = all): experts no
+    # token chose run nothing and read no weights (solver.cost.menus prices the routed
+    # ones; storage keeps every expert). As above.
     expert_share: float = field(default=1.0, repr=False)
 
     def __hash__(self) -> int:

@@ -31,12 +31,13 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+from generator import ops_moe
 from generator.builder import Arg, Dim, Dims, GraphBuilder, Tensor, dims_elements
-from generator.graph import Communication, Kernel, KernelGraph, KernelKind
+from generator.graph import Kernel, KernelGraph, KernelKind
 from generator.llm_attention import AttnSegment, add_sinks, unfused_attention
 from generator.llm_mla import mla
 from generator.models import ModelConfig
-from generator.ops import GATED_FLOP, IN, KV, OUT, SOFTMAX_FLOP, add, binary, linear, norm, unary
+from generator.ops import GATED_FLOP, IN, KV, OUT, SOFTMAX_FLOP, add, linear, norm, unary
 from generator.ops_attention import (
     attention,
     kv_reread_bytes,
@@ -47,8 +48,6 @@ from generator.ops_attention import (
 from generator.ops_eager import eager_gated, eager_rope, eager_squared_relu
 from generator.ops_fp8 import FP8_BYTES, fp8_cast
 from generator.precision import Precision
-
-A2A = Communication.ALL_TO_ALL
 
 
 @dataclass(frozen=True)
@@ -95,6 +94,8 @@ class LayerShape:
     # NCCL all-to-all dispatcher: the received chunks sorted by local expert and back
     # (LlmTraining.moe_dispatcher ALLTOALL, with more than one expert per graph)
     sort_chunks: bool = False
+    # the routed copies permuted and combined by PyTorch's ops (MoePermute SCATTER_ADD)
+    moe_scatter_add: bool = False
 
 
 def expert_tokens(tokens: int, k: int, experts: int, capacity_factor: float) -> int:
@@ -371,38 +372,14 @@ class Layer:
         route = self.router(h, R)
         # the routed token copies of this graph's tokens, each way: every chip of the TP
         # group sends its share of them to its EP peers (solver.cost.own_network)
-        a2a = routed * H[1] * self.a
-        disp = binary(
-            b,
-            "dispatch",
-            [("in", h, (T, H)), ("route", route, (T, R))],
-            (E, C, H),
-            routed * H[1],
-            abpe=self.a,
-            kind=KernelKind.ROUTER,
-            cls="Va_Va",
-            shardable=["tokens", "experts"],
-            comm=A2A,
-            comm_bytes=a2a,
-        )
+        dims, unfused = (T, H, R, E, C), self.shape.moe_scatter_add
+        disp = ops_moe.dispatch(b, h, route, dims, routed, self.a, unfused)
         if self.shape.sort_chunks:
             disp = self.sort_chunks("expert_sort", disp)
         down = self.experts(disp, E, C, routed)
         if self.shape.sort_chunks:
             down = self.sort_chunks("expert_unsort", down)
-        out = binary(
-            b,
-            "combine",
-            [("in", down, (E, C, H)), ("route", route, (T, R))],
-            (T, H),
-            2 * routed * H[1],
-            abpe=self.a,
-            kind=KernelKind.ROUTER,
-            cls="Va_Va",
-            shardable=["tokens", "experts"],
-            comm=A2A,
-            comm_bytes=a2a,
-        )
+        out = ops_moe.combine(b, down, route, dims, routed, self.a, unfused)
         if c.shared_experts:
             shared = self.mlp(h, "shared", c.moe_ffn * c.shared_experts, False)
             out = add(b, "moe_sum", out, shared, abpe=self.a)

@@ -259,6 +259,8 @@ def _layer_shape(
         expert_parallel=ep,
         sort_chunks=sorts_chunks(req, cfg, ep, fold),
         fused_experts=req.moe_gemm == setup_pb2.MOE_GEMM_GROUPED,  # TE: a GEMM per expert
+        # Megatron-core: moe_permute_fusion off unless the recipe sets it
+        moe_scatter_add=req.moe_permute != setup_pb2.MOE_PERMUTE_FUSED,
     )
 
 

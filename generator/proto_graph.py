@@ -280,6 +280,8 @@ def _einsum_kernel(
         problems.append(
             f"{where}.einsum.thread_blocks must be >= 0 (0 = every core), got {e.thread_blocks}"
         )
+    if not e.atomic_adds >= 0:
+        problems.append(f"{where}.einsum.atomic_adds must be >= 0 (0 = none), got {e.atomic_adds}")
     if not 0.0 <= e.expert_share <= 1.0:
         problems.append(
             f"{where}.einsum.expert_share must be in (0, 1] (0 = every expert), "
@@ -310,6 +312,7 @@ def _einsum_kernel(
         unit=_unit(k, kind),
         thread_blocks=e.thread_blocks,
         strided=e.strided,
+        atomic_adds=e.atomic_adds,
         attention_window=e.attention_window,
         unsplit_kv=e.unsplit_kv,
         expert_share=e.expert_share or 1.0,

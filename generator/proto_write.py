@@ -37,6 +37,7 @@ def graph_to_proto(graph: KernelGraph, repeat: int | None = None) -> setup_pb2.D
         e.math_precision = k.math_precision
         e.thread_blocks = k.thread_blocks
         e.strided = k.strided
+        e.atomic_adds = k.atomic_adds
         e.attention_window = k.attention_window
         e.unsplit_kv = k.unsplit_kv
         e.expert_share = k.expert_share if k.expert_share < 1.0 else 0.0

@@ -96,6 +96,8 @@ def calibration_of(e: setup_pb2.Efficiency) -> Calibration:
         measured.append("vector")
     if e.strided_elementwise_gelem_per_s > 0:
         measured.append("strided elementwise")
+    if e.atomic_add_gelem_per_s > 0:
+        measured.append("atomic add")
     levels = sorted(
         {c.level for c in e.collective if c.bus_bw_util > 0 or c.latency_us > 0 or c.bus_bw_at_size}
     )

@@ -234,6 +234,7 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         "kernel_overhead_us",
         "kernel_min_time_us",
         "strided_elementwise_gelem_per_s",
+        "atomic_add_gelem_per_s",
     ):
         non_negative(getattr(e, fname), f"{base}.{fname}", problems)
     for fname in ("sm_stream_GBps", "wave_us"):
@@ -266,6 +267,7 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         fp8_split_accumulate_util=e.fp8_split_accumulate_util,
         tp_comm_hidden_share=e.tp_comm_hidden_share,
         strided_elementwise_elem_per_s=e.strided_elementwise_gelem_per_s * 1e9,
+        atomic_add_elem_per_s=e.atomic_add_gelem_per_s * 1e9,
         causal_attention=_causal_attention(e, base, problems),
         unsplit_decode_sm_Bps=e.unsplit_decode_attention.sm_stream_GBps * 1e9,
         unsplit_decode_wave_s=e.unsplit_decode_attention.wave_us * 1e-6,

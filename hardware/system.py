@@ -112,6 +112,8 @@ class Efficiency:
     # elements/s of a framework's strided (non-vectorized) elementwise kernel (0 = not
     # calibrated: such kernels are DRAM-bound like any other)
     strided_elementwise_elem_per_s: float = 0.0
+    # 16-bit atomic adds/s of a framework's scatter-add (0 = not calibrated: DRAM-bound)
+    atomic_add_elem_per_s: float = 0.0
     # causal fused attention from its executed tiles (kernel_times.causal_attention_time),
     # one entry per kernel family, the one the kernels run first (hardware.resolve puts
     # execution.attention_kernel's there); () = not calibrated: the attention plateau

@@ -242,6 +242,23 @@ def moe_gemm(case: Case) -> int:
     return MOE_GEMM[given]
 
 
+MOE_PERMUTE = {
+    "": setup_pb2.MOE_PERMUTE_DEFAULT,
+    "fused": setup_pb2.MOE_PERMUTE_FUSED,
+    "scatter_add": setup_pb2.MOE_PERMUTE_SCATTER_ADD,
+}
+
+
+def moe_permute(case: Case) -> int:
+    """MoePermute of the row's MoE layers (`moe_permute=fused`: Transformer Engine's fused
+    permutation or an engine's kernels; `scatter_add`: PyTorch's ops); absent, the
+    workload's default."""
+    given = case.extra.get("moe_permute", "")
+    if given not in MOE_PERMUTE:
+        raise Unmodelable(f"moe_permute={given} is not fused or scatter_add")
+    return MOE_PERMUTE[given]
+
+
 def master_grad_cast(case: Case) -> bool:
     """`master_grad_cast=1`: the run casts its 16-bit gradients to FP32 by a kernel of its
     own before the optimizer (a plain PyTorch loop over FP32 master weights)."""

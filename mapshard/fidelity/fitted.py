@@ -79,6 +79,7 @@ MI300X_COLLECTIVE = _ids("P-MIR", 1, 3, 4, 7, 8, 9, 12, 13, 14, 15, 16, 17, 18, 
 # the FIT rows whose configuration tests/data/profiles/h200/prefill_llama31_8b_layer_b1_s2048
 # profiles (one Llama-3.1-8B layer, prefill of 2,048 tokens, batch 1)
 H200_PREFILL_PROFILE = ("M-H200-F002",)
+H200_MOE_PREFILL_PROFILE = ("M-H200-S003",)  # its configuration's kernel profile
 FP64_CITED = "Top500 HPL-sustained clock (glennklockwood.com/garden/peak-FLOPS), the chip file"
 # derived from measured kernel data, not from validation rows
 TABLE_DERIVED = (
@@ -129,6 +130,13 @@ FITTED: tuple[Fitted, ...] = (
         H200_PREFILL_PROFILE,
         carried_from="H200-SXM-141GB",
     ),
+    Fitted(
+        "H100-SXM5-80GB",
+        ("atomic_add_gelem_per_s",),
+        "elements/s of the index_add_ of the FIT MoE prefill profile",
+        H200_MOE_PREFILL_PROFILE,
+        carried_from="H200-SXM-141GB",
+    ),
     # H200: its own FP8 GEMM, copy and collective fits; the H100's 16-bit plateau and
     # training shares (same GH100 SMs)
     Fitted(
@@ -170,6 +178,12 @@ FITTED: tuple[Fitted, ...] = (
         ("strided_elementwise_gelem_per_s",),
         "median elements/s of the strided kernels of the FIT prefill profile",
         H200_PREFILL_PROFILE,
+    ),
+    Fitted(
+        "H200-SXM-141GB",
+        ("atomic_add_gelem_per_s",),
+        "elements/s of the index_add_ of the FIT MoE prefill profile",
+        H200_MOE_PREFILL_PROFILE,
     ),
     # Blackwell: the GB200 GEMM and NVLink 5 fits serve the B200; one hidden share for both
     Fitted("GB200", GEMM_FIELDS, "fit.fit_gemm", GB200_GEMM),

@@ -45,6 +45,7 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
     kv_reread_dram_share,
     master_grad_cast,
     moe_gemm,
+    moe_permute,
     request_overhead_us,
     tensor_parallel_split,
     training_kernels,
@@ -392,7 +393,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.eager_activation, t.loss = training_kernels(case)
         t.eager_rope = eager_ops(case)[1]
         t.master_grad_cast = master_grad_cast(case)
-        t.moe_gemm = moe_gemm(case)
+        t.moe_gemm, t.moe_permute = moe_gemm(case), moe_permute(case)
         t.edges_in_pipeline_split = edges_in_pipeline_split(case)
     else:
         i = setup.workload.llm_inference
@@ -407,7 +408,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         i.prefill_tokens_per_pass = int(case.extra_float("max_num_tokens"))
         i.request_overhead_us = request_overhead_us(case)
         i.eager_activation, i.eager_rope = eager_ops(case)
-        i.moe_gemm = moe_gemm(case)
+        i.moe_gemm, i.moe_permute = moe_gemm(case), moe_permute(case)
         if kind in ("inference_prefill", "layer_prefill"):
             i.phase = setup_pb2.PREFILL
         elif kind == "inference_static_batch":

@@ -35,6 +35,7 @@ the fitted GEMM efficiency, not the search.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from generator.graph import Kernel, KernelKind, Pass
@@ -196,7 +197,8 @@ def kernel_compute_time(
     rate's, stands for the compute part, so the kernel costs at least the table's time);
     `chip`: at the workload's math precision's plateau (`efficiency.for_precision`);
     `elements`: the option's share of the loop nest, which a strided kernel (Kernel.strided)
-    handles at the chip's strided-elementwise rate at best;
+    handles at the chip's strided-elementwise rate at best; a scatter-add (Kernel.atomic_adds)
+    does that share of its atomic adds at the chip's atomic-add rate at best;
     `causal`: a causal attention kernel's per-chip extents (self-attention or a prefill
     chunk against its cache), priced from its executed tiles where the chip is calibrated
     for it (`causal_attention_time`)."""
@@ -204,10 +206,17 @@ def kernel_compute_time(
     rate = chip.efficiency.strided_elementwise_elem_per_s
     if kernel.strided and rate > 0 and elements / rate > own.seconds:
         return KernelTime(elements / rate, STRIDED_SOURCE)
+    atomic_rate = chip.efficiency.atomic_add_elem_per_s
+    if kernel.atomic_adds > 0 and atomic_rate > 0:
+        # the option's share of the kernel's loop nest does its share of the atomic adds
+        adds = kernel.atomic_adds * elements / math.prod(size for _, size in kernel.dims)
+        if adds / atomic_rate > own.seconds:
+            return KernelTime(adds / atomic_rate, ATOMIC_SOURCE)
     return own
 
 
 STRIDED_SOURCE = "strided elementwise rate (fitted)"
+ATOMIC_SOURCE = "atomic scatter-add rate (measured)"
 APPEND_OUT = ", less the K/V append"
 
 

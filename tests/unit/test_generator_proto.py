@@ -125,6 +125,9 @@ CASES = {
     # one sequence's decode step reaches 8 of Qwen3-30B-A3B's 128 experts (Kernel.expert_share)
     "qwen3_moe_decode": 'workload { llm_inference { model { hf_model: "Qwen3-30B-A3B" } '
     "phase: DECODE batch: 1 context_len: 64 } }",
+    # training's default unfused permutation: scatter-adds by atomics (Kernel.atomic_adds)
+    "qwen3_moe_train": 'workload { llm_training { model { hf_model: "Qwen3-30B-A3B" } '
+    "global_batch: 1 seq_len: 64 } }",
 }
 
 
@@ -147,6 +150,9 @@ def test_round_trip_is_identical(case):
         assert set(shares.values()) == {8 / 128}
         # an engine's experts run as one grouped kernel (MoeGemm MOE_GEMM_GROUPED)
         assert {k.name for k in kernels if k.fused_experts} == {"expert_gate_up", "expert_down"}
+    if case == "qwen3_moe_train":  # 64 tokens x top-8 x hidden 2,048 each
+        adds = {k.name: k.atomic_adds for k in kernels if k.atomic_adds}
+        assert adds == {"combine": 64 * 8 * 2048, "dispatch_bwd": 64 * 8 * 2048}
     if case == "gemma_windowed_prefill":
         assert {k.attention_window for k in kernels} == {0, 4096}
     if case == "gemma_fp8_head":

@@ -1,0 +1,104 @@
+"""An MoE layer's unfused token permutation (setup.proto MoePermute SCATTER_ADD; issue #35,
+MoE layouts): the H200's atomic-add rate re-derived from the FIT prefill profile, which
+kernels carry atomic adds under each setting and default, and a combine's time by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from generator.build import build_workload
+from generator.graph import KernelGraph
+from mapshard.fidelity.fit import library_system
+from schema import setup_pb2
+from solver.cost.kernel_times import ATOMIC_SOURCE
+from solver.cost.menus import build_problem
+
+PROFILE = Path(__file__).parents[1] / "data/profiles/h200/prefill_qwen3_30b_a3b_layer_b1_s2048.json"
+# Qwen3-30B-A3B: hidden 2,048, top-8 of 128 experts; 2,048 prompt tokens make 16,384 copies
+HIDDEN, TOP_K, TOKENS = 2048, 8, 2048
+COPIES = TOKENS * TOP_K
+
+
+def test_the_h200_rate_is_the_fit_profiles_index_add():
+    """M-H200-S003's layer: PyTorch's index_add_ of 16,384 x 2,048 BF16 elements, 265.182 us,
+    126.5 G atomic adds per second."""
+    events = [e for e in json.loads(PROFILE.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+    (index_add,) = [e for e in events if "indexFuncLargeIndex<c10::BFloat16" in e["name"]]
+    rate = COPIES * HIDDEN / (index_add["dur"] * 1e-6)
+    assert rate == pytest.approx(126.53e9, rel=1e-4)
+    chip = library_system("H200-SXM-141GB").chip
+    assert chip.efficiency.atomic_add_elem_per_s == pytest.approx(126.5e9)
+    assert library_system("H100-SXM5-80GB").chip.efficiency.atomic_add_elem_per_s == 126.5e9
+
+
+def _setup(training: bool, permute: int) -> setup_pb2.Setup:
+    s = setup_pb2.Setup()
+    s.system.chip, s.system.num_chip = "H200-SXM-141GB", 1
+    if training:
+        t = s.workload.llm_training
+        t.model.hf_model = "Qwen3-30B-A3B"
+        t.global_batch, t.micro_batch, t.seq_len = 1, 1, TOKENS
+        t.moe_permute = permute
+    else:
+        i = s.workload.llm_inference
+        i.model.hf_model = "Qwen3-30B-A3B"
+        i.phase, i.batch, i.input_len = setup_pb2.PREFILL, 1, TOKENS
+        i.moe_permute = permute
+    return s
+
+
+def _layer(s: setup_pb2.Setup) -> KernelGraph:
+    w = build_workload(s, Path("setup.txt"), 1)
+    return next(p.graph for p in w.phases if any(k.name == "combine" for k in p.graph.kernels))
+
+
+DEFAULT, FUSED, SCATTER = (
+    setup_pb2.MOE_PERMUTE_DEFAULT,
+    setup_pb2.MOE_PERMUTE_FUSED,
+    setup_pb2.MOE_PERMUTE_SCATTER_ADD,
+)
+
+
+@pytest.mark.parametrize(
+    ("training", "permute", "atomic"),
+    [
+        (True, DEFAULT, {"combine", "dispatch_bwd"}),  # Megatron-core: no permute fusion
+        (True, SCATTER, {"combine", "dispatch_bwd"}),
+        (True, FUSED, set()),
+        (False, DEFAULT, set()),  # engines: fused kernels
+        (False, SCATTER, {"combine"}),
+    ],
+)
+def test_scatter_adds_carry_every_routed_copys_hidden_elements(training, permute, atomic):
+    layer = _layer(_setup(training, permute))
+    adds = {k.name: k.atomic_adds for k in layer.kernels if k.atomic_adds}
+    assert set(adds) == atomic
+    assert set(adds.values()) <= {COPIES * HIDDEN}  # 33,554,432 each
+    # the probabilities scale the copies in a pass of their own only when unfused
+    scale = {k.name for k in layer.kernels if k.name.startswith("routed_scale")}
+    assert bool(scale) == bool(atomic)
+
+
+def test_a_combine_takes_its_atomic_adds_at_the_chips_rate():
+    """2,048 x 8 x 2,048 = 33,554,432 adds at 126.5 G/s = 265.25 us, against 134 MB of
+    copies and tokens moved at the DRAM rate (~31 us)."""
+    kernel = _layer(_setup(False, SCATTER)).kernel("combine")
+    system = library_system("H200-SXM-141GB")
+    problem = build_problem(
+        KernelGraph("g", (kernel,)),
+        system.chip,
+        system.dram.bandwidth_Bps,
+        1,
+        [],
+        {},
+        "bf16",
+        False,
+        True,
+        0,
+    )
+    (option,) = problem.kernels[0].options
+    assert option.compute_s == pytest.approx(COPIES * HIDDEN / 126.5e9, rel=1e-9)
+    assert option.time_source == ATOMIC_SOURCE
