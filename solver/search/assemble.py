@@ -122,6 +122,7 @@ def training_times(
     weights: StepWeights | None = None,
     hidden: float = 1.0,
     attention_s: dict[str, tuple[float, float]] | None = None,
+    cast_elem_per_s: float = 0.0,
 ) -> StepTimes:
     """Step time; `stored`: parameters per chip as the mapping stores them (the optimizer
     updates every stored copy), None = split over TP x PP; `weights`: per chip, the
@@ -131,7 +132,8 @@ def training_times(
     the share of a collective run beside compute (DP buckets, pipeline and ring transfers)
     that hides under it (ExecutionOptions.comm_hidden_share); `attention_s`: under context
     parallelism, each layer phase's attention seconds a ring hop hides under
-    (context_parallel.attention_seconds), needed when CP > 1."""
+    (context_parallel.attention_seconds), needed when CP > 1; `cast_elem_per_s`: the chip's
+    rate for the master-gradient cast (`grad_cast_floor_s`), 0 = its bytes alone."""
     tp, pp = choice.degree("TP"), choice.degree("PP")
     m = micro_batches(workload, choice.data_ranks())
     stage = stage_work_s(workload, phase_latency, pp)
@@ -165,6 +167,7 @@ def training_times(
         + updated * workload.grad_cast_bytes_per_param
     ) / shard
     optimizer = 0.0 if workload.forward_only else opt_bytes / dram_Bps
+    optimizer += grad_cast_floor_s(workload, updated / shard, dram_Bps, cast_elem_per_s)
     gathered = fp8_gathered_shard(workload, choice)
     cast = fp8_weight_cast_s(workload, tp * pp, m, dram_Bps, gathered)
     total = pipeline + dp_time + tp_sync + optimizer + cast
@@ -185,6 +188,19 @@ def training_times(
         pp_transfer_s=transfer * m,
         breakdown=(*breakdown, ("fp8_weight_cast", cast)) if cast > 0 else breakdown,
     )
+
+
+def grad_cast_floor_s(
+    workload: Workload, params: float, dram_Bps: float, elem_per_s: float
+) -> float:
+    """Time the master-gradient cast (LlmTraining.master_grad_cast: `grad.float()`) takes
+    beyond its bytes at the DRAM rate: PyTorch's dtype-converting copy runs its unrolled,
+    non-vectorized loop (a load and a conversion per element, as the strided elementwise
+    kernels do), so `params` elements take at least params / `elem_per_s`."""
+    if workload.forward_only or workload.grad_cast_bytes_per_param <= 0 or elem_per_s <= 0:
+        return 0.0
+    kernel_bytes = workload.weight_bytes_per_param + 4.0  # the gradient read, FP32 written
+    return max(params / elem_per_s - params * kernel_bytes / dram_Bps, 0.0)
 
 
 def _dp_sync(

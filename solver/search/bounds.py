@@ -31,7 +31,15 @@ def step_times(
         if workload.context_parallel > 1:
             attention = attention_seconds(workload, system.chip, choice.degree("TP"))
         return assemble.training_times(
-            workload, choice, phase_latency, bw, stored, weights, hidden, attention
+            workload,
+            choice,
+            phase_latency,
+            bw,
+            stored,
+            weights,
+            hidden,
+            attention,
+            system.chip.efficiency.strided_elementwise_elem_per_s,
         )
     if workload.kind == "inference":
         return assemble.inference_times(workload, choice, phase_latency)
