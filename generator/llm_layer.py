@@ -372,14 +372,16 @@ class Layer:
         route = self.router(h, R)
         # the routed token copies of this graph's tokens, each way: every chip of the TP
         # group sends its share of them to its EP peers (solver.cost.own_network)
-        dims, unfused = (T, H, R, E, C), self.shape.moe_scatter_add
-        disp = ops_moe.dispatch(b, h, route, dims, routed, self.a, unfused)
+        perm = ops_moe.Permutation(
+            b, route, (T, H, R, E, C), routed, self.a, self.shape.moe_scatter_add
+        )
+        disp = perm.dispatch(h)
         if self.shape.sort_chunks:
             disp = self.sort_chunks("expert_sort", disp)
         down = self.experts(disp, E, C, routed)
         if self.shape.sort_chunks:
             down = self.sort_chunks("expert_unsort", down)
-        out = ops_moe.combine(b, down, route, dims, routed, self.a, unfused)
+        out = perm.combine(down)
         if c.shared_experts:
             shared = self.mlp(h, "shared", c.moe_ffn * c.shared_experts, False)
             out = add(b, "moe_sum", out, shared, abpe=self.a)

@@ -13,9 +13,9 @@ solver.cost.kernel_times)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from generator.builder import Dim, GraphBuilder, Tensor
+from generator.builder import Dim, Dims, GraphBuilder, Tensor
 from generator.graph import Communication, KernelKind
 from generator.ops import binary, unary
 
@@ -26,25 +26,24 @@ def _atomic(b: GraphBuilder, name: str, adds: float) -> None:
     b.kernels[name] = replace(b.kernels[name], atomic_adds=adds)
 
 
-def dispatch(
+def _exchange(
     b: GraphBuilder,
-    h: Tensor,
-    route: Tensor,
-    dims: tuple[Dim, Dim, Dim, Dim, Dim],
-    routed: int,
+    name: str,
+    data: tuple[Tensor, Dims],
+    route: tuple[Tensor, Dims],
+    out: Dims,
+    moved: float,
     abpe: float,
-    scatter_add: bool,
+    flop_per_element: float = 1.0,
 ) -> Tensor:
-    """The routed copies of h (T, H) in expert order (E, C, H); `dims` = (T, H, R, E, C),
-    R the routing table's expert dim. Under expert parallelism the copies go all-to-all."""
-    T, H, R, E, C = dims
-    moved = routed * H[1]
-    disp = binary(
+    """A kernel moving `moved` elements of `data` by the routing table, all-to-all over the
+    EP group when experts are split."""
+    return binary(
         b,
-        "dispatch",
-        [("in", h, (T, H)), ("route", route, (T, R))],
-        (E, C, H),
-        moved,
+        name,
+        [("in", *data), ("route", *route)],
+        out,
+        flop_per_element * moved,
         abpe=abpe,
         kind=KernelKind.ROUTER,
         cls="Va_Va",
@@ -52,40 +51,43 @@ def dispatch(
         comm=Communication.ALL_TO_ALL,
         comm_bytes=moved * abpe,
     )
-    if scatter_add and h.requires_grad:  # the backward exists once the builder emits it
-        b.defer(lambda: _atomic(b, "dispatch_bwd", moved))
-    return disp
 
 
-def combine(
-    b: GraphBuilder,
-    down: Tensor,
-    route: Tensor,
-    dims: tuple[Dim, Dim, Dim, Dim, Dim],
-    routed: int,
-    abpe: float,
-    scatter_add: bool,
-) -> Tensor:
-    """The expert outputs (E, C, H) weighted and summed back to (T, H) (all-to-all back
-    under expert parallelism)."""
-    T, H, R, E, C = dims
-    moved = routed * H[1]
-    if scatter_add:
-        shard = ["experts", "expert_tokens"]
-        down = unary(b, "routed_scale", down, abpe=abpe, flop_per_element=1, shardable=shard)
-    out = binary(
-        b,
-        "combine",
-        [("in", down, (E, C, H)), ("route", route, (T, R))],
-        (T, H),
-        2 * moved,
-        abpe=abpe,
-        kind=KernelKind.ROUTER,
-        cls="Va_Va",
-        shardable=SHARDABLE,
-        comm=Communication.ALL_TO_ALL,
-        comm_bytes=moved * abpe,
-    )
-    if scatter_add:
-        _atomic(b, "combine", moved)
-    return out
+@dataclass(frozen=True)
+class Permutation:
+    """One MoE layer's routed copies: `route` the routing table, `dims` = (T, H, R, E, C)
+    (tokens, hidden, the table's expert dim, this rank's experts, tokens per expert),
+    `routed` the copies, `abpe` activation bytes per element, `scatter_add` unfused."""
+
+    b: GraphBuilder
+    route: Tensor
+    dims: tuple[Dim, Dim, Dim, Dim, Dim]
+    routed: int
+    abpe: float
+    scatter_add: bool
+
+    def dispatch(self, h: Tensor) -> Tensor:
+        """The copies of h (T, H) in expert order (E, C, H), all-to-all under EP."""
+        T, H, R, E, C = self.dims
+        moved = self.routed * H[1]
+        disp = _exchange(
+            self.b, "dispatch", (h, (T, H)), (self.route, (T, R)), (E, C, H), moved, self.abpe
+        )
+        if self.scatter_add and h.requires_grad:  # its backward exists once emitted
+            self.b.defer(lambda: _atomic(self.b, "dispatch_bwd", moved))
+        return disp
+
+    def combine(self, down: Tensor) -> Tensor:
+        """The expert outputs (E, C, H) weighted and summed back to (T, H)."""
+        T, H, R, E, C = self.dims
+        moved = self.routed * H[1]
+        if self.scatter_add:
+            shard = ["experts", "expert_tokens"]
+            down = unary(
+                self.b, "routed_scale", down, abpe=self.abpe, flop_per_element=1, shardable=shard
+            )
+        data, route = (down, (E, C, H)), (self.route, (T, R))
+        out = _exchange(self.b, "combine", data, route, (T, H), moved, self.abpe, 2.0)  # x p, +
+        if self.scatter_add:
+            _atomic(self.b, "combine", moved)
+        return out

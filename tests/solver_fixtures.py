@@ -165,3 +165,21 @@ def tp2_problem(
         max_configs=max_configs,
         tiling_points=tiling_points,
     )
+
+
+def one_kernel_options(kernel: Kernel, system: System) -> tuple:
+    """The menu options of `kernel` alone on one chip of `system` (kernel by kernel, compute
+    and memory overlapped): how tests read one kernel's priced time."""
+    problem = build_problem(
+        KernelGraph("g", (kernel,)),
+        system.chip,
+        system.dram.bandwidth_Bps,
+        1,
+        [],
+        {},
+        "bf16",
+        False,
+        True,
+        0,
+    )
+    return problem.kernels[0].options

@@ -14,7 +14,7 @@ from generator.graph import KernelGraph
 from mapshard.fidelity.fit import library_system
 from schema import setup_pb2
 from solver.cost.kernel_times import ATOMIC_SOURCE
-from solver.cost.menus import build_problem
+from tests.solver_fixtures import one_kernel_options
 
 PROFILE = Path(__file__).parents[1] / "data/profiles/h200/prefill_qwen3_30b_a3b_layer_b1_s2048.json"
 # Qwen3-30B-A3B: hidden 2,048, top-8 of 128 experts; 2,048 prompt tokens make 16,384 copies
@@ -87,18 +87,6 @@ def test_a_combine_takes_its_atomic_adds_at_the_chips_rate():
     copies and tokens moved at the DRAM rate (~31 us)."""
     kernel = _layer(_setup(False, SCATTER)).kernel("combine")
     system = library_system("H200-SXM-141GB")
-    problem = build_problem(
-        KernelGraph("g", (kernel,)),
-        system.chip,
-        system.dram.bandwidth_Bps,
-        1,
-        [],
-        {},
-        "bf16",
-        False,
-        True,
-        0,
-    )
-    (option,) = problem.kernels[0].options
+    (option,) = one_kernel_options(kernel, system)
     assert option.compute_s == pytest.approx(COPIES * HIDDEN / 126.5e9, rel=1e-9)
     assert option.time_source == ATOMIC_SOURCE

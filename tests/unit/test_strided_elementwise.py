@@ -16,7 +16,7 @@ from generator.graph import KernelGraph, Pass
 from mapshard.fidelity.fit import library_system
 from schema import setup_pb2
 from solver.cost.kernel_times import STRIDED_SOURCE
-from solver.cost.menus import build_problem
+from tests.solver_fixtures import one_kernel_options
 
 PROFILE = Path(__file__).parents[1] / "data/profiles/h200/prefill_llama31_8b_layer_b1_s2048.json"
 # Llama-3.1-8B, one layer, 2,048 tokens: q is 2,048 x 32 x 128 elements, its half 64 wide,
@@ -64,19 +64,7 @@ def test_a_strided_kernel_takes_its_elements_at_the_chips_rate():
     kernel = layer.kernel("q_rope_cos")
     assert kernel.strided
     system = library_system("H200-SXM-141GB")
-    problem = build_problem(
-        KernelGraph("g", (kernel,)),
-        system.chip,
-        system.dram.bandwidth_Bps,
-        1,
-        [],
-        {},
-        "bf16",
-        False,
-        True,
-        0,
-    )
-    (option,) = problem.kernels[0].options
+    (option,) = one_kernel_options(kernel, system)
     assert option.compute_s == pytest.approx(Q / 353e9, rel=1e-9)
     assert option.compute_s == pytest.approx(23.764e-6, rel=1e-4)
     assert option.time_source == STRIDED_SOURCE
