@@ -309,6 +309,7 @@ STEPS: dict[str, tuple[str, Callable[..., list[dict]]]] = {
     "moe_training_step": ("R", gpu_runs.measure_moe_training_step),
     "moe_layer_decode": ("Q", gpu_moe.measure_moe_layer_decode),
     "moe_layer_prefill": ("S", gpu_moe.measure_moe_layer_prefill),
+    "grouped_mm_rates": ("U", gpu_moe.measure_grouped_mm_rates),
     "hpl": ("H", gpu_runs.measure_hpl),
     "gemms": ("G", measure_gemms),
     "prefill_attention": ("P", measure_attention),

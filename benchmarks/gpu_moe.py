@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpu_workloads import MlpVariant, dev, measure_layers
+from gpu_workloads import GROUPED, GROUPED_NOTE, MlpVariant, dev, grouped_mm, measure_layers, timed
 
 # MoE models: the dense tuple of gpu_workloads (the expert FFN width in the ffn slot) and
 # (experts, experts per token, per-head q/k RMSNorm)
@@ -99,7 +99,7 @@ MOE_LAYERS = MlpVariant(
     "order (argsort, index_select), grouped GEMMs over every expert (torch._grouped_mm: "
     "gate+up, then down) with SiLU x up between, the copies scaled and summed back "
     "(index_add); routed by the router's own choices on random data (near-uniform).",
-    extra=";moe_gemm=grouped;moe_permute=scatter_add",
+    extra=";moe_gemm=torch_grouped;moe_permute=scatter_add",
 )
 
 
@@ -109,3 +109,60 @@ def measure_moe_layer_decode(torch, new_row: Callable[..., dict], smoke: bool = 
 
 def measure_moe_layer_prefill(torch, new_row: Callable[..., dict], smoke: bool = False) -> list:
     return measure_layers(torch, new_row, "prefill", "", smoke, MOE_LAYERS)
+
+
+# torch._grouped_mm over a sweep of tokens per expert: (k, n, experts) of expert GEMMs
+# (Mixtral-8x7B's gate+up and down, Qwen3-30B-A3B's, a DeepSeek-sized 7168 -> 4096 over 32
+# local experts, one 4096^2 expert); PyTorch picks its 64x128x128 tile at an average of 128
+# tokens per expert or fewer and its 128x256x64 tile above (ATen GroupMM.cu)
+GROUPED_RATE_SHAPES = (
+    (4096, 28672, 8),
+    (14336, 4096, 8),
+    (2048, 1536, 128),
+    (768, 2048, 128),
+    (7168, 4096, 32),
+    (4096, 4096, 1),
+)
+GROUPED_RATE_TOKENS = (1, 4, 16, 64, 128, 256, 1024)
+
+
+def measure_grouped_mm_rates(torch, new_row: Callable[..., dict], smoke: bool = False) -> list:
+    """`gemm` reference rows (batch = experts, m = tokens per expert, every expert the same
+    count) of one torch._grouped_mm call each, CUDA-graph replayed: the weight-streaming
+    rate of its small-tile kernel and the FLOP rate of its large-tile one."""
+    rows = []
+    shapes = GROUPED_RATE_SHAPES if not smoke else ((64, 32, 4),)
+    for k, n, experts in shapes:
+        w = torch.randn(experts, n, k, device=dev(smoke), dtype=torch.bfloat16)
+        for m in GROUPED_RATE_TOKENS if not smoke else (16,):
+            a = torch.randn(experts * m, k, device=dev(smoke), dtype=torch.bfloat16)
+            ends = torch.arange(1, experts + 1, device=dev(smoke), dtype=torch.int32) * m
+            if smoke:  # no grouped kernel on the CPU: the same products one expert at a time
+                fn = lambda a=a, w=w, m=m: [x @ we.t() for x, we in zip(a.split(m), w)]  # noqa: E731
+            else:
+                fn = lambda a=a, w=w, e=ends: grouped_mm(torch, a, w, e)  # noqa: E731
+            t = timed(torch, fn, 20, smoke, graph=True)
+            moved = 2.0 * experts * (k * n + m * (k + n))
+            rows.append(
+                new_row(
+                    "gemm",
+                    precision="bf16",
+                    batch=experts,
+                    m=m,
+                    k=k,
+                    n=n,
+                    metric="throughput_flops",
+                    value=repr(2.0 * experts * m * k * n / t),
+                    value_as_published=f"{t * 1e6:.3f} us ({GROUPED}, {experts} experts x {m} "
+                    f"tokens, {moved / t / 1e12:.2f} TB/s of operands)",
+                    flop_convention="2bmnk",
+                    usable="0",
+                    notes=GROUPED_NOTE + f"One torch._grouped_mm call: {experts} experts of "
+                    f"{k} -> {n}, {m} tokens each; BF16 in and out, random normal data.",
+                    extra_params=f"library={GROUPED};timing=cuda_graph_replay;"
+                    f"derived_kernel_time_s={t!r};derived_operand_bytes={moved!r}",
+                )
+            )
+            del a
+        del w
+    return rows

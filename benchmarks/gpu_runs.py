@@ -208,7 +208,7 @@ def training_row(new_row, shape, layers, seq, micro, grouped, t: float) -> dict:
     if grouped is not None:
         experts, k, _ = ROUTING[name]
         cells |= dict(experts=experts, experts_per_token=k)
-        gemm = "grouped" if grouped else "per_expert"
+        gemm = "torch_grouped" if grouped else "per_expert"
         extra += f";hf_config={hf};moe_gemm={gemm};moe_permute=scatter_add"
         notes += MOE_NOTES.format(how=MOE_HOW[grouped])
     return new_row(

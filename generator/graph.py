@@ -108,20 +108,18 @@ class Kernel:
     communication_2_bytes: float = 0.0
     # Sharding pinned by the input ("" = searched, "none" = replicated).
     pinned_sharding: str = ""
-    # The tensor-parallel group must split it when one of its dims can be split: an
-    # engine's linear layers and attention are never replicated (MODEL_DIMS_SPLIT). Out
-    # of repr: structural signatures (canonical order) hash the repr, and a field added
-    # there would reorder every existing graph's ties.
+    # The TP group must split it when one of its dims can be split: an engine's linear
+    # layers and attention are never replicated (MODEL_DIMS_SPLIT). Out of repr: structural
+    # signatures (canonical order) hash the repr; a field there would reorder graphs' ties.
     must_split: bool = field(default=False, repr=False)
     pinned_config: int = -1
     # On-chip tile pinned by the input (schema.tiles syntax; "" = searched).
     pinned_tile: str = ""
     # The unit that runs it, when the input says ("matrix" or "vector"; "" = by kind).
     unit: str = ""
-    # DFModel's own reading of a DFModel kernel variant, used only by --cost-model dfmodel
-    # (solver/dfmodel/model.py): its `tiling` dim ("M", "K", "N"; "" = none) and its
-    # `type` ("SYSTOLIC" or "SIMD"). Not part of the kernel's identity: the einsum form
-    # (graph_to_proto) has no place for them, and the native model never reads them.
+    # DFModel's reading of a DFModel kernel variant, for --cost-model dfmodel only: its
+    # `tiling` dim ("M", "K", "N"; "" = none) and `type` ("SYSTOLIC" or "SIMD"). Not part
+    # of the kernel's identity: the einsum form has no place for them.
     dfmodel_tiling: str = field(default="", compare=False)
     dfmodel_type: str = field(default="", compare=False)
     # The precision its matrix work runs in when it is not the workload's math precision
@@ -143,6 +141,8 @@ class Kernel:
     # an MoE expert GEMM run as one grouped kernel whose waves span experts (MoeGemm
     # MOE_GEMM_GROUPED), not a GEMM per expert (solver.cost.menus). As above.
     fused_experts: bool = field(default=False, repr=False)
+    # ... as torch._grouped_mm (MOE_GEMM_TORCH_GROUPED: menus.torch_grouped_streaming)
+    torch_grouped: bool = field(default=False, repr=False)
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)

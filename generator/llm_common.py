@@ -41,7 +41,9 @@ def layer_graph(
         grads = b.backward([out])
         # the input gradient is the previous instance's output gradient
         b.carry(grads.get(x.key), b.gradient_input(out))
-    return with_expert_kernels(b.graph(), layer.expert_share, shape.fused_experts)
+    return with_expert_kernels(
+        b.graph(), layer.expert_share, shape.fused_experts, shape.torch_grouped
+    )
 
 
 def _embedding(b: GraphBuilder, cfg: ModelConfig, prec: Precision, tokens: int) -> Tensor:

@@ -335,6 +335,7 @@ def _phases(
         kv_per_query_head=req.decode_attention == setup_pb2.KV_PER_QUERY_HEAD,
         kv_unsplit=req.decode_attention == setup_pb2.KV_SHARED_UNSPLIT,
         fused_experts=req.moe_gemm != setup_pb2.MOE_GEMM_PER_EXPERT,  # engines: grouped
+        torch_grouped=req.moe_gemm == setup_pb2.MOE_GEMM_TORCH_GROUPED,
         moe_scatter_add=req.moe_permute == setup_pb2.MOE_PERMUTE_SCATTER_ADD,  # engines: fused
         kv_reread_share=req.kv_reread_dram_share,
         eager_activation=req.eager_activation,

@@ -65,6 +65,7 @@ class LayerShape:
     kv_unsplit: bool = False
     # the experts' GEMMs as one grouped kernel (MoeGemm MOE_GEMM_GROUPED: fused_experts)
     fused_experts: bool = False
+    torch_grouped: bool = False  # ... torch._grouped_mm's (MOE_GEMM_TORCH_GROUPED)
     # ... and this share of its G - 1 repeated reads of each KV head misses the L2 (0: the
     # L2 serves them): the KV cache operand carries 1 + (G - 1) x share reads from DRAM
     kv_reread_share: float = 0.0
@@ -114,11 +115,13 @@ def routed_expert_share(tokens: int, k: int, experts: int) -> float:
     return 1.0 - (1.0 - min(k, experts) / experts) ** tokens
 
 
-def with_expert_kernels(graph: KernelGraph, share: float, fused: bool) -> KernelGraph:
+def with_expert_kernels(
+    graph: KernelGraph, share: float, fused: bool, torch_grouped: bool = False
+) -> KernelGraph:
     """The graph with `share` (Kernel.expert_share) on every kernel over an MoE layer's
     routed token slots (the dims experts and expert_tokens: dispatch's output, the expert
     GEMMs, their activation, sorts and gradients; not the router, which scores every
-    expert), and `fused` (Kernel.fused_experts) on its expert GEMMs."""
+    expert), and `fused` (Kernel.fused_experts) and `torch_grouped` on its expert GEMMs."""
     if share >= 1.0 and not fused:
         return graph
 
@@ -126,7 +129,12 @@ def with_expert_kernels(graph: KernelGraph, share: float, fused: bool) -> Kernel
         if not {"experts", "expert_tokens"} <= k.dim_sizes.keys():
             return k
         gemm = fused and k.kind == KernelKind.BATCHED_GEMM
-        return replace(k, expert_share=min(share, 1.0), fused_experts=gemm)
+        return replace(
+            k,
+            expert_share=min(share, 1.0),
+            fused_experts=gemm,
+            torch_grouped=gemm and torch_grouped,
+        )
 
     return replace(graph, kernels=tuple(routed(k) for k in graph.kernels))
 

@@ -39,6 +39,7 @@ from schema.errors import SetupError
 # LlmTraining.master_grad_cast: the cast reads the g-byte gradient and writes 4 bytes, and
 # the update then reads those 4 bytes instead of g: g + 4 + (4 - g) = 8 per parameter
 MASTER_GRAD_CAST_BYTES = 8.0
+TORCH_GROUPED = setup_pb2.MOE_GEMM_TORCH_GROUPED
 RECOMPUTE = {
     setup_pb2.RECOMPUTE_NONE: "none",
     setup_pb2.RECOMPUTE_SELECTIVE: "selective",
@@ -258,7 +259,9 @@ def _layer_shape(
         eager_rope=req.eager_rope,
         expert_parallel=ep,
         sort_chunks=sorts_chunks(req, cfg, ep, fold),
-        fused_experts=req.moe_gemm == setup_pb2.MOE_GEMM_GROUPED,  # TE: a GEMM per expert
+        # Transformer Engine's default: a GEMM per expert
+        fused_experts=req.moe_gemm in (setup_pb2.MOE_GEMM_GROUPED, TORCH_GROUPED),
+        torch_grouped=req.moe_gemm == TORCH_GROUPED,
         # Megatron-core: moe_permute_fusion off unless the recipe sets it
         moe_scatter_add=req.moe_permute != setup_pb2.MOE_PERMUTE_FUSED,
     )

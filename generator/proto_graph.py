@@ -313,6 +313,7 @@ def _einsum_kernel(
         thread_blocks=e.thread_blocks,
         strided=e.strided,
         atomic_adds=e.atomic_adds,
+        torch_grouped=e.torch_grouped,
         attention_window=e.attention_window,
         unsplit_kv=e.unsplit_kv,
         expert_share=e.expert_share or 1.0,

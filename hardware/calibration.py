@@ -98,6 +98,8 @@ def calibration_of(e: setup_pb2.Efficiency) -> Calibration:
         measured.append("strided elementwise")
     if e.atomic_add_gelem_per_s > 0:
         measured.append("atomic add")
+    if e.grouped_mm_dram_share > 0:
+        measured.append("torch grouped_mm streaming")
     levels = sorted(
         {c.level for c in e.collective if c.bus_bw_util > 0 or c.latency_us > 0 or c.bus_bw_at_size}
     )

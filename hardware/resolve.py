@@ -225,6 +225,7 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         "vector_util",
         "fp8_split_accumulate_util",
         "tp_comm_hidden_share",
+        "grouped_mm_dram_share",
     ):
         fraction(getattr(e, fname), f"{base}.{fname}", problems)
     for fname in (
@@ -268,6 +269,7 @@ def _efficiency(e: setup_pb2.Efficiency, util_field: str, problems: Problems) ->
         tp_comm_hidden_share=e.tp_comm_hidden_share,
         strided_elementwise_elem_per_s=e.strided_elementwise_gelem_per_s * 1e9,
         atomic_add_elem_per_s=e.atomic_add_gelem_per_s * 1e9,
+        grouped_mm_dram_share=e.grouped_mm_dram_share,
         causal_attention=_causal_attention(e, base, problems),
         unsplit_decode_sm_Bps=e.unsplit_decode_attention.sm_stream_GBps * 1e9,
         unsplit_decode_wave_s=e.unsplit_decode_attention.wave_us * 1e-6,

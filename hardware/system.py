@@ -114,6 +114,9 @@ class Efficiency:
     strided_elementwise_elem_per_s: float = 0.0
     # 16-bit atomic adds/s of a framework's scatter-add (0 = not calibrated: DRAM-bound)
     atomic_add_elem_per_s: float = 0.0
+    # share of the DRAM peak torch._grouped_mm's small-tile kernel streams at (0 = not
+    # calibrated: the achieved DRAM bandwidth like any kernel)
+    grouped_mm_dram_share: float = 0.0
     # causal fused attention from its executed tiles (kernel_times.causal_attention_time),
     # one entry per kernel family, the one the kernels run first (hardware.resolve puts
     # execution.attention_kernel's there); () = not calibrated: the attention plateau

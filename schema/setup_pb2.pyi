@@ -114,6 +114,7 @@ class MoeGemm(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MOE_GEMM_DEFAULT: _ClassVar[MoeGemm]
     MOE_GEMM_PER_EXPERT: _ClassVar[MoeGemm]
     MOE_GEMM_GROUPED: _ClassVar[MoeGemm]
+    MOE_GEMM_TORCH_GROUPED: _ClassVar[MoeGemm]
 
 class DpOverlap(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -252,6 +253,7 @@ MOE_PERMUTE_SCATTER_ADD: MoePermute
 MOE_GEMM_DEFAULT: MoeGemm
 MOE_GEMM_PER_EXPERT: MoeGemm
 MOE_GEMM_GROUPED: MoeGemm
+MOE_GEMM_TORCH_GROUPED: MoeGemm
 DP_OVERLAP_ALL: DpOverlap
 DP_OVERLAP_GRAD_REDUCE: DpOverlap
 DP_OVERLAP_NONE: DpOverlap
@@ -529,7 +531,7 @@ class ElementwiseInput1Input2(_message.Message):
     def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_1_size: _Optional[float] = ..., input_tensor_2_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., sharding: _Optional[_Union[Sharding, str]] = ..., communication_type_2: _Optional[_Union[CommunicationType, str]] = ..., communication_size_2: _Optional[float] = ..., shard_outer_M: _Optional[int] = ..., shard_N: _Optional[int] = ..., memory_size: _Optional[float] = ..., num_input: _Optional[int] = ..., sram_extra: _Optional[float] = ..., dram_extra: _Optional[float] = ...) -> None: ...
 
 class EinsumKernel(_message.Message):
-    __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size", "math_precision", "communication_group", "thread_blocks", "strided", "attention_window", "unsplit_kv", "fused_experts", "expert_share", "atomic_adds")
+    __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size", "math_precision", "communication_group", "thread_blocks", "strided", "attention_window", "unsplit_kv", "fused_experts", "expert_share", "atomic_adds", "torch_grouped")
     KIND_FIELD_NUMBER: _ClassVar[int]
     DIMS_FIELD_NUMBER: _ClassVar[int]
     OPERANDS_FIELD_NUMBER: _ClassVar[int]
@@ -547,6 +549,7 @@ class EinsumKernel(_message.Message):
     FUSED_EXPERTS_FIELD_NUMBER: _ClassVar[int]
     EXPERT_SHARE_FIELD_NUMBER: _ClassVar[int]
     ATOMIC_ADDS_FIELD_NUMBER: _ClassVar[int]
+    TORCH_GROUPED_FIELD_NUMBER: _ClassVar[int]
     kind: str
     dims: _containers.RepeatedCompositeFieldContainer[LoopDim]
     operands: _containers.RepeatedCompositeFieldContainer[OperandSpec]
@@ -564,7 +567,8 @@ class EinsumKernel(_message.Message):
     fused_experts: bool
     expert_share: float
     atomic_adds: float
-    def __init__(self, kind: _Optional[str] = ..., dims: _Optional[_Iterable[_Union[LoopDim, _Mapping]]] = ..., operands: _Optional[_Iterable[_Union[OperandSpec, _Mapping]]] = ..., flop: _Optional[float] = ..., kernel_class: _Optional[str] = ..., shardable_dims: _Optional[_Iterable[str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., math_precision: _Optional[str] = ..., communication_group: _Optional[str] = ..., thread_blocks: _Optional[int] = ..., strided: _Optional[bool] = ..., attention_window: _Optional[int] = ..., unsplit_kv: _Optional[bool] = ..., fused_experts: _Optional[bool] = ..., expert_share: _Optional[float] = ..., atomic_adds: _Optional[float] = ...) -> None: ...
+    torch_grouped: bool
+    def __init__(self, kind: _Optional[str] = ..., dims: _Optional[_Iterable[_Union[LoopDim, _Mapping]]] = ..., operands: _Optional[_Iterable[_Union[OperandSpec, _Mapping]]] = ..., flop: _Optional[float] = ..., kernel_class: _Optional[str] = ..., shardable_dims: _Optional[_Iterable[str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., math_precision: _Optional[str] = ..., communication_group: _Optional[str] = ..., thread_blocks: _Optional[int] = ..., strided: _Optional[bool] = ..., attention_window: _Optional[int] = ..., unsplit_kv: _Optional[bool] = ..., fused_experts: _Optional[bool] = ..., expert_share: _Optional[float] = ..., atomic_adds: _Optional[float] = ..., torch_grouped: _Optional[bool] = ...) -> None: ...
 
 class LoopDim(_message.Message):
     __slots__ = ("name", "size")
@@ -1055,7 +1059,7 @@ class Accelerator(_message.Message):
     def __init__(self, core: _Optional[int] = ..., systolic_width: _Optional[int] = ..., systolic_height: _Optional[int] = ..., sram_cap: _Optional[float] = ..., freq: _Optional[float] = ..., fp64_tflops: _Optional[float] = ..., fp32_tflops: _Optional[float] = ..., tf32_tflops: _Optional[float] = ..., bf16_tflops: _Optional[float] = ..., fp16_tflops: _Optional[float] = ..., fp8_tflops: _Optional[float] = ..., int8_tflops: _Optional[float] = ..., int4_tflops: _Optional[float] = ..., vector_tflops: _Optional[float] = ..., l2_cap: _Optional[float] = ..., l2_bw_GBps: _Optional[float] = ..., efficiency: _Optional[_Union[Efficiency, _Mapping]] = ..., pmu: _Optional[int] = ..., pmu_cap: _Optional[float] = ..., x: _Optional[int] = ..., y: _Optional[int] = ..., placement: _Optional[str] = ..., link_latency: _Optional[float] = ...) -> None: ...
 
 class Efficiency(_message.Message):
-    __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source", "gemm_util_by_precision", "compute_util", "kernel_min_time_us", "fp8_split_accumulate_util", "tp_comm_hidden_share", "strided_elementwise_gelem_per_s", "causal_attention", "unsplit_decode_attention", "atomic_add_gelem_per_s")
+    __slots__ = ("gemm_util", "gemm_half_dim", "gemm_tile_m", "gemm_tile_n", "dram_util", "attention_util", "vector_util", "kernel_overhead_us", "collective", "gpu_wave_model", "source", "gemm_util_by_precision", "compute_util", "kernel_min_time_us", "fp8_split_accumulate_util", "tp_comm_hidden_share", "strided_elementwise_gelem_per_s", "causal_attention", "unsplit_decode_attention", "atomic_add_gelem_per_s", "grouped_mm_dram_share")
     GEMM_UTIL_FIELD_NUMBER: _ClassVar[int]
     GEMM_HALF_DIM_FIELD_NUMBER: _ClassVar[int]
     GEMM_TILE_M_FIELD_NUMBER: _ClassVar[int]
@@ -1076,6 +1080,7 @@ class Efficiency(_message.Message):
     CAUSAL_ATTENTION_FIELD_NUMBER: _ClassVar[int]
     UNSPLIT_DECODE_ATTENTION_FIELD_NUMBER: _ClassVar[int]
     ATOMIC_ADD_GELEM_PER_S_FIELD_NUMBER: _ClassVar[int]
+    GROUPED_MM_DRAM_SHARE_FIELD_NUMBER: _ClassVar[int]
     gemm_util: float
     gemm_half_dim: float
     gemm_tile_m: int
@@ -1096,7 +1101,8 @@ class Efficiency(_message.Message):
     causal_attention: _containers.RepeatedCompositeFieldContainer[CausalAttentionEfficiency]
     unsplit_decode_attention: UnsplitDecodeEfficiency
     atomic_add_gelem_per_s: float
-    def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ..., gemm_util_by_precision: _Optional[_Iterable[_Union[PrecisionUtil, _Mapping]]] = ..., compute_util: _Optional[float] = ..., kernel_min_time_us: _Optional[float] = ..., fp8_split_accumulate_util: _Optional[float] = ..., tp_comm_hidden_share: _Optional[float] = ..., strided_elementwise_gelem_per_s: _Optional[float] = ..., causal_attention: _Optional[_Iterable[_Union[CausalAttentionEfficiency, _Mapping]]] = ..., unsplit_decode_attention: _Optional[_Union[UnsplitDecodeEfficiency, _Mapping]] = ..., atomic_add_gelem_per_s: _Optional[float] = ...) -> None: ...
+    grouped_mm_dram_share: float
+    def __init__(self, gemm_util: _Optional[float] = ..., gemm_half_dim: _Optional[float] = ..., gemm_tile_m: _Optional[int] = ..., gemm_tile_n: _Optional[int] = ..., dram_util: _Optional[float] = ..., attention_util: _Optional[float] = ..., vector_util: _Optional[float] = ..., kernel_overhead_us: _Optional[float] = ..., collective: _Optional[_Iterable[_Union[CollectiveEfficiency, _Mapping]]] = ..., gpu_wave_model: _Optional[bool] = ..., source: _Optional[str] = ..., gemm_util_by_precision: _Optional[_Iterable[_Union[PrecisionUtil, _Mapping]]] = ..., compute_util: _Optional[float] = ..., kernel_min_time_us: _Optional[float] = ..., fp8_split_accumulate_util: _Optional[float] = ..., tp_comm_hidden_share: _Optional[float] = ..., strided_elementwise_gelem_per_s: _Optional[float] = ..., causal_attention: _Optional[_Iterable[_Union[CausalAttentionEfficiency, _Mapping]]] = ..., unsplit_decode_attention: _Optional[_Union[UnsplitDecodeEfficiency, _Mapping]] = ..., atomic_add_gelem_per_s: _Optional[float] = ..., grouped_mm_dram_share: _Optional[float] = ...) -> None: ...
 
 class UnsplitDecodeEfficiency(_message.Message):
     __slots__ = ("sm_stream_GBps", "wave_us")

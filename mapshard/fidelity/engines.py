@@ -230,15 +230,17 @@ MOE_GEMM = {
     "": setup_pb2.MOE_GEMM_DEFAULT,
     "grouped": setup_pb2.MOE_GEMM_GROUPED,
     "per_expert": setup_pb2.MOE_GEMM_PER_EXPERT,
+    "torch_grouped": setup_pb2.MOE_GEMM_TORCH_GROUPED,
 }
 
 
 def moe_gemm(case: Case) -> int:
     """MoeGemm of the row's expert GEMMs (`moe_gemm=grouped`: one kernel over every expert;
-    `per_expert`: a GEMM per expert); absent, the workload's default."""
+    `torch_grouped`: torch._grouped_mm; `per_expert`: a GEMM per expert); absent, the
+    workload's default."""
     given = case.extra.get("moe_gemm", "")
     if given not in MOE_GEMM:
-        raise Unmodelable(f"moe_gemm={given} is not grouped or per_expert")
+        raise Unmodelable(f"moe_gemm={given} is not grouped, torch_grouped or per_expert")
     return MOE_GEMM[given]
 
 

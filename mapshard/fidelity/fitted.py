@@ -80,6 +80,13 @@ MI300X_COLLECTIVE = _ids("P-MIR", 1, 3, 4, 7, 8, 9, 12, 13, 14, 15, 16, 17, 18, 
 # profiles (one Llama-3.1-8B layer, prefill of 2,048 tokens, batch 1)
 H200_PREFILL_PROFILE = ("M-H200-F002",)
 H200_MOE_PREFILL_PROFILE = ("M-H200-S003",)  # its configuration's kernel profile
+# measured kernel data, not validation rows: torch._grouped_mm alone (usable 0 reference
+# rows) with several experts of <= 128 tokens each, the rows the split rule put in FIT
+GROUPED_MM_MEASURED = (
+    "median operand rate / DRAM peak of MapShard's torch._grouped_mm kernels on H200 "
+    "(benchmarks/gpu_moe.py): the 21 FIT reference rows M-H200-U001-005, 008, 009, 015-019, "
+    "022, 024-026, 029-033"
+)
 FP64_CITED = "Top500 HPL-sustained clock (glennklockwood.com/garden/peak-FLOPS), the chip file"
 # derived from measured kernel data, not from validation rows
 TABLE_DERIVED = (
@@ -137,6 +144,13 @@ FITTED: tuple[Fitted, ...] = (
         H200_MOE_PREFILL_PROFILE,
         carried_from="H200-SXM-141GB",
     ),
+    Fitted(
+        "H100-SXM5-80GB",
+        ("grouped_mm_dram_share",),
+        "",
+        carried_from="H200-SXM-141GB",
+        cited=GROUPED_MM_MEASURED,
+    ),
     # H200: its own FP8 GEMM, copy and collective fits; the H100's 16-bit plateau and
     # training shares (same GH100 SMs)
     Fitted(
@@ -185,6 +199,7 @@ FITTED: tuple[Fitted, ...] = (
         "elements/s of the index_add_ of the FIT MoE prefill profile",
         H200_MOE_PREFILL_PROFILE,
     ),
+    Fitted("H200-SXM-141GB", ("grouped_mm_dram_share",), "", cited=GROUPED_MM_MEASURED),
     # Blackwell: the GB200 GEMM and NVLink 5 fits serve the B200; one hidden share for both
     Fitted("GB200", GEMM_FIELDS, "fit.fit_gemm", GB200_GEMM),
     # fused attention keeps the FP8 fit's plateau; 16-bit GEMMs have the table's

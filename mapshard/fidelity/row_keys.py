@@ -63,7 +63,7 @@ SETUP_KEYS: Mapping[str, str] = {
     "eager_activation": "llm_*.eager_activation",
     "eager_rope": "llm_*.eager_rope",
     "master_grad_cast": "llm_training.master_grad_cast",
-    "moe_gemm": "llm_*.moe_gemm (grouped, per_expert)",
+    "moe_gemm": "llm_*.moe_gemm (grouped, torch_grouped, per_expert)",
     "moe_permute": "llm_*.moe_permute (fused, scatter_add)",
     "loss_impl": "llm_training.loss",
     "edges_in_pipeline_split": "llm_training.edges_in_pipeline_split",

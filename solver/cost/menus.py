@@ -284,6 +284,31 @@ def block_limited(kernel: Kernel, menu: KernelMenu, cores: int, dram_Bps: float)
         return menu
     rate_Bps = dram_Bps * kernel.thread_blocks / cores
     source = f"{kernel.thread_blocks} of {cores} cores: their share of DRAM bandwidth"
+    return _streaming_floor(menu, rate_Bps, source)
+
+
+# torch._grouped_mm takes its 64 x 128 tile kernel at this many tokens per expert (the
+# average over the experts) or fewer, its 128 x 256 one above (ATen GroupMM.cu)
+TORCH_GROUPED_SMALL_TOKENS = 128
+TORCH_GROUPED_SOURCE = "torch._grouped_mm small-tile streaming (measured)"
+
+
+def torch_grouped_streaming(
+    kernel: Kernel, menu: KernelMenu, chip: Chip, peak_Bps: float
+) -> KernelMenu:
+    """An expert GEMM run as torch._grouped_mm (Kernel.torch_grouped) at no more than 128
+    tokens per expert moves its compulsory bytes at the chip's grouped_mm_dram_share of the
+    DRAM peak `peak_Bps` (its small-tile kernel streams below the copy rate). Charged as
+    the option's compute time, as `block_limited` does."""
+    share = chip.efficiency.grouped_mm_dram_share
+    tokens = kernel.dim_sizes.get("expert_tokens", 0)
+    if not kernel.torch_grouped or share <= 0 or tokens > TORCH_GROUPED_SMALL_TOKENS:
+        return menu
+    return _streaming_floor(menu, peak_Bps * share, TORCH_GROUPED_SOURCE)
+
+
+def _streaming_floor(menu: KernelMenu, rate_Bps: float, source: str) -> KernelMenu:
+    """Every option's compute time raised to its compulsory bytes at `rate_Bps`."""
     options = []
     for o in menu.options:
         streaming_s = sum(b for _, b in o.sizes) / rate_Bps
@@ -331,6 +356,7 @@ def build_problem(
     menus = []
     for k in kernels:
         menu = block_limited(k, menu_by_value(k, build_menu, key, args), chip.cores, eff_bw)
+        menu = torch_grouped_streaming(k, menu, chip, dram_bandwidth_Bps)
         menus.append(per_step_gradient_reduction(k, menu, tp, tp_span, micro_batches))
     edges, raw = [], []
     wraps = [(e, True) for e in graph.boundary]

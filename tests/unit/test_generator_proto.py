@@ -128,6 +128,9 @@ CASES = {
     # training's default unfused permutation: scatter-adds by atomics (Kernel.atomic_adds)
     "qwen3_moe_train": 'workload { llm_training { model { hf_model: "Qwen3-30B-A3B" } '
     "global_batch: 1 seq_len: 64 } }",
+    # the experts as torch._grouped_mm runs them (Kernel.torch_grouped)
+    "qwen3_moe_torch": 'workload { llm_inference { model { hf_model: "Qwen3-30B-A3B" } '
+    "phase: DECODE batch: 4 context_len: 64 moe_gemm: MOE_GEMM_TORCH_GROUPED } }",
 }
 
 
@@ -153,6 +156,8 @@ def test_round_trip_is_identical(case):
     if case == "qwen3_moe_train":  # 64 tokens x top-8 x hidden 2,048 each
         adds = {k.name: k.atomic_adds for k in kernels if k.atomic_adds}
         assert adds == {"combine": 64 * 8 * 2048, "dispatch_bwd": 64 * 8 * 2048}
+    if case == "qwen3_moe_torch":
+        assert {k.name for k in kernels if k.torch_grouped} == {"expert_gate_up", "expert_down"}
     if case == "gemma_windowed_prefill":
         assert {k.attention_window for k in kernels} == {0, 4096}
     if case == "gemma_fp8_head":

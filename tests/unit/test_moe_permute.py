@@ -1,10 +1,13 @@
-"""An MoE layer's unfused token permutation (setup.proto MoePermute SCATTER_ADD; issue #35,
-MoE layouts): the H200's atomic-add rate re-derived from the FIT prefill profile, which
-kernels carry atomic adds under each setting and default, and a combine's time by hand."""
+"""An MoE layer as PyTorch runs it (issue #35, MoE layouts): the unfused token permutation
+(setup.proto MoePermute SCATTER_ADD) and torch._grouped_mm's expert GEMMs (MoeGemm
+TORCH_GROUPED). The H200's atomic-add rate and grouped_mm streaming share re-derived from
+the FIT profile and rows, which kernels carry each, and their times by hand."""
 
 from __future__ import annotations
 
+import csv
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from generator.graph import KernelGraph
 from mapshard.fidelity.fit import library_system
 from schema import setup_pb2
 from solver.cost.kernel_times import ATOMIC_SOURCE
+from solver.cost.menus import TORCH_GROUPED_SOURCE
 from tests.solver_fixtures import one_kernel_options
 
 PROFILE = Path(__file__).parents[1] / "data/profiles/h200/prefill_qwen3_30b_a3b_layer_b1_s2048.json"
@@ -32,6 +36,27 @@ def test_the_h200_rate_is_the_fit_profiles_index_add():
     chip = library_system("H200-SXM-141GB").chip
     assert chip.efficiency.atomic_add_elem_per_s == pytest.approx(126.5e9)
     assert library_system("H100-SXM5-80GB").chip.efficiency.atomic_add_elem_per_s == 126.5e9
+
+
+def test_the_h200_grouped_mm_share_is_the_fit_rows_median():
+    """torch._grouped_mm with several experts of <= 128 tokens (its 64 x 128 tile kernel):
+    the median of the 21 FIT rows' operand rates, 3.008 TB/s, over the 4.8 TB/s peak."""
+    path = Path(__file__).parents[1] / "data/validation/validation_public_fit.csv"
+    rates = []
+    with path.open(encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            if not row["id"].startswith("M-H200-U") or int(row["batch"]) < 2:
+                continue
+            if int(row["m"]) <= 128:
+                extra = dict(p.split("=", 1) for p in row["extra_params"].split(";"))
+                rates.append(
+                    float(extra["derived_operand_bytes"]) / float(extra["derived_kernel_time_s"])
+                )
+    assert len(rates) == 21
+    assert statistics.median(rates) == pytest.approx(3.008e12, rel=1e-3)
+    for chip in ("H200-SXM-141GB", "H100-SXM5-80GB"):
+        share = library_system(chip).chip.efficiency.grouped_mm_dram_share
+        assert share == pytest.approx(statistics.median(rates) / 4.8e12, abs=1e-4)
 
 
 def _setup(training: bool, permute: int) -> setup_pb2.Setup:
@@ -90,3 +115,36 @@ def test_a_combine_takes_its_atomic_adds_at_the_chips_rate():
     (option,) = one_kernel_options(kernel, system)
     assert option.compute_s == pytest.approx(COPIES * HIDDEN / 126.5e9, rel=1e-9)
     assert option.time_source == ATOMIC_SOURCE
+
+
+def _expert_gate_up(tokens: int, moe_gemm: int):
+    s = _setup(False, DEFAULT)
+    s.workload.llm_inference.input_len = tokens
+    s.workload.llm_inference.moe_gemm = moe_gemm
+    return _layer(s).kernel("expert_gate_up")
+
+
+def test_torch_grouped_mm_streams_its_operands_at_the_chips_share():
+    """2,048 tokens x top-8 over 128 experts: 128 tokens each, its small-tile kernel. Every
+    expert's gate/up weights 128 x 2,048 x 1,536 x 2 B, the copies in 16,384 x 2,048 x 2 B
+    and out 16,384 x 1,536 x 2 B: 922,746,880 B at 0.6267 x 4.8 TB/s = 306.7 us (the FIT
+    profile of this layer, M-H200-S003's, times the kernel at 355.7 us)."""
+    kernel = _expert_gate_up(TOKENS, setup_pb2.MOE_GEMM_TORCH_GROUPED)
+    assert kernel.torch_grouped and kernel.fused_experts
+    system = library_system("H200-SXM-141GB")
+    (option,) = one_kernel_options(kernel, system)
+    assert option.compute_s == pytest.approx(922_746_880 / (0.6267 * 4.8e12), rel=1e-9)
+    assert option.time_source == TORCH_GROUPED_SOURCE
+
+
+def test_an_engines_grouped_kernel_and_the_large_tile_are_not_floored():
+    """MOE_GEMM_GROUPED keeps the fitted model; 4,096 tokens make 256 per expert, where
+    torch._grouped_mm takes its 128 x 256 tile kernel, priced as any grouped GEMM."""
+    system = library_system("H200-SXM-141GB")
+    engine = _expert_gate_up(TOKENS, setup_pb2.MOE_GEMM_GROUPED)
+    large = _expert_gate_up(2 * TOKENS, setup_pb2.MOE_GEMM_TORCH_GROUPED)
+    assert not engine.torch_grouped and large.torch_grouped
+    for kernel in (engine, large):
+        assert all(
+            o.time_source != TORCH_GROUPED_SOURCE for o in one_kernel_options(kernel, system)
+        )
