@@ -14,7 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpu_workloads import GROUPED, GROUPED_NOTE, MlpVariant, dev, grouped_mm, measure_layers, timed
+from gpu_workloads import (
+    GROUPED,
+    GROUPED_NOTE,
+    MlpVariant,
+    dev,
+    expert_gemm_row,
+    grouped_mm,
+    measure_layers,
+    timed,
+)
 
 # MoE models: the dense tuple of gpu_workloads (the expert FFN width in the ffn slot) and
 # (experts, experts per token, per-head q/k RMSNorm)
@@ -144,23 +153,17 @@ def measure_grouped_mm_rates(torch, new_row: Callable[..., dict], smoke: bool = 
             t = timed(torch, fn, 20, smoke, graph=True)
             moved = 2.0 * experts * (k * n + m * (k + n))
             rows.append(
-                new_row(
-                    "gemm",
-                    precision="bf16",
-                    batch=experts,
-                    m=m,
-                    k=k,
-                    n=n,
-                    metric="throughput_flops",
-                    value=repr(2.0 * experts * m * k * n / t),
-                    value_as_published=f"{t * 1e6:.3f} us ({GROUPED}, {experts} experts x {m} "
-                    f"tokens, {moved / t / 1e12:.2f} TB/s of operands)",
-                    flop_convention="2bmnk",
-                    usable="0",
-                    notes=GROUPED_NOTE + f"One torch._grouped_mm call: {experts} experts of "
+                expert_gemm_row(
+                    new_row,
+                    (experts, m, k, n),
+                    t,
+                    f"{GROUPED}, {experts} experts x {m} tokens, "
+                    f"{moved / t / 1e12:.2f} TB/s of operands",
+                    GROUPED_NOTE + f"One torch._grouped_mm call: {experts} experts of "
                     f"{k} -> {n}, {m} tokens each; BF16 in and out, random normal data.",
-                    extra_params=f"library={GROUPED};timing=cuda_graph_replay;"
+                    f"library={GROUPED};timing=cuda_graph_replay;"
                     f"derived_kernel_time_s={t!r};derived_operand_bytes={moved!r}",
+                    usable=False,
                 )
             )
             del a

@@ -426,6 +426,34 @@ def grouped_mm(torch, a, w, offsets):
     return torch._grouped_mm(a, w.transpose(-2, -1), offs=offsets, out_dtype=torch.bfloat16)
 
 
+def expert_gemm_row(
+    new_row: Callable[..., dict],
+    shape: tuple[int, int, int, int],
+    seconds: float,
+    what: str,
+    notes: str,
+    extra: str,
+    usable: bool,
+) -> dict:
+    """A `gemm` row of one call over `shape` = (experts, tokens each, k, n), BF16."""
+    experts, m, k, n = shape
+    return new_row(
+        "gemm",
+        precision="bf16",
+        batch=experts,
+        m=m,
+        k=k,
+        n=n,
+        metric="throughput_flops",
+        value=repr(2.0 * experts * m * k * n / seconds),
+        value_as_published=f"{seconds * 1e6:.3f} us ({what})",
+        flop_convention="2bmnk",
+        usable="1" if usable else "0",
+        notes=notes,
+        extra_params=extra,
+    )
+
+
 def measure_expert_gemms(torch, new_row: Callable[..., dict], smoke: bool = False) -> list:
     rows = []
     moe, tokens = (MOE, TOKENS_PER_EXPERT) if not smoke else ((("tiny", 4, 64, 32),), (16,))
@@ -446,27 +474,20 @@ def measure_expert_gemms(torch, new_row: Callable[..., dict], smoke: bool = Fals
                     else:
                         fn = lambda f=flat, w=w, o=offsets: grouped_mm(torch, f, w, o)  # noqa: E731
                     t = timed(torch, fn, 20, smoke, graph=True)
-                    flop = 2.0 * experts * m * k * n
+                    grouped = library == GROUPED
                     rows.append(
-                        new_row(
-                            "gemm",
-                            precision="bf16",
-                            batch=experts,
-                            m=m,
-                            k=k,
-                            n=n,
-                            metric="throughput_flops",
-                            value=repr(flop / t),
-                            value_as_published=f"{t * 1e6:.3f} us ({library}, {experts} "
-                            f"experts x {m} tokens, {model} {what})",
-                            flop_convention="2bmnk",
-                            usable="0" if library == GROUPED else "1",
-                            notes=(GROUPED_NOTE if library == GROUPED else "")
+                        expert_gemm_row(
+                            new_row,
+                            (experts, m, k, n),
+                            t,
+                            f"{library}, {experts} experts x {m} tokens, {model} {what}",
+                            (GROUPED_NOTE if grouped else "")
                             + f"MoE expert GEMM of {model} ({what}): {experts} experts, "
                             f"{m} tokens each, in one {library} call; BF16 in and out, "
                             "random normal data.",
-                            extra_params=f"library={library};timing=cuda_graph_replay;op=moe_expert_"
+                            f"library={library};timing=cuda_graph_replay;op=moe_expert_"
                             f"{what.replace('+', '_')};derived_kernel_time_s={t!r}",
+                            usable=not grouped,
                         )
                     )
                 del a, flat

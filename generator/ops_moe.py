@@ -26,6 +26,10 @@ def _atomic(b: GraphBuilder, name: str, adds: float) -> None:
     b.kernels[name] = replace(b.kernels[name], atomic_adds=adds)
 
 
+def _strided(b: GraphBuilder, name: str) -> None:
+    b.kernels[name] = replace(b.kernels[name], strided=True)
+
+
 def _exchange(
     b: GraphBuilder,
     name: str,
@@ -81,11 +85,15 @@ class Permutation:
         """The expert outputs (E, C, H) weighted and summed back to (T, H)."""
         T, H, R, E, C = self.dims
         moved = self.routed * H[1]
-        if self.scatter_add:
+        if self.scatter_add:  # a product with the probabilities broadcast over hidden:
+            # PyTorch's non-vectorized elementwise path each way (Kernel.strided)
             shard = ["experts", "expert_tokens"]
             down = unary(
                 self.b, "routed_scale", down, abpe=self.abpe, flop_per_element=1, shardable=shard
             )
+            _strided(self.b, "routed_scale")
+            if down.requires_grad:
+                self.b.defer(lambda: _strided(self.b, "routed_scale_bwd"))
         data, route = (down, (E, C, H)), (self.route, (T, R))
         out = _exchange(self.b, "combine", data, route, (T, H), moved, self.abpe, 2.0)  # x p, +
         if self.scatter_add:

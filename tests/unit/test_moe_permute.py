@@ -102,9 +102,11 @@ def test_scatter_adds_carry_every_routed_copys_hidden_elements(training, permute
     adds = {k.name: k.atomic_adds for k in layer.kernels if k.atomic_adds}
     assert set(adds) == atomic
     assert set(adds.values()) <= {COPIES * HIDDEN}  # 33,554,432 each
-    # the probabilities scale the copies in a pass of their own only when unfused
-    scale = {k.name for k in layer.kernels if k.name.startswith("routed_scale")}
-    assert bool(scale) == bool(atomic)
+    # the probabilities scale the copies in a pass of their own only when unfused, broadcast
+    # over hidden: PyTorch's non-vectorized elementwise path each way
+    scale = {k.name: k.strided for k in layer.kernels if k.name.startswith("routed_scale")}
+    assert bool(scale) == bool(atomic) and all(scale.values())
+    assert ("routed_scale_bwd" in scale) == (training and bool(atomic))
 
 
 def test_a_combine_takes_its_atomic_adds_at_the_chips_rate():
