@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import csv
 import json
+import random
 import statistics
 from pathlib import Path
 
 import pytest
+from google.protobuf import text_format
 
 from generator.build import build_workload
 from generator.graph import KernelGraph
@@ -150,3 +152,49 @@ def test_an_engines_grouped_kernel_and_the_large_tile_are_not_floored():
         assert all(
             o.time_source != TORCH_GROUPED_SOURCE for o in one_kernel_options(kernel, system)
         )
+
+
+def test_a_random_family_of_moe_layers_prices_both_pytorch_mechanisms():
+    """Inline MoE layers of random shape (experts, top-k, hidden, expert FFN, prompt tokens)
+    prefilled on H200 with PyTorch's ops and torch._grouped_mm: the combine carries tokens x
+    k x hidden atomic adds and takes them at 126.5 G/s when that is the longer; the expert
+    GEMMs stream at 0.6267 x 4.8 TB/s exactly when the kernel runs its small tile, at an
+    average of 128 tokens per expert or fewer (ceil(tokens x k / experts))."""
+    rng = random.Random(2026)
+    system = library_system("H200-SXM-141GB")
+    small = large = 0
+    for _ in range(12):
+        experts = rng.choice((8, 16, 32, 64))
+        k, hidden = rng.choice((1, 2, 4, 8)), 64 * rng.randint(4, 48)
+        ffn, tokens = 64 * rng.randint(2, 40), 16 * rng.randint(1, 256)
+        s = setup_pb2.Setup()
+        s.system.chip, s.system.num_chip = "H200-SXM-141GB", 1
+        i = s.workload.llm_inference
+        text = (
+            f'name: "moe" architecture: "mixtral" hidden_size: {hidden} num_layers: 1 '
+            f"num_heads: 4 num_kv_heads: 4 head_dim: 64 intermediate_size: {ffn} "
+            f"vocab_size: 1000 ffn: SWIGLU norm: RMSNORM num_experts: {experts} "
+            f"experts_per_token: {k} moe_intermediate_size: {ffn}"
+        )
+        text_format.Parse(text, i.model.inline)
+        i.phase, i.batch, i.input_len = setup_pb2.PREFILL, 1, tokens
+        i.moe_gemm, i.moe_permute = setup_pb2.MOE_GEMM_TORCH_GROUPED, SCATTER
+        layer = _layer(s)
+        combine = layer.kernel("combine")
+        assert combine.atomic_adds == tokens * k * hidden
+        (option,) = one_kernel_options(combine, system)
+        assert option.compute_s >= tokens * k * hidden / 126.5e9 * (1 - 1e-9)
+        per_expert = -(-tokens * k // experts)
+        for name in ("expert_gate_up", "expert_down"):
+            options = one_kernel_options(layer.kernel(name), system)
+            streamed = {o.time_source == TORCH_GROUPED_SOURCE for o in options}
+            if per_expert > 128:
+                assert streamed == {False}
+                large += 1
+                continue
+            small += 1
+            for o in options:  # at least the bytes at the share; exactly, where they bind
+                floor = sum(b for _, b in o.sizes) / (0.6267 * 4.8e12)
+                assert o.compute_s >= floor * (1 - 1e-9)
+                assert (o.time_source == TORCH_GROUPED_SOURCE) == (o.compute_s == floor)
+    assert small and large  # the family covers both kernels
