@@ -61,12 +61,7 @@ def profiled(torch, fn, out: Path, name: str, warmup: int = 2) -> int:
 
 
 def profile_step(torch, out: Path, shape: tuple, layers: int, micro: int, grouped, name: str):
-    params, loss = gpu_runs.make_llama(torch, shape, layers, False, grouped)
-    master = [p.detach().float() for p in params]
-    opt = torch.optim.AdamW(master, lr=1e-5, fused=True)
-    tokens = torch.randint(0, shape[6], (micro, 4096), device="cuda")
-    labels = torch.randint(0, shape[6], (micro, 4096), device="cuda")
-    step = lambda: gpu_runs.adam_step(torch, params, master, opt, loss, tokens, labels)  # noqa: E731
+    step = gpu_runs.training_step(torch, shape, layers, 4096, micro, grouped, False)
     profiled(torch, step, out, name)
 
 

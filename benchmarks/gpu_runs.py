@@ -161,14 +161,19 @@ def training_configs(smoke: bool) -> list[tuple[tuple, int, int, int, bool | Non
     return dense + moe
 
 
-def time_step(torch, shape: tuple, layers: int, seq: int, micro: int, grouped, smoke: bool):
-    """The median step time (s) of one configuration; its tensors are freed on return."""
+def training_step(torch, shape: tuple, layers: int, seq: int, micro: int, grouped, smoke: bool):
+    """One configuration's step as a closure over its model, optimizer and random batch."""
     params, loss = make_llama(torch, shape, layers, smoke, grouped)
     master = [p.detach().float() for p in params]
     opt = torch.optim.AdamW(master, lr=1e-5, fused=not smoke)
     tokens = torch.randint(0, shape[6], (micro, seq), device=dev(smoke))
     labels = torch.randint(0, shape[6], (micro, seq), device=dev(smoke))
-    step = lambda: adam_step(torch, params, master, opt, loss, tokens, labels)  # noqa: E731
+    return lambda: adam_step(torch, params, master, opt, loss, tokens, labels)
+
+
+def time_step(torch, shape: tuple, layers: int, seq: int, micro: int, grouped, smoke: bool):
+    """The median step time (s) of one configuration; its tensors are freed on return."""
+    step = training_step(torch, shape, layers, seq, micro, grouped, smoke)
     return timed(torch, step, 1 if smoke else 2, smoke)
 
 

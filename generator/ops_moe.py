@@ -22,12 +22,9 @@ from generator.ops import binary, unary
 SHARDABLE = ["tokens", "experts"]
 
 
-def _atomic(b: GraphBuilder, name: str, adds: float) -> None:
-    b.kernels[name] = replace(b.kernels[name], atomic_adds=adds)
-
-
-def _strided(b: GraphBuilder, name: str) -> None:
-    b.kernels[name] = replace(b.kernels[name], strided=True)
+def _mark(b: GraphBuilder, name: str, **change: object) -> None:
+    """Set fields of the builder's kernel `name` (its cost: Kernel.atomic_adds, .strided)."""
+    b.kernels[name] = replace(b.kernels[name], **change)
 
 
 def _exchange(
@@ -78,7 +75,7 @@ class Permutation:
             self.b, "dispatch", (h, (T, H)), (self.route, (T, R)), (E, C, H), moved, self.abpe
         )
         if self.scatter_add and h.requires_grad:  # its backward exists once emitted
-            self.b.defer(lambda: _atomic(self.b, "dispatch_bwd", moved))
+            self.b.defer(lambda: _mark(self.b, "dispatch_bwd", atomic_adds=moved))
         return disp
 
     def combine(self, down: Tensor) -> Tensor:
@@ -91,11 +88,11 @@ class Permutation:
             down = unary(
                 self.b, "routed_scale", down, abpe=self.abpe, flop_per_element=1, shardable=shard
             )
-            _strided(self.b, "routed_scale")
+            _mark(self.b, "routed_scale", strided=True)
             if down.requires_grad:
-                self.b.defer(lambda: _strided(self.b, "routed_scale_bwd"))
+                self.b.defer(lambda: _mark(self.b, "routed_scale_bwd", strided=True))
         data, route = (down, (E, C, H)), (self.route, (T, R))
         out = _exchange(self.b, "combine", data, route, (T, H), moved, self.abpe, 2.0)  # x p, +
         if self.scatter_add:
-            _atomic(self.b, "combine", moved)
+            _mark(self.b, "combine", atomic_adds=moved)
         return out

@@ -238,10 +238,7 @@ def moe_gemm(case: Case) -> int:
     """MoeGemm of the row's expert GEMMs (`moe_gemm=grouped`: one kernel over every expert;
     `torch_grouped`: torch._grouped_mm; `per_expert`: a GEMM per expert); absent, the
     workload's default."""
-    given = case.extra.get("moe_gemm", "")
-    if given not in MOE_GEMM:
-        raise Unmodelable(f"moe_gemm={given} is not grouped, torch_grouped or per_expert")
-    return MOE_GEMM[given]
+    return _named(case, "moe_gemm", MOE_GEMM)
 
 
 MOE_PERMUTE = {
@@ -255,10 +252,15 @@ def moe_permute(case: Case) -> int:
     """MoePermute of the row's MoE layers (`moe_permute=fused`: Transformer Engine's fused
     permutation or an engine's kernels; `scatter_add`: PyTorch's ops); absent, the
     workload's default."""
-    given = case.extra.get("moe_permute", "")
-    if given not in MOE_PERMUTE:
-        raise Unmodelable(f"moe_permute={given} is not fused or scatter_add")
-    return MOE_PERMUTE[given]
+    return _named(case, "moe_permute", MOE_PERMUTE)
+
+
+def _named(case: Case, key: str, values: dict[str, int]) -> int:
+    """The setup enum value the row's `key` names (absent: values[""])."""
+    given = case.extra.get(key, "")
+    if given not in values:
+        raise Unmodelable(f"{key}={given} is not {' or '.join(v for v in values if v)}")
+    return values[given]
 
 
 def master_grad_cast(case: Case) -> bool:
