@@ -281,20 +281,20 @@ class KnapsackPricer:
         """Merge the kernels whose status is settled at j into the running front; drop
         the rows that leave the still pending kernels no room."""
         still: list[int] = []
+        joining: list[np.ndarray] = []
         for p in pending:
             if self._kernels[p].settled(j):
-                final = _merge(final, self._kernels[p].choices(i, j), self.cap)
+                joining.append(self._kernels[p].choices(i, j))
             else:
                 still.append(p)
+        final = _merge_all(final, joining, self.cap)
         # buffers of waiting kernels only grow: rows that leave them no room are dead
         room = self.cap - sum(float(self._kernels[p].choices(i, j)[0, 0]) for p in still)
         return final[: int(np.searchsorted(final[:, 0], room, side="right"))], still
 
     def _least(self, final: np.ndarray, pending: list[int], i: int, j: int) -> float:
         """Least traffic of [i, j): the running front with the pending kernels added."""
-        front = final
-        for p in pending[:-1]:
-            front = _merge(front, self._kernels[p].choices(i, j), self.cap)
+        front = _merge_all(final, [self._kernels[p].choices(i, j) for p in pending[:-1]], self.cap)
         if pending:
             return _least_traffic(front, self._kernels[pending[-1]].choices(i, j), self.cap)
         return float(front[-1, 1]) if len(front) else math.inf
@@ -341,6 +341,10 @@ class KernelTraffic:
         self.buffer = np.array([o.buffer_bytes for o in menu.options])
         self.out_tile = np.array([o.out_tile_bytes for o in menu.options])
         self._cache: dict[tuple[bool, bool, frozenset[str]], np.ndarray] = {}
+        # `choices` by (fused_out, internal_out, how many inputs are fed from before i):
+        # the inputs fed from before i are the first of them by producer index
+        self._fed_before = sorted(fed[name] for name in self.inputs)
+        self._by_count: dict[tuple[bool, bool, int], np.ndarray] = {}
 
     def settled(self, j: int) -> bool:
         """Its status cannot change in any longer segment [i, j' >= j)."""
@@ -380,17 +384,75 @@ class KernelTraffic:
         return sram, traffic
 
     def choices(self, i: int, j: int) -> np.ndarray:
-        key = self.status(i, j)
-        if key not in self._cache:
-            self._cache[key] = pareto(np.stack(self.buffer_traffic(key), axis=1))
-        return self._cache[key]
+        """The Pareto front of its options in segment [i, j) (`status`), looked up without
+        building the status on the rows' hot path."""
+        fused_out = self.first_use < j
+        internal_out = self.has_consumers and self.last_use < j
+        count = (fused_out, internal_out, bisect.bisect_left(self._fed_before, i))
+        found = self._by_count.get(count)
+        if found is None:
+            key = self.status(i, j)
+            if key not in self._cache:
+                self._cache[key] = pareto(np.stack(self.buffer_traffic(key), axis=1))
+            found = self._by_count[count] = self._cache[key]
+        return found
 
 
 def _merge(front: np.ndarray, choices: np.ndarray, cap: float) -> np.ndarray:
-    buf = (front[:, :1] + choices[None, :, 0]).ravel()
-    traffic = (front[:, 1:] + choices[None, :, 1]).ravel()
+    """The Pareto front of every (front row + choice) whose buffer fits `cap`."""
+    if len(choices) == 1:
+        return _shifted(front, [choices[0]], cap)
+    # choice-major: each choice's copy of the front is a sorted run, which a stable sort
+    # (timsort) merges in O(N log C) where lexsort sorts everything
+    buf = (choices[:, None, 0] + front[None, :, 0]).ravel()
+    traffic = (choices[:, None, 1] + front[None, :, 1]).ravel()
     keep = buf <= cap
-    return pareto(np.stack([buf[keep], traffic[keep]], axis=1))
+    buf, traffic = buf[keep], traffic[keep]
+    if not len(buf):
+        return np.zeros((0, 2))
+    order = np.argsort(buf, kind="stable")
+    buf, traffic = buf[order], traffic[order]
+    best_before = np.minimum.accumulate(np.concatenate(([np.inf], traffic[:-1])))
+    kept = traffic < best_before
+    buf, traffic = buf[kept], traffic[kept]
+    # rows of equal buffer: the kept ones fall in traffic, so the last has the least (the
+    # one row `pareto`'s (buffer, traffic) order keeps)
+    last = np.append(buf[1:] != buf[:-1], True)
+    return np.stack([buf[last], traffic[last]], axis=1)
+
+
+def _merge_all(front: np.ndarray, choices: list[np.ndarray], cap: float) -> np.ndarray:
+    """`_merge` of each of `choices` in turn. A run of one-choice kernels (most kernels of
+    a fixed sharding have one tiling) moves the front by constants, added in the same
+    order (the same sums, bit for bit), and is cut and filtered once at its end: a row
+    over `cap` or dominated after one move stays so after the next (buffers only grow,
+    equal numbers stay equal under the same additions)."""
+    run: list[np.ndarray] = []
+    for c in choices:
+        if len(c) == 1:
+            run.append(c[0])
+            continue
+        if run:
+            front, run = _shifted(front, run, cap), []
+        front = _merge(front, c, cap)
+    return _shifted(front, run, cap) if run else front
+
+
+def _shifted(front: np.ndarray, moves: list[np.ndarray], cap: float) -> np.ndarray:
+    """The front moved by each (buffer, traffic) of `moves` in turn, cut at `cap`. A front
+    moved by a constant stays sorted and non-dominated unless rounding makes two
+    neighbours equal; only then the full filter runs, so the rows are those `pareto`
+    keeps, bit for bit."""
+    buf, traffic = front[:, 0], front[:, 1]
+    for move in moves:
+        buf, traffic = buf + move[0], traffic + move[1]
+    fits = int(np.searchsorted(buf, cap, side="right"))
+    buf, traffic = buf[:fits], traffic[:fits]
+    if fits > 1 and not (
+        bool((buf[1:] > buf[:-1]).all()) and bool((traffic[1:] < traffic[:-1]).all())
+    ):
+        return pareto(np.stack([buf, traffic], axis=1))
+    return np.stack([buf, traffic], axis=1)
 
 
 def _least_traffic(front: np.ndarray, choices: np.ndarray, cap: float) -> float:

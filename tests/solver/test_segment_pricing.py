@@ -15,7 +15,14 @@ from solver_fixtures import random_chain, random_dag, small_system, tp2_problem
 
 from solver.fusion.alternate import restrict
 from solver.fusion.segment_bound import KnapsackBounds
-from solver.fusion.segment_price import KnapsackPricer, fixed_sharding_prices, pareto, segment_price
+from solver.fusion.segment_price import (
+    KnapsackPricer,
+    _merge,
+    _merge_all,
+    fixed_sharding_prices,
+    pareto,
+    segment_price,
+)
 from solver.fusion.segment_search import SearchStats, segment_search
 from solver.fusion.separable import separable_rows
 from solver.fusion.solve import solve_graph
@@ -116,6 +123,49 @@ def test_pareto_keeps_exactly_the_undominated_points() -> None:
         p for p in unique if not any(q != p and q[0] <= p[0] and q[1] <= p[1] for q in unique)
     }
     assert kept == expected
+
+
+def _undominated(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Brute force: the distinct points no other point is at least as good on both."""
+    unique = set(points)
+    kept = [p for p in unique if not any(q != p and q[0] <= p[0] and q[1] <= p[1] for q in unique)]
+    return sorted(kept)
+
+
+def _draw_front(rng: random.Random, base: float, step: float) -> np.ndarray:
+    """A random Pareto front with buffers around `base` (2**53: adding 1 rounds, so two
+    neighbours can become equal after a move) in multiples of `step`."""
+    points = [(base + step * rng.randint(0, 40), float(rng.randint(0, 60))) for _ in range(25)]
+    return np.array(_undominated(points), dtype=float).reshape(-1, 2)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_merges_keep_exactly_the_undominated_sums(seed: int) -> None:
+    """_merge_all (one-choice runs moved and filtered once, several choices sorted by
+    runs) gives, bit for bit, the rows of merging one kernel at a time by brute force:
+    every front row plus every choice, in the same order of additions, cut at the cap,
+    the undominated ones by increasing buffer."""
+    rng = random.Random(seed)
+    big = rng.random() < 0.5
+    base, step = (2.0**53, rng.choice([1.0, 2.0, 3.0])) if big else (0.0, 1.0)
+    front = _draw_front(rng, base, step)
+    choices = []
+    for _ in range(rng.randint(1, 6)):
+        width = 1 if rng.random() < 0.6 else rng.randint(2, 5)
+        drawn = [(step * rng.randint(0, 6) + rng.choice([0.0, 1.0]), float(rng.randint(0, 20)))
+                 for _ in range(width)]  # fmt: skip
+        choices.append(np.array(_undominated(drawn), dtype=float).reshape(-1, 2))
+    cap = float(front[:, 0].max()) + step * rng.randint(0, 30) if len(front) else 0.0
+    expected = [tuple(map(float, r)) for r in front]
+    for c in choices:
+        sums = [(b + cb, t + ct) for cb, ct in c for b, t in expected]
+        expected = _undominated([p for p in sums if p[0] <= cap])
+    got = _merge_all(front, choices, cap)
+    assert [tuple(map(float, r)) for r in got] == expected
+    one = front
+    for c in choices:
+        one = _merge(one, c, cap)
+    assert np.array_equal(one, got)
 
 
 @pytest.mark.parametrize("seed", range(3))
