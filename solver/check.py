@@ -35,7 +35,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solver.cost.problem import MappingProblem, config_rank
+from solver.cost.problem import KernelMenu, MappingProblem, config_rank
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,39 @@ class ConfigCost:
 def kernel_memory_bytes(problem: MappingProblem, k: int, option: int, members: set[int]) -> float:
     """DRAM_k of the module docstring: DRAM bytes of kernel k's option when the kernels in
     `members` share its configuration."""
+    internal_inputs, output_internal = _internal(problem, k, members)
+    return _memory_bytes(problem.kernels[k], option, internal_inputs, output_internal)
+
+
+def alone_bytes(problem: MappingProblem, k: int) -> list[tuple[float, float]]:
+    """(SRAM_k, DRAM_k) of each of kernel k's options when it is a configuration alone:
+    kernel_sram_bytes and kernel_memory_bytes with `members` = {k}, its edges read once."""
+    members = {k}
+    internal_inputs, output_internal = _internal(problem, k, members)
+    streams = any(e.dst in members for e in problem.out_edges(k))
+    fused = fused_inputs(problem, k, members)
     menu = problem.kernels[k]
-    opt = menu.options[option]
+    return [
+        (
+            _sram_bytes(problem, k, o, streams, fused),
+            _memory_bytes(menu, o, internal_inputs, output_internal),
+        )
+        for o in range(len(menu.options))
+    ]
+
+
+def _internal(problem: MappingProblem, k: int, members: set[int]) -> tuple[set[str], bool]:
+    """Kernel k's inputs fed from inside `members`, and whether its output stays inside."""
     internal_inputs = {e.dst_operand for e in problem.in_edges(k) if e.src in members}
     outs = problem.out_edges(k)
-    output_internal = bool(outs) and all(e.dst in members for e in outs)
+    return internal_inputs, bool(outs) and all(e.dst in members for e in outs)
+
+
+def _memory_bytes(
+    menu: KernelMenu, option: int, internal_inputs: set[str], output_internal: bool
+) -> float:
     total = 0.0
-    for name, traffic in opt.traffic:
+    for name, traffic in menu.options[option].traffic:
         if name in internal_inputs:
             continue
         if name == menu.output_operand and output_internal:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from solver.check import kernel_memory_bytes, kernel_sram_bytes, mapping_cost
+from solver.check import alone_bytes, mapping_cost
 from solver.cost.latency import Seconds
 from solver.cost.memo import Memo
 from solver.cost.problem import EdgeCost, MappingProblem
@@ -235,13 +235,12 @@ def _option_terms(problem: MappingProblem, k: int) -> Terms:
     memory, network) in seconds, and the weight elements per chip it stores (the
     tie-break)."""
     menu = problem.kernels[k]
-    alone = {k}
     capacity = problem.sram_bytes / MIB * (1 + 1e-9)  # the MILP's SRAM row
     out = []
-    for o, opt in enumerate(menu.options):
-        if kernel_sram_bytes(problem, k, o, alone) / MIB > capacity:
+    for (o, opt), (sram, dram) in zip(enumerate(menu.options), alone_bytes(problem, k)):
+        if sram / MIB > capacity:
             continue
-        mem = kernel_memory_bytes(problem, k, o, alone) / problem.dram_bandwidth_Bps
+        mem = dram / problem.dram_bandwidth_Bps
         stored = sum(elems for _, elems in opt.weights)
         out.append((o, opt.compute_s + menu.overhead_s, mem, opt.network_s, stored))
     return out
