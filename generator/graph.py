@@ -117,9 +117,8 @@ class Kernel:
     pinned_tile: str = ""
     # The unit that runs it, when the input says ("matrix" or "vector"; "" = by kind).
     unit: str = ""
-    # DFModel's reading of a DFModel kernel variant, for --cost-model dfmodel only: its
-    # `tiling` dim ("M", "K", "N"; "" = none) and `type` ("SYSTOLIC" or "SIMD"). Not part
-    # of the kernel's identity: the einsum form has no place for them.
+    # DFModel's `tiling` dim ("M", "K", "N"; "" = none) and `type` ("SYSTOLIC" or "SIMD"),
+    # for --cost-model dfmodel only; not identity (the einsum form has no place for them).
     dfmodel_tiling: str = field(default="", compare=False)
     dfmodel_type: str = field(default="", compare=False)
     # The precision its matrix work runs in when it is not the workload's math precision
@@ -143,6 +142,9 @@ class Kernel:
     fused_experts: bool = field(default=False, repr=False)
     # ... as torch._grouped_mm (MOE_GEMM_TORCH_GROUPED: menus.torch_grouped_streaming)
     torch_grouped: bool = field(default=False, repr=False)
+    # Kernel launches it stands for in an eager framework (PyTorch's unfused MoE routing:
+    # a sort, a count, a scan, each its own launch): that many kernel overheads. As above.
+    launches: int = field(default=1, repr=False)
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)
@@ -152,9 +154,8 @@ class Kernel:
     # the group of the second collective ("" = communication_group): HPL's row swap runs
     # down the process column, its panel broadcast along the row. Out of the repr, as above
     communication_2_group: str = field(default="", repr=False)
-    # Elements converted between formats on the vector unit (one instance, scaled to the
-    # chip's share): a per-query-head decode attention dequantizing its 8-bit KV cache per
-    # query head, at the conversion rate (core_rates). As above.
+    # Elements converted between formats on the vector unit (one instance, to the chip's
+    # share): a per-query-head decode attention dequantizing an 8-bit KV cache. As above.
     converted_elements: float = field(default=0.0, repr=False)
     # Cores (thread blocks) the kernel can occupy, 0 = all: one thread block's step (HPL's
     # pivot column) streams at that share of the DRAM bandwidth (menus.block_limited).
@@ -165,9 +166,8 @@ class Kernel:
     # 16-bit elements a scatter-add sums by scalar atomics (whole kernel; MoePermute
     # SCATTER_ADD): at least these at the chip's atomic-add rate (kernel_times). As above.
     atomic_adds: float = field(default=0.0, repr=False)
-    # The expected share of its `experts` that tokens are routed to (1 = all): experts no
-    # token chose run nothing and read no weights (solver.cost.menus prices the routed
-    # ones; storage keeps every expert). As above.
+    # The expected share of its `experts` that tokens are routed to (1 = all): the others
+    # run nothing, read no weights (solver.cost.menus); storage keeps all. As above.
     expert_share: float = field(default=1.0, repr=False)
 
     def __hash__(self) -> int:

@@ -134,6 +134,8 @@ def with_expert_kernels(
             expert_share=min(share, 1.0),
             fused_experts=gemm,
             torch_grouped=gemm and torch_grouped,
+            # torch._grouped_mm launches a kernel writing the groups' GEMM arguments first
+            launches=2 if gemm and torch_grouped else k.launches,
         )
 
     return replace(graph, kernels=tuple(routed(k) for k in graph.kernels))

@@ -9,7 +9,9 @@ its routing probability in a pass of its own (`routed_scale`), then scatter_add_
 index_add_ sums the copies into a zero-filled token tensor with one 16-bit atomic add per
 element, and the gather's gradient (`dispatch_bwd`) is such a scatter-add too: those two
 kernels take at least their elements at the chip's atomic-add rate (Kernel.atomic_adds,
-solver.cost.kernel_times)."""
+solver.cost.kernel_times). PyTorch launches each of those ops' steps as a kernel of its
+own (EAGER_LAUNCHES): at a decode step's few tokens the launches, not the bytes, set the
+time (Kernel.launches: one kernel overhead each)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,17 @@ from generator.graph import Communication, KernelKind
 from generator.ops import binary, unary
 
 SHARDABLE = ["tokens", "experts"]
+# Unfused routing's kernels -> the launches each stands for, counted in PyTorch's ops as
+# benchmarks/gpu_moe.moe_ffn and Megatron-core's unfused path run them (the H200 decode
+# profiles in tests/data/profiles/h200 show them one by one); forward kernels only.
+EAGER_LAUNCHES = {
+    "topk": 6,  # FP32 cast, softmax, top-k (a select and a sort), sum and divide (renormalise)
+    # argsort, index // k, index_select, tokens per expert (two fills, a scatter-add, a
+    # two-pass scan, an int32 cast)
+    "dispatch": 9,
+    "routed_scale": 3,  # the probabilities gathered into copy order, cast, the product
+    "combine": 2,  # the zero-filled output, index_add_
+}
 
 
 def _mark(b: GraphBuilder, name: str, **change: object) -> None:
@@ -74,6 +87,9 @@ class Permutation:
         disp = _exchange(
             self.b, "dispatch", (h, (T, H)), (self.route, (T, R)), (E, C, H), moved, self.abpe
         )
+        if self.scatter_add:
+            for name in ("topk", "dispatch"):
+                _mark(self.b, name, launches=EAGER_LAUNCHES[name])
         if self.scatter_add and h.requires_grad:  # its backward exists once emitted
             self.b.defer(lambda: _mark(self.b, "dispatch_bwd", atomic_adds=moved))
         return disp
@@ -88,11 +104,11 @@ class Permutation:
             down = unary(
                 self.b, "routed_scale", down, abpe=self.abpe, flop_per_element=1, shardable=shard
             )
-            _mark(self.b, "routed_scale", strided=True)
+            _mark(self.b, "routed_scale", strided=True, launches=EAGER_LAUNCHES["routed_scale"])
             if down.requires_grad:
                 self.b.defer(lambda: _mark(self.b, "routed_scale_bwd", strided=True))
         data, route = (down, (E, C, H)), (self.route, (T, R))
         out = _exchange(self.b, "combine", data, route, (T, H), moved, self.abpe, 2.0)  # x p, +
         if self.scatter_add:
-            _mark(self.b, "combine", atomic_adds=moved)
+            _mark(self.b, "combine", atomic_adds=moved, launches=EAGER_LAUNCHES["combine"])
         return out

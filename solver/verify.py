@@ -40,8 +40,15 @@ def config_latency(
 
 
 def _check_config(
-    where: str, c: ConfigPlan, members: list[KernelPlan], system: System, ex: ExecutionOptions
+    where: str,
+    c: ConfigPlan,
+    members: list[KernelPlan],
+    system: System,
+    ex: ExecutionOptions,
+    launches: dict[str, int],
 ) -> list[str]:
+    """`launches`: the kernel launches each graph kernel stands for (Kernel.launches), one
+    kernel overhead each."""
     out = []
     names = tuple(sorted(k.name for k in members))
     if names != tuple(sorted(c.kernels)):
@@ -54,7 +61,8 @@ def _check_config(
             out.append(f"{where}: {what} {got:.6g} s != its kernels' sum {want:.6g} s")
     if not _close(c.network_s, net):
         out.append(f"{where}: network {c.network_s:.6g} s != its kernels' sum {net:.6g} s")
-    overhead = len(members) * system.chip.efficiency.kernel_overhead_s
+    count = sum(launches.get(k.name, 1) for k in members)
+    overhead = count * system.chip.efficiency.kernel_overhead_s
     latency = config_latency(comp, mem, net, overhead, ex)
     if not _close(c.latency_s, latency):
         out.append(f"{where}: latency {c.latency_s:.6g} s != the latency rule's {latency:.6g} s")
@@ -85,9 +93,11 @@ def _check_phase(
     indices = sorted(c.index for c in ph.configs)
     if set(by_config) - set(indices):
         out.append(f"phase {ph.name}: kernels use unlisted configurations")
+    graph = next((p.graph for p in workload.phases if p.name == ph.name), None)
+    launches = {k.name: k.launches for k in graph.kernels} if graph is not None else {}
     for c in ph.configs:
         where = f"phase {ph.name} config {c.index}"
-        out += _check_config(where, c, by_config.get(c.index, []), system, ex)
+        out += _check_config(where, c, by_config.get(c.index, []), system, ex, launches)
     budget = ex.config_budget(len(ph.kernels))
     if len(ph.configs) > budget:
         out.append(f"phase {ph.name}: {len(ph.configs)} configurations > num_config {budget}")
@@ -95,7 +105,6 @@ def _check_phase(
     if not _close(ph.latency_s, total):
         out.append(f"phase {ph.name}: latency {ph.latency_s:.6g} s != its configs' {total:.6g} s")
     config = {k.name: k.config for k in ph.kernels}
-    graph = next((p.graph for p in workload.phases if p.name == ph.name), None)
     if graph is None:
         return out + [f"phase {ph.name}: not a phase of the workload"]
     missing = sorted({k.name for k in graph.kernels} - set(config))

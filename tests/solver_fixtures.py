@@ -7,6 +7,7 @@ import random
 from generator.graph import Edge, Kernel, KernelGraph, KernelKind, Operand, OperandRole
 from hardware.system import Chip, Efficiency, MemoryLevel, NetworkLevel, System, Topology
 from solver.cost.menus import build_problem
+from solver.cost.problem import KernelMenu
 
 
 def small_chip(sram_bytes: float = 2e5, peak: float = 1e12) -> Chip:
@@ -170,6 +171,11 @@ def tp2_problem(
 def one_kernel_options(kernel: Kernel, system: System) -> tuple:
     """The menu options of `kernel` alone on one chip of `system` (kernel by kernel, compute
     and memory overlapped): how tests read one kernel's priced time."""
+    return one_kernel_menu(kernel, system).options
+
+
+def one_kernel_menu(kernel: Kernel, system: System) -> KernelMenu:
+    """`kernel`'s whole menu alone on one chip of `system` (one_kernel_options)."""
     problem = build_problem(
         KernelGraph("g", (kernel,)),
         system.chip,
@@ -182,4 +188,4 @@ def one_kernel_options(kernel: Kernel, system: System) -> tuple:
         True,
         0,
     )
-    return problem.kernels[0].options
+    return problem.kernels[0]

@@ -176,7 +176,7 @@ def build_menu(
         shardings=tuple(dict.fromkeys(o.sharding for o in options)),
         input_operands=inputs,
         output_operand=outputs[0].name if outputs else "",
-        overhead_s=chip.efficiency.kernel_overhead_s,
+        overhead_s=chip.efficiency.kernel_overhead_s * kernel.launches,
         tile_groups=tuple(groups),
     )
 

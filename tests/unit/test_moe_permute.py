@@ -20,7 +20,7 @@ from mapshard.fidelity.fit import library_system
 from schema import setup_pb2
 from solver.cost.kernel_times import ATOMIC_SOURCE
 from solver.cost.menus import TORCH_GROUPED_SOURCE
-from tests.solver_fixtures import one_kernel_options
+from tests.solver_fixtures import one_kernel_menu, one_kernel_options
 
 PROFILE = Path(__file__).parents[1] / "data/profiles/h200/prefill_qwen3_30b_a3b_layer_b1_s2048.json"
 # Qwen3-30B-A3B: hidden 2,048, top-8 of 128 experts; 2,048 prompt tokens make 16,384 copies
@@ -119,6 +119,43 @@ def test_a_combine_takes_its_atomic_adds_at_the_chips_rate():
     (option,) = one_kernel_options(kernel, system)
     assert option.compute_s == pytest.approx(COPIES * HIDDEN / 126.5e9, rel=1e-9)
     assert option.time_source == ATOMIC_SOURCE
+
+
+def _decode_layer(permute: int) -> KernelGraph:
+    """One decode step of one sequence (batch 1 at 4,096 tokens of context) with
+    torch._grouped_mm experts: the launch-bound case."""
+    s = setup_pb2.Setup()
+    s.system.chip, s.system.num_chip = "H200-SXM-141GB", 1
+    i = s.workload.llm_inference
+    i.model.hf_model = "Qwen3-30B-A3B"
+    i.phase, i.batch, i.input_len, i.output_len = setup_pb2.DECODE, 1, 4096, 1
+    i.moe_permute, i.moe_gemm = permute, setup_pb2.MOE_GEMM_TORCH_GROUPED
+    return _layer(s)
+
+
+# launches of PyTorch's unfused routing, counted in benchmarks/gpu_moe.moe_ffn's ops:
+# topk = float(), softmax, topk (select + sort), sum, divide; dispatch = argsort, // k,
+# index_select, ones_like, zeros, scatter_add_, cumsum (2), .to(int32); routed_scale =
+# probs[order], .to(bf16), multiply; combine = zeros_like, index_add_; each
+# torch._grouped_mm = its argument kernel + the GEMM
+EAGER = {"topk": 6, "dispatch": 9, "routed_scale": 3, "combine": 2}
+GROUPED = {"expert_gate_up": 2, "expert_down": 2}
+
+
+@pytest.mark.parametrize("permute", [SCATTER, FUSED])
+def test_pytorch_routing_pays_a_kernel_overhead_per_launch(permute):
+    """Unfused, each routing kernel stands for its PyTorch ops' launches and its menu
+    carries that many of the H200's 2.0 us kernel overheads (topk: 12 us); fused (an
+    engine's routing kernels), one each. torch._grouped_mm's GEMMs: two launches either
+    way; every other kernel one."""
+    layer = _decode_layer(permute)
+    expected = {**(EAGER if permute == SCATTER else {}), **GROUPED}
+    launches = {k.name: k.launches for k in layer.kernels if k.launches != 1}
+    assert launches == expected
+    system = library_system("H200-SXM-141GB")
+    for name, count in {**expected, "router": 1}.items():
+        menu = one_kernel_menu(layer.kernel(name), system)
+        assert menu.overhead_s == pytest.approx(count * 2.0e-6, rel=1e-12)
 
 
 def _expert_gate_up(tokens: int, moe_gemm: int):
