@@ -314,6 +314,7 @@ def _einsum_kernel(
         strided=e.strided,
         atomic_adds=e.atomic_adds,
         torch_grouped=e.torch_grouped,
+        launches=e.launches or 1,
         attention_window=e.attention_window,
         unsplit_kv=e.unsplit_kv,
         expert_share=e.expert_share or 1.0,

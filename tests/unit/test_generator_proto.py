@@ -156,6 +156,9 @@ def test_round_trip_is_identical(case):
     if case == "qwen3_moe_train":  # 64 tokens x top-8 x hidden 2,048 each
         adds = {k.name: k.atomic_adds for k in kernels if k.atomic_adds}
         assert adds == {"combine": 64 * 8 * 2048, "dispatch_bwd": 64 * 8 * 2048}
+        # and PyTorch's launches (Kernel.launches; ops_moe.EAGER_LAUNCHES) read back
+        launches = {k.name: k.launches for k in kernels if k.launches != 1}
+        assert launches == {"topk": 6, "dispatch": 9, "routed_scale": 3, "combine": 2}
     if case == "qwen3_moe_torch":
         assert {k.name for k in kernels if k.torch_grouped} == {"expert_gate_up", "expert_down"}
     if case == "gemma_windowed_prefill":
