@@ -1,5 +1,6 @@
 """The per-process caches a sweep worker's points share (issue #39 item 5: no per-point
-Python set-up): generated replicas and heads, canonical orders, phase problems, tilings,
+Python set-up): resolved machines, generated replicas and heads, canonical orders, phase
+problems, tilings,
 option terms, unbudgeted kernel-by-kernel solutions, planned activations, a kernel's hash,
 and the Setup sent in binary. Each is keyed by everything its value depends on: points
 that differ in one field get their own results, and every row is the row a worker with
@@ -20,7 +21,9 @@ from generator.models import load_model
 from generator.order import canonical_order
 from generator.precision import resolve_precision
 from hardware.system import NetworkLevel, Topology
-from mapshard.sweeps import load_sweep
+from mapshard import pipeline
+from mapshard.scenario import Loaded
+from mapshard.sweeps import load_sweep, worker
 from mapshard.sweeps.metrics import TIMING_COLUMNS
 from mapshard.sweeps.points import expand_points
 from mapshard.sweeps.runner import make_batches
@@ -83,6 +86,7 @@ def _rows(jobs: list[Job], base: Path) -> dict[str, dict[str, str]]:
 def _clear_generator_caches() -> None:
     llm_inference._REPLICAS.clear()
     llm_inference._HEADS.clear()
+    worker._SYSTEMS.clear()
 
 
 @pytest.fixture
@@ -94,12 +98,15 @@ def plain_memos():
     _clear_generator_caches()
 
 
-def test_rows_with_caches_equal_rows_without(tmp_path: Path, plain_memos: None) -> None:
+def test_rows_with_caches_equal_rows_without(
+    tmp_path: Path, plain_memos: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     jobs, base = _jobs(tmp_path)
     cached = _rows(jobs, base)
     again = _rows(jobs, base)  # every cache warm now
     memo.set_enabled(False)
     _clear_generator_caches()
+    monkeypatch.setattr(worker, "_system", pipeline.resolve)  # a machine resolved per point
     plain = _rows(jobs, base)
     assert cached == again == plain
     # every point its own result: no two points of the sweep share a row
@@ -236,3 +243,20 @@ def test_menu_hash_is_the_dataclass_hash() -> None:
 
 def _some_kernel() -> Kernel:
     return _workload(_request()).phases[0].graph.kernels[0]
+
+
+def test_points_of_one_system_share_its_resolved_machine(tmp_path: Path, plain_memos: None):
+    """The 16 points are 4 systems (chip x TP) of 4 workloads each: 4 machines resolved,
+    each the one pipeline.resolve gives; the same setup under another base path (its
+    relative paths mean other files) is resolved again."""
+    jobs, base = _jobs(tmp_path)
+    machines = {}
+    for job in jobs:
+        loaded = Loaded(worker._setup(job), base)
+        system = worker._system(loaded)
+        labels = (job.cells["chip"], job.cells["tp_degree"])
+        assert machines.setdefault(labels, system) is system
+        assert system == pipeline.resolve(loaded)
+    assert len(machines) == 4 and len(worker._SYSTEMS) == 4
+    elsewhere = Loaded(worker._setup(jobs[0]), tmp_path / "other" / "sweep.txt")
+    assert worker._system(elsewhere) is not worker._system(Loaded(worker._setup(jobs[0]), base))
