@@ -68,6 +68,8 @@ def roofline_phase_latency(
     chip = _for_precision(system.chip, precision)
     bw = efficiency.achieved_dram_Bps(chip, system.dram.bandwidth_Bps)
     rates = _RATES.get(chip, dict)
+    if len(rates) > RATES_KEPT:  # a long sweep on one system: its kernels are not all kept
+        rates.clear()
     lat = {}
     for p in workload.phases:
         compute = 0.0
@@ -88,6 +90,7 @@ def roofline_phase_latency(
 # share their resolved chip (mapshard.sweeps.worker) and most kernels (a decode GEMM's shape
 # does not depend on the context length), and a rate reads measured tables
 _RATES: ByIdentity[dict[tuple[str, Kernel], float]] = ByIdentity(size=16)
+RATES_KEPT = 20_000  # kernels (a few kB each, held as keys) per chip at most
 _PRECISION: ByIdentity[dict[str, Chip]] = ByIdentity(size=16)
 
 
