@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from hardware import kernel_db
 from hardware.kernel_source import DECODE_ATTENTION_TABLE, GEMM_16BIT_TABLE, GEMM_TABLE
 from hardware.system import Chip
-from solver.by_identity import ByIdentity
 
 # MapShard precision -> the table's gemm_dtype
 TABLE_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
@@ -162,18 +161,7 @@ def floor_rate(chip: Chip, precision: str) -> float:
     (`table_rate`); where a calibrated chip reads its 16-bit GEMMs by default
     (GEMM_16BIT_TABLE), also its fitted plateau, so that a table never runs a GEMM faster
     than the rate the chip's FIT rows measured and the search's roofline bound, taken at
-    that plateau, stays below every plan. Once per chip object and precision: every GEMM
-    menu and roofline bound asks."""
-    rates = _FLOOR_RATES.get(chip, dict)
-    if precision not in rates:
-        rates[precision] = _floor_rate(chip, precision)
-    return rates[precision]
-
-
-_FLOOR_RATES: ByIdentity[dict[str, float]] = ByIdentity(size=16)
-
-
-def _floor_rate(chip: Chip, precision: str) -> float:
+    that plateau, stays below every plan."""
     rate = table_rate(chip, precision)
     tables = chip.kernel_tables
     if GEMM_16BIT_TABLE in tables and GEMM_TABLE not in tables and chip.calibration.calibrated:

@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 from generator.graph import Kernel, KernelKind, Workload
-from hardware.system import Chip, System
-from solver.by_identity import ByIdentity
+from hardware.system import System
 from solver.cost import efficiency
 from solver.cost.menus import best_compute_rate
 from solver.cost.weights import StepWeights
@@ -64,43 +63,19 @@ def roofline_phase_latency(
 ) -> dict[str, float]:
     """Each phase's graph at its roofline bound over a TP group of `tp` chips (seconds, by
     phase name): the part of `roofline_bound` that depends only on the graphs and TP."""
-    precision = execution.math_precision
-    chip = _for_precision(system.chip, precision)
+    chip = efficiency.for_precision(system.chip, execution.math_precision)
     bw = efficiency.achieved_dram_Bps(chip, system.dram.bandwidth_Bps)
-    rates = _RATES.get(chip, dict)
-    if len(rates) > RATES_KEPT:  # a long sweep on one system: its kernels are not all kept
-        rates.clear()
     lat = {}
     for p in workload.phases:
-        compute = 0.0
-        for k in p.graph.kernels:
-            rate = rates.get((precision, k))
-            if rate is None:
-                rate = rates[(precision, k)] = best_compute_rate(k, chip, precision)
-            compute += k.flop / rate
+        compute = sum(
+            k.flop / best_compute_rate(k, chip, execution.math_precision) for k in p.graph.kernels
+        )
         weights = sum(bytes_read_at_least(k) for k in p.graph.kernels)
         # a weight held on chip is read once for all of a replica's batch items
         # (phase_problem.held_instances: at most all p.steps of them)
         held = p.steps if execution.dataflow and workload.kind == "graph" else 1
         lat[p.name] = max(compute, weights / held / bw) / tp
     return lat
-
-
-# best_compute_rate by (precision, kernel), per chip object: a sweep's points of one system
-# share their resolved chip (mapshard.sweeps.worker) and most kernels (a decode GEMM's shape
-# does not depend on the context length), and a rate reads measured tables
-_RATES: ByIdentity[dict[tuple[str, Kernel], float]] = ByIdentity(size=16)
-RATES_KEPT = 20_000  # kernels (a few kB each, held as keys) per chip at most
-_PRECISION: ByIdentity[dict[str, Chip]] = ByIdentity(size=16)
-
-
-def _for_precision(chip: Chip, precision: str) -> Chip:
-    """efficiency.for_precision, the same object for the same chip object (so `_RATES`
-    finds it again)."""
-    done = _PRECISION.get(chip, dict)
-    if precision not in done:
-        done[precision] = efficiency.for_precision(chip, precision)
-    return done[precision]
 
 
 def bytes_read_at_least(kernel: Kernel) -> float:
