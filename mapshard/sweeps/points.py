@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,9 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from hardware.cost import system_cost, system_power
+from hardware.system import System
 from mapshard import pipeline
+from mapshard.scenario import Loaded
 from mapshard.sweeps import metrics
 from mapshard.sweeps.fieldset import set_field
 from mapshard.sweeps.spec import SweepSpec
@@ -75,10 +79,7 @@ class _WorkloadKeys:
         self.keys: dict[bytes, str] = {}  # per distinct workload; lives for one expansion
 
     def key(self, setup: setup_pb2.Setup) -> str:
-        part = setup_pb2.Setup()
-        part.CopyFrom(setup)
-        for name in NOT_WORKLOAD:
-            part.ClearField(name)
+        part = _without(setup, NOT_WORKLOAD)
         data = part.SerializeToString(deterministic=True)
         key = self.keys.get(data)
         if key is None:
@@ -86,6 +87,40 @@ class _WorkloadKeys:
             digest.update(canonical_text(part).encode("utf-8"))
             key = self.keys[data] = digest.hexdigest()[:16]
         return key
+
+
+def _without(setup: setup_pb2.Setup, names: tuple[str, ...]) -> setup_pb2.Setup:
+    """A copy of `setup` with the top-level fields `names` cleared."""
+    part = setup_pb2.Setup()
+    part.CopyFrom(setup)
+    for name in names:
+        part.ClearField(name)
+    return part
+
+
+_SYSTEMS_KEPT = 64  # resolved machines kept per process (`resolved`)
+_SYSTEMS: OrderedDict[bytes, System] = OrderedDict()
+_SYSTEMS_LOCK = threading.Lock()
+
+
+def resolved(loaded: Loaded) -> System:
+    """pipeline.resolve of a point's loaded setup, once per process for each distinct setup
+    without its workload (what resolve reads: system, cost, execution, solver, the base
+    path): a sweep's points of one system share it, in the driver's expansion and in a
+    worker. Errors are not kept (each point raises its own)."""
+    key = _without(loaded.setup, ("workload",)).SerializeToString(deterministic=True)
+    key += b"\0" + str(loaded.path).encode("utf-8")
+    with _SYSTEMS_LOCK:
+        found = _SYSTEMS.get(key)
+        if found is not None:
+            _SYSTEMS.move_to_end(key)
+            return found
+    found = pipeline.resolve(loaded)
+    with _SYSTEMS_LOCK:
+        _SYSTEMS[key] = found
+        while len(_SYSTEMS) > _SYSTEMS_KEPT:
+            _SYSTEMS.popitem(last=False)
+    return found
 
 
 def combinations(spec: SweepSpec) -> Iterator[tuple[int, ...]]:
@@ -150,7 +185,7 @@ def check_point(
     final row when it needs no solve (failed or filtered), else None, and the problems
     that failed it (each naming the base file and a field path)."""
     try:
-        system = pipeline.resolve(pipeline.load_message(setup, spec.base_path))
+        system = resolved(pipeline.load_message(setup, spec.base_path))
     except SetupError as exc:
         return _row(cells, "failed", "; ".join(exc.problems)), list(exc.problems)
     if setup.workload.llm_inference.HasField("stream"):

@@ -34,7 +34,7 @@ from google.protobuf import text_format
 from mapshard import pipeline
 from mapshard.scenario import Loaded
 from mapshard.sweeps import metrics
-from mapshard.sweeps.points import pre_solve_metrics
+from mapshard.sweeps.points import pre_solve_metrics, resolved
 from mapshard.sweeps.spec import FilterSpec
 from schema import setup_pb2
 from schema.errors import InfeasibleError, NoPlanError, SetupError
@@ -46,8 +46,6 @@ from solver.api import SOLUTIONS
 _CACHE_KERNELS = 50_000
 # key -> (the Workload or the exception, its kernels)
 _WORKLOADS: OrderedDict[str, tuple[Any, int]] = OrderedDict()
-_CACHE_SYSTEMS = 64  # resolved machines kept per process (`_system`)
-_SYSTEMS: OrderedDict[bytes, Any] = OrderedDict()
 _LOCK = threading.Lock()  # one solve at a time per process (HiGHS/Pyomo state is global)
 _SINK: Callable[[tuple[Any, ...]], None] | None = None
 # Young-generation collections every GC_ALLOCATIONS net allocations, not Python's 700: a
@@ -96,7 +94,7 @@ def solve_point(job: Job, base_path: Path, filters: tuple[FilterSpec, ...]) -> d
     try:
         # validated when the sweep expanded its points (sweep.points.check_point)
         loaded = Loaded(_setup(job), base_path)
-        system = _system(loaded)
+        system = resolved(loaded)
         # known before the solve: an infeasible point's row says what it would rest on too
         values["chip_calibration"] = system.chip.calibration.status
         values["cost_basis"] = metrics.cost_basis(
@@ -137,27 +135,6 @@ def _setup(job: Job) -> setup_pb2.Setup:
     if job.data:
         return setup_pb2.Setup.FromString(job.data)
     return text_format.Parse(job.text, setup_pb2.Setup())
-
-
-def _system(loaded: Loaded) -> Any:
-    """The resolved machine, once per process for each distinct setup without its workload
-    (what pipeline.resolve reads: system, cost, execution, solver, the base path): the
-    points of one system (runner.make_batches) share it. Errors are not kept."""
-    rest = setup_pb2.Setup()
-    rest.CopyFrom(loaded.setup)
-    rest.ClearField("workload")
-    key = rest.SerializeToString(deterministic=True) + str(loaded.path).encode()
-    with _LOCK:
-        found = _SYSTEMS.get(key)
-        if found is not None:
-            _SYSTEMS.move_to_end(key)
-            return found
-    found = pipeline.resolve(loaded)
-    with _LOCK:
-        _SYSTEMS[key] = found
-        while len(_SYSTEMS) > _CACHE_SYSTEMS:
-            _SYSTEMS.popitem(last=False)
-    return found
 
 
 def _workload(key: str, loaded: Any, system: Any) -> Any:

@@ -23,7 +23,7 @@ from generator.precision import resolve_precision
 from hardware.system import NetworkLevel, Topology
 from mapshard import pipeline
 from mapshard.scenario import Loaded
-from mapshard.sweeps import load_sweep, worker
+from mapshard.sweeps import load_sweep, points, worker
 from mapshard.sweeps.metrics import TIMING_COLUMNS
 from mapshard.sweeps.points import expand_points
 from mapshard.sweeps.runner import make_batches
@@ -86,7 +86,7 @@ def _rows(jobs: list[Job], base: Path) -> dict[str, dict[str, str]]:
 def _clear_generator_caches() -> None:
     llm_inference._REPLICAS.clear()
     llm_inference._HEADS.clear()
-    worker._SYSTEMS.clear()
+    points._SYSTEMS.clear()
 
 
 @pytest.fixture
@@ -106,7 +106,8 @@ def test_rows_with_caches_equal_rows_without(
     again = _rows(jobs, base)  # every cache warm now
     memo.set_enabled(False)
     _clear_generator_caches()
-    monkeypatch.setattr(worker, "_system", pipeline.resolve)  # a machine resolved per point
+
+    monkeypatch.setattr(worker, "resolved", pipeline.resolve)  # a machine resolved per point
     plain = _rows(jobs, base)
     assert cached == again == plain
     # every point its own result: no two points of the sweep share a row
@@ -253,10 +254,11 @@ def test_points_of_one_system_share_its_resolved_machine(tmp_path: Path, plain_m
     machines = {}
     for job in jobs:
         loaded = Loaded(worker._setup(job), base)
-        system = worker._system(loaded)
+        system = points.resolved(loaded)
         labels = (job.cells["chip"], job.cells["tp_degree"])
         assert machines.setdefault(labels, system) is system
         assert system == pipeline.resolve(loaded)
-    assert len(machines) == 4 and len(worker._SYSTEMS) == 4
-    elsewhere = Loaded(worker._setup(jobs[0]), tmp_path / "other" / "sweep.txt")
-    assert worker._system(elsewhere) is not worker._system(Loaded(worker._setup(jobs[0]), base))
+    assert len(machines) == 4 and len(points._SYSTEMS) == 4
+    setup = worker._setup(jobs[0])
+    elsewhere = Loaded(setup, tmp_path / "other" / "sweep.txt")
+    assert points.resolved(elsewhere) is not points.resolved(Loaded(setup, base))
