@@ -221,6 +221,12 @@ def test_a_random_family_of_moe_layers_prices_both_pytorch_mechanisms():
         assert combine.atomic_adds == tokens * k * hidden
         (option,) = one_kernel_options(combine, system)
         assert option.compute_s >= tokens * k * hidden / 126.5e9 * (1 - 1e-9)
+        # whatever the shape, each routing kernel and grouped GEMM carries its launches'
+        # kernel overheads (2.0 us each on H200), every other kernel one
+        for kernel in layer.kernels:
+            count = {**EAGER, **GROUPED}.get(kernel.name, 1)
+            menu = one_kernel_menu(kernel, system)
+            assert menu.overhead_s == pytest.approx(count * 2.0e-6, rel=1e-12), kernel.name
         per_expert = -(-tokens * k // experts)
         for name in ("expert_gate_up", "expert_down"):
             options = one_kernel_options(layer.kernel(name), system)
