@@ -100,8 +100,7 @@ class Kernel:
     shardable_dims: tuple[str, ...] = ()
     communication: Communication = Communication.NONE
     communication_bytes: float = 0.0  # bytes of the implied collective (whole tensor)
-    # Communication group the implied collective runs over: "dp", "ep", "tp", "pp".
-    communication_group: str = ""
+    communication_group: str = ""  # the collective's group: "dp", "ep", "tp", "pp"
     # A second collective over the same group (DFModel's communication_type_2: HPL's
     # panel broadcast is followed by a point-to-point row swap).
     communication_2: Communication = Communication.NONE
@@ -113,10 +112,8 @@ class Kernel:
     # signatures (canonical order) hash the repr; a field there would reorder graphs' ties.
     must_split: bool = field(default=False, repr=False)
     pinned_config: int = -1
-    # On-chip tile pinned by the input (schema.tiles syntax; "" = searched).
-    pinned_tile: str = ""
-    # The unit that runs it, when the input says ("matrix" or "vector"; "" = by kind).
-    unit: str = ""
+    pinned_tile: str = ""  # on-chip tile pinned by the input (schema.tiles; "" = searched)
+    unit: str = ""  # the unit that runs it when the input says ("matrix", "vector"; "" = kind)
     # DFModel's `tiling` dim ("M", "K", "N"; "" = none) and `type` ("SYSTOLIC" or "SIMD"),
     # for --cost-model dfmodel only; not identity (the einsum form has no place for them).
     dfmodel_tiling: str = field(default="", compare=False)
@@ -145,6 +142,9 @@ class Kernel:
     # Kernel launches it stands for in an eager framework (PyTorch's unfused MoE routing:
     # a sort, a count, a scan, each its own launch): that many kernel overheads. As above.
     launches: int = field(default=1, repr=False)
+    # Ops per expert of a host loop right after a sync (MOE_GEMM_PER_EXPERT): at least
+    # that many x the chip's experts x the host's time per op (kernel_times). As above.
+    host_loop_ops: int = field(default=0, repr=False)
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)

@@ -121,14 +121,16 @@ def with_expert_kernels(
     """The graph with `share` (Kernel.expert_share) on every kernel over an MoE layer's
     routed token slots (the dims experts and expert_tokens: dispatch's output, the expert
     GEMMs, their activation, sorts and gradients; not the router, which scores every
-    expert), and `fused` (Kernel.fused_experts) and `torch_grouped` on its expert GEMMs."""
-    if share >= 1.0 and not fused:
+    expert), and `fused` (Kernel.fused_experts) and `torch_grouped` on its expert GEMMs;
+    not fused, the per-expert loop's ops on its kernels (Kernel.host_loop_ops)."""
+    if not any("experts" in k.dim_sizes for k in graph.kernels):
         return graph
 
     def routed(k: Kernel) -> Kernel:
         if not {"experts", "expert_tokens"} <= k.dim_sizes.keys():
             return k
         gemm = fused and k.kind == KernelKind.BATCHED_GEMM
+        loop = 0 if fused else ops_moe.PER_EXPERT_HOST_OPS.get(k.name.removesuffix("_recompute"), 0)
         return replace(
             k,
             expert_share=min(share, 1.0),
@@ -136,6 +138,7 @@ def with_expert_kernels(
             torch_grouped=gemm and torch_grouped,
             # torch._grouped_mm launches a kernel writing the groups' GEMM arguments first
             launches=2 if gemm and torch_grouped else k.launches,
+            host_loop_ops=loop,
         )
 
     return replace(graph, kernels=tuple(routed(k) for k in graph.kernels))

@@ -34,6 +34,21 @@ EAGER_LAUNCHES = {
     "combine": 2,  # the zero-filled output, index_add_
 }
 
+# A per-expert loop's kernels (MOE_GEMM_PER_EXPERT: benchmarks/gpu_moe.moe_ffn's Python
+# loop over `x.split(tokens_per_expert.tolist())`, Megatron-core's SequentialMLP) -> the
+# ops each issues per expert, forward as the loop runs them and backward as autograd
+# replays them (Kernel.host_loop_ops; priced at Execution.host_op_us each).
+PER_EXPERT_HOST_OPS = {
+    "expert_gate_up": 1,  # x_e @ w_gu[e].t()
+    "expert_act": 2,  # silu(gate), * up
+    "expert_down": 1,  # @ w_down[e].t()
+    "expert_down_bwd": 1,  # its input gradient
+    "expert_down_weight_update": 1,  # its weight gradient
+    "expert_act_bwd": 3,  # the product's two gradients, silu's
+    "expert_gate_up_bwd": 2,  # the chunk's gradient (a cat), the input gradient
+    "expert_gate_up_weight_update": 1,
+}
+
 
 def _mark(b: GraphBuilder, name: str, **change: object) -> None:
     """Set fields of the builder's kernel `name` (its cost: Kernel.atomic_adds, .strided)."""

@@ -315,6 +315,7 @@ def _einsum_kernel(
         atomic_adds=e.atomic_adds,
         torch_grouped=e.torch_grouped,
         launches=e.launches or 1,
+        host_loop_ops=e.host_loop_ops,
         attention_window=e.attention_window,
         unsplit_kv=e.unsplit_kv,
         expert_share=e.expert_share or 1.0,

@@ -125,6 +125,9 @@ class Efficiency:
     # streaming read bandwidth (B/s; 0 = not calibrated) and the fixed time of a wave
     unsplit_decode_sm_Bps: float = 0.0
     unsplit_decode_wave_s: float = 0.0
+    # the host's time to issue one op of a loop it runs right after a sync (s; 0 = the
+    # host keeps ahead): Execution.host_op_us, a property of the framework and host CPU
+    host_op_s: float = 0.0
     source: str = ""
     # the chip's own gemm_util when `solver.cost.efficiency.for_precision` has put another
     # precision's plateau in its place (0 = not replaced); kernels that run at another

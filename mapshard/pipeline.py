@@ -21,7 +21,7 @@ from pathlib import Path
 
 from generator.build import build_workload
 from generator.graph import Workload
-from hardware.resolve import resolve_system, with_attention_kernel
+from hardware.resolve import resolve_system, with_attention_kernel, with_host_op
 from hardware.system import System
 from mapshard.compat import check_degrees
 from mapshard.scenario import (
@@ -89,7 +89,7 @@ def resolve(loaded: Loaded) -> System:
     has turned DFModel's fields into native ones (errors still name the user's fields).
     Kernels replayed from a CUDA graph (execution.cuda_graph) are not launch-paced: the
     chip's GEMM launch floor does not apply. execution.attention_kernel picks the chip's
-    causal attention family."""
+    causal attention family; execution.host_op_us paces host loops (`with_host_op`)."""
     system = resolve_system(normalise(loaded.setup), loaded.path)
     system = with_attention_kernel(system, loaded.setup.execution.attention_kernel, loaded.path)
     if loaded.setup.execution.cuda_graph:
@@ -97,7 +97,7 @@ def resolve(loaded: Loaded) -> System:
         system = replace(
             system, chip=replace(chip, efficiency=replace(chip.efficiency, kernel_min_time_s=0.0))
         )
-    return system
+    return with_host_op(system, loaded.setup.execution.host_op_us)
 
 
 def generate(loaded: Loaded, system: System) -> Workload:

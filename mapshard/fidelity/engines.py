@@ -269,6 +269,21 @@ def master_grad_cast(case: Case) -> bool:
     return _flag(case, "master_grad_cast")
 
 
+# Execution.host_op_us of PyTorch 2 eager on the host of the project's H200 measurements
+# (benchmarks/gpu_runs.py): least mean |error| over the FIT rows that time a per-expert
+# Python loop, M-H200-R004 (Mixtral, 8 experts: GPU-bound, hardly moved) and M-H200-R008
+# (Qwen3-30B-A3B, 128 experts: 12 host ops per expert and layer pace it), by
+# `python -m mapshard.fidelity.fit_host_op` (17.16); inside the 5-25 us per op that
+# accounts of PyTorch's eager dispatch give.
+TORCH_EAGER_HOST_OP_US = 17.2
+
+
+def host_op_us(case: Case) -> float:
+    """`library=torch_eager`: the run is PyTorch eager driven from Python, whose loops
+    right after a sync wait on the host (Execution.host_op_us); any other library: 0."""
+    return TORCH_EAGER_HOST_OP_US if case.extra.get("library", "") == "torch_eager" else 0.0
+
+
 def edges_in_pipeline_split(case: Case) -> bool:
     """Whether the run's pipeline split counts the embedding and the loss as a layer each
     (extra_params `edges_in_pipeline_split=1`: Megatron's account_for_embedding_in_pipeline_

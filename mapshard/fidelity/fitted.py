@@ -253,6 +253,12 @@ FITTED: tuple[Fitted, ...] = (
         "least mean |error| on a 0.1 ms grid over the first-token rows of gptSessionBenchmark",
         (*_ids("P-TTF", 2, 3, 4, 5, 6, 9, 10, 11, 13, 15), "I10"),
     ),
+    Fitted(
+        "mapshard.fidelity.engines",
+        ("TORCH_EAGER_HOST_OP_US",),
+        "fit_host_op",
+        ("M-H200-R004", "M-H200-R008"),
+    ),
 )
 
 

@@ -70,6 +70,8 @@ SETUP_KEYS: Mapping[str, str] = {
     "pipeline_schedule": "llm_training.virtual_pipeline (1F1B: 1; must match pp and the "
     "virtual_pipeline column)",
     "kernel_source": "system.kernel_source",
+    "library": "execution.host_op_us (torch_eager: engines.TORCH_EAGER_HOST_OP_US; a GEMM "
+    "row's library: recorded only)",
     "attention_kernel": "execution.attention_kernel (fa2: PyTorch's flash SDPA backend)",
     "timing": "execution.cuda_graph (cuda_graph_replay); cupti_median_kernel_ns and "
     "cuda_graph_replay GEMM rows: the report group gemm_kernel_only",
@@ -145,7 +147,6 @@ RECORD_KEYS = (
     "runs",
     "op",
     "layout",
-    "library",
     "benchmark",
     "form_factor_verified",
     "num_gpus_inferred_from_harness",

@@ -42,6 +42,7 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
     edges_in_pipeline_split,
     fp8_param_gather,
     grad_reduce_fp32,
+    host_op_us,
     kv_reread_dram_share,
     master_grad_cast,
     moe_gemm,
@@ -441,6 +442,8 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     # kernels replayed from a CUDA graph: no host launch pacing, no GEMM launch floor
     if case.extra.get("timing", "") == GRAPH_TIMING:
         setup.execution.cuda_graph = True
+    # PyTorch eager from Python: a loop right after a sync waits on the host
+    setup.execution.host_op_us = host_op_us(case)
     # no overlap set: kernel by kernel with the chip's calibrated overlap (ChipSpec.overlap;
     # GPUs SERIAL_NETWORK), exactly what `mapshard run` of the same setup assumes; a recipe
     # that overlaps its TP collectives says so (an execution block whose overlap stays

@@ -189,6 +189,7 @@ def kernel_compute_time(
     decode: DecodeAttentionShape | None = None,
     elements: float = 0.0,
     causal: CausalAttentionShape | None = None,
+    loop_experts: int = 0,
 ) -> KernelTime:
     """Compute time (per-kernel overhead excluded) of one kernel option and its source.
     `shape`: the per-chip GEMM extents of a two-input matrix kernel, None for any other;
@@ -201,22 +202,37 @@ def kernel_compute_time(
     does that share of its atomic adds at the chip's atomic-add rate at best;
     `causal`: a causal attention kernel's per-chip extents (self-attention or a prefill
     chunk against its cache), priced from its executed tiles where the chip is calibrated
-    for it (`causal_attention_time`)."""
+    for it (`causal_attention_time`); `loop_experts`: the chip's experts a host loop runs
+    the kernel for (Kernel.host_loop_ops), which then takes at least its ops at the host's
+    time per op (Efficiency.host_op_s), overhead included (`host_paced`)."""
     own = _compute_time(kernel, chip, shape, flop, precision, decode, causal)
     rate = chip.efficiency.strided_elementwise_elem_per_s
     if kernel.strided and rate > 0 and elements / rate > own.seconds:
-        return KernelTime(elements / rate, STRIDED_SOURCE)
+        own = KernelTime(elements / rate, STRIDED_SOURCE)
     atomic_rate = chip.efficiency.atomic_add_elem_per_s
     if kernel.atomic_adds > 0 and atomic_rate > 0:
         # the option's share of the kernel's loop nest does its share of the atomic adds
         adds = kernel.atomic_adds * elements / math.prod(size for _, size in kernel.dims)
         if adds / atomic_rate > own.seconds:
-            return KernelTime(adds / atomic_rate, ATOMIC_SOURCE)
-    return own
+            own = KernelTime(adds / atomic_rate, ATOMIC_SOURCE)
+    return host_paced(kernel, chip, own, loop_experts)
+
+
+def host_paced(kernel: Kernel, chip: Chip, own: KernelTime, loop_experts: int) -> KernelTime:
+    """`own`, or the host's issue time when it is longer: a loop the host runs right after
+    a sync (a per-expert loop after reading the tokens per expert) starts on an empty
+    queue, so its kernels wait on the host's `host_loop_ops` x `loop_experts` ops. The
+    kernel's overheads (the menus add them) count toward that time."""
+    host_s = kernel.host_loop_ops * loop_experts * chip.efficiency.host_op_s
+    busy_s = host_s - chip.efficiency.kernel_overhead_s * kernel.launches
+    if busy_s <= own.seconds:
+        return own
+    return KernelTime(busy_s, HOST_SOURCE)
 
 
 STRIDED_SOURCE = "strided elementwise rate (fitted)"
 ATOMIC_SOURCE = "atomic scatter-add rate (measured)"
+HOST_SOURCE = "host-paced loop (execution.host_op_us)"
 APPEND_OUT = ", less the K/V append"
 
 

@@ -123,7 +123,7 @@ def build_menu(
         sharded = _shard_sizes(kernel, s, tp)
         flop = kernel.flop * (math.prod(sharded.values()) / full_elems if full_elems else 1.0)
         sizes = _routed_sizes(kernel, sharded)
-        compute = _kernel_time(kernel, chip, sizes, flop, math_precision)
+        compute = _kernel_time(kernel, chip, sizes, flop, math_precision, sharded)
         net_s, net_b, coll = own_network(kernel, s, tp, tp_span, group_spans, out_bytes_full)
         stored, replicated = (), ()
         if weights is not None:
@@ -185,14 +185,20 @@ def _compute_time(
     kernel: Kernel, chip: Chip, sizes: dict[str, int], flop: float, precision: str
 ) -> float:
     """Compute time of one option (seconds of `_kernel_time`)."""
-    return _kernel_time(kernel, chip, sizes, flop, precision).seconds
+    return _kernel_time(kernel, chip, sizes, flop, precision, sizes).seconds
 
 
 def _kernel_time(
-    kernel: Kernel, chip: Chip, sizes: dict[str, int], flop: float, precision: str
+    kernel: Kernel,
+    chip: Chip,
+    sizes: dict[str, int],
+    flop: float,
+    precision: str,
+    sharded: dict[str, int],
 ) -> kernel_times.KernelTime:
     """Compute time of one option and its source (`kernel_times.kernel_compute_time`: a
-    measured table, the calibrated roofline, or the peak)."""
+    measured table, the calibrated roofline, or the peak); `sharded`: its sizes before
+    routing (a host loop runs every expert on the chip, reached or not)."""
     shape = None
     if is_gemm(kernel):
         _, _, _, batch, m, n, k = gemm_roles(kernel)
@@ -212,6 +218,7 @@ def _kernel_time(
         _decode_shape(kernel, sizes),
         math.prod(sizes.values()),
         causal_attention.kernel_shape(kernel, sizes),
+        sharded.get(GROUPED_DIM, 0),
     )
 
 

@@ -13,7 +13,7 @@ import pytest
 from generator import hpl
 from hardware import library
 from hardware.calibration import calibration_of
-from mapshard.fidelity import engines, fit, fit_attention
+from mapshard.fidelity import engines, fit, fit_attention, fit_host_op
 from mapshard.fidelity.cases import read_cases
 from mapshard.fidelity.fit_runs import single_chip_runs
 from mapshard.fidelity.fit_training import fp8_training_rows
@@ -62,6 +62,8 @@ def selected(cases, entry) -> set[str] | None:
         kernel = entry.fit.split()[-1]
         passes = ("fwd", "bwd")
         return {p.row for s in passes for p in fit_attention.attention_points(cases, kernel, s)}
+    if entry.fit == "fit_host_op":
+        return {c.id for c in fit_host_op.host_loop_rows(cases)}
     if entry.fit == "fit.fit_collective":
         link_Bps = library.find_chip(chip).scale_up_bw_GBps * 1e9
         return {_row(s) for s in fit.fit_collective(cases, chip, link_Bps).sources}
