@@ -222,12 +222,13 @@ def host_paced(kernel: Kernel, chip: Chip, own: KernelTime, loop_experts: int) -
     """`own`, or the host's issue time when it is longer: a loop the host runs right after
     a sync (a per-expert loop after reading the tokens per expert) starts on an empty
     queue, so its kernels wait on the host's `host_loop_ops` x `loop_experts` ops. The
-    kernel's overheads (the menus add them) count toward that time."""
+    kernel's overheads (the menus add them) count toward that time; the wait is reported
+    as overhead, as the launch floor is (KernelTime.floor_s)."""
     host_s = kernel.host_loop_ops * loop_experts * chip.efficiency.host_op_s
     busy_s = host_s - chip.efficiency.kernel_overhead_s * kernel.launches
     if busy_s <= own.seconds:
         return own
-    return KernelTime(busy_s, HOST_SOURCE)
+    return KernelTime(busy_s, HOST_SOURCE, own.floor_s + busy_s - own.seconds)
 
 
 STRIDED_SOURCE = "strided elementwise rate (fitted)"
