@@ -46,8 +46,7 @@ def _named(menu: KernelMenu, name: str, owner: str) -> KernelMenu:
         return owner + weight[len(STAND_IN) :] if weight.startswith(STAND_IN) else weight
 
     options = tuple(
-        replace(
-            o,
+        o.but(
             weights=tuple((real(w), size) for w, size in o.weights),
             replicated=tuple(real(w) for w in o.replicated),
         )

@@ -35,8 +35,7 @@ Search = Callable[[MappingProblem, SolverOptions], GraphSolution]
 
 
 def _with_tile(base: Option, tile: TileCost) -> Option:
-    return replace(
-        base,
+    return base.but(
         tile=tile.tile,
         buffer_bytes=tile.buffer_bytes,
         out_tile_bytes=tile.out_tile_bytes,
@@ -60,8 +59,7 @@ def _stand_in(base: Option, tiles: tuple[TileCost, ...], seen: dict[int, tuple])
     if id(tiles) not in seen:
         seen[id(tiles)] = (tiles, _least_costs(tiles))  # the part kept: its id stays its own
     buffer_bytes, out_tile_bytes, least = seen[id(tiles)][1]
-    return replace(
-        base,
+    return base.but(
         tile=STAND_IN.format(n=len(tiles)),
         buffer_bytes=buffer_bytes,
         out_tile_bytes=out_tile_bytes,
