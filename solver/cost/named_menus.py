@@ -42,13 +42,15 @@ def menu_by_value(
 def _named(menu: KernelMenu, name: str, owner: str) -> KernelMenu:
     """The stand-in's `menu` as kernel `name`'s, whose weights `owner` owns."""
 
-    def real(weight: str) -> str:
-        return owner + weight[len(STAND_IN) :] if weight.startswith(STAND_IN) else weight
-
+    real: dict[str, str] = {}  # the few weights the options name, each renamed once
+    for o in menu.options:
+        for w in (*(w for w, _ in o.weights), *o.replicated):
+            if w not in real:
+                real[w] = owner + w[len(STAND_IN) :] if w.startswith(STAND_IN) else w
     options = tuple(
         o.but(
-            weights=tuple((real(w), size) for w, size in o.weights),
-            replicated=tuple(real(w) for w in o.replicated),
+            weights=tuple((real[w], size) for w, size in o.weights),
+            replicated=tuple(real[w] for w in o.replicated),
         )
         if o.weights or o.replicated
         else o
