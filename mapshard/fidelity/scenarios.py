@@ -443,8 +443,9 @@ def build_setup(case: Case) -> tuple[setup_pb2.Setup, list[LevelSpec]]:
     if case.extra.get("timing", "") == GRAPH_TIMING:
         setup.execution.cuda_graph = True
     # PyTorch eager from Python: a loop right after a sync waits on the host
-    if host_op_us(case) > 0:
-        setup.execution.host_op_us = host_op_us(case)
+    host_us = host_op_us(case)
+    if host_us > 0:  # set only then: a row without it keeps no execution block
+        setup.execution.host_op_us = host_us
     # no overlap set: kernel by kernel with the chip's calibrated overlap (ChipSpec.overlap;
     # GPUs SERIAL_NETWORK), exactly what `mapshard run` of the same setup assumes; a recipe
     # that overlaps its TP collectives says so (an execution block whose overlap stays
