@@ -1,6 +1,6 @@
 """What a finished sweep leaves beside results.csv, each file written atomically:
-- `pareto_*.svg` / `.png`: the fronts (dominated points grey), front points labelled
-  "#index axis values" without overlaps;
+- `pareto_*.svg`: the fronts (dominated points grey), front points labelled "#index axis
+  values" without overlaps (mapshard.sweeps.front_svg);
 - `best_<objective>/setup.txt` + `README.md`: the best point per objective as a ready-to-run
   scenario folder (relative paths of the base rewritten to stay valid);
 - `sweep_report.html`: self-contained (inline SVG): counts, best points, fronts with a
@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from mapshard.fmt import fmt_si, fmt_time
 from mapshard.sweeps import metrics
-from mapshard.sweeps.pareto import PLOTS, axis_label, cost_rows, front_rows, render_front
+from mapshard.sweeps.front_svg import render_front
+from mapshard.sweeps.pareto import PLOTS, axis_label, cost_rows, front_rows
 from mapshard.sweeps.progress import fmt_counts, fmt_duration
 from mapshard.sweeps.store import RESULTS_NAME, write_atomic
 from schema import setup_pb2
@@ -56,6 +57,7 @@ def sweep_owned(name: str, is_dir: bool) -> bool:
     """Whether a sweep writes an entry of this name in its output folder."""
     if is_dir:
         return name.startswith("best_")
+    # .png: what sweeps before the SVG-only plots wrote, still a sweep's own on a resume
     plots = {f"{p.name}.{ext}" for p in PLOTS for ext in ("svg", "png")}
     return name in {RESULTS_NAME, f".{RESULTS_NAME}.lock", REPORT_NAME, *plots} or (
         name.startswith(".") and name.endswith(".tmp")  # an atomic write cut short
@@ -88,22 +90,18 @@ Mapper = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
 
 def write_outputs(outcome: SweepOutcome, mapper: Mapper | None = None) -> list[Path]:
     """Write plots, best-point folders and the HTML report; returns the paths written.
-    `mapper` draws the plots (each one's figure, SVG and PNG); by default one by one here."""
+    `mapper` draws the plots (each one's SVG); by default one by one here."""
     out, spec, rows = outcome.out, outcome.spec, outcome.rows
     written: list[Path] = []
     svgs: list[tuple[str, str]] = []
     drawn = (mapper or _one_by_one)(render_front, [(rows, p, spec.axis_names) for p in PLOTS])
-    for plot, files in zip(PLOTS, drawn):
-        if files is None:
+    for plot, svg in zip(PLOTS, drawn):
+        if svg is None:
             continue
-        svg, png = files
         svgs.append((plot.title, svg + _front_table(rows, plot, spec.axis_names)))
-        for path, data in (
-            (out / f"{plot.name}.svg", svg.encode("utf-8")),
-            (out / f"{plot.name}.png", png),
-        ):
-            write_atomic(path, data)
-            written.append(path)
+        path = out / f"{plot.name}.svg"
+        write_atomic(path, svg.encode("utf-8"))
+        written.append(path)
     best = best_rows(rows, spec.objectives)
     texts = {p.point_id: p.text for p in outcome.points}
     for obj, row in best.items():

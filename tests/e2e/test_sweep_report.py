@@ -1,7 +1,7 @@
 """The sweep report (#38 item 6): a System Cost is a price only when its chips are priced;
 tokens/s per $ is null otherwise and tokens/s / price by hand when a list price is known;
-front points are labelled without overlaps; the page fits a 1400 px window in headless
-Chromium (skipped when Chromium is not installed)."""
+front points are labelled without overlaps (their estimated boxes); the page fits a 1400 px
+window in headless Chromium (skipped when Chromium is not installed)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from types import SimpleNamespace
 import pytest
 
 from mapshard.sweeps import load_sweep, metrics, run_sweep
+from mapshard.sweeps.front_svg import front_figure
 from mapshard.sweeps.outputs import REPORT_NAME, best_rows
-from mapshard.sweeps.pareto import PLOTS, front_figure, front_rows
+from mapshard.sweeps.pareto import PLOTS, front_rows
 from mapshard.sweeps.store import read_rows
 from tests.e2e.test_sweep import write_sweep
 
@@ -80,7 +81,7 @@ def test_cheapest_point_and_cost_fronts_use_prices_only(swept: Path) -> None:
         if "system_cost" in (plot.x, plot.y):
             assert {r["chip"] for r in front_rows(rows, plot, ("chip", "batch"))} == {"Gaudi3"}
             fig = front_figure(rows, plot, ("chip", "batch"))
-            assert "chips at their price" in fig.axes[0].get_xlabel()
+            assert fig is not None and "chips at their price" in fig.xlabel
     page = (swept / REPORT_NAME).read_text()
     assert "unit prices only" in page and "not priced" in page
 
@@ -113,16 +114,15 @@ def test_front_labels_do_not_overlap() -> None:
     ]
     plot = next(p for p in PLOTS if p.name == "pareto_latency_vs_cost")
     fig = front_figure(rows, plot, ("chip", "link"))
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    ax = fig.axes[0]
-    frame = ax.get_window_extent(renderer)
-    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert fig is not None
+    f = fig.frame
+    boxes = fig.label_boxes
     assert len(boxes) >= 6  # most points named on the plot, the rest in the table
-    assert all(t.get_text().startswith("#") for t in ax.texts)
-    for i, a in enumerate(boxes):
-        assert frame.x0 <= a.x0 and a.x1 <= frame.x1 and frame.y0 <= a.y0 and a.y1 <= frame.y1
-        assert not any(a.overlaps(b) for b in boxes[i + 1 :])
+    assert all(t.startswith("#") for t in fig.labels)
+    for i, (x0, y0, x1, y1) in enumerate(boxes):
+        assert f[0] <= x0 and x1 <= f[2] and f[1] <= y0 and y1 <= f[3]
+        for b in boxes[i + 1 :]:
+            assert not (x0 <= b[2] and b[0] <= x1 and y0 <= b[3] and b[1] <= y1)
 
 
 def _chromium() -> str | None:

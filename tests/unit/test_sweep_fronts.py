@@ -7,19 +7,10 @@ import math
 import random
 
 import numpy as np
-from matplotlib.transforms import Bbox
 
+from mapshard.sweeps.front_svg import MARKER_PT, Boxes, front_figure, label_box
 from mapshard.sweeps.outputs import _cell
-from mapshard.sweeps.pareto import (
-    _OFFSETS,
-    _SURE_PX,
-    PLOTS,
-    _annotate,
-    _Boxes,
-    _marker_boxes,
-    front_figure,
-    pareto_mask,
-)
+from mapshard.sweeps.pareto import LABEL_OFFSETS, PLOTS, pareto_mask
 
 # (chip, batch, system cost $, latency s): by hand, within batch 1 the front is A (cheapest)
 # and B (fastest); C is dominated by B (dearer and slower). Within batch 128: D and E.
@@ -50,26 +41,24 @@ def _rows() -> list[dict[str, str]]:
 def test_latency_vs_cost_has_one_front_per_batch() -> None:
     plot = next(p for p in PLOTS if p.name == "pareto_latency_vs_cost")
     fig = front_figure(_rows(), plot, ("chip", "batch"))
-    ax = fig.axes[0]
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["batch 1: Pareto front (2)", "batch 128: Pareto front (2)"]
-    assert "one front per batch" in ax.get_title()
+    assert fig is not None
+    assert fig.legend == ("batch 1: Pareto front (2)", "batch 128: Pareto front (2)")
+    assert "one front per batch" in fig.title and fig.title in fig.svg
     # one mixed front would keep only A and B (D costs what A costs and is slower; E costs
     # what B costs and is slower): the batch-128 points would vanish
     xs = [r[2] for r in ROWS]
     ys = [r[3] for r in ROWS]
     assert pareto_mask(xs, ys) == [True, True, False, False, False]
-    texts = sorted(t.get_text() for t in ax.texts)
     # "#index" and the axis values without the batch (the colour says it)
-    assert texts == ["#0 A", "#1 B", "#3 D", "#4 E"]
+    assert sorted(fig.labels) == ["#0 A", "#1 B", "#3 D", "#4 E"]
+    assert all(f">{t}</text>" in fig.svg for t in fig.labels)
 
 
 def test_without_a_batch_axis_the_front_is_single() -> None:
     plot = next(p for p in PLOTS if p.name == "pareto_latency_vs_cost")
     rows = [r | {"batch": ""} for r in _rows()]
     fig = front_figure(rows, plot, ("chip",))
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert labels == ["dominated (3)", "Pareto front (2)"]
+    assert fig is not None and fig.legend == ("dominated (3)", "Pareto front (2)")
 
 
 def test_best_point_cells_say_not_priced_instead_of_zero() -> None:
@@ -85,57 +74,63 @@ def test_best_point_cells_say_not_priced_instead_of_zero() -> None:
     assert _cell(priced, "latency_s") == "6.78 ms"
 
 
-def test_boxes_overlap_as_bbox_overlaps_does() -> None:
-    """The labels' overlap test, all boxes at once, answers what `Bbox.overlaps` box by box
-    answers: boxes given either way round, touching edges, a NaN extent."""
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """Two boxes share a point (edges included), each given either way round; a NaN
+    extent overlaps nothing (every comparison with it is false)."""
+    ax0, ax1 = sorted((a[0], a[2])) if not math.isnan(a[0] + a[2]) else (a[0], a[2])
+    ay0, ay1 = sorted((a[1], a[3]))
+    bx0, bx1 = sorted((b[0], b[2])) if not math.isnan(b[0] + b[2]) else (b[0], b[2])
+    by0, by1 = sorted((b[1], b[3]))
+    return ax0 <= bx1 and bx0 <= ax1 and ay0 <= by1 and by0 <= ay1
+
+
+def test_boxes_overlap_as_one_by_one_comparisons_do() -> None:
+    """The labels' overlap test, all boxes at once, answers what comparing the box with
+    each box in turn answers: boxes given either way round, touching edges, a NaN."""
     rng = random.Random(7)
 
-    def box() -> Bbox:
+    def box() -> tuple[float, ...]:
         x0, y0 = rng.choice([0.0, 1.0, 2.0, rng.uniform(0, 10)]), rng.uniform(0, 10)
         x1, y1 = rng.choice([x0 + 1.0, x0 - 1.0, rng.uniform(0, 10)]), rng.uniform(0, 10)
         if rng.random() < 0.05:
             x0 = math.nan
-        return Bbox.from_extents(x0, y0, x1, y1)
+        return (x0, y0, x1, y1)
 
     for _ in range(300):
         taken = [box() for _ in range(rng.randint(1, 6))]
-        boxes = _Boxes(np.array([t.extents for t in taken[:-1]]).reshape(-1, 4))
+        boxes = Boxes(np.array(taken[:-1]).reshape(-1, 4))
         boxes.add(taken[-1])
         for _ in range(5):
             b = box()
-            assert boxes.overlaps(b) == any(b.overlaps(t) for t in taken)
+            assert boxes.hit(b) == any(_overlap(b, t) for t in taken)
 
 
-def test_marker_boxes_are_the_boxes_of_each_marker() -> None:
+def test_markers_labels_and_frame_by_hand() -> None:
+    """Every marker's box is its square; every label box lies inside the frame, clear of
+    every marker and of the other labels, at one of the offsets from its own point."""
     plot = next(p for p in PLOTS if p.name == "pareto_latency_vs_cost")
     fig = front_figure(_rows(), plot, ("chip", "batch"))
-    ax = fig.axes[0]
-    xs, ys = [r[2] for r in ROWS], [r[3] for r in ROWS]
-    r = 3 * fig.dpi / 72
-    one_by_one = []
-    for x, y in zip(xs, ys):
-        px, py = ax.transData.transform((x, y))
-        one_by_one.append([px - r, py - r, px + r, py + r])
-    assert _marker_boxes(ax, xs, ys).tolist() == one_by_one
+    assert fig is not None and len(fig.marker_boxes) == len(ROWS)
+    for x0, y0, x1, y1 in fig.marker_boxes:
+        assert x1 - x0 == y1 - y0 == 2 * MARKER_PT
+    centres = [((b[0] + b[2]) / 2, (b[1] + b[3]) / 2) for b in fig.marker_boxes]
+    f = fig.frame
+    for n, (text, box) in enumerate(zip(fig.labels, fig.label_boxes)):
+        assert f[0] <= box[0] and box[2] <= f[2] and f[1] <= box[1] and box[3] <= f[3]
+        assert not any(_overlap(box, m) for m in fig.marker_boxes)
+        assert not any(_overlap(box, o) for o in fig.label_boxes[n + 1 :])
+        index = int(text.split()[0][1:])
+        x, y = centres[index]
+        assert any(label_box(text, x, y, dx, dy) == box for dx, dy in LABEL_OFFSETS)
 
 
-def test_a_label_moved_out_is_the_label_measured_there() -> None:
-    """A label's box at a further offset of one direction is the box measured nearer in,
-    moved by the difference of the offsets, to far below _SURE_PX: `_place` passes over
-    offsets by the moved box and still picks the offset measuring all would pick."""
-    plot = next(p for p in PLOTS if p.name == "pareto_latency_vs_cost")
-    fig = front_figure(_rows(), plot, ("chip", "batch"))
-    ax = fig.axes[0]
-    renderer = fig.canvas.get_renderer()
-    scale = fig.dpi / 72
-    for text, (x, y) in (("#0 A", (100.0, 0.01)), ("#123 H100-SXM5-80GB 8 12…", (250.0, 0.03))):
-        boxes = {}
-        for dx, dy in _OFFSETS:
-            ann = _annotate(ax, text, x, y, dx, dy)
-            boxes[dx, dy] = ann.get_window_extent(renderer).expanded(1.06, 1.15)
-            ann.remove()
-        for (dx, dy), box in boxes.items():
-            way = (dx > 0, dx < 0, dy > 0, dy < 0)
-            dx0, dy0 = next(o for o in _OFFSETS if (o[0] > 0, o[0] < 0, o[1] > 0, o[1] < 0) == way)
-            moved = boxes[dx0, dy0].translated((dx - dx0) * scale, (dy - dy0) * scale)
-            assert np.abs(moved.extents - box.extents).max() < _SURE_PX / 1000
+def test_a_label_box_by_hand() -> None:
+    """7 pt text, 0.64 em a character: '#0 A' is 4 x 4.48 = 17.92 pt wide, 10.0625 pt high
+    after the 6% / 15% padding (x 1.06, 7 x 1.25 x 1.15); right of and above its point."""
+    x0, y0, x1, y1 = label_box("#0 A", 100.0, 200.0, 5.0, 3.0)
+    assert (x0, y1) == (105.0, 197.0)
+    assert math.isclose(x1 - x0, 17.92 * 1.06) and math.isclose(y1 - y0, 10.0625)
+    # left of it: the box ends at the offset; straight above: centred on the point
+    assert label_box("#0 A", 100.0, 200.0, -5.0, 3.0)[2] == 95.0
+    cx0, _, cx1, _ = label_box("#0 A", 100.0, 200.0, 0.0, 7.0)
+    assert math.isclose((cx0 + cx1) / 2, 100.0)
