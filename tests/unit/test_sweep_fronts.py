@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -134,3 +137,22 @@ def test_a_label_box_by_hand() -> None:
     assert label_box("#0 A", 100.0, 200.0, -5.0, 3.0)[2] == 95.0
     cx0, _, cx1, _ = label_box("#0 A", 100.0, 200.0, 0.0, 7.0)
     assert math.isclose((cx0 + cx1) / 2, 100.0)
+
+
+def test_a_front_is_drawn_without_matplotlib_and_the_same_each_time() -> None:
+    """The plots are SVG text written directly (front_svg's docstring: matplotlib was a
+    quarter of a sweep's CPU): drawing one imports no matplotlib, and the same rows give
+    the same bytes."""
+    code = (
+        "import sys\n"
+        "from tests.unit.test_sweep_fronts import _rows\n"
+        "from mapshard.sweeps.front_svg import render_front\n"
+        "from mapshard.sweeps.pareto import PLOTS\n"
+        "a = render_front((_rows(), PLOTS[0], ('chip', 'batch')))\n"
+        "b = render_front((_rows(), PLOTS[0], ('chip', 'batch')))\n"
+        "assert a == b and a.startswith('<svg'), a[:80]\n"
+        "assert 'matplotlib' not in sys.modules\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
