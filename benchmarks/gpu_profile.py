@@ -10,7 +10,10 @@ layer's routing and permutation).
   and MoE layers' decode steps and a prefill, eager (M-H200-Q and S rows);
 - prefill: one Llama-3.1-8B layer, 1 x 2048 tokens (M-H200-F002), eager;
 - decode: one Llama-3.1-8B layer, batch 64, KV 4096, per-query-head attention (M-H200-D006),
-  eager.
+  eager;
+- FIT steps (`--fit`: only these): the training configurations of FIT rows (M-H200-T002,
+  R003, R007), whose profiles may set kernel rates (the ones above are CHECK rows'
+  configurations); `benchmarks/optimizer_rates.py ROW_ID TRACE` reads the optimizer's.
 
 Each trace keeps the GPU kernel events only (name, start, duration), which is all the
 comparison reads.
@@ -60,9 +63,22 @@ def profiled(torch, fn, out: Path, name: str, warmup: int = 2) -> int:
     return len(events)
 
 
-def profile_step(torch, out: Path, shape: tuple, layers: int, micro: int, grouped, name: str):
-    step = gpu_runs.training_step(torch, shape, layers, 4096, micro, grouped, False)
+def profile_step(
+    torch, out: Path, shape: tuple, layers: int, micro: int, grouped, name: str, seq: int = 4096
+):
+    step = gpu_runs.training_step(torch, shape, layers, seq, micro, grouped, False)
     profiled(torch, step, out, name)
+
+
+def profile_fit_training(torch, out: Path) -> None:
+    """Steps of FIT rows' configurations (the validation split): T002, R003, R007."""
+    for shape, layers, micro, grouped, seq, name in (
+        (gw.LLAMA_8B, 8, 1, None, 8192, "train_llama31_8b_8layers_s8192_b1"),
+        (gpu_moe.MIXTRAL, 2, 4, True, 4096, "train_mixtral_8x7b_2layers_s4096_b4_grouped"),
+        (gpu_moe.QWEN3_MOE, 4, 4, True, 4096, "train_qwen3_30b_a3b_4layers_s4096_b4_grouped"),
+    ):
+        profile_step(torch, out, shape, layers, micro, grouped, name, seq)
+        torch.cuda.empty_cache()
 
 
 def profile_training(torch, out: Path) -> None:
@@ -112,9 +128,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--moe", action="store_true", help="only the MoE training steps")
+    ap.add_argument("--fit", action="store_true", help="only the FIT rows' training steps")
     args = ap.parse_args()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
+    if args.fit:
+        profile_fit_training(torch, out)
+        return
     profile_moe_training(torch, out)
     torch.cuda.empty_cache()
     profile_moe_layers(torch, out)
