@@ -62,6 +62,7 @@ class FrontFigure:
 
 
 def text_width(text: str, size: float) -> float:
+    """The estimated width (pt) of `text` at font `size` (pt): no renderer is asked."""
     return len(text) * size * FONT_EM_WIDTH
 
 
