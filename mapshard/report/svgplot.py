@@ -113,6 +113,13 @@ class Canvas:
             f'fill-opacity="{opacity:g}" stroke="white" stroke-width="0.6">{title}</circle>'
         )
 
+    def ring(self, x: float, y: float, r: float, stroke: str, width: float = 1.5) -> None:
+        """An unfilled circle: a mark drawn around a point."""
+        self.parts.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" fill="none" '
+            f'stroke="{stroke}" stroke-width="{width:g}"/>'
+        )
+
     def star(self, x: float, y: float, r: float, fill: str) -> None:
         pts = []
         for i in range(10):

@@ -100,10 +100,7 @@ def front_figure(
         for i in front:
             c.circle(sx(xs[i]), sy(ys[i]), MARKER_PT, color, point_label(keep[i], axis_names), 1)
     if best is not None:
-        c.parts.append(
-            f'<circle cx="{sx(xs[best]):.1f}" cy="{sy(ys[best]):.1f}" r="6.5" fill="none" '
-            f'stroke="{BEST_RING}" stroke-width="1.5"/>'
-        )
+        c.ring(sx(xs[best]), sy(ys[best]), 6.5, BEST_RING)
     _draw_legend(c, legend, frame[2] + 14, frame[1] + 4)
     markers = tuple(_square(sx(x), sy(y), MARKER_PT) for x, y in zip(xs, ys))
     names = tuple(a for a in axis_names if a != by)
@@ -209,14 +206,16 @@ def _label_points(
                 taken.add(box)
                 texts.append(text)
                 boxes.append(box)
-                x, anchor = (
-                    (box[0], "start") if dx > 0 else (box[2], "end") if dx < 0
-                    else ((box[0] + box[2]) / 2, "middle")
-                )  # fmt: skip
-                baseline = box[3] - (box[3] - box[1]) * 0.3
-                c.text(x, baseline, text, LABEL_SIZE, anchor, color="#333333")
+                _draw_label(c, text, box, dx)
                 break
     return tuple(texts), tuple(boxes)
+
+
+def _draw_label(c: Canvas, text: str, box: Box, dx: float) -> None:
+    """The label in its box, anchored on the side away from its marker (dx > 0: right)."""
+    x0, y0, x1, y1 = box
+    x, anchor = (x0, "start") if dx > 0 else (x1, "end") if dx < 0 else ((x0 + x1) / 2, "middle")
+    c.text(x, y1 - (y1 - y0) * 0.3, text, LABEL_SIZE, anchor, color="#333333")
 
 
 def _place(taken: Boxes, frame: Box, text: str, x: float, y: float) -> tuple[Box, float] | None:
