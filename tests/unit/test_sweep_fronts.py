@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mapshard.sweeps.front_svg import MARKER_PT, Boxes, front_figure, label_box
+from mapshard.sweeps.front_svg import MARKER_PT, Boxes, FrontFigure, front_figure, label_box
 from mapshard.sweeps.outputs import _cell
 from mapshard.sweeps.pareto import LABEL_OFFSETS, PLOTS, pareto_mask
 
@@ -113,6 +113,19 @@ def test_boxes_overlap_as_one_by_one_comparisons_do() -> None:
             assert boxes.hit(b) == any(_overlap(b, t) for t in taken)
 
 
+def _assert_labels_placed(fig: FrontFigure) -> None:
+    """Every label box inside the frame, clear of every marker and of the other labels,
+    at one of the offsets from its own point (its "#index")."""
+    centres = [((b[0] + b[2]) / 2, (b[1] + b[3]) / 2) for b in fig.marker_boxes]
+    f = fig.frame
+    for n, (text, box) in enumerate(zip(fig.labels, fig.label_boxes)):
+        assert f[0] <= box[0] and box[2] <= f[2] and f[1] <= box[1] and box[3] <= f[3]
+        assert not any(_overlap(box, m) for m in fig.marker_boxes)
+        assert not any(_overlap(box, o) for o in fig.label_boxes[n + 1 :])
+        x, y = centres[int(text.split()[0][1:])]
+        assert any(_same(label_box(text, x, y, dx, dy), box) for dx, dy in LABEL_OFFSETS)
+
+
 def test_markers_labels_and_frame_by_hand() -> None:
     """Every marker's box is its square; every label box lies inside the frame, clear of
     every marker and of the other labels, at one of the offsets from its own point."""
@@ -121,15 +134,7 @@ def test_markers_labels_and_frame_by_hand() -> None:
     assert fig is not None and len(fig.marker_boxes) == len(ROWS)
     for x0, y0, x1, y1 in fig.marker_boxes:
         assert x1 - x0 == y1 - y0 == 2 * MARKER_PT
-    centres = [((b[0] + b[2]) / 2, (b[1] + b[3]) / 2) for b in fig.marker_boxes]
-    f = fig.frame
-    for n, (text, box) in enumerate(zip(fig.labels, fig.label_boxes)):
-        assert f[0] <= box[0] and box[2] <= f[2] and f[1] <= box[1] and box[3] <= f[3]
-        assert not any(_overlap(box, m) for m in fig.marker_boxes)
-        assert not any(_overlap(box, o) for o in fig.label_boxes[n + 1 :])
-        index = int(text.split()[0][1:])
-        x, y = centres[index]
-        assert any(_same(label_box(text, x, y, dx, dy), box) for dx, dy in LABEL_OFFSETS)
+    _assert_labels_placed(fig)
 
 
 def test_a_label_box_by_hand() -> None:
@@ -187,12 +192,5 @@ def test_labels_of_random_sweeps_stay_apart_and_inside() -> None:
         plot = next(p for p in PLOTS if p.name == "pareto_latency_vs_cost")
         fig = front_figure(rows, plot, ("chip", "batch"))
         assert fig is not None and len(fig.marker_boxes) == count
-        centres = [((b[0] + b[2]) / 2, (b[1] + b[3]) / 2) for b in fig.marker_boxes]
-        f = fig.frame
-        for n, (text, box) in enumerate(zip(fig.labels, fig.label_boxes)):
-            assert f[0] <= box[0] and box[2] <= f[2] and f[1] <= box[1] and box[3] <= f[3]
-            assert not any(_overlap(box, m) for m in fig.marker_boxes)
-            assert not any(_overlap(box, o) for o in fig.label_boxes[n + 1 :])
-            x, y = centres[int(text.split()[0][1:])]
-            assert any(_same(label_box(text, x, y, dx, dy), box) for dx, dy in LABEL_OFFSETS)
+        _assert_labels_placed(fig)
         assert fig.svg.count('r="3.0"') >= len(fig.labels)
