@@ -176,6 +176,7 @@ def from_spec(spec: setup_pb2.ModelSpec, where: str) -> ModelConfig:
         mlp_bias=spec.mlp_bias or gpt2,
         positions=positions,
         post_norms=spec.post_norms or arch == "gemma2",
+        qk_norm=spec.qk_norm or arch in ("qwen3", "qwen3_moe"),
         experts=spec.num_experts,
         experts_per_token=spec.experts_per_token,
         moe_ffn=spec.moe_intermediate_size or ffn,

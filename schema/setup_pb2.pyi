@@ -661,7 +661,7 @@ class Precision(_message.Message):
     def __init__(self, weight: _Optional[_Union[DType, str]] = ..., activation: _Optional[_Union[DType, str]] = ..., kv_cache: _Optional[_Union[DType, str]] = ..., math: _Optional[_Union[DType, str]] = ..., optimizer_bytes_per_param: _Optional[float] = ...) -> None: ...
 
 class ModelSpec(_message.Message):
-    __slots__ = ("name", "architecture", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "vocab_size", "ffn", "norm", "tie_embeddings", "attention_bias", "mlp_bias", "max_position_embeddings", "learned_positions", "num_experts", "experts_per_token", "moe_intermediate_size", "num_shared_experts", "first_dense_layers", "capacity_factor", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "post_norms", "gpt2_style_biases")
+    __slots__ = ("name", "architecture", "hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "vocab_size", "ffn", "norm", "tie_embeddings", "attention_bias", "mlp_bias", "max_position_embeddings", "learned_positions", "num_experts", "experts_per_token", "moe_intermediate_size", "num_shared_experts", "first_dense_layers", "capacity_factor", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "post_norms", "gpt2_style_biases", "qk_norm")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARCHITECTURE_FIELD_NUMBER: _ClassVar[int]
     HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -691,6 +691,7 @@ class ModelSpec(_message.Message):
     V_HEAD_DIM_FIELD_NUMBER: _ClassVar[int]
     POST_NORMS_FIELD_NUMBER: _ClassVar[int]
     GPT2_STYLE_BIASES_FIELD_NUMBER: _ClassVar[int]
+    QK_NORM_FIELD_NUMBER: _ClassVar[int]
     name: str
     architecture: str
     hidden_size: int
@@ -720,7 +721,8 @@ class ModelSpec(_message.Message):
     v_head_dim: int
     post_norms: bool
     gpt2_style_biases: bool
-    def __init__(self, name: _Optional[str] = ..., architecture: _Optional[str] = ..., hidden_size: _Optional[int] = ..., num_layers: _Optional[int] = ..., num_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., intermediate_size: _Optional[int] = ..., vocab_size: _Optional[int] = ..., ffn: _Optional[_Union[FfnKind, str]] = ..., norm: _Optional[_Union[NormKind, str]] = ..., tie_embeddings: _Optional[bool] = ..., attention_bias: _Optional[bool] = ..., mlp_bias: _Optional[bool] = ..., max_position_embeddings: _Optional[int] = ..., learned_positions: _Optional[bool] = ..., num_experts: _Optional[int] = ..., experts_per_token: _Optional[int] = ..., moe_intermediate_size: _Optional[int] = ..., num_shared_experts: _Optional[int] = ..., first_dense_layers: _Optional[int] = ..., capacity_factor: _Optional[float] = ..., q_lora_rank: _Optional[int] = ..., kv_lora_rank: _Optional[int] = ..., qk_nope_head_dim: _Optional[int] = ..., qk_rope_head_dim: _Optional[int] = ..., v_head_dim: _Optional[int] = ..., post_norms: _Optional[bool] = ..., gpt2_style_biases: _Optional[bool] = ...) -> None: ...
+    qk_norm: bool
+    def __init__(self, name: _Optional[str] = ..., architecture: _Optional[str] = ..., hidden_size: _Optional[int] = ..., num_layers: _Optional[int] = ..., num_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., intermediate_size: _Optional[int] = ..., vocab_size: _Optional[int] = ..., ffn: _Optional[_Union[FfnKind, str]] = ..., norm: _Optional[_Union[NormKind, str]] = ..., tie_embeddings: _Optional[bool] = ..., attention_bias: _Optional[bool] = ..., mlp_bias: _Optional[bool] = ..., max_position_embeddings: _Optional[int] = ..., learned_positions: _Optional[bool] = ..., num_experts: _Optional[int] = ..., experts_per_token: _Optional[int] = ..., moe_intermediate_size: _Optional[int] = ..., num_shared_experts: _Optional[int] = ..., first_dense_layers: _Optional[int] = ..., capacity_factor: _Optional[float] = ..., q_lora_rank: _Optional[int] = ..., kv_lora_rank: _Optional[int] = ..., qk_nope_head_dim: _Optional[int] = ..., qk_rope_head_dim: _Optional[int] = ..., v_head_dim: _Optional[int] = ..., post_norms: _Optional[bool] = ..., gpt2_style_biases: _Optional[bool] = ..., qk_norm: _Optional[bool] = ...) -> None: ...
 
 class Model(_message.Message):
     __slots__ = ("inline", "hf_model")

@@ -21,11 +21,12 @@ scale-out), whatever sub-levels a scenario splits it into.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.models import MODELS_DIR
+from generator.models import MODELS_DIR, from_hf_config
 from hardware import library
 from hardware.system import CollectiveEfficiency, Topology
 from hardware.topology import collective_efficiency
@@ -256,20 +257,24 @@ FFN_KINDS = {
 
 
 def _model(case: Case, msg: setup_pb2.Model) -> None:
-    """A shipped config when the row names one and its dims match the row (layer rows keep
-    one layer, so they are inline), else an inline ModelSpec from the columns."""
-    import json
-
+    """A shipped config when the row names one and its dims match the row, else an inline
+    ModelSpec from the columns; a row cutting the named model to fewer layers (layer rows
+    keep one) keeps its per-head q/k norms (ModelSpec.qk_norm: Qwen3's), which the columns
+    cannot say."""
+    qk_norm = False
     for key in ("hf_config", "local_config"):
         name = _shipped(case.extra.get(key, ""))
         if not name:
             continue
-        cfg = json.loads((MODELS_DIR / name / "config.json").read_text(encoding="utf-8"))
+        path = MODELS_DIR / name / "config.json"
+        cfg = json.loads(path.read_text(encoding="utf-8"))
         layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
         hidden = cfg.get("hidden_size", cfg.get("n_embd"))
         if layers == case.int("layers") and hidden == case.int("hidden"):
             msg.hf_model = name
             return
+        if hidden == case.int("hidden"):
+            qk_norm = from_hf_config(cfg, name, str(path)).qk_norm
     for col in ("hidden", "layers", "heads", "ffn_hidden"):
         if case.int(col) <= 0:
             raise Unmodelable(f"model column {col} is empty and no shipped config matches")
@@ -300,6 +305,7 @@ def _model(case: Case, msg: setup_pb2.Model) -> None:
     if case.int("experts") > 0:
         spec.num_experts = case.int("experts")
         spec.experts_per_token = case.int("experts_per_token")
+    spec.qk_norm = qk_norm
 
 
 def _gemm(case: Case, g: setup_pb2.Gemm) -> None:

@@ -126,3 +126,14 @@ def test_a_measured_value_that_is_no_measurement_is_refused(tmp_path: Path, valu
     bad.write_text(header + "\n" + out.getvalue(), encoding="utf-8")
     with pytest.raises(SetupError, match=rf"cases.csv: line 2: value '{value}' of {cells[0]}"):
         read_cases(bad)
+
+
+@pytest.mark.parametrize("row,qk_norm", [("M-H200-R006", True), ("M-H200-R002", False)])
+def test_a_row_cut_to_fewer_layers_keeps_the_models_qk_norm(row: str, qk_norm: bool):
+    """Qwen3-30B-A3B cut to 4 layers is inline (the shipped config has 48) and keeps the
+    per-head q/k norms its config names; Mixtral has none."""
+    cases = [c for c in read_cases(DATA / "validation_public_check.csv") if c.id == row]
+    setup, _ = build_setup(cases[0])
+    model = setup.workload.llm_training.model
+    assert model.WhichOneof("source") == "inline"
+    assert model.inline.qk_norm is qk_norm

@@ -370,3 +370,34 @@ def test_without_sequence_parallelism_vector_kernels_split_only_on_model_paralle
     assert sharding_choices(act, 8) == ["none", "ffn"]
     q = layer.kernel("q_proj")  # matrix kernels stay free
     assert "tokens" in sharding_choices(q, 8)
+
+
+def _qwen3_30b_inline(s: setup_pb2.Setup, **fields: object) -> None:
+    m = s.workload.llm_inference.model.inline
+    m.architecture, m.hidden_size, m.num_layers, m.num_heads = "llama", 2048, 48, 32
+    m.num_kv_heads, m.head_dim, m.intermediate_size, m.vocab_size = 4, 128, 768, 151936
+    m.num_experts, m.experts_per_token = 128, 8
+    for name, value in fields.items():
+        setattr(m, name, value)
+    s.workload.llm_inference.phase = setup_pb2.DECODE
+    s.workload.llm_inference.context_len = 128
+
+
+def test_inline_qk_norm_adds_the_per_head_norms():
+    """Qwen3-30B-A3B inline: 30,532,122,624 parameters (the shipped config's count) with
+    its q/k norms, 48 layers x 2 x head_dim 128 fewer without; the architecture name
+    alone implies them."""
+    counts = {}
+    for label, fields in (
+        ("llama", {}),
+        ("qk_norm", {"qk_norm": True}),
+        ("qwen3_moe", {"architecture": "qwen3_moe"}),
+    ):
+        s = setup_pb2.Setup()
+        _qwen3_30b_inline(s, **fields)
+        w = build_workload(s, Path("x"), 1)
+        counts[label] = w.model.num_params
+        names = {k.name for p in w.phases for k in p.graph.kernels}
+        assert ({"q_norm", "k_norm"} <= names) == (label != "llama")
+    assert counts["qk_norm"] == counts["qwen3_moe"] == 30_532_122_624
+    assert counts["qk_norm"] - counts["llama"] == 48 * 2 * 128
