@@ -456,15 +456,19 @@ class Layer:
                 flop=4 * routed * H[1] * F[1],
                 **gemm,
             )
-            act = unary(
-                self.b,
-                "expert_act",
-                up,
-                (E, C, F),
-                abpe=self.a,
-                flop_per_element=GATED_FLOP,
-                shardable=["experts", "expert_tokens", "ffn"],
-            )
+            shard = ["experts", "expert_tokens", "ffn"]
+            if self.shape.eager_activation:  # act(gate) * up on the chunk's halves, as the MLP
+                act = eager_gated(self.b, "expert_act", up, (E, C, F), abpe=self.a, shardable=shard)
+            else:
+                act = unary(
+                    self.b,
+                    "expert_act",
+                    up,
+                    (E, C, F),
+                    abpe=self.a,
+                    flop_per_element=GATED_FLOP,
+                    shardable=shard,
+                )
         else:
             up = self.lin(
                 "expert_up",

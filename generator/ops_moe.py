@@ -38,13 +38,21 @@ EAGER_LAUNCHES = {
 # loop over `x.split(tokens_per_expert.tolist())`, Megatron-core's SequentialMLP) -> the
 # ops each issues per expert, forward as the loop runs them and backward as autograd
 # replays them (Kernel.host_loop_ops; priced at Execution.host_op_us each).
+# With eager_activation the activation is its eager ops (ops_eager.eager_gated), one each;
+# the chunk's gradient (a cat, the builder's expert_gate_up_grad_sum) stays counted on
+# expert_gate_up_bwd, so both forms issue 12 ops per expert.
 PER_EXPERT_HOST_OPS = {
     "expert_gate_up": 1,  # x_e @ w_gu[e].t()
     "expert_act": 2,  # silu(gate), * up
+    "expert_act_act": 1,  # silu(gate) (eager)
+    "expert_act_mul": 1,  # * up (eager)
     "expert_down": 1,  # @ w_down[e].t()
     "expert_down_bwd": 1,  # its input gradient
     "expert_down_weight_update": 1,  # its weight gradient
     "expert_act_bwd": 3,  # the product's two gradients, silu's
+    "expert_act_mul_bwd_up": 1,  # (eager) the product's gradients
+    "expert_act_mul_bwd_act": 1,
+    "expert_act_act_bwd": 1,  # (eager) silu's
     "expert_gate_up_bwd": 2,  # the chunk's gradient (a cat), the input gradient
     "expert_gate_up_weight_update": 1,
 }

@@ -64,6 +64,25 @@ def test_the_per_expert_loops_kernels_carry_their_ops():
     assert _ops(_layer(True, GROUPED)) == {} == _ops(_layer(False, setup_pb2.MOE_GEMM_GROUPED))
 
 
+def test_the_eager_activation_issues_the_same_ops_per_expert():
+    """With eager_activation the loop's activation is its eager ops, one each (silu, the
+    product; the product's two gradients, silu's): 12 ops per expert as without it."""
+    s = setup_pb2.Setup()
+    t = s.workload.llm_training
+    t.model.hf_model = "Qwen3-30B-A3B"
+    t.global_batch, t.micro_batch, t.seq_len = 1, 1, 2048
+    t.moe_gemm, t.eager_activation = PER_EXPERT, True
+    w = build_workload(s, Path("setup.txt"), 1)
+    graph = next(p.graph for p in w.phases if any(k.name == "combine" for k in p.graph.kernels))
+    ops = _ops(graph)
+    eager = ("expert_act_act", "expert_act_mul", "expert_act_mul_bwd_up", "expert_act_mul_bwd_act")
+    assert {n: ops.pop(n) for n in (*eager, "expert_act_act_bwd")} == dict.fromkeys(
+        (*eager, "expert_act_act_bwd"), 1
+    )
+    assert ops == {n: v for n, v in LOOP_OPS.items() if not n.startswith("expert_act")}
+    assert sum(_ops(graph).values()) == sum(LOOP_OPS.values()) == 12
+
+
 def _host_system(host_op_s: float):
     system = library_system("H200-SXM-141GB")
     chip = system.chip

@@ -122,3 +122,43 @@ def test_eager_rope_bytes_hold_for_any_layer(tokens, heads, kv_heads, width):
     assert moved(Pass.FWD) == 10 * 2 * elements
     assert moved(Pass.BWD) == 12 * 2 * elements
     assert {k.name for k in kernels if not k.strided} == {"q_rope", "q_proj_grad_sum"}
+
+
+MOE_PROFILE = PROFILE.with_name("prefill_qwen3_30b_a3b_layer_b1_s2048.json")
+# Qwen3-30B-A3B, one layer, 2,048 tokens routed to 8 experts each: the experts' SwiGLU
+# halves are 16,384 x 768 elements, on views of the grouped GEMM's output
+EXPERT_FFN = 2048 * 8 * 768
+
+
+def _moe_layer(eager: bool) -> KernelGraph:
+    s = setup_pb2.Setup()
+    i = s.workload.llm_inference
+    i.model.hf_model = "Qwen3-30B-A3B"
+    i.phase, i.batch, i.input_len = setup_pb2.PREFILL, 1, 2048
+    i.moe_gemm, i.eager_activation = setup_pb2.MOE_GEMM_TORCH_GROUPED, eager
+    w = build_workload(s, Path("setup.txt"), 1)
+    return next(p.graph for p in w.phases if any(k.name == "combine" for k in p.graph.kernels))
+
+
+def test_the_experts_eager_activation_runs_at_the_strided_rate():
+    """With eager_activation the experts' act(gate) * up is the MLP's two strided eager
+    ops (as the dense MLP's); the FIT MoE profile (M-H200-S003's configuration) ran them,
+    the two launches after the first grouped GEMM, within 3% of the H200's strided rate
+    fitted on the dense profile; each is priced at its elements at that rate."""
+    eager = {k.name: k for k in _moe_layer(True).kernels}
+    assert eager["expert_act_act"].strided and eager["expert_act_mul"].strided
+    assert "expert_act" not in eager
+    fused = {k.name: k for k in _moe_layer(False).kernels}
+    assert not fused["expert_act"].strided and "expert_act_act" not in fused
+    events = [
+        e for e in json.loads(MOE_PROFILE.read_text())["traceEvents"] if e.get("cat") == "kernel"
+    ]
+    first = next(i for i, e in enumerate(events) if "GroupProblemShape" in e["name"])
+    system = library_system("H200-SXM-141GB")
+    rate = system.chip.efficiency.strided_elementwise_elem_per_s
+    for event in events[first + 1 : first + 3]:
+        assert event["name"].startswith(NON_VECTORIZED[0])
+        assert EXPERT_FFN / (event["dur"] * 1e-6) == pytest.approx(rate, rel=0.03)
+    (option,) = one_kernel_options(eager["expert_act_act"], system)
+    assert option.time_source == STRIDED_SOURCE
+    assert option.compute_s == pytest.approx(EXPERT_FFN / rate, rel=1e-9)
