@@ -22,7 +22,8 @@ from collections.abc import Mapping
 
 # key -> the setup field it sets (or the rule that sets it)
 SETUP_KEYS: Mapping[str, str] = {
-    "hf_config": "workload.*.model.hf_model (the shipped config when its dims match)",
+    "hf_config": "workload.*.model.hf_model (the shipped config when its dims match; a row "
+    "with fewer layers is inline and keeps its qk_norm)",
     "local_config": "workload.*.model.hf_model (a shipped config without a hub repo)",
     "weights_dtype": "workload.precision.weight",
     "kv_cache_dtype": "workload.precision.kv_cache",
