@@ -3,14 +3,9 @@ clock, the optimizer kernels' bytes per parameter by hand."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from benchmark_scripts import load
 
-ROOT = Path(__file__).parents[2]
-spec = importlib.util.spec_from_file_location("gpu_host", ROOT / "benchmarks" / "gpu_host.py")
-assert spec is not None and spec.loader is not None
-gh = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gh)
+gh = load("gpu_host")
 
 
 def test_the_queue_depth_is_the_launches_before_the_first_slow_one():

@@ -4,15 +4,11 @@ and land on the side the written split rule decides; FLOP conventions by hand.""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import shutil
-from pathlib import Path
 
-ROOT = Path(__file__).parents[2]
-spec = importlib.util.spec_from_file_location("gpu_measure", ROOT / "benchmarks" / "gpu_measure.py")
-assert spec is not None and spec.loader is not None
-gm = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gm)
+from benchmark_scripts import load
+
+gm = load("gpu_measure")
 
 
 def test_flop_conventions_by_hand():
