@@ -33,6 +33,13 @@ EAGER_LAUNCHES = {
     "routed_scale": 3,  # the probabilities gathered into copy order, cast, the product
     "combine": 2,  # the zero-filled output, index_add_
 }
+# PyTorch sorts more than SMALL_SORT_KEYS keys (ATen's should_use_small_sort) with CUB's
+# radix sort instead of one in-place kernel: the stable argsort of the int64 expert ids
+# then launches an index fill, a histogram, an exclusive sum and eight onesweep passes (8
+# bits of the 64-bit keys each) where EAGER_LAUNCHES counts one (the FIT prefill profile
+# tests/data/profiles/h200/prefill_qwen3_30b_a3b_layer_b1_s2048.json shows the eleven)
+SMALL_SORT_KEYS = 4096
+RADIX_ARGSORT_LAUNCHES = 11
 
 # A per-expert loop's kernels (MOE_GEMM_PER_EXPERT: benchmarks/gpu_moe.moe_ffn's Python
 # loop over `x.split(tokens_per_expert.tolist())`, Megatron-core's SequentialMLP) -> the
@@ -56,6 +63,13 @@ PER_EXPERT_HOST_OPS = {
     "expert_gate_up_bwd": 2,  # the chunk's gradient (a cat), the input gradient
     "expert_gate_up_weight_update": 1,
 }
+
+
+def dispatch_launches(copies: int) -> int:
+    """Launches of the unfused dispatch that argsorts `copies` expert ids (its argsort one
+    kernel up to SMALL_SORT_KEYS keys, RADIX_ARGSORT_LAUNCHES beyond)."""
+    extra = RADIX_ARGSORT_LAUNCHES - 1 if copies > SMALL_SORT_KEYS else 0
+    return EAGER_LAUNCHES["dispatch"] + extra
 
 
 def _mark(b: GraphBuilder, name: str, **change: object) -> None:
@@ -111,8 +125,8 @@ class Permutation:
             self.b, "dispatch", (h, (T, H)), (self.route, (T, R)), (E, C, H), moved, self.abpe
         )
         if self.scatter_add:
-            for name in ("topk", "dispatch"):
-                _mark(self.b, name, launches=EAGER_LAUNCHES[name])
+            _mark(self.b, "topk", launches=EAGER_LAUNCHES["topk"])
+            _mark(self.b, "dispatch", launches=dispatch_launches(self.routed))
         if self.scatter_add and h.requires_grad:  # its backward exists once emitted
             self.b.defer(lambda: _mark(self.b, "dispatch_bwd", atomic_adds=moved))
         return disp

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
+from generator import ops_moe
 from generator.build import build_workload
 from generator.graph import KernelGraph
 from mapshard.fidelity.fit import library_system
@@ -222,9 +223,11 @@ def test_a_random_family_of_moe_layers_prices_both_pytorch_mechanisms():
         (option,) = one_kernel_options(combine, system)
         assert option.compute_s >= tokens * k * hidden / 126.5e9 * (1 - 1e-9)
         # whatever the shape, each routing kernel and grouped GEMM carries its launches'
-        # kernel overheads (2.0 us each on H200), every other kernel one
+        # kernel overheads (2.0 us each on H200; the dispatch's argsort 11 past 4,096
+        # ids), every other kernel one
+        launches = {**EAGER, **GROUPED, "dispatch": ops_moe.dispatch_launches(tokens * k)}
         for kernel in layer.kernels:
-            count = {**EAGER, **GROUPED}.get(kernel.name, 1)
+            count = launches.get(kernel.name, 1)
             menu = one_kernel_menu(kernel, system)
             assert menu.overhead_s == pytest.approx(count * 2.0e-6, rel=1e-12), kernel.name
         per_expert = -(-tokens * k // experts)
@@ -241,3 +244,31 @@ def test_a_random_family_of_moe_layers_prices_both_pytorch_mechanisms():
                 assert o.compute_s >= floor * (1 - 1e-9)
                 assert (o.time_source == TORCH_GROUPED_SOURCE) == (o.compute_s == floor)
     assert small and large  # the family covers both kernels
+
+
+DECODE_PROFILE = PROFILE.with_name("decode_mixtral_8x7b_layer_b64_kv4096.json")
+RADIX = ("DeviceRadixSortOnesweepKernel", "DeviceRadixSortHistogramKernel")
+RADIX += ("DeviceRadixSortExclusiveSumKernel", "fill_reverse_indices_kernel")
+
+
+def _kernel_names(profile: Path, *parts: str) -> list[str]:
+    events = json.loads(profile.read_text())["traceEvents"]
+    names = [e["name"] for e in events if e.get("cat") == "kernel"]
+    return [n for n in names if any(part in n for part in parts)]
+
+
+def test_an_argsort_past_the_small_sort_launches_cubs_radix_passes():
+    """The FIT profiles: the prefill's argsort of 2,048 x 8 = 16,384 int64 expert ids runs
+    CUB's radix sort, eleven launches (index fill, histogram, exclusive sum, eight 8-bit
+    onesweep passes); a decode step's 64 x 2 = 128 ids one in-place sort. The unfused
+    dispatch counts them: 9 launches up to 4,096 ids, 19 beyond."""
+    prefill = _kernel_names(PROFILE, *RADIX)
+    assert len(prefill) == ops_moe.RADIX_ARGSORT_LAUNCHES == 11
+    assert sum("Onesweep" in n for n in prefill) == 64 // 8
+    assert not _kernel_names(PROFILE, "radixSortKVInPlace")
+    assert not _kernel_names(DECODE_PROFILE, *RADIX)  # top-k's bitonic sort aside:
+    assert len(_kernel_names(DECODE_PROFILE, "radixSortKVInPlace<-2, -1, 32, 4, long")) == 1
+    assert ops_moe.dispatch_launches(4096) == EAGER["dispatch"] == 9
+    assert ops_moe.dispatch_launches(4097) == 9 + 10
+    assert _layer(_setup(False, SCATTER)).kernel("dispatch").launches == 19  # 16,384 ids
+    assert _decode_layer(SCATTER).kernel("dispatch").launches == 9  # 8 ids
