@@ -14,12 +14,13 @@ step of every M-H200 training row).
    Qwen3-30B-A3B's MoE MLP with one weight per expert (benchmarks/gpu_moe.moe_ffn, as
    Megatron-core's SequentialMLP) on TOKENS tokens, so that each expert's GEMMs take a few
    us and the host paces both passes: each pass's wall time (synchronised, median of
-   ROUNDS) over its kernel launches (counted once under the profiler), with the GPU's busy
-   share beside it (near 1: the pass was not host-bound and the figure is not the host's).
+   gpu_workloads.ROUNDS) over its kernel launches (counted once under the profiler), with
+   the GPU's busy share beside it (near 1: the pass was not host-bound, the figure is not
+   the host's).
 3. The optimizer step's kernels as benchmarks/gpu_runs.adam_step runs them, on the tensors
    of Llama-3.1-8B cut to 8 layers: the BF16 gradients cast to FP32, fused AdamW on the
-   FP32 masters, the masters copied back to BF16; each timed by CUDA events (median of
-   ROUNDS) and given as bytes moved per second (`OPTIMIZER_BYTES_PER_PARAM`).
+   FP32 masters, the masters copied back to BF16; each timed by CUDA events
+   (gpu_workloads.timed) and given as bytes moved per second (`OPTIMIZER_BYTES_PER_PARAM`).
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ LAUNCHES = 8192  # beyond any stream queue reported (about 1,000)
 SLOW_S = 1e-3  # a launch this slow waited on the GPU (unblocked launches take ~5 us)
 SPIN_CYCLES = 2_000_000_000  # ~1 s at the H200's ~2 GHz: longer than LAUNCHES launches
 TOKENS = 1024  # x 8 of 128 experts: 64 tokens per expert, a few us of GPU per GEMM
-ROUNDS = 10
-# bytes each kernel of the optimizer step moves per parameter: the cast reads the BF16
+# bytes each kernel of the optimizer step moves per parameter (as benchmarks/
+# optimizer_rates.py counts them from a profile): the cast reads the BF16
 # gradient and writes its FP32 copy; AdamW reads master, gradient, m, v and writes master,
 # m, v (FP32); the copy reads the FP32 master and writes the BF16 weight
 OPTIMIZER_BYTES_PER_PARAM = {"grad_cast": 2 + 4, "fused_adamw": 4 * 4 + 3 * 4, "master_copy": 4 + 2}
@@ -125,7 +126,7 @@ def loop_host(torch) -> dict:
             prepare()
             run()
         walls = []
-        for _ in range(ROUNDS):
+        for _ in range(gw.ROUNDS):
             prepare()
             walls.append(_wall_s(torch, run))
         prepare()
@@ -162,24 +163,11 @@ def optimizer_rates(torch) -> dict:
     grad_cast()
     fused_adamw()  # the first step creates the moments
     result = {"params": count}
-    for name, fn in (("grad_cast", grad_cast), ("fused_adamw", fused_adamw)):
-        result[name] = _event_rate(torch, fn, count, name)
-    result["master_copy"] = _event_rate(torch, master_copy, count, "master_copy")
+    for name, fn in (("grad_cast", grad_cast), ("fused_adamw", fused_adamw),
+                     ("master_copy", master_copy)):  # fmt: skip
+        t = gw.timed(torch, fn, 1, False)
+        result[name] = {"s": t, "bytes_per_s": OPTIMIZER_BYTES_PER_PARAM[name] * count / t}
     return result
-
-
-def _event_rate(torch, fn, count: int, name: str) -> dict:
-    times = []
-    for _ in range(ROUNDS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    t = statistics.median(times)
-    return {"s": t, "bytes_per_s": OPTIMIZER_BYTES_PER_PARAM[name] * count / t}
 
 
 def main() -> None:
