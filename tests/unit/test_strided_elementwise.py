@@ -5,17 +5,20 @@ and the setup fields that put the eager ops in an inference layer."""
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 from pathlib import Path
 
 import pytest
+from google.protobuf import text_format
 
 from generator.build import build_workload
 from generator.graph import KernelGraph, Pass
 from mapshard.fidelity.fit import library_system
 from schema import setup_pb2
 from solver.cost.kernel_times import STRIDED_SOURCE
+from solver.cost.menus import busiest_experts
 from tests.solver_fixtures import one_kernel_options
 
 PROFILE = Path(__file__).parents[1] / "data/profiles/h200/prefill_llama31_8b_layer_b1_s2048.json"
@@ -162,3 +165,54 @@ def test_the_experts_eager_activation_runs_at_the_strided_rate():
     (option,) = one_kernel_options(eager["expert_act_act"], system)
     assert option.time_source == STRIDED_SOURCE
     assert option.compute_s == pytest.approx(EXPERT_FFN / rate, rel=1e-9)
+
+
+def test_a_random_family_of_eager_moe_layers_prices_the_experts_activation_strided():
+    """Inline MoE layers of random shape (experts, top-k, hidden, expert FFN, prompt tokens,
+    training or prefill) with eager_activation: the experts' silu(gate) and x up are
+    strided kernels of the routed copies' FFN elements (tokens x k x ffn, at most experts x
+    capacity x ffn), each priced at least at the elements of the experts the tokens reach
+    (menus.busiest_experts of its expert share) at the H200's strided rate, exactly where
+    that rate binds."""
+    rng = random.Random(30)
+    system = library_system("H200-SXM-141GB")
+    rate = system.chip.efficiency.strided_elementwise_elem_per_s
+    for _ in range(10):
+        experts = rng.choice((8, 16, 64, 128))
+        k, hidden = rng.choice((1, 2, 8)), 64 * rng.randint(4, 32)
+        ffn, tokens = 64 * rng.randint(2, 24), 16 * rng.randint(1, 128)
+        s = setup_pb2.Setup()
+        text = (
+            f'name: "moe" architecture: "mixtral" hidden_size: {hidden} num_layers: 1 '
+            f"num_heads: 4 num_kv_heads: 4 head_dim: 64 intermediate_size: {ffn} "
+            f"vocab_size: 1000 ffn: SWIGLU norm: RMSNORM num_experts: {experts} "
+            f"experts_per_token: {k}"
+        )
+        if rng.random() < 0.5:
+            t = s.workload.llm_training
+            text_format.Parse(text, t.model.inline)
+            t.global_batch, t.micro_batch, t.seq_len = 1, 1, tokens
+            t.eager_activation = True
+        else:
+            i = s.workload.llm_inference
+            text_format.Parse(text, i.model.inline)
+            i.phase, i.batch, i.input_len, i.eager_activation = setup_pb2.PREFILL, 1, tokens, True
+        w = build_workload(s, Path("setup.txt"), 1)
+        layer = next(
+            p.graph for p in w.phases if any(k_.name == "combine" for k_ in p.graph.kernels)
+        )
+        names = {kern.name for kern in layer.kernels}
+        assert "expert_act" not in names
+        capacity = -(-tokens * k // experts)
+        elements = experts * capacity * ffn
+        assert elements >= tokens * k * ffn
+        for name in ("expert_act_act", "expert_act_mul"):
+            kernel = layer.kernel(name)
+            assert kernel.strided
+            assert math.prod(size for _, size in kernel.dims) == elements
+            reached = busiest_experts(experts, kernel.expert_share, 1)
+            floor = reached * capacity * ffn / rate
+            for option in one_kernel_options(kernel, system):
+                assert option.compute_s >= floor * (1 - 1e-9)
+                if option.time_source == STRIDED_SOURCE:
+                    assert option.compute_s == pytest.approx(floor, rel=1e-9)
