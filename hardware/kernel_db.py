@@ -246,18 +246,32 @@ def _grid(
     ms: Sequence[int], ks: Sequence[int], ns: Sequence[int] | None, latency_ms: Sequence[float]
 ) -> Grid:
     """Grid of (n, k) curves over m from parallel columns (latency in milliseconds); ns
-    None: one n (0). A point measured more than once takes its mean."""
-    points: dict[tuple[int, int], dict[int, list[float]]] = {}
-    for i, (m, k, t) in enumerate(zip(ms, ks, latency_ms)):
-        n = 0 if ns is None else int(ns[i])
-        points.setdefault((n, int(k)), {}).setdefault(int(m), []).append(float(t))
-    curves = {
-        key: Curve(
-            tuple(sorted(by_m)),
-            tuple(sum(by_m[m]) / len(by_m[m]) * 1e-3 for m in sorted(by_m)),
-        )
-        for key, by_m in sorted(points.items())
-    }
+    None: one n (0). A point measured more than once takes its mean (summed in row order).
+    Grouped by one stable sort over (n, k, m): a table has tens of thousands of rows, read
+    by every process that prices a GEMM from it."""
+    import numpy as np  # loaded by a run's stages, not by importing the run (test_cli_startup)
+
+    m = np.asarray(ms, dtype=np.int64)
+    k = np.asarray(ks, dtype=np.int64)
+    n = np.zeros_like(m) if ns is None else np.asarray(ns, dtype=np.int64)
+    t = np.asarray(latency_ms, dtype=float)
+    order = np.lexsort((m, k, n))  # by n, then k, then m; rows of one point in row order
+    m, k, n, t = m[order], k[order], n[order], t[order]
+    starts = np.flatnonzero(np.r_[True, (m[1:] != m[:-1]) | (k[1:] != k[:-1]) | (n[1:] != n[:-1])])
+    counts = np.diff(np.r_[starts, len(m)])
+    means = t[starts].tolist()
+    for i in np.flatnonzero(counts > 1).tolist():  # repeats: Python's sum, as the rows came
+        a = int(starts[i])
+        means[i] = sum(t[a : a + int(counts[i])].tolist()) / int(counts[i])
+    point_n, point_k, point_m = n[starts].tolist(), k[starts].tolist(), m[starts].tolist()
+    curves: dict[tuple[int, int], Curve] = {}
+    first = 0
+    for j in range(1, len(point_m) + 1):
+        if j == len(point_m) or (point_n[j], point_k[j]) != (point_n[first], point_k[first]):
+            curves[(point_n[first], point_k[first])] = Curve(
+                tuple(point_m[first:j]), tuple(x * 1e-3 for x in means[first:j])
+            )
+            first = j
     return Grid(
         tuple(sorted({n for n, _ in curves})), tuple(sorted({k for _, k in curves})), curves
     )

@@ -91,13 +91,36 @@ TILINGS = Memo(50_000, weight=len)
 
 def value_key(*parts: object) -> str:
     """A key naming its arguments by value: the repr of frozen dataclasses, tuples and
-    dicts of numbers and strings (floats repr exactly), e.g. a Chip with its dict of peaks."""
-    return repr(parts)
+    dicts of numbers and strings (floats repr exactly), e.g. a Chip with its dict of peaks.
+    A frozen dataclass's repr is kept per object (`_frozen_repr`): a sweep's points on one
+    system pass the same Chip again and again, and its repr is most of the key's cost."""
+    return "(" + ", ".join(_frozen_repr(p) for p in parts) + ")"
+
+
+_REPRS: dict[int, tuple[object, str]] = {}  # id -> (the object, kept alive; its repr)
+_REPRS_SIZE = 256
+
+
+def _frozen_repr(part: object) -> str:
+    """repr(part), remembered for a frozen dataclass instance (immutable: its repr cannot
+    change; the entry holds the object, so its id is not reused while the entry lives)."""
+    params = getattr(type(part), "__dataclass_params__", None)
+    if params is None or not params.frozen:
+        return repr(part)
+    kept = _REPRS.get(id(part))
+    if kept is not None and kept[0] is part:
+        return kept[1]
+    if len(_REPRS) >= _REPRS_SIZE:
+        _REPRS.clear()
+    text = repr(part)
+    _REPRS[id(part)] = (part, text)
+    return text
 
 
 def clear() -> None:
     for memo in ALL:
         memo.clear()
+    _REPRS.clear()
 
 
 def set_enabled(enabled: bool) -> None:
