@@ -92,18 +92,27 @@ TILINGS = Memo(50_000, weight=len)
 def value_key(*parts: object) -> str:
     """A key naming its arguments by value: the repr of frozen dataclasses, tuples and
     dicts of numbers and strings (floats repr exactly), e.g. a Chip with its dict of peaks.
-    A frozen dataclass's repr is kept per object (`_frozen_repr`): a sweep's points on one
-    system pass the same Chip again and again, and its repr is most of the key's cost."""
-    return "(" + ", ".join(_frozen_repr(p) for p in parts) + ")"
+    A frozen dataclass's repr is kept per object (`_value_repr`): a sweep's points on one
+    system pass the same Chip and network levels again and again, and their reprs are most
+    of the key's cost."""
+    return _value_repr(parts)
 
 
 _REPRS: dict[int, tuple[object, str]] = {}  # id -> (the object, kept alive; its repr)
 _REPRS_SIZE = 256
 
 
-def _frozen_repr(part: object) -> str:
-    """repr(part), remembered for a frozen dataclass instance (immutable: its repr cannot
-    change; the entry holds the object, so its id is not reused while the entry lives)."""
+def _value_repr(part: object) -> str:
+    """repr(part), built the way repr builds tuples, lists and dicts, with each frozen
+    dataclass instance's repr remembered (immutable: its repr cannot change; the entry
+    holds the object, so its id is not reused while the entry lives)."""
+    if type(part) is tuple:
+        inner = ", ".join(_value_repr(x) for x in part)
+        return f"({inner},)" if len(part) == 1 else f"({inner})"
+    if type(part) is list:
+        return "[" + ", ".join(_value_repr(x) for x in part) + "]"
+    if type(part) is dict:
+        return "{" + ", ".join(f"{_value_repr(k)}: {_value_repr(v)}" for k, v in part.items()) + "}"
     params = getattr(type(part), "__dataclass_params__", None)
     if params is None or not params.frozen:
         return repr(part)
