@@ -284,3 +284,29 @@ def test_no_default_table_where_the_chip_or_its_memory_is_not_the_measured_one()
     s.system.accelerator.bf16_tflops = 500
     assert resolve_system(s, Path("setup.txt")).chip.kernel_tables == ()
     assert _chip("H100-SXM5-80GB", "trtllm").kernel_tables == TABLE_KINDS
+
+
+def test_grid_groups_a_random_table_as_the_rows_say():
+    """kernel_db._grid (one sort) against the plain reading of each row: a random table of
+    (m, n, k) points in random order, some measured up to three times, gives per (n, k) the
+    ascending m and each point's mean latency (summed in row order), ms -> s."""
+    rng = random.Random(7)
+    rows: list[tuple[int, int, int, float]] = []
+    for _ in range(400):
+        point = (rng.choice((1, 16, 300, 4096)), rng.choice((0, 128, 8192)), rng.choice((64, 7168)))
+        rows += [(*point, rng.uniform(0.001, 2.0)) for _ in range(rng.choice((1, 1, 2, 3)))]
+    rng.shuffle(rows)
+    grid = kernel_db._grid([r[0] for r in rows], [r[2] for r in rows], [r[1] for r in rows],
+                           [r[3] for r in rows])  # fmt: skip
+    expected: dict[tuple[int, int], dict[int, list[float]]] = {}
+    for m, n, k, t in rows:
+        expected.setdefault((n, k), {}).setdefault(m, []).append(t)
+    assert sorted(grid.curves) == sorted(expected)
+    for key, by_m in expected.items():
+        curve = grid.curves[key]
+        assert curve.m == tuple(sorted(by_m))
+        assert curve.seconds == tuple(sum(by_m[m]) / len(by_m[m]) * 1e-3 for m in curve.m)
+    assert grid.n == tuple(sorted({n for n, _ in expected}))
+    assert grid.k == tuple(sorted({k for _, k in expected}))
+    one_n = kernel_db._grid([5, 1], [9, 9], None, [2.0, 4.0])
+    assert one_n.curves == {(0, 9): kernel_db.Curve((1, 5), (4e-3, 2e-3))}
