@@ -260,12 +260,21 @@ def _latency_table(
     for every charge."""
     menu = problem.kernels[k]
     out = np.full(charge.shape, complex(math.inf, 0.0))
+    by_sharding: dict[int, list[tuple[float, float, float, float]]] = {}
     for o, comp, mem, net, stored in terms:
+        by_sharding.setdefault(menu.sharding_index(o), []).append((comp, mem, net, stored))
+    for s, rows in by_sharding.items():
         index = [slice(None)] * charge.ndim
-        index[axis] = menu.sharding_index(o)
+        index[axis] = s
         at = tuple(index)
-        lat = _latency(problem, menu.overhead_s, comp, mem, net + charge[at])
-        out[at] = np.minimum(out[at], lat + 1j * stored)
+        # every option of sharding s at once, stacked on a leading axis: the same sums
+        # and maxima per element as one option at a time, then their least (complex
+        # minimum: latency first, stored weights second)
+        comp, mem, net, stored = (
+            np.array(c).reshape((-1,) + (1,) * (charge.ndim - 1)) for c in zip(*rows)
+        )
+        lat = _latency(problem, menu.overhead_s, comp, mem, net + charge[at][np.newaxis])
+        out[at] = np.minimum(out[at], np.minimum.reduce(lat + 1j * stored, axis=0))
     return out
 
 
