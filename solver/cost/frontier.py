@@ -251,39 +251,18 @@ def fusion_points(
     """fusion_menu and whether it sampled a status frontier (so it may miss a tile that
     some fused configuration would prefer). Cached (layers repeat their shapes)."""
     m, k, n = int(m), int(k), int(n)
-    buf, a, b, fam, tm, tn = _candidates(m, k, n)
-    fits = buf <= buffer_elements
-    if not fits.any():
+    found = _status_fronts(m, k, n, buffer_elements, a_states, b_states, c_states)
+    if found is None:
         return (), False
-    # only the tiles that fit alone can fit with anything added: work on those
-    buf, a, b, fam, tm, tn = (x[fits] for x in (buf, a, b, fam, tm, tn))
-    fits = np.arange(len(buf))
-    sizes = {"a": m * k, "b": k * n}
+    (buf, a, b, fam, tm, tn), fronts = found
     chosen: set[int] = set()
     sampled = False
-    for sa in a_states:
-        for sb in b_states:
-            for sc in c_states:
-                sram = buf.copy()
-                traffic = np.zeros_like(buf)
-                for state, q, full in ((sa, a, sizes["a"]), (sb, b, sizes["b"])):
-                    if state == DRAM:
-                        traffic = traffic + q
-                    elif state == FUSED:
-                        sram = sram + np.where(q > full, full, 0)
-                    else:
-                        sram = sram + full
-                if sc == FUSED:
-                    sram = sram + 2 * tm * tn
-                ok = fits[sram[fits] <= buffer_elements]
-                if not len(ok):
-                    continue
-                front = _pareto_2d(sram, traffic, ok)
-                every = size if (sa, sb, sc) == (DRAM, DRAM, DRAM) else max(2, size // 4)
-                if len(front) <= EXACT_FRONTIER_FACTOR * size:
-                    every = len(front)  # short: every tile optimal for this status stays
-                sampled = sampled or every < len(front)
-                chosen.update(_sample(front, sram, every))
+    for status, front, sram in fronts:
+        every = size if status == (DRAM, DRAM, DRAM) else max(2, size // 4)
+        if len(front) <= EXACT_FRONTIER_FACTOR * size:
+            every = len(front)  # short: every tile optimal for this status stays
+        sampled = sampled or every < len(front)
+        chosen.update(_sample(front, sram, every))
     # one tile per distinct (buffer, a, b, Tm*Tn): equal costs in every status
     unique: dict[tuple[int, int, int, int], int] = {}
     for i in sorted(chosen, key=lambda i: (buf[i], a[i] + b[i], fam[i], tm[i], tn[i])):
@@ -302,6 +281,53 @@ def fusion_points(
         for i in unique.values()
     )
     return points, sampled
+
+
+@functools.lru_cache(maxsize=256)
+def _status_fronts(
+    m: int,
+    k: int,
+    n: int,
+    buffer_elements: float,
+    a_states: tuple[str, ...],
+    b_states: tuple[str, ...],
+    c_states: tuple[str, ...],
+) -> (
+    tuple[tuple[np.ndarray, ...], tuple[tuple[tuple[str, str, str], np.ndarray, np.ndarray], ...]]
+    | None
+):
+    """The candidate tiles that fit alone (buffer, a, b, family, Tm, Tn) and, per operand
+    status, its (SRAM, traffic) frontier with the SRAM it was cut on; None when no tile
+    fits. Shared by every menu size `fusion_points` samples (the tile groups keep each
+    frontier whole, the menus sample it): computed once a shape. Read-only arrays."""
+    buf, a, b, fam, tm, tn = _candidates(m, k, n)
+    fits = buf <= buffer_elements
+    if not fits.any():
+        return None
+    # only the tiles that fit alone can fit with anything added: work on those
+    buf, a, b, fam, tm, tn = (x[fits] for x in (buf, a, b, fam, tm, tn))
+    fits = np.arange(len(buf))
+    sizes = {"a": m * k, "b": k * n}
+    fronts = []
+    for sa in a_states:
+        for sb in b_states:
+            for sc in c_states:
+                sram = buf.copy()
+                traffic = np.zeros_like(buf)
+                for state, q, full in ((sa, a, sizes["a"]), (sb, b, sizes["b"])):
+                    if state == DRAM:
+                        traffic = traffic + q
+                    elif state == FUSED:
+                        sram = sram + np.where(q > full, full, 0)
+                    else:
+                        sram = sram + full
+                if sc == FUSED:
+                    sram = sram + 2 * tm * tn
+                ok = fits[sram[fits] <= buffer_elements]
+                if not len(ok):
+                    continue
+                fronts.append(((sa, sb, sc), _pareto_2d(sram, traffic, ok), sram))
+    return (buf, a, b, fam, tm, tn), tuple(fronts)
 
 
 def tile_point(m: int, k: int, n: int, family: str, tile_m: int, tile_n: int) -> TilePoint | None:
