@@ -209,11 +209,12 @@ def _pareto_2d(sram: np.ndarray, traffic: np.ndarray, idx: np.ndarray) -> np.nda
     return order[t < best_before]
 
 
-def _sample(front: np.ndarray, sram: np.ndarray, size: int) -> list[int]:
-    """At most ~size indices of a frontier: both extremes and log-spaced buffers between."""
+def _sample(front: np.ndarray, sram_at_front: np.ndarray, size: int) -> list[int]:
+    """At most ~size indices of a frontier (`sram_at_front`: the SRAM at each of its points):
+    both extremes and log-spaced buffers between."""
     if len(front) <= size:
         return [int(i) for i in front]
-    buffers = sram[front].astype(float)
+    buffers = sram_at_front.astype(float)
     lo = max(buffers[0], 1.0)
     targets = np.geomspace(lo, max(buffers[-1], lo), size)
     chosen = {int(np.searchsorted(buffers, t, side="right") - 1) for t in targets}
@@ -257,12 +258,12 @@ def fusion_points(
     (buf, a, b, fam, tm, tn), fronts = found
     chosen: set[int] = set()
     sampled = False
-    for status, front, sram in fronts:
+    for status, front, sram_at_front in fronts:
         every = size if status == (DRAM, DRAM, DRAM) else max(2, size // 4)
         if len(front) <= EXACT_FRONTIER_FACTOR * size:
             every = len(front)  # short: every tile optimal for this status stays
         sampled = sampled or every < len(front)
-        chosen.update(_sample(front, sram, every))
+        chosen.update(_sample(front, sram_at_front, every))
     # one tile per distinct (buffer, a, b, Tm*Tn): equal costs in every status
     unique: dict[tuple[int, int, int, int], int] = {}
     for i in sorted(chosen, key=lambda i: (buf[i], a[i] + b[i], fam[i], tm[i], tn[i])):
@@ -283,7 +284,7 @@ def fusion_points(
     return points, sampled
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=32)
 def _status_fronts(
     m: int,
     k: int,
@@ -296,10 +297,11 @@ def _status_fronts(
     tuple[tuple[np.ndarray, ...], tuple[tuple[tuple[str, str, str], np.ndarray, np.ndarray], ...]]
     | None
 ):
-    """The candidate tiles that fit alone (buffer, a, b, family, Tm, Tn) and, per operand
-    status, its (SRAM, traffic) frontier with the SRAM it was cut on; None when no tile
-    fits. Shared by every menu size `fusion_points` samples (the tile groups keep each
-    frontier whole, the menus sample it): computed once a shape. Read-only arrays."""
+    """Per operand status, the (SRAM, traffic) frontier of the candidate tiles that fit
+    alone; None when no tile fits. Shared by every menu size `fusion_points` samples (the
+    tile groups keep each frontier whole, the menus sample it): computed once a shape, then
+    kept small: the tiles on some frontier (buffer, a, b, family, Tm, Tn, in candidate
+    order) and per status its frontier as indices into them with their SRAM there."""
     buf, a, b, fam, tm, tn = _candidates(m, k, n)
     fits = buf <= buffer_elements
     if not fits.any():
@@ -326,8 +328,17 @@ def _status_fronts(
                 ok = fits[sram[fits] <= buffer_elements]
                 if not len(ok):
                     continue
-                fronts.append(((sa, sb, sc), _pareto_2d(sram, traffic, ok), sram))
-    return (buf, a, b, fam, tm, tn), tuple(fronts)
+                front = _pareto_2d(sram, traffic, ok)
+                fronts.append(((sa, sb, sc), front, sram[front]))
+    if not fronts:
+        return (buf[:0], a[:0], b[:0], fam[:0], tm[:0], tn[:0]), ()
+    kept = np.unique(np.concatenate([front for _, front, _ in fronts]))  # ascending
+    at = {int(i): j for j, i in enumerate(kept)}
+    compact = tuple(
+        (status, np.array([at[int(i)] for i in front], dtype=np.int64), sram)
+        for status, front, sram in fronts
+    )
+    return (buf[kept], a[kept], b[kept], fam[kept], tm[kept], tn[kept]), compact
 
 
 def tile_point(m: int, k: int, n: int, family: str, tile_m: int, tile_n: int) -> TilePoint | None:

@@ -243,3 +243,37 @@ def test_default_menu_holds_every_status_frontier_of_a_small_gemm(m, k, n, cap) 
             for p in menu
         }
         assert set(front) <= got, (status, sorted(set(front) - got))
+
+
+def test_sampled_menus_are_drawn_from_the_whole_status_frontiers() -> None:
+    """A random family of shapes, buffers and operand statuses: every tile a sampled menu
+    (size 2, 4, 10) keeps is on the whole status frontiers (the tile groups' menu, size
+    WHOLE), both extremes of the all-DRAM frontier are in every menu, and each menu is a
+    set of distinct (buffer, a, b, Tm x Tn) tiles that fit the buffer."""
+    import random
+
+    rng = random.Random(11)
+    statuses = [(frontier.DRAM,), (frontier.DRAM, frontier.FUSED),
+                (frontier.DRAM, frontier.FUSED, frontier.HELD)]  # fmt: skip
+    for _ in range(40):
+        m, k, n = (rng.choice([1, 24, 300, 1024, 4096, 28672]) for _ in range(3))
+        cap = rng.choice([2e3, 1e5, 3e6, 4e8])
+        st = (rng.choice(statuses), rng.choice(statuses), rng.choice(statuses[:2]))
+        whole, _ = frontier.fusion_points(m, k, n, cap, frontier.WHOLE, *st)
+        dram_only, _ = frontier.fusion_points(
+            m, k, n, cap, frontier.WHOLE, *((frontier.DRAM,),) * 3
+        )
+        for size in (2, 4, 10):
+            menu, _ = frontier.fusion_points(m, k, n, cap, size, *st)
+            assert set(menu) <= set(whole)
+            assert all(p.buffer <= cap for p in menu)
+            keys = [(p.buffer, p.a_traffic, p.b_traffic, p.tile_m * p.tile_n) for p in menu]
+            assert len(keys) == len(set(keys))
+            if dram_only:
+                ends = {
+                    min(dram_only, key=lambda p: p.buffer),
+                    min(dram_only, key=lambda p: p.traffic),
+                }
+                assert {(p.buffer, p.traffic) for p in ends} <= {
+                    (p.buffer, p.traffic) for p in menu
+                }
