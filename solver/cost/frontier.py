@@ -74,6 +74,22 @@ def _candidates(m: int, k: int, n: int) -> tuple[np.ndarray, ...]:
 _FAMILIES = TILE_FAMILIES  # the words a pin (schema.tiles) and plan.txt use
 
 
+def _point(tiles: tuple[np.ndarray, ...], i: int, c_elements: int) -> TilePoint:
+    """Candidate i of `_candidates`' arrays (buffer, a, b, family, Tm, Tn) as a TilePoint;
+    its traffic is a + b + the output written once (`c_elements`)."""
+    buf, a, b, fam, tm, tn = tiles
+    return TilePoint(
+        int(buf[i]),
+        int(a[i] + b[i] + c_elements),
+        int(a[i]),
+        int(b[i]),
+        c_elements,
+        _FAMILIES[fam[i]],
+        int(tm[i]),
+        int(tn[i]),
+    )
+
+
 @functools.lru_cache(maxsize=4096)
 def gemm_frontier(m: int, k: int, n: int) -> tuple[TilePoint, ...]:
     """Pareto frontier (buffer ascending, traffic strictly descending)."""
@@ -84,20 +100,7 @@ def gemm_frontier(m: int, k: int, n: int) -> tuple[TilePoint, ...]:
     best = np.minimum.accumulate(traffic[order])
     keep = np.ones(len(order), dtype=bool)
     keep[1:] = best[1:] < best[:-1]
-    out = []
-    for i in order[keep]:
-        out.append(
-            TilePoint(
-                int(buf[i]),
-                int(traffic[i]),
-                int(a[i]),
-                int(b[i]),
-                m * n,
-                _FAMILIES[fam[i]],
-                int(tm[i]),
-                int(tn[i]),
-            )
-        )
+    out = [_point((buf, a, b, fam, tm, tn), int(i), m * n) for i in order[keep]]
     return tuple(out)
 
 
@@ -252,7 +255,7 @@ def fusion_points(
     """fusion_menu and whether it sampled a status frontier (so it may miss a tile that
     some fused configuration would prefer). Cached (layers repeat their shapes)."""
     m, k, n = int(m), int(k), int(n)
-    found = _status_fronts(m, k, n, buffer_elements, a_states, b_states, c_states)
+    found = _status_fronts((m, k, n), buffer_elements, (a_states, b_states, c_states))
     if found is None:
         return (), False
     (buf, a, b, fam, tm, tn), fronts = found
@@ -268,31 +271,15 @@ def fusion_points(
     unique: dict[tuple[int, int, int, int], int] = {}
     for i in sorted(chosen, key=lambda i: (buf[i], a[i] + b[i], fam[i], tm[i], tn[i])):
         unique.setdefault((int(buf[i]), int(a[i]), int(b[i]), int(tm[i] * tn[i])), i)
-    points = tuple(
-        TilePoint(
-            int(buf[i]),
-            int(a[i] + b[i] + m * n),
-            int(a[i]),
-            int(b[i]),
-            m * n,
-            _FAMILIES[fam[i]],
-            int(tm[i]),
-            int(tn[i]),
-        )
-        for i in unique.values()
-    )
+    points = tuple(_point((buf, a, b, fam, tm, tn), i, m * n) for i in unique.values())
     return points, sampled
 
 
 @functools.lru_cache(maxsize=32)
 def _status_fronts(
-    m: int,
-    k: int,
-    n: int,
+    shape: tuple[int, int, int],
     buffer_elements: float,
-    a_states: tuple[str, ...],
-    b_states: tuple[str, ...],
-    c_states: tuple[str, ...],
+    states: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]],
 ) -> (
     tuple[tuple[np.ndarray, ...], tuple[tuple[tuple[str, str, str], np.ndarray, np.ndarray], ...]]
     | None
@@ -301,7 +288,10 @@ def _status_fronts(
     alone; None when no tile fits. Shared by every menu size `fusion_points` samples (the
     tile groups keep each frontier whole, the menus sample it): computed once a shape, then
     kept small: the tiles on some frontier (buffer, a, b, family, Tm, Tn, in candidate
-    order) and per status its frontier as indices into them with their SRAM there."""
+    order) and per status its frontier as indices into them with their SRAM there.
+    `shape`: (M, K, N); `states`: the statuses of A, B and C."""
+    m, k, n = shape
+    a_states, b_states, c_states = states
     buf, a, b, fam, tm, tn = _candidates(m, k, n)
     fits = buf <= buffer_elements
     if not fits.any():
