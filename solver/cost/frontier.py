@@ -323,11 +323,7 @@ def _status_fronts(
     if not fronts:
         return (buf[:0], a[:0], b[:0], fam[:0], tm[:0], tn[:0]), ()
     kept = np.unique(np.concatenate([front for _, front, _ in fronts]))  # ascending
-    at = {int(i): j for j, i in enumerate(kept)}
-    compact = tuple(
-        (status, np.array([at[int(i)] for i in front], dtype=np.int64), sram)
-        for status, front, sram in fronts
-    )
+    compact = tuple((status, np.searchsorted(kept, front), sram) for status, front, sram in fronts)
     return (buf[kept], a[kept], b[kept], fam[kept], tm[kept], tn[kept]), compact
 
 

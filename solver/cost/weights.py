@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass, replace
 
 from generator.graph import Kernel, OperandRole, Pass, Phase, Workload
-from solver.by_identity import ByIdentity
 from solver.cost.collectives import bytes_sent_per_chip, hierarchical_time
 from solver.cost.memo import per_phases
 from solver.cost.problem import REPLICATED, KernelMenu, MappingProblem, Span, WeightFact
@@ -215,22 +214,11 @@ def floor_weights(problem: MappingProblem, stored: float) -> StepWeights:
     return StepWeights(sync["all_reduce"], sync["all_gather"], min(own, stored - others))
 
 
-# per problem object: _least_needs (the latest few problems)
-_LEAST_NEEDS: ByIdentity[tuple[dict[str, float], set[str], dict[str, set[float]]]] = ByIdentity(8)
-
-
 def _least_needs(
     problem: MappingProblem,
 ) -> tuple[dict[str, float], set[str], dict[str, set[float]]]:
     """Per weight: the least any plan stores (the max over its readers of their least
-    need), whether a reader replicates it in every option, and every need of its readers.
-    Once per problem object (read-only: the DRAM split asks it several times a graph)."""
-    return _LEAST_NEEDS.get(problem, lambda: _compute_least_needs(problem))
-
-
-def _compute_least_needs(
-    problem: MappingProblem,
-) -> tuple[dict[str, float], set[str], dict[str, set[float]]]:
+    need), whether a reader replicates it in every option, and every need of its readers."""
     least: dict[str, float] = {}
     must: set[str] = set()
     needs: dict[str, set[float]] = {}

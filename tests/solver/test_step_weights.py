@@ -197,11 +197,10 @@ def test_floor_of_replicas_of_two_kinds_never_exceeds_a_plan():
 
         return SimpleNamespace(options=(opt(split, ()), opt(full, (w,))))
 
-    class Problem(SimpleNamespace):  # held weakly by the per-problem cache, as a real one
-        pass
-
     facts = (WeightFact("A", 4.0, "all_reduce"), WeightFact("B", 6.0, "all_gather"))
-    problem = Problem(kernels=(menu("A", 1.0, 4.0), menu("B", 1.5, 6.0)), weight_facts=facts)
+    problem = SimpleNamespace(
+        kernels=(menu("A", 1.0, 4.0), menu("B", 1.5, 6.0)), weight_facts=facts
+    )
     floor = floor_weights(problem, 5.5)
     assert floor == StepWeights(all_gather=4.0)
     # every plan storing >= 5.5: A whole (all-reduce 4) or B whole (all-gather 6) or both
