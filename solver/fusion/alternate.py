@@ -23,6 +23,7 @@ from solver.cost.problem import KernelMenu, MappingProblem
 from solver.fusion.bridges import solve_singles
 from solver.fusion.compose import compose
 from solver.fusion.first_plan import first_plan
+from solver.fusion.fused_bound import fused_bound
 from solver.fusion.segment_search import (
     GraphSolution,
     SearchStats,
@@ -157,51 +158,39 @@ def alternate(
     """`prove`: False returns the alternation's plan at the root bound without the proof
     search (`stats.proof_deferred`): the caller bounds it another way first. `on_plan`:
     called once the greedy first plan is held, before the seed and the rounds improve it
-    (solve.solve_graph computes the valve's bound there, inside the valve's window)."""
+    (solve.solve_graph computes the valve's bound there, inside the valve's window).
+    The rounds run in chains of at most ROUNDS: from the one-configuration bound's
+    shardings (solver.fusion.fused_bound: where one long configuration holds most kernels,
+    the trade it makes between replicated compute and collectives), then from the first
+    plan's."""
     deadline = deadline_of(options)
     start = _first_plan(problem, options, stats, deadline, on_plan)
     if start is None:
         return GraphSolution((), (), math.inf, math.inf, "infeasible", stats)
     best, sharding = start
     stats.saw_plan(best.objective_s)
-    root = best.bound_s
+    fused = fused_bound(problem, until_deadline(options, deadline))
+    root = max(best.bound_s, fused.bound_s)
+    if fused.bound_s > best.bound_s:
+        stats.notes.append(FUSED_NOTE)
+    seeds = [list(fused.shardings), sharding] if fused.shardings else [sharding]
     tried: set[tuple[str, ...]] = set()
-    restricted = replace(options, max_paths=min(options.max_paths, ALTERNATION_PATHS))
-    for _ in range(ROUNDS):
-        key = tuple(sharding)
-        if key in tried:
-            break
-        if past(deadline):  # the valve, not a budget: the stop says so
-            stats.stop = "time_limit"
-            break
+    for seed in seeds:
+        sharding = seed
+        for _ in range(ROUNDS):
+            if tuple(sharding) in tried:
+                break
+            if past(deadline):  # the valve, not a budget: the stop says so
+                stats.stop = "time_limit"
+                break
+            if best.objective_s <= root * (1 + options.gap):
+                return with_bound(best, root, stats, options.gap)
+            tried.add(tuple(sharding))
+            best, sharding = _round(problem, options, stats, deadline, best, sharding)
+            if not sharding:
+                break
         if best.objective_s <= root * (1 + options.gap):
             return with_bound(best, root, stats, options.gap)
-        sub, back = restrict(problem, sharding)
-        tried.add(key)
-        seg_sol = segment_search(sub, restricted, stats, deadline=deadline)
-        if not math.isfinite(seg_sol.objective_s):
-            break
-        choice = tuple(back[k][o] for k, o in enumerate(seg_sol.choice))
-        if seg_sol.objective_s < best.objective_s * (1 - 1e-12):
-            best = GraphSolution(
-                seg_sol.configs, choice, seg_sol.objective_s, root, "time_limit", stats
-            )
-        if best.objective_s <= root * (1 + options.gap):
-            return with_bound(best, root, stats, options.gap)
-        # a heuristic step (the proof is segment_search's, and the incumbent is its warm
-        # start): capped in nodes, the same on every machine (HiGHS's root is not counted
-        # in nodes: on a large fused menu only the valve bounds it)
-        nodes = min(options.nodes, ALTERNATION_NODES)
-        step = replace(until_deadline(options, deadline), node_limit=nodes)
-        fixed = solve_configurations(problem, seg_sol.configs, step, start_choice=choice)
-        stats.add(fixed)
-        if fixed.objective_s < best.objective_s * (1 - 1e-12):
-            best = GraphSolution(
-                seg_sol.configs, fixed.choice, fixed.objective_s, root, "time_limit", stats
-            )
-        if not fixed.choice:
-            break
-        sharding = _shardings(problem, fixed.choice)
     stats.notes.append(
         f"alternation: {len(tried)} sharding assignment(s); proof search until the bound "
         "meets the incumbent or a work budget runs out"
@@ -214,7 +203,55 @@ def alternate(
     if not prove and math.isfinite(best.objective_s):
         stats.proof_deferred = True
         return with_bound(best, root, stats, options.gap)
-    return prove_plan(problem, best, options, stats, deadline)
+    proven = prove_plan(problem, best, options, stats, deadline)
+    final = with_bound(proven, max(proven.bound_s, root), stats, options.gap)
+    if final.status == "optimal":
+        stats.stop = ""  # the fused bound closed what the proof search's budget left open
+    return final
+
+
+FUSED_NOTE = (
+    "bound: every kernel in one configuration with the SRAM limit lifted "
+    "(solver.fusion.fused_bound), above the segment bounds"
+)
+
+
+def _round(
+    problem: MappingProblem,
+    options: SolverOptions,
+    stats: SearchStats,
+    deadline: float,
+    best: GraphSolution,
+    sharding: list[str],
+) -> tuple[GraphSolution, list[str]]:
+    """One alternation round from `sharding`: the exact segmentation for it, then one MILP
+    re-choosing every option over that segmentation. Returns the better plan and the next
+    round's shardings ([] when the round found nothing to go on with)."""
+    root = best.bound_s
+    restricted = replace(options, max_paths=min(options.max_paths, ALTERNATION_PATHS))
+    sub, back = restrict(problem, sharding)
+    seg_sol = segment_search(sub, restricted, stats, deadline=deadline)
+    if not math.isfinite(seg_sol.objective_s):
+        return best, []
+    choice = tuple(back[k][o] for k, o in enumerate(seg_sol.choice))
+    if seg_sol.objective_s < best.objective_s * (1 - 1e-12):
+        best = GraphSolution(
+            seg_sol.configs, choice, seg_sol.objective_s, root, "time_limit", stats
+        )
+    # a heuristic step (the proof is segment_search's, and the incumbent is its warm
+    # start): capped in nodes, the same on every machine (HiGHS's root is not counted
+    # in nodes: on a large fused menu only the valve bounds it)
+    nodes = min(options.nodes, ALTERNATION_NODES)
+    step = replace(until_deadline(options, deadline), node_limit=nodes)
+    fixed = solve_configurations(problem, seg_sol.configs, step, start_choice=choice)
+    stats.add(fixed)
+    if fixed.objective_s < best.objective_s * (1 - 1e-12):
+        best = GraphSolution(
+            seg_sol.configs, fixed.choice, fixed.objective_s, root, "time_limit", stats
+        )
+    if not fixed.choice:
+        return best, []
+    return best, _shardings(problem, fixed.choice)
 
 
 def prove_plan(
