@@ -171,6 +171,7 @@ def alternate(
     stats.saw_plan(best.objective_s)
     fused = fused_bound(problem, until_deadline(options, deadline))
     root = max(best.bound_s, fused.bound_s)
+    stats.fused_bound_s = fused.bound_s
     if fused.bound_s > best.bound_s:
         stats.notes.append(FUSED_NOTE)
     seeds = [list(fused.shardings), sharding] if fused.shardings else [sharding]
@@ -230,7 +231,7 @@ def _round(
     root = best.bound_s
     restricted = replace(options, max_paths=min(options.max_paths, ALTERNATION_PATHS))
     sub, back = restrict(problem, sharding)
-    seg_sol = segment_search(sub, restricted, stats, deadline=deadline)
+    seg_sol = segment_search(sub, restricted, stats, deadline=deadline, heuristic=True)
     if not math.isfinite(seg_sol.objective_s):
         return best, []
     choice = tuple(back[k][o] for k, o in enumerate(seg_sol.choice))

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from solver.by_identity import ByIdentity
 from solver.cost.problem import KernelMenu, MappingProblem
 from solver.milp.model import solve_configurations
-from solver.options import SolverOptions
+from solver.options import VALVE_STOP, SolverOptions
 
 FUSED_NODES = 200  # branch-and-bound nodes of the one-configuration MILP
 LEAST_TILE = "least costs of every tile"  # a relaxed option's tile text (never a plan's)
@@ -50,7 +50,9 @@ def fused_bound(problem: MappingProblem, options: SolverOptions) -> FusedBound:
     relaxed = _ONE.get(problem, lambda: one_configuration_problem(problem))
     found = _DONE.get(relaxed)
     if found is None:
-        found = _DONE[relaxed] = _fused_bound(relaxed, options)
+        found, complete = _fused_bound(relaxed, options)
+        if complete:  # a bound the valve cut short is not kept: it depends on the clock
+            _DONE[relaxed] = found
         while len(_DONE) > KEPT:
             del _DONE[next(iter(_DONE))]
     return found
@@ -61,16 +63,18 @@ _ONE: ByIdentity[MappingProblem] = ByIdentity()
 _DONE: dict[MappingProblem, FusedBound] = {}
 
 
-def _fused_bound(relaxed: MappingProblem, options: SolverOptions) -> FusedBound:
+def _fused_bound(relaxed: MappingProblem, options: SolverOptions) -> tuple[FusedBound, bool]:
+    """The bound and whether its MILP ran to its own end (not stopped by the valve)."""
     every = [list(range(len(relaxed.kernels)))]
     step = replace(options, node_limit=min(options.nodes, FUSED_NODES), gap=options.gap / 2)
     r = solve_configurations(relaxed, every, step)
+    complete = r.stop != VALVE_STOP
     if r.status == "infeasible" or not math.isfinite(r.bound_s):
         # no labelling fits the DRAM capacity row: nothing does, but that is the
         # search's to say; this bound claims nothing
-        return FusedBound(0.0, ())
+        return FusedBound(0.0, ()), complete
     shardings = tuple(m.options[o].sharding for m, o in zip(relaxed.kernels, r.choice))
-    return FusedBound(max(0.0, r.bound_s), shardings if r.choice else ())
+    return FusedBound(max(0.0, r.bound_s), shardings if r.choice else ()), complete
 
 
 def one_configuration_problem(problem: MappingProblem) -> MappingProblem:

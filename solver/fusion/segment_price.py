@@ -28,6 +28,9 @@ from solver.fusion.period import Periodicity, periodicity
 from solver.milp.conversions import descendants
 
 FRONT_LIMIT = 20_000  # Pareto states per front before giving up (the caller falls back)
+# a heuristic sweep (`thin_bytes` > 0) keeps one state per SRAM slice of this many per SRAM
+THIN_SLICES = 2048
+THIN_ROWS = 256  # start positions a heuristic sweep prices on a larger graph
 DEADLINE_STRIDE = 64  # kernels a row sweeps between two looks at the valve
 
 
@@ -44,16 +47,29 @@ def pure_knapsack(problem: MappingProblem) -> bool:
     return True
 
 
-def fixed_sharding_prices(problem: MappingProblem, deadline: float = math.inf) -> np.ndarray | None:
+def fixed_sharding_prices(
+    problem: MappingProblem, deadline: float = math.inf, thin: bool = False
+) -> np.ndarray | None:
     """prices[i, j]: exact latency (seconds) of segment [i, j) as one configuration, inf
     where no tiling fits the SRAM. None when the problem is not a pure tiling knapsack
     (a kernel has several shardings, or tilings that change compute or network time), a
-    front grows past FRONT_LIMIT or the sweep passes `deadline` (perf_counter seconds)."""
+    front grows past FRONT_LIMIT or the sweep passes `deadline` (perf_counter seconds).
+    `thin`: fronts thinned to one state per SRAM slice (KnapsackPricer): every price is
+    then a real configuration's, at or above the exact one (a heuristic's prices); on more
+    than THIN_ROWS kernels, only segments starting at the THIN_ROWS narrowest cuts
+    (`narrow_starts`) are priced, the rest left inf."""
     if not pure_knapsack(problem):
         return None
-    pricer = KnapsackPricer(problem)
+    pricer = KnapsackPricer(problem, problem.sram_bytes / THIN_SLICES if thin else 0.0)
     n = len(problem.kernels)
     prices = np.full((n, n + 1), math.inf)
+    if thin and n > THIN_ROWS:
+        for i in narrow_starts(problem, THIN_ROWS):
+            if time.perf_counter() > deadline:
+                return None
+            if not pricer.row(i, n, prices[i], deadline=deadline):
+                return None
+        return prices
     period = periodicity(problem)
     if period is not None:
         return prices if _periodic_rows(pricer, prices, period, deadline) else None
@@ -63,6 +79,27 @@ def fixed_sharding_prices(problem: MappingProblem, deadline: float = math.inf) -
         if not pricer.row(i, n, prices[i], deadline=deadline):
             return None
     return prices
+
+
+def narrow_starts(problem: MappingProblem, count: int) -> list[int]:
+    """Position 0 and, in each of `count` - 1 equal windows of the order after it, the
+    position where the fewest bytes cross (each producer's least output, from it to its
+    last consumer): a cut a segmentation is likely to take, at most a window apart."""
+    n = len(problem.kernels)
+    crossing = np.zeros(n + 1)
+    for k, menu in enumerate(problem.kernels):
+        outs = [e.dst for e in problem.out_edges(k)]
+        if outs:
+            least = min(o.traffic_of(menu.output_operand) for o in menu.options)
+            crossing[k + 1] += least
+            crossing[max(outs) + 1] -= least
+    bytes_at = np.cumsum(crossing)  # bytes_at[i]: crossing just before position i
+    width = -(-(n - 1) // max(1, count - 1))
+    starts = [0]
+    for a in range(1, n, width):
+        window = bytes_at[a : min(n, a + width)]
+        starts.append(a + int(np.argmin(window)))
+    return starts
 
 
 def _periodic_rows(
@@ -170,10 +207,16 @@ class KnapsackPricer:
     """The exact knapsack prices of segments from one start position, one sweep per row.
     Kernels' (buffer, traffic) points are built on first use."""
 
-    def __init__(self, problem: MappingProblem):
+    def __init__(self, problem: MappingProblem, thin_bytes: float = 0.0):
+        """`thin_bytes` > 0: after each merge the running front keeps, of the states whose
+        buffers fall in one slice of that many bytes, only the one of least traffic (a
+        real state, so a price stays a configuration that fits, never below the exact
+        one): fronts of at most SRAM / thin_bytes states, for heuristic sweeps over long
+        segments whose exact fronts grow past FRONT_LIMIT."""
         self.problem = problem
         self.pure = pure_knapsack(problem)
         self.cap = problem.sram_bytes * (1 + 1e-9)
+        self.thin_bytes = thin_bytes if math.isfinite(thin_bytes) else 0.0
         self._kernels: dict[int, KernelTraffic] = {}
         self._conv_in: dict[int, float] = {}
 
@@ -288,6 +331,8 @@ class KnapsackPricer:
             else:
                 still.append(p)
         final = _merge_all(final, joining, self.cap)
+        if self.thin_bytes > 0 and joining:
+            final = _thinned(final, self.thin_bytes)
         # buffers of waiting kernels only grow: rows that leave them no room are dead
         room = self.cap - sum(float(self._kernels[p].choices(i, j)[0, 0]) for p in still)
         return final[: int(np.searchsorted(final[:, 0], room, side="right"))], still
@@ -453,6 +498,16 @@ def _shifted(front: np.ndarray, moves: list[np.ndarray], cap: float) -> np.ndarr
     ):
         return pareto(np.stack([buf, traffic], axis=1))
     return np.stack([buf, traffic], axis=1)
+
+
+def _thinned(front: np.ndarray, slice_bytes: float) -> np.ndarray:
+    """Of a front's states (by increasing buffer, falling traffic) whose buffers share one
+    slice of `slice_bytes`, the last (least traffic)."""
+    if len(front) < 2:
+        return front
+    slices = np.floor(front[:, 0] / slice_bytes)
+    last = np.append(slices[1:] != slices[:-1], True)
+    return front[last]
 
 
 def _least_traffic(front: np.ndarray, choices: np.ndarray, cap: float) -> float:

@@ -63,6 +63,9 @@ class SearchStats:
     # the large-graph search returned its alternation's plan unproven, as asked
     # (alternate's `prove`): the caller runs the proof when its own bound falls short
     proof_deferred: bool = False
+    # the one-configuration bound over every tile (solver.fusion.fused_bound) when the
+    # alternation computed one, else 0
+    fused_bound_s: float = 0.0
 
     def saw_plan(self, objective_s: float) -> None:
         """Note the CPU time of the first plan (a finite objective)."""
@@ -106,11 +109,15 @@ def segment_search(
     stats: SearchStats,
     incumbent_solution: GraphSolution | None = None,
     deadline: float = math.inf,
+    heuristic: bool = False,
 ) -> GraphSolution:
     """Exact search; with an incumbent it only looks for better solutions. It stops with
     the best bound proven so far when a work budget runs out (`options.max_paths`,
-    `options.max_priced`) or at the valve's `deadline` (perf_counter seconds)."""
-    search = _ExactSearch(problem, options, stats, deadline)
+    `options.max_priced`) or at the valve's `deadline` (perf_counter seconds).
+    `heuristic`: with one sharding per kernel, segments are priced from thinned fronts
+    (segment_price.fixed_sharding_prices): a plan whose cost is exact, no proof (the
+    alternation's rounds, solver.fusion.alternate)."""
+    search = _ExactSearch(problem, options, stats, deadline, heuristic)
     # Phase 1: price the segments of the best path until it is fully priced.
     early, h, path = search.price_best_path(incumbent_solution)
     if early is not None:
@@ -146,7 +153,12 @@ class _ExactSearch:
     bound of segment [i, j) (its exact price once in `priced`)."""
 
     def __init__(
-        self, problem: MappingProblem, options: SolverOptions, stats: SearchStats, deadline: float
+        self,
+        problem: MappingProblem,
+        options: SolverOptions,
+        stats: SearchStats,
+        deadline: float,
+        heuristic: bool = False,
     ):
         self.problem, self.options, self.stats = problem, options, stats
         self.deadline = min(deadline, deadline_of(options))
@@ -158,7 +170,7 @@ class _ExactSearch:
         self.priced: set[Segment] = set()
         single = all(len(m.shardings) == 1 for m in problem.kernels)
         self.pricer = KnapsackPricer(problem) if single else None
-        exact = fixed_sharding_prices(problem, self.deadline) if single else None
+        exact = fixed_sharding_prices(problem, self.deadline, heuristic) if single else None
         if exact is not None:
             # every segment priced exactly: the shortest path below is the optimum
             self.values = exact

@@ -57,10 +57,26 @@ def solve_graph(problem: MappingProblem, options: SolverOptions) -> GraphSolutio
     sol = _solve(problem, options, prove=False, on_plan=on_plan)
     rounds = options.tile_refinements
     refined = tile_refine.refine(problem, sol, options, _solve, deadline, rounds, valve_bound)
+    # the alternation's one-configuration bound holds over every tile: a floor under the
+    # refinement's, which a valve tripping before its relaxed searches leaves at the root
+    refined = _at_least(refined, sol.stats.fused_bound_s, options.gap)
     if refined.status == "optimal" or not sol.stats.proof_deferred or past(deadline):
         return refined
     proven = _deferred_proof(problem, sol, until_deadline(options, deadline))
     return _with_sampled_proof(refined, proven, options.gap)
+
+
+def _at_least(sol: GraphSolution, floor: float, gap: float) -> GraphSolution:
+    """`sol` with its bound raised to `floor` where that is higher (optimal when the
+    plan is then within `gap`)."""
+    if not math.isfinite(sol.objective_s) or floor <= sol.bound_s:
+        return sol
+    bound = min(floor, sol.objective_s)
+    stats = sol.stats
+    if tile_refine.closed(sol.objective_s, bound, gap):
+        stats = replace(stats, stop="")
+        return replace(sol, bound_s=bound, status="optimal", stats=stats)
+    return replace(sol, bound_s=bound)
 
 
 def _valve_bound(problem: MappingProblem) -> float:

@@ -19,7 +19,9 @@ from solver.fusion.segment_price import (
     KnapsackPricer,
     _merge,
     _merge_all,
+    _thinned,
     fixed_sharding_prices,
+    narrow_starts,
     pareto,
     segment_price,
 )
@@ -216,3 +218,69 @@ def test_knapsack_bound_without_sram_matches_milp_infeasibility() -> None:
     for j in range(1, 6):
         milp = solve_configurations(problem, [list(range(0, j))], SolverOptions(gap=0.0))
         assert milp.status == "infeasible" and row[j] == math.inf
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("dag", [False, True])
+def test_thinned_prices_never_below_the_exact_ones(seed: int, dag: bool) -> None:
+    """The heuristic sweep keeps real states only, so each price is a configuration that
+    fits, at or above the exact price (coarse slices raise prices on several members of
+    this family: `test_thinning_bites` keeps one of them honest)."""
+    problem, rng = _problem(seed, 10, dag)
+    fixed, _ = restrict(problem, [rng.choice(m.shardings) for m in problem.kernels])
+    exact = fixed_sharding_prices(fixed)
+    assert exact is not None
+    for slices in (4, 64, 1 << 20):
+        pricer = KnapsackPricer(fixed, fixed.sram_bytes / slices)
+        n = len(fixed.kernels)
+        for i in range(n):
+            row = np.full(n + 1, math.inf)
+            assert pricer.row(i, n, row)
+            assert (row >= exact[i] * (1 - 1e-12)).all(), (slices, i)
+            if slices == 1 << 20:  # slices far finer than any two buffers: exact
+                np.testing.assert_allclose(row, exact[i], rtol=1e-12)
+
+
+def test_thinned_front_keeps_the_least_traffic_state_of_each_slice() -> None:
+    """By hand: states (buffer, traffic) in slices of 10 bytes."""
+    front = np.array([[1.0, 90.0], [4.0, 80.0], [9.0, 70.0], [12.0, 60.0], [25.0, 50.0]])
+    thinned = _thinned(front, 10.0)
+    np.testing.assert_array_equal(thinned, [[9.0, 70.0], [12.0, 60.0], [25.0, 50.0]])
+
+
+def test_narrow_starts_take_the_least_crossing_position_of_each_window() -> None:
+    """A chain of 9 kernels with skip edges: the bytes crossing each position, counted by
+    hand from the least output of each producer to its last consumer."""
+    problem, _ = _problem(3, 9, False)
+    n = len(problem.kernels)
+    crossing = [0.0] * (n + 1)
+    for k, menu in enumerate(problem.kernels):
+        last = max((e.dst for e in problem.out_edges(k)), default=None)
+        if last is None:
+            continue
+        least = min(o.traffic_of(menu.output_operand) for o in menu.options)
+        for position in range(k + 1, last + 1):
+            crossing[position] += least
+    for count in (2, 3, 5, 9):
+        width = -(-(n - 1) // (count - 1))
+        expected = [0]
+        for a in range(1, n, width):
+            window = list(range(a, min(n, a + width)))
+            expected.append(min(window, key=lambda p: (crossing[p], p)))
+        assert narrow_starts(problem, count) == expected, count
+
+
+def test_thinning_bites() -> None:
+    """Slices of a quarter of the SRAM raise some price of this chain above the exact one
+    (the check above is not vacuous)."""
+    problem, rng = _problem(3, 10, False)
+    fixed, _ = restrict(problem, [rng.choice(m.shardings) for m in problem.kernels])
+    exact = fixed_sharding_prices(fixed)
+    thin = KnapsackPricer(fixed, fixed.sram_bytes / 4)
+    n = len(fixed.kernels)
+    raised = 0
+    for i in range(n):
+        row = np.full(n + 1, math.inf)
+        assert thin.row(i, n, row)
+        raised += int((row > exact[i] * (1 + 1e-9)).sum())
+    assert raised > 0
