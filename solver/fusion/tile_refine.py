@@ -12,8 +12,9 @@ menus, and stand for themselves in the next bound. It ends when the bound meets 
 within the gap (optimal over every tile), or when the relaxed plan is made of real tiles
 only (then it is itself a plan over every tile), or after `tile_refinements` rounds of
 cutting, or after a round whose cuts did not raise the bound (a bound of many loose groups
-that would take many more): deterministic work, and a result it stops says so (stop
-"tile_menus", "tile_bound").
+that would take many more, or one set by solver.fusion.fused_bound, which no cut moves;
+the tiles cut so far are still searched for a plan): deterministic work, and a result it
+stops says so (stop "tile_menus", "tile_bound").
 """
 
 from __future__ import annotations
@@ -237,10 +238,7 @@ def refine(
                 best, best_problem = plan, (extended if added else None)
         if closed(best.objective_s, bound, options.gap) or not leaning:
             break
-        if stalled:  # cutting what the last plan leaned on did not raise the bound
-            stop = STALLED
-            break
-        if len(added) > searched:  # the last cuts raised the bound: search their tiles
+        if len(added) > searched and not past(deadline):  # search the cut groups' tiles
             extended = searched_problem(problem, added)
             s = search(extended, until_deadline(options, deadline))
             stats.milps += s.stats.milps
@@ -249,6 +247,9 @@ def refine(
                 best, best_problem = s, extended
             if closed(best.objective_s, bound, options.gap):
                 break
+        if stalled:  # cutting what the last plan leaned on did not raise the bound
+            stop = STALLED
+            break
         if round_ == rounds:
             break
         _cut(problem, list(dict.fromkeys(leaning)), parts, added)
