@@ -187,7 +187,7 @@ def alternate(
             if best.objective_s <= root * (1 + options.gap):
                 return with_bound(best, root, stats, options.gap)
             tried.add(tuple(sharding))
-            best, sharding = _round(problem, options, stats, deadline, best, sharding)
+            best, sharding = _round(problem, options, stats, deadline, best, sharding, root)
             if not sharding:
                 break
         if best.objective_s <= root * (1 + options.gap):
@@ -224,10 +224,12 @@ def _round(
     deadline: float,
     best: GraphSolution,
     sharding: list[str],
+    goal: float,
 ) -> tuple[GraphSolution, list[str]]:
-    """One alternation round from `sharding`: the exact segmentation for it, then one MILP
-    re-choosing every option over that segmentation. Returns the better plan and the next
-    round's shardings ([] when the round found nothing to go on with)."""
+    """One alternation round from `sharding`: the best segmentation for it, then (unless
+    that plan is already within the gap of the bound `goal`) one MILP re-choosing every
+    option over that segmentation. Returns the better plan and the next round's shardings
+    ([] when the round found nothing to go on with)."""
     root = best.bound_s
     restricted = replace(options, max_paths=min(options.max_paths, ALTERNATION_PATHS))
     sub, back = restrict(problem, sharding)
@@ -239,6 +241,8 @@ def _round(
         best = GraphSolution(
             seg_sol.configs, choice, seg_sol.objective_s, root, "time_limit", stats
         )
+    if best.objective_s <= goal * (1 + options.gap):
+        return best, sharding  # the caller returns it as proven
     # a heuristic step (the proof is segment_search's, and the incumbent is its warm
     # start): capped in nodes, the same on every machine (HiGHS's root is not counted
     # in nodes: on a large fused menu only the valve bounds it)

@@ -32,6 +32,11 @@ from solver.milp.model import solve_configurations
 from solver.options import VALVE_STOP, SolverOptions
 
 FUSED_NODES = 200  # branch-and-bound nodes of the one-configuration MILP
+# the largest one-configuration MILP tried, in sharding choices plus the sharding pairs of
+# edges with a layout conversion: its root LP grows faster than the graph (a 71-layer
+# GPT-3-175B training step, 40,000 terms: 5 CPU-s; DFModel's GPT-3 1T, 96 layers in one
+# graph, 124,000: 187 CPU-s, while its segment bounds prove the composed plan in ~30)
+FUSED_TERMS = 60_000
 LEAST_TILE = "least costs of every tile"  # a relaxed option's tile text (never a plan's)
 
 
@@ -45,7 +50,7 @@ def fused_bound(problem: MappingProblem, options: SolverOptions) -> FusedBound:
     """The bound of the module docstring for a DATAFLOW problem. Kept by the relaxed
     problem's content: the tile refinement's rounds (solver.fusion.tile_refine) search
     problems whose every-tile least costs are the same."""
-    if not problem.dataflow or not problem.kernels:
+    if not problem.dataflow or not problem.kernels or model_terms(problem) > FUSED_TERMS:
         return FusedBound(0.0, ())
     relaxed = _ONE.get(problem, lambda: one_configuration_problem(problem))
     found = _DONE.get(relaxed)
@@ -75,6 +80,18 @@ def _fused_bound(relaxed: MappingProblem, options: SolverOptions) -> tuple[Fused
         return FusedBound(0.0, ()), complete
     shardings = tuple(m.options[o].sharding for m, o in zip(relaxed.kernels, r.choice))
     return FusedBound(max(0.0, r.bound_s), shardings if r.choice else ()), complete
+
+
+def model_terms(problem: MappingProblem) -> int:
+    """Sharding choices plus the sharding pairs of edges that convert a layout: the size of
+    the one-configuration MILP."""
+    kernels = problem.kernels
+    pairs = sum(
+        len(kernels[e.src].shardings) * len(kernels[e.dst].shardings)
+        for e in problem.edges
+        if any(c > 0 for row in e.conv for c in row)
+    )
+    return sum(len(m.shardings) for m in kernels) + pairs
 
 
 def one_configuration_problem(problem: MappingProblem) -> MappingProblem:

@@ -57,12 +57,19 @@ def fixed_sharding_prices(
     `thin`: fronts thinned to one state per SRAM slice (KnapsackPricer): every price is
     then a real configuration's, at or above the exact one (a heuristic's prices); on more
     than THIN_ROWS kernels, only segments starting at the THIN_ROWS narrowest cuts
-    (`narrow_starts`) are priced, the rest left inf."""
+    (`narrow_starts`) are priced, the rest left inf. A periodic problem's rows are exact
+    either way (copied between layers, `_periodic_rows`)."""
     if not pure_knapsack(problem):
         return None
-    pricer = KnapsackPricer(problem, problem.sram_bytes / THIN_SLICES if thin else 0.0)
     n = len(problem.kernels)
     prices = np.full((n, n + 1), math.inf)
+    period = periodicity(problem)
+    # rows copied between layers: exact, and fast at any size when few kernels differ
+    # from their copies (a heuristic sweep takes the thinned rows where many do)
+    if period is not None and (not thin or _unlike(period) <= THIN_ROWS):
+        pricer = KnapsackPricer(problem)
+        return prices if _periodic_rows(pricer, prices, period, deadline) else None
+    pricer = KnapsackPricer(problem, problem.sram_bytes / THIN_SLICES if thin else 0.0)
     if thin and n > THIN_ROWS:
         for i in narrow_starts(problem, THIN_ROWS):
             if time.perf_counter() > deadline:
@@ -70,15 +77,17 @@ def fixed_sharding_prices(
             if not pricer.row(i, n, prices[i], deadline=deadline):
                 return None
         return prices
-    period = periodicity(problem)
-    if period is not None:
-        return prices if _periodic_rows(pricer, prices, period, deadline) else None
     for i in range(n):
         if time.perf_counter() > deadline:
             return None
         if not pricer.row(i, n, prices[i], deadline=deadline):
             return None
     return prices
+
+
+def _unlike(period: Periodicity) -> int:
+    """Kernels that differ from their copy a period later (each starts a swept row)."""
+    return sum(1 for same in period.same_as_next if not same)
 
 
 def narrow_starts(problem: MappingProblem, count: int) -> list[int]:
