@@ -159,10 +159,10 @@ def alternate(
     search (`stats.proof_deferred`): the caller bounds it another way first. `on_plan`:
     called once the greedy first plan is held, before the seed and the rounds improve it
     (solve.solve_graph computes the valve's bound there, inside the valve's window).
-    The rounds run in chains of at most ROUNDS: from the one-configuration bound's
-    shardings (solver.fusion.fused_bound: where one long configuration holds most kernels,
-    the trade it makes between replicated compute and collectives), then from the first
-    plan's."""
+    The rounds run in chains of at most ROUNDS, taken in turn: from the first plan's
+    shardings (where the SRAM splits the graph into many configurations) and from the
+    one-configuration bound's (solver.fusion.fused_bound: where one long configuration
+    holds most kernels, the trade it makes between replicated compute and collectives)."""
     deadline = deadline_of(options)
     start = _first_plan(problem, options, stats, deadline, on_plan)
     if start is None:
@@ -174,24 +174,28 @@ def alternate(
     stats.fused_bound_s = fused.bound_s
     if fused.bound_s > best.bound_s:
         stats.notes.append(FUSED_NOTE)
-    seeds = [list(fused.shardings), sharding] if fused.shardings else [sharding]
+    # the chains' next shardings, taken in turn (one round each per pass)
+    chains = [sharding, list(fused.shardings)] if fused.shardings else [sharding]
     tried: set[tuple[str, ...]] = set()
-    for seed in seeds:
-        sharding = seed
-        for _ in range(ROUNDS):
-            if tuple(sharding) in tried:
-                break
+    for _ in range(ROUNDS):
+        chains = [c for c in chains if c and tuple(c) not in tried]
+        if not chains:
+            break
+        for c, chain_sharding in enumerate(chains):
             if past(deadline):  # the valve, not a budget: the stop says so
                 stats.stop = "time_limit"
                 break
             if best.objective_s <= root * (1 + options.gap):
                 return with_bound(best, root, stats, options.gap)
-            tried.add(tuple(sharding))
-            best, sharding = _round(problem, options, stats, deadline, best, sharding, root)
-            if not sharding:
-                break
-        if best.objective_s <= root * (1 + options.gap):
-            return with_bound(best, root, stats, options.gap)
+            if tuple(chain_sharding) in tried:  # the other chain reached it this pass
+                chains[c] = []
+                continue
+            tried.add(tuple(chain_sharding))
+            best, chains[c] = _round(problem, options, stats, deadline, best, chain_sharding, root)
+        if past(deadline):
+            break
+    if best.objective_s <= root * (1 + options.gap):
+        return with_bound(best, root, stats, options.gap)
     stats.notes.append(
         f"alternation: {len(tried)} sharding assignment(s); proof search until the bound "
         "meets the incumbent or a work budget runs out"

@@ -217,11 +217,12 @@ class KnapsackPricer:
     Kernels' (buffer, traffic) points are built on first use."""
 
     def __init__(self, problem: MappingProblem, thin_bytes: float = 0.0):
-        """`thin_bytes` > 0: after each merge the running front keeps, of the states whose
-        buffers fall in one slice of that many bytes, only the one of least traffic (a
-        real state, so a price stays a configuration that fits, never below the exact
-        one): fronts of at most SRAM / thin_bytes states, for heuristic sweeps over long
-        segments whose exact fronts grow past FRONT_LIMIT."""
+        """`thin_bytes` > 0: a running front of more states than slices (SRAM / thin_bytes)
+        keeps, of the states whose buffers fall in one slice, only the one of least
+        traffic (a real state, so a price stays a configuration that fits, never below the
+        exact one): heuristic sweeps over long segments whose exact fronts would grow past
+        FRONT_LIMIT; smaller fronts stay exact (an SRAM-bound chain's tight configurations
+        need them)."""
         self.problem = problem
         self.pure = pure_knapsack(problem)
         self.cap = problem.sram_bytes * (1 + 1e-9)
@@ -340,7 +341,7 @@ class KnapsackPricer:
             else:
                 still.append(p)
         final = _merge_all(final, joining, self.cap)
-        if self.thin_bytes > 0 and joining:
+        if self.thin_bytes > 0 and len(final) > self.problem.sram_bytes / self.thin_bytes:
             final = _thinned(final, self.thin_bytes)
         # buffers of waiting kernels only grow: rows that leave them no room are dead
         room = self.cap - sum(float(self._kernels[p].choices(i, j)[0, 0]) for p in still)
