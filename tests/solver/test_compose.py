@@ -18,7 +18,8 @@ from test_period import LAYER, _problem
 
 from solver.check import config_cost, config_rank, mapping_cost
 from solver.fusion.compose import compose, steady_window
-from solver.fusion.segment_search import SearchStats, _backward, root_bound
+from solver.fusion.paths import backward
+from solver.fusion.segment_search import SearchStats, root_bound
 from solver.fusion.separable import separable_rows
 from solver.fusion.solve import solve_graph
 from solver.milp.model import solve_configurations
@@ -94,7 +95,7 @@ def test_shortest_path_bound_against_enumeration(seed: int) -> None:
             (sum(values[s] for s in segs) for segs in _segmentations(n) if len(segs) <= K),
             default=math.inf,
         )
-        h = _backward(values, None, K)
+        h = backward(values, None, K)
         if math.isinf(best):
             assert math.isinf(h[0, 0]) or h[0, 0] <= best
             continue
