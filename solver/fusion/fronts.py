@@ -12,10 +12,10 @@ import math
 import numpy as np
 
 
-def _merge(front: np.ndarray, choices: np.ndarray, cap: float) -> np.ndarray:
+def merge(front: np.ndarray, choices: np.ndarray, cap: float) -> np.ndarray:
     """The Pareto front of every (front row + choice) whose buffer fits `cap`."""
     if len(choices) == 1:
-        return _shifted(front, [choices[0]], cap)
+        return shifted(front, [choices[0]], cap)
     # choice-major: each choice's copy of the front is a sorted run, which a stable sort
     # (timsort) merges in O(N log C) where lexsort sorts everything
     buf = (choices[:, None, 0] + front[None, :, 0]).ravel()
@@ -35,8 +35,8 @@ def _merge(front: np.ndarray, choices: np.ndarray, cap: float) -> np.ndarray:
     return np.stack([buf[last], traffic[last]], axis=1)
 
 
-def _merge_all(front: np.ndarray, choices: list[np.ndarray], cap: float) -> np.ndarray:
-    """`_merge` of each of `choices` in turn. A run of one-choice kernels (most kernels of
+def merge_all(front: np.ndarray, choices: list[np.ndarray], cap: float) -> np.ndarray:
+    """`merge` of each of `choices` in turn. A run of one-choice kernels (most kernels of
     a fixed sharding have one tiling) moves the front by constants, added in the same
     order (the same sums, bit for bit), and is cut and filtered once at its end: a row
     over `cap` or dominated after one move stays so after the next (buffers only grow,
@@ -47,12 +47,12 @@ def _merge_all(front: np.ndarray, choices: list[np.ndarray], cap: float) -> np.n
             run.append(c[0])
             continue
         if run:
-            front, run = _shifted(front, run, cap), []
-        front = _merge(front, c, cap)
-    return _shifted(front, run, cap) if run else front
+            front, run = shifted(front, run, cap), []
+        front = merge(front, c, cap)
+    return shifted(front, run, cap) if run else front
 
 
-def _shifted(front: np.ndarray, moves: list[np.ndarray], cap: float) -> np.ndarray:
+def shifted(front: np.ndarray, moves: list[np.ndarray], cap: float) -> np.ndarray:
     """The front moved by each (buffer, traffic) of `moves` in turn, cut at `cap`. A front
     moved by a constant stays sorted and non-dominated unless rounding makes two
     neighbours equal; only then the full filter runs, so the rows are those `pareto`
@@ -69,7 +69,7 @@ def _shifted(front: np.ndarray, moves: list[np.ndarray], cap: float) -> np.ndarr
     return np.stack([buf, traffic], axis=1)
 
 
-def _thinned(front: np.ndarray, slice_bytes: float) -> np.ndarray:
+def thinned(front: np.ndarray, slice_bytes: float) -> np.ndarray:
     """Of a front's states (by increasing buffer, falling traffic) whose buffers share one
     slice of `slice_bytes`, the last (least traffic)."""
     if len(front) < 2:
@@ -79,7 +79,7 @@ def _thinned(front: np.ndarray, slice_bytes: float) -> np.ndarray:
     return front[last]
 
 
-def _least_traffic(front: np.ndarray, choices: np.ndarray, cap: float) -> float:
+def least_traffic(front: np.ndarray, choices: np.ndarray, cap: float) -> float:
     """min over a front row and a choice whose buffers fit `cap` of their traffic sum."""
     if not len(front):
         return math.inf

@@ -24,13 +24,12 @@ import numpy as np
 
 from solver.check import hold_bytes
 from solver.cost.problem import EdgeCost, MappingProblem
-from solver.fusion.fronts import (  # noqa: F401 (tests read the front operations here)
-    _least_traffic,
-    _merge,
-    _merge_all,
-    _shifted,
-    _thinned,
+from solver.fusion.fronts import (
+    least_traffic,
+    merge,
+    merge_all,
     pareto,
+    thinned,
 )
 from solver.fusion.period import Periodicity, periodicity
 from solver.milp.conversions import descendants
@@ -191,7 +190,7 @@ def set_price(pricer: KnapsackPricer, members: list[int]) -> float | None:
         comp += menu.options[0].compute_s + menu.overhead_s
         ovh += menu.overhead_s
         net += menu.options[0].network_s + pricer.set_conversions(k, group)
-        front = _merge(
+        front = merge(
             front, pareto(np.stack(kt.buffer_traffic(kt.status_in(group)), axis=1)), pricer.cap
         )
         if len(front) > FRONT_LIMIT:
@@ -348,18 +347,18 @@ class KnapsackPricer:
                 joining.append(self._kernels[p].choices(i, j))
             else:
                 still.append(p)
-        final = _merge_all(final, joining, self.cap)
+        final = merge_all(final, joining, self.cap)
         if self.thin_bytes > 0 and len(final) > self.problem.sram_bytes / self.thin_bytes:
-            final = _thinned(final, self.thin_bytes)
+            final = thinned(final, self.thin_bytes)
         # buffers of waiting kernels only grow: rows that leave them no room are dead
         room = self.cap - sum(float(self._kernels[p].choices(i, j)[0, 0]) for p in still)
         return final[: int(np.searchsorted(final[:, 0], room, side="right"))], still
 
     def _least(self, final: np.ndarray, pending: list[int], i: int, j: int) -> float:
         """Least traffic of [i, j): the running front with the pending kernels added."""
-        front = _merge_all(final, [self._kernels[p].choices(i, j) for p in pending[:-1]], self.cap)
+        front = merge_all(final, [self._kernels[p].choices(i, j) for p in pending[:-1]], self.cap)
         if pending:
-            return _least_traffic(front, self._kernels[pending[-1]].choices(i, j), self.cap)
+            return least_traffic(front, self._kernels[pending[-1]].choices(i, j), self.cap)
         return float(front[-1, 1]) if len(front) else math.inf
 
 

@@ -14,12 +14,10 @@ import pytest
 from solver_fixtures import random_chain, random_dag, small_system, tp2_problem
 
 from solver.fusion.alternate import restrict
+from solver.fusion.fronts import merge, merge_all, thinned
 from solver.fusion.segment_bound import KnapsackBounds
 from solver.fusion.segment_price import (
     KnapsackPricer,
-    _merge,
-    _merge_all,
-    _thinned,
     fixed_sharding_prices,
     narrow_starts,
     pareto,
@@ -143,7 +141,7 @@ def _draw_front(rng: random.Random, base: float, step: float) -> np.ndarray:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_merges_keep_exactly_the_undominated_sums(seed: int) -> None:
-    """_merge_all (one-choice runs moved and filtered once, several choices sorted by
+    """merge_all (one-choice runs moved and filtered once, several choices sorted by
     runs) gives, bit for bit, the rows of merging one kernel at a time by brute force:
     every front row plus every choice, in the same order of additions, cut at the cap,
     the undominated ones by increasing buffer."""
@@ -162,11 +160,11 @@ def test_merges_keep_exactly_the_undominated_sums(seed: int) -> None:
     for c in choices:
         sums = [(b + cb, t + ct) for cb, ct in c for b, t in expected]
         expected = _undominated([p for p in sums if p[0] <= cap])
-    got = _merge_all(front, choices, cap)
+    got = merge_all(front, choices, cap)
     assert [tuple(map(float, r)) for r in got] == expected
     one = front
     for c in choices:
-        one = _merge(one, c, cap)
+        one = merge(one, c, cap)
     assert np.array_equal(one, got)
 
 
@@ -244,8 +242,8 @@ def test_thinned_prices_never_below_the_exact_ones(seed: int, dag: bool) -> None
 def test_thinned_front_keeps_the_least_traffic_state_of_each_slice() -> None:
     """By hand: states (buffer, traffic) in slices of 10 bytes."""
     front = np.array([[1.0, 90.0], [4.0, 80.0], [9.0, 70.0], [12.0, 60.0], [25.0, 50.0]])
-    thinned = _thinned(front, 10.0)
-    np.testing.assert_array_equal(thinned, [[9.0, 70.0], [12.0, 60.0], [25.0, 50.0]])
+    kept = thinned(front, 10.0)
+    np.testing.assert_array_equal(kept, [[9.0, 70.0], [12.0, 60.0], [25.0, 50.0]])
 
 
 def test_narrow_starts_take_the_least_crossing_position_of_each_window() -> None:
