@@ -18,11 +18,10 @@ import io
 import json
 from dataclasses import asdict
 
-from google.protobuf import text_format
-
 from generator.graph import Phase, Workload
 from generator.proto_write import graph_to_proto
 from schema import setup_pb2
+from schema.text_out import message_text
 
 CSV_COLUMNS = (
     "phase",
@@ -55,7 +54,7 @@ def phase_setup_text(phase: Phase, workload: Workload, setup: setup_pb2.Setup | 
         f"{f', {phase.steps} steps' if phase.steps != 1 else ''} (role {phase.role}).\n"
         "# Editable: kernels are einsum loops; read back with `dataflow_graph` input.\n"
     )
-    return header + text_format.MessageToString(out)
+    return header + message_text(out)
 
 
 def kernels_csv(workload: Workload) -> str:

@@ -19,8 +19,6 @@ import csv
 import io
 from pathlib import Path
 
-from google.protobuf import text_format
-
 from mapshard import pipeline
 from mapshard.fidelity.profile_io import read_profile
 from mapshard.fidelity.profile_match import Calibration, Comparison, calibrate, compare
@@ -29,6 +27,7 @@ from mapshard.sweeps.store import write_atomic
 from schema import setup_pb2
 from schema.errors import SetupError
 from schema.setup_io import parse_text
+from schema.text_out import message_text
 from solver.api import dram_efficiency, for_precision
 
 CSV_COLUMNS = (
@@ -145,7 +144,7 @@ def override_text(
         "# override the library chip's (unset fields keep the library values). Or in Python:",
         "#   mapshard.profile.merge_override(setup, Path('calibration.txt')).",
     ]
-    return "\n".join(header) + "\n" + text_format.MessageToString(frag)
+    return "\n".join(header) + "\n" + message_text(frag)
 
 
 def merge_override(setup: setup_pb2.Setup, path: Path) -> setup_pb2.Setup:

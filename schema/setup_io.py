@@ -8,7 +8,7 @@ from pathlib import Path
 from google.protobuf import message as _message
 from google.protobuf import text_format
 
-from schema import setup_pb2
+from schema import setup_pb2, text_in
 from schema.dfmodel_wire import dse_setup
 from schema.errors import SetupError
 from schema.fields import suggest_field
@@ -69,7 +69,7 @@ _LINE_COL = re.compile(r"^(\d+):(\d+) : (.*)$", re.S)
 def parse_text(text: str, message: _message.Message, path: Path) -> None:
     """Parse text-format `text` into `message`; errors become `path:LINE:COL: message`."""
     try:
-        text_format.Parse(text, message)
+        text_in.parse(text, message)
     except text_format.ParseError as exc:
         raw = str(exc)
         match = _LINE_COL.match(raw)

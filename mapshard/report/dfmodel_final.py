@@ -15,11 +15,10 @@ import math
 import re
 from collections.abc import Iterator
 
-from google.protobuf import text_format
-
 from mapshard.scenario import Scenario, execution_options
 from schema import setup_pb2
 from schema.dfmodel_spelling import DFMODEL_VARIANTS
+from schema.text_out import message_text
 from solver import api as solver_api
 from solver.plan import KernelPlan, Plan
 
@@ -81,7 +80,7 @@ def _dse(scenario: Scenario) -> setup_pb2.Setup:
 
 def _text(out: setup_pb2.Setup, header: str) -> str:
     # DFModel's schema has word and gurobi.time as integers: "2", not MapShard's "2.0"
-    return header + WHOLE.sub(r"\1", text_format.MessageToString(out))
+    return header + WHOLE.sub(r"\1", message_text(out))
 
 
 def dse_text(scenario: Scenario) -> str:

@@ -16,12 +16,11 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from google.protobuf import text_format
-
 from mapshard.scenario import Scenario, scenario_options
 from mapshard.views import Views
 from schema import setup_pb2
 from schema.pins import parse_placement, placement_text
+from schema.text_out import message_text
 from solver.plan import Plan
 
 RECOMPUTE = {
@@ -57,7 +56,7 @@ def plan_setup_texts(scenario: Scenario, plan: Plan, views: Views | None = None)
     placed = _pin_placement(setup.execution, scenario, plan)
     _keep_overlap(setup, original, scenario)
     header = _header(scenario, plan, views, fused, knobs, placed)
-    return _commented(header) + "\n" + text_format.MessageToString(setup)
+    return _commented(header) + "\n" + message_text(setup)
 
 
 def _stream_text(scenario: Scenario, plan: Plan, original: setup_pb2.Setup, fixed: bool) -> str:
@@ -80,7 +79,7 @@ def _stream_text(scenario: Scenario, plan: Plan, original: setup_pb2.Setup, fixe
     )
     header = [f"MapShard plan for {scenario.name or 'this setup'}: {_layout(plan)}."]
     header += textwrap.wrap(intro, WIDTH)
-    return _commented(header) + "\n" + text_format.MessageToString(setup)
+    return _commented(header) + "\n" + message_text(setup)
 
 
 def _copied(original: setup_pb2.Setup, scenario: Scenario) -> setup_pb2.Setup:

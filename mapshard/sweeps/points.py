@@ -20,8 +20,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from google.protobuf import text_format
-
 from hardware.cost import system_cost, system_power
 from hardware.system import System
 from mapshard import pipeline
@@ -31,6 +29,7 @@ from mapshard.sweeps.fieldset import set_field
 from mapshard.sweeps.spec import SweepSpec
 from schema import setup_pb2
 from schema.errors import SetupError
+from schema.text_out import message_text
 
 # Setup fields the workload generator never reads (hardware, prices, solver options).
 NOT_WORKLOAD = ("system", "cost", "solver", "gurobi")
@@ -60,7 +59,7 @@ class Point:
 
 
 def canonical_text(setup: setup_pb2.Setup) -> str:
-    return text_format.MessageToString(setup)
+    return message_text(setup)
 
 
 def point_id_of(text: str) -> str:

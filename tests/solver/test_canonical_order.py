@@ -102,3 +102,38 @@ def test_signatures_ignore_names_and_order_but_not_structure() -> None:
     assert s1["b"] == s1["c"] == s2["y"] == s2["z"] and s1["a"] == s2["x"]
     assert s1["a"] != s1["b"]
     assert one.canonical_order()[0] == "a" and two.canonical_order()[0] == "x"
+
+
+def test_the_order_reads_each_kernel_as_the_dataclass_repr_of_its_unpinned_copy() -> None:
+    """unpinned_text writes the repr field by field (no copy of the kernel is built); it
+    must be exactly the repr of the copy without name and pins, on every kernel of real
+    generated workloads (training, inference, MoE, HPL, DLRM, FFT, DFModel's graph) and on
+    kernels given pins."""
+    from pathlib import Path
+
+    from generator.order import unpinned_text
+    from mapshard import pipeline
+
+    root = Path(__file__).resolve().parents[2] / "scenarios"
+    kernels: list[Kernel] = []
+    for name in (
+        "gpt3_175b_train_a100",
+        "mixtral_8x7b_train_64xb200_ep8",
+        "llama31_8b_decode_h100",
+        "hpl_8node_h100",
+        "dlrm_tpuv4",
+        "fft_1024",
+        "dfmodel_gpt3_1t_sn30",
+    ):
+        loaded = pipeline.load(root / name)
+        workload = pipeline.assemble(loaded, pipeline.resolve(loaded)).workload
+        kernels += [k for p in workload.phases for k in p.graph.kernels]
+    kernels += [
+        replace(k, pinned_sharding="M", pinned_config=2, pinned_tile="64x64", order_sharding=o)
+        for k, o in zip(kernels[:50], [None, "N"] * 25)
+    ]
+    assert len(kernels) > 200
+    for k in kernels:
+        sharding = k.pinned_sharding if k.order_sharding is None else k.order_sharding
+        copy = replace(k, name="", pinned_sharding=sharding, pinned_config=-1, pinned_tile="")
+        assert unpinned_text(k) == repr(copy)
