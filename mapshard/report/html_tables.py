@@ -10,6 +10,7 @@ from mapshard.report.totals import config_total_s, phase_instances, row_split, r
 from solver.plan import Plan
 
 MAX_KERNEL_ROWS = 40
+MAX_CONFIG_ROWS = 200
 #: the seconds each resource adds to a row's latency (they add up to it; the largest is the
 #: row's bound): hidden time under a longer term is not counted
 SPLIT_HEADS = ("overhead", "compute", "memory", "network")
@@ -18,6 +19,20 @@ SPLIT_NOTE = (
     "row's latency (they add up to it; time hidden under a longer term is not counted), "
     "the largest naming the bound. Each resource's own time is in kernels.csv.</p>"
 )
+
+
+def _listed_configs(plan: Plan) -> set[tuple[str, int]]:
+    """(phase, configuration) of the table: every one, or past MAX_CONFIG_ROWS the ones
+    busiest per step (a kernel-by-kernel graph has one per kernel: 20,000 rows would make
+    the page unreadable and its writing a second of a run; configs.csv has them all)."""
+    every = [(p, c) for p in plan.phases for c in p.configs]
+    if len(every) > MAX_CONFIG_ROWS:
+        busiest = sorted(
+            range(len(every)),
+            key=lambda i: (-config_total_s(plan, every[i][0], every[i][1]), i),
+        )
+        every = [every[i] for i in busiest[:MAX_CONFIG_ROWS]]
+    return {(p.name, c.index) for p, c in every}
 
 
 def _breakable(text: str) -> str:
@@ -30,9 +45,12 @@ def _t(seconds: float) -> str:
 
 
 def tables_section(plan: Plan) -> str:
+    listed = _listed_configs(plan)
     crow = []
     for p in plan.phases:
         for c in sorted(p.configs, key=lambda c: c.index):
+            if (p.name, c.index) not in listed:
+                continue
             crow.append(
                 [
                     p.name,
@@ -75,6 +93,13 @@ def tables_section(plan: Plan) -> str:
         if len(ranked) > MAX_KERNEL_ROWS
         else ""
     )
+    configs = sum(len(p.configs) for p in plan.phases)
+    more_configs = (
+        f"<p class='note'>{configs - len(listed)} more configurations (the shortest per "
+        "step) in configs.csv.</p>"
+        if configs > len(listed)
+        else ""
+    )
     return (
         "<h2>Configurations</h2>"
         + SPLIT_NOTE
@@ -92,6 +117,7 @@ def tables_section(plan: Plan) -> str:
             crow,
             3,
         )
+        + more_configs
         + "<h2>Kernels (by busy time per step)</h2>"
         + _table(
             [

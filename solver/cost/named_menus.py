@@ -33,7 +33,7 @@ def menu_by_value(
     named = memo.MENUS.find((kernel, *key))  # the same object point after point
     if named is not None:
         return named
-    stand_in = replace(kernel, name=STAND_IN + kernel.name[len(owner) :])
+    stand_in = kernel.renamed(STAND_IN + kernel.name[len(owner) :])
     named = _named(memo.MENUS.get((stand_in, *key), make, stand_in, *args), kernel.name, owner)
     memo.MENUS.put((kernel, *key), named)
     return named

@@ -296,3 +296,32 @@ def test_pages_fit_a_1400_px_window(runs, tmp_path: Path) -> None:
         scroll, client, right, widest = _page_width(exe, page, tmp_path)
         # nothing widens the page (a table too wide to wrap scrolls inside its own box)
         assert scroll <= client <= 1400, (page, scroll, client, right, widest)
+
+
+def test_a_plan_of_many_configurations_lists_the_busiest_and_says_how_many_more() -> None:
+    """A kernel-by-kernel plan has a configuration per kernel: past MAX_CONFIG_ROWS the page
+    lists the busiest per step (here the largest kernels: their busy time grows with the
+    size) and names how many more configs.csv holds; a small plan lists every one."""
+    from report_fixtures import _plan, kernel, phase
+
+    from mapshard.report.html_tables import MAX_CONFIG_ROWS
+
+    count = MAX_CONFIG_ROWS + 57
+    sizes = [(i * 7919) % count + 1 for i in range(count)]  # a shuffle of 1..count
+    kernels = [
+        kernel("graph", f"k{i}", "ELEMENTWISE", "Ma", "FWD", {"m": 4096 * s}, i, shards=1)
+        for i, s in enumerate(sizes)
+    ]
+    many = _plan("kbk", "graph", (phase("graph", "layer", 1, 1, kernels),), {}, 1, False)
+    page = report_html(many, system())
+    section = page.split("<h2>Configurations</h2>")[1].split("<h2>Kernels")[0]
+    listed = set(re.findall(r"<td class=\"t\">k(\d+)</td>", section))
+    assert len(listed) == MAX_CONFIG_ROWS
+    largest = {str(i) for i, s in enumerate(sizes) if s > count - MAX_CONFIG_ROWS}
+    assert listed == largest
+    assert f"{count - MAX_CONFIG_ROWS} more configurations" in section
+    small = inference_plan()
+    page = report_html(small, system())
+    section = page.split("<h2>Configurations</h2>")[1].split("<h2>Kernels")[0]
+    assert "more configurations" not in section
+    assert section.count("<tr>") == 1 + sum(len(p.configs) for p in small.phases)
