@@ -282,3 +282,71 @@ def test_thinning_bites() -> None:
         assert thin.row(i, n, row)
         raised += int((row > exact[i] * (1 + 1e-9)).sum())
     assert raised > 0
+
+
+@pytest.mark.parametrize("recompute", ["RECOMPUTE_NONE", "RECOMPUTE_FULL"])
+def test_sweep_prices_of_a_chained_training_step_equal_each_segments_own_knapsack(
+    recompute: str,
+) -> None:
+    """A chained training step keeps its forward activations pending until its backward
+    reads them, leaving from the middle of the pending list in reverse order: the row
+    sweep's merged pending front, kept as prefix merges, must give every segment the price
+    of its own knapsack (every kernel of [i, j) merged in turn, each in its status there),
+    computed here without the sweep."""
+    from pathlib import Path
+
+    from google.protobuf import text_format
+
+    from generator.build import build_workload
+    from generator.chain import chain_instances
+    from schema import setup_pb2
+
+    text = (
+        'workload { llm_training { model { inline { name: "tiny" architecture: "llama" '
+        "hidden_size: 64 num_layers: 2 num_heads: 2 num_kv_heads: 2 intermediate_size: 128 "
+        "vocab_size: 256 ffn: SWIGLU norm: RMSNORM } } global_batch: 2 micro_batch: 1 "
+        f"seq_len: 32 recompute: {recompute} zero_stage: 0 virtual_pipeline: 1 }} }}"
+    )
+    w = build_workload(text_format.Parse(text, setup_pb2.Setup()), Path("setup.txt"), 1)
+    layer = next(p for p in w.phases if p.role == "layer").graph
+    graph = chain_instances(layer, 2)
+    rng = random.Random(5)
+    for sram in (6e4, 3e5):
+        problem = tp2_problem(
+            graph,
+            small_system(sram_bytes=sram),
+            dataflow=True,
+            overlap=True,
+            max_configs=8,
+            tiling_points=4,
+        )
+        fixed, _ = restrict(problem, [rng.choice(m.shardings) for m in problem.kernels])
+        n = len(fixed.kernels)
+        prices = fixed_sharding_prices(fixed)
+        assert prices is not None
+        pricer = KnapsackPricer(fixed)
+        cap = fixed.sram_bytes * (1 + 1e-9)
+        checked = finite = 0
+        for i in range(0, n, 3):
+            for j in range(i + 1, n + 1):
+                front = np.zeros((1, 2))
+                comp = net = ovh = 0.0
+                for k in range(i, j):
+                    menu = fixed.kernels[k]
+                    front = merge(front, pricer.kernel(k).choices(i, j), cap)
+                    comp += menu.options[0].compute_s + menu.overhead_s
+                    ovh += menu.overhead_s
+                    net += menu.options[0].network_s
+                    net += sum(pricer.charges[id(e)] for e in fixed.conv_in_edges(k))
+                want = math.inf
+                if len(front):
+                    mem = float(front[:, 1].min()) / fixed.dram_bandwidth_Bps
+                    want = fixed.latency(comp, mem, net, ovh)
+                got = prices[i, j]
+                checked += 1
+                if math.isinf(want):
+                    assert math.isinf(got), (i, j)
+                    continue
+                finite += 1
+                assert math.isclose(got, want, rel_tol=1e-9), (i, j, got, want)
+        assert checked > 500 and finite > 100, (checked, finite)
