@@ -24,15 +24,29 @@ def merge(front: np.ndarray, choices: np.ndarray, cap: float) -> np.ndarray:
     buf, traffic = buf[keep], traffic[keep]
     if not len(buf):
         return np.zeros((0, 2))
-    order = np.argsort(buf, kind="stable")
+    # array methods and preallocated outputs, not numpy's function wrappers: a sweep makes
+    # hundreds of thousands of small merges, where the wrappers cost more than the work
+    order = buf.argsort(kind="stable")
     buf, traffic = buf[order], traffic[order]
-    best_before = np.minimum.accumulate(np.concatenate(([np.inf], traffic[:-1])))
+    best_before = np.empty_like(traffic)  # least traffic of the rows before each
+    best_before[0] = np.inf
+    np.minimum.accumulate(traffic[:-1], out=best_before[1:])
     kept = traffic < best_before
     buf, traffic = buf[kept], traffic[kept]
     # rows of equal buffer: the kept ones fall in traffic, so the last has the least (the
     # one row `pareto`'s (buffer, traffic) order keeps)
-    last = np.append(buf[1:] != buf[:-1], True)
-    return np.stack([buf[last], traffic[last]], axis=1)
+    last = np.empty(len(buf), dtype=bool)
+    np.not_equal(buf[1:], buf[:-1], out=last[:-1])
+    last[-1] = True
+    return _rows(buf[last], traffic[last])
+
+
+def _rows(buf: np.ndarray, traffic: np.ndarray) -> np.ndarray:
+    """The (buffer, traffic) rows of two equal-length columns."""
+    out = np.empty((len(buf), 2))
+    out[:, 0] = buf
+    out[:, 1] = traffic
+    return out
 
 
 def merge_all(front: np.ndarray, choices: list[np.ndarray], cap: float) -> np.ndarray:
@@ -60,13 +74,13 @@ def shifted(front: np.ndarray, moves: list[np.ndarray], cap: float) -> np.ndarra
     buf, traffic = front[:, 0], front[:, 1]
     for move in moves:
         buf, traffic = buf + move[0], traffic + move[1]
-    fits = int(np.searchsorted(buf, cap, side="right"))
+    fits = int(buf.searchsorted(cap, side="right"))
     buf, traffic = buf[:fits], traffic[:fits]
     if fits > 1 and not (
         bool((buf[1:] > buf[:-1]).all()) and bool((traffic[1:] < traffic[:-1]).all())
     ):
-        return pareto(np.stack([buf, traffic], axis=1))
-    return np.stack([buf, traffic], axis=1)
+        return pareto(_rows(buf, traffic))
+    return _rows(buf, traffic)
 
 
 def thinned(front: np.ndarray, slice_bytes: float) -> np.ndarray:
@@ -84,7 +98,7 @@ def least_traffic(front: np.ndarray, choices: np.ndarray, cap: float) -> float:
     if not len(front):
         return math.inf
     # front rows by increasing buffer and decreasing traffic: the last that fits
-    idx = np.searchsorted(front[:, 0], cap - choices[:, 0], side="right") - 1
+    idx = front[:, 0].searchsorted(cap - choices[:, 0], side="right") - 1
     fits = idx >= 0
     if not fits.any():
         return math.inf

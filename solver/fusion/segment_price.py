@@ -78,10 +78,12 @@ def fixed_sharding_prices(
         return prices if _periodic_rows(pricer, prices, period, deadline) else None
     pricer = KnapsackPricer(problem, problem.sram_bytes / THIN_SLICES if thin else 0.0)
     if thin and n > THIN_ROWS:
-        for i in narrow_starts(problem, THIN_ROWS):
+        starts = narrow_starts(problem, THIN_ROWS)
+        ends = frozenset((*starts, n))  # a segment ends where the next one starts
+        for i in starts:
             if time.perf_counter() > deadline:
                 return None
-            if not pricer.row(i, n, prices[i], deadline=deadline):
+            if not pricer.row(i, n, prices[i], deadline=deadline, ends=ends):
                 return None
         return prices
     for i in range(n):
@@ -237,16 +239,16 @@ class KnapsackPricer:
         self.pure = pure_knapsack(problem)
         self.cap = problem.sram_bytes * (1 + 1e-9)
         self.thin_bytes = thin_bytes if math.isfinite(thin_bytes) else 0.0
-        self._kernels: dict[int, KernelTraffic] = {}
+        self.kernels: dict[int, KernelTraffic] = {}  # built by `kernel`
         self._conv_in: dict[int, float] = {}
         self._sources_of: dict[int, list[int]] = {}
 
     def kernel(self, k: int) -> KernelTraffic:
-        if k not in self._kernels:
-            self._kernels[k] = KernelTraffic(self.problem, k)
+        if k not in self.kernels:
+            self.kernels[k] = KernelTraffic(self.problem, k)
             charge = self.charges
             self._conv_in[k] = sum(charge[id(e)] for e in self.problem.conv_in_edges(k))
-        return self._kernels[k]
+        return self.kernels[k]
 
     @cached_property
     def charges(self) -> dict[int, float]:
@@ -302,8 +304,11 @@ class KnapsackPricer:
         keep: Callable[[int], bool] | None = None,
         saved: dict[int, RowState] | None = None,
         deadline: float = math.inf,
+        ends: frozenset[int] | None = None,
     ) -> bool:
         """out[j] = price of [i, j) for j in i+1..stop (left inf where nothing fits);
+        `ends`: only those j priced (the others left inf, their steps only merging the
+        settled kernels: the pending kernels' front is built where a price is);
         False when a front grows past FRONT_LIMIT, or the sweep passes the valve's
         `deadline` (perf_counter seconds; checked every DEADLINE_STRIDE kernels).
         `resume`: start from this state of the sweep (kernels [i, resume.j) done);
@@ -313,8 +318,7 @@ class KnapsackPricer:
         pending: list[int] = []
         comp = net = ovh = 0.0
         first = i + 1
-        prefix_ids: list[int] = []  # _pending_front's prefix merges: their last kernels
-        prefix_fronts: list[np.ndarray] = []  # and the merged fronts
+        waiting = _Waiting(self, i)
         if resume is not None:
             final, pending, first = resume.final, list(resume.pending), resume.j + 1
             comp, net, ovh = resume.comp, resume.net, resume.ovh
@@ -328,16 +332,17 @@ class KnapsackPricer:
             ovh += menu.overhead_s
             net += menu.options[0].network_s + self._conv_in[k]
             final, pending = self._settle(final, pending, k, i, j)
-            waiting = self._pending_front(pending, k, i, j, prefix_ids, prefix_fronts)
             # buffers of waiting kernels only grow: rows that leave them no room are dead
-            room = self.cap - float(waiting[0, 0]) if len(waiting) else -math.inf
+            room = self.cap - waiting.least_buffer(pending, k, j)
             final = final[: int(np.searchsorted(final[:, 0], room, side="right"))]
             if len(final) > FRONT_LIMIT:
                 return False
             if j % DEADLINE_STRIDE == 0 and time.perf_counter() > deadline:
                 return False
+            if ends is not None and j not in ends:
+                continue
             # least traffic of [i, j): a settled row plus the waiting kernels' that fit
-            least = least_traffic(waiting, final, self.cap)
+            least = least_traffic(waiting.front(j), final, self.cap)
             if not math.isfinite(least):
                 break  # buffers only grow with j: no longer segment from i fits either
             mem = least / problem.dram_bandwidth_Bps
@@ -346,7 +351,7 @@ class KnapsackPricer:
                 saved[j] = RowState(j, final, tuple(pending), comp, net, ovh)
         return True
 
-    def _sources(self, k: int) -> list[int]:
+    def sources(self, k: int) -> list[int]:
         """The kernels feeding kernel k, ascending."""
         found = self._sources_of.get(k)
         if found is None:
@@ -360,10 +365,10 @@ class KnapsackPricer:
         running front; returns it and the kernels still waiting for a consumer. Only k
         and its producers inside the segment can settle at j (a kernel settles when its
         last consumer joins), merged in kernel order as the pending list holds them."""
-        leaving = [p for p in (*self._sources(k), k) if p >= i and self._kernels[p].settled(j)]
+        leaving = [p for p in (*self.sources(k), k) if p >= i and self.kernels[p].settled(j)]
         if not leaving:
             return self._thinned(final), [*pending, k]
-        joining = [self._kernels[p].choices(i, j) for p in leaving]
+        joining = [self.kernels[p].choices(i, j) for p in leaving]
         gone = set(leaving)
         still = [p for p in pending if p not in gone]
         if k not in gone:
@@ -375,32 +380,45 @@ class KnapsackPricer:
             return thinned(final, self.thin_bytes)
         return final
 
-    def _pending_front(
-        self,
-        pending: list[int],
-        k: int,
-        i: int,
-        j: int,
-        prefix_ids: list[int],
-        prefix_fronts: list[np.ndarray],
-    ) -> np.ndarray:
-        """The merged front of the kernels still waiting for a consumer in [i, j) (its
-        first row: their least buffers, summed), kernel k having just joined. Kept as
-        prefix merges (`prefix_fronts[t]`: the merge of the pending kernels up to
-        `prefix_ids[t]`, one pair of lists per row sweep), of which only the part from
-        k's first producer on is merged again: a pending kernel's choices change only when
-        its first consumer joins, and it leaves when its last one does, so every pending
-        kernel before k's first producer is as it was. A training step's saved
-        activations wait at the start of the list for their backward; merging every
-        pending kernel again at each j was 82% of a 17-layer step's search."""
-        first = next((p for p in self._sources(k) if p >= i), None)
-        cut = bisect.bisect_left(prefix_ids, first) if first is not None else len(prefix_ids)
-        del prefix_ids[cut:], prefix_fronts[cut:]
-        merged = prefix_fronts[-1] if prefix_fronts else _NOTHING
+
+class _Waiting:
+    """The kernels of a row sweep [i, j) still waiting for a consumer, as prefixes: the
+    sums of their least buffers and the merges of their fronts, each up to one of them
+    (`ids[t]`: the last kernel of prefix t). At each j only the part from the first
+    producer of a kernel that joined is redone: a pending kernel's choices change only
+    when its first consumer joins and it leaves when its last one does, so every pending
+    kernel before is as it was. The merged fronts are built only where a price is read
+    (`front`). A training step's saved activations wait at the start of the list for
+    their backward: merging every pending kernel again at each j was 82% of a 17-layer
+    step's search."""
+
+    def __init__(self, pricer: KnapsackPricer, i: int):
+        self.pricer, self.i = pricer, i
+        self.ids: list[int] = []
+        self.least: list[float] = []  # least buffers summed, in list order
+        self.fronts: list[np.ndarray] = []  # merged fronts (a prefix of the prefixes)
+
+    def least_buffer(self, pending: list[int], k: int, j: int) -> float:
+        """Kernel k joined at j: the summed least buffers of `pending` (the list after)."""
+        sources = self.pricer.sources(k)
+        changed = next((p for p in sources if p >= self.i), math.inf)
+        cut = bisect.bisect_left(self.ids, changed)
+        del self.ids[cut:], self.least[cut:], self.fronts[cut:]
+        total = self.least[-1] if self.least else 0.0
+        kernels = self.pricer.kernels
         for p in pending[cut:]:
-            merged = merge_all(merged, [self._kernels[p].choices(i, j)], self.cap)
-            prefix_ids.append(p)
-            prefix_fronts.append(merged)
+            total += float(kernels[p].choices(self.i, j)[0, 0])
+            self.ids.append(p)
+            self.least.append(total)
+        return total
+
+    def front(self, j: int) -> np.ndarray:
+        """The merged front of the pending kernels at j (after `least_buffer(..., j)`)."""
+        merged = self.fronts[-1] if self.fronts else _NOTHING
+        kernels, cap = self.pricer.kernels, self.pricer.cap
+        for p in self.ids[len(self.fronts) :]:
+            merged = merge_all(merged, [kernels[p].choices(self.i, j)], cap)
+            self.fronts.append(merged)
         return merged
 
 

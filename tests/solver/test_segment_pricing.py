@@ -350,3 +350,29 @@ def test_sweep_prices_of_a_chained_training_step_equal_each_segments_own_knapsac
                 finite += 1
                 assert math.isclose(got, want, rel_tol=1e-9), (i, j, got, want)
         assert checked > 500 and finite > 100, (checked, finite)
+
+
+def test_a_sweep_priced_at_some_ends_gives_those_prices_exactly() -> None:
+    """A heuristic sweep over a long graph prices segments ending where another starts
+    (`ends`); its steps in between still settle kernels and cut the dead states, so the
+    prices at those ends are the full sweep's, bit for bit, thinned or not."""
+    rng = random.Random(3)
+    graph = random_dag(rng, 60)
+    problem = tp2_problem(
+        graph,
+        small_system(sram_bytes=3e4, link_Bps=1e10),
+        dataflow=True,
+        overlap=True,
+        max_configs=8,
+        tiling_points=4,
+    )
+    fixed, _ = restrict(problem, [rng.choice(m.shardings) for m in problem.kernels])
+    n = len(fixed.kernels)
+    ends = frozenset(rng.sample(range(1, n + 1), 15)) | {n}
+    for thin in (0.0, fixed.sram_bytes / 64):
+        for i in range(0, n, 7):
+            every, some = np.full(n + 1, math.inf), np.full(n + 1, math.inf)
+            assert KnapsackPricer(fixed, thin).row(i, n, every)
+            assert KnapsackPricer(fixed, thin).row(i, n, some, ends=ends)
+            for j in range(i + 1, n + 1):
+                assert some[j] == (every[j] if j in ends else math.inf), (thin, i, j)
