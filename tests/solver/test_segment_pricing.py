@@ -312,15 +312,7 @@ def test_sweep_prices_of_a_chained_training_step_equal_each_segments_own_knapsac
     graph = chain_instances(layer, 2)
     rng = random.Random(5)
     for sram in (6e4, 3e5):
-        problem = tp2_problem(
-            graph,
-            small_system(sram_bytes=sram),
-            dataflow=True,
-            overlap=True,
-            max_configs=8,
-            tiling_points=4,
-        )
-        fixed, _ = restrict(problem, [rng.choice(m.shardings) for m in problem.kernels])
+        fixed = _fixed_shardings(graph, sram, rng)
         n = len(fixed.kernels)
         prices = fixed_sharding_prices(fixed)
         assert prices is not None
@@ -357,16 +349,7 @@ def test_a_sweep_priced_at_some_ends_gives_those_prices_exactly() -> None:
     (`ends`); its steps in between still settle kernels and cut the dead states, so the
     prices at those ends are the full sweep's, bit for bit, thinned or not."""
     rng = random.Random(3)
-    graph = random_dag(rng, 60)
-    problem = tp2_problem(
-        graph,
-        small_system(sram_bytes=3e4, link_Bps=1e10),
-        dataflow=True,
-        overlap=True,
-        max_configs=8,
-        tiling_points=4,
-    )
-    fixed, _ = restrict(problem, [rng.choice(m.shardings) for m in problem.kernels])
+    fixed = _fixed_shardings(random_dag(rng, 60), 3e4, rng)
     n = len(fixed.kernels)
     ends = frozenset(rng.sample(range(1, n + 1), 15)) | {n}
     for thin in (0.0, fixed.sram_bytes / 64):
@@ -376,3 +359,18 @@ def test_a_sweep_priced_at_some_ends_gives_those_prices_exactly() -> None:
             assert KnapsackPricer(fixed, thin).row(i, n, some, ends=ends)
             for j in range(i + 1, n + 1):
                 assert some[j] == (every[j] if j in ends else math.inf), (thin, i, j)
+
+
+def _fixed_shardings(graph, sram_bytes: float, rng: random.Random):
+    """The DATAFLOW problem of `graph` on the small system, each kernel held to a random
+    sharding of its menu."""
+    problem = tp2_problem(
+        graph,
+        small_system(sram_bytes=sram_bytes, link_Bps=1e10),
+        dataflow=True,
+        overlap=True,
+        max_configs=8,
+        tiling_points=4,
+    )
+    fixed, _ = restrict(problem, [rng.choice(m.shardings) for m in problem.kernels])
+    return fixed

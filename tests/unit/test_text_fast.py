@@ -6,6 +6,7 @@ real setups (where text_format refuses, the same error, line and column)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,22 +28,24 @@ def _texts() -> list[Path]:
     return found
 
 
-def _reference(text: str, cls: type[Message]) -> tuple[bytes | None, str | None]:
+def _parsed(
+    parse: Callable[[str, Message], object], text: str, cls: type[Message]
+) -> tuple[bytes | None, str | None]:
+    """The message `parse` makes of `text` (serialized), or its error."""
     message = cls()
     try:
-        text_format.Parse(text, message)
+        parse(text, message)
     except Exception as exc:  # noqa: BLE001 - the error itself is compared
         return None, f"{type(exc).__name__}: {exc}"
     return message.SerializeToString(deterministic=True), None
+
+
+def _reference(text: str, cls: type[Message]) -> tuple[bytes | None, str | None]:
+    return _parsed(text_format.Parse, text, cls)
 
 
 def _fast(text: str, cls: type[Message]) -> tuple[bytes | None, str | None]:
-    message = cls()
-    try:
-        text_in.parse(text, message)
-    except Exception as exc:  # noqa: BLE001 - the error itself is compared
-        return None, f"{type(exc).__name__}: {exc}"
-    return message.SerializeToString(deterministic=True), None
+    return _parsed(text_in.parse, text, cls)
 
 
 def test_every_repository_text_parses_and_prints_as_text_format_does() -> None:
