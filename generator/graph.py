@@ -148,8 +148,9 @@ class Kernel:
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)
-    # the sharding the kernel order sees (_unpinned): None = pinned_sharding (a generator's
-    # own "none"); a user's pin (generator.pins, a graph's field) keeps the one before it
+    # the sharding the kernel order sees (order.unpinned_text): None = pinned_sharding (a
+    # generator's own "none"); a user's pin (generator.pins, a graph's field) keeps the one
+    # before it
     order_sharding: str | None = field(default=None, repr=False, compare=False)
     # the group of the second collective ("" = communication_group): HPL's row swap runs
     # down the process column, its panel broadcast along the row. Out of the repr, as above
@@ -185,13 +186,10 @@ class Kernel:
         return {k: v for k, v in self.__dict__.items() if k not in _DERIVED}
 
     def renamed(self, name: str) -> Kernel:
-        """This kernel under another name, keeping what it derived from its content (not
-        the hash: the name is hashed): `dataclasses.replace` would run __init__ over every
-        field, a tenth of a 20,000-kernel graph's menu building."""
+        """This kernel under another name, its derived values kept but the hash (of the
+        name too); `dataclasses.replace` re-runs __init__ over every field."""
         copy = object.__new__(type(self))
-        copy.__dict__.update(self.__dict__)
-        copy.__dict__.pop("_hash", None)
-        copy.__dict__["name"] = name
+        copy.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_hash"}, name=name)
         return copy
 
     @property

@@ -27,7 +27,7 @@ import numpy as np
 
 from solver.cost.latency import bound_weights
 from solver.cost.problem import MappingProblem
-from solver.fusion.segment_price import KernelTraffic
+from solver.fusion.kernel_traffic import KernelTraffic
 from solver.options import past
 
 GRID = 512  # buffer units per SRAM
