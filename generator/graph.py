@@ -186,8 +186,8 @@ class Kernel:
         return {k: v for k, v in self.__dict__.items() if k not in _DERIVED}
 
     def renamed(self, name: str) -> Kernel:
-        """This kernel under another name, its derived values kept but the hash (of the
-        name too); `dataclasses.replace` re-runs __init__ over every field."""
+        """This kernel under another name: cached derived values reused, the cached hash
+        dropped (it covers the name); `dataclasses.replace` re-runs __init__."""
         copy = object.__new__(type(self))
         copy.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_hash"}, name=name)
         return copy

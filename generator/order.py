@@ -96,7 +96,8 @@ def unpinned_text(kernel: Kernel) -> str:
     """The repr of the kernel as the order sees it: no name, no user's pin (a pin is not the
     kernel), i.e. `repr(replace(kernel, name="", pinned_sharding=<the order's sharding>,
     pinned_config=-1, pinned_tile=""))`, written field by field as the dataclass repr is:
-    building that kernel (its __post_init__) cost 1 of a 20,000-kernel run's 19 CPU-s."""
+    building that copy (the frozen dataclass's __init__ setting every field) cost 1 of a
+    20,000-kernel run's 19 CPU-s."""
     sharding = kernel.pinned_sharding if kernel.order_sharding is None else kernel.order_sharding
     unpinned = {"name": "", "pinned_sharding": sharding, "pinned_config": -1, "pinned_tile": ""}
     names = _repr_fields(type(kernel))

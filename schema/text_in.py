@@ -29,7 +29,7 @@ _FD = descriptor.FieldDescriptor
 # One token per match (after whitespace and comments), captured; a character no plain token
 # starts with matches the last alternative uncaptured, so findall gives "" for it.
 _TOKEN = re.compile(
-    r"""(?:\s|\#[^\n]*)*(?:(
+    r"""(?:\s|\#[^\n]*(?![^\n]))*(?:(
         [A-Za-z_][A-Za-z0-9_]*(?![\w+\-.])
       | -?(?:0|[1-9][0-9]*)(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?(?![\w+\-.])
       | -?\.[0-9]+(?:[eE][-+]?[0-9]+)?(?![\w+\-.])
@@ -74,7 +74,7 @@ def parse(text: str, message: Message) -> None:
                 raise _Unplain
             _merge(tokens, message)
             return
-        except (_Unplain, TypeError, ValueError):
+        except (_Unplain, TypeError, ValueError, AttributeError):
             message.Clear()
     text_format.Parse(text, message)
 

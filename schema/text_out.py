@@ -57,17 +57,25 @@ def _append(message: Message, indent: str, out: list[str]) -> None:
 
 
 def plain_type(message_type: Any) -> bool:
-    """No map field and no extension range in the message type or any message it holds
-    (what the fast text printer and parser read; schema/text_in.py)."""
+    """No map field and no extension range in the message type or any message type it
+    holds (what the fast text printer and parser read; schema/text_in.py): decided over
+    every type reachable from it at once (a recursive type is not taken as plain on a
+    guess), kept per root type."""
     known = _PLAIN.get(message_type)
     if known is not None:
         return known
-    _PLAIN[message_type] = True  # recursive messages: assume plain while looking
-    plain = not message_type.extension_ranges and all(
-        f.message_type is None
-        or (not f.message_type.GetOptions().map_entry and plain_type(f.message_type))
-        for f in message_type.fields
-    )
+    seen: set[Any] = set()
+    stack, plain = [message_type], True
+    while stack and plain:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        plain = not current.extension_ranges
+        for f in current.fields:
+            if f.message_type is not None:
+                plain = plain and not f.message_type.GetOptions().map_entry
+                stack.append(f.message_type)
     _PLAIN[message_type] = plain
     return plain
 

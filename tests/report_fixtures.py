@@ -176,7 +176,7 @@ def training_plan(micro_batches: int = 4, pp: int = 2) -> Plan:
             kernel("head", "lm_head_bwd", "GEMM", "Ma_Mw", "BWD", {"m": s, "k": 32000, "n": h}, 1),
         ],
     )
-    return _plan(
+    return assembled_plan(
         "train-test",
         "training",
         (layer, head),
@@ -242,10 +242,11 @@ def inference_plan(decode_steps: int = 12, pp: int = 2) -> Plan:
                 ],
             )
         )
-    return _plan("infer-test", "inference", tuple(phases), {"tp": 2, "pp": pp}, 1, iteration=False)
+    par = {"tp": 2, "pp": pp}
+    return assembled_plan("infer-test", "inference", tuple(phases), par, 1, iteration=False)
 
 
-def _plan(
+def assembled_plan(
     name: str,
     kind: str,
     phases: tuple[PhasePlan, ...],

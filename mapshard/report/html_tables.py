@@ -21,18 +21,19 @@ SPLIT_NOTE = (
 )
 
 
-def _listed_configs(plan: Plan) -> set[tuple[str, int]]:
-    """(phase, configuration) of the table: every one, or past MAX_CONFIG_ROWS the ones
-    busiest per step (a kernel-by-kernel graph has one per kernel: 20,000 rows would make
-    the page unreadable and its writing a second of a run; configs.csv has them all)."""
-    every = [(p, c) for p in plan.phases for c in p.configs]
+def _listed_configs(plan: Plan) -> set[tuple[int, int]]:
+    """(phase position, configuration index) of the table's rows: every configuration, or
+    past MAX_CONFIG_ROWS the ones busiest per step (a kernel-by-kernel graph has one per
+    kernel: 20,000 rows would make the page unreadable and its writing a second of a run;
+    configs.csv has them all)."""
+    every = [(at, p, c) for at, p in enumerate(plan.phases) for c in p.configs]
     if len(every) > MAX_CONFIG_ROWS:
         busiest = sorted(
             range(len(every)),
-            key=lambda i: (-config_total_s(plan, every[i][0], every[i][1]), i),
+            key=lambda i: (-config_total_s(plan, every[i][1], every[i][2]), i),
         )
         every = [every[i] for i in busiest[:MAX_CONFIG_ROWS]]
-    return {(p.name, c.index) for p, c in every}
+    return {(at, c.index) for at, _, c in every}
 
 
 def _breakable(text: str) -> str:
@@ -47,9 +48,9 @@ def _t(seconds: float) -> str:
 def tables_section(plan: Plan) -> str:
     listed = _listed_configs(plan)
     crow = []
-    for p in plan.phases:
+    for at, p in enumerate(plan.phases):
         for c in sorted(p.configs, key=lambda c: c.index):
-            if (p.name, c.index) not in listed:
+            if (at, c.index) not in listed:
                 continue
             crow.append(
                 [

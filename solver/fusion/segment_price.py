@@ -64,7 +64,8 @@ def fixed_sharding_prices(
     `thin`: fronts thinned to one state per SRAM slice (KnapsackPricer): every price is
     then a real configuration's, at or above the exact one (a heuristic's prices); on more
     than THIN_ROWS kernels, only segments starting at the THIN_ROWS narrowest cuts
-    (`narrow_starts`) are priced, the rest left inf. A periodic problem's rows are exact
+    (`narrow_starts`) and ending at one of them or at the end are priced, the rest left
+    inf. A periodic problem's rows are exact
     either way (copied between layers, `_periodic_rows`)."""
     if not pure_knapsack(problem):
         return None
@@ -312,7 +313,8 @@ class KnapsackPricer:
         False when a front grows past FRONT_LIMIT, or the sweep passes the valve's
         `deadline` (perf_counter seconds; checked every DEADLINE_STRIDE kernels).
         `resume`: start from this state of the sweep (kernels [i, resume.j) done);
-        `saved[j]`: the state at each j with keep(j)."""
+        `saved[j]`: the state at each j with keep(j) (not with `ends`)."""
+        assert ends is None or keep is None, "resume states are kept at every j"
         problem = self.problem
         final = np.zeros((1, 2))  # Pareto rows (buffer bytes, traffic bytes)
         pending: list[int] = []
@@ -335,6 +337,8 @@ class KnapsackPricer:
             # buffers of waiting kernels only grow: rows that leave them no room are dead
             room = self.cap - waiting.least_buffer(pending, k, j)
             final = final[: int(np.searchsorted(final[:, 0], room, side="right"))]
+            if not len(final):
+                break  # buffers only grow with j: no longer segment from i fits either
             if len(final) > FRONT_LIMIT:
                 return False
             if j % DEADLINE_STRIDE == 0 and time.perf_counter() > deadline:
@@ -384,39 +388,41 @@ class KnapsackPricer:
 class _Waiting:
     """The kernels of a row sweep [i, j) still waiting for a consumer, as prefixes: the
     sums of their least buffers and the merges of their fronts, each up to one of them
-    (`ids[t]`: the last kernel of prefix t). At each j only the part from the first
+    (`members[t]`: the last kernel of prefix t). At each j only the part from the first
     producer of a kernel that joined is redone: a pending kernel's choices change only
     when its first consumer joins and it leaves when its last one does, so every pending
     kernel before is as it was. The merged fronts are built only where a price is read
     (`front`). A training step's saved activations wait at the start of the list for
     their backward: merging every pending kernel again at each j was 82% of a 17-layer
-    step's search."""
+    step's search. The least-buffer sums are the old per-j sums bit for bit; a price adds
+    a settled state's traffic to the waiting kernels' merged traffic (they used to be
+    merged into the settled front), equal up to rounding."""
 
     def __init__(self, pricer: KnapsackPricer, i: int):
         self.pricer, self.i = pricer, i
-        self.ids: list[int] = []
-        self.least: list[float] = []  # least buffers summed, in list order
+        self.members: list[int] = []  # the waiting kernels, in list order
+        self.least_sums: list[float] = []  # their least buffers summed up to each
         self.fronts: list[np.ndarray] = []  # merged fronts (a prefix of the prefixes)
 
     def least_buffer(self, pending: list[int], k: int, j: int) -> float:
         """Kernel k joined at j: the summed least buffers of `pending` (the list after)."""
         sources = self.pricer.sources(k)
         changed = next((p for p in sources if p >= self.i), math.inf)
-        cut = bisect.bisect_left(self.ids, changed)
-        del self.ids[cut:], self.least[cut:], self.fronts[cut:]
-        total = self.least[-1] if self.least else 0.0
+        cut = bisect.bisect_left(self.members, changed)
+        del self.members[cut:], self.least_sums[cut:], self.fronts[cut:]
+        total = self.least_sums[-1] if self.least_sums else 0.0
         kernels = self.pricer.kernels
         for p in pending[cut:]:
             total += float(kernels[p].choices(self.i, j)[0, 0])
-            self.ids.append(p)
-            self.least.append(total)
+            self.members.append(p)
+            self.least_sums.append(total)
         return total
 
     def front(self, j: int) -> np.ndarray:
         """The merged front of the pending kernels at j (after `least_buffer(..., j)`)."""
         merged = self.fronts[-1] if self.fronts else _NOTHING
         kernels, cap = self.pricer.kernels, self.pricer.cap
-        for p in self.ids[len(self.fronts) :]:
+        for p in self.members[len(self.fronts) :]:
             merged = merge_all(merged, [kernels[p].choices(self.i, j)], cap)
             self.fronts.append(merged)
         return merged

@@ -302,7 +302,7 @@ def test_a_plan_of_many_configurations_lists_the_busiest_and_says_how_many_more(
     """A kernel-by-kernel plan has a configuration per kernel: past MAX_CONFIG_ROWS the page
     lists the busiest per step (here the largest kernels: their busy time grows with the
     size) and names how many more configs.csv holds; a small plan lists every one."""
-    from report_fixtures import _plan, kernel, phase
+    from report_fixtures import assembled_plan, kernel, phase
 
     from mapshard.report.html_tables import MAX_CONFIG_ROWS
 
@@ -312,7 +312,7 @@ def test_a_plan_of_many_configurations_lists_the_busiest_and_says_how_many_more(
         kernel("graph", f"k{i}", "ELEMENTWISE", "Ma", "FWD", {"m": 4096 * s}, i, shards=1)
         for i, s in enumerate(sizes)
     ]
-    many = _plan("kbk", "graph", (phase("graph", "layer", 1, 1, kernels),), {}, 1, False)
+    many = assembled_plan("kbk", "graph", (phase("graph", "layer", 1, 1, kernels),), {}, 1, False)
     page = report_html(many, system())
     section = page.split("<h2>Configurations</h2>")[1].split("<h2>Kernels")[0]
     listed = set(re.findall(r"<td class=\"t\">k(\d+)</td>", section))

@@ -176,3 +176,17 @@ def test_a_prefilled_message_merges_as_text_format_does() -> None:
     filled = setup_pb2.Setup(name="a")
     with pytest.raises(text_format.ParseError, match="multiple"):
         text_in.parse('name: "b"', filled)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "gurobi {\n  time: 2\n# }\n",  # a commented-out brace does not close the message
+        "gurobi {\n  time: 2\n}\nname: # 5\n",  # nor does a commented-out value end a field
+        "name: \"a\" # set to 5",  # a comment at the very end, no newline
+        "name: \"a#b\"\n# trailing\n\n",
+        "gurobi { time: 2 }  # done\n",
+    ],
+)
+def test_comments_end_at_their_line_and_never_become_tokens(text: str) -> None:
+    assert _fast(text, setup_pb2.Setup) == _reference(text, setup_pb2.Setup)
