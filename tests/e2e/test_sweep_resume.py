@@ -83,11 +83,22 @@ def test_driver_sigterm_then_sigkill_then_resume(
         str(out),
         "--quiet",
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # faulthandler: a driver that does not end after SIGTERM (seen once, beside two busy
+    # loops, after it had printed its "interrupted" line) is sent SIGABRT, which makes it
+    # print every thread's stack, so the failure says where it waits
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
     try:
         _wait_rows(results, 2)
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            pytest.fail(f"the driver did not end 30 s after SIGTERM; its threads:\n{err}")
     finally:
         proc.kill()
         proc.wait(timeout=30)
