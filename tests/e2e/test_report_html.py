@@ -16,11 +16,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from report_fixtures import inference_plan, system, training_plan
+from report_fixtures import assembled_plan, inference_plan, kernel, phase, system, training_plan
 
 from mapshard.compare import compare_html, load_side
 from mapshard.fmt import kernel_class_label
 from mapshard.report.html import report_html
+from mapshard.report.html_tables import MAX_CONFIG_ROWS
 from mapshard.report.terminal import format_summary
 from mapshard.report.totals import row_split
 from mapshard.report.write import write_results
@@ -302,10 +303,6 @@ def test_a_plan_of_many_configurations_lists_the_busiest_and_says_how_many_more(
     """A kernel-by-kernel plan has a configuration per kernel: past MAX_CONFIG_ROWS the page
     lists the busiest per step (here the largest kernels: their busy time grows with the
     size) and names how many more configs.csv holds; a small plan lists every one."""
-    from report_fixtures import assembled_plan, kernel, phase
-
-    from mapshard.report.html_tables import MAX_CONFIG_ROWS
-
     count = MAX_CONFIG_ROWS + 57
     sizes = [(i * 7919) % count + 1 for i in range(count)]  # a shuffle of 1..count
     kernels = [

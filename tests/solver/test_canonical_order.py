@@ -7,12 +7,14 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import replace
+from pathlib import Path
 
 from independent.instances import Instance, Link, _feed, _op, random_machine, setup_text
 
 import mapshard
 from generator.graph import Edge, Kernel, KernelGraph, KernelKind
-from generator.order import structural_signatures
+from generator.order import structural_signatures, unpinned_text
+from mapshard import pipeline
 
 KERNELS = 14
 
@@ -109,11 +111,6 @@ def test_the_order_reads_each_kernel_as_the_dataclass_repr_of_its_unpinned_copy(
     must be exactly the repr of the copy without name and pins, on every kernel of real
     generated workloads (training, inference, MoE, HPL, DLRM, FFT, DFModel's graph) and on
     kernels given pins."""
-    from pathlib import Path
-
-    from generator.order import unpinned_text
-    from mapshard import pipeline
-
     root = Path(__file__).resolve().parents[2] / "scenarios"
     kernels: list[Kernel] = []
     for name in (

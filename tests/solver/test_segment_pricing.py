@@ -8,11 +8,16 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
+from google.protobuf import text_format
 from solver_fixtures import random_chain, random_dag, small_system, tp2_problem
 
+from generator.build import build_workload
+from generator.chain import chain_instances
+from schema import setup_pb2
 from solver.fusion.alternate import restrict
 from solver.fusion.fronts import merge, merge_all, thinned
 from solver.fusion.segment_bound import KnapsackBounds
@@ -293,14 +298,6 @@ def test_sweep_prices_of_a_chained_training_step_equal_each_segments_own_knapsac
     sweep's merged pending front, kept as prefix merges, must give every segment the price
     of its own knapsack (every kernel of [i, j) merged in turn, each in its status there),
     computed here without the sweep."""
-    from pathlib import Path
-
-    from google.protobuf import text_format
-
-    from generator.build import build_workload
-    from generator.chain import chain_instances
-    from schema import setup_pb2
-
     text = (
         'workload { llm_training { model { inline { name: "tiny" architecture: "llama" '
         "hidden_size: 64 num_layers: 2 num_heads: 2 num_kv_heads: 2 intermediate_size: 128 "

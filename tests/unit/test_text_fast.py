@@ -183,8 +183,8 @@ def test_a_prefilled_message_merges_as_text_format_does() -> None:
     [
         "gurobi {\n  time: 2\n# }\n",  # a commented-out brace does not close the message
         "gurobi {\n  time: 2\n}\nname: # 5\n",  # nor does a commented-out value end a field
-        "name: \"a\" # set to 5",  # a comment at the very end, no newline
-        "name: \"a#b\"\n# trailing\n\n",
+        'name: "a" # set to 5',  # a comment at the very end, no newline
+        'name: "a#b"\n# trailing\n\n',
         "gurobi { time: 2 }  # done\n",
     ],
 )
