@@ -204,7 +204,8 @@ def kernel_compute_time(
     chunk against its cache), priced from its executed tiles where the chip is calibrated
     for it (`causal_attention_time`); `loop_experts`: the chip's experts a host loop runs
     the kernel for (Kernel.host_loop_ops), which then takes at least its ops at the host's
-    time per op (Efficiency.host_op_s), overhead included (`host_paced`)."""
+    time per op (Efficiency.host_op_s), overhead included, when the loop runs right after
+    a sync (`host_paced`)."""
     own = _compute_time(kernel, chip, shape, flop, precision, decode, causal)
     rate = chip.efficiency.strided_elementwise_elem_per_s
     if kernel.strided and rate > 0 and elements / rate > own.seconds:
@@ -218,12 +219,21 @@ def kernel_compute_time(
     return host_paced(kernel, chip, own, loop_experts)
 
 
+# Passes whose host loop runs right after a sync: the forward's per-expert loop follows the
+# read of the tokens per expert, and a recomputed forward reads them again. Autograd replays
+# the loop's backward with the split sizes it kept: no sync, so the host issues it ahead of
+# the GPU and only the whole backward's excess shows (solver.search.assemble.host_exposed_s).
+SYNCED_PASSES = frozenset({Pass.FWD, Pass.RECOMPUTE})
+
+
 def host_paced(kernel: Kernel, chip: Chip, own: KernelTime, loop_experts: int) -> KernelTime:
     """`own`, or the host's issue time when it is longer: a loop the host runs right after
-    a sync (a per-expert loop after reading the tokens per expert) starts on an empty
-    queue, so its kernels wait on the host's `host_loop_ops` x `loop_experts` ops. The
-    kernel's overheads (the menus add them) count toward that time; the wait is reported
-    as overhead, as the launch floor is (KernelTime.floor_s)."""
+    a sync (a per-expert loop after reading the tokens per expert: `SYNCED_PASSES`) starts
+    on an empty queue, so its kernels wait on the host's `host_loop_ops` x `loop_experts`
+    ops. The kernel's overheads (the menus add them) count toward that time; the wait is
+    reported as overhead, as the launch floor is (KernelTime.floor_s)."""
+    if kernel.pass_ not in SYNCED_PASSES:
+        return own
     host_s = kernel.host_loop_ops * loop_experts * chip.efficiency.host_op_s
     busy_s = host_s - chip.efficiency.kernel_overhead_s * kernel.launches
     if busy_s <= own.seconds:

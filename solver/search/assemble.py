@@ -12,6 +12,7 @@ from generator.graph import Communication, OperandRole, Pass, Phase, Workload
 from generator.ops_fp8 import FP8_BYTES
 from generator.ops_loss import FP32_BYTES
 from solver.cost.collectives import hierarchical_time
+from solver.cost.kernel_times import SYNCED_PASSES
 from solver.cost.latency import exposed_under
 from solver.cost.memo import per_phases
 from solver.cost.weights import StepWeights, self_updated_params, step_sync_s
@@ -113,6 +114,66 @@ def _forward_fraction(phases: tuple[Phase, ...]) -> float:
     return fwd / total if total > 0 else 0.5
 
 
+@dataclass(frozen=True)
+class HostOps:
+    """Ops an eager host issues for one instance of a phase's graph: `synced`, the loops run
+    right after a sync ((ops per expert, experts) of each kernel: solver.cost.kernel_times
+    .host_paced prices them per kernel); `backward_launches` and `backward_loops`, what it
+    issues in the backward pass, which has no sync (kernel launches; loops as `synced`)."""
+
+    synced: tuple[tuple[int, int], ...] = ()
+    backward_launches: int = 0
+    backward_loops: tuple[tuple[int, int], ...] = ()
+
+
+@per_phases
+def _host_ops(phases: tuple[Phase, ...]) -> dict[str, HostOps]:
+    ops = {}
+    for p in phases:
+        synced, loops, launches = [], [], 0
+        for k in p.graph.kernels:
+            loop = (k.host_loop_ops, k.dim_sizes.get("experts", 0))
+            if k.pass_ in SYNCED_PASSES:
+                if k.host_loop_ops:
+                    synced.append(loop)
+                    continue
+                if k.pass_ == Pass.FWD:
+                    continue
+            elif k.pass_ not in (Pass.BWD, Pass.WGRAD):
+                continue
+            launches += k.launches
+            if k.host_loop_ops:
+                loops.append(loop)
+        ops[p.name] = HostOps(tuple(synced), launches, tuple(loops))
+    return ops
+
+
+def host_exposed_s(workload: Workload, stage_s: float, tp: int, pp: int, host_op_s: float) -> float:
+    """The backward's host time beyond its GPU time, per micro-batch on the busiest stage
+    (0 when the host keeps ahead: `host_op_s` 0, Execution.host_op_us unset). Autograd
+    issues the backward with no sync, so its ops (host_op_s each; a loop's per expert of
+    the chip, at least ceil(experts / TP)) queue ahead of the GPU and only their excess over
+    the backward's GPU time shows: max(0, H - G). G is the stage's time less the synced
+    loops' host time (which paces those kernels), split by the forward FLOP share, as the
+    DP windows are; the result never falls as `stage_s` grows (a bound stays a bound)."""
+    if host_op_s <= 0 or workload.forward_only:
+        return 0.0
+    ops = _host_ops(workload.phases)
+
+    def loops(terms: tuple[tuple[int, int], ...]) -> float:
+        return sum(n * -(-experts // tp) for n, experts in terms)
+
+    synced = {name: loops(o.synced) * host_op_s for name, o in ops.items()}
+    issued = {
+        name: (o.backward_launches + loops(o.backward_loops)) * host_op_s for name, o in ops.items()
+    }
+    instances = max(workload.instances_per_micro_batch, 1)
+    paced = stage_work_s(workload, synced, pp) * instances
+    host = stage_work_s(workload, issued, pp) * instances
+    gpu = max(stage_s - paced, 0.0) * (1.0 - forward_fraction(workload))
+    return max(host - gpu, 0.0)
+
+
 def training_times(
     workload: Workload,
     choice: Choice,
@@ -123,6 +184,7 @@ def training_times(
     hidden: float = 1.0,
     attention_s: dict[str, tuple[float, float]] | None = None,
     cast_elem_per_s: float = 0.0,
+    host_op_s: float = 0.0,
 ) -> StepTimes:
     """Step time; `stored`: parameters per chip as the mapping stores them (the optimizer
     updates every stored copy), None = split over TP x PP; `weights`: per chip, the
@@ -133,16 +195,19 @@ def training_times(
     that hides under it (ExecutionOptions.comm_hidden_share); `attention_s`: under context
     parallelism, each layer phase's attention seconds a ring hop hides under
     (context_parallel.attention_seconds), needed when CP > 1; `cast_elem_per_s`: the chip's
-    rate for the master-gradient cast (`grad_cast_floor_s`), 0 = its bytes alone."""
+    rate for the master-gradient cast (`grad_cast_floor_s`), 0 = its bytes alone;
+    `host_op_s`: an eager host's time per op (`host_exposed_s`), 0 = it keeps ahead."""
     tp, pp = choice.degree("TP"), choice.degree("PP")
     m = micro_batches(workload, choice.data_ranks())
     stage = stage_work_s(workload, phase_latency, pp)
     stage *= max(workload.instances_per_micro_batch, 1)
+    host = host_exposed_s(workload, stage, tp, pp, host_op_s)
     if workload.context_parallel > 1:
         assert attention_s is not None, "context parallelism needs the attention seconds"
         span = choice.span("CP")
         stage += stage_ring_s(workload, span, tp, pp, attention_s, dram_Bps, hidden)
     fwd = stage * forward_fraction(workload)
+    stage += host  # backward time: the windows DP buckets and transfers overlap with
     transfer = fill = 0.0
     if pp > 1:
         bytes_ = max(boundary_bytes(workload, p) for p in layer_phases(workload)) / tp
@@ -172,12 +237,13 @@ def training_times(
     cast = fp8_weight_cast_s(workload, tp * pp, m, dram_Bps, gathered)
     total = pipeline + dp_time + tp_sync + optimizer + cast
     breakdown = (
-        ("pipeline_compute", m * stage),
+        ("pipeline_compute", m * (stage - host)),
         ("pipeline_bubble", bubble),
         ("pp_transfer", transfer * m),
         ("dp_sync_exposed", dp_time),
         ("optimizer", optimizer),
     ) + ((("tp_replica_grad_sync", tp_sync),) if tp_sync > 0 else ())
+    breakdown += (("host_exposed", m * host),) if host > 0 else ()
     return StepTimes(
         latency_s=total,
         iteration_time_s=total,

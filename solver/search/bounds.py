@@ -40,6 +40,7 @@ def step_times(
             hidden,
             attention,
             system.chip.efficiency.strided_elementwise_elem_per_s,
+            system.chip.efficiency.host_op_s,
         )
     if workload.kind == "inference":
         return assemble.inference_times(workload, choice, phase_latency)

@@ -11,13 +11,15 @@ import pytest
 from google.protobuf import text_format
 
 from generator.build import build_workload
-from generator.graph import KernelGraph
+from generator.graph import KernelGraph, Pass
 from mapshard.fidelity import engines, fit_host_op
 from mapshard.fidelity.cases import read_cases
 from mapshard.fidelity.fit import library_system
 from mapshard.fidelity.fit_training import measured_step_s
 from schema import setup_pb2
 from solver.cost.kernel_times import HOST_SOURCE
+from solver.search import assemble
+from solver.search.parallel import Choice
 from tests.solver_fixtures import one_kernel_menu
 
 DATA = Path(__file__).parents[1] / "data" / "validation"
@@ -108,9 +110,11 @@ def test_a_host_paced_kernel_takes_its_ops_at_the_hosts_time():
 
 
 def test_a_random_family_of_per_expert_layers_waits_on_the_host():
-    """Inline MoE training layers of random shape, host times of 2-40 us per op: every loop
-    kernel's options take at least ops x experts x h (overhead included), exactly that where
-    the host binds; every other kernel's options are those of a host that keeps ahead."""
+    """Inline MoE training layers of random shape, host times of 2-40 us per op: every
+    forward loop kernel's options take at least ops x experts x h (overhead included),
+    exactly that where the host binds; every other kernel's options (the loop's backward
+    among them: no sync before it, `test_the_backward_shows_only_its_host_excess`) are
+    those of a host that keeps ahead."""
     rng = random.Random(35)
     bound = free = 0
     for _ in range(10):
@@ -128,7 +132,7 @@ def test_a_random_family_of_per_expert_layers_waits_on_the_host():
         paced, ahead = _host_system(h), _host_system(0.0)
         for kernel in layer.kernels:
             menu, base = one_kernel_menu(kernel, paced), one_kernel_menu(kernel, ahead)
-            ops = LOOP_OPS.get(kernel.name, 0)
+            ops = LOOP_OPS.get(kernel.name, 0) if kernel.name in FORWARD else 0
             if not ops:
                 assert menu.options == base.options, kernel.name
                 continue
@@ -163,3 +167,57 @@ def test_the_eager_host_time_is_the_fit_rows_least_error():
     mean = sum(map(abs, at)) / len(at)
     for other in (h - 0.5, h + 0.5):
         assert sum(map(abs, errors(other))) / len(rows) > mean
+
+
+def _step(moe_gemm: int):
+    s = setup_pb2.Setup()
+    s.system.chip, s.system.num_chip = "H200-SXM-141GB", 1
+    t = s.workload.llm_training
+    t.model.hf_model = "Qwen3-30B-A3B"
+    t.global_batch, t.micro_batch, t.seq_len, t.moe_gemm = 2, 1, 4096, moe_gemm
+    return build_workload(s, Path("setup.txt"), 1)
+
+
+def test_the_backward_shows_only_its_host_excess():
+    """Qwen3-30B-A3B (48 layers, 128 experts) with the per-expert loop, one chip, 2
+    micro-batches of one sequence, h = 30 us per op. The host issues per layer the loop's
+    backward, 8 ops per expert (LOOP_OPS less FORWARD) x 128 = 1,024, plus one op per
+    backward kernel; the forward loop's 4 x 128 = 512 ops per layer pace their own kernels.
+    With the GPU's work at 0 s the backward's host time shows whole; with the layer at 1 s
+    (backward 1 - f of it, far more than ~32 ms of ops) none does; in between the step
+    never falls as the GPU's work grows (a bound on the latencies stays a bound)."""
+    w = _step(PER_EXPERT)
+    choice = Choice((("DP", 1), ("PP", 1), ("TP", 1)), (), ())
+    h = 30e-6
+    kernels = {p.name: p.graph.kernels for p in w.phases}
+    launches = sum(
+        p.count * sum(k.launches for k in p.graph.kernels if k.pass_ in (Pass.BWD, Pass.WGRAD))
+        for p in w.phases
+    )
+    backward_ops = 48 * 1024 + launches
+    assert sum(LOOP_OPS.values()) - sum(LOOP_OPS[n] for n in FORWARD) == 8
+    zero = dict.fromkeys(kernels, 0.0)
+    idle = assemble.training_times(w, choice, zero, 4.8e12, host_op_s=h)
+    ahead = assemble.training_times(w, choice, zero, 4.8e12)
+    exposed = dict(idle.breakdown)["host_exposed"]
+    assert exposed == pytest.approx(2 * backward_ops * h, rel=1e-12)
+    assert idle.iteration_time_s == pytest.approx(ahead.iteration_time_s + exposed, rel=1e-12)
+    busy = {name: 1.0 for name in kernels}
+    assert assemble.training_times(w, choice, busy, 4.8e12, host_op_s=h).iteration_time_s == (
+        assemble.training_times(w, choice, busy, 4.8e12).iteration_time_s
+    )
+    rng = random.Random(39)
+    last = 0.0
+    for scale in sorted(rng.uniform(0.0, 2e-3) for _ in range(40)):
+        lat = {name: scale * (1 + 0.1 * i) for i, name in enumerate(kernels)}
+        t = assemble.training_times(w, choice, lat, 4.8e12, host_op_s=h).iteration_time_s
+        assert t >= last
+        last = t
+    grouped = _step(GROUPED)  # no loop: one op per backward kernel only
+    g_launches = sum(
+        p.count * sum(k.launches for k in p.graph.kernels if k.pass_ in (Pass.BWD, Pass.WGRAD))
+        for p in grouped.phases
+    )
+    g_zero = {p.name: 0.0 for p in grouped.phases}
+    g_idle = assemble.training_times(grouped, choice, g_zero, 4.8e12, host_op_s=h)
+    assert dict(g_idle.breakdown)["host_exposed"] == pytest.approx(2 * g_launches * h, rel=1e-12)
