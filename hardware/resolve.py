@@ -332,7 +332,8 @@ def with_attention_kernel(system: System, kernel: str, setup_path: Path) -> Syst
 
 def with_host_op(system: System, host_op_us: float) -> System:
     """The machine with the setup's execution.host_op_us (the host's time per op of a
-    loop it runs right after a sync; checked >= 0 and finite with the setup) on its chip."""
+    loop it runs right after a sync, and of a backward pass it issues ahead of the GPU;
+    checked >= 0 and finite with the setup) on its chip."""
     if host_op_us <= 0:
         return system
     chip = system.chip

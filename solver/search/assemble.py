@@ -152,7 +152,8 @@ def host_exposed_s(workload: Workload, stage_s: float, tp: int, pp: int, host_op
     """The backward's host time beyond its GPU time, per micro-batch on the busiest stage
     (0 when the host keeps ahead: `host_op_s` 0, Execution.host_op_us unset). Autograd
     issues the backward with no sync, so its ops (host_op_s each; a loop's per expert of
-    the chip, at least ceil(experts / TP)) queue ahead of the GPU and only their excess over
+    the chip, counted as ceil(experts / TP): exact at TP 1, the least any option runs, as
+    a bound needs) queue ahead of the GPU and only their excess over
     the backward's GPU time shows: max(0, H - G). G is the stage's time less the synced
     loops' host time (which paces those kernels), split by the forward FLOP share, as the
     DP windows are; the result never falls as `stage_s` grows (a bound stays a bound)."""
