@@ -226,3 +226,53 @@ def test_the_backward_shows_only_its_host_excess():
     g_zero = {p.name: 0.0 for p in grouped.phases}
     g_idle = assemble.training_times(grouped, choice, g_zero, 4.8e12, host_op_s=h)
     assert dict(g_idle.breakdown)["host_exposed"] == pytest.approx(2 * g_launches * h, rel=1e-12)
+
+
+def _backward_launches(workload, role: str) -> int:
+    """Launches of the backward kernels of the phases of `role`, one instance each."""
+    return sum(
+        k.launches
+        for p in workload.phases
+        if p.role == role
+        for k in p.graph.kernels
+        if k.pass_ in (Pass.BWD, Pass.WGRAD)
+    )
+
+
+def test_a_random_family_of_steps_exposes_the_hand_counted_backward():
+    """Inline MoE models of random shape (2-6 layers, 8-64 experts), TP 1-4, PP 1 or 2,
+    1-3 micro-batches, h of 5-40 us, every graph's latency 0 (the GPU never busy): the
+    step carries exactly its backward's ops on the busiest stage, counted by hand: per layer
+    8 loop ops per expert on the chip (ceil(experts / TP)) plus one per launch of the
+    layer's backward kernels; PP 2 halves the (even) layers and keeps the larger of the
+    embedding's and the head's backward, PP 1 adds both."""
+    rng = random.Random(3935)
+    for _ in range(12):
+        layers, experts = rng.choice((2, 4, 6)), rng.choice((8, 16, 32, 64))
+        tp, pp, m = rng.choice((1, 2, 4)), rng.choice((1, 2)), rng.randint(1, 3)
+        h = rng.uniform(5e-6, 40e-6)
+        s = setup_pb2.Setup()
+        s.system.chip, s.system.num_chip = "H200-SXM-141GB", 1
+        t = s.workload.llm_training
+        text_format.Parse(
+            f'inline {{ name: "moe" architecture: "mixtral" hidden_size: 512 '
+            f"num_layers: {layers} num_heads: 4 num_kv_heads: 4 head_dim: 64 "
+            f"intermediate_size: 256 vocab_size: 1000 ffn: SWIGLU norm: RMSNORM num_experts: "
+            f"{experts} experts_per_token: 2 moe_intermediate_size: 256 }}",
+            t.model,
+        )
+        t.global_batch, t.micro_batch, t.seq_len, t.moe_gemm = m, 1, 256, PER_EXPERT
+        w = build_workload(s, Path("setup.txt"), 1)
+
+        layer_phases = [p for p in w.phases if p.role == "layer"]
+        assert sum(p.count for p in layer_phases) == layers
+        per_layer = _backward_launches(w, "layer") / len(layer_phases) + 8 * -(-experts // tp)
+        embed, head = _backward_launches(w, "embed"), _backward_launches(w, "head")
+        if pp == 1:
+            ops = layers * per_layer + embed + head
+        else:
+            ops = layers // 2 * per_layer + max(embed, head)
+        choice = Choice((("DP", 1), ("PP", pp), ("TP", tp)), (), ())
+        zero = {p.name: 0.0 for p in w.phases}
+        step = assemble.training_times(w, choice, zero, 4.8e12, host_op_s=h)
+        assert dict(step.breakdown)["host_exposed"] == pytest.approx(m * ops * h, rel=1e-9)
