@@ -24,6 +24,7 @@ The MILP runs on a node budget (deterministic work); its proven dual bound is th
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from solver.by_identity import ByIdentity
@@ -98,18 +99,26 @@ def one_configuration_problem(problem: MappingProblem) -> MappingProblem:
     """`problem` with one option per kernel sharding, its least compute, network and
     per-operand traffic over every tile (the menu's options and its tile groups), no
     buffers and no SRAM limit."""
-    kernels = tuple(_least_menu(m) for m in problem.kernels)
+    groups: dict[tuple[int, str], dict[str, float]] = {}
+    kernels = tuple(_least_menu(m, groups) for m in problem.kernels)
     return replace(problem, kernels=kernels, sram_bytes=math.inf)
 
 
-def _least_menu(menu: KernelMenu) -> KernelMenu:
+def _least_menu(menu: KernelMenu, groups: dict[tuple[int, str], dict[str, float]]) -> KernelMenu:
+    """`groups`: each operand's least traffic over the tiles of a menu's tile groups of one
+    sharding, by the groups' identity: the copies of a chained layer share their groups
+    (solver.cost.named_menus), which hold hundreds of tiles each."""
     options = []
     for s in menu.shardings:
         mine = [o for o in menu.options if o.sharding == s]
-        traffics = [dict(o.traffic) for o in mine]
-        traffics += [dict(t.traffic) for g in menu.tile_groups if g.sharding == s for t in g.tiles]
         names = [name for name, _ in mine[0].traffic]
-        least = tuple((x, min(t.get(x, math.inf) for t in traffics)) for x in names)
+        key = (id(menu.tile_groups), s)
+        if key not in groups:
+            groups[key] = _least_traffic(
+                t.traffic for g in menu.tile_groups if g.sharding == s for t in g.tiles
+            )
+        best = _least_traffic((o.traffic for o in mine), dict(groups[key]))
+        least = tuple((x, best.get(x, math.inf)) for x in names)
         options.append(
             mine[0].but(
                 tile=LEAST_TILE,
@@ -121,3 +130,15 @@ def _least_menu(menu: KernelMenu) -> KernelMenu:
             )
         )
     return replace(menu, options=tuple(options), tile_groups=())
+
+
+def _least_traffic(
+    traffics: Iterable[tuple[tuple[str, float], ...]], best: dict[str, float] | None = None
+) -> dict[str, float]:
+    """Each operand's least bytes over `traffics` ((operand, bytes) pairs), into `best`."""
+    best = {} if best is None else best
+    for traffic in traffics:
+        for x, v in traffic:
+            if v < best.get(x, math.inf):
+                best[x] = v
+    return best

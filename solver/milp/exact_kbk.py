@@ -41,6 +41,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -51,7 +52,7 @@ from solver.cost.latency import Seconds
 from solver.cost.memo import Memo
 from solver.cost.problem import EdgeCost, MappingProblem
 from solver.milp.conversions import descendants
-from solver.milp.elimination import Factor, eliminate
+from solver.milp.elimination import Factor, PastDeadline, eliminate
 
 TABLE_LIMIT = 1_000_000  # entries of one elimination table (complex: 16 MB)
 MIB = 2**20
@@ -77,8 +78,9 @@ class _Group:
     pays: dict[int, int]  # consumer kernel -> its y variable
 
 
-def solve_kbk(problem: MappingProblem) -> KbkSolution | None:
-    """The exact kernel-by-kernel optimum, or None where the module docstring says so.
+def solve_kbk(problem: MappingProblem, deadline: float = math.inf) -> KbkSolution | None:
+    """The exact kernel-by-kernel optimum, or None where the module docstring says so, or
+    when time.perf_counter() passes `deadline` first (the valve: nothing is kept then).
 
     Everything but the DRAM capacity row is kept in UNBUDGETED under the problem without
     its row (`resident_*` at their no-row defaults; every other field by value) and
@@ -89,7 +91,10 @@ def solve_kbk(problem: MappingProblem) -> KbkSolution | None:
     key = (TABLE_LIMIT, unbudgeted)
     kept = UNBUDGETED.find(key)
     if kept is None:
-        kept = (_solve_unbudgeted(problem),)
+        try:
+            kept = (_solve_unbudgeted(problem, deadline),)
+        except PastDeadline:
+            return None
         UNBUDGETED.put(key, kept)
     found = kept[0]
     if found is None or not _fits_memory(problem, found.choice):
@@ -97,8 +102,8 @@ def solve_kbk(problem: MappingProblem) -> KbkSolution | None:
     return found
 
 
-def _solve_unbudgeted(problem: MappingProblem) -> KbkSolution | None:
-    """`solve_kbk` without the DRAM capacity row."""
+def _solve_unbudgeted(problem: MappingProblem, deadline: float) -> KbkSolution | None:
+    """`solve_kbk` without the DRAM capacity row (PastDeadline past `deadline`)."""
     n = len(problem.kernels)
     groups = _groups(problem, n)
     if groups is None:
@@ -112,13 +117,17 @@ def _solve_unbudgeted(problem: MappingProblem) -> KbkSolution | None:
     for g in groups:
         for k in g.edge:
             of[k].append(g)
-    built = [_kernel_factor(problem, k, of[k], domains, terms[k]) for k in range(n)]
+    built = []
+    for k in range(n):
+        if deadline < math.inf and k % 256 == 0 and time.perf_counter() > deadline:
+            raise PastDeadline
+        built.append(_kernel_factor(problem, k, of[k], domains, terms[k]))
     factors = [f for f in built if f is not None]
     if len(factors) < n:
         return None
     desc = descendants(problem)
     factors += [_group_factor(problem, g, domains, desc) for g in groups]
-    solved = eliminate(factors, domains, TABLE_LIMIT)
+    solved = eliminate(factors, domains, TABLE_LIMIT, deadline)
     if solved is None or not math.isfinite(solved[0].real):
         return None  # too wide, or nothing fits: the MILP says which
     value, assign = solved[0].real, solved[1]

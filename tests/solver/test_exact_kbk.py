@@ -6,16 +6,27 @@ back to the MILP."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
+import time
 from dataclasses import replace
 
 import pytest
-from solver_fixtures import elementwise, gemm, random_chain, residual_add, small_system, tp2_problem
+from solver_fixtures import (
+    elementwise,
+    gemm,
+    random_chain,
+    random_dag,
+    residual_add,
+    small_system,
+    tp2_problem,
+)
 
 from generator.graph import Edge, KernelGraph, KernelKind
 from solver.check import brute_force, mapping_cost
 from solver.cost.problem import KernelMenu, MappingProblem, Option
+from solver.fusion import alternate
 from solver.milp import exact_kbk
 from solver.milp.exact_kbk import solve_kbk
 from solver.milp.model import solve_configurations
@@ -260,3 +271,47 @@ def test_equal_latency_plans_prefer_fewer_stored_weights() -> None:
     found = solve_kbk(problem)
     assert found is not None and found.choice == (1, 0)
     assert math.isclose(found.objective_s, 2e-6, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_dataflow_problems_one_kernel_per_configuration_seed_is_exact(seed: int) -> None:
+    """The fusion search's seed (one configuration per kernel, solver.fusion.alternate) on
+    DATAFLOW problems of random DAGs: the elimination's plan is a plan of that problem (the
+    checker prices its configurations to its objective) and equals the optimum of HiGHS at
+    a zero gap with the run order free, and, where the options are few enough to list,
+    the least checked cost over every option per kernel in the index order's run."""
+    rng = random.Random(100 + seed)
+    graph = random_dag(rng, rng.randint(3, 4))
+    system = small_system(num_chips=2, sram_bytes=rng.choice([3e3, 3e4]), link_Bps=1e10)
+    problem = tp2_problem(
+        graph, system, dataflow=True, overlap=True, max_configs=2, tiling_points=2
+    )
+    exact = alternate._exact_singles(problem, math.inf)
+    assert exact is not None
+    configs, result = exact
+    n = len(problem.kernels)
+    assert sorted(k for (k,) in configs) == list(range(n))
+    recheck, costs = mapping_cost(problem, configs, result.choice)
+    assert recheck == result.objective_s and all(c.feasible for c in costs)
+    singles = [(k,) for k in range(n)]
+    milp = solve_configurations(problem, singles, EXACT, order_free=True)
+    assert milp.status == "optimal"
+    assert math.isclose(result.objective_s, milp.objective_s, rel_tol=1e-6)
+    choices = list(itertools.product(*(range(len(m.options)) for m in problem.kernels)))
+    if len(choices) <= 30_000:
+        best = math.inf
+        for choice in choices:
+            cost, costs = mapping_cost(problem, singles, choice)
+            if all(c.feasible for c in costs):
+                best = min(best, cost)
+        assert result.objective_s <= best * (1 + 1e-9)
+
+
+def test_an_elimination_past_its_deadline_says_none_and_keeps_nothing() -> None:
+    """The valve: a deadline already passed gives None (the MILP or the greedy plan then
+    decides) and leaves no entry behind, so the same problem without one is solved."""
+    problem = _random_problem(1)
+    exact_kbk.UNBUDGETED.clear()
+    assert solve_kbk(problem, deadline=time.perf_counter() - 1.0) is None
+    assert len(exact_kbk.UNBUDGETED) == 0
+    assert solve_kbk(problem) is not None
