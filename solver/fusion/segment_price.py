@@ -38,6 +38,18 @@ FRONT_LIMIT = 20_000  # Pareto states per front before giving up (the caller fal
 # a heuristic sweep (`thin_bytes` > 0) keeps one state per SRAM slice of this many per SRAM
 THIN_SLICES = 2048
 THIN_ROWS = 256  # start positions a heuristic sweep prices on a larger graph
+# ... up to this many kernels; beyond, fewer in proportion (at least a quarter): a row's
+# sweep runs as far as the SRAM lets a segment grow, hundreds of kernels on a training
+# step, so a round's work grows with rows x graph size (2,976 kernels: 249 rows of ~840
+# kernels, 43 CPU-s, longer than a 60 s budget leaves; at 129 rows the round completes)
+THIN_FULL_KERNELS = 1_500
+
+
+def thin_starts(n: int) -> int:
+    """Start positions of a heuristic sweep over `n` kernels (`THIN_FULL_KERNELS`)."""
+    return max(THIN_ROWS // 4, min(THIN_ROWS, THIN_ROWS * THIN_FULL_KERNELS // max(n, 1)))
+
+
 DEADLINE_STRIDE = 64  # kernels a row sweeps between two looks at the valve
 
 
@@ -63,7 +75,7 @@ def fixed_sharding_prices(
     front grows past FRONT_LIMIT or the sweep passes `deadline` (perf_counter seconds).
     `thin`: fronts thinned to one state per SRAM slice (KnapsackPricer): every price is
     then a real configuration's, at or above the exact one (a heuristic's prices); on more
-    than THIN_ROWS kernels, only segments starting at the THIN_ROWS narrowest cuts
+    than THIN_ROWS kernels, only segments starting at the `thin_starts` narrowest cuts
     (`narrow_starts`) and ending at one of them or at the end are priced, the rest left
     inf. A periodic problem's rows are exact
     either way (copied between layers, `_periodic_rows`)."""
@@ -79,7 +91,7 @@ def fixed_sharding_prices(
         return prices if _periodic_rows(pricer, prices, period, deadline) else None
     pricer = KnapsackPricer(problem, problem.sram_bytes / THIN_SLICES if thin else 0.0)
     if thin and n > THIN_ROWS:
-        starts = narrow_starts(problem, THIN_ROWS)
+        starts = narrow_starts(problem, thin_starts(n))
         ends = frozenset((*starts, n))  # a segment ends where the next one starts
         for i in starts:
             if time.perf_counter() > deadline:
