@@ -148,7 +148,7 @@ def _exact_singles(
     if problem.pinned_configs and any(q >= 0 for q in problem.pinned_configs):
         return None
     t0 = time.perf_counter()
-    found = solve_kbk(problem, deadline)
+    found = solve_kbk(problem, deadline, keep=False)  # one search's seed: nothing to keep
     if found is None:
         return None
     configs = tuple((k,) for k in found.order)

@@ -78,9 +78,12 @@ class _Group:
     pays: dict[int, int]  # consumer kernel -> its y variable
 
 
-def solve_kbk(problem: MappingProblem, deadline: float = math.inf) -> KbkSolution | None:
+def solve_kbk(
+    problem: MappingProblem, deadline: float = math.inf, keep: bool = True
+) -> KbkSolution | None:
     """The exact kernel-by-kernel optimum, or None where the module docstring says so, or
-    when time.perf_counter() passes `deadline` first (the valve: nothing is kept then).
+    when time.perf_counter() passes `deadline` first (the valve: nothing is kept then);
+    `keep` False: nothing kept either way (a large DATAFLOW graph's one-off seed).
 
     Everything but the DRAM capacity row is kept in UNBUDGETED under the problem without
     its row (`resident_*` at their no-row defaults; every other field by value) and
@@ -89,13 +92,14 @@ def solve_kbk(problem: MappingProblem, deadline: float = math.inf) -> KbkSolutio
     unconstrained optimum."""
     unbudgeted = replace(problem, resident_bytes_per_param=0.0, resident_budget_bytes=math.inf)
     key = (TABLE_LIMIT, unbudgeted)
-    kept = UNBUDGETED.find(key)
+    kept = UNBUDGETED.find(key) if keep else None
     if kept is None:
         try:
             kept = (_solve_unbudgeted(problem, deadline),)
         except PastDeadline:
             return None
-        UNBUDGETED.put(key, kept)
+        if keep:
+            UNBUDGETED.put(key, kept)
     found = kept[0]
     if found is None or not _fits_memory(problem, found.choice):
         return None
