@@ -12,6 +12,7 @@ import random
 import resource
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -256,3 +257,38 @@ def test_a_long_chain_returns_a_plan_at_a_time_limit(tmp_path: Path, n: int, sty
         assert "stopped at the time limit" in done.stderr
     assert cpu_s <= LIMIT_S * 1.1 + ALLOWANCE_CPU_S[style], cpu_s
     assert after.ru_maxrss * 1024 < 4 * 2**30
+
+
+def test_a_highs_run_past_its_valve_is_interrupted() -> None:
+    """The backstop behind HiGHS's own time limit (solver.milp.linear._valve_backstop): a
+    multi-knapsack of 400 binaries that HiGHS does not close in seconds, given no limit of
+    its own, stops at the valve (0.05 s + the grace) with the interrupt said (no elapsed
+    time asserted: the suite never times itself); no valve, no callback."""
+    import highspy
+    import numpy as np
+
+    from solver.milp import linear
+
+    rng = np.random.default_rng(0)
+    n, m = 400, 20
+    weights = rng.integers(1, 1000, (m, n)).astype(float)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, m
+    lp.col_cost_ = -rng.integers(1, 1000, n).astype(float)
+    lp.col_lower_, lp.col_upper_ = np.zeros(n), np.ones(n)
+    lp.row_lower_ = np.full(m, -highspy.kHighsInf)
+    lp.row_upper_ = weights.sum(axis=1) / 2
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.arange(0, n * m + 1, m, dtype=np.int32)
+    lp.a_matrix_.index_ = np.tile(np.arange(m, dtype=np.int32), n)
+    lp.a_matrix_.value_ = weights.T.reshape(-1)
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * n
+    h = linear._highs(0.0, 0.0, 0, 1, math.inf)  # no time limit of its own
+    h.passModel(lp)
+    t0 = time.perf_counter()
+    state = linear._valve_backstop(h, t0, 0.05)
+    h.run()
+    assert state["tripped"] and h.getModelStatus() == highspy.HighsModelStatus.kInterrupt
+    assert linear._valve_backstop(linear._highs(0.0, 0.0, 0, 1, math.inf), t0, 0.0) == {
+        "tripped": False
+    }
