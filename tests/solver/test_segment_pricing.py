@@ -27,6 +27,7 @@ from solver.fusion.segment_price import (
     narrow_starts,
     pareto,
     segment_price,
+    thin_starts,
 )
 from solver.fusion.segment_search import SearchStats, segment_search
 from solver.fusion.separable import separable_rows
@@ -371,3 +372,16 @@ def _fixed_shardings(graph, sram_bytes: float, rng: random.Random):
     )
     fixed, _ = restrict(problem, [rng.choice(m.shardings) for m in problem.kernels])
     return fixed
+
+
+def test_heuristic_sweeps_start_fewer_rows_on_larger_graphs() -> None:
+    """256 starts up to 1,500 kernels, then 256 x 1,500 / n (a round's rows x kernels held),
+    never below 64: 2,976 kernels -> 129 (384,000 / 2,976 = 129.03), 6,000 -> 64."""
+    assert [thin_starts(n) for n in (300, 1_500, 1_501, 2_976, 6_000, 100_000)] == [
+        256,
+        256,
+        255,
+        129,
+        64,
+        64,
+    ]
