@@ -267,6 +267,11 @@ class MappingProblem:
         )
 
     @property
+    def any_config_pinned(self) -> bool:
+        """Whether some kernel is pinned to a configuration (`pinned_configs`)."""
+        return any(q >= 0 for q in self.pinned_configs)
+
+    @property
     def network_overlapped(self) -> bool:
         """A configuration's network time overlaps its other terms (max), so which
         configuration pays a shared layout conversion changes the latency (a serialised

@@ -146,7 +146,7 @@ def _exact_singles(
     configurations and the result as a MILP's would read, the checker's cost of that plan.
     The seed MILP over thousands of kernels takes HiGHS seconds (15 CPU-s on a 2,976-kernel
     training step) and stops at its gap; the elimination is exact in about 2."""
-    if problem.pinned_configs and any(q >= 0 for q in problem.pinned_configs):
+    if problem.any_config_pinned:
         return None
     t0 = time.perf_counter()
     found = solve_kbk(problem, deadline, keep=False)  # one search's seed: nothing to keep

@@ -332,7 +332,7 @@ def solve_singles(
     feasible state, or the DRAM capacity row violated): the caller runs the full MILP.
     `deadline` (perf_counter seconds) caps each block MILP's time limit; past it, no
     further block is solved (None: the caller checks the deadline)."""
-    if problem.pinned_configs and any(q >= 0 for q in problem.pinned_configs):
+    if problem.any_config_pinned:
         return None
     tree = block_tree(problem)
     if tree is None:

@@ -154,7 +154,7 @@ def compose(
     perf_counter seconds), or None when the problem has no period with MIN_WINDOWS
     windows or nothing composed fits."""
     n = len(problem.kernels)
-    if problem.pinned_configs and any(q >= 0 for q in problem.pinned_configs):
+    if problem.any_config_pinned:
         return None  # a periodic segmentation ignores the pins
     p = find_period(problem)
     if p is None or n // p < MIN_WINDOWS:

@@ -50,7 +50,7 @@ def first_plan(
     cheap construction finds none (pinned configurations, an order that is not
     topological, every choice over the SRAM, num_config or the DRAM row)."""
     n = len(problem.kernels)
-    if n == 0 or any(p >= 0 for p in problem.pinned_configs):
+    if n == 0 or problem.any_config_pinned:
         return None
     if any(e.src >= e.dst for e in problem.edges if not e.wrap):
         return None

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import heapq
 import math
-import time
 from collections.abc import Sequence
 
 import numpy as np
+
+from solver.options import past
 
 Factor = tuple[tuple[int, ...], np.ndarray]  # (variables in axis order, table)
 
@@ -29,8 +30,8 @@ def eliminate(
 ) -> tuple[complex, list[int]] | None:
     """min over all assignments of the sum of the factors, and a minimising assignment
     (the first minimum along each eliminated axis); None when a combined table would pass
-    `limit` entries. Variables are 0..len(domains)-1. Raises PastDeadline once
-    time.perf_counter() passes `deadline` (checked every variable: the valve only)."""
+    `limit` entries. Variables are 0..len(domains)-1. Raises PastDeadline once the valve's
+    `deadline` has passed (solver.options.past, checked every variable)."""
     pending: dict[int, Factor] = dict(enumerate(factors))
     where: dict[int, set[int]] = {v: set() for v in range(len(domains))}
     for i, (vars_, _) in pending.items():
@@ -50,7 +51,7 @@ def eliminate(
         size, v = heapq.heappop(heap)
         if v not in sizes or sizes[v][0] != size:
             continue  # a stale entry: v is gone or its neighbourhood changed
-        if deadline < math.inf and time.perf_counter() > deadline:
+        if past(deadline):
             raise PastDeadline
         scope = sizes.pop(v)[1]
         if size > limit:

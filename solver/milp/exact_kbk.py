@@ -41,7 +41,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -53,6 +52,7 @@ from solver.cost.memo import Memo
 from solver.cost.problem import EdgeCost, MappingProblem
 from solver.milp.conversions import descendants
 from solver.milp.elimination import Factor, PastDeadline, eliminate
+from solver.options import past
 
 TABLE_LIMIT = 1_000_000  # entries of one elimination table (complex: 16 MB)
 MIB = 2**20
@@ -82,7 +82,7 @@ def solve_kbk(
     problem: MappingProblem, deadline: float = math.inf, keep: bool = True
 ) -> KbkSolution | None:
     """The exact kernel-by-kernel optimum, or None where the module docstring says so, or
-    when time.perf_counter() passes `deadline` first (the valve: nothing is kept then);
+    when the valve's `deadline` passes first (solver.options.past; nothing is kept then);
     `keep` False: nothing kept either way (a large DATAFLOW graph's one-off seed).
 
     Everything but the DRAM capacity row is kept in UNBUDGETED under the problem without
@@ -123,7 +123,7 @@ def _solve_unbudgeted(problem: MappingProblem, deadline: float) -> KbkSolution |
             of[k].append(g)
     built = []
     for k in range(n):
-        if deadline < math.inf and k % 256 == 0 and time.perf_counter() > deadline:
+        if k % 256 == 0 and past(deadline):
             raise PastDeadline
         built.append(_kernel_factor(problem, k, of[k], domains, terms[k]))
     factors = [f for f in built if f is not None]

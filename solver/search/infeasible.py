@@ -199,7 +199,7 @@ def sram_reason(problem: MappingProblem, phase: str) -> Reason | None:
         fix = f"SRAM must be ≥ {_bytes(need, up=True)} per chip (system.accelerator.sram_cap)"
         return Reason("SRAM", text, need / sram, fix)
     n, k_max = len(problem.kernels), max(1, problem.max_configs)
-    if any(p >= 0 for p in problem.pinned_configs):  # pinned configurations: no formula
+    if problem.any_config_pinned:  # pinned configurations: no formula
         text = f"phase {phase}: no mapping with the pinned configurations fits the SRAM"
         return Reason("SRAM", text, math.inf, "unpin kernels or use a chip with more SRAM")
     if not problem.dataflow:

@@ -16,6 +16,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import highspy
+import numpy as np
 import pytest
 from solver_fixtures import random_chain, random_dag, small_system, tp2_problem
 
@@ -26,6 +28,7 @@ from solver.fusion import large, tile_refine
 from solver.fusion import solve as solve_mod
 from solver.fusion.first_plan import first_plan
 from solver.fusion.segment_search import GraphSolution, SearchStats
+from solver.milp import linear
 from solver.milp.model import solve_configurations
 from solver.options import MIN_LEFT_S, VALVE_STOP, SolverOptions
 from tests.solver.test_long_chains import _chain_setup
@@ -264,11 +267,6 @@ def test_a_highs_run_past_its_valve_is_interrupted() -> None:
     multi-knapsack of 400 binaries that HiGHS does not close in seconds, given no limit of
     its own, stops at the valve (0.05 s + the grace) with the interrupt said (no elapsed
     time asserted: the suite never times itself); no valve, no callback."""
-    import highspy
-    import numpy as np
-
-    from solver.milp import linear
-
     rng = np.random.default_rng(0)
     n, m = 400, 20
     weights = rng.integers(1, 1000, (m, n)).astype(float)
