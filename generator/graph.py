@@ -99,6 +99,9 @@ class Kernel:
     # Ops per expert of a host loop right after a sync (MOE_GEMM_PER_EXPERT): at least
     # that many x the chip's experts x the host's time per op (kernel_times). As above.
     host_loop_ops: int = field(default=0, repr=False)
+    # `launches` issued once per expert the chip runs (Transformer Engine's GroupedLinear
+    # quantizes expert by expert: generator.llm_layer), not once for all. As above.
+    per_expert_launches: bool = field(default=False, repr=False)
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)

@@ -46,7 +46,7 @@ from generator.ops_attention import (
     rope,
 )
 from generator.ops_eager import eager_gated, eager_rope, eager_squared_relu
-from generator.ops_fp8 import FP8_BYTES, fp8_cast
+from generator.ops_fp8 import FP8_BYTES, fp8_cast, is_quantize
 from generator.precision import Precision
 
 
@@ -122,7 +122,11 @@ def with_expert_kernels(
     routed token slots (the dims experts and expert_tokens: dispatch's output, the expert
     GEMMs, their activation, sorts and gradients; not the router, which scores every
     expert), and `fused` (Kernel.fused_experts) and `torch_grouped` on its expert GEMMs;
-    not fused, the per-expert loop's ops on its kernels (Kernel.host_loop_ops)."""
+    not fused, the per-expert loop's ops on its kernels (Kernel.host_loop_ops) and the FP8
+    quantisations of its GEMMs' inputs and output gradients issued expert by expert
+    (Kernel.per_expert_launches: Transformer Engine's GroupedLinear splits the tensor and
+    quantizes each expert's part with its own scale, and a loop's per-expert linear layers
+    each quantize their own input)."""
     if not any("experts" in k.dim_sizes for k in graph.kernels):
         return graph
 
@@ -139,6 +143,7 @@ def with_expert_kernels(
             # torch._grouped_mm launches a kernel writing the groups' GEMM arguments first
             launches=2 if gemm and torch_grouped else k.launches,
             host_loop_ops=loop,
+            per_expert_launches=not fused and is_quantize(k.name),
         )
 
     return replace(graph, kernels=tuple(routed(k) for k in graph.kernels))

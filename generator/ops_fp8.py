@@ -39,6 +39,12 @@ SCALE_BYTES = 4.0  # one FP32 scale per tensor
 FP8_CAST_BYTES_PER_ELEMENT = 2 * 2 + 2 * FP8_BYTES
 AMAX_FLOP = 1  # |x| and max per element
 CAST_FLOP = 2  # scale multiply and convert per element
+QUANTIZE_SUFFIXES = ("_amax", "_cast")  # the two kernels of one quantisation (_quantize)
+
+
+def is_quantize(name: str) -> bool:
+    """Whether kernel `name` is one of a quantisation's two kernels (a recomputed one too)."""
+    return name.removesuffix("_recompute").endswith(QUANTIZE_SUFFIXES)
 
 
 def _quantize(
@@ -53,8 +59,9 @@ def _quantize(
 ) -> Tensor:
     """`<name>_amax` then `<name>_cast` on `x` viewed as `dims`; returns the FP8 tensor."""
     n = dims_elements(dims)
+    amax_suffix, cast_suffix = QUANTIZE_SUFFIXES
     scale = b.add_kernel(
-        f"{name}_amax",
+        f"{name}{amax_suffix}",
         KernelKind.NORM,  # a reduction over the whole tensor to one scale
         [
             Arg("in", OperandRole.INPUT, dims, abpe, x),
@@ -68,7 +75,7 @@ def _quantize(
     )
     assert scale is not None
     t = b.add_kernel(
-        f"{name}_cast",
+        f"{name}{cast_suffix}",
         KernelKind.ELEMENTWISE,
         [
             Arg("in", OperandRole.INPUT, dims, abpe, x),

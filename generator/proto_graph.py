@@ -316,6 +316,7 @@ def _einsum_kernel(
         torch_grouped=e.torch_grouped,
         launches=e.launches or 1,
         host_loop_ops=e.host_loop_ops,
+        per_expert_launches=e.per_expert_launches,
         attention_window=e.attention_window,
         unsplit_kv=e.unsplit_kv,
         expert_share=e.expert_share or 1.0,

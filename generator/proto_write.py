@@ -41,6 +41,7 @@ def graph_to_proto(graph: KernelGraph, repeat: int | None = None) -> setup_pb2.D
         e.torch_grouped = k.torch_grouped
         e.launches = k.launches if k.launches != 1 else 0
         e.host_loop_ops = k.host_loop_ops
+        e.per_expert_launches = k.per_expert_launches
         e.attention_window = k.attention_window
         e.unsplit_kv = k.unsplit_kv
         e.expert_share = k.expert_share if k.expert_share < 1.0 else 0.0

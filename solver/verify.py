@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from generator.graph import Workload
 from hardware.system import System
+from solver.cost.menus import launch_count
 from solver.options import ExecutionOptions
 from solver.plan import ConfigPlan, KernelPlan, PhasePlan, Plan
 
@@ -47,7 +48,8 @@ def _check_config(
     ex: ExecutionOptions,
     launches: dict[str, int],
 ) -> list[str]:
-    """`launches`: the kernel launches each graph kernel stands for (Kernel.launches), one
+    """`launches`: the kernel launches each graph kernel stands for (menus.launch_count,
+    the one rule the menus price: Kernel.launches, per expert where issued so), one
     kernel overhead each."""
     out = []
     names = tuple(sorted(k.name for k in members))
@@ -84,8 +86,9 @@ def dfmodel_sram_row(ex: ExecutionOptions) -> bool:
 
 
 def _check_phase(
-    ph: PhasePlan, workload: Workload, system: System, ex: ExecutionOptions
+    ph: PhasePlan, workload: Workload, system: System, ex: ExecutionOptions, tp: int
 ) -> list[str]:
+    """`tp`: the plan's tensor-parallel degree (the menus' `tp`)."""
     out = []
     by_config: dict[int, list[KernelPlan]] = {}
     for k in ph.kernels:
@@ -94,7 +97,7 @@ def _check_phase(
     if set(by_config) - set(indices):
         out.append(f"phase {ph.name}: kernels use unlisted configurations")
     graph = next((p.graph for p in workload.phases if p.name == ph.name), None)
-    launches = {k.name: k.launches for k in graph.kernels} if graph is not None else {}
+    launches = {k.name: launch_count(k, tp) for k in graph.kernels} if graph is not None else {}
     for c in ph.configs:
         where = f"phase {ph.name} config {c.index}"
         out += _check_config(where, c, by_config.get(c.index, []), system, ex, launches)
@@ -125,8 +128,9 @@ def verify_plan(
     """Every violation of the plan's own arithmetic and of the hard limits (SRAM,
     configurations, graph order, memory capacity); empty when the plan is consistent."""
     out: list[str] = []
+    tp = plan.parallelism.get("tp", 1)
     for ph in plan.phases:
-        out += _check_phase(ph, workload, system, execution_options)
+        out += _check_phase(ph, workload, system, execution_options, tp)
     mem = plan.memory
     if plan.stats.status in FEASIBLE and mem.capacity > 0 and mem.total > mem.capacity * (1 + REL):
         out.append(f"memory per chip {mem.total:,.0f} B > capacity {mem.capacity:,.0f} B")

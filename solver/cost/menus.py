@@ -80,6 +80,20 @@ def _routed_sizes(kernel: Kernel, sizes: dict[str, int]) -> dict[str, int]:
     return routed
 
 
+def launch_count(kernel: Kernel, tp: int) -> int:
+    """The launches an option of the kernel stands for, one kernel overhead each:
+    Kernel.launches, times the experts the chip runs when it issues them expert by expert
+    (Kernel.per_expert_launches): the fewest of any of its shardings, as a menu has one
+    overhead (an MoE layer's expert kernels have their sharding pinned: one count)."""
+    if not kernel.per_expert_launches or GROUPED_DIM not in kernel.dim_sizes:
+        return kernel.launches
+    experts = min(
+        _routed_sizes(kernel, _shard_sizes(kernel, s, tp))[GROUPED_DIM]
+        for s in sharding_choices(kernel, tp)
+    )
+    return kernel.launches * experts
+
+
 def busiest_experts(experts: int, share: float, chips: int) -> int:
     """Experts reached on the busiest of `chips` chips holding `experts` each, each expert
     reached with probability `share`: the expected maximum of `chips` Binomial(experts,
@@ -176,7 +190,7 @@ def build_menu(
         shardings=tuple(dict.fromkeys(o.sharding for o in options)),
         input_operands=inputs,
         output_operand=outputs[0].name if outputs else "",
-        overhead_s=chip.efficiency.kernel_overhead_s * kernel.launches,
+        overhead_s=chip.efficiency.kernel_overhead_s * launch_count(kernel, tp),
         tile_groups=tuple(groups),
     )
 

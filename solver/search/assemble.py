@@ -141,7 +141,10 @@ def _host_ops(phases: tuple[Phase, ...]) -> dict[str, HostOps]:
                     continue
             elif k.pass_ not in (Pass.BWD, Pass.WGRAD):
                 continue
-            launches += k.launches
+            if k.per_expert_launches:  # issued per expert of the chip, as a loop's ops are
+                loops.append((k.launches, loop[1]))
+            else:
+                launches += k.launches
             if k.host_loop_ops:
                 loops.append(loop)
         ops[p.name] = HostOps(tuple(synced), launches, tuple(loops))
