@@ -2,7 +2,9 @@
 
 The MILP, the menus and the fusion search are not called: every figure is recomputed from
 the Plan's per-kernel records, the workload's graph and the system, with the latency rule
-of `solver.check.config_cost` written out again here. A violation means the solver
+of `solver.check.config_cost` written out again here. One rule is shared, not rewritten:
+how many launches a kernel stands for (`solver.cost.menus.launch_count`, a function of the
+kernel and the TP degree alone). A violation means the solver
 assembled a plan its own numbers contradict (a bug), so the application refuses to write
 it. Returns the violations as sentences; an empty list means the plan is consistent.
 """
