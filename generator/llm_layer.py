@@ -134,7 +134,10 @@ def with_expert_kernels(
         if not {"experts", "expert_tokens"} <= k.dim_sizes.keys():
             return k
         gemm = fused and k.kind == KernelKind.BATCHED_GEMM
+        per_expert = not fused and is_quantize(k.name)
         loop = 0 if fused else ops_moe.PER_EXPERT_HOST_OPS.get(k.name.removesuffix("_recompute"), 0)
+        # a quantisation issued per expert is that many ops of the host's too
+        loop = loop or (k.launches if per_expert else 0)
         return replace(
             k,
             expert_share=min(share, 1.0),
@@ -143,7 +146,7 @@ def with_expert_kernels(
             # torch._grouped_mm launches a kernel writing the groups' GEMM arguments first
             launches=2 if gemm and torch_grouped else k.launches,
             host_loop_ops=loop,
-            per_expert_launches=not fused and is_quantize(k.name),
+            per_expert_launches=per_expert,
         )
 
     return replace(graph, kernels=tuple(routed(k) for k in graph.kernels))

@@ -235,7 +235,8 @@ def host_paced(kernel: Kernel, chip: Chip, own: KernelTime, loop_experts: int) -
     if kernel.pass_ not in SYNCED_PASSES:
         return own
     host_s = kernel.host_loop_ops * loop_experts * chip.efficiency.host_op_s
-    busy_s = host_s - chip.efficiency.kernel_overhead_s * kernel.launches
+    launches = kernel.launches * (loop_experts if kernel.per_expert_launches else 1)
+    busy_s = host_s - chip.efficiency.kernel_overhead_s * launches
     if busy_s <= own.seconds:
         return own
     return KernelTime(busy_s, HOST_SOURCE, own.floor_s + busy_s - own.seconds)

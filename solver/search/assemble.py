@@ -141,10 +141,7 @@ def _host_ops(phases: tuple[Phase, ...]) -> dict[str, HostOps]:
                     continue
             elif k.pass_ not in (Pass.BWD, Pass.WGRAD):
                 continue
-            if k.per_expert_launches:  # issued per expert of the chip, as a loop's ops are
-                loops.append((k.launches, loop[1]))
-            else:
-                launches += k.launches
+            launches += 0 if k.per_expert_launches else k.launches  # those: host_loop_ops
             if k.host_loop_ops:
                 loops.append(loop)
         ops[p.name] = HostOps(tuple(synced), launches, tuple(loops))

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from generator.build import build_workload
 from generator.graph import KernelGraph
@@ -15,7 +18,8 @@ from generator.proto_graph import graph_from_proto
 from generator.proto_write import graph_to_proto
 from mapshard.fidelity.fit import library_system
 from schema import setup_pb2
-from solver.cost.menus import launch_count
+from solver.cost.kernel_times import HOST_SOURCE
+from solver.cost.menus import launch_count, sharding_choices
 from tests.solver_fixtures import one_kernel_menu
 
 PER_EXPERT, GROUPED = setup_pb2.MOE_GEMM_PER_EXPERT, setup_pb2.MOE_GEMM_GROUPED
@@ -92,3 +96,34 @@ def test_the_flag_survives_the_graph_file():
         alone = KernelGraph("g", (next(k for k in layer.kernels if k.name == name),))
         again = graph_from_proto(graph_to_proto(alone), path="x", name="g")
         assert _flagged(again) == _flagged(alone) == ({name} & EXPERT_QUANTIZE)
+
+
+def test_split_experts_count_the_chips_share_and_the_fewest_sharding():
+    """At TP 2 a kernel pinned to split `experts` runs ceil(E / 2) of the graph's E on a
+    chip; left free to keep them whole too, the menu's one overhead takes the fewest."""
+    layer = _layer(PER_EXPERT, 128, 8)
+    amax = next(k for k in layer.kernels if k.name == "expert_down_in_amax")
+    whole = amax.dim_sizes["experts"]
+    assert whole == 16
+    split = replace(amax, pinned_sharding="experts", shardable_dims=("experts",))
+    assert launch_count(split, 2) == 8
+    free = replace(amax, pinned_sharding="", shardable_dims=("experts",))
+    assert set(sharding_choices(free, 2)) == {"none", "experts"}
+    assert launch_count(free, 2) == 8
+    kept = replace(amax, pinned_sharding="none", shardable_dims=("experts",))
+    assert launch_count(kept, 2) == 16
+
+
+def test_an_eager_host_issues_each_experts_quantisation():
+    """With a host time per op h, a forward quantisation of E experts waits on E x h (its E
+    kernel overheads included) when that is longer than its GPU time."""
+    layer = _layer(PER_EXPERT, 128, 8)
+    amax = next(k for k in layer.kernels if k.name == "expert_gate_up_in_amax")
+    assert amax.host_loop_ops == 1
+    base = library_system("H100-SXM5-80GB")
+    h = 200e-6  # far above the kernel's GPU time, so the host binds
+    chip = replace(base.chip, efficiency=replace(base.chip.efficiency, host_op_s=h))
+    menu = one_kernel_menu(amax, replace(base, chip=chip))
+    for o in menu.options:
+        assert o.time_source == HOST_SOURCE
+        assert o.compute_s + menu.overhead_s == pytest.approx(16 * h, rel=1e-12)
