@@ -27,6 +27,16 @@ from schema import setup_pb2
 
 # the kernels of the expert block (generator.llm_layer.Layer.moe, its backward and FP8 casts)
 MOE_KERNELS = ("dispatch", "combine", "expert_")
+# the whole MoE block of a layer (Megatron-core's MoELayer): the router and its top-k, the
+# expert block, the routing-weight scale and the shared experts with their sum
+MOE_BLOCK = ("router", "topk", "routed_scale", *MOE_KERNELS, "shared_", "moe_sum")
+
+
+def in_moe_block(name: str) -> bool:
+    """Whether kernel `name` belongs to a layer's MoE block (any pass)."""
+    return name.startswith(MOE_BLOCK)
+
+
 # LlmTraining.moe_dispatcher -> Workload.moe_dispatcher
 MOE_DISPATCHERS = {
     setup_pb2.MOE_DISPATCHER_ALLTOALL: "alltoall",

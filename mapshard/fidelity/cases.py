@@ -44,6 +44,7 @@ KINDS = (
     "inference_server",
     "layer_prefill",
     "layer_decode",
+    "moe_layer",
     "hpl",
 )
 # Summary groups and their --check bounds (mean |error| in percent).
@@ -56,6 +57,8 @@ GROUP_OF_KIND = {
     "inference_static_batch": "inference",
     "layer_prefill": "inference",
     "layer_decode": "inference",
+    # one training layer's MoE block, forward or backward pass: its own group, no bound
+    "moe_layer": "moe_layer",
     # in-flight batching over a request set: its own group (no bound yet), reported apart
     # from the static-batch inference rows
     "inference_offline_throughput": "serving",

@@ -55,7 +55,7 @@ def attention_impl(case: Case) -> tuple[int, float]:
     megatron = case.text("flop_convention") == "megatron_sc21_eq3" or any(
         k.startswith("calculon_") for k in case.extra
     )
-    if case.kind == "training_step" and megatron:
+    if case.kind in ("training_step", "moe_layer") and megatron:
         return unfused, dropout or MEGATRON_DROPOUT
     return setup_pb2.FUSED_ATTENTION, dropout
 
@@ -246,6 +246,19 @@ MOE_PERMUTE = {
     "fused": setup_pb2.MOE_PERMUTE_FUSED,
     "scatter_add": setup_pb2.MOE_PERMUTE_SCATTER_ADD,
 }
+
+
+MOE_DISPATCHER = {
+    "": setup_pb2.MOE_DISPATCHER_ALLTOALL,
+    "alltoall": setup_pb2.MOE_DISPATCHER_ALLTOALL,
+    "deepep": setup_pb2.MOE_DISPATCHER_DEEPEP,
+}
+
+
+def moe_dispatcher(case: Case) -> int:
+    """LlmTraining.moe_dispatcher of the row (`moe_dispatcher=alltoall`: Megatron-core's NCCL
+    all-to-all dispatcher, the default; `deepep`: DeepEP's kernels)."""
+    return _named(case, "moe_dispatcher", MOE_DISPATCHER)
 
 
 def moe_permute(case: Case) -> int:

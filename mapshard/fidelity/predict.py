@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator.graph import Pass
+from generator.moe_layout import in_moe_block
 from hardware.system import NetworkLevel, Topology
 from mapshard import pipeline
 from mapshard.fidelity.cases import Case
@@ -39,7 +41,7 @@ from mapshard.scenario import Loaded
 from schema import setup_pb2
 from schema.errors import InfeasibleError
 from solver.api import achieved_dram_Bps, hierarchical_time
-from solver.plan import Plan
+from solver.plan import PhasePlan, Plan
 
 # Kinds whose prediction is the plan's whole latency: one kernel, or HPL's run
 WHOLE_RUN_KINDS = (*KERNEL_KINDS, "hpl")
@@ -214,9 +216,42 @@ def _solved(case: Case, where: Path) -> Prediction:
         t = p.ttft_s or p.latency_s
     elif kind == "inference_static_batch":
         t = p.latency_s
+    elif kind == "moe_layer":
+        t = moe_block_s(p, case.extra.get("pass", ""))
     else:  # layer rows: the layer graph(s) only, not the embedding / LM head
         t = sum(ph.latency_s * ph.count * ph.steps for ph in p.phases if ph.role == "layer")
     return Prediction(metric_from_time(case, t, p.peak_flops_per_chip), f"t={t:.4g}s{note}")
+
+
+# a moe_layer row's pass (extra_params `pass`) -> the graph passes its kernels run in
+MOE_PASSES = {"fwd": (Pass.FWD,), "bwd": (Pass.BWD, Pass.WGRAD, Pass.RECOMPUTE)}
+
+
+def moe_block_s(plan: Plan, which: str) -> float:
+    """One micro-batch's time of the layer's MoE block in pass `which` (fwd; bwd: input and
+    weight gradients and a recomputed forward, which autograd's backward runs), kernel by
+    kernel: the configurations of the layer graph whose kernels are all the block's and run
+    in that pass."""
+    if which not in MOE_PASSES:
+        raise Unmodelable(f"pass={which} is not fwd or bwd")
+    layers = [ph for ph in plan.phases if ph.role == "layer"]
+    if len(layers) != 1:
+        raise Unmodelable(f"{len(layers)} layer graphs: a moe_layer row times one")
+    return _block_s(layers[0], MOE_PASSES[which])
+
+
+def _block_s(phase: PhasePlan, passes: tuple[Pass, ...]) -> float:
+    pass_of = {k.name: k.pass_ for k in phase.kernels}
+    total, found = 0.0, False
+    for c in phase.configs:
+        inside = [in_moe_block(n) and pass_of[n] in passes for n in c.kernels]
+        if any(inside) and not all(inside):
+            raise Unmodelable(f"configuration {c.index} fuses MoE-block kernels with others")
+        if inside and all(inside):
+            total, found = total + c.latency_s, True
+    if not found:
+        raise Unmodelable("the layer has no MoE block")
+    return total
 
 
 def _tokens(case: Case) -> float:

@@ -66,6 +66,7 @@ SETUP_KEYS: Mapping[str, str] = {
     "master_grad_cast": "llm_training.master_grad_cast",
     "moe_gemm": "llm_*.moe_gemm (grouped, torch_grouped, per_expert)",
     "moe_permute": "llm_*.moe_permute (fused, scatter_add)",
+    "moe_dispatcher": "llm_training.moe_dispatcher (alltoall, deepep)",
     "loss_impl": "llm_training.loss",
     "edges_in_pipeline_split": "llm_training.edges_in_pipeline_split",
     "pipeline_schedule": "llm_training.virtual_pipeline (1F1B: 1; must match pp and the "
@@ -92,7 +93,8 @@ CONVENTION_KEYS: Mapping[str, str] = {
     "num_params": "palm_6N_plus_12LHQT FLOP",
     "causal": "flash_attn_benchmark FLOP",
     "attn_pass": "flash_attn_benchmark FLOP",
-    "pass": "flash_attn_benchmark FLOP and the kernel: attn_pass as gpu_measure.py spells it",
+    "pass": "flash_attn_benchmark FLOP and the kernel: attn_pass as gpu_measure.py spells it; "
+    "a moe_layer row's pass (fwd, bwd)",
     "tokens_counted": "tokens of a tokens_per_s metric (output only)",
     "bytes_counted": "bytes of a bandwidth metric (STREAM copy: read+write)",
 }

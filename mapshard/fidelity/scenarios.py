@@ -46,6 +46,7 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
     host_op_us,
     kv_reread_dram_share,
     master_grad_cast,
+    moe_dispatcher,
     moe_gemm,
     moe_permute,
     request_overhead_us,
@@ -80,8 +81,11 @@ RECOMPUTE = {
     "full": setup_pb2.RECOMPUTE_FULL,
 }
 KERNEL_KINDS = ("gemm", "attention_fwd")  # one kernel on one chip
+# a training step and one training layer's MoE block (moe_layer rows) share their setup
+TRAINING_KINDS = ("training_step", "moe_layer")
 LLM_KINDS = (
     "training_step",
+    "moe_layer",
     "inference_prefill",
     "inference_static_batch",
     "layer_prefill",
@@ -170,7 +174,7 @@ def case_levels(case: Case, spec: setup_pb2.ChipSpec) -> list[LevelSpec]:
     if ep > 1:
         # the row's dp counts every data-parallel rank, the EP ones included (Megatron-LM);
         # a folded EP group (ETP 1) takes TP of its ranks from the TP chips
-        if case.kind != "training_step":
+        if case.kind not in TRAINING_KINDS:
             raise Unmodelable(f"EP={ep} outside training is not modelled by the scenario builder")
         dp = degrees["DP"]
         if dp % ep_tags:
@@ -195,7 +199,7 @@ def _precision(case: Case, msg: setup_pb2.Precision) -> None:
     act = "BF16" if prec == "fp8" else math_t
     # FP8 training keeps 16-bit parameters and gradients (Transformer Engine casts an FP8
     # copy of each weight for its GEMMs); FP8 inference engines store FP8 weights
-    stored = act if case.kind == "training_step" else math_t
+    stored = act if case.kind in TRAINING_KINDS else math_t
     weight = DTYPES.get(case.extra.get("weights_dtype", ""), stored)
     if prec == "fp8" and trtllm_dequantized_fp8(case):
         math_t = weight = act
@@ -378,7 +382,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         _gemm(case, setup.workload.gemm)
     elif kind == "attention_fwd":
         _attention(case, setup.workload.attention)
-    elif kind == "training_step":
+    elif kind in TRAINING_KINDS:
         t = setup.workload.llm_training
         _model(case, t.model)
         t.global_batch = case.int("global_batch")
@@ -401,6 +405,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.eager_rope = eager_ops(case)[1]
         t.master_grad_cast = master_grad_cast(case)
         t.moe_gemm, t.moe_permute = moe_gemm(case), moe_permute(case)
+        t.moe_dispatcher = moe_dispatcher(case)
         t.edges_in_pipeline_split = edges_in_pipeline_split(case)
     else:
         i = setup.workload.llm_inference

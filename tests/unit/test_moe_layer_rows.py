@@ -1,0 +1,64 @@
+"""moe_layer rows: one training layer's MoE block, forward or backward, timed alone
+(Megatron-LM's MoE-layer performance baselines, P-MMP rows). The prediction is the plan's
+time of exactly the block's kernels in that pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mapshard import pipeline
+from mapshard.fidelity.cases import read_cases
+from mapshard.fidelity.predict import moe_block_s
+from mapshard.fidelity.scenarios import Unmodelable, build_setup, load_case_scenario
+from schema import setup_pb2
+
+CHECK = Path(__file__).parents[1] / "data" / "validation" / "validation_public_check.csv"
+# the Mixtral proxy's MoE block, kernel by kernel, named by hand (one expert per GPU: no
+# local-expert sort; BF16: no quantisation)
+FORWARD = {"router", "topk", "dispatch", "expert_gate_up", "expert_act", "expert_down", "combine"}
+BACKWARD = {
+    "combine_bwd",
+    "expert_down_bwd",
+    "expert_down_weight_update",
+    "expert_act_bwd",
+    "expert_gate_up_bwd",
+    "expert_gate_up_weight_update",
+    "dispatch_bwd",
+}
+
+
+def _rows() -> dict[str, object]:
+    return {c.id: c for c in read_cases(CHECK) if c.kind == "moe_layer"}
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    case = _rows()["P-MMP01"]
+    return pipeline.plan(load_case_scenario(case, tmp_path_factory.mktemp("moe")))
+
+
+def test_the_block_is_its_kernels_in_that_pass(plan):
+    layer = next(ph for ph in plan.phases if ph.role == "layer")
+    latency = {}
+    for c in layer.configs:
+        assert len(c.kernels) == 1  # kernel by kernel
+        latency[c.kernels[0]] = c.latency_s
+    assert FORWARD | BACKWARD <= set(latency)
+    fwd, bwd = (sum(latency[n] for n in names) for names in (FORWARD, BACKWARD))
+    assert moe_block_s(plan, "fwd") == pytest.approx(fwd, rel=1e-12)
+    assert moe_block_s(plan, "bwd") == pytest.approx(bwd, rel=1e-12)
+    # the attention, norms and residuals are outside the block
+    assert fwd + bwd < layer.latency_s * (1 - 1e-3)
+    with pytest.raises(Unmodelable):
+        moe_block_s(plan, "both")
+
+
+def test_a_rows_dispatcher_is_its_setups():
+    rows = _rows()
+    assert set(rows) == {"P-MMP01", "P-MMP02", "P-MMP03", "P-MMP04"}
+    for rid, want in (("P-MMP01", "MOE_DISPATCHER_ALLTOALL"), ("P-MMP03", "MOE_DISPATCHER_DEEPEP")):
+        setup, _ = build_setup(rows[rid])
+        got = setup.workload.llm_training.moe_dispatcher
+        assert setup_pb2.MoeDispatcher.Name(got) == want
