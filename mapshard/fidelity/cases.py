@@ -146,6 +146,16 @@ class Case:
         except ValueError:
             return default
 
+    def int_extra(self, key: str, default: int = 0) -> int:
+        """A whole-number extra_params value; `default` when absent, Unmodelable when not a
+        whole number >= 0."""
+        raw = self.extra.get(key, "")
+        if not raw:
+            return default
+        if not raw.isdigit():
+            raise Unmodelable(f"{key}={raw} is not a whole number >= 0")
+        return int(raw)
+
     @property
     def measured(self) -> float | None:
         try:

@@ -65,7 +65,7 @@ def row_settings(case: Case) -> None:
             sp == case.int("sequence_parallel"),
             f"calculon_tp_comm={tp_comm} but sequence_parallel is {case.int('sequence_parallel')}",
         )
-    for key in ("parallel_layers", "multi_query", "shared_experts"):
+    for key in ("parallel_layers", "multi_query"):
         if key in extra and extra[key] not in ("0", ""):
             # facts of the model that only a shipped config (hf_config) carries
             shipped = "hf_config" in extra or "local_config" in extra

@@ -275,6 +275,9 @@ def _model(case: Case, msg: setup_pb2.Model) -> None:
         layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
         hidden = cfg.get("hidden_size", cfg.get("n_embd"))
         if layers == case.int("layers") and hidden == case.int("hidden"):
+            shipped = from_hf_config(cfg, name, str(path)).shared_experts
+            if case.int_extra("shared_experts", shipped) != shipped:
+                raise Unmodelable(f"shared_experts differs from {name}'s {shipped}")
             msg.hf_model = name
             return
         if hidden == case.int("hidden"):
@@ -309,6 +312,8 @@ def _model(case: Case, msg: setup_pb2.Model) -> None:
     if case.int("experts") > 0:
         spec.num_experts = case.int("experts")
         spec.experts_per_token = case.int("experts_per_token")
+        # shared experts, each as wide as a routed one (ModelSpec.num_shared_experts)
+        spec.num_shared_experts = case.int_extra("shared_experts", 0)
     spec.qk_norm = qk_norm
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from generator.moe_layout import in_moe_block
 from mapshard import pipeline
 from mapshard.fidelity.cases import read_cases
 from mapshard.fidelity.predict import moe_block_s
@@ -62,3 +63,20 @@ def test_a_rows_dispatcher_is_its_setups():
         setup, _ = build_setup(rows[rid])
         got = setup.workload.llm_training.moe_dispatcher
         assert setup_pb2.MoeDispatcher.Name(got) == want
+
+
+def test_an_inline_models_shared_experts_are_its_setups():
+    """The DeepSeek-shaped rows (FIT) carry one shared expert as wide as a routed one: the
+    setup says so, and its MLP's kernels are part of the block."""
+    fit = CHECK.with_name("validation_public_fit.csv")
+    rows = {c.id: c for c in read_cases(fit) if c.kind == "moe_layer"}
+    assert set(rows) == {"P-MMP05", "P-MMP06", "P-MMP07", "P-MMP08"}
+    setup, _ = build_setup(rows["P-MMP05"])
+    spec = setup.workload.llm_training.model.inline
+    assert (spec.num_experts, spec.experts_per_token, spec.num_shared_experts) == (32, 8, 1)
+    scenario = load_case_scenario(rows["P-MMP05"], Path("moe_layer_rows"))
+    layer = next(p for p in scenario.workload.phases if p.name == "layer")
+    names = {k.name for k in layer.graph.kernels}
+    shared = {"shared_gate_up", "shared_act", "shared_down", "moe_sum"}
+    assert shared <= names and all(in_moe_block(n) for n in shared)
+    assert not in_moe_block("mlp_norm") and not in_moe_block("attention")
