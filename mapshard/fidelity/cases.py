@@ -148,11 +148,11 @@ class Case:
 
     def int_extra(self, key: str, default: int = 0) -> int:
         """A whole-number extra_params value; `default` when absent, Unmodelable when not a
-        whole number >= 0."""
-        raw = self.extra.get(key, "")
-        if not raw:
+        whole number >= 0 (a bare key included)."""
+        if key not in self.extra:
             return default
-        if not raw.isdigit():
+        raw = self.extra[key]
+        if not (raw.isascii() and raw.isdigit()):
             raise Unmodelable(f"{key}={raw} is not a whole number >= 0")
         return int(raw)
 

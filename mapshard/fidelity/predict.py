@@ -28,6 +28,7 @@ from mapshard.fidelity.row_settings import check_settings
 from mapshard.fidelity.scenarios import (
     KERNEL_KINDS,
     LLM_KINDS,
+    TRAINING_KINDS,
     Unmodelable,
     chip_spec,
     load_case_scenario,
@@ -206,7 +207,7 @@ def _solved(case: Case, where: Path) -> Prediction:
     else:
         p, note = pipeline.plan(load_case_scenario(case, where)), ""
     kind = case.kind
-    if kind in LLM_KINDS and kind != "training_step" and case.int("tp", 1) > 1:
+    if kind in LLM_KINDS and kind not in TRAINING_KINDS and case.int("tp", 1) > 1:
         note += "; engine TP split"
     if kind in WHOLE_RUN_KINDS:
         t = p.latency_s
@@ -231,7 +232,10 @@ def moe_block_s(plan: Plan, which: str) -> float:
     """One micro-batch's time of the layer's MoE block in pass `which` (fwd; bwd: input and
     weight gradients and a recomputed forward, which autograd's backward runs), kernel by
     kernel: the configurations of the layer graph whose kernels are all the block's and run
-    in that pass."""
+    in that pass. Not in it, though Megatron's MoELayer runs them: the sum of the gradients
+    reaching the block's input (the graph names it after the norm before: one elementwise
+    kernel) and the router's backward and FP32 cast, which the graph does not model (about
+    1-2% of a block)."""
     if which not in MOE_PASSES:
         raise Unmodelable(f"pass={which} is not fwd or bwd")
     layers = [ph for ph in plan.phases if ph.role == "layer"]

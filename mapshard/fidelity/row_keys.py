@@ -67,7 +67,7 @@ SETUP_KEYS: Mapping[str, str] = {
     "moe_gemm": "llm_*.moe_gemm (grouped, torch_grouped, per_expert)",
     "moe_permute": "llm_*.moe_permute (fused, scatter_add)",
     "moe_dispatcher": "llm_training.moe_dispatcher (alltoall, deepep)",
-    "shared_experts": "llm_*.model.inline.num_shared_experts (a shipped config: its own count)",
+    "shared_experts": "llm_*.model.inline.num_shared_experts (equal to a shipped config's)",
     "loss_impl": "llm_training.loss",
     "edges_in_pipeline_split": "llm_training.edges_in_pipeline_split",
     "pipeline_schedule": "llm_training.virtual_pipeline (1F1B: 1; must match pp and the "

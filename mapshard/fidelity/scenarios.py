@@ -265,19 +265,20 @@ def _model(case: Case, msg: setup_pb2.Model) -> None:
     ModelSpec from the columns; a row cutting the named model to fewer layers (layer rows
     keep one) keeps its per-head q/k norms (ModelSpec.qk_norm: Qwen3's), which the columns
     cannot say."""
-    qk_norm = False
+    qk_norm, shared = False, case.int_extra("shared_experts", 0)
     for key in ("hf_config", "local_config"):
         name = _shipped(case.extra.get(key, ""))
         if not name:
             continue
         path = MODELS_DIR / name / "config.json"
         cfg = json.loads(path.read_text(encoding="utf-8"))
+        if "shared_experts" in case.extra:  # a model fact its shipped config already says
+            shipped = from_hf_config(cfg, name, str(path)).shared_experts
+            if shared != shipped:
+                raise Unmodelable(f"shared_experts={shared} but {name} has {shipped}")
         layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
         hidden = cfg.get("hidden_size", cfg.get("n_embd"))
         if layers == case.int("layers") and hidden == case.int("hidden"):
-            shipped = from_hf_config(cfg, name, str(path)).shared_experts
-            if case.int_extra("shared_experts", shipped) != shipped:
-                raise Unmodelable(f"shared_experts differs from {name}'s {shipped}")
             msg.hf_model = name
             return
         if hidden == case.int("hidden"):
@@ -313,7 +314,9 @@ def _model(case: Case, msg: setup_pb2.Model) -> None:
         spec.num_experts = case.int("experts")
         spec.experts_per_token = case.int("experts_per_token")
         # shared experts, each as wide as a routed one (ModelSpec.num_shared_experts)
-        spec.num_shared_experts = case.int_extra("shared_experts", 0)
+        spec.num_shared_experts = shared
+    elif shared:
+        raise Unmodelable(f"shared_experts={shared} on a model without experts")
     spec.qk_norm = qk_norm
 
 

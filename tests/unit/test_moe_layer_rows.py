@@ -4,6 +4,7 @@ time of exactly the block's kernels in that pass."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,27 @@ def test_an_inline_models_shared_experts_are_its_setups():
     shared = {"shared_gate_up", "shared_act", "shared_down", "moe_sum"}
     assert shared <= names and all(in_moe_block(n) for n in shared)
     assert not in_moe_block("mlp_norm") and not in_moe_block("attention")
+
+
+def _with(case, **extra: str):
+    return replace(case, extra={**case.extra, **extra})
+
+
+def test_shared_experts_is_strict():
+    """A count on a dense model, a malformed count, and a count a shipped config contradicts
+    are errors; a shipped config's own count (DeepSeek-V3: one shared expert) is accepted."""
+    fit = CHECK.with_name("validation_public_fit.csv")
+    row = next(c for c in read_cases(fit) if c.id == "P-MMP05")
+    dense = replace(row, cells={**row.cells, "experts": "", "experts_per_token": ""})
+    for bad in (_with(dense, shared_experts="1"), _with(row, shared_experts="one")):
+        with pytest.raises(Unmodelable):
+            build_setup(bad)
+    with pytest.raises(Unmodelable):
+        build_setup(_with(row, shared_experts=""))  # a bare key
+    for count, ok in (("1", True), ("2", False)):
+        case = _with(row, hf_config="deepseek-ai/DeepSeek-V3", shared_experts=count)
+        if ok:
+            build_setup(case)
+        else:
+            with pytest.raises(Unmodelable):
+                build_setup(case)
