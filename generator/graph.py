@@ -104,6 +104,11 @@ class Kernel:
     # GEMMs keep one overhead for the group (kernel_times.grouped_gemm_time: TE spreads
     # them over 4 streams, whose fill and drain overlap). As above.
     per_expert_launches: bool = field(default=False, repr=False)
+    # an MoE dispatch or combine sending a token once per destination chip (DeepEP), not once
+    # per routed expert: the model's experts and top-k (solver.cost.own_network.wire_share);
+    # 0 = once per routed expert. As above.
+    dedup_experts: int = field(default=0, repr=False)
+    dedup_top_k: int = field(default=0, repr=False)
     # DFModel's other per-variant fields (memory_size, num_input, use_effective_stage,
     # skip_weight), read by --cost-model dfmodel only; same reasons as above.
     dfmodel_extra: DFModelExtra | None = field(default=None, compare=False)

@@ -97,6 +97,9 @@ class LayerShape:
     sort_chunks: bool = False
     # the routed copies permuted and combined by PyTorch's ops (MoePermute SCATTER_ADD)
     moe_scatter_add: bool = False
+    # DeepEP's dispatcher: a token crosses to each destination chip once, not once per
+    # routed expert there (Kernel.dedup_experts)
+    moe_dedup: bool = False
 
 
 def expert_tokens(tokens: int, k: int, experts: int, capacity_factor: float) -> int:
@@ -393,8 +396,9 @@ class Layer:
         route = self.router(h, R)
         # the routed token copies of this graph's tokens, each way: every chip of the TP
         # group sends its share of them to its EP peers (solver.cost.own_network)
+        dedup = (c.experts, k) if self.shape.moe_dedup else (0, 0)
         perm = ops_moe.Permutation(
-            b, route, (T, H, R, E, C), routed, self.a, self.shape.moe_scatter_add
+            b, route, (T, H, R, E, C), routed, self.a, self.shape.moe_scatter_add, dedup
         )
         disp = perm.dispatch(h)
         if self.shape.sort_chunks:

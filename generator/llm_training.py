@@ -264,6 +264,7 @@ def _layer_shape(
         torch_grouped=req.moe_gemm == TORCH_GROUPED,
         # Megatron-core: moe_permute_fusion off unless the recipe sets it
         moe_scatter_add=req.moe_permute != setup_pb2.MOE_PERMUTE_FUSED,
+        moe_dedup=req.moe_dispatcher == setup_pb2.MOE_DISPATCHER_DEEPEP,
     )
 
 

@@ -116,6 +116,7 @@ class Permutation:
     routed: int
     abpe: float
     scatter_add: bool
+    dedup: tuple[int, int] = (0, 0)  # (experts, top-k): Kernel.dedup_experts, .dedup_top_k
 
     def dispatch(self, h: Tensor) -> Tensor:
         """The copies of h (T, H) in expert order (E, C, H), all-to-all under EP."""
@@ -124,12 +125,23 @@ class Permutation:
         disp = _exchange(
             self.b, "dispatch", (h, (T, H)), (self.route, (T, R)), (E, C, H), moved, self.abpe
         )
+        self._dedup("dispatch", h.requires_grad)
         if self.scatter_add:
             _mark(self.b, "topk", launches=EAGER_LAUNCHES["topk"])
             _mark(self.b, "dispatch", launches=dispatch_launches(self.routed))
         if self.scatter_add and h.requires_grad:  # its backward exists once emitted
             self.b.defer(lambda: _mark(self.b, "dispatch_bwd", atomic_adds=moved))
         return disp
+
+    def _dedup(self, name: str, backward: bool) -> None:
+        """Kernel `name` and, once emitted, its backward send a token once per destination
+        chip (`dedup`), when set."""
+        if self.dedup == (0, 0):
+            return
+        fields = {"dedup_experts": self.dedup[0], "dedup_top_k": self.dedup[1]}
+        _mark(self.b, name, **fields)
+        if backward:
+            self.b.defer(lambda: _mark(self.b, f"{name}_bwd", **fields))
 
     def combine(self, down: Tensor) -> Tensor:
         """The expert outputs (E, C, H) weighted and summed back to (T, H)."""
@@ -146,6 +158,7 @@ class Permutation:
                 self.b.defer(lambda: _mark(self.b, "routed_scale_bwd", strided=True))
         data, route = (down, (E, C, H)), (self.route, (T, R))
         out = _exchange(self.b, "combine", data, route, (T, H), moved, self.abpe, 2.0)  # x p, +
+        self._dedup("combine", down.requires_grad)
         if self.scatter_add:
             _mark(self.b, "combine", atomic_adds=moved, launches=EAGER_LAUNCHES["combine"])
         return out

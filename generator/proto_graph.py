@@ -287,6 +287,11 @@ def _einsum_kernel(
             f"{where}.einsum.expert_share must be in (0, 1] (0 = every expert), "
             f"got {e.expert_share}"
         )
+    if (e.dedup_experts or e.dedup_top_k) and not 1 <= e.dedup_top_k <= e.dedup_experts:
+        problems.append(
+            f"{where}.einsum.dedup_top_k must be in [1, dedup_experts] when either is set "
+            f"(0 and 0 = a copy per routed expert), got {e.dedup_top_k} of {e.dedup_experts}"
+        )
     if len(problems) > n0:
         return None
     kind = KernelKind[kind_name]
@@ -317,6 +322,8 @@ def _einsum_kernel(
         launches=e.launches or 1,
         host_loop_ops=e.host_loop_ops,
         per_expert_launches=e.per_expert_launches,
+        dedup_experts=e.dedup_experts,
+        dedup_top_k=e.dedup_top_k,
         attention_window=e.attention_window,
         unsplit_kv=e.unsplit_kv,
         expert_share=e.expert_share or 1.0,

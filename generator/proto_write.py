@@ -42,6 +42,7 @@ def graph_to_proto(graph: KernelGraph, repeat: int | None = None) -> setup_pb2.D
         e.launches = k.launches if k.launches != 1 else 0
         e.host_loop_ops = k.host_loop_ops
         e.per_expert_launches = k.per_expert_launches
+        e.dedup_experts, e.dedup_top_k = k.dedup_experts, k.dedup_top_k
         e.attention_window = k.attention_window
         e.unsplit_kv = k.unsplit_kv
         e.expert_share = k.expert_share if k.expert_share < 1.0 else 0.0

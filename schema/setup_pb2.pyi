@@ -531,7 +531,7 @@ class ElementwiseInput1Input2(_message.Message):
     def __init__(self, outer: _Optional[int] = ..., M: _Optional[int] = ..., N: _Optional[int] = ..., input_tensor_1_size: _Optional[float] = ..., input_tensor_2_size: _Optional[float] = ..., output_tensor_size: _Optional[float] = ..., tiling: _Optional[_Union[Tiling, str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., sharding: _Optional[_Union[Sharding, str]] = ..., communication_type_2: _Optional[_Union[CommunicationType, str]] = ..., communication_size_2: _Optional[float] = ..., shard_outer_M: _Optional[int] = ..., shard_N: _Optional[int] = ..., memory_size: _Optional[float] = ..., num_input: _Optional[int] = ..., sram_extra: _Optional[float] = ..., dram_extra: _Optional[float] = ...) -> None: ...
 
 class EinsumKernel(_message.Message):
-    __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size", "math_precision", "communication_group", "thread_blocks", "strided", "attention_window", "unsplit_kv", "fused_experts", "expert_share", "atomic_adds", "torch_grouped", "launches", "host_loop_ops", "per_expert_launches")
+    __slots__ = ("kind", "dims", "operands", "flop", "kernel_class", "shardable_dims", "communication_type", "communication_size", "math_precision", "communication_group", "thread_blocks", "strided", "attention_window", "unsplit_kv", "fused_experts", "expert_share", "atomic_adds", "torch_grouped", "launches", "host_loop_ops", "per_expert_launches", "dedup_experts", "dedup_top_k")
     KIND_FIELD_NUMBER: _ClassVar[int]
     DIMS_FIELD_NUMBER: _ClassVar[int]
     OPERANDS_FIELD_NUMBER: _ClassVar[int]
@@ -553,6 +553,8 @@ class EinsumKernel(_message.Message):
     LAUNCHES_FIELD_NUMBER: _ClassVar[int]
     HOST_LOOP_OPS_FIELD_NUMBER: _ClassVar[int]
     PER_EXPERT_LAUNCHES_FIELD_NUMBER: _ClassVar[int]
+    DEDUP_EXPERTS_FIELD_NUMBER: _ClassVar[int]
+    DEDUP_TOP_K_FIELD_NUMBER: _ClassVar[int]
     kind: str
     dims: _containers.RepeatedCompositeFieldContainer[LoopDim]
     operands: _containers.RepeatedCompositeFieldContainer[OperandSpec]
@@ -574,7 +576,9 @@ class EinsumKernel(_message.Message):
     launches: int
     host_loop_ops: int
     per_expert_launches: bool
-    def __init__(self, kind: _Optional[str] = ..., dims: _Optional[_Iterable[_Union[LoopDim, _Mapping]]] = ..., operands: _Optional[_Iterable[_Union[OperandSpec, _Mapping]]] = ..., flop: _Optional[float] = ..., kernel_class: _Optional[str] = ..., shardable_dims: _Optional[_Iterable[str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., math_precision: _Optional[str] = ..., communication_group: _Optional[str] = ..., thread_blocks: _Optional[int] = ..., strided: _Optional[bool] = ..., attention_window: _Optional[int] = ..., unsplit_kv: _Optional[bool] = ..., fused_experts: _Optional[bool] = ..., expert_share: _Optional[float] = ..., atomic_adds: _Optional[float] = ..., torch_grouped: _Optional[bool] = ..., launches: _Optional[int] = ..., host_loop_ops: _Optional[int] = ..., per_expert_launches: _Optional[bool] = ...) -> None: ...
+    dedup_experts: int
+    dedup_top_k: int
+    def __init__(self, kind: _Optional[str] = ..., dims: _Optional[_Iterable[_Union[LoopDim, _Mapping]]] = ..., operands: _Optional[_Iterable[_Union[OperandSpec, _Mapping]]] = ..., flop: _Optional[float] = ..., kernel_class: _Optional[str] = ..., shardable_dims: _Optional[_Iterable[str]] = ..., communication_type: _Optional[_Union[CommunicationType, str]] = ..., communication_size: _Optional[float] = ..., math_precision: _Optional[str] = ..., communication_group: _Optional[str] = ..., thread_blocks: _Optional[int] = ..., strided: _Optional[bool] = ..., attention_window: _Optional[int] = ..., unsplit_kv: _Optional[bool] = ..., fused_experts: _Optional[bool] = ..., expert_share: _Optional[float] = ..., atomic_adds: _Optional[float] = ..., torch_grouped: _Optional[bool] = ..., launches: _Optional[int] = ..., host_loop_ops: _Optional[int] = ..., per_expert_launches: _Optional[bool] = ..., dedup_experts: _Optional[int] = ..., dedup_top_k: _Optional[int] = ...) -> None: ...
 
 class LoopDim(_message.Message):
     __slots__ = ("name", "size")

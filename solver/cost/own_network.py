@@ -44,6 +44,7 @@ def own_network(
             continue
         if kernel.kind == KernelKind.ROUTER:
             size = expert_exchange_bytes(kernel, sharding, tp, size) * p
+            size *= wire_share(kernel.dedup_experts, kernel.dedup_top_k, p)
         kind = COLLECTIVE_KIND[comm]
         time_s += hierarchical_time(kind, size, span)
         sent += bytes_sent_per_chip(kind, size, p)
@@ -59,6 +60,19 @@ def exchanged_over_tp(kernel: Kernel, tp_span: Span, group_spans: dict[str, Span
         return False
     group = {lv.name for lv, _ in group_spans.get(kernel.communication_group, ())}
     return bool(tp_span) and all(lv.name in group for lv, q in tp_span if q > 1)
+
+
+def wire_share(experts: int, top_k: int, chips: int) -> float:
+    """The share of a token's routed copies that cross to other chips when it is sent once
+    per destination chip (DeepEP), not once per expert: the expected distinct chips its top_k
+    distinct experts fall on, uniformly routed over `chips` chips of experts / chips experts
+    each, over top_k; 1 when not deduplicated (experts 0) or the experts do not split evenly.
+    A chip is missed with probability C(E - e, k) / C(E, k) (e its experts)."""
+    if experts <= 0 or top_k <= 1 or chips <= 1 or experts % chips:
+        return 1.0
+    per_chip = experts // chips
+    missed = math.comb(experts - per_chip, top_k) / math.comb(experts, top_k)
+    return chips * (1.0 - missed) / top_k
 
 
 def expert_exchange_bytes(kernel: Kernel, sharding: str, tp: int, graph_bytes: float) -> float:
