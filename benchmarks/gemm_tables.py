@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("aiconfigurator-core is not installed: no tables to compare with")
     print(f"model / measured GEMM time, {args.dtype}, {args.framework} tables, m,n,k >= "
           f"{args.min_dim}, {args.points} random rows a chip")  # fmt: skip
-    print(f"{'chip':16s} {'rows':>5s} {'median':>7s} {'mean':>7s} {'p10':>7s} {'p90':>7s}  chip")
+    print(f"{'chip':20s} {'rows':>5s} {'median':>7s} {'mean':>7s} {'p10':>7s} {'p90':>7s}  chip")
     for name in sorted(kernel_db.SYSTEMS):
         r, status = ratios(name, args)
         if not r:
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         r.sort()
         p10, p90 = r[len(r) // 10], r[(9 * len(r)) // 10]
         print(
-            f"{name:16s} {len(r):5d} {statistics.median(r):7.3f} {statistics.fmean(r):7.3f} "
+            f"{name:20s} {len(r):5d} {statistics.median(r):7.3f} {statistics.fmean(r):7.3f} "
             f"{p10:7.3f} {p90:7.3f}  {status}"
         )
     return 0

@@ -50,6 +50,8 @@ SYSTEMS = {
     "B300": "b300_sxm",  # "NVIDIA B300 SXM6 AC"
     "GB300": "gb300",  # "NVIDIA GB300"
     "L40S": "l40s",  # "NVIDIA L40S": bfloat16, fp8 and fp8_block GEMM rows, no nvfp4
+    # "NVIDIA RTX PRO 6000 Blackwell Server Edition": bfloat16, fp8, fp8_block, nvfp4 rows
+    "RTX-PRO-6000-Server": "rtx_pro_6000_server",
 }
 
 

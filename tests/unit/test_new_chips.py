@@ -1,4 +1,5 @@
-"""The Blackwell Ultra and Ada chips the measured kernel database covers (B300, GB300, L40S):
+"""The Blackwell Ultra, Ada and GB202 chips the measured kernel database covers (B300, GB300,
+L40S, RTX PRO 6000 Blackwell Server Edition):
 each loads with its datasheet peaks, is uncalibrated (no FIT row measures it), reads its own
 tables unless the setup turns them off (real rows read by hand), and a chip the tables do
 not cover keeps the physical model with its source said."""
@@ -46,6 +47,9 @@ DATASHEET = [
     # L40S: 362.05 TF BF16 / 733 TF FP8 dense, 91.6 TF FP32, 864 GB/s GDDR6, 46,068 MiB with
     # ECC, 350 W, PCIe Gen4 x16 64 GB/s bidirectional, no NVLink
     ("L40S", 362.05, 733, 91.6, 864, 46068 * MiB, 350, 32, 8),
+    # RTX PRO 6000 Blackwell Server: 1 PF BF16 / 2 PF FP8 sparse (500 / 1000 dense), 120 TF
+    # FP32, 1,597 GB/s GDDR7, nvidia-smi 97,887 MiB, 600 W, PCIe Gen5 x16, no NVLink
+    ("RTX-PRO-6000-Server", 500, 1000, 120, 1597, 97887 * MiB, 600, 64, 8),
 ]
 
 
@@ -87,7 +91,7 @@ def test_l40s_clock_gives_its_fp32_peak():
     assert 142 * 128 * 2 * 2.52e9 == pytest.approx(chip.peak_flops["fp32"], rel=1e-3)
 
 
-@pytest.mark.parametrize("name", ["B300", "GB300", "L40S"])
+@pytest.mark.parametrize("name", ["B300", "GB300", "L40S", "RTX-PRO-6000-Server"])
 def test_new_chips_are_uncalibrated_and_say_so(name):
     """No FIT row measures them, and no fit is carried over: no efficiency block, every
     kernel at 100% of peak; `hardware show` prints the peaks and the status."""
@@ -137,6 +141,7 @@ def test_the_new_chips_map_to_their_database_folders():
     assert kernel_db.SYSTEMS["B300"] == "b300_sxm"
     assert kernel_db.SYSTEMS["GB300"] == "gb300"
     assert kernel_db.SYSTEMS["L40S"] == "l40s"
+    assert kernel_db.SYSTEMS["RTX-PRO-6000-Server"] == "rtx_pro_6000_server"
 
 
 @needs_db
@@ -174,6 +179,7 @@ def test_b300_with_tables_off_runs_at_peak_and_says_so():
         ("B300", "b300_sxm", "bfloat16", 8192, 8192, 8192),
         ("GB300", "gb300", "bfloat16", 4096, 4096, 4096),
         ("L40S", "l40s", "bfloat16", 2048, 8192, 4096),
+        ("RTX-PRO-6000-Server", "rtx_pro_6000_server", "bfloat16", 4096, 4096, 4096),
     ],
 )
 def test_uncalibrated_covered_chips_take_the_tables_by_default(name, system, dtype, m, n, k):
@@ -239,3 +245,16 @@ def test_a_chip_without_tables_keeps_the_physical_model():
     assert t.source == kernel_times.FITTED
     with pytest.raises(SetupError, match=r"does not cover chip.*B300.*GB300.*L40S"):
         _chip("MI300X", "trtllm")
+
+
+@needs_db
+def test_rtx_pro_6000_reads_its_own_rows():
+    """BF16 4096^3 on the RTX PRO 6000 Blackwell Server: 0.357936 ms in its table (384 TFLOP/s,
+    77% of the 500 dense peak); by default the GEMM costs that row."""
+    row = _table_row(
+        "rtx_pro_6000_server", "gemm_perf", "gemm", gemm_dtype="bfloat16", m=4096, n=4096, k=4096
+    )
+    assert row == pytest.approx(0.357936e-3, rel=1e-6)
+    chip = for_precision(_chip("RTX-PRO-6000-Server"), "bf16")
+    t = kernel_times.gemm_compute_time(chip, kernel_times.GemmShape(4096, 4096, 4096), 1.0, "bf16")
+    assert t.seconds == pytest.approx(0.357936e-3, rel=1e-6)
