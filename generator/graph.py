@@ -100,7 +100,7 @@ class Kernel:
     # that many x the chip's experts x the host's time per op (kernel_times). As above.
     host_loop_ops: int = field(default=0, repr=False)
     # `launches` issued once per expert the chip runs (Transformer Engine's GroupedLinear
-    # quantizes expert by expert: generator.llm_layer), not once for all. Its per-expert
+    # quantizes expert by expert: generator.moe_routing), not once for all. Its per-expert
     # GEMMs keep one overhead for the group (kernel_times.grouped_gemm_time: TE spreads
     # them over 4 streams, whose fill and drain overlap). As above.
     per_expert_launches: bool = field(default=False, repr=False)

@@ -7,8 +7,9 @@ from dataclasses import replace
 
 from generator.builder import GraphBuilder, Tensor
 from generator.graph import KernelGraph, KernelKind, ModelInfo, OperandRole, Pass, Phase
-from generator.llm_layer import Layer, LayerShape, with_expert_kernels
+from generator.llm_layer import Layer, LayerShape
 from generator.models import ModelConfig
+from generator.moe_routing import with_expert_kernels
 from generator.ops import embedding, linear, norm
 from generator.ops_loss import fp32_cross_entropy, fused_cross_entropy, torch_cross_entropy
 from generator.precision import Precision

@@ -21,12 +21,10 @@ scale-out), whatever sub-levels a scenario splits it into.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.models import MODELS_DIR, from_hf_config
 from hardware import library
 from hardware.system import CollectiveEfficiency, Topology
 from hardware.topology import collective_efficiency
@@ -55,6 +53,7 @@ from mapshard.fidelity.engines import (  # noqa: F401  (the row's stack, re-expo
     trtllm_dequantized_fp8,
 )
 from mapshard.fidelity.flops import attention_pass
+from mapshard.fidelity.row_model import row_model
 from mapshard.fidelity.training_row import (  # noqa: F401  (ZERO1_KEYS re-exported)
     ZERO1_KEYS,
     dp_overlap,
@@ -248,78 +247,6 @@ def _system(
             entry.level = i
 
 
-def _shipped(name: str) -> str:
-    short = name.rsplit("/", 1)[-1]
-    return short if (MODELS_DIR / short / "config.json").is_file() else ""
-
-
-FFN_KINDS = {
-    "gelu": setup_pb2.GELU,
-    "swiglu": setup_pb2.SWIGLU,
-    "squared_relu": setup_pb2.SQUARED_RELU,
-}
-
-
-def _model(case: Case, msg: setup_pb2.Model) -> None:
-    """A shipped config when the row names one and its dims match the row, else an inline
-    ModelSpec from the columns; a row cutting the named model to fewer layers (layer rows
-    keep one) keeps its per-head q/k norms (ModelSpec.qk_norm: Qwen3's), which the columns
-    cannot say."""
-    qk_norm, shared = False, case.int_extra("shared_experts", 0)
-    for key in ("hf_config", "local_config"):
-        name = _shipped(case.extra.get(key, ""))
-        if not name:
-            continue
-        path = MODELS_DIR / name / "config.json"
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-        if "shared_experts" in case.extra:  # a model fact its shipped config already says
-            shipped = from_hf_config(cfg, name, str(path)).shared_experts
-            if shared != shipped:
-                raise Unmodelable(f"shared_experts={shared} but {name} has {shipped}")
-        layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
-        hidden = cfg.get("hidden_size", cfg.get("n_embd"))
-        if layers == case.int("layers") and hidden == case.int("hidden"):
-            msg.hf_model = name
-            return
-        if hidden == case.int("hidden"):
-            qk_norm = from_hf_config(cfg, name, str(path)).qk_norm
-    for col in ("hidden", "layers", "heads", "ffn_hidden"):
-        if case.int(col) <= 0:
-            raise Unmodelable(f"model column {col} is empty and no shipped config matches")
-    spec = msg.inline
-    ffn_kind = case.text("ffn_kind") or "gelu"
-    if ffn_kind not in FFN_KINDS:
-        raise Unmodelable(f"ffn_kind {ffn_kind!r} is not {', '.join(FFN_KINDS)}")
-    swiglu = ffn_kind == "swiglu"
-    spec.name = case.text("model") or case.id
-    # GELU rows are GPT-3 style (biases, learned positions); squared ReLU is Nemotron's
-    # generic decoder: no biases, rotary positions (NeMo's nemotron yamls: bias false,
-    # position_embedding_type rope), LayerNorm
-    gpt = ffn_kind == "gelu"
-    spec.architecture = "llama" if swiglu else "gpt2" if gpt else ""
-    spec.hidden_size = case.int("hidden")
-    spec.num_layers = case.int("layers")
-    spec.num_heads = case.int("heads")
-    spec.num_kv_heads = case.int("kv_heads") or case.int("heads")
-    spec.head_dim = case.int("head_dim") or case.int("hidden") // case.int("heads")
-    spec.intermediate_size = case.int("ffn_hidden")
-    spec.vocab_size = case.int("vocab") or 51200  # layer rows: the head is not predicted
-    spec.ffn = FFN_KINDS[ffn_kind]
-    spec.norm = setup_pb2.RMSNORM if swiglu else setup_pb2.LAYERNORM
-    if gpt:
-        spec.max_position_embeddings = max(
-            case.int("seq_len"), case.int("input_len"), case.int("kv_len"), 2048
-        )
-    if case.int("experts") > 0:
-        spec.num_experts = case.int("experts")
-        spec.experts_per_token = case.int("experts_per_token")
-        # shared experts, each as wide as a routed one (ModelSpec.num_shared_experts)
-        spec.num_shared_experts = shared
-    elif shared:
-        raise Unmodelable(f"shared_experts={shared} on a model without experts")
-    spec.qk_norm = qk_norm
-
-
 def _gemm(case: Case, g: setup_pb2.Gemm) -> None:
     """C[m,n] = A[m,k] B[k,n], `batch` independent ones when the row gives a batch (a
     batched GEMM, one kernel). An FP8 GEMM reads 1-byte inputs and writes a 16-bit C (as
@@ -392,7 +319,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         _attention(case, setup.workload.attention)
     elif kind in TRAINING_KINDS:
         t = setup.workload.llm_training
-        _model(case, t.model)
+        row_model(case, t.model)
         t.global_batch = case.int("global_batch")
         t.micro_batch = case.int("micro_batch", 1)
         t.seq_len = case.int("seq_len")
@@ -417,7 +344,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         t.edges_in_pipeline_split = edges_in_pipeline_split(case)
     else:
         i = setup.workload.llm_inference
-        _model(case, i.model)
+        row_model(case, i.model)
         i.batch = case.int("batch", 1)
         i.input_len = case.int("input_len")
         i.output_len = case.int("output_len")

@@ -14,7 +14,7 @@ import pytest
 
 from generator.build import build_workload
 from generator.graph import KernelKind, OperandRole, Pass, Workload
-from generator.llm_layer import expert_tokens
+from generator.moe_routing import expert_tokens
 from schema import setup_pb2
 from schema.errors import SetupError
 from solver.cost.menus import sharding_choices

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
-from generator.llm_layer import routed_expert_share
+from generator.moe_routing import routed_expert_share
 from mapshard import pipeline
 from schema import setup_pb2
 from solver.cost.menus import busiest_experts

@@ -17,7 +17,7 @@ from mapshard import pipeline
 from mapshard.fidelity.cases import Case, Unmodelable, parse_extra
 from mapshard.fidelity.engines import training_kernels
 from mapshard.fidelity.fit import library_system
-from mapshard.fidelity.scenarios import _model
+from mapshard.fidelity.row_model import row_model
 from schema import setup_pb2
 
 TOKENS, VOCAB = 128, 128256  # micro-batch 1 x 128 tokens; Llama-3.1-8B's vocabulary
@@ -181,16 +181,16 @@ def test_a_squared_relu_row_builds_a_squared_relu_model():
     cells = {"id": "X", "kind": "training_step", "hidden": "4096", "layers": "32"}
     cells |= {"heads": "32", "ffn_hidden": "16384", "vocab": "256000"}
     msg = setup_pb2.Model()
-    _model(Case(cells | {"ffn_kind": "squared_relu"}), msg)
+    row_model(Case(cells | {"ffn_kind": "squared_relu"}), msg)
     assert msg.inline.ffn == setup_pb2.SQUARED_RELU
     assert msg.inline.norm == setup_pb2.LAYERNORM
     # Nemotron: no biases, rotary positions (not GPT-2's learned table)
     assert msg.inline.architecture == "" and msg.inline.max_position_embeddings == 0
     gelu = setup_pb2.Model()
-    _model(Case(cells | {"ffn_kind": "gelu", "seq_len": "2048"}), gelu)
+    row_model(Case(cells | {"ffn_kind": "gelu", "seq_len": "2048"}), gelu)
     assert (gelu.inline.architecture, gelu.inline.max_position_embeddings) == ("gpt2", 2048)
     with pytest.raises(Unmodelable, match="ffn_kind 'relu'"):
-        _model(Case(cells | {"ffn_kind": "relu"}), setup_pb2.Model())
+        row_model(Case(cells | {"ffn_kind": "relu"}), setup_pb2.Model())
 
 
 def _rope_kernels(eager: bool = False, **spec_fields) -> dict:
