@@ -110,15 +110,16 @@ def test_gemm_on_16384_chips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_dfmodel_gpt3_1t_on_1024_chips(monkeypatch: pytest.MonkeyPatch) -> None:
-    """1T parameters, DATAFLOW fusion over a wide layer graph, stopped by a small budget of
-    segment prices (a part of the work of the proof, which also runs the tile bound's
-    refinement rounds; from 3 prices on, those rounds stop it first): the same stop at any
-    load, said as such, within 5% of its bound."""
+    """1T parameters, DATAFLOW fusion over a wide layer graph under a budget of two segment
+    prices: proven within the searched order (solver.fusion.ideals.demand_order: each
+    layer's recomputation just before its backward) without pricing more, the same plan at
+    any load. Before that order the budget stopped it at 0.3% above this plan
+    (72.856 s against 72.662 s), unproven."""
     folder = ROOT / "scenarios" / "dfmodel_gpt3_1t_sn30"
     scenario, plan, seen = _solve(folder, monkeypatch, max_priced=2)
     _check(scenario, plan, seen)
     assert plan.num_params >= 1e12
-    assert (plan.stats.status, plan.stats.stop_reason) == ("time_limit", "price_cap")
-    assert 0 < plan.stats.gap < 0.05
+    assert (plan.stats.status, plan.stats.stop_reason) == ("optimal", "proof")
+    assert 0 <= plan.stats.gap <= 0.001  # the setup's gurobi { gap: 0.001 }, DFModel's target
     # DFModel's README prints "Workload FLOP 3.85072240461978e+19" for this setup
     assert plan.workload_flop == pytest.approx(3.85072240461978e19, rel=1e-12)
