@@ -18,12 +18,12 @@ from solver.check import mapping_cost
 from solver.cost.problem import MappingProblem
 from solver.fusion import large, tile_refine
 from solver.fusion.alternate import alternate, prove_plan
+from solver.fusion.demand import demand_order
 from solver.fusion.first_plan import NOTE as FIRST_PLAN_NOTE
 from solver.fusion.first_plan import fewest_configs, first_plan
 from solver.fusion.ideal_search import IDEAL_LIMIT, IdealSearch
 from solver.fusion.ideals import (
     ONE_ORDER,
-    demand_order,
     enumerate_ideals,
     is_chain_order,
     topological_orders,

@@ -1,4 +1,4 @@
-"""solver.fusion.ideals.demand_order: the order a large DAG's search segments (issue #39)."""
+"""solver.fusion.demand: the order a large DAG's search segments (issue #39)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,30 @@ from generator.chain import chain_instances
 from generator.graph import KernelGraph, Pass
 from mapshard import pipeline
 from schema import setup_pb2
-from solver.fusion.ideals import demand_order
+from solver.fusion.demand import deepest_order, demand_order, pull_order, span
 from solver.fusion.segment_search import GraphSolution, SearchStats
 from solver.fusion.solve import _in_order, _in_problem_order
 
 
-def _problem(n: int, pairs: list[tuple[int, int]]) -> SimpleNamespace:
-    """What demand_order reads of a MappingProblem: the kernel count and the edges."""
-    edges = [SimpleNamespace(src=a, dst=b, wrap=False) for a, b in pairs]
-    return SimpleNamespace(kernels=[None] * n, edges=edges)
+class _Problem(SimpleNamespace):
+    """A stand-in MappingProblem (a class of its own: the order is kept by identity)."""
+
+
+def _problem(
+    n: int, pairs: list[tuple[int, int]], nbytes: dict[tuple[int, int], float] | None = None
+) -> _Problem:
+    """What the orders read of a MappingProblem: the kernels' menus (an operand's
+    compulsory bytes, `nbytes` per edge, 1 by default) and the edges."""
+    nbytes = nbytes or {}
+    edges = [SimpleNamespace(src=a, dst=b, wrap=False, dst_operand=(a, b)) for a, b in pairs]
+
+    def menu() -> SimpleNamespace:
+        option = SimpleNamespace(
+            size_of=lambda edge: nbytes.get(edge, 1.0), traffic_of=lambda edge: 0.0
+        )
+        return SimpleNamespace(options=(option,))
+
+    return _Problem(kernels=[menu() for _ in range(n)], edges=edges)
 
 
 def test_two_layers_of_a_training_step_by_hand() -> None:
@@ -50,7 +65,40 @@ def test_three_layers_with_dead_ends_by_hand() -> None:
     # each layer's recomputation right before its backward, each dead end right after its
     # producer, the last forward layer right after the one before it
     want = [f0, f1, f2, r2, d2, b2, w2, r1, d1, b1, w1, r0, d0, b0, w0]
-    assert demand_order(_problem(15, pairs)) == want
+    problem = _problem(15, pairs)
+    assert deepest_order(problem) == want
+    pulled = [f0, f1, f2, r2, d2, r1, d1, r0, d0, b2, w2, b1, w1, b0, w0]
+    assert pull_order(problem) == pulled
+    # spans by hand (one byte an edge): positions dst - src over the edges in `pairs` order
+    assert span(problem, want) == 1 + 1 + 2 + 7 + 1 + 1 + 1 + 2 + 2 + 2 + 4 + 4 + 1 + 1 + 1
+    assert span(problem, pulled) == 1 + 1 + 2 + 5 + 1 + 1 + 1 + 6 + 6 + 6 + 2 + 2 + 1 + 1 + 1
+    assert demand_order(problem) == want
+
+
+def test_layers_with_backward_chains_of_their_own_by_hand() -> None:
+    # DFModel's layers chained forward only (benchmarks/solve.py layers_L): the forward
+    # a_i -> a_i' -> a_{i+1}; layer i's backward starts from a gradient of its own
+    # (g_i -> c_i, a source), h_i reads c_i and the saved a_i', u_i updates its weights.
+    # The deepest-first order starts every other layer's gradient chain at the front;
+    # pulling the sinks in turn keeps each layer's backward next to its forward.
+    a0, a0p, a1, a1p, a2, a2p, g0, c0, h0, g1, c1, h1, g2, c2, h2, u0, u1, u2 = range(18)
+    pairs = [(a0, a0p), (a0p, a1), (a1, a1p), (a1p, a2), (a2, a2p)]
+    for g, c, h, ap, u in ((g0, c0, h0, a0p, u0), (g1, c1, h1, a1p, u1), (g2, c2, h2, a2p, u2)):
+        pairs += [(g, c), (c, h), (ap, h), (h, u)]
+    problem = _problem(18, pairs)
+    deepest = [g0, c0, g1, c1, a0, a0p, h0, u0, a1, a1p, h1, u1, a2, a2p, g2, c2, h2, u2]
+    pulled = [a0, a0p, g0, c0, h0, u0, a1, a1p, g1, c1, h1, u1, a2, a2p, g2, c2, h2, u2]
+    assert deepest_order(problem) == deepest
+    assert pull_order(problem) == pulled
+    # forward edges 9 / 13, layer 0 8 / 6, layer 1 10 / 6, layer 2 6 / 6
+    assert span(problem, deepest) == 33 and span(problem, pulled) == 31
+    assert demand_order(problem) == pulled
+
+
+def test_span_weighs_each_edge_by_its_bytes() -> None:
+    # 0 -> 1 -> 2 and 0 -> 2: in order [0, 1, 2] the 0 -> 2 tensor spans two positions
+    problem = _problem(3, [(0, 1), (1, 2), (0, 2)], {(0, 1): 5.0, (1, 2): 7.0, (0, 2): 11.0})
+    assert span(problem, [0, 1, 2]) == 5 + 7 + 2 * 11
 
 
 def _depths(n: int, pairs: list[tuple[int, int]]) -> list[int]:
@@ -68,10 +116,21 @@ def test_random_dags_give_topological_permutations() -> None:
     for _ in range(200):
         n = rng.randint(1, 40)
         pairs = [(a, b) for b in range(n) for a in range(b) if rng.random() < 0.1]
-        order = demand_order(_problem(n, pairs))
-        assert sorted(order) == list(range(n))
+        problem = _problem(n, pairs)
+        for order in (demand_order(problem), pull_order(problem)):
+            assert sorted(order) == list(range(n))
+            pos = {k: i for i, k in enumerate(order)}
+            assert all(pos[a] < pos[b] for a, b in pairs)
+        # pull_order: a sink comes right after its last producer, or after sinks placed
+        # there too
         pos = {k: i for i, k in enumerate(order)}
-        assert all(pos[a] < pos[b] for a, b in pairs)
+        for k in range(n):
+            producers = [a for a, b in pairs if b == k]
+            if producers and not any(a == k for a, _ in pairs):
+                last = max(pos[a] for a in producers)
+                assert all(not any(a == j for a, _ in pairs) for j in order[last + 1 : pos[k]])
+        order = deepest_order(problem)
+        pos = {k: i for i, k in enumerate(order)}
         # the kernels the deepest sinks need, found by a search of their own
         depth = _depths(n, pairs)
         sinks = [k for k in range(n) if not any(a == k for a, _ in pairs)]
