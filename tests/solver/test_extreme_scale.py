@@ -111,9 +111,9 @@ def test_gemm_on_16384_chips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_dfmodel_gpt3_1t_on_1024_chips(monkeypatch: pytest.MonkeyPatch) -> None:
     """1T parameters, DATAFLOW fusion over a wide layer graph under a budget of two segment
-    prices: proven within the searched order (solver.fusion.ideals.demand_order: each
-    layer's recomputation just before its backward) without pricing more, the same plan at
-    any load. Before that order the budget stopped it at 0.3% above this plan
+    prices: proven within the searched order (solver.fusion.demand: the order whose
+    tensors span the fewest bytes x positions) without pricing more, the same plan at any
+    load. In the order searched before, the budget stopped it 0.3% above this plan
     (72.856 s against 72.662 s), unproven."""
     folder = ROOT / "scenarios" / "dfmodel_gpt3_1t_sn30"
     scenario, plan, seen = _solve(folder, monkeypatch, max_priced=2)
