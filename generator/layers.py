@@ -125,13 +125,20 @@ def block_levels(
     in `cut`: the longest chain of bridges into a block (bridges point from producer), over
     the blocks in a topological order (Kahn)."""
     succ: list[list[int]] = [[] for _ in range(count)]
-    indeg = [0] * count
     for i in sorted(cut):
-        a, b = block[pairs[i][0]], block[pairs[i][1]]
-        succ[a].append(b)
-        indeg[b] += 1
-    level = [0] * count
-    ready = [b for b in range(count) if indeg[b] == 0]
+        succ[block[pairs[i][0]]].append(block[pairs[i][1]])
+    return longest_paths(succ)
+
+
+def longest_paths(succ: Sequence[Sequence[int]]) -> list[int]:
+    """Per node of a DAG (`succ`: each node's successors, repeats allowed), the most edges
+    on a path into it from a node without predecessors (Kahn)."""
+    indeg = [0] * len(succ)
+    for out in succ:
+        for b in out:
+            indeg[b] += 1
+    level = [0] * len(succ)
+    ready = [b for b, d in enumerate(indeg) if d == 0]
     while ready:
         a = ready.pop()
         for b in succ[a]:

@@ -29,6 +29,7 @@ picks `deepest_order` on every generated training step and DFModel's README case
 
 from __future__ import annotations
 
+from generator.layers import longest_paths
 from solver.by_identity import ByIdentity
 from solver.cost.problem import EdgeCost, MappingProblem
 
@@ -131,7 +132,7 @@ def deepest_order(problem: MappingProblem) -> list[int]:
     other kernel placed as soon as its last producer is (module docstring)."""
     pred, succ = _graph(problem)
     n = len(pred)
-    depth = _depths(pred, succ)
+    depth = longest_paths(succ)
     sinks = [k for k in range(n) if not succ[k]]
     top = max((depth[k] for k in sinks), default=0)
     deepest = [k for k in sinks if depth[k] == top]
@@ -144,21 +145,6 @@ def deepest_order(problem: MappingProblem) -> list[int]:
             placer.place(k)
     _pull(pred, deepest, placer.placed, placer.place)
     return placer.order
-
-
-def _depths(pred: list[list[int]], succ: list[list[int]]) -> list[int]:
-    """Longest path (in edges) from a source to each kernel."""
-    depth = [0] * len(pred)
-    left = [len(p) for p in pred]
-    ready = [k for k, c in enumerate(left) if c == 0]
-    while ready:
-        k = ready.pop()
-        for v in succ[k]:
-            depth[v] = max(depth[v], depth[k] + 1)
-            left[v] -= 1
-            if left[v] == 0:
-                ready.append(v)
-    return depth
 
 
 def _ancestors(roots: list[int], pred: list[list[int]]) -> list[bool]:
