@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from generator.layers import longest_paths
 from solver.by_identity import ByIdentity
-from solver.cost.problem import EdgeCost, MappingProblem
+from solver.cost.problem import MappingProblem
 
 
 def demand_order(problem: MappingProblem) -> list[int]:
@@ -47,26 +47,37 @@ _CHOSEN: ByIdentity[tuple[int, ...]] = ByIdentity()
 def _choose(problem: MappingProblem) -> tuple[int, ...]:
     deepest = deepest_order(problem)
     pulled = pull_order(problem)
-    return tuple(pulled if span(problem, pulled) < span(problem, deepest) else deepest)
+    nbytes = edge_bytes(problem)
+    return tuple(
+        pulled if span(problem, pulled, nbytes) < span(problem, deepest, nbytes) else deepest
+    )
 
 
-def span(problem: MappingProblem, order: list[int]) -> float:
-    """Sum over the edges of the tensor's bytes (the consumer's least compulsory bytes of
-    the operand, per chip) times the positions between producer and consumer."""
+def span(problem: MappingProblem, order: list[int], nbytes: list[float] | None = None) -> float:
+    """Sum over the edges of the tensor's bytes (`edge_bytes`, computed when not given)
+    times the positions between producer and consumer."""
+    nbytes = edge_bytes(problem) if nbytes is None else nbytes
     pos = [0] * len(order)
     for i, k in enumerate(order):
         pos[k] = i
     total = 0.0
-    for e in problem.edges:
+    for e, size in zip(problem.edges, nbytes, strict=True):
         if e.src != e.dst and not e.wrap:
-            total += _edge_bytes(problem, e) * (pos[e.dst] - pos[e.src])
+            total += size * (pos[e.dst] - pos[e.src])
     return total
 
 
-def _edge_bytes(problem: MappingProblem, e: EdgeCost) -> float:
-    options = problem.kernels[e.dst].options
-    least = min(o.size_of(e.dst_operand) for o in options)
-    return least if least > 0 else min(o.traffic_of(e.dst_operand) for o in options)
+def edge_bytes(problem: MappingProblem) -> list[float]:
+    """Per edge, the consumer's least compulsory bytes of the operand it feeds, per chip
+    (its least traffic where the menu records no sizes; 0 for a kernel without options)."""
+    out = []
+    for e in problem.edges:
+        options = problem.kernels[e.dst].options
+        least = min((o.size_of(e.dst_operand) for o in options), default=0.0)
+        if least <= 0:
+            least = min((o.traffic_of(e.dst_operand) for o in options), default=0.0)
+        out.append(least)
+    return out
 
 
 def _graph(problem: MappingProblem) -> tuple[list[list[int]], list[list[int]]]:
@@ -90,10 +101,12 @@ def _pull(pred: list[list[int]], sinks: list[int], placed: list[bool], place) ->
             k, i = stack.pop()
             if placed[k]:
                 continue
-            todo = [p for p in pred[k][i:] if not placed[p]]
-            if todo:
-                stack.append((k, pred[k].index(todo[0]) + 1))
-                stack.append((todo[0], 0))
+            producers = pred[k]
+            while i < len(producers) and placed[producers[i]]:
+                i += 1  # each producer looked at once: a sink reading 20,000 kernels
+            if i < len(producers):
+                stack.append((k, i + 1))
+                stack.append((producers[i], 0))
                 continue
             place(k)
 

@@ -22,12 +22,17 @@ class _Problem(SimpleNamespace):
 
 
 def _problem(
-    n: int, pairs: list[tuple[int, int]], nbytes: dict[tuple[int, int], float] | None = None
+    n: int,
+    pairs: list[tuple[int, int]],
+    nbytes: dict[tuple[int, int], float] | None = None,
+    wraps: list[tuple[int, int]] = (),
 ) -> _Problem:
     """What the orders read of a MappingProblem: the kernels' menus (an operand's
-    compulsory bytes, `nbytes` per edge, 1 by default) and the edges."""
+    compulsory bytes, `nbytes` per edge, 1 by default) and the edges (`wraps`: wrap edges,
+    into the next instance)."""
     nbytes = nbytes or {}
     edges = [SimpleNamespace(src=a, dst=b, wrap=False, dst_operand=(a, b)) for a, b in pairs]
+    edges += [SimpleNamespace(src=a, dst=b, wrap=True, dst_operand=(a, b)) for a, b in wraps]
 
     def menu() -> SimpleNamespace:
         option = SimpleNamespace(
@@ -113,27 +118,39 @@ def _depths(n: int, pairs: list[tuple[int, int]]) -> list[int]:
 
 def test_random_dags_give_topological_permutations() -> None:
     rng = random.Random(3)
-    for _ in range(200):
-        n = rng.randint(1, 40)
-        pairs = [(a, b) for b in range(n) for a in range(b) if rng.random() < 0.1]
-        problem = _problem(n, pairs)
-        for order in (demand_order(problem), pull_order(problem)):
+    for _ in range(300):
+        n = rng.randint(0, 40)
+        label = list(range(n))
+        rng.shuffle(label)  # kernel indices in no topological order
+        pairs = [(label[a], label[b]) for b in range(n) for a in range(b) if rng.random() < 0.1]
+        pairs += pairs[: rng.randint(0, 2)]  # a tensor read twice by one kernel
+        # ignored by every order: a self edge, and wrap edges (into the next instance,
+        # here against the order, which would otherwise close a cycle)
+        ignored = [(k, k) for k in range(n) if rng.random() < 0.05]
+        wraps = [(b, a) for a, b in pairs if rng.random() < 0.1]
+        problem = _problem(n, pairs + ignored, wraps=wraps)
+        orders = [demand_order(problem), pull_order(problem), deepest_order(problem)]
+        for order in orders:
             assert sorted(order) == list(range(n))
             pos = {k: i for i, k in enumerate(order)}
             assert all(pos[a] < pos[b] for a, b in pairs)
+        if n == 0:
+            continue
+        consumers = {a for a, _ in pairs}
         # pull_order: a sink comes right after its last producer, or after sinks placed
         # there too
+        order = orders[1]
         pos = {k: i for i, k in enumerate(order)}
-        for k in range(n):
+        for k in set(range(n)) - consumers:
             producers = [a for a, b in pairs if b == k]
-            if producers and not any(a == k for a, _ in pairs):
+            if producers:
                 last = max(pos[a] for a in producers)
-                assert all(not any(a == j for a, _ in pairs) for j in order[last + 1 : pos[k]])
-        order = deepest_order(problem)
+                assert all(j not in consumers for j in order[last + 1 : pos[k]])
+        # deepest_order: the kernels the deepest sinks need, found by a search of their own
+        order = orders[2]
         pos = {k: i for i, k in enumerate(order)}
-        # the kernels the deepest sinks need, found by a search of their own
         depth = _depths(n, pairs)
-        sinks = [k for k in range(n) if not any(a == k for a, _ in pairs)]
+        sinks = [k for k in range(n) if k not in consumers]
         top = max(depth[k] for k in sinks)
         needed = {k for k in sinks if depth[k] == top}
         grew = True
