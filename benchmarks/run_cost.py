@@ -21,6 +21,8 @@ Measured on 2 idle cores (load 0.6-1.0), bytecode present, --repeat 3:
   scenario                 solve s  run s  ratio  import s  peak MiB
   llama31_8b_decode_h100      -      0.62    -      0.38       66
   dfmodel_gpt3_1t_sn30      14.09   17.74  1.26     0.37      232
+Since the demand order of solver/fusion/demand.py the README case is proven (3
+configurations, 72.66 s) sooner: 10.11 / 11.06 s, ratio 1.09, one run at load 1.2.
 Without the project's bytecode (PYTHONDONTWRITEBYTECODE=1 on a tree never compiled) the
 imports take ~0.8 CPU-s.
 """
