@@ -29,6 +29,8 @@ picks `deepest_order` on every generated training step and DFModel's README case
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from generator.layers import longest_paths
 from solver.by_identity import ByIdentity
 from solver.cost.problem import MappingProblem
@@ -92,7 +94,9 @@ def _graph(problem: MappingProblem) -> tuple[list[list[int]], list[list[int]]]:
     return pred, succ
 
 
-def _pull(pred: list[list[int]], sinks: list[int], placed: list[bool], place) -> None:
+def _pull(
+    pred: list[list[int]], sinks: list[int], placed: list[bool], place: Callable[[int], None]
+) -> None:
     """Each sink in turn pulls its unplaced producers, depth first in `pred` order, then
     itself (`place`)."""
     for sink in sinks:
