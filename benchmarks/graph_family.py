@@ -3,14 +3,16 @@ solved in a child process of its own; prints each case's CPU seconds to a first 
 the end of the search (at a 1% gap target), and their distribution, with the load beside.
 
     python benchmarks/graph_family.py [--draws 10] [--seed 1] [--limit 120] [--grid]
-                                      [--layers] [--max-kernels 3000]
+                                      [--layers] [--max-kernels 3000] [--library]
 
 Members (drawn at random with --seed, or the issue's grid with --grid):
   step    a generated training layer of GPT-3-175B (gpt2), Llama-3.1-8B (llama) or
           Mixtral-8x7B (mixtral) chained L times as a training step runs it (forward into
           the next layer, the next layer's backward into this one: generator.chain), on
           DFModel's SN30 system, DATAFLOW, TP 8 over the layers of a pipeline stage, with
-          num_config 3 per layer or a small total (6); 50-3,000 kernels
+          num_config 3 per layer or a small total (6); 50-3,000 kernels. With --library,
+          drawn from every model the library ships (MoE models with dense first layers
+          chain their MoE layer), not only those three
   dag     tests/solver_fixtures.random_dag (a random chain with skip edges, not periodic)
           of 50-3,000 kernels on a small two-chip system, num_config n / 10
 Times are CPU seconds of the child (time.process_time, imports and set-up excluded):
@@ -44,6 +46,7 @@ from solver_fixtures import random_dag, small_system  # noqa: E402
 
 from generator.chain import chain_instances  # noqa: E402
 from generator.graph import KernelGraph, Phase, Workload  # noqa: E402
+from generator.models import shipped_models  # noqa: E402
 from generator.proto_write import graph_to_proto  # noqa: E402
 from mapshard import pipeline  # noqa: E402
 from mapshard.scenario import Scenario  # noqa: E402
@@ -71,7 +74,10 @@ def training_layer(model: str) -> tuple[KernelGraph, int]:
     )
     loaded = pipeline.load_message(setup, ROOT / "layer")
     scenario = pipeline.assemble(loaded, pipeline.resolve(loaded))
-    layer = next(p for p in scenario.workload.phases if p.name == "layer")
+    # the largest layer graph: an MoE model with dense first layers has `layer_dense` and
+    # `layer_moe` (most of its layers)
+    layers = [p for p in scenario.workload.phases if p.name.startswith("layer")]
+    layer = max(layers, key=lambda p: len(p.graph.kernels))
     assert scenario.workload.model is not None
     return layer.graph, scenario.workload.model.num_layers
 
@@ -145,16 +151,20 @@ def grid(limit: float, max_kernels: int) -> list[dict]:
     return cases
 
 
-def draws(seed: int, count: int, limit: float, max_kernels: int) -> list[dict]:
+def draws(
+    seed: int, count: int, limit: float, max_kernels: int, models: tuple[str, ...] = MODELS
+) -> list[dict]:
     """`count` members drawn at random: a kind, a model, a size (log-uniform) and a budget."""
     rng = random.Random(seed)
-    per_layer = {m: len(training_layer(m)[0].kernels) for m in MODELS}
+    per_layer: dict[str, int] = {}
     cases = []
     for _ in range(count):
         size = int(round(10 ** rng.uniform(1.7, 3.48)))  # 50 .. 3,000 kernels
         size = min(size, max_kernels)
         if rng.random() < 0.75:
-            model = rng.choice(MODELS)
+            model = rng.choice(models)
+            if model not in per_layer:
+                per_layer[model] = len(training_layer(model)[0].kernels)
             copies = max(1, round(size / per_layer[model]))
             num_config = rng.choice((3 * copies, 6, 2 * copies))
             cases.append(step(model, copies, num_config, limit))
@@ -171,7 +181,8 @@ def step(model: str, copies: int, num_config: int, limit: float) -> dict:
 
 def label(case: dict) -> str:
     if case["kind"] == "step":
-        return f"{case['model'].split('-')[0].lower()} x{case['copies']} C{case['num_config']}"
+        name = case["model"] if case["model"] not in MODELS else case["model"].split("-")[0]
+        return f"{name.lower()[:16]} x{case['copies']} C{case['num_config']}"
     return f"dag seed {case['seed']}"
 
 
@@ -215,6 +226,11 @@ def main() -> int:
         "--layers", action="store_true", help="one training layer of each family instead"
     )
     parser.add_argument("--max-kernels", type=int, default=3000)
+    parser.add_argument(
+        "--library",
+        action="store_true",
+        help="draw models from every model the library ships, not the three families",
+    )
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
@@ -225,7 +241,8 @@ def main() -> int:
     elif args.grid:
         cases = grid(args.limit, args.max_kernels)
     else:
-        cases = draws(args.seed, args.draws, args.limit, args.max_kernels)
+        models = tuple(shipped_models()) if args.library else MODELS
+        cases = draws(args.seed, args.draws, args.limit, args.max_kernels, models)
     print(f"{'case':26} {'kernels':>7} {'first':>7} {'cpu':>7} {'gap':>7} {'stop':12} load")
     rows = []
     for case in cases:

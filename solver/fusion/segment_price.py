@@ -78,7 +78,8 @@ def fixed_sharding_prices(
     than THIN_ROWS kernels, only segments starting at the `thin_starts` narrowest cuts
     (`narrow_starts`) and ending at one of them or at the end are priced, the rest left
     inf. A periodic problem's rows are exact
-    either way (copied between layers, `_periodic_rows`)."""
+    either way (copied between layers, `_periodic_rows`), unless an exact front outgrows
+    FRONT_LIMIT: then a heuristic sweep takes the thinned rows instead."""
     if not pure_knapsack(problem):
         return None
     n = len(problem.kernels)
@@ -88,7 +89,13 @@ def fixed_sharding_prices(
     # from their copies (a heuristic sweep takes the thinned rows where many do)
     if period is not None and (not thin or _unlike(period) <= THIN_ROWS):
         pricer = KnapsackPricer(problem)
-        return prices if _periodic_rows(pricer, prices, period, deadline) else None
+        if _periodic_rows(pricer, prices, period, deadline):
+            return prices
+        if not thin or time.perf_counter() > deadline:
+            return None
+        # an exact front outgrew FRONT_LIMIT (large GEMM tile menus): a heuristic sweep
+        # still prices every segment it needs from thinned fronts
+        prices = np.full((n, n + 1), math.inf)
     pricer = KnapsackPricer(problem, problem.sram_bytes / THIN_SLICES if thin else 0.0)
     if thin and n > THIN_ROWS:
         starts = narrow_starts(problem, thin_starts(n))

@@ -185,6 +185,31 @@ def test_copies_are_made(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(whole) < n / 2
 
 
+def test_heuristic_prices_survive_an_exact_front_past_its_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 1 MB: every segment fits, so a row's exact front grows with every kernel it adds;
+    # past FRONT_LIMIT the exact copied rows give up. A heuristic sweep (`thin`) then
+    # prices from thinned fronts, row by row, instead of returning nothing (a large
+    # GEMM layer's alternation fell back to the proof search's knapsack bounds)
+    fixed = _fixed(10, 0, 1e6)
+    exact = segment_price.fixed_sharding_prices(fixed)
+    assert exact is not None
+    # 16 states: the exact fronts pass it, the fronts thinned to 4 SRAM slices do not
+    monkeypatch.setattr(segment_price, "FRONT_LIMIT", 16)
+    monkeypatch.setattr(segment_price, "THIN_SLICES", 4)
+    assert segment_price.fixed_sharding_prices(fixed) is None
+    thinned = segment_price.fixed_sharding_prices(fixed, thin=True)
+    assert thinned is not None
+    # each thinned price is a real configuration's: at or above the exact one, and
+    # finite wherever the exact one is (every segment fits)
+    assert np.array_equal(np.isfinite(thinned), np.isfinite(exact))
+    finite = np.isfinite(exact)
+    assert (thinned[finite] >= exact[finite] * (1 - 1e-12)).all()
+    monkeypatch.setattr(segment_price, "periodicity", lambda problem: None)
+    assert np.array_equal(thinned, segment_price.fixed_sharding_prices(fixed, thin=True))
+
+
 def _sweeps(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool]]:
     """(row, resumed from a copied state) of every sweep the pricer makes from now on."""
     swept: list[tuple[int, bool]] = []
