@@ -235,7 +235,7 @@ class GraphBuilder:
             flop=float(flop),
             pass_=pass_,
             kernel_class=kernel_class,
-            shardable_dims=tuple(d for d in shardable if loop.get(d, 0) > 1),
+            shardable_dims=_shardable(shardable, loop),
             communication=communication if communication_bytes > 0 else Communication.NONE,
             communication_bytes=float(communication_bytes),
             communication_group=group if communication_bytes > 0 else "",
@@ -378,3 +378,13 @@ DEFAULT_GROUP: dict[Communication, str] = {
     Communication.REDUCE_SCATTER: "tp",
     Communication.POINT_TO_POINT: "pp",
 }
+
+
+def _shardable(declared: Sequence[str], loop: dict[str, int]) -> tuple[str, ...]:
+    """The declared dims a kernel may split, those of size 1 left out; all of them when
+    every one has size 1 (a one-token decode norm's `tokens`): an empty tuple reads as
+    "every loop dim" (solver.cost.menus.sharding_choices), and a dim too small for the TP
+    degree is no choice there anyway."""
+    kept = tuple(d for d in declared if loop.get(d, 0) > 1)
+    return kept or tuple(d for d in declared if d in loop)
+
