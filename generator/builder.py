@@ -387,4 +387,3 @@ def _shardable(declared: Sequence[str], loop: dict[str, int]) -> tuple[str, ...]
     degree is no choice there anyway."""
     kept = tuple(d for d in declared if loop.get(d, 0) > 1)
     return kept or tuple(d for d in declared if d in loop)
-
