@@ -49,10 +49,12 @@ def _check_config(
     system: System,
     ex: ExecutionOptions,
     launches: dict[str, int],
+    sram_row: bool = True,
 ) -> list[str]:
     """`launches`: the kernel launches each graph kernel stands for (menus.launch_count,
     the one rule the menus price: Kernel.launches, per expert where issued so), one
-    kernel overhead each."""
+    kernel overhead each. `sram_row`: whether the chip's SRAM bounds a configuration
+    (not under DFModel's equations where they have no such row: dfmodel_sram_row)."""
     out = []
     names = tuple(sorted(k.name for k in members))
     if names != tuple(sorted(c.kernels)):
@@ -74,17 +76,23 @@ def _check_config(
     if c.sram_bytes < buffers * (1 - REL) - 1e-6:
         out.append(f"{where}: SRAM {c.sram_bytes:,.0f} B < its kernels' buffers {buffers:,.0f} B")
     sram = system.chip.sram_bytes
-    no_sram_row = ex.cost_model == "dfmodel" and not dfmodel_sram_row(ex)
-    if c.sram_bytes > sram * (1 + 1e-9) + 1e-6 and not no_sram_row:
+    if c.sram_bytes > sram * (1 + 1e-9) + 1e-6 and sram_row:
         out.append(f"{where}: SRAM {c.sram_bytes:,.0f} B > the chip's {sram:,.0f} B")
     return out
 
 
-def dfmodel_sram_row(ex: ExecutionOptions) -> bool:
-    """Whether DFModel's equations bound a configuration's SRAM: not in its FFT and HPL
-    branches, nor on a chip with pmu > 0 (its PMU rows instead, not reproduced)."""
+def dfmodel_sram_row(ex: ExecutionOptions, workload: Workload) -> bool:
+    """Whether DFModel's equations bound a configuration's SRAM: in its DLRM branch and
+    its LLM graphs (with sram_cap > 0: DFModel reads 0 as no limit), not in its FFT and
+    HPL branches nor in any other graph, and never on a chip with pmu > 0 (its PMU rows
+    instead, not reproduced). The rule solver.dfmodel prices and this check holds it to."""
     d = ex.dfmodel
-    return not (ex.fft_copies > 0 or d.branch == "hpl" or d.pmu > 0)
+    if d.pmu > 0 or ex.fft_copies > 0 or d.branch == "hpl":
+        return False
+    if d.branch == "dlrm":
+        return True
+    llm = workload.kind in ("training", "inference") and workload.seq_len > 0
+    return llm and d.sram_bounded
 
 
 def _check_phase(
@@ -100,9 +108,11 @@ def _check_phase(
         out.append(f"phase {ph.name}: kernels use unlisted configurations")
     graph = next((p.graph for p in workload.phases if p.name == ph.name), None)
     launches = {k.name: launch_count(k, tp) for k in graph.kernels} if graph is not None else {}
+    sram_row = ex.cost_model != "dfmodel" or dfmodel_sram_row(ex, workload)
     for c in ph.configs:
         where = f"phase {ph.name} config {c.index}"
-        out += _check_config(where, c, by_config.get(c.index, []), system, ex, launches)
+        members = by_config.get(c.index, [])
+        out += _check_config(where, c, members, system, ex, launches, sram_row)
     budget = ex.config_budget(len(ph.kernels))
     if len(ph.configs) > budget:
         out.append(f"phase {ph.name}: {len(ph.configs)} configurations > num_config {budget}")

@@ -112,7 +112,7 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
             f"{best.lower_latency_s:.6g} s is a lower bound of DFModel's and this plan "
             f"({best.latency_s:.6g} s, priced DFModel's way) is within {stats.gap:.2%} of it",
         )
-    warnings += _fft_sram_warning(phases, system, execution)
+    warnings += _sram_warning(phases, system, execution, workload)
     if execution.dfmodel.pmu > 0:
         warnings += (
             f"DFModel prices this chip (pmu {execution.dfmodel.pmu}) with its PMU "
@@ -159,11 +159,13 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
     )
 
 
-def _fft_sram_warning(phases, system: System, execution: ExecutionOptions) -> tuple[str, ...]:
-    """DFModel's FFT and HPL branches and its PMU chips have no SRAM capacity row: say so
-    when the buffers overflow."""
+def _sram_warning(
+    phases, system: System, execution: ExecutionOptions, workload: Workload
+) -> tuple[str, ...]:
+    """Where DFModel's equations have no SRAM capacity row (dfmodel_sram_row: graphs other
+    than an LLM's, PMU chips), say so when the buffers overflow."""
     most = max((c.sram_bytes for ph in phases for c in ph.configs), default=0.0)
-    if dfmodel_sram_row(execution) or most <= system.chip.sram_bytes * (1 + 1e-9):
+    if dfmodel_sram_row(execution, workload) or most <= system.chip.sram_bytes * (1 + 1e-9):
         return ()
     return (
         "DFModel's equations have no SRAM capacity row here: a configuration's buffers "

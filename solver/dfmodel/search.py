@@ -44,6 +44,7 @@ from solver.milp.model import solve_configurations
 from solver.options import ExecutionOptions, SolverOptions
 from solver.search.parallel import Choice, enumerate_choices
 from solver.search.placement_pin import pinned_choices
+from solver.verify import dfmodel_sram_row
 
 
 @dataclass(frozen=True)
@@ -260,7 +261,7 @@ def search_choices(
         ratios = dm.ratios(
             spans, execution.dfmodel.separate_rs_ag_for_ar, system.network, execution.dfmodel.hbd
         )
-        row = llm and not execution.dfmodel.pmu and execution.dfmodel.sram_bounded
+        row = dfmodel_sram_row(execution, workload)
         sram = dm.f32(system.chip.sram_bytes) if row else math.inf
         step, why = None, ""
         for dram_Bps, capacity in dram_tiers(system, execution):

@@ -389,3 +389,24 @@ def test_every_fft_file_runs_in_dfmodels_fft_branch(name: str, tmp_path: Path) -
     cfgs = _configs(tmp_path / "df")
     assert s["latency_s"] == pytest.approx(sum(float(c["latency_s"]) for c in cfgs), rel=1e-12)
     assert float(cfgs[0]["network_s"]) == 0.0 < float(cfgs[1]["network_s"])
+
+
+def test_a_generic_graph_over_the_sram_runs_with_the_warning(tmp_path: Path) -> None:
+    """DFModel's equations bound SRAM in its LLM graphs only: a lone GEMM whose 8 MiB weight
+    (stored twice: 16,777,216 B of buffers) exceeds a 1 MB SRAM is priced without that row,
+    and the run says so. The plan's re-check held it to an SRAM row the search never had
+    and stopped the run with a traceback (found by fuzzing `mapshard run`)."""
+    scenario = tmp_path / "gemm"
+    scenario.mkdir()
+    (scenario / "setup.txt").write_text(
+        'dataflow_graph { kernels { name: "k2" id: 2 type: SYSTOLIC gemm_input1_weight { '
+        "outer: 32 M: 4096 K: 64 N: 2048 input_tensor_size: 4194304 "
+        "weight_tensor_size: 8388608 output_tensor_size: 268435456 } } }\n"
+        "system { num_chip: 1 accelerator { core: 64 systolic_width: 32 systolic_height: 16 "
+        "sram_cap: 1000000.0 freq: 1.0 } memory { dram_bw: 1000 dram_cap: 16000000000.0 } }\n"
+        "execution { execution_style: DATAFLOW compute_util: 1.0 }\n"
+    )
+    s = _run(scenario, tmp_path / "df", "dfmodel")
+    # compute-bound: 32 x 2 x 4096 x 64 x 2048 FLOP / (2 x 64 x 32 x 16 x 1 GHz) = 524,288 ns
+    assert s["latency_s"] == pytest.approx(524_288e-9, rel=1e-9)
+    assert any("no SRAM capacity row" in w and "16,777,216 B" in w for w in s["warnings"])
