@@ -109,6 +109,12 @@ SPLIT_OVER_TEXT = (
 )
 # stop reasons that are search defects, and what a search with no plan says of them
 DEFECTS = ((UNEXPLAINED, UNEXPLAINED_TEXT), (SPLIT_OVER, SPLIT_OVER_TEXT))
+# a search that ended with plans over the DRAM (footprint.LAYOUT_STOP), not the time limit
+LAYOUT_NO_PLAN = (
+    "DRAM capacity binds: the plans found keep activations above their floor (tensors "
+    "whole that could be split) and only that floor fits; recomputing activations, a "
+    "smaller micro-batch or batch, or more chips would make it fit"
+)
 NUMERICS_TEXT = (
     "HiGHS could not solve the mapping problem (numerical trouble): a setup value many "
     "orders of magnitude from the others (a bandwidth, size or rate) is the usual cause; "
@@ -135,6 +141,8 @@ def no_plan_text(
     for stop, text in DEFECTS:
         if stop in stops and VALVE_STOP not in stops:
             return text
+    if footprint.LAYOUT_STOP in stops and VALVE_STOP not in stops:
+        return f"{no_plan} of {choices} parallel choices: {LAYOUT_NO_PLAN}"
     budget = next((BUDGET_OF_STOP[s] for s in stops if s in BUDGET_OF_STOP), "")
     if budget and VALVE_STOP not in stops:
         why, field = f"stopped on the work budget solver.{budget}", f"solver.{budget}"
