@@ -29,6 +29,7 @@ from solver.fusion.solve import permuted, searched_order
 from solver.options import BUDGET_OF_STOP, VALVE_STOP
 from solver.plan import MemoryUse
 from solver.search import footprint
+from solver.search.degrees import tp_fits
 from solver.search.parallel import Choice
 from solver.search.stages import model_layers
 
@@ -352,9 +353,10 @@ def smallest_layout(
     workload: Workload, capacity: float, limits: Limits
 ) -> tuple[int, int, int] | None:
     """The (tp, pp, dp) with the fewest chips whose memory_use fits `capacity`, among the
-    degrees the planner searches (small integers and powers of two), beside the workload's
-    own CP and EP degrees; None when none fits."""
-    tps = _degrees(limits.max_tp)
+    degrees the planner searches (small integers and powers of two; TP degrees the model's
+    attention can take, solver.search.degrees.tp_fits), beside the workload's own CP and
+    EP degrees; None when none fits."""
+    tps = [tp for tp in _degrees(limits.max_tp) if tp_fits(workload)(tp)]
     pps = _degrees(limits.max_pp)
     dps = _degrees(limits.max_dp) if limits.allow_dp else [1]
     for tp, pp, dp in sorted(

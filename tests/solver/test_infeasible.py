@@ -120,6 +120,29 @@ def test_gemm_beyond_dram_needs_three_way_tensor_parallelism(
     assert f"or ≥ {math.ceil(need / 2**30 * 10) / 10:.1f} GiB of DRAM per chip" in line
 
 
+def test_the_layout_suggested_takes_a_tp_the_heads_allow(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The suggestion is a layout the search (and a topology tag) accepts: TP 3 does not
+    divide the 64 heads. At need / 2.6 bytes of DRAM per chip two chips are too few (TP 2
+    or PP 2: half the weights each, need / 2 > need / 2.6), and of the 3-chip layouts PP 3
+    fits: its busiest stage holds 27 of the 80 layers and the embedding, 2 x (27 x
+    855,654,400 + 32,000 x 8,192) B = 46.7 GB, and their KV 0.1 GB, under 53.2 GB. The
+    hint said TP 3 x PP 1, which a TP 3 tag then rejects (found by fuzzing)."""
+    per_layer = 2 * H * H + 2 * H * KV_DIM + 3 * H * FF + 2 * H
+    assert per_layer == 855_654_400
+    need = 2 * (LAYERS * per_layer + 2 * VOCAB * H + H) + 2 * LAYERS * CONTEXT * KV_DIM * 2
+    cap = need / 2.6
+    stage = 2 * (27 * per_layer + VOCAB * H) + 2 * 27 * CONTEXT * KV_DIM * 2
+    assert need / 2 > cap > stage
+    setup = BIG_MODEL.replace('dram_cap: 8e10', f"dram_cap: {cap:.6e}")
+
+    code, line = _run(tmp_path, setup, capsys)
+
+    assert code == EXIT_INFEASIBLE
+    assert "needs ≥ 3-way TP×PP (TP 1 × PP 3; num_chip ≥ 3)" in line
+
+
 def test_more_chips_than_any_layout_can_use(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
