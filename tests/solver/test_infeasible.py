@@ -135,7 +135,7 @@ def test_the_layout_suggested_takes_a_tp_the_heads_allow(
     cap = need / 2.6
     stage = 2 * (27 * per_layer + VOCAB * H) + 2 * 27 * CONTEXT * KV_DIM * 2
     assert need / 2 > cap > stage
-    setup = BIG_MODEL.replace('dram_cap: 8e10', f"dram_cap: {cap:.6e}")
+    setup = BIG_MODEL.replace("dram_cap: 8e10", f"dram_cap: {cap:.6e}")
 
     code, line = _run(tmp_path, setup, capsys)
 
