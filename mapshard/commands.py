@@ -79,11 +79,18 @@ def _interrupted(stop: Interrupted, quiet: bool) -> int:
     plan = result.plan
     if not quiet:
         print(format_summary(plan))
-    print(
-        f"interrupted: wrote the best plan found so far to {result.out} "
-        f"(status interrupted, within {plan.stats.gap:.2%} of optimal)",
-        file=sys.stderr,
-    )
+    if stop.during_what_if:
+        print(
+            f"interrupted during the what-if table: wrote the plan to {result.out} without "
+            f"it (status {plan.stats.status}, within {plan.stats.gap:.2%} of optimal)",
+            file=sys.stderr,
+        )
+    else:
+        print(
+            f"interrupted: wrote the best plan found so far to {result.out} "
+            f"(status interrupted, within {plan.stats.gap:.2%} of optimal)",
+            file=sys.stderr,
+        )
     return 143 if isinstance(stop.__cause__, Terminated) else 130
 
 

@@ -164,9 +164,16 @@ def run(
     if result.views.stream is not None and sensitivity is None:
         sensitivity = False  # a stream's plan is one of many steps: --what-if asks for it
     if sensitivity is not False:  # None: unless the graph is too large (sensitivity.py)
-        say(Stage("what-if: re-solving with each resource x0.5 and x2"))
         what_if = step("what_if")
-        table = what_if(result.scenario, result.plan, time_limit_s, sensitivity is True)
+        try:
+            say(Stage("what-if: re-solving with each resource x0.5 and x2"))
+            table = what_if(result.scenario, result.plan, time_limit_s, sensitivity is True)
+        except KeyboardInterrupt as signal:  # Ctrl-C / SIGTERM in a re-solve: the plan stands
+            # (an Interrupted here carries a re-solve's plan, not this one: not written)
+            cause = signal.__cause__ if isinstance(signal, Interrupted) else signal
+            stop = Interrupted(result.plan, during_what_if=True)
+            stop.result = _written(result, out)
+            raise stop from cause
         result = replace(result, views=replace(result.views, sensitivity=table))
     say(Stage("writing the report"))
     return _written(result, out)

@@ -37,7 +37,10 @@ class Interrupted(KeyboardInterrupt):
     (status "interrupted", its gap to the proven bound) so the caller can still write it.
     The signal's own exception is the __cause__."""
 
-    def __init__(self, plan: object):
+    def __init__(self, plan: object, during_what_if: bool = False):
         super().__init__("interrupted")
         self.plan = plan
         self.result: object | None = None  # set once the plan has been written
+        # the search had ended: the what-if table's re-solves were cut short, and the plan
+        # (with its own status) was written without that table
+        self.during_what_if = during_what_if

@@ -15,12 +15,18 @@ import math, sys, time
 from mapshard import cli, progress
 
 AFTER_FIRST_PLAN = {after_first_plan}
+IN_WHAT_IF = {in_what_if}
 BLOCKED = []  # block once: a report made while the signal unwinds must not block again
 
 def update(self, state):
-    if BLOCKED or not hasattr(state, "best_latency_s"):  # a stage report, not the solver's
+    if BLOCKED:
         return
-    if AFTER_FIRST_PLAN and not math.isfinite(state.best_latency_s):
+    if IN_WHAT_IF:  # the what-if stage's report: the plan is solved, the table not yet
+        if not str(getattr(state, "text", "")).startswith("what-if"):
+            return
+    elif not hasattr(state, "best_latency_s"):  # a stage report, not the solver's
+        return
+    elif AFTER_FIRST_PLAN and not math.isfinite(state.best_latency_s):
         return
     BLOCKED.append(True)
     print("inside the solve", flush=True)
@@ -39,12 +45,19 @@ def _default_signals() -> None:
 
 
 def signal_mid_solve(
-    scenario: Path, out: Path, signum: int, after_first_plan: bool = False
+    scenario: Path,
+    out: Path,
+    signum: int,
+    after_first_plan: bool = False,
+    in_what_if: bool = False,
 ) -> tuple[int, str]:
     """`mapshard run scenario --out out`, sent `signum` inside the solve (before its first
-    plan, or with `after_first_plan` once the search holds one): (exit code, stderr)."""
-    child_code = _CHILD.format(after_first_plan=after_first_plan)
+    plan, or with `after_first_plan` once the search holds one; with `in_what_if`, once the
+    plan is solved, as the what-if table starts, which the run then asks for): (exit code,
+    stderr)."""
+    child_code = _CHILD.format(after_first_plan=after_first_plan, in_what_if=in_what_if)
     cmd = [sys.executable, "-c", child_code, "run", str(scenario), "--out", str(out), "--quiet"]
+    cmd += ["--what-if"] if in_what_if else []
     child = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,

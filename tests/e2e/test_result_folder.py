@@ -84,3 +84,18 @@ def test_sigterm_after_a_first_plan_writes_it(tmp_path: Path) -> None:
     assert code == 143, stderr
     assert stderr.startswith("interrupted: wrote the best plan found so far")
     assert json.loads((out / "summary.json").read_text())["status"] == "interrupted"
+
+
+@pytest.mark.slow
+def test_sigterm_in_the_what_if_table_writes_the_solved_plan(tmp_path: Path) -> None:
+    """The plan is solved before the what-if table's re-solves start: a signal there
+    writes it, with its own status, without the table (found by fuzzing: "nothing was
+    written" after a whole solve)."""
+    out = tmp_path / "out"
+    code, stderr = signal_mid_solve(SCENARIO, out, signal.SIGTERM, in_what_if=True)
+    assert code == 143, stderr
+    assert stderr.startswith("interrupted during the what-if table: wrote the plan to")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "optimal"
+    assert (out / "plan.txt").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary folder left
