@@ -28,10 +28,12 @@ from mapshard import pipeline
 from mapshard.analyses import stream_server
 from mapshard.analyses.stream_sim import EngineLimits, Request, simulate
 from mapshard.analyses.stream_steps import StepShape, build_table, point_setup, prefill_points
+from mapshard.compat import tagged_degrees
 from mapshard.scenario import Loaded, Scenario
 from mapshard.views import StreamView
 from schema import setup_pb2
-from schema.errors import InfeasibleError
+from schema.errors import InfeasibleError, SetupError
+from schema.pins import parse_placement, placement_degrees
 from schema.validation_stream import (
     DEFAULT_KERNEL_LAUNCH_US,
     DEFAULT_KV_FRACTION,
@@ -145,12 +147,28 @@ def _parallelism(plan: Plan) -> str:
     return " ".join(f"{k.upper()}{v}" for k, v in sorted(deg.items()) if v > 1) or "1 chip"
 
 
+def _check_no_dp(loaded: Loaded, system: System) -> None:
+    """A stream runs on one engine whose steps each hold one chunked-prefill batch, which DP
+    replicas cannot split: DP pinned by topology tags or execution.placement is bad input
+    (left to the search, the layout is TP x PP)."""
+    placement = parse_placement(loaded.setup.execution.placement)
+    dp = (placement_degrees(placement) if placement else tagged_degrees(system)).get("DP", 1)
+    if dp > 1:
+        where = "execution.placement" if placement else "system topology parallelism"
+        raise SetupError(
+            f"{loaded.path}: {where}: DP {dp} with workload.llm_inference.stream: a request "
+            "stream runs as one engine whose steps DP replicas cannot split; give those "
+            "chips to TP or PP, or leave the parallelism to the search"
+        )
+
+
 def run_stream(
     loaded: Loaded, system: System, time_limit_s: float | None = None
 ) -> tuple[StreamView, Scenario, Plan]:
     """Solve the steps, simulate the stream; returns (StreamView, Scenario, Plan) where the
     scenario and plan are the steady-state decode step's."""
     inf = loaded.setup.workload.llm_inference
+    _check_no_dp(loaded, system)
     settings = settings_of(inf)
     reqs = requests_of(inf, 1.0)  # POISSON: the pattern at 1 request/s (scaled when served)
     budget, frac = settings["max_num_tokens"], settings["kv_memory_fraction"]

@@ -81,3 +81,33 @@ def test_a_request_longer_than_the_kv_cache_is_infeasible(tmp_path: Path, capsys
     folder = _write(tmp_path, "kv_memory_fraction: 1e-9")
     assert main(["run", str(folder), "--out", str(tmp_path / "r")]) == 3
     assert "KV cache" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("system", "where"),
+    [
+        (
+            'system { chip: "H100-SXM5-80GB" num_chip: 8 '
+            'r_r { x: 2 y: 4 par_x: "TP" par_y: "DP" } }',
+            "system topology parallelism: DP 4",
+        ),
+        (
+            'system { chip: "H100-SXM5-80GB" num_chip: 2 }\n'
+            'execution { placement: "DP=scale_up:2" }',
+            "execution.placement: DP 2",
+        ),
+    ],
+)
+def test_a_stream_on_dp_replicas_is_one_line_naming_the_tag(
+    system: str, where: str, tmp_path: Path, capsys
+) -> None:
+    """Every engine step of a stream is one chunked-prefill batch, which DP replicas cannot
+    split: DP pinned on the system was reported as a chip count no layout could place
+    (found by fuzzing), after a whole DATAFLOW grid of solves on a large model."""
+    folder = _write(tmp_path, "")
+    text = (folder / "setup.txt").read_text().replace(SYSTEM, system)
+    (folder / "setup.txt").write_text(text)
+    assert main(["run", str(folder), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and where in err[0] and "give those chips to TP or PP" in err[0]
+    assert not (tmp_path / "r").exists()
