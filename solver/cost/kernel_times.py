@@ -303,9 +303,17 @@ def _compute_time(
         return vector_attention_time(kernel, chip, flop)
     fitted = "vector" in chip.calibration.measured
     return KernelTime(
-        flop / (chip.vector_flops * efficiency.vector_efficiency(chip)),
+        flop / (vector_peak(chip, precision) * efficiency.vector_efficiency(chip)),
         _fitted(chip, "fitted vector rate") if fitted else UNCALIBRATED,
     )
+
+
+def vector_peak(chip: Chip, precision: str) -> float:
+    """FLOP/s of elementwise work: the chip's vector rate (FP32 lanes), and in FP64 no more
+    than its FP64 peak, which a chip may hold far below its FP32 rate (B300: 1.25 against
+    75 TFLOP/s; priced at the FP32 rate, an FP64 step ran above the FP64 peak)."""
+    fp64 = chip.peak_flops.get("fp64", 0.0) if precision == "fp64" else 0.0
+    return min(chip.vector_flops, fp64) if fp64 > 0 else chip.vector_flops
 
 
 UNSPLIT_SOURCE = "fitted unsplit decode attention (per-SM streaming)"

@@ -292,7 +292,7 @@ def best_compute_rate(kernel: Kernel, chip: Chip, precision: str) -> float:
         return kernel_times.best_gemm_rate(chip, precision, rate) if is_gemm(kernel) else rate
     if kernel.kind == KernelKind.ATTENTION:
         return chip.vector_flops  # FMAs at the vector peak (kernel_times.vector_attention_time)
-    return chip.vector_flops * efficiency.vector_efficiency(chip)
+    return kernel_times.vector_peak(chip, precision) * efficiency.vector_efficiency(chip)
 
 
 def block_limited(kernel: Kernel, menu: KernelMenu, cores: int, dram_Bps: float) -> KernelMenu:
