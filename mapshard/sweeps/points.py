@@ -266,13 +266,18 @@ def _plain(path: str) -> str:
 
 def pre_solve_metrics(system: object) -> dict[str, float]:
     """Metrics of a resolved System (hardware.system.System). System Cost and Power need
-    every topology degree; with a searched degree they are known only after solving."""
+    every topology degree; with a searched degree they are known only after solving. A
+    cost or power of 0 (the library has no price or power for the chip) is unknown, not
+    $0 or 0 W: left out, as a solved point's row leaves it (so a filter cannot judge it)."""
     out: dict[str, float] = {"num_chips": float(system.num_chips)}  # type: ignore[attr-defined]
     try:
-        out["system_cost"] = system_cost(system)  # type: ignore[arg-type]
-        out["system_power_W"] = system_power(system)  # type: ignore[arg-type]
+        cost = system_cost(system)  # type: ignore[arg-type]
+        power = system_power(system)  # type: ignore[arg-type]
     except ValueError:
-        pass
+        return out
+    for name, value in (("system_cost", cost), ("system_power_W", power)):
+        if value > 0 or name not in metrics.POSITIVE_ONLY:
+            out[name] = value
     return out
 
 

@@ -220,6 +220,21 @@ filter {{ metric: "system_cost" max: 1200 }}
         expand_points(load_sweep(bad))
 
 
+def test_a_cost_filter_cannot_judge_an_unpriced_chip(tmp_path: Path) -> None:
+    """No price in the library or the setup: the System Cost is unknown, so a pre-solve
+    filter on it keeps the point (as a solved point's filter does) and the cell stays
+    empty, never $0. It filtered the point as "system_cost 0 < min 100" (found by
+    fuzzing)."""
+    unpriced = GEMM.replace("accelerator_price: 1000 ", "").replace("dram_unit_price: 1", "")
+    path = write_sweep(tmp_path, unpriced + 'filter { metric: "system_cost" min: 100 }\n')
+    (point,), _ = expand_points(load_sweep(path))
+    assert point.row is None  # to be solved, not filtered
+    outcome = run_sweep(path, out=tmp_path / "out", workers=1, quiet=True)
+    (row,) = read_rows(outcome.out / "results.csv")
+    assert row["status"] == "optimal" and row["system_cost"] == ""
+    assert row["cost_basis"] == "not priced"
+
+
 def test_a_bad_new_sweep_stops_the_workers_it_started(tmp_path: Path) -> None:
     """A new sweep starts its workers before its points expand; a sweep file refused then
     leaves no worker behind (children of earlier tests in this process, still exiting on a
