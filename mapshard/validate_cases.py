@@ -66,6 +66,9 @@ def validate_case(case: Case, where: Path) -> Outcome:
         return Outcome(**base, predicted=None, reason=f"no plan: {exc}")
     except ValueError as exc:
         return Outcome(**base, predicted=None, reason=f"malformed row: {exc}")
+    except Exception as exc:  # a defect on one row must not stop the others: recorded
+        why = f"failed: {type(exc).__name__}: {exc} (a MapShard defect; please report it)"
+        return Outcome(**base, predicted=None, reason=why)
     spec = library.find_chip(case.text("chip"))
     if spec is not None and not calibration_of(spec.accelerator.efficiency).calibrated:
         # the row's own line says it: a bound on speed, not a forecast

@@ -112,6 +112,8 @@ def collective_span(case: Case) -> list[tuple[NetworkLevel, int]]:
     node = min(node_size(case, spec), n)
     if n % node:
         raise Unmodelable(f"num_chips {n} is not a multiple of chips_per_node {node}")
+    if spec.scale_up_bw_GBps <= 0:  # as `mapshard run` says for a system of several chips
+        raise Unmodelable(f"chip {spec.name!r} has no scale_up_bw_GBps: no link to time")
     span = [
         (
             NetworkLevel(

@@ -168,19 +168,23 @@ def test_any_csv_in_the_format_and_unmodellable_rows_keep_a_reason(tmp_path):
         {**dev["K04"], "id": "X3", "m": ""},
         {**dev["K15"], "id": "X4", "usable": "1", "extra_params": "attn_pass=fwd"},
         {**dev["K04"], "id": "X5", "flop_convention": "mystery"},
+        # a chip without scale-up links: a collective has nothing to time (it divided by
+        # a bandwidth of 0 and stopped the whole run: found by fuzzing)
+        {**dev["C03"], "id": "X6", "chip": "JGS"},
     ]
     cases = _write(tmp_path / "cases.csv", rows)
     out = tmp_path / "out"
     assert main(["validate", str(cases), "--out", str(out), "--check"]) == 0
     got = {r["id"]: r for r in csv.DictReader(open(out / "validation.csv", newline=""))}
-    assert list(got) == ["K14", "C03", "X1", "X2", "X3", "X4", "X5"]
+    assert list(got) == ["K14", "C03", "X1", "X2", "X3", "X4", "X5", "X6"]
     assert got["K14"]["predicted"] and got["C03"]["predicted"]
     assert "not in the hardware library" in got["X1"]["reason"]
     assert "EP=2" in got["X2"]["reason"]
     assert "without m, k and n" in got["X3"]["reason"]
     assert "not modelled" in got["X4"]["reason"]
     assert "unknown flop_convention" in got["X5"]["reason"]
-    for r in ("X1", "X2", "X3", "X4", "X5"):
+    assert "'JGS' has no scale_up_bw_GBps" in got["X6"]["reason"]
+    for r in ("X1", "X2", "X3", "X4", "X5", "X6"):
         assert got[r]["predicted"] == ""
 
 
@@ -394,3 +398,24 @@ def test_flop_metric_uses_the_rows_convention_not_mapshards_count():
         t01.extra_float("derived_flops_per_iteration") / (t * 32), rel=1e-5
     )
     assert math.isclose(metric_from_time(t01, 1.0, 1.0) * 1.0 * 32, flops.convention_flop(t01))
+
+
+def test_a_defect_on_one_row_is_recorded_not_raised(tmp_path, monkeypatch):
+    """As a sweep records a point that raised: the other rows are still predicted."""
+    import mapshard.validate_cases as vc
+
+    dev = {c.id: c.cells for c in read_cases(DEV)}
+    cases = _write(tmp_path / "cases.csv", [dev["K14"], {**dev["C03"], "id": "X1"}])
+    real = vc.predict
+
+    def predict(case, where):
+        if case.id == "X1":
+            raise ZeroDivisionError("float division by zero")
+        return real(case, where)
+
+    monkeypatch.setattr(vc, "predict", predict)
+    out = tmp_path / "out"
+    assert main(["validate", str(cases), "--out", str(out)]) == 0
+    got = {r["id"]: r for r in csv.DictReader(open(out / "validation.csv", newline=""))}
+    assert got["K14"]["predicted"]
+    assert got["X1"]["reason"].startswith("failed: ZeroDivisionError: float division by zero")
