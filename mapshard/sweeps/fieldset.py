@@ -13,8 +13,9 @@ Semantics of setting a value:
   (`"TP,PP"`) and replaces the whole list; with an index, it replaces one element.
 - A message-typed leaf takes fields in text format and sets them together, keeping the
   fields it does not name: `workload.llm_inference` with `"input_len: 1024 output_len: 256"`
-  is an axis over (input, output) pairs. (A proto3 zero cannot be given this way: it reads as
-  "not given".) A repeated message leaf takes `{...}` items separated by commas and replaces
+  is an axis over (input, output) pairs; a field it names is set even to its zero
+  (`"phase: PREFILL input_len: 128"` over a DECODE base gives PREFILL). A repeated message
+  leaf takes `{...}` items separated by commas and replaces
   the list (`system.topology` with `"{kind: SWITCH degree: 8 link_bw_GBps: 450}"`).
 - Scalars: ints and floats by Python's parsing (`"1e3"` is accepted for an int when it is
   whole), bools `true/false/1/0`, enums by value name (case-insensitive), strings as given.
@@ -129,6 +130,10 @@ def label_of(value: Any, fp: FieldPath | None = None) -> str:
         items = value if isinstance(value, list) else [value]
         names = [fp.leaf.enum_type.values_by_number[v].name for v in items]
         return ",".join(names)
+    if isinstance(value, MessageValue):
+        if _gives_a_zero(value.message, value.named):
+            return " ".join(value.text.split())
+        return label_of(value.message)
     if isinstance(value, _message.Message):
         return text_format.MessageToString(value, as_one_line=True).strip()
     if isinstance(value, list):
@@ -170,7 +175,7 @@ def _set(msg: _message.Message, parts: list[tuple[str, int | None]], value: Any,
             return
         if index is not None:
             if fd.message_type is not None:
-                _merge(container[index], value)
+                _merge(container[index], *_parts(value))
             else:
                 container[index] = value
             return
@@ -187,14 +192,59 @@ def _set(msg: _message.Message, parts: list[tuple[str, int | None]], value: Any,
         if rest:
             _set(sub, rest, value, path)
         else:
-            _merge(sub, value)
+            _merge(sub, *_parts(value))
         return
     setattr(msg, name, value)
 
 
-def _merge(target: _message.Message, value: _message.Message) -> None:
+@dataclass(frozen=True)
+class MessageValue:
+    """A message-typed axis value and the fields its text names (`Named`: field name ->
+    the fields named inside it): a proto3 field set to its zero reads as unset in the
+    parsed message, so the names say which zeros were given."""
+
+    message: _message.Message
+    named: dict[str, Any]
+    text: str  # as written (the label, where it gives a zero the message cannot show)
+
+
+def _named_fields(text: str) -> dict[str, Any]:
+    """The field names a text-format message body gives, nested like the message: a name
+    followed by ':' or an opening brace, inside the braces (and lists of them) it opens."""
+    tokens = []
+    tok = text_format.Tokenizer(text.splitlines())
+    while not tok.AtEnd():
+        tokens.append(tok.token)
+        tok.NextToken()
+    stack: list[dict[str, Any]] = [{}]
+    opened: list[dict[str, Any]] = []  # the dict of the field whose value comes next
+    for i, token in enumerate(tokens):
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if token in ("{", "<"):
+            stack.append(opened[-1] if opened else {})
+        elif token in ("}", ">"):
+            stack.pop()
+        elif nxt in (":", "{", "<") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token):
+            opened.append(stack[-1].setdefault(token, {}))
+    return stack[0]
+
+
+def _merge(
+    target: _message.Message, value: _message.Message, named: dict[str, Any] | None = None
+) -> None:
     """Set every field given in `value` on `target`; a given repeated field replaces the
-    list, a given sub-message is merged the same way, fields not given are kept."""
+    list, a given sub-message is merged the same way, fields not given are kept. `named`
+    (MessageValue.named): fields the text gave, also those at their zero."""
+    named = named or {}
+    listed = {fd.name for fd, _ in value.ListFields()}
+    for name in named.keys() - listed:  # given, at their zero: cleared to it
+        fd = target.DESCRIPTOR.fields_by_name.get(name)
+        if fd is None:
+            continue
+        if fd.message_type is not None and not fd.is_repeated:
+            getattr(target, name).SetInParent()  # `name { }`: present, fields kept
+        else:
+            target.ClearField(name)
     for fd, v in value.ListFields():
         if fd.is_repeated:
             container = getattr(target, fd.name)
@@ -207,9 +257,28 @@ def _merge(target: _message.Message, value: _message.Message) -> None:
         elif fd.message_type is not None:
             sub = getattr(target, fd.name)
             sub.SetInParent()
-            _merge(sub, v)
+            _merge(sub, v, named.get(fd.name))
         else:
             setattr(target, fd.name, v)
+
+
+def _gives_a_zero(msg: _message.Message, named: dict[str, Any]) -> bool:
+    """Whether the text names a field the parsed message does not list (set to its zero)."""
+    listed = {fd.name: v for fd, v in msg.ListFields()}
+    for name, inner in named.items():
+        if name not in listed:
+            return True
+        fd = msg.DESCRIPTOR.fields_by_name[name]
+        if fd.message_type is not None and not fd.is_repeated and inner:
+            if _gives_a_zero(listed[name], inner):
+                return True
+    return False
+
+
+def _parts(value: Any) -> tuple[_message.Message, dict[str, Any] | None]:
+    if isinstance(value, MessageValue):
+        return value.message, value.named
+    return value, None
 
 
 def _scalar(fd: FieldDescriptor, text: str) -> Any:
@@ -264,7 +333,7 @@ def _parse_message(fd: FieldDescriptor, text: str, whole_list: bool) -> Any:
             return list(getattr(holder, fd.name))
         msg = GetMessageClass(fd.message_type)()
         text_format.Parse(text, msg)
-        return msg
+        return MessageValue(msg, _named_fields(text), text)
     except text_format.ParseError as exc:
         what = "items {...}, {...}" if whole_list else "a message in text format"
         raise ValueError(f'"{text}" is not {what} of {fd.message_type.name}: {exc}') from None

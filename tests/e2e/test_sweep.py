@@ -12,12 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from google.protobuf import text_format
 
 from mapshard.cli import main
 from mapshard.sweeps import expand_points, load_sweep, run_sweep
 from mapshard.sweeps.backends import LocalBackend
 from mapshard.sweeps.cli import cluster_warning
-from mapshard.sweeps.fieldset import convert_value, parse_field_path, set_field
+from mapshard.sweeps.fieldset import convert_value, label_of, parse_field_path, set_field
 from mapshard.sweeps.front_svg import render_front
 from mapshard.sweeps.metrics import TIMING_COLUMNS
 from mapshard.sweeps.pareto import PLOTS, pareto_mask
@@ -187,6 +188,31 @@ def test_field_setting_rules() -> None:
         convert_value(fp, "mesh")
     with pytest.raises(ValueError, match='"system" is not repeated'):
         parse_field_path("system[0].chip")
+
+
+def test_a_message_value_sets_the_zeros_it_names() -> None:
+    """A proto3 zero reads as unset in a parsed message: `phase: PREFILL` (enum value 0)
+    over a DECODE base was dropped, and the point ran a decode step labelled a prefill
+    (found by fuzzing). The fields the text names are set, zeros included; the rest kept."""
+    base = setup_pb2.Setup()
+    text_format.Parse(
+        'workload { llm_inference { model { hf_model: "Llama-3.1-8B" } phase: DECODE '
+        "batch: 8 context_len: 1024 } }",
+        base,
+    )
+    fp = parse_field_path("workload.llm_inference")
+    value = convert_value(fp, "phase: PREFILL input_len: 128 batch: 0")
+    set_field(base, fp, value)
+    inf = base.workload.llm_inference
+    assert inf.phase == setup_pb2.PREFILL and inf.batch == 0 and inf.input_len == 128
+    assert inf.context_len == 1024 and inf.model.hf_model == "Llama-3.1-8B"  # kept
+    assert label_of(value, fp) == "phase: PREFILL input_len: 128 batch: 0"
+    # no zero named: the label is the message's own text, as before
+    assert label_of(convert_value(fp, "input_len:  64"), fp) == "input_len: 64"
+    # nested: a zero inside a sub-message, the sub-message's other fields kept
+    fp = parse_field_path("workload")
+    set_field(base, fp, convert_value(fp, "llm_inference { context_len: 0 }"))
+    assert inf.context_len == 0 and inf.input_len == 128 and inf.phase == setup_pb2.PREFILL
 
 
 def test_invalid_points_fail_and_pre_solve_filters_skip(tmp_path: Path) -> None:
@@ -391,8 +417,6 @@ axis { field: "system.memory.dram_bw" name: "dram" values: ["50", "200"] }
     ):
         assert (tmp_path / "out" / name).is_file(), name
     best = setup_pb2.Setup()
-    from google.protobuf import text_format
-
     text_format.Parse((tmp_path / "out" / "best_latency_s" / "setup.txt").read_text(), best)
     assert best.workload.llm_inference.batch == 1
     assert "<svg" in (tmp_path / "out" / "sweep_report.html").read_text()
