@@ -10,6 +10,7 @@ with the results as a dict and pandas DataFrames instead of files.
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
 
 from mapshard.pipeline import load, load_message, resolve
@@ -17,6 +18,7 @@ from mapshard.run import Result, analyse, csv_frame
 from mapshard.sweeps import run_sweep
 from mapshard.sweeps.store import RESULTS_NAME
 from schema import setup_pb2
+from schema.errors import SetupError
 from schema.setup_io import parse_text
 
 __all__ = ["Result", "solve", "sweep"]
@@ -44,6 +46,12 @@ def solve(
 
 def sweep(sweep_file: str | Path, out: str | Path | None = None, workers: int = 0):
     """Run (or resume) a sweep file; its results.csv as a DataFrame."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        # a worker process importing the caller's script, whose call is not guarded
+        raise SetupError(
+            "mapshard.sweep was called while a sweep worker imported your script: put the call "
+            'under `if __name__ == "__main__":` (each worker is a new process that imports it)'
+        )
     outcome = run_sweep(sweep_file, out=out, workers=workers, quiet=True)
     return csv_frame((outcome.out / RESULTS_NAME).read_text(encoding="utf-8"))
 

@@ -209,6 +209,17 @@ def _starts_early(out: Path, cluster: str | None) -> bool:
     return not cluster and not (out / RESULTS_NAME).exists()
 
 
+# Worker processes dying before their batch's first point, this many times in a row, stop
+# the sweep: they die as they start (a script that runs a sweep at import, unguarded, has
+# every spawned worker start that sweep again), and retrying would never end.
+DEAD_AT_START = 3
+WORKERS_DIE_AT_START = (
+    "the sweep's worker processes die as they start, before any point (their own error is "
+    "printed above): a Python script that calls mapshard.sweep must make the call under "
+    '`if __name__ == "__main__":`, since each worker is a new process that imports it'
+)
+
+
 class _Driver:
     def __init__(
         self,
@@ -230,6 +241,7 @@ class _Driver:
         self.quiet = quiet
         self._next_id = 0
         self._started: dict[int, set[str]] = {}
+        self._dead_at_start = 0  # worker deaths in a row before a batch's first point
 
     def record(self, row: dict[str, str]) -> None:
         """Store a finished point's row (once)."""
@@ -296,6 +308,7 @@ class _Driver:
         self._handle(backend.reports(0))
         backend.forget(fut)
         if rows is not None:
+            self._dead_at_start = 0
             self.record_many(rows)
             return
         assert exc is not None
@@ -317,6 +330,10 @@ class _Driver:
         started = self._started.get(batch.batch_id, set())
         running = [j for j in left if j.point_id in started]
         rest = tuple(j for j in left if j.point_id not in started)
+        if not running:  # died before its first point: retried, but not for ever
+            self._dead_at_start += 1
+            if self._dead_at_start >= DEAD_AT_START:
+                raise SetupError([WORKERS_DIE_AT_START])
         if rest:
             pending.appendleft((self._new_batch(rest), False))
         for j in running:  # run alone: a second crash names the point

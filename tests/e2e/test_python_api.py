@@ -49,3 +49,27 @@ def test_text_and_message_inputs_and_bad_input() -> None:
     with pytest.raises(SetupError) as err:
         mapshard.solve('workload { gemm { M: 0 K: 64 N: 64 } } system { chip: "H100-SXM5-80GB" }')
     assert all("\n" not in p for p in err.value.problems)
+
+
+def test_an_unguarded_sweep_script_stops_at_once_saying_why(tmp_path: Path) -> None:
+    """Sweep workers are spawned: each imports the main script, whose unguarded
+    mapshard.sweep call then ran again in every worker and died. The sweep retried the
+    dead workers for two minutes and returned no rows (found by fuzzing); now each worker
+    says why and the sweep stops after a few such deaths."""
+    import subprocess
+    import sys
+
+    (tmp_path / "sweep.txt").write_text(
+        "inline { workload { gemm { M: 256 K: 256 N: 256 } }\n"
+        '  system { chip: "H100-SXM5-80GB" num_chip: 1 } }\n'
+        'axis { field: "workload.gemm.M" values: ["256", "512"] }\n'
+    )
+    (tmp_path / "script.py").write_text(
+        "import mapshard\nprint(mapshard.sweep('sweep.txt', out='out', workers=1).shape)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "script.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode != 0
+    assert 'call under `if __name__ == "__main__":`' in run.stderr
+    assert "worker processes die as they start" in run.stderr
