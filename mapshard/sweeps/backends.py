@@ -216,6 +216,12 @@ class DaskBackend:
             ) from None
         try:
             self.client = Client(address, timeout="20s")
+        except (ValueError, TypeError) as exc:  # no port, an unknown protocol, TLS unset
+            raise SetupError(
+                f"--cluster {address}: not a usable Dask scheduler address ({exc}); give "
+                "tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786 (tls:// needs Dask's TLS "
+                "configuration)"
+            ) from None
         except (OSError, TimeoutError) as exc:
             raise SetupError(
                 f"--cluster {address}: cannot reach the Dask scheduler "

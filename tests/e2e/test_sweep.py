@@ -368,6 +368,29 @@ def test_a_plain_tcp_cluster_off_this_machine_is_warned_about() -> None:
         assert "tls://" in cluster_warning(loud), loud
 
 
+@pytest.mark.parametrize(
+    ("address", "said"),
+    [
+        ("garbage", "missing port number"),
+        ("tcp://127.0.0.1", "missing port number"),
+        ("http://h:1", "unknown address scheme 'http'"),
+        ("tls://127.0.0.1:1", "ssl_context"),  # TLS without Dask's TLS configuration
+    ],
+)
+def test_a_cluster_address_that_is_no_address_is_one_line(
+    address: str, said: str, tmp_path: Path, capsys
+) -> None:
+    """These raised a traceback from distributed.Client (found by fuzzing)."""
+    pytest.importorskip("distributed")
+    sweep = write_sweep(tmp_path, GEMM + 'axis { field: "workload.gemm.M" values: ["256"] }\n')
+    code = main(["sweep", str(sweep), "--cluster", address, "--out", str(tmp_path / "o")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    err = [line for line in lines if not line.startswith("warning: ")]  # plain TCP: said
+    assert code == 2 and len(err) == 1 and "Traceback" not in str(lines), lines
+    assert f"--cluster {address}: not a usable Dask scheduler address" in err[0]
+    assert said in err[0]
+
+
 def test_pareto_mask() -> None:
     xs = [1.0, 2.0, 3.0, 2.0, 1.0]
     ys = [5.0, 3.0, 1.0, 4.0, 5.0]
