@@ -131,9 +131,15 @@ class Case:
         return self.text(name) != ""
 
     def int(self, name: str, default: int = 0) -> int:
-        """Integer cell; `default` when empty. Raises ValueError on a malformed cell."""
+        """Integer cell; `default` when empty. Raises ValueError on a malformed cell, a
+        fraction included (4096.5 is no GEMM size: it was read as 4096)."""
         raw = self.text(name)
-        return int(float(raw)) if raw else default
+        if not raw:
+            return default
+        value = float(raw)
+        if not value.is_integer():
+            raise ValueError(f"{name} {raw} is not a whole number")
+        return int(value)
 
     def float(self, name: str, default: float = 0.0) -> float:
         raw = self.text(name)
@@ -180,7 +186,8 @@ def read_cases(path: str | Path) -> list[Case]:
     """Every row of a cases CSV; SetupError naming the file when it is not in the format."""
     path = Path(path)
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        # utf-8-sig: a CSV saved by a spreadsheet may start with a byte-order mark
+        with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             header = reader.fieldnames or []
             rows = list(reader)

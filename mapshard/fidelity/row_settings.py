@@ -35,6 +35,8 @@ def row_settings(case: Case) -> None:
     for key in ("grad_accum", "pp_microbatches"):
         if key in extra:
             ranks = case.int("micro_batch", 1) * max(case.int("dp", 1), 1)
+            if ranks <= 0:
+                raise ValueError(f"micro_batch {case.text('micro_batch')}: give at least 1")
             steps = case.int("global_batch") / ranks
             _rule(
                 extra[key] == f"{steps:g}",

@@ -171,12 +171,13 @@ def test_any_csv_in_the_format_and_unmodellable_rows_keep_a_reason(tmp_path):
         # a chip without scale-up links: a collective has nothing to time (it divided by
         # a bandwidth of 0 and stopped the whole run: found by fuzzing)
         {**dev["C03"], "id": "X6", "chip": "JGS"},
+        {**dev["K04"], "id": "X7", "m": "4096.5"},  # was read as 4096 (found by fuzzing)
     ]
     cases = _write(tmp_path / "cases.csv", rows)
     out = tmp_path / "out"
     assert main(["validate", str(cases), "--out", str(out), "--check"]) == 0
     got = {r["id"]: r for r in csv.DictReader(open(out / "validation.csv", newline=""))}
-    assert list(got) == ["K14", "C03", "X1", "X2", "X3", "X4", "X5", "X6"]
+    assert list(got) == ["K14", "C03", "X1", "X2", "X3", "X4", "X5", "X6", "X7"]
     assert got["K14"]["predicted"] and got["C03"]["predicted"]
     assert "not in the hardware library" in got["X1"]["reason"]
     assert "EP=2" in got["X2"]["reason"]
@@ -184,7 +185,8 @@ def test_any_csv_in_the_format_and_unmodellable_rows_keep_a_reason(tmp_path):
     assert "not modelled" in got["X4"]["reason"]
     assert "unknown flop_convention" in got["X5"]["reason"]
     assert "'JGS' has no scale_up_bw_GBps" in got["X6"]["reason"]
-    for r in ("X1", "X2", "X3", "X4", "X5", "X6"):
+    assert got["X7"]["reason"] == "malformed row: m 4096.5 is not a whole number"
+    for r in ("X1", "X2", "X3", "X4", "X5", "X6", "X7"):
         assert got[r]["predicted"] == ""
 
 
@@ -419,3 +421,24 @@ def test_a_defect_on_one_row_is_recorded_not_raised(tmp_path, monkeypatch):
     got = {r["id"]: r for r in csv.DictReader(open(out / "validation.csv", newline=""))}
     assert got["K14"]["predicted"]
     assert got["X1"]["reason"].startswith("failed: ZeroDivisionError: float division by zero")
+
+
+def test_a_csv_saved_with_a_byte_order_mark_reads_its_first_column(tmp_path):
+    """A spreadsheet's UTF-8 export starts with a BOM, which made the header's first
+    column "\ufeffid" and the file "missing column(s) id" (found by fuzzing)."""
+    dev = {c.id: c.cells for c in read_cases(DEV)}
+    plain = _write(tmp_path / "plain.csv", [dev["K14"]])
+    marked = tmp_path / "marked.csv"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    assert [c.id for c in read_cases(marked)] == ["K14"]
+    assert main(["validate", str(marked), "--out", str(tmp_path / "out")]) == 0
+
+
+def test_a_grad_accum_row_with_micro_batch_0_is_malformed(tmp_path):
+    """global_batch / (micro_batch x dp) divided by zero (found by fuzzing)."""
+    dev = {c.id: c.cells for c in read_cases(DEV)}
+    row = {**dev["T11"], "id": "X1", "micro_batch": "0", "extra_params": "grad_accum=4"}
+    cases = _write(tmp_path / "cases.csv", [row])
+    assert main(["validate", str(cases), "--out", str(tmp_path / "out")]) == 0
+    got = next(csv.DictReader(open(tmp_path / "out" / "validation.csv", newline="")))
+    assert got["reason"] == "malformed row: micro_batch 0: give at least 1"
