@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,6 +194,7 @@ def _read_long(
 
 
 GPU_CATEGORIES = ("kernel", "gpu_op")
+MAX_DUR_US = 3.6e9  # an hour: no one kernel runs longer (NaN, negative and 1e300 were read)
 
 
 def read_trace_json(text: str, where: str = "profile") -> list[MeasuredKernel]:
@@ -205,7 +207,7 @@ def read_trace_json(text: str, where: str = "profile") -> list[MeasuredKernel]:
     if not isinstance(events, list):
         raise SetupError(f"{where}: traceEvents is not a list")
     kernels = []
-    for ev in events:
+    for i, ev in enumerate(events):
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
         if str(ev.get("cat", "")).lower() not in GPU_CATEGORIES:
@@ -213,6 +215,11 @@ def read_trace_json(text: str, where: str = "profile") -> list[MeasuredKernel]:
         dur = ev.get("dur")
         if not isinstance(dur, (int, float)):
             continue
+        if not (math.isfinite(dur) and 0 <= dur <= MAX_DUR_US):  # a time, in microseconds
+            raise SetupError(
+                f"{where}: traceEvents[{i}] ({str(ev.get('name', ''))[:60]!r}): dur {dur!r} "
+                f"is not a kernel time; give microseconds from 0 to {MAX_DUR_US:g}"
+            )
         kernels.append((float(ev.get("ts", 0.0)), str(ev.get("name", "")), float(dur) * 1e-6))
     kernels.sort(key=lambda k: k[0])
     return [MeasuredKernel(i, name, dur) for i, (_, name, dur) in enumerate(kernels)]

@@ -267,3 +267,16 @@ def test_a_profile_in_launch_order_matches_every_kernel_of_a_training_step(tmp_p
     micro = plan.micro_batches
     layers = next(ph.count for ph in plan.phases if ph.role == "layer")
     assert {r.matched for r in cmp.rows if r.phase == "layer"} == {layers * micro}
+
+
+@pytest.mark.parametrize("dur", ["NaN", "-5", "1e300", "Infinity"])
+def test_a_trace_duration_that_is_no_time_is_bad_input(dur: str) -> None:
+    """NaN, negative and absurd durations were read as kernel times, giving NaN and
+    negative time ratios (found by fuzzing); the Nsight CSV path already refused NaN."""
+    text = (
+        '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "gemm", "ts": 0, "dur": 5},'
+        f' {{"ph": "X", "cat": "kernel", "name": "relu", "ts": 9, "dur": {dur}}}]}}'
+    )
+    with pytest.raises(SetupError, match=r"t.json: traceEvents\[1\] \('relu'\): dur .* is not"):
+        read_trace_json(text, "t.json")
+    assert read_trace_json(text.replace(dur, "7"), "t.json")[1].time_s == 7e-6
