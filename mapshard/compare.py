@@ -17,7 +17,7 @@ from typing import Any
 
 from mapshard.api import solve
 from mapshard.fmt import fmt_bytes, fmt_money, fmt_pct, fmt_ratio, fmt_si, fmt_time
-from schema.errors import SetupError
+from schema.errors import InfeasibleError, NoPlanError, SetupError
 
 BOUNDS = ("compute", "memory", "network", "overhead")
 
@@ -56,12 +56,22 @@ def load_side(path: str | Path, time_limit_s: float | None = None) -> Side:
 def load_sides(paths: list[str], time_limit_s: float | None = None) -> list[Side]:
     """Every side, named apart: two setups of the same `name` (a copy with another chip)
     are told apart by the folder given for each."""
-    sides = [load_side(p, time_limit_s) for p in paths]
+    sides = [_named_side(p, time_limit_s) for p in paths]
     names = Counter(s.name for s in sides)
     return [
         replace(s, name=f"{s.name} ({p})") if names[s.name] > 1 else s
         for s, p in zip(sides, paths, strict=True)
     ]
+
+
+def _named_side(path: str, time_limit_s: float | None) -> Side:
+    """load_side, its scenario named when it cannot be solved (which side failed)."""
+    try:
+        return load_side(path, time_limit_s)
+    except InfeasibleError as exc:
+        raise InfeasibleError(exc.resource, f"{path}: {exc.reason}", exc.suggestion) from None
+    except NoPlanError as exc:
+        raise NoPlanError(f"{path}: {exc}") from None
 
 
 def _read_summary(path: Path) -> dict[str, Any]:

@@ -85,3 +85,18 @@ def test_two_chips_on_one_setup_are_named_apart_with_their_chip(tmp_path: Path, 
     rows = {r[0]: r[1:] for r in csv.reader((tmp_path / "c" / "compare.csv").open())}
     assert rows[""] == [f"gemm_h100 ({gemm})", f"gemm_h100 ({b200})"]
     assert rows["chip"] == ["H100-SXM5-80GB", "B200"]
+
+
+def test_an_infeasible_side_is_named(tmp_path: Path, capsys) -> None:
+    """Which of the scenarios does not fit: the message said only "DRAM capacity: ..."
+    (found by fuzzing)."""
+    big = tmp_path / "big"
+    big.mkdir()
+    text = (ROOT / "scenarios" / "llama31_70b_decode_8xh100" / "setup.txt").read_text()
+    (big / "setup.txt").write_text(text.replace("num_chip: 8", "num_chip: 1"))
+    small = str(ROOT / "scenarios" / "llama31_8b_decode_h100")
+    code = main(["compare", small, str(big), "--out", str(tmp_path / "cmp")])
+    err = capsys.readouterr().err.strip()
+    assert code == 3
+    assert err.startswith(f"infeasible: DRAM capacity: {big}: best layout (single chip) needs")
+    assert not (tmp_path / "cmp").exists()
