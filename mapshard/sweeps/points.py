@@ -240,6 +240,12 @@ class _Blame:
                 self.first.setdefault(key, named[i])
         self.common = plain if self.common is None else [p for p in self.common if p in plain]
 
+    def _base_fails(self) -> bool:
+        """Whether the base setup, no axis applied, has problems of its own."""
+        base = setup_pb2.Setup()
+        base.CopyFrom(self.spec.base)
+        return bool(check_point(base, self.spec, {})[1])
+
     def raise_if_any(self) -> None:
         spec, lines, told = self.spec, [], set()
         for key, n in self.points.items():
@@ -252,9 +258,23 @@ class _Blame:
                     f" fails every point it is in: {text}"
                 )
         where = "inline base" if spec.base_path == spec.path else f"base {spec.base_path}"
-        for text in self.common or []:
-            if text not in told:
-                lines.append(f"{spec.path}: every point fails on the {where}: {text}")
+        common = [text for text in self.common or [] if text not in told]
+        if common and not self._base_fails():
+            # the base alone is valid: the axes together make every point fail (an axis on
+            # a field inside a message the base lacks creates it, its other fields unset)
+            names = ("axis " if len(spec.axes) == 1 else "axes ") + ", ".join(
+                a.name for a in spec.axes
+            )
+            for text in common:
+                lines.append(
+                    f"{spec.path}: every point fails, though the {where} alone is valid: "
+                    f"{text} (set by the {names}: an axis on a field of a message the "
+                    "base lacks creates that message, its other fields unset; give them in "
+                    "the base)"
+                )
+            common = []
+        for text in common:
+            lines.append(f"{spec.path}: every point fails on the {where}: {text}")
         if lines:
             raise SetupError(lines)
 

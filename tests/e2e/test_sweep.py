@@ -261,6 +261,21 @@ def test_a_cost_filter_cannot_judge_an_unpriced_chip(tmp_path: Path) -> None:
     assert row["cost_basis"] == "not priced"
 
 
+def test_a_message_an_axis_creates_is_blamed_on_the_axis(tmp_path: Path) -> None:
+    """An axis on the link bandwidth of a base without a topology creates a level with no
+    kind: every point fails, and the message blamed the base, which runs alone (found by
+    fuzzing)."""
+    path = write_sweep(
+        tmp_path, GEMM + 'axis { field: "system.topology.link_bw_GBps" values: ["100", "200"] }\n'
+    )
+    with pytest.raises(SetupError) as err:
+        expand_points(load_sweep(path))
+    (line,) = err.value.problems
+    assert "every point fails, though the inline base alone is valid" in line
+    assert "system.topology[0].kind is missing" in line
+    assert "set by the axis system.topology.link_bw_GBps" in line
+
+
 def test_a_bad_new_sweep_stops_the_workers_it_started(tmp_path: Path) -> None:
     """A new sweep starts its workers before its points expand; a sweep file refused then
     leaves no worker behind (children of earlier tests in this process, still exiting on a
