@@ -130,6 +130,9 @@ def _sweep(
             if jobs:
                 backend = backend or _backend(workers, cluster)
                 driver.run(backend, make_batches(jobs, spec, backend.capacity, chunk))
+            if not driver.interrupted:  # every point's row: in point order
+                done = {**stored, **driver.rows}
+                store.rewrite([done[p.point_id] for p in points if p.point_id in done])
     except KeyboardInterrupt as exc:
         driver.interrupted = True
         terminated = isinstance(exc, Terminated)

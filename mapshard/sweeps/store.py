@@ -82,6 +82,18 @@ class ResultsStore:
         assert written == len(raw), "short write to results.csv"
         os.fsync(self._fd)
 
+    def rewrite(self, rows: list[dict[str, str]]) -> None:
+        """The file as exactly `rows`, in their order, replaced atomically: rows are
+        appended as workers finish them, in an order that depends on the machine's load;
+        a finished sweep's file lists its points in order, the same on every run."""
+        assert self._fd is not None, "open() the store first"
+        header = csv_line(self.columns)
+        data = header + "".join(csv_line(r.get(c, "") for c in self.columns) for r in rows)
+        os.close(self._fd)
+        self._fd = None
+        write_atomic(self.path, data.encode("utf-8"))
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

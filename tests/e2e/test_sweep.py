@@ -434,6 +434,8 @@ axis { field: "system.memory.dram_bw" name: "dram" values: ["50", "200"] }
     rows = read_rows(tmp_path / "out" / "results.csv")
     assert len(rows) == 6
     assert list(rows[0]) == list(spec.columns)
+    # in point order, whichever worker finished first (two runs' files differed in order)
+    assert [r["index"] for r in rows] == [str(i) for i in range(6)]
     # a chip described in the setup, with no efficiency block: flagged on every row
     assert {r["chip_calibration"] for r in rows} == {"uncalibrated"}
     serial = [
