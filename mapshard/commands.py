@@ -118,8 +118,11 @@ def cmd_bounds(args: argparse.Namespace) -> int:
     scenario = pipeline.load_scenario(args.scenario)
     gemms = workload_gemms(scenario.workload, args.kernel)
     if not gemms:
+        valid = [name for name, *_ in workload_gemms(scenario.workload)]
+        shown = ", ".join(valid[:12]) + (", ..." if len(valid) > 12 else "")
         raise SetupError(
-            f"{args.scenario}: no GEMM kernel" + (f" named {args.kernel}" if args.kernel else "")
+            f"{args.scenario}: no GEMM kernel"
+            + (f" named {args.kernel}; valid: {shown}" if args.kernel and valid else "")
         )
     out = _out_dir(args.scenario, args.out, "bounds")
     replace_folder(out, bounds_files(gemms, scenario.system.chip.sram_bytes))

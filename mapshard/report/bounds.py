@@ -42,14 +42,16 @@ def workload_gemms(
     workload: Workload, kernel: str | None = None
 ) -> list[tuple[str, int, int, int, float]]:
     """(phase/kernel, M, K, N, bytes/element) of every GEMM of the workload (or only those
-    named `kernel`), for `mapshard bounds`."""
+    named `kernel`: a kernel name, or phase/kernel as the command prints it), for
+    `mapshard bounds`."""
     gemms = []
     for phase in workload.phases:
         for k in phase.graph.kernels:
             dims = solver_api.gemm_dims(k)
-            if dims is None or (kernel and k.name != kernel):
+            name = f"{phase.name}/{k.name}"
+            if dims is None or (kernel and kernel not in (k.name, name)):
                 continue
-            gemms.append((f"{phase.name}/{k.name}", *dims))
+            gemms.append((name, *dims))
     return gemms
 
 

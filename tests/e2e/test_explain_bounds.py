@@ -150,3 +150,18 @@ def test_explain_names_the_bound_the_tables_show() -> None:
     res, t, nxt, t2 = binding(kernel)
     assert (res, nxt) == ("memory", "overhead")
     assert t == pytest.approx(5.82e-6) and t2 == pytest.approx(4.5e-6)
+
+
+def test_bounds_takes_the_kernel_name_it_prints(
+    scenario_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--kernel decode/q_proj`, as the listing names it, was "no GEMM kernel named"
+    (found by fuzzing); a wrong name lists the valid ones."""
+    out = str(tmp_path / "b")
+    assert main(["bounds", str(scenario_dir), "--kernel", "decode/q_proj", "--out", out]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  decode")]
+    assert len(lines) == 1 and "decode/q_proj" in lines[0]
+    assert main(["bounds", str(scenario_dir), "--kernel", "q_proj", "--out", out + "2"]) == 0
+    assert main(["bounds", str(scenario_dir), "--kernel", "nope", "--out", out + "3"]) == 2
+    err = capsys.readouterr().err
+    assert "no GEMM kernel named nope; valid: decode/q_proj, " in err
