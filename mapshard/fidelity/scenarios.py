@@ -296,14 +296,15 @@ def tp_comm_overlap(case: Case) -> bool:
 
 
 def _hpl(case: Case, h: setup_pb2.Hpl) -> None:
-    """N, NB and the P x Q grid from extra_params (hpl_n, hpl_nb, hpl_p, hpl_q)."""
-    n, nb = int(case.extra_float("hpl_n")), int(case.extra_float("hpl_nb"))
+    """N, NB and the P x Q grid from extra_params (hpl_n, hpl_nb, hpl_p, hpl_q): whole
+    numbers (int_extra: a negative or non-numeric one is said as such, not as missing)."""
+    n, nb = case.int_extra("hpl_n"), case.int_extra("hpl_nb")
     if n <= 0 or nb <= 0:
-        raise Unmodelable("hpl row without extra_params hpl_n and hpl_nb")
+        raise Unmodelable("hpl row without extra_params hpl_n and hpl_nb (whole numbers > 0)")
     h.N, h.B = n, nb
-    h.X, h.Y = int(case.extra_float("hpl_p")), int(case.extra_float("hpl_q"))
+    h.X, h.Y = case.int_extra("hpl_p"), case.int_extra("hpl_q")
     if case.extra.get("hpl_depth", ""):
-        h.depth = int(case.extra_float("hpl_depth"))
+        h.depth = case.int_extra("hpl_depth")
 
 
 def _workload(case: Case, setup: setup_pb2.Setup) -> None:

@@ -42,6 +42,9 @@ def dev_run(tmp_path_factory):
     return rc, out, rows, summary
 
 
+ROOT_VALIDATION = Path(__file__).resolve().parents[1] / "data" / "validation"
+
+
 def test_one_row_per_case_with_the_contract_columns(dev_run):
     _, out, rows, _ = dev_run
     ids = [c.id for c in read_cases(DEV)]
@@ -442,3 +445,16 @@ def test_a_grad_accum_row_with_micro_batch_0_is_malformed(tmp_path):
     assert main(["validate", str(cases), "--out", str(tmp_path / "out")]) == 0
     got = next(csv.DictReader(open(tmp_path / "out" / "validation.csv", newline="")))
     assert got["reason"] == "malformed row: micro_batch 0: give at least 1"
+
+
+@pytest.mark.parametrize("value", ["-5", "abc", "1e5"])
+def test_an_hpl_size_that_is_no_whole_number_is_said_so(value, tmp_path):
+    """hpl_n=-5 or abc was reported as a row without hpl_n (found by fuzzing)."""
+    fit = {c.id: c.cells for c in read_cases(ROOT_VALIDATION / "validation_public_fit.csv")}
+    row = {**fit["M-H200-H001"], "id": "X1"}
+    row["extra_params"] = row["extra_params"].replace("hpl_n=32768", f"hpl_n={value}")
+    assert f"hpl_n={value}" in row["extra_params"]
+    cases = _write(tmp_path / "cases.csv", [row])
+    assert main(["validate", str(cases), "--out", str(tmp_path / "out")]) == 0
+    got = next(csv.DictReader(open(tmp_path / "out" / "validation.csv", newline="")))
+    assert got["reason"] == f"not modelled: hpl_n={value} is not a whole number >= 0"
