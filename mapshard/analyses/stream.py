@@ -11,9 +11,10 @@ the plan's parallelism, priced by solved engine-step costs.
    the stream on it (mapshard/analyses/stream_sim.py).
 4. The plan written with the view is one steady-state step: decode of the most sequences
    that ran at once, at their mean KV length.
-The whole machine is one engine (with DP > 1 a step's sequences are split over the
-replicas as the plan splits a batch); max_batch is capped at max_num_tokens, since every
-decoding sequence takes one token of a step.
+The whole machine is one engine, TP x PP (a step is one chunked-prefill batch, which DP
+replicas cannot split: DP pinned by tags or a placement is bad input, `_check_no_dp`);
+max_batch is capped at max_num_tokens, since every decoding sequence takes one token of a
+step.
 """
 
 from __future__ import annotations
