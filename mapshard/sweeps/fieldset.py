@@ -216,16 +216,22 @@ def _named_fields(text: str) -> dict[str, Any]:
     while not tok.AtEnd():
         tokens.append(tok.token)
         tok.NextToken()
-    stack: list[dict[str, Any]] = [{}]
-    opened: list[dict[str, Any]] = []  # the dict of the field whose value comes next
+    stack: list[dict[str, Any]] = [{}]  # the message being read, outermost first
+    lists: list[tuple[int, dict[str, Any]]] = []  # open `[`: (its depth, its field's names)
+    field: dict[str, Any] = {}  # the names of the field whose value comes next
     for i, token in enumerate(tokens):
         nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
-        if token in ("{", "<"):
-            stack.append(opened[-1] if opened else {})
+        if token in ("{", "<"):  # a message: the field's, or the list's at this depth
+            inside = bool(lists) and lists[-1][0] == len(stack)
+            stack.append(lists[-1][1] if inside else field)
         elif token in ("}", ">"):
             stack.pop()
+        elif token == "[":
+            lists.append((len(stack), field))
+        elif token == "]":
+            lists.pop()
         elif nxt in (":", "{", "<") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token):
-            opened.append(stack[-1].setdefault(token, {}))
+            field = stack[-1].setdefault(token, {})
     return stack[0]
 
 

@@ -18,7 +18,13 @@ from mapshard.cli import main
 from mapshard.sweeps import expand_points, load_sweep, run_sweep
 from mapshard.sweeps.backends import LocalBackend
 from mapshard.sweeps.cli import cluster_warning
-from mapshard.sweeps.fieldset import convert_value, label_of, parse_field_path, set_field
+from mapshard.sweeps.fieldset import (
+    _named_fields,
+    convert_value,
+    label_of,
+    parse_field_path,
+    set_field,
+)
 from mapshard.sweeps.front_svg import render_front
 from mapshard.sweeps.metrics import TIMING_COLUMNS
 from mapshard.sweeps.pareto import PLOTS, pareto_mask
@@ -209,6 +215,10 @@ def test_a_message_value_sets_the_zeros_it_names() -> None:
     assert label_of(value, fp) == "phase: PREFILL input_len: 128 batch: 0"
     # no zero named: the label is the message's own text, as before
     assert label_of(convert_value(fp, "input_len:  64"), fp) == "input_len: 64"
+    # the names read from the text, nested, lists of messages included
+    assert _named_fields('a: 0 b { c: 1 d < e: 0 > } f: [{g: 1}, {h: 2}] i: 3') == {
+        "a": {}, "b": {"c": {}, "d": {"e": {}}}, "f": {"g": {}, "h": {}}, "i": {}
+    }  # fmt: skip
     # nested: a zero inside a sub-message, the sub-message's other fields kept
     fp = parse_field_path("workload")
     set_field(base, fp, convert_value(fp, "llm_inference { context_len: 0 }"))
