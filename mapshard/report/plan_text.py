@@ -29,7 +29,14 @@ RECOMPUTE = {
     "full": setup_pb2.RECOMPUTE_FULL,
 }
 # the llm_training fields of the knobs the outer search may choose (Plan.training)
-KNOBS = ("micro_batch", "recompute", "zero_stage", "virtual_pipeline", "expert_parallel")
+KNOBS = (
+    "micro_batch",
+    "recompute",
+    "zero_stage",
+    "virtual_pipeline",
+    "expert_parallel",
+    "expert_tensor_parallel",
+)
 WIDTH = 88  # header lines, before "# "
 OVERLAP = {
     "perfect": setup_pb2.PERFECT,

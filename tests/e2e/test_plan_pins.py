@@ -254,3 +254,24 @@ def test_a_pinned_attention_tile_is_the_one_used(tmp_path) -> None:
     result = solve(text)
     tiles = dict(zip(result.kernels["name"], result.kernels["tile"]))
     assert tiles["attention"] == "attn:Br=64,Bc=128"
+
+
+def test_plan_txt_pins_a_searched_expert_tensor_parallel(tmp_path) -> None:
+    """The search chose ETP 1 (the EP group folded over TP), under which the MoE dispatch
+    splits tokens; plan.txt left expert_tensor_parallel out, so its run searched ETP
+    again and refused the dispatch pins (found by fuzzing)."""
+    text = (
+        'workload { llm_training { model { hf_model: "gpt-oss-20b" } global_batch: 16 '
+        "seq_len: 4096 micro_batch: 1 recompute: RECOMPUTE_NONE zero_stage: 1 "
+        "virtual_pipeline: 1 expert_parallel: 8 } }\n"
+        'system { chip: "H100-SXM5-80GB" num_chip: 8 }\n'
+        'execution { placement: "TP=scale_up:8" }\n'
+    )
+    first = solve(text)
+    assert "expert_tensor_parallel" in first.plan.training["searched"]
+    first.write(tmp_path / "r")
+    plan_txt = (tmp_path / "r" / "plan.txt").read_text()
+    etp = first.plan.training["expert_tensor_parallel"]
+    assert f"    expert_tensor_parallel: {etp}\n" in plan_txt
+    again = solve(plan_txt)
+    assert again.summary["latency_s"] == first.summary["latency_s"]
