@@ -110,8 +110,9 @@ def settings_of(inf: setup_pb2.LlmInference) -> dict:
 def pin_parallelism(system: System, plan: Plan) -> System | None:
     """The system with the plan's placement as level tags (every later point then solves
     with these degrees), or None when the placement does not map whole levels."""
-    if system.num_chips == 1 or all(lv.parallelism for lv in system.network):
-        return system
+    if system.num_chips == 1 or all(len(lv.parallelism) == 1 for lv in system.network):
+        return system  # one parallelism per level: the tags fix the layout
+    # untagged levels, or a level of several tags (EP and PP on one): the anchor's layout
     tags: dict[str, list[tuple[str, int]]] = {}
     for par, span in plan.placement.items():
         for name, deg in re.findall(r"(.+?):(\d+)x?", span):

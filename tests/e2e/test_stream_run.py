@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from google.protobuf import text_format
 
 import mapshard
+from hardware.resolve import resolve_system
+from mapshard.analyses.stream import pin_parallelism
 from mapshard.cli import main
+from schema import setup_pb2
 
 MODEL = """model { inline { hidden_size: 64 num_layers: 2 num_heads: 4 num_kv_heads: 2
                  intermediate_size: 128 vocab_size: 100 } }"""
@@ -111,3 +116,32 @@ def test_a_stream_on_dp_replicas_is_one_line_naming_the_tag(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and where in err[0] and "give those chips to TP or PP" in err[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_a_level_of_two_tags_takes_the_anchors_layout_for_every_step() -> None:
+    """EP and PP tagged on one level leave the layout to each step's search: the prompt
+    steps ran PP 4, the decode steps DP 4, and plan.txt pinned DP 4, which a stream refuses
+    (found by fuzzing). Only one tag per level fixes the layout; otherwise the anchor's
+    placement becomes the levels' tags, for every step."""
+    setup = setup_pb2.Setup()
+    text_format.Parse(
+        'system { chip: "H200-SXM-141GB" num_chip: 8 '
+        'topology { kind: SWITCH degree: 2 link_bw_GBps: 450 name: "nvl" parallelism: "TP" } '
+        'topology { kind: SWITCH degree: 4 link_bw_GBps: 50 name: "ib" parallelism: "EP" '
+        'parallelism: "PP" } }',
+        setup,
+    )
+    system = resolve_system(setup, Path("setup.txt"))
+    anchor = SimpleNamespace(placement={"pp": "ib:4", "tp": "nvl:2"})
+    pinned = pin_parallelism(system, anchor)
+    assert pinned is not None
+    assert [(lv.name, lv.parallelism) for lv in pinned.network] == [
+        ("nvl", ("TP",)),
+        ("ib", ("PP",)),
+    ]
+    # one tag per level: the tags fix it, the system as it is
+    one = setup_pb2.Setup()
+    one.CopyFrom(setup)
+    del one.system.topology[1].parallelism[0]
+    single = resolve_system(one, Path("setup.txt"))
+    assert pin_parallelism(single, anchor) is single
