@@ -346,6 +346,14 @@ def _check_inference(v: setup_pb2.LlmInference, wp: str, p: Problems) -> None:
         p.positive(v, wp, "chunk_size", " for phase CHUNKED_PREFILL")
     if v.HasField("serving"):
         _check_serving(v.serving, f"{wp}.serving", p)
+        if v.phase == setup_pb2.CHUNKED_PREFILL:
+            # one engine step: no tokens/s to maximise, no TPOT to bound (found by fuzzing)
+            p.add(
+                f"{wp}.serving",
+                "is a view of requests; a CHUNKED_PREFILL step has no tokens/s or TPOT",
+                "CHUNKED_PREFILL",
+                "give phase REQUEST, PREFILL or DECODE, or a stream { } for chunked prefill",
+            )
     check_prefill_sequences(v, wp, p)
     if v.HasField("stream"):
         check_stream(v, wp, p)

@@ -46,15 +46,18 @@ def _within(p: Point, max_ttft_s: float | None, max_tpot_s: float | None) -> boo
     return p.latency_s is not None and ok_ttft and ok_tpot
 
 
-def _solve_point(scenario: Scenario, time_limit_s: float | None) -> tuple[Point, Plan | None]:
+def _solve_point(
+    scenario: Scenario, time_limit_s: float | None
+) -> tuple[Point, Plan | InfeasibleError | NoPlanError]:
+    """The point, and its plan or why it has none."""
     inf = scenario.setup.workload.llm_inference
     b, n = request_batch(inf), _length(inf)
     try:
         plan = pipeline.plan(scenario, time_limit_s)
     except InfeasibleError as exc:
-        return Point(b, n, "infeasible", reason=str(exc.resource)), None
-    except NoPlanError:
-        return Point(b, n, "no_plan"), None
+        return Point(b, n, "infeasible", reason=str(exc.resource)), exc
+    except NoPlanError as exc:
+        return Point(b, n, "no_plan"), exc
     deg = {k.lower(): v for k, v in plan.parallelism.items()}
     par = " ".join(f"{k.upper()}{v}" for k, v in sorted(deg.items()) if v > 1) or "1 chip"
     point = Point(b, n, plan.stats.status, plan.latency_s, plan.ttft_s, plan.tpot_s,
@@ -76,6 +79,7 @@ def serve(
     max_ttft = sv.max_ttft_ms / 1e3 or None
     max_tpot = sv.max_tpot_ms / 1e3 or None
     points, solved = [], []
+    failed: list[InfeasibleError | NoPlanError] = []
     for b in batches:
         for n in lengths:
             one = pipeline.load_message(_point_setup(loaded.setup, b, n), loaded.path)
@@ -85,7 +89,13 @@ def serve(
                 **(point.__dict__ | {"within_limits": _within(point, max_ttft, max_tpot)})
             )
             points.append(point)
+            if not isinstance(plan, Plan):
+                failed.append(plan)
+                plan = None
             solved.append((scenario, plan))
+    if not any(plan is not None for _, plan in solved):
+        # no point has a plan: the first one's reason (DRAM, ...), not the latency limits
+        raise failed[0]
     objective = setup_pb2.ServingObjective.Name(sv.objective)
     chosen = _choose(points) if objective == "MAX_THROUGHPUT" else None
     view = Serving(objective, max_ttft, max_tpot, tuple(points), chosen)

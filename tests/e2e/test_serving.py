@@ -88,3 +88,29 @@ def test_python_api_returns_the_serving_table_and_what_if() -> None:
     table = r.what_if()
     assert set(table["resource"]) >= {"compute", "DRAM bandwidth", "SRAM", "DRAM capacity"}
     assert table.attrs["binding"].startswith("DRAM bandwidth binds")
+
+
+def test_points_that_all_fail_say_why_not_the_limits(tmp_path, capsys) -> None:
+    """Every point over the DRAM: the run blamed "no latency limits" it was never given
+    (found by fuzzing). Llama-3.1-8B decode at batch 256 and 128K of context: the KV cache
+    alone is 2 x 32 layers x 8 x 128 x 2 B x 131,072 x 256 = 4,398 GB, over 80 GB."""
+    folder = tmp_path / "scenario"
+    folder.mkdir()
+    text = DECODE.format(batch=256, serving="serving { objective: MAX_THROUGHPUT batch: [256] }")
+    (folder / "setup.txt").write_text(text.replace("context_len: 1024", "context_len: 131072"))
+    assert main(["run", str(folder), "--out", str(tmp_path / "r"), "--no-sensitivity"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("infeasible: DRAM capacity: ") and "serving limits" not in err
+
+
+def test_a_chunked_prefill_step_has_no_serving_view(tmp_path, capsys) -> None:
+    """One engine step has no tokens/s to maximise nor TPOT to bound: every point was
+    rejected as over a TPOT limit it met (found by fuzzing)."""
+    folder = tmp_path / "scenario"
+    folder.mkdir()
+    text = DECODE.format(batch=8, serving="serving { batch: [8] max_tpot_ms: 100 }")
+    text = text.replace("phase: DECODE", "phase: CHUNKED_PREFILL chunk_size: 256 input_len: 4096")
+    (folder / "setup.txt").write_text(text)
+    assert main(["run", str(folder), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "workload.llm_inference.serving is a view of requests; a CHUNKED_PREFILL" in err
