@@ -275,3 +275,20 @@ def test_plan_txt_pins_a_searched_expert_tensor_parallel(tmp_path) -> None:
     assert f"    expert_tensor_parallel: {etp}\n" in plan_txt
     again = solve(plan_txt)
     assert again.summary["latency_s"] == first.summary["latency_s"]
+
+
+def test_a_pin_against_a_sharding_the_workload_fixes_is_bad_input(tmp_path, capsys) -> None:
+    """The expert layout (EP 2, ETP 2) fixes the backward dispatch whole ("none"); a pin of
+    "experts+rs" halved its all-to-all and ran 0.52% under the proven optimum of the
+    layouts the model runs (found by fuzzing). Such a pin is refused, naming the fixed
+    value; the fixed value itself is accepted (plan.txt writes it)."""
+    text = (
+        'workload { llm_training { model { hf_model: "Llama-4-Scout-17B-16E" } '
+        "global_batch: 256 seq_len: 1024 micro_batch: 2 sequence_parallel: true "
+        "expert_parallel: 2 expert_tensor_parallel: 2 } }\n"
+        'system { chip: "GB200" num_chip: 16 }\n'
+        'execution { pin { phase: "layer" kernel: "dispatch_bwd" sharding: "%s" } }\n'
+    )
+    line = _run_error(tmp_path, text % "experts+rs", capsys)
+    assert "execution.pin[0].sharding (phase layer, kernel dispatch_bwd): 'experts+rs': " in line
+    assert "the workload's rules fix this kernel's sharding; valid: none" in line
