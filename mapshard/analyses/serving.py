@@ -112,7 +112,10 @@ def serve(
     for point, (scenario, plan) in zip(points, solved):
         if (point.batch, point.input_len) == own_key and plan is not None:
             return view, scenario, plan
-    own = pipeline.assemble(loaded, system)
+    # the setup's own point, its serving block removed as every point's is: its plan.txt
+    # reruns that point (with the block, every batch would take this point's pins)
+    one = pipeline.load_message(_point_setup(loaded.setup, *own_key), loaded.path)
+    own = pipeline.assemble(one, system)
     return view, own, pipeline.plan(own, time_limit_s)
 
 

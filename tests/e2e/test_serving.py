@@ -114,3 +114,16 @@ def test_a_chunked_prefill_step_has_no_serving_view(tmp_path, capsys) -> None:
     assert main(["run", str(folder), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert "workload.llm_inference.serving is a view of requests; a CHUNKED_PREFILL" in err
+
+
+def test_min_latency_plan_txt_reruns_the_setups_own_point(tmp_path) -> None:
+    """The setup's batch (8) is not among serving.batch: its plan came from the setup with
+    its serving block, which plan.txt kept, so the rerun served every batch with batch 8's
+    pins and failed (found by fuzzing)."""
+    text = DECODE.format(batch=8, serving="serving { objective: MIN_LATENCY batch: [1, 16] }")
+    first = mapshard.solve(text)
+    first.write(tmp_path / "r")
+    plan_txt = (tmp_path / "r" / "plan.txt").read_text()
+    assert "serving {" not in plan_txt
+    again = mapshard.solve(plan_txt)
+    assert again.summary["latency_s"] == first.summary["latency_s"]
