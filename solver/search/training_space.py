@@ -107,9 +107,17 @@ def _micro_batch_divides(workload: Workload, choice: Choice) -> bool:
 
 
 def zero_stages(workload: Workload, choice: Choice) -> tuple[int, ...]:
+    """The ZeRO stages a searched zero_stage tries: every stage over weight replicas, stage
+    0 alone without (nothing to shard). dp_overlap "grad_reduce" overlaps a ZeRO parameter
+    all-gather, which stage 0 has not (a setup pinning both is bad input), so stage 0 is
+    left out there, and stage 1 stands for "nothing to shard": the stage plan.txt then
+    pins is one the setup accepts."""
     if "zero_stage" not in workload.searched:
         return (workload.zero_stage,)
-    return ZERO_STAGES if choice.weight_replicas() > 1 else (0,)
+    stages = ZERO_STAGES if choice.weight_replicas() > 1 else (0,)
+    if workload.dp_overlap == "grad_reduce":
+        stages = tuple(s for s in stages if s > 0) or (1,)
+    return stages
 
 
 def interleavings(workload: Workload, choice: Choice) -> tuple[int, ...]:

@@ -10,6 +10,7 @@ import json
 import re
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from solver_fixtures import gemm
@@ -19,6 +20,7 @@ from generator.pins import close_config_gaps
 from mapshard import solve
 from mapshard.cli import EXIT_BAD_INPUT, main
 from mapshard.run import run
+from solver.search.training_space import zero_stages
 
 DECODE_8B = 'workload { llm_inference { model { hf_model: "Llama-3.1-8B" } phase: DECODE '
 DECODE_8B += "batch: 8 context_len: 1024 } }\n"
@@ -292,3 +294,28 @@ def test_a_pin_against_a_sharding_the_workload_fixes_is_bad_input(tmp_path, caps
     line = _run_error(tmp_path, text % "experts+rs", capsys)
     assert "execution.pin[0].sharding (phase layer, kernel dispatch_bwd): 'experts+rs': " in line
     assert "the workload's rules fix this kernel's sharding; valid: none" in line
+
+
+def test_a_searched_zero_stage_under_grad_reduce_overlap_is_one_plan_txt_takes(tmp_path) -> None:
+    """dp_overlap DP_OVERLAP_GRAD_REDUCE overlaps a ZeRO parameter all-gather, which stage
+    0 has not, and a setup pinning both is refused: the search chose stage 0 and plan.txt
+    could not be run (found by fuzzing). Now it searches stages 1-3."""
+    text = (
+        'workload { llm_training { model { inline { name: "tiny" architecture: "llama" '
+        "hidden_size: 256 num_layers: 4 num_heads: 4 num_kv_heads: 4 intermediate_size: 512 "
+        "vocab_size: 1000 ffn: SWIGLU norm: RMSNORM } } global_batch: 16 seq_len: 128 "
+        "micro_batch: 1 recompute: RECOMPUTE_NONE virtual_pipeline: 1 "
+        "dp_overlap: DP_OVERLAP_GRAD_REDUCE } }\n"
+        'system { chip: "H100-SXM5-80GB" num_chip: 2 }\n'
+        'execution { placement: "DP=scale_up:2" }\n'
+    )
+    first = solve(text)
+    assert first.plan.training["zero_stage"] in (1, 2, 3)
+    assert "zero_stage" in first.plan.training["searched"]
+    workload = first.scenario.workload
+    for replicas, stages in ((2, (1, 2, 3)), (1, (1,))):
+        choice = SimpleNamespace(weight_replicas=lambda n=replicas: n)
+        assert zero_stages(workload, choice) == stages  # stage 0 was among them
+    first.write(tmp_path / "r")
+    again = solve((tmp_path / "r" / "plan.txt").read_text())
+    assert again.summary["latency_s"] == first.summary["latency_s"]
