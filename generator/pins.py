@@ -80,9 +80,10 @@ def _fixed_problem(fixed: set[str] | None, sharding: str) -> str:
     """What is wrong with pinning `sharding` where the generator fixed the kernel's (a pin
     elsewhere prices a layout the model's rules do not run: a dispatch's all-to-all halved
     beat the proven optimum by 0.5%, found by fuzzing)."""
-    if not fixed or not sharding or sharding in fixed:
+    # "none" too: where the fixed split is no choice (TP 1), the kernel runs whole
+    if not fixed or not sharding or sharding in fixed or sharding == REPLICATED:
         return ""
-    valid = ", ".join(sorted(fixed))
+    valid = ", ".join(sorted({REPLICATED, *fixed}))
     return f"{sharding!r}: the workload's rules fix this kernel's sharding; valid: {valid}"
 
 

@@ -90,6 +90,16 @@ def _model_problems(
             f"and {model.num_kv_heads or model.num_heads} KV heads evenly (it would split "
             f"tokens instead); valid TP degrees on {chips} chips: {valid}"
         )
+    pp, vp = degrees.get("PP", 1), workload.virtual_pipeline
+    if workload.kind == "training" and "virtual_pipeline" not in workload.searched and vp > 1:
+        per = -(-model.num_layers // pp)  # the layers of the largest stage
+        if pp > 1 and per % vp:
+            valid = ", ".join(str(d) for d in range(1, per + 1) if per % d == 0)
+            problems.append(
+                f"{where}: workload.llm_training.virtual_pipeline {vp} does not divide the "
+                f"{per} layers of a pipeline stage (PP {pp} over {model.num_layers} layers); "
+                f"valid: {valid}"
+            )
     ep = degrees.get("EP", 1)
     if 1 < ep <= model.num_experts and model.num_experts % ep:
         valid = _valid(model.num_experts, chips)

@@ -121,13 +121,18 @@ def zero_stages(workload: Workload, choice: Choice) -> tuple[int, ...]:
 
 
 def interleavings(workload: Workload, choice: Choice) -> tuple[int, ...]:
-    if "virtual_pipeline" not in workload.searched:
-        return (workload.virtual_pipeline,)
+    """The model chunks per pipeline stage a candidate tries: the divisors of a stage's
+    layers (searched), or the one given where it divides them (a chunk is whole layers, as
+    Megatron-LM requires; 16 chunks of 8 layers credited half-layer chunks' bubble)."""
     pp = choice.degree("PP")
+    layers = stages.model_layers(workload)
+    per = math.ceil(layers / pp) if pp > 1 else 0
+    if "virtual_pipeline" not in workload.searched:
+        vp = workload.virtual_pipeline
+        return (vp,) if vp <= 1 or pp <= 1 or per % vp == 0 else ()
     if pp <= 1:
         return (1,)
-    layers = stages.model_layers(workload)
-    return tuple(divisors(math.ceil(layers / pp)))
+    return tuple(divisors(per))
 
 
 def ordered_bounds(

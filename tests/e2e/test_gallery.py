@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -115,7 +116,14 @@ def _assert_plan_txt_reproduces(name: str, plan_txt: Path, summary: dict) -> Non
     if summary["status"] == "optimal":
         assert again["status"] == "optimal", (name, again["status"], again.get("stop_reason"))
     for key in ROUND_TRIP:
-        assert again.get(key) == summary.get(key), (name, key)
+        mine, theirs = again.get(key), summary.get(key)
+        if isinstance(mine, float) and isinstance(theirs, float):
+            # to the last bits: a graph the first run solved by MILP and the re-run by the
+            # exact elimination sums the same configurations in another order (1 ulp on
+            # the Mixtral EP 8 step, whose plan.txt now pins the searched ETP)
+            assert math.isclose(mine, theirs, rel_tol=1e-14, abs_tol=0.0), (name, key)
+        else:
+            assert mine == theirs, (name, key)
 
 
 ZERO_JOULES = re.compile(r"(?<![\d.])0(\.0+)? ?[kmuµn]?J\b")

@@ -294,6 +294,9 @@ def test_a_pin_against_a_sharding_the_workload_fixes_is_bad_input(tmp_path, caps
     line = _run_error(tmp_path, text % "experts+rs", capsys)
     assert "execution.pin[0].sharding (phase layer, kernel dispatch_bwd): 'experts+rs': " in line
     assert "the workload's rules fix this kernel's sharding; valid: none" in line
+    # "tokens" is a loop dim it has, and no sharding the layout runs
+    line = _run_error(tmp_path, text % "tokens", capsys)
+    assert "'tokens': the workload's rules fix this kernel's sharding; valid: none" in line
 
 
 def test_a_searched_zero_stage_under_grad_reduce_overlap_is_one_plan_txt_takes(tmp_path) -> None:
@@ -319,3 +322,19 @@ def test_a_searched_zero_stage_under_grad_reduce_overlap_is_one_plan_txt_takes(t
     first.write(tmp_path / "r")
     again = solve((tmp_path / "r" / "plan.txt").read_text())
     assert again.summary["latency_s"] == first.summary["latency_s"]
+
+
+def test_a_virtual_pipeline_that_splits_layers_is_bad_input(tmp_path, capsys) -> None:
+    """16 model chunks on a stage of 8 layers (Llama-3.1-8B, PP 4) ran, credited with the
+    bubble of half-layer chunks (found by fuzzing); a chunk is whole layers."""
+    text = (
+        'workload { llm_training { model { hf_model: "Llama-3.1-8B" } global_batch: 16 '
+        "seq_len: 2048 virtual_pipeline: %d micro_batch: 1 zero_stage: 1 "
+        "recompute: RECOMPUTE_NONE } }\n"
+        'system { chip: "H100-SXM5-80GB" num_chip: 8 }\n'
+        'execution { placement: "PP=scale_up:4, DP=scale_up:2" }\n'
+    )
+    for vp in (16, 3):
+        line = _run_error(tmp_path, text % vp, capsys)
+        assert f"virtual_pipeline {vp} does not divide the 8 layers of a pipeline stage" in line
+        assert line.endswith("(PP 4 over 32 layers); valid: 1, 2, 4, 8")
