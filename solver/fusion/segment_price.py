@@ -91,10 +91,11 @@ def fixed_sharding_prices(
         pricer = KnapsackPricer(problem)
         if _periodic_rows(pricer, prices, period, deadline):
             return prices
-        if not thin or time.perf_counter() > deadline:
+        if not thin:
             return None
-        # an exact front outgrew FRONT_LIMIT (large GEMM tile menus): a heuristic sweep
-        # still prices every segment it needs from thinned fronts
+        # an exact front outgrew FRONT_LIMIT (large GEMM tile menus), or the valve tripped
+        # (the thinned sweeps below see it at their first row): a heuristic sweep still
+        # prices every segment it needs from thinned fronts
         prices = np.full((n, n + 1), math.inf)
     pricer = KnapsackPricer(problem, problem.sram_bytes / THIN_SLICES if thin else 0.0)
     if thin and n > THIN_ROWS:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,9 +58,6 @@ def test_an_unguarded_sweep_script_stops_at_once_saying_why(tmp_path: Path) -> N
     mapshard.sweep call then ran again in every worker and died. The sweep retried the
     dead workers for two minutes and returned no rows (found by fuzzing); now each worker
     says why and the sweep stops after a few such deaths."""
-    import subprocess
-    import sys
-
     (tmp_path / "sweep.txt").write_text(
         "inline { workload { gemm { M: 256 K: 256 N: 256 } }\n"
         '  system { chip: "H100-SXM5-80GB" num_chip: 1 } }\n'

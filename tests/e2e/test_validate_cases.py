@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import mapshard.validate_cases as vc
 from mapshard import pipeline
 from mapshard.cli import main
 from mapshard.fidelity import flops
@@ -407,8 +408,6 @@ def test_flop_metric_uses_the_rows_convention_not_mapshards_count():
 
 def test_a_defect_on_one_row_is_recorded_not_raised(tmp_path, monkeypatch):
     """As a sweep records a point that raised: the other rows are still predicted."""
-    import mapshard.validate_cases as vc
-
     dev = {c.id: c.cells for c in read_cases(DEV)}
     cases = _write(tmp_path / "cases.csv", [dev["K14"], {**dev["C03"], "id": "X1"}])
     real = vc.predict
