@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from generator.graph import ModelInfo, OperandRole, Pass, Phase, Workload
+from generator.graph import Kernel, KernelKind, ModelInfo, OperandRole, Pass, Phase, Workload
 from generator.models import load_model
 from generator.pins import apply_pins
 from generator.precision import default_dtype, resolve_precision
@@ -59,26 +59,41 @@ def build_workload(setup: setup_pb2.Setup, setup_path: Path, num_chips: int) -> 
     return apply_pins(workload, setup.execution.pin, setup_path)
 
 
-# The data-movement frontier counts elements in 64-bit integers (M*K times a pass count of
-# at most N): a kernel's loop nest must stay below 2^62 points. That is 9.2e18 FLOP per
-# kernel, about three hours of one H100 on a single GEMM: only a typo gets there.
+# The data-movement frontier counts a matrix kernel's elements in 64-bit integers (M*K times
+# a pass count of at most N, batch dims apart): M*K*N must stay below 2^62. That is 9.2e18
+# FLOP for one batch slice, about three hours of one H100: only a typo gets there. Other
+# kernels (attention, elementwise) are priced in floats, whatever their loop nest.
 MAX_LOOP_POINTS = 2**62
 
 
 def check_loop_sizes(workload: Workload, setup_path: Path) -> None:
-    """A kernel whose loop nest the cost model cannot count exactly is refused up front."""
+    """A matrix kernel whose tilings the cost model cannot count exactly is refused up front."""
     for phase in workload.phases:
         for kernel in phase.graph.kernels:
-            points = 1
-            for _, size in kernel.dims:
-                points *= int(size)
+            points = _matrix_points(kernel)
             if points >= MAX_LOOP_POINTS:
                 dims = " x ".join(f"{d}={size}" for d, size in kernel.dims)
                 raise SetupError(
-                    f"{setup_path}: kernel {kernel.name} ({dims}) has {points:.3g} loop "
-                    f"points, beyond the {MAX_LOOP_POINTS:.3g} the cost model counts exactly; "
-                    "check the sizes (one such kernel is over 9.2e18 FLOP)"
+                    f"{setup_path}: kernel {kernel.name} ({dims}) has {points:.3g} "
+                    f"M x K x N points, beyond the {MAX_LOOP_POINTS:.3g} the cost model "
+                    "counts exactly; check the sizes (one such kernel is over 9.2e18 FLOP)"
                 )
+
+
+def _matrix_points(kernel: Kernel) -> int:
+    """M*K*N of a two-input matrix kernel (its dims less those all three operands share),
+    0 for any other kernel."""
+    ins = [o for o in kernel.operands if o.role != OperandRole.OUTPUT]
+    if kernel.kind not in (KernelKind.GEMM, KernelKind.BATCHED_GEMM) or len(ins) != 2:
+        return 0
+    if len(kernel.outputs) != 1:
+        return 0
+    shared = set(ins[0].dims) & set(ins[1].dims) & set(kernel.outputs[0].dims)
+    points = 1
+    for dim, size in kernel.dims:
+        if dim not in shared:
+            points *= int(size)
+    return points
 
 
 def _build(setup: setup_pb2.Setup, setup_path: Path, num_chips: int) -> Workload:

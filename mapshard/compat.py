@@ -122,7 +122,7 @@ def _workload_problems(
     levels pin, dividing the chips, CP dividing the sequence, EP the experts."""
     problems = []
     cp, ep = workload.context_parallel, workload.expert_parallel
-    if degrees.get("EP", 1) in {v.expert_parallel for v in workload.variants}:
+    if any(_serves_tags(v, degrees) for v in workload.variants):
         ep = degrees.get("EP", 1)  # EP searched (solver.search.degrees): a variant has it
     train = "workload.llm_training"
     pins, tags = ("the levels tagged", "tag") if not placed else ("the placement's", "place")
@@ -161,6 +161,19 @@ def _workload_problems(
             f"{model.num_experts} experts; valid EP degrees on {system.num_chips} chips: {valid}"
         )
     return problems
+
+
+def _serves_tags(variant: Workload, degrees: dict[str, int]) -> bool:
+    """Whether an expert-layout variant runs on the degrees the tags pin: its EP TP-groups
+    equal to the EP tags', and, folded over TP (expert_tensor_parallel 1), those groups x
+    the tagged TP equal to the EP degree the setup gave (solver.search.degrees
+    .fits_expert_layout on the tagged layout)."""
+    if variant.expert_parallel != degrees.get("EP", 1):
+        return False
+    if not degrees or variant.expert_tensor_parallel != 1:
+        return True
+    given = variant.expert_parallel_group
+    return given <= 0 or given == variant.expert_parallel * degrees.get("TP", 1)
 
 
 def placement_problems(path: Path, system: System, placement: Placement) -> list[str]:

@@ -157,6 +157,28 @@ system { chip: "H100-SXM5-80GB" num_chip: 16
         pipeline.load_scenario(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("tag", "ok"),
+    [("PP", False), ("TP", True)],
+)
+def test_an_ep_degree_no_level_serves_is_named(tmp_path, tag, ok):
+    """expert_parallel 8 on 8 chips tagged PP: neither unfolded (no EP tag: EP 1) nor folded
+    over TP (TP 1 x 1 group = 1, not 8) runs it; it was an exit-3 "no layout can be placed"
+    whose remedy already held. Tagged TP, the fold over TP 8 x 1 group serves it."""
+    text = f"""
+workload {{ llm_training {{ model {{ hf_model: "Mixtral-8x7B-v0.1" }} global_batch: 16
+  seq_len: 1024 expert_parallel: 8 }} }}
+system {{ chip: "H200-SXM-141GB" num_chip: 8
+  topology {{ kind: SWITCH degree: 8 link_bw_GBps: 450 parallelism: "{tag}" }} }}
+"""
+    (tmp_path / "setup.txt").write_text(text, encoding="utf-8")
+    if ok:
+        pipeline.load_scenario(tmp_path)
+        return
+    with pytest.raises(SetupError, match="tagged EP multiply to 1 but the workload's expert_par"):
+        pipeline.load_scenario(tmp_path)
+
+
 def test_backward_kernels_carry_the_all_to_all_too():
     four = tiny_moe(4, chips=4)
     bwd = [
