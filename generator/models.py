@@ -340,7 +340,7 @@ def _deepseek(c: ConfigReader, common: dict[str, Any]) -> ModelConfig:
         **common | {"head_dim": c.dim("qk_nope_head_dim") + c.dim("qk_rope_head_dim")},
         experts=experts,
         experts_per_token=c.optional("num_experts_per_tok", 0) if moe else 0,
-        moe_ffn=c.optional("moe_intermediate_size", 0),
+        moe_ffn=c.dim("moe_intermediate_size") if moe else 0,
         shared_experts=c.optional("n_shared_experts", 0) if moe else 0,
         first_dense_layers=c.optional("first_k_dense_replace", 0) if moe else 0,
         q_lora_rank=c.optional("q_lora_rank", 0),

@@ -81,11 +81,17 @@ def roofline_phase_latency(
 
 def bytes_read_at_least(kernel: Kernel) -> float:
     """Weights and KV cache a kernel reads from DRAM at least once; an embedding lookup is a
-    gather that reads only the rows it outputs."""
+    gather that reads only the rows it outputs; an MoE expert kernel only the experts its
+    tokens reach (Kernel.expert_share: the menus' routed experts, at least that share of
+    them over the TP group, solver.cost.menus._routed_sizes; 1e-9 below for their
+    rounding)."""
     if kernel.kind == KernelKind.EMBEDDING:
         out = sum(kernel.operand_bytes(o) for o in kernel.outputs)
         return min(kernel.weight_bytes, out) + kernel.kv_bytes
-    return kernel.weight_bytes + kernel.kv_bytes
+    weights = kernel.weight_bytes
+    if kernel.expert_share < 1.0 and "experts" in kernel.dim_sizes:
+        weights *= kernel.expert_share * (1 - 1e-9)
+    return weights + kernel.kv_bytes
 
 
 def bound_of(

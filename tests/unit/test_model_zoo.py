@@ -278,3 +278,16 @@ def test_new_readers_name_the_field_they_cannot_read():
     assert (cfg.sliding_window, cfg.sliding_layers) == (128, 12)  # read, documented
     text_only = from_hf_config(scout["text_config"], "x", "here")  # a llama4_text checkpoint
     assert text_only.experts == 16 and text_only.shared_experts == 1
+
+
+def test_a_deepseek_moe_without_its_expert_width_is_named():
+    """DeepSeek-V2-Lite's config less moe_intermediate_size: a ValueError traceback (an
+    expert FFN of width 0) before; now the missing field, named. A dense DeepSeek config
+    (no routed experts) needs no expert width."""
+    lite = _shipped("DeepSeek-V2-Lite")
+    with pytest.raises(SetupError, match="no 'moe_intermediate_size'"):
+        from_hf_config({k: v for k, v in lite.items() if k != "moe_intermediate_size"}, "x", "here")
+    dense = {
+        k: v for k, v in lite.items() if k not in ("moe_intermediate_size", "n_routed_experts")
+    }
+    assert from_hf_config(dense, "x", "here").experts == 0

@@ -11,6 +11,7 @@ from google.protobuf import text_format
 from mapshard import pipeline
 from mapshard.scenario import scenario_options
 from schema import setup_pb2
+from solver.search.bounds import bytes_read_at_least
 from solver.search.bounds import roofline_bound as _lower_bound
 from solver.search.parallel import Choice
 
@@ -43,3 +44,32 @@ def test_bound_is_never_above_the_plan():
             assert c.lower_bound_s <= c.latency_s * (1 + 1e-9)
             # the bound is within the GEMM's k roll-off and wave losses of the plan
             assert c.lower_bound_s >= 0.9 * c.latency_s
+
+
+QWEN3_MOE_DECODE = """
+workload { llm_inference { model { hf_model: "Qwen3-30B-A3B" } phase: DECODE batch: 8
+  context_len: 4096 } }
+system { chip: "H100-SXM5-80GB" num_chip: 8 }
+"""
+
+
+def test_an_expert_kernel_is_bounded_by_the_experts_its_tokens_reach():
+    """One decode token per replica reaches 8 of Qwen3-30B-A3B's 128 experts: the bound reads
+    8/128 of the expert weights (768 x 2048 x 2 gate/up + 2048 x 768 down, BF16, per
+    expert), not all 128. It read all of them, so DP 8 (one sequence a replica) was pruned
+    by a bound of >= 21 ms, above its own 6.5 ms plan, and a slower TP 4 x DP 2 plan was
+    called optimal."""
+    sc = _scenario(QWEN3_MOE_DECODE + 'execution { placement: "DP=scale_up:8" }')
+    (replica,) = [v for v in sc.workload.variants if v.replicas == 8]
+    kernels = [k for p in replica.phases for k in p.graph.kernels]
+    experts = [k for k in kernels if k.expert_share < 1 and k.weight_bytes > 0]
+    weights = sum(k.weight_bytes for k in experts)
+    assert weights == 128 * 3 * 768 * 2048 * 2
+    assert all(k.expert_share == pytest.approx(8 / 128) for k in experts)
+    assert sum(bytes_read_at_least(k) for k in experts) == pytest.approx(weights * 8 / 128)
+    pinned = pipeline.plan(sc)
+    searched = pipeline.plan(_scenario(QWEN3_MOE_DECODE))
+    assert searched.latency_s <= pinned.latency_s * (1 + 1e-9)
+    for c in searched.choices:
+        if c.latency_s is not None:
+            assert c.lower_bound_s <= c.latency_s * (1 + 1e-9)
