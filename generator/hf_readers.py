@@ -16,12 +16,14 @@ class ConfigReader:
     """Typed reads of a config.json: every value is checked where it is read, so a string,
     NaN, a list or a zero head count is one line naming the key, never a traceback."""
 
-    def __init__(self, data: dict[str, Any], where: str):
-        self.data, self.where = data, where
+    def __init__(self, data: dict[str, Any], where: str, file: str = "config.json"):
+        """`file`: what the messages call the object read (the file's name, and for a
+        nested text_config, "<file> text_config")."""
+        self.data, self.where, self.file = data, where, file
 
     def _missing(self, key: str) -> SetupError:
         mtype = self.data.get("model_type")
-        return SetupError(f"{self.where}: config.json has no {key!r}, which a {mtype} model needs")
+        return SetupError(f"{self.where}: {self.file} has no {key!r}, which a {mtype} model needs")
 
     def _whole(self, key: str, value: Any, minimum: int) -> int:
         ok = isinstance(value, int) and not isinstance(value, bool)
@@ -30,7 +32,7 @@ class ConfigReader:
         if not ok or not minimum <= value <= MAX_DIM:
             shown = repr(value)[:40]
             raise SetupError(
-                f"{self.where}: config.json {key!r} must be a whole number in "
+                f"{self.where}: {self.file} {key!r} must be a whole number in "
                 f"{minimum}..{MAX_DIM}, got {shown}"
             )
         return int(value)
@@ -56,7 +58,7 @@ class ConfigReader:
         if not isinstance(value, bool):
             shown = repr(value)[:40]
             raise SetupError(
-                f"{self.where}: config.json {key!r} must be true or false, got {shown}"
+                f"{self.where}: {self.file} {key!r} must be true or false, got {shown}"
             )
         return value
 
@@ -79,21 +81,27 @@ def gpt_oss_fields(c: ConfigReader) -> dict[str, Any]:
         router_bias=True,
         expert_bias=True,
         attn_sinks=True,
-        **sliding_layers(c),
+        **sliding_layers(c, c.dim("num_hidden_layers")),
     )
 
 
-def sliding_layers(c: ConfigReader) -> dict[str, int]:
-    """The sliding-window length and how many layers use it (`layer_types`); an unknown
-    layer type is an error rather than a guess."""
+def sliding_layers(c: ConfigReader, layers: int) -> dict[str, int]:
+    """The sliding-window length and how many of the `layers` use it (`layer_types`, one
+    entry per layer); an unknown layer type or a list of another length is an error rather
+    than a guess."""
     types = c.data.get("layer_types") or []
     if not isinstance(types, list) or any(
         t not in ("sliding_attention", "full_attention") for t in types
     ):
         shown = repr(types)[:60]
         raise SetupError(
-            f"{c.where}: config.json 'layer_types' must list 'sliding_attention' / "
+            f"{c.where}: {c.file} 'layer_types' must list 'sliding_attention' / "
             f"'full_attention', got {shown}"
+        )
+    if types and len(types) != layers:
+        raise SetupError(
+            f"{c.where}: {c.file} 'layer_types' lists {len(types)} layers, but the model has "
+            f"{layers} (num_hidden_layers); give one entry per layer"
         )
     count = types.count("sliding_attention")
     if not count:
@@ -106,18 +114,36 @@ def gemma2_sliding(c: ConfigReader, layers: int) -> dict[str, int]:
     even-numbered layer slides over `sliding_window` keys (transformers' Gemma2 decoder
     layer: `is_sliding = not bool(layer_idx % 2)`), the odd ones attend globally."""
     if c.data.get("layer_types"):
-        return sliding_layers(c)
+        return sliding_layers(c, layers)
     if not c.data.get("sliding_window"):
         return {}
     return dict(sliding_window=c.dim("sliding_window"), sliding_layers=(layers + 1) // 2)
 
 
 def mistral_sliding(c: ConfigReader, layers: int) -> dict[str, int]:
-    """Mistral's sliding window (Mistral 7B v0.1: 4,096 keys on every layer; null in
-    later releases: full attention)."""
+    """Mistral's and Mixtral's sliding window (Mistral 7B v0.1: 4,096 keys on every layer;
+    null in later releases and in Mixtral-8x7B: full attention)."""
     if not c.data.get("sliding_window"):
         return {}
     return dict(sliding_window=c.dim("sliding_window"), sliding_layers=layers)
+
+
+# transformers' Qwen2Config / Qwen3Config / Qwen3MoeConfig default for max_window_layers
+QWEN_MAX_WINDOW_LAYERS = 28
+
+
+def qwen_sliding(c: ConfigReader, layers: int) -> dict[str, int]:
+    """Qwen2 / Qwen3's optional sliding window: off unless use_sliding_window; then
+    `layer_types` when listed, else (transformers' Qwen2Config) the layers from
+    max_window_layers on slide over `sliding_window` keys, the first ones attend fully."""
+    if not c.flag("use_sliding_window", False) or not c.data.get("sliding_window"):
+        return {}
+    if c.data.get("layer_types"):
+        return sliding_layers(c, layers)
+    full = c.dim("max_window_layers", QWEN_MAX_WINDOW_LAYERS, minimum=0)
+    if full >= layers:
+        return {}
+    return dict(sliding_window=c.dim("sliding_window"), sliding_layers=layers - full)
 
 
 def llama4_text(data: dict[str, Any], where: str) -> dict[str, Any]:
@@ -149,7 +175,7 @@ def llama4_fields(c: ConfigReader) -> dict[str, Any]:
     listed = c.data.get("moe_layers")
     if listed is not None and (not isinstance(listed, list) or len(listed) != moe_layers):
         raise SetupError(
-            f"{c.where}: config.json 'moe_layers' must list the {moe_layers} layers that "
+            f"{c.where}: {c.file} 'moe_layers' must list the {moe_layers} layers that "
             f"interleave_moe_layer_step {step} makes sparse, got {repr(listed)[:60]}"
         )
     return dict(

@@ -14,6 +14,7 @@ from generator.ops import embedding, linear, norm
 from generator.ops_loss import fp32_cross_entropy, fused_cross_entropy, torch_cross_entropy
 from generator.precision import Precision
 from schema import setup_pb2
+from schema.errors import SetupError
 
 
 def layer_graph(
@@ -45,6 +46,17 @@ def layer_graph(
     return with_expert_kernels(
         b.graph(), layer.expert_share, shape.fused_experts, shape.torch_grouped
     )
+
+
+def check_positions(cfg: ModelConfig, tokens: int, where: str) -> None:
+    """A model with a learned position table (GPT-2's n_positions) has no position past it:
+    a sequence of more tokens cannot run (rotary models extrapolate; not checked)."""
+    if cfg.positions and tokens > cfg.positions:
+        raise SetupError(
+            f"{where} reaches position {tokens}, beyond the {cfg.positions} learned positions "
+            f"of {cfg.name} (n_positions / max_position_embeddings); give at most "
+            f"{cfg.positions} tokens"
+        )
 
 
 def _embedding(b: GraphBuilder, cfg: ModelConfig, prec: Precision, tokens: int) -> Tensor:

@@ -60,7 +60,13 @@ from typing import NamedTuple
 
 from generator.graph import KernelGraph, KernelKind, OperandRole, Phase, Workload
 from generator.llm_attention import AttnSegment
-from generator.llm_common import head_graph, layer_phases, model_info, window_keys
+from generator.llm_common import (
+    check_positions,
+    head_graph,
+    layer_phases,
+    model_info,
+    window_keys,
+)
 from generator.llm_layer import LayerShape
 from generator.models import ModelConfig
 from generator.precision import Precision
@@ -217,6 +223,8 @@ def inference_workload(
     along in `variants` (graph.Workload.replicas): its graphs serve batch / r sequences,
     its `batch` stays the whole batch (throughput counts every replica)."""
     check_inference(req, path)
+    phase = f"{path}: workload.llm_inference phase {PHASE[req.phase].upper()}"
+    check_positions(cfg, longest_position(req), phase)
     counts = replica_counts(req, num_chips)
     if len(counts) == 1:
         return _replica(req, cfg, prec, path)
@@ -233,6 +241,20 @@ def inference_workload(
             replace(w, batch=request_batch(req), replicas=r, searched=("replicas",), notes=notes)
         )
     return replace(variants[0], variants=tuple(variants))
+
+
+def longest_position(req: setup_pb2.LlmInference) -> int:
+    """The most positions a sequence of the phase occupies: the prompt (PREFILL), the cache
+    and the new token (DECODE, CHUNKED_PREFILL's decode tokens), the prompt and every
+    generated token fed back (REQUEST: input_len + output_len - 1)."""
+    context = req.context_len or req.input_len
+    if req.phase == setup_pb2.PREFILL:
+        return req.input_len
+    if req.phase == setup_pb2.REQUEST:
+        return req.input_len + req.output_len - 1
+    if req.phase == setup_pb2.CHUNKED_PREFILL and req.decode_batch <= 0:
+        return context
+    return context + 1
 
 
 # Replica workloads already built in this process, by value (see `_replica`).

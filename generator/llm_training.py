@@ -22,7 +22,13 @@ from pathlib import Path
 
 from generator.graph import KernelGraph, Phase, Workload
 from generator.llm_attention import AttnSegment
-from generator.llm_common import embed_graph, head_graph, layer_phases, model_info
+from generator.llm_common import (
+    check_positions,
+    embed_graph,
+    head_graph,
+    layer_phases,
+    model_info,
+)
 from generator.llm_layer import LayerShape
 from generator.models import ModelConfig
 from generator.moe_layout import (
@@ -161,6 +167,7 @@ def training_workload(
     variant per (micro-batch, recompute, EP) rides along in `variants` (graph.Workload).
     `num_chips`: the system's, which bounds the EP degrees searched."""
     check_training(req, path)
+    check_positions(cfg, req.seq_len, f"{path}: workload.llm_training.seq_len {req.seq_len}")
     check_expert_parallel(req, cfg, path)
     if req.virtual_pipeline > cfg.layers:
         raise SetupError(

@@ -23,6 +23,7 @@ from generator.hf_readers import (
     llama4_fields,
     llama4_text,
     mistral_sliding,
+    qwen_sliding,
 )
 from schema import setup_pb2
 from schema.errors import SetupError
@@ -195,28 +196,51 @@ def from_spec(spec: setup_pb2.ModelSpec, where: str) -> ModelConfig:
     return check_config(cfg, where)
 
 
-def check_config(cfg: ModelConfig, where: str) -> ModelConfig:
-    """Consistency of the dimensions; every problem reported at once."""
+# The config.json keys of ModelConfig's checked fields, for the messages (an inline spec
+# names them as ModelSpec does: num_heads, num_kv_heads, experts_per_token, ...)
+HF_NAMES = {
+    "num_heads": "num_attention_heads",
+    "num_kv_heads": "num_key_value_heads",
+    "num_layers": "num_hidden_layers",
+    "experts_per_token": "num_experts_per_tok",
+    "first_dense_layers": "first_k_dense_replace",
+    "num_shared_experts": "n_shared_experts",
+}
+GPT2_NAMES = HF_NAMES | {"num_heads": "n_head", "num_kv_heads": "n_head", "num_layers": "n_layer"}
+
+
+def check_config(cfg: ModelConfig, where: str, names: dict[str, str] | None = None) -> ModelConfig:
+    """Consistency of the dimensions; every problem reported at once, each field named as
+    the input names it (`names`: a config.json's keys; default ModelSpec's)."""
+    n = names or {}
+
+    def name(field: str) -> str:
+        return n.get(field, field)
+
     p = []
     if cfg.heads % max(1, cfg.kv_heads):
         p.append(
-            f"{where}: num_heads {cfg.heads} must be a multiple of num_kv_heads {cfg.kv_heads}"
+            f"{where}: {name('num_heads')} {cfg.heads} must be a multiple of "
+            f"{name('num_kv_heads')} {cfg.kv_heads}"
         )
     if not cfg.is_mla and cfg.head_dim <= 0:
         p.append(f"{where}: head_dim must be > 0 (hidden_size / num_heads is {cfg.head_dim})")
     if cfg.is_moe:
         if not 0 < cfg.experts_per_token <= cfg.experts:
             p.append(
-                f"{where}: experts_per_token must be in 1..num_experts ({cfg.experts}), "
-                f"got {cfg.experts_per_token}"
+                f"{where}: {name('experts_per_token')} must be in 1..{cfg.experts} (the "
+                f"{name('num_experts')}), got {cfg.experts_per_token or 'none'}"
             )
         if cfg.first_dense_layers >= cfg.layers:
             p.append(
-                f"{where}: first_dense_layers {cfg.first_dense_layers} must be < "
-                f"num_layers {cfg.layers}"
+                f"{where}: {name('first_dense_layers')} {cfg.first_dense_layers} must be < "
+                f"{name('num_layers')} {cfg.layers}"
             )
     elif cfg.experts_per_token or cfg.shared_experts:
-        p.append(f"{where}: experts_per_token / num_shared_experts need num_experts > 0")
+        p.append(
+            f"{where}: {name('experts_per_token')} / {name('num_shared_experts')} need "
+            f"{name('num_experts')} > 0"
+        )
     if cfg.is_mla:
         for field in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             if getattr(cfg, field) <= 0:
@@ -234,18 +258,23 @@ def check_config(cfg: ModelConfig, where: str) -> ModelConfig:
 MAX_CONFIG_BYTES = 8 << 20  # a config.json is a few KiB; refuse to parse a huge file
 
 
-def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
-    """Read the config fields of the supported model families."""
+def from_hf_config(
+    data: dict[str, Any], name: str, where: str, file: str = "config.json"
+) -> ModelConfig:
+    """Read the config fields of the supported model families; `file`: the name of the file
+    read, for the messages."""
     mtype = str(data.get("model_type", "")).lower()
     if mtype not in SUPPORTED_TYPES:
         raise SetupError(
             f"{where}: model_type {mtype[:40] or '(missing)'!r} is not supported; "
             f"supported: {', '.join(SUPPORTED_TYPES)} (or describe the model "
-            "inline with `model {{ inline {{ ... }} }}`)"
+            "inline with `model { inline { ... } }`)"
         )
+    if mtype == "llama4":
+        file = f"{file} text_config"
     if mtype in ("llama4", "llama4_text"):
         data = llama4_text(data, where)
-    c = ConfigReader(data, where)
+    c = ConfigReader(data, where, file)
     if mtype == "gpt2":
         hidden, heads = c.dim("n_embd"), c.dim("n_head")
         cfg = ModelConfig(
@@ -266,9 +295,11 @@ def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
             mlp_bias=True,
             positions=c.dim("n_positions", data.get("n_ctx")),
         )
-        return check_config(cfg, where)
+        return check_config(cfg, where, GPT2_NAMES)
     hidden, heads = c.dim("hidden_size"), c.dim("num_attention_heads")
-    kv_heads = c.optional("num_key_value_heads", heads)
+    kv_heads = heads  # absent or null: multi-head attention (HF's convention); 0 is no model
+    if data.get("num_key_value_heads") is not None:
+        kv_heads = c.dim("num_key_value_heads")
     common = dict(
         name=name,
         architecture=mtype,
@@ -290,16 +321,18 @@ def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
         cfg = ModelConfig(**common | window, qkv_bias=bias, o_bias=bias, mlp_bias=mlp_bias)
     elif mtype == "mixtral":
         cfg = ModelConfig(
-            **common,
+            **common | mistral_sliding(c, common["layers"]),
             experts=c.dim("num_local_experts"),
             experts_per_token=c.dim("num_experts_per_tok"),
             moe_ffn=c.dim("intermediate_size"),
         )
     elif mtype == "qwen2":
-        cfg = ModelConfig(**common, qkv_bias=True)  # Qwen2 always has q/k/v biases
+        window = qwen_sliding(c, common["layers"])
+        cfg = ModelConfig(**common | window, qkv_bias=True)  # Qwen2 always has q/k/v biases
     elif mtype in ("qwen3", "qwen3_moe"):
         bias = c.flag("attention_bias", False)
-        cfg = ModelConfig(**common | _qwen3_moe(c, mtype), qkv_bias=bias, o_bias=bias, qk_norm=True)
+        fields = _qwen3_moe(c, mtype) | qwen_sliding(c, common["layers"])
+        cfg = ModelConfig(**common | fields, qkv_bias=bias, o_bias=bias, qk_norm=True)
     elif mtype == "gemma2":
         cfg = ModelConfig(**common | gemma2_sliding(c, common["layers"]), post_norms=True)
     elif mtype == "gpt_oss":
@@ -308,7 +341,9 @@ def from_hf_config(data: dict[str, Any], name: str, where: str) -> ModelConfig:
         cfg = ModelConfig(**common | llama4_fields(c))
     else:
         cfg = _deepseek(c, common)
-    return check_config(cfg, where)
+    deepseek = dict.fromkeys(("deepseek_v2", "deepseek_v3", "kimi_k2"), "n_routed_experts")
+    experts_key = (deepseek | {"qwen3_moe": "num_experts"}).get(mtype, "num_local_experts")
+    return check_config(cfg, where, HF_NAMES | {"num_experts": experts_key})
 
 
 def _qwen3_moe(c: ConfigReader, mtype: str) -> dict[str, Any]:
@@ -432,24 +467,24 @@ def _hub_config(repo_id: str, where: str) -> Path | None:
         return None
 
 
-def resolve_hf_model(ref: str, setup_path: Path, where: str) -> tuple[dict[str, Any], str]:
-    """(config dict, model name) for an `hf_model` reference."""
+def resolve_hf_model(ref: str, setup_path: Path, where: str) -> tuple[dict[str, Any], str, str]:
+    """(config dict, model name, the name of the file read) for an `hf_model` reference."""
     local = Path(ref).expanduser()
     if not local.is_absolute():
         local = setup_path.parent / local
     if local.is_dir():
         if not (local / "config.json").is_file():
             raise SetupError(f"{where}: folder {local} has no config.json")
-        return _read_json(local / "config.json", where), local.name
+        return _read_json(local / "config.json", where), local.name, "config.json"
     if local.is_file():
-        return _read_json(local, where), local.parent.name or local.stem
+        return _read_json(local, where), local.parent.name or local.stem, local.name
     shipped = MODELS_DIR / ref / "config.json"
     if shipped.is_file():
-        return _read_json(shipped, where), ref
+        return _read_json(shipped, where), ref, "config.json"
     if "/" in ref and not ref.startswith((".", "/")):
         path = _hub_config(ref, where)
         if path is not None:
-            return _read_json(path, where), ref.rsplit("/", 1)[-1]
+            return _read_json(path, where), ref.rsplit("/", 1)[-1], "config.json"
         why = (
             "could not be downloaded (offline, gated or unknown id)"
             if downloads_allowed()
@@ -474,8 +509,8 @@ def load_model(model: setup_pb2.Model, setup_path: Path, where: str) -> ModelCon
         return from_spec(model.inline, f"{setup_path}: {where}.inline")
     if source == "hf_model":
         w = f"{setup_path}: {where}.hf_model"
-        data, name = resolve_hf_model(model.hf_model, setup_path, w)
-        return from_hf_config(data, name, w)
+        data, name, file = resolve_hf_model(model.hf_model, setup_path, w)
+        return from_hf_config(data, name, w, file)
     raise SetupError(
         f"{setup_path}: {where} is missing; give `inline {{ ... }}` or "
         f'`hf_model: "Llama-3.1-8B"` (shipped: {", ".join(shipped_models())})'
