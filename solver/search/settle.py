@@ -100,8 +100,10 @@ class Settler:
             ledger.record(lb, candidate, None, "pruned")
             return False
         failed = training_space.memory_floor_reason(candidate, system.dram.capacity_bytes)
-        if failed is None and self.beaten_by_graph_bound(candidate):
-            ledger.record(lb, candidate, None, "pruned", "graph bound")
+        graph_lb = self.graph_bound(candidate) if failed is None else 0.0
+        if graph_lb >= self.best_latency() * (1 - 1e-9):
+            # the bound that prunes it is the one recorded (the roofline's is below the plan)
+            ledger.record(max(lb, graph_lb), candidate, None, "pruned", "graph bound")
             return False
         if failed is None:
             phases = self.solve_phases(candidate)
@@ -122,35 +124,38 @@ class Settler:
             self.best = Solved(workload, choice, times, solutions, memory.use, phases.bound)
         return True
 
-    def beaten_by_graph_bound(self, candidate: Candidate) -> bool:
-        """True when the candidate's step, assembled from its graphs' proven bounds with
-        weights free (`training_space.FREE_WEIGHTS`), cannot beat the best plan. Worth it
-        only for a group of candidates that share graphs, TP and placement (they differ in
-        ZeRO stage or interleaving): one relaxed solve serves them all."""
+    def best_latency(self) -> float:
+        return self.best.times.latency_s if self.best is not None else math.inf
+
+    def graph_bound(self, candidate: Candidate) -> float:
+        """The candidate's step assembled from its graphs' proven bounds with weights free
+        (`training_space.FREE_WEIGHTS`): it is pruned when that reaches the best plan (0:
+        not computed). Worth it only for a group of candidates that share graphs, TP and
+        placement (they differ in ZeRO stage or interleaving): one relaxed solve serves
+        them all."""
         if self.best is None or self.group_sizes.get(training_space.group_key(candidate), 0) < 2:
-            return False
+            return 0.0
         workload, choice = candidate.workload, candidate.choice
         tp, spans = choice.degree("TP"), spans_key(choice.spans)
         micro_batches = micro_batches_of(workload, choice)
         free = training_space.FREE_WEIGHTS
         problems = self.phase_problems(workload, choice, free, micro_batches)
         if not isinstance(problems, dict):
-            return False
+            return 0.0
         bounds = {}
         for phase in workload.phases:
             key = (id(phase.graph), tp, spans, free, micro_batches, math.inf)
             _, sol = self.solve_cached(key, problems[phase.name])
             self.remember(build_key(phase, choice, micro_batches), problems[phase.name], sol)
             bounds[phase.name] = sol.bound_s if sol.bound_s < math.inf else 0.0
-        lb = bound_of(workload, choice, bounds, self.system, self.execution.comm_hidden_share)
-        return lb >= self.best.times.latency_s * (1 - 1e-9)
+        return bound_of(workload, choice, bounds, self.system, self.execution.comm_hidden_share)
 
     def reuse(self, build: tuple, key: tuple, problem: MappingProblem) -> None:
         """Problems of one build (`build_key`) differ only in the memory row, sum of the
         stored parameters <= cap = budget / bytes per parameter. An optimum found under
         cap c1 that stores s1 <= c2 <= c1 parameters is optimal under c2 too (a smaller
         feasible set that still holds it; its bound stays valid): cached under `key`
-        instead of a second solve. The relaxation of beaten_by_graph_bound is such a
+        instead of a second solve. The relaxation of graph_bound is such a
         solve with no cap (the step, not the menus, pays what weights cost beyond bytes)."""
         if key in self.cache:
             return

@@ -41,7 +41,7 @@ ZERO_STAGES = (0, 1, 2, 3)
 # The weight rule of the relaxation that bounds a group of candidates: weights take no
 # DRAM (the gradient sync of replicas is the step's, as the update is). Every real rule only adds
 # cost and constraints to the same menus, so each graph's latency under it is a lower
-# bound for every ZeRO stage and interleaving depth (planner.beaten_by_graph_bound).
+# bound for every ZeRO stage and interleaving depth (settle.Settler.graph_bound).
 FREE_WEIGHTS = WeightRule(0.0, 0.0)
 
 

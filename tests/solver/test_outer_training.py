@@ -205,3 +205,23 @@ def test_nothing_fits_names_the_knobs_and_assumes_their_least_memory(tmp_path: P
         return int(message.split("num_chip ≥ ")[1].split(")")[0])
 
     assert chips(text) < chips(str(pinned.value))
+
+
+def test_a_candidate_pruned_by_its_graph_bound_records_that_bound(tmp_path):
+    """Llama-3.1-8B FP8 training on 2 H100s, every knob searched: candidates that share
+    graphs (they differ in ZeRO stage or interleaving) are pruned by their graphs' proven
+    bound. The ledger recorded their roofline bound instead (426 ms against a 648 ms plan),
+    so `explain` read "cannot win: its graphs' proven bound 426 ms >= the chosen 648 ms".
+    Every pruned candidate's recorded bound now reaches the plan it lost to."""
+    (tmp_path / "setup.txt").write_text(
+        'workload { llm_training { model { hf_model: "Llama-3.1-8B" } global_batch: 4 '
+        "seq_len: 1024 } precision { math: FP8 } }\n"
+        'system { chip: "H100-SXM5-80GB" num_chip: 2 }\n'
+        "execution { execution_style: KERNEL_BY_KERNEL }\n",
+        encoding="utf-8",
+    )
+    plan = pipeline.plan(pipeline.load_scenario(tmp_path))
+    pruned = [c for c in plan.choices if c.status == "pruned"]
+    assert any(c.reason == "graph bound" for c in pruned)
+    for c in pruned:
+        assert c.lower_bound_s >= plan.latency_s * (1 - 1e-9), c
