@@ -244,17 +244,14 @@ def inference_workload(
 
 
 def longest_position(req: setup_pb2.LlmInference) -> int:
-    """The most positions a sequence of the phase occupies: the prompt (PREFILL), the cache
-    and the new token (DECODE, CHUNKED_PREFILL's decode tokens), the prompt and every
-    generated token fed back (REQUEST: input_len + output_len - 1)."""
-    context = req.context_len or req.input_len
+    """The most positions a sequence of the phase occupies: the prompt (PREFILL), the
+    context a step attends to, its own token counted in it (DECODE, CHUNKED_PREFILL), the
+    prompt and every generated token fed back (REQUEST: input_len + output_len - 1)."""
     if req.phase == setup_pb2.PREFILL:
         return req.input_len
     if req.phase == setup_pb2.REQUEST:
         return req.input_len + req.output_len - 1
-    if req.phase == setup_pb2.CHUNKED_PREFILL and req.decode_batch <= 0:
-        return context
-    return context + 1
+    return req.context_len or req.input_len
 
 
 # Replica workloads already built in this process, by value (see `_replica`).

@@ -85,7 +85,7 @@ class Ledger:
         """One candidate's label; `memory_bytes`: its plan's DRAM per chip (None: the
         candidate's floor, footprint.memory_use with every parameter split over TP x PP)."""
         deg = {k.lower(): v for k, v in cand.choice.degrees}
-        knobs = training_space.describe(cand.workload)
+        knobs = training_space.describe(cand.workload, cand.choice.degree("TP"))
         if memory_bytes is None:
             memory_bytes = footprint.memory_use(cand.workload, cand.choice, 0.0).total
         self.results.append(
@@ -95,7 +95,7 @@ class Ledger:
         )
 
     def infeasible(self, lb: float, cand: Candidate, failed: infeasible.Reason) -> None:
-        knobs = training_space.describe(cand.workload)
+        knobs = training_space.describe(cand.workload, cand.choice.degree("TP"))
         where = cand.choice.describe() + (f"; {knobs}" if knobs else "")
         self.infeasible_reasons.append((failed, where))
         self.record(lb, cand, None, "infeasible", failed.text)

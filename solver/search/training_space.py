@@ -208,13 +208,19 @@ def expert_layout_degrees(workload: Workload, tp: int) -> tuple[int, int]:
     return workload.expert_parallel, tp
 
 
-def describe(workload: Workload) -> str:
-    """The searched knobs of a candidate in words ("" when none is searched)."""
+def describe(workload: Workload, tp: int = 1) -> str:
+    """The searched knobs of a candidate in words ("" when none is searched); a searched
+    expert layout as the setup writes it (Megatron's EP, the chips of one EP group, and
+    expert_tensor_parallel), on a TP degree of `tp`."""
+    folded = workload.expert_tensor_parallel == 1
+    ep = workload.expert_parallel * (tp if folded else 1)
     text = {
         "micro_batch": f"micro-batch {workload.micro_batch}",
         "recompute": f"recompute {workload.recompute}",
         "zero_stage": f"ZeRO-{workload.zero_stage}",
         "virtual_pipeline": f"interleave {workload.virtual_pipeline}",
+        "expert_parallel": f"expert_parallel {ep}",
+        "expert_tensor_parallel": f"expert_tensor_parallel {1 if folded else tp}",
     }
     return ", ".join(text[k] for k in workload.searched if k in text)
 

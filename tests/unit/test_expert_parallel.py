@@ -22,6 +22,7 @@ from schema.errors import InfeasibleError, SetupError
 from solver.search.data_parallel import SyncGroup, dp_sync
 from solver.search.parallel import Choice, enumerate_choices
 from solver.search.storage_rule import expert_share, rank_params, zero_shard
+from solver.search.training_space import describe
 
 H, F, E, K, LAYERS, VOCAB, TOKENS = 256, 512, 8, 2, 4, 1000, 256
 
@@ -201,3 +202,15 @@ system { chip: "H100-SXM5-80GB" num_chip: 8 }
     (tmp_path / "setup.txt").write_text(text, encoding="utf-8")
     with pytest.raises(InfeasibleError, match="TP 2 × PP 1 × EP 8; num_chip ≥ 16"):
         pipeline.plan(pipeline.load_scenario(tmp_path))
+
+
+def test_a_searched_expert_layout_is_described_as_the_setup_writes_it():
+    """explain's rows name a searched expert layout in the setup's terms: folded over TP 4
+    (expert_tensor_parallel 1), 2 EP TP-groups are Megatron's EP 8; unfolded, EP 2 with the
+    experts' FFN over the TP 4 chips. The rows said "ep=2" for both and could not be
+    pinned as listed."""
+    w = tiny_moe(ep=0, chips=8)
+    layouts = {(v.expert_parallel, v.expert_tensor_parallel): v for v in w.variants}
+    folded, unfolded = layouts[(2, 1)], layouts[(2, 0)]
+    assert "expert_parallel 8, expert_tensor_parallel 1" in describe(folded, 4)
+    assert "expert_parallel 2, expert_tensor_parallel 4" in describe(unfolded, 4)
