@@ -50,6 +50,14 @@ def _degrees(parallelism: dict[str, int]) -> dict[str, int]:
     return {k.lower(): int(v) for k, v in parallelism.items() if int(v) > 1}
 
 
+def _same_layout(choice: dict[str, int], chosen: dict[str, int]) -> bool:
+    """A candidate's degrees against the plan's: an inference plan's EP is its experts
+    split over the TP chips (no degree of its own), which its candidates do not list."""
+    if "ep" not in choice:
+        chosen = {k: v for k, v in chosen.items() if k != "ep"}
+    return choice == chosen
+
+
 def _par_text(parallelism: dict[str, int]) -> str:
     deg = _degrees(parallelism)
     return " ".join(f"{k}={v}" for k, v in sorted(deg.items())) or "no parallelism"
@@ -133,7 +141,7 @@ def choice_rows(plan: Plan) -> list[ChoiceRow]:
             i
             for i, c in enumerate(plan.choices)
             if c.status == "solved"
-            and _degrees(c.parallelism) == chosen_deg
+            and _same_layout(_degrees(c.parallelism), chosen_deg)
             and c.latency_s is not None
             and abs(c.latency_s - plan.latency_s) <= 1e-9 * max(plan.latency_s, 1e-30)
         ),

@@ -98,6 +98,21 @@ def test_explain_text_marks_the_chosen_candidate(plan) -> None:  # noqa: ANN001
     assert "6 candidates (1 chosen, 5 pruned)" in text
 
 
+def test_an_moe_inference_plan_marks_its_chosen_candidate(tmp_path: Path) -> None:
+    """Mixtral decode on 8 H100s: the plan's parallelism has EP 8 (its experts over the TP
+    chips), which its candidates do not list; no row was marked chosen, and the chosen one
+    read "as fast as the chosen one"."""
+    (tmp_path / "setup.txt").write_text(
+        'workload { llm_inference { model { hf_model: "Mixtral-8x7B-v0.1" } phase: DECODE '
+        'batch: 8 context_len: 1024 } }\nsystem { chip: "H100-SXM5-80GB" num_chip: 8 }\n',
+        encoding="utf-8",
+    )
+    moe = pipeline.plan(pipeline.load_scenario(tmp_path))
+    assert moe.parallelism["ep"] > 1
+    rows = choice_rows(moe)
+    assert [r.status for r in rows].count("chosen") == 1
+
+
 def test_bounds_prints_the_bounds_and_what_binds(
     scenario_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
