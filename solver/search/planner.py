@@ -61,7 +61,7 @@ def search_workload(
     choices = outer_choices(
         workload, system, limits.max_tp, limits.max_pp, limits.max_dp, limits.allow_dp
     )
-    choices = pinned_choices(choices, execution.placement)  # plan.txt's layout: that one
+    choices = pinned_choices(choices, execution.placement, workload)  # plan.txt's layout
     candidates = training_space.expand(workload, choices)
     if not candidates:
         raise infeasible.no_layout(workload, system, limits)

@@ -21,7 +21,7 @@ from generator.build import build_workload
 from mapshard import pipeline
 from mapshard.cli import main
 from schema import setup_pb2
-from schema.errors import InfeasibleError
+from schema.errors import InfeasibleError, SetupError
 from solver.search.footprint import memory_use
 from solver.search.parallel import Choice
 
@@ -225,3 +225,16 @@ def test_a_candidate_pruned_by_its_graph_bound_records_that_bound(tmp_path):
     assert any(c.reason == "graph bound" for c in pruned)
     for c in pruned:
         assert c.lower_bound_s >= plan.latency_s * (1 - 1e-9), c
+
+
+def test_a_pinned_micro_batch_the_placement_cannot_take_is_named(tmp_path):
+    """Global batch 4 over a placement of 2 data ranks is 2 sequences a rank: micro-batch 4
+    cannot be. The message blamed the placement (the optimum's own, from plan.txt)."""
+    text = setup_text("micro_batch: 4 recompute: RECOMPUTE_NONE zero_stage: 0 virtual_pipeline: 1")
+    text = text.replace("SWITCH", 'SWITCH name: "nv"')
+    text = text.replace("KERNEL_BY_KERNEL", 'KERNEL_BY_KERNEL placement: "DP=nv:2"')
+    (tmp_path / "setup.txt").write_text(text)
+    with pytest.raises(
+        SetupError, match=r"micro_batch 4: .* 2 data ranks .* valid micro_batch: 1, 2"
+    ):
+        pipeline.plan(pipeline.load_scenario(tmp_path))
