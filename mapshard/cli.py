@@ -45,7 +45,10 @@ EXAMPLES = {
     "--out /tmp/val",
     "compare": "mapshard compare scenarios/jgs_llama31_8b_1024_1024 "
     "scenarios/nvlax_llama31_8b_1024_1024 --out /tmp/cmp",
-    "profile": "mapshard profile compare scenarios/llama31_8b_decode_h100 profile.csv",
+    "profile": (
+        "mapshard profile compare tests/data/profiles/llama_2layer_prefill_h100 "
+        "tests/data/profiles/sample_ncu_raw.csv"
+    ),
 }
 
 
