@@ -23,7 +23,7 @@ from mapshard.fmt import fmt_si, fmt_time
 from mapshard.sweeps import metrics
 from mapshard.sweeps.front_svg import render_front
 from mapshard.sweeps.pareto import PLOTS, axis_label, cost_rows, front_rows
-from mapshard.sweeps.progress import fmt_counts, fmt_duration
+from mapshard.sweeps.progress import fmt_counts
 from mapshard.sweeps.store import RESULTS_NAME, write_atomic
 from schema import setup_pb2
 from schema.errors import SetupError
@@ -304,8 +304,8 @@ def report_html(
         f"<p>{len(outcome.points)} points ({_e(spec.combine)} of "
         f"{len(spec.axes)} axes: {_e(', '.join(spec.axis_names) or 'none')}); "
         f"{_e(fmt_counts(outcome.counts) or 'no results')}. This run: {outcome.ran} points "
-        f"in {_e(fmt_duration(outcome.elapsed_s))}. Full table: "
-        f"<code>results.csv</code>.</p>",
+        "(its wall time is in the terminal, not here: the report is the same at any load). "
+        "Full table: <code>results.csv</code>.</p>",
     ]
     counts = [[s, str(outcome.counts.get(s, 0))] for s in metrics.STATUSES]
     parts.append("<h2>Points by status</h2>" + _table(["status", "points"], counts))
