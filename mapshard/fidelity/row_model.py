@@ -68,10 +68,9 @@ def row_model(case: Case, msg: setup_pb2.Model) -> None:
     spec.vocab_size = case.int("vocab") or 51200  # layer rows: the head is not predicted
     spec.ffn = FFN_KINDS[ffn_kind]
     spec.norm = setup_pb2.RMSNORM if swiglu else setup_pb2.LAYERNORM
-    if gpt:
-        spec.max_position_embeddings = max(
-            case.int("seq_len"), case.int("input_len"), case.int("kv_len"), 2048
-        )
+    if gpt:  # a table as long as the run (a request: its prompt and fed-back outputs)
+        request = case.int("input_len") + max(case.int("output_len") - 1, 0)
+        spec.max_position_embeddings = max(case.int("seq_len"), request, case.int("kv_len"), 2048)
     if case.int("experts") > 0:
         spec.num_experts = case.int("experts")
         spec.experts_per_token = case.int("experts_per_token")
