@@ -83,12 +83,12 @@ def check_loop_sizes(workload: Workload, setup_path: Path) -> None:
 def _matrix_points(kernel: Kernel) -> int:
     """M*K*N of a two-input matrix kernel (its dims less those all three operands share),
     0 for any other kernel."""
-    ins = [o for o in kernel.operands if o.role != OperandRole.OUTPUT]
+    ins, outs = kernel.matrix_operands
     if kernel.kind not in (KernelKind.GEMM, KernelKind.BATCHED_GEMM) or len(ins) != 2:
         return 0
-    if len(kernel.outputs) != 1:
+    if len(outs) != 1:
         return 0
-    shared = set(ins[0].dims) & set(ins[1].dims) & set(kernel.outputs[0].dims)
+    shared = set(ins[0].dims) & set(ins[1].dims) & set(outs[0].dims)
     points = 1
     for dim, size in kernel.dims:
         if dim not in shared:

@@ -41,6 +41,11 @@ class DFModelExtra:
     dram_extra_bytes: float = 0.0  # ... and DRAM (per layer of a stage)
 
 
+# the operands ops.linear adds to a GEMM for its bias: epilogue work, not the contraction
+EPILOGUE_IN = "bias"
+EPILOGUE_OUT = "dbias"
+
+
 @dataclass(frozen=True)
 class Kernel:
     name: str
@@ -178,6 +183,22 @@ class Kernel:
     @cached_property
     def outputs(self) -> tuple[Operand, ...]:
         return tuple(o for o in self.operands if o.role == OperandRole.OUTPUT)
+
+    @cached_property
+    def matrix_operands(self) -> tuple[tuple[Operand, ...], tuple[Operand, ...]]:
+        """(inputs, outputs) of the contraction itself: a linear layer's bias (an input
+        over output dims only, added in the epilogue) and its gradient (an output over a
+        subset of the weight gradient's dims, reduced in the same pass) left out, so a
+        biased GEMM is priced as the GEMM it is (ops.linear)."""
+        outs = self.outputs
+        first = set(outs[0].dims) if outs else set()
+        ins = tuple(o for o in self.inputs if not (o.name == EPILOGUE_IN and set(o.dims) <= first))
+        kept = tuple(
+            o
+            for o in outs
+            if not (o.name == EPILOGUE_OUT and set(o.dims) <= first and o != outs[0])
+        )
+        return ins, kept
 
     @property
     def reduction_dims(self) -> tuple[str, ...]:

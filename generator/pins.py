@@ -210,7 +210,8 @@ def tile_kind(kernel: Kernel) -> str:
     """Which tiles a kernel takes (solver.cost.tilings.tilings): a two-input matrix kernel a
     GEMM family's, a fused attention kernel "attn" (or "stream"), the rest "stream"."""
     gemm = kernel.kind in (KernelKind.GEMM, KernelKind.BATCHED_GEMM)
-    if gemm and len(kernel.inputs) == 2 and len(kernel.outputs) == 1:
+    ins, outs = kernel.matrix_operands  # a bias is epilogue work
+    if gemm and len(ins) == 2 and len(outs) == 1:
         return "gemm"
     return ATTENTION if kernel.kind == KernelKind.ATTENTION else STREAM
 

@@ -9,10 +9,11 @@ from generator.graph import Kernel, KernelKind, OperandRole
 
 
 def gemm_roles(kernel: Kernel) -> tuple[str, str, str, list[str], list[str], list[str], list[str]]:
-    """Names of A, B, C and the batch/M/N/K dims of a two-input matrix kernel."""
-    ins = [o for o in kernel.operands if o.role != OperandRole.OUTPUT]
+    """Names of A, B, C and the batch/M/N/K dims of a two-input matrix kernel (a bias and
+    its gradient are epilogue operands: Kernel.matrix_operands)."""
+    ins, outs = kernel.matrix_operands
     a, b = ins[0], ins[1]
-    c = kernel.outputs[0]
+    c = outs[0]
     da, db, dc = set(a.dims), set(b.dims), set(c.dims)
     batch = [d for d, _ in kernel.dims if d in da and d in db and d in dc]
     m = [d for d, _ in kernel.dims if d in da and d in dc and d not in db]
@@ -24,8 +25,8 @@ def gemm_roles(kernel: Kernel) -> tuple[str, str, str, list[str], list[str], lis
 def is_gemm(kernel: Kernel) -> bool:
     return (
         kernel.kind in (KernelKind.GEMM, KernelKind.BATCHED_GEMM)
-        and len(kernel.inputs) == 2
-        and len(kernel.outputs) == 1
+        and len(kernel.matrix_operands[0]) == 2
+        and len(kernel.matrix_operands[1]) == 1
     )
 
 

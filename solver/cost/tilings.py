@@ -111,10 +111,16 @@ def tile_costs(
     kernel: Kernel, sizes: dict[str, int], sram_bytes: float, pts: Sequence[frontier.TilePoint]
 ) -> list[tuple[str, float, float, tuple[tuple[str, float], ...]]]:
     """A GEMM's frontier points (elements, per batch) as (tile, buffer bytes, output tile
-    bytes, sorted traffic per operand in bytes over the whole batch)."""
+    bytes, sorted traffic per operand in bytes over the whole batch); a bias and its
+    gradient (epilogue operands) move once, at their compulsory bytes."""
     a, b, c, batch, _, _, _ = gemm_roles(kernel)
     bb = math.prod(sizes[d] for d in batch)
     ops = {o.name: o for o in kernel.operands}
+    epilogue = {
+        o.name: math.prod(sizes[d] for d in o.dims) * o.bytes_per_element
+        for o in kernel.operands
+        if o.name not in (a, b, c)
+    }
     elem = max(ops[a].bytes_per_element, ops[b].bytes_per_element, ops[c].bytes_per_element)
     out = []
     for p in pts:
@@ -122,7 +128,7 @@ def tile_costs(
             a: p.a_traffic * bb * ops[a].bytes_per_element,
             b: p.b_traffic * bb * ops[b].bytes_per_element,
             c: p.c_traffic * bb * ops[c].bytes_per_element,
-        }
+        } | epilogue
         out_tile = 2 * p.tile_m * p.tile_n * ops[c].bytes_per_element
         out.append(
             (

@@ -107,14 +107,17 @@ def test_dev_summary_values_are_what_the_report_states(dev_run):
         # peak and activations as each kernel's sharding leaves them, and inference
         # replicas searched (6.90: T04 7.24 -> 6.21%, the other rows unchanged); the
         # all-gathers and reduce-scatters at NCCL's measured curves for them, capped by the
-        # all-reduce's (6.78: T02-T04, T12 closer, T11 3.64 -> 3.74%)
-        "training": 6.78,
+        # all-reduce's (6.78: T02-T04, T12 closer, T11 3.64 -> 3.74%); a biased GEMM priced
+        # as the GEMM it is, its bias an epilogue (5.61: T01-T04, T12 closer, T11 3.74 ->
+        # 7.08%; GPT-3's linear layers all carry biases)
+        "training": 5.61,
         # I13 (ops timed one by one) -25% at the 0.5 us overhead; I12 +9.9% under LLMCompass's
         # own Megatron split (its GEMMs ~8% above the A100 plateau); I10 -2.1% with
         # TensorRT-LLM gptSession's 3.6 ms per generate call; was 6.99 with a
         # searched token split LLMCompass never ran; A100 overhead 0.5 us with an 18 us GEMM
-        # floor once the 1024^3 cuBLASLt point joined the fit (8.28: I13 -25.6%)
-        "inference": 8.28,
+        # floor once the 1024^3 cuBLASLt point joined the fit (8.28: I13 -25.6%); biased
+        # GEMMs priced as GEMMs (8.46: I12 9.90 -> 10.65%)
+        "inference": 8.46,
     }
     for group, value in expected.items():
         assert float(summary[group]["mean_abs_error_pct"]) == pytest.approx(value, abs=0.05)
