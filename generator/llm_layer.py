@@ -354,7 +354,7 @@ class Layer:
             down = self.sort_chunks("expert_unsort", down)
         out = perm.combine(down)
         if c.shared_experts:
-            shared = self.mlp(h, "shared", c.moe_ffn * c.shared_experts, False)
+            shared = self.mlp(h, "shared", c.moe_ffn * c.shared_experts, c.mlp_bias)
             out = add(b, "moe_sum", out, shared, abpe=self.a)
         return out
 

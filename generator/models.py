@@ -185,7 +185,7 @@ def from_spec(spec: setup_pb2.ModelSpec, where: str) -> ModelConfig:
         first_dense_layers=spec.first_dense_layers,
         capacity_factor=spec.capacity_factor,
         router_bias=arch == "gpt_oss",  # GPT-OSS's biases and sinks have no inline fields
-        expert_bias=arch == "gpt_oss",
+        expert_bias=arch == "gpt_oss" or spec.mlp_bias,  # every MLP's, experts' too
         attn_sinks=arch == "gpt_oss",
         q_lora_rank=spec.q_lora_rank,
         kv_lora_rank=spec.kv_lora_rank,
