@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from generator.models import MODELS_DIR, from_hf_config
+from generator.hf_files import MODELS_DIR
+from generator.models import from_hf_config
 from mapshard.fidelity.cases import Case, Unmodelable
 from schema import setup_pb2
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 
-from generator import models
+from generator import hf_files as models
 from mapshard.cli import EXIT_BAD_INPUT, main
 
 TINY_LLAMA = {

@@ -12,7 +12,8 @@ import pytest
 from google.protobuf import text_format
 
 from generator.build import build_workload
-from generator.models import MODELS_DIR, from_hf_config
+from generator.hf_files import MODELS_DIR
+from generator.models import from_hf_config
 from schema import setup_pb2
 from schema.errors import SetupError
 

@@ -25,7 +25,8 @@ import pytest
 
 from generator.build import build_workload
 from generator.graph import OperandRole, Pass
-from generator.models import MODELS_DIR, from_hf_config, shipped_models
+from generator.hf_files import MODELS_DIR, shipped_models
+from generator.models import from_hf_config
 from mapshard import cli
 from mapshard.models_list import model_row
 from schema import setup_pb2
