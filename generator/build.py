@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from generator.graph import Kernel, KernelKind, ModelInfo, OperandRole, Pass, Phase, Workload
+from generator.graph import Kernel, ModelInfo, OperandRole, Pass, Phase, Workload
 from generator.models import load_model
 from generator.pins import apply_pins
 from generator.precision import default_dtype, resolve_precision
@@ -83,11 +83,9 @@ def check_loop_sizes(workload: Workload, setup_path: Path) -> None:
 def _matrix_points(kernel: Kernel) -> int:
     """M*K*N of a two-input matrix kernel (its dims less those all three operands share),
     0 for any other kernel."""
+    if not kernel.is_matrix:
+        return 0
     ins, outs = kernel.matrix_operands
-    if kernel.kind not in (KernelKind.GEMM, KernelKind.BATCHED_GEMM) or len(ins) != 2:
-        return 0
-    if len(outs) != 1:
-        return 0
     shared = set(ins[0].dims) & set(ins[1].dims) & set(outs[0].dims)
     points = 1
     for dim, size in kernel.dims:

@@ -201,6 +201,14 @@ class Kernel:
         return ins, kept
 
     @property
+    def is_matrix(self) -> bool:
+        """A two-input matrix kernel (A x B -> C, a bias riding on it): the GEMM the
+        data-movement frontier tiles and the GEMM tables time."""
+        ins, outs = self.matrix_operands
+        gemm = self.kind in (KernelKind.GEMM, KernelKind.BATCHED_GEMM)
+        return gemm and len(ins) == 2 and len(outs) == 1
+
+    @property
     def reduction_dims(self) -> tuple[str, ...]:
         out = {d for o in self.outputs for d in o.dims}
         return tuple(d for d, _ in self.dims if d not in out)

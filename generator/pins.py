@@ -209,9 +209,7 @@ def sharding_problem(kernel: Kernel, sharding: str) -> str:
 def tile_kind(kernel: Kernel) -> str:
     """Which tiles a kernel takes (solver.cost.tilings.tilings): a two-input matrix kernel a
     GEMM family's, a fused attention kernel "attn" (or "stream"), the rest "stream"."""
-    gemm = kernel.kind in (KernelKind.GEMM, KernelKind.BATCHED_GEMM)
-    ins, outs = kernel.matrix_operands  # a bias is epilogue work
-    if gemm and len(ins) == 2 and len(outs) == 1:
+    if kernel.is_matrix:  # a bias is epilogue work
         return "gemm"
     return ATTENTION if kernel.kind == KernelKind.ATTENTION else STREAM
 

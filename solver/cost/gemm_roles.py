@@ -23,11 +23,7 @@ def gemm_roles(kernel: Kernel) -> tuple[str, str, str, list[str], list[str], lis
 
 
 def is_gemm(kernel: Kernel) -> bool:
-    return (
-        kernel.kind in (KernelKind.GEMM, KernelKind.BATCHED_GEMM)
-        and len(kernel.matrix_operands[0]) == 2
-        and len(kernel.matrix_operands[1]) == 1
-    )
+    return kernel.is_matrix
 
 
 def gemm_dims(kernel: Kernel) -> tuple[int, int, int, float] | None:

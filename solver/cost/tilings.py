@@ -116,11 +116,7 @@ def tile_costs(
     a, b, c, batch, _, _, _ = gemm_roles(kernel)
     bb = math.prod(sizes[d] for d in batch)
     ops = {o.name: o for o in kernel.operands}
-    epilogue = {
-        o.name: math.prod(sizes[d] for d in o.dims) * o.bytes_per_element
-        for o in kernel.operands
-        if o.name not in (a, b, c)
-    }
+    epilogue = {n: v for n, v in compulsory_bytes(kernel, sizes).items() if n not in (a, b, c)}
     elem = max(ops[a].bytes_per_element, ops[b].bytes_per_element, ops[c].bytes_per_element)
     out = []
     for p in pts:
