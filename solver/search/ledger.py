@@ -81,12 +81,14 @@ class Ledger:
         status: str,
         reason: str = "",
         memory_bytes: float | None = None,
+        floor: bool = True,
     ) -> None:
         """One candidate's label; `memory_bytes`: its plan's DRAM per chip (None: the
-        candidate's floor, footprint.memory_use with every parameter split over TP x PP)."""
+        candidate's floor, footprint.memory_use with every parameter split over TP x PP,
+        or unknown when not `floor`)."""
         deg = {k.lower(): v for k, v in cand.choice.degrees}
         knobs = training_space.describe(cand.workload, cand.choice.degree("TP"))
-        if memory_bytes is None:
+        if memory_bytes is None and floor:
             memory_bytes = footprint.memory_use(cand.workload, cand.choice, 0.0).total
         self.results.append(
             ChoiceResult(
@@ -140,13 +142,16 @@ class Ledger:
         """Label the candidates the search never reached (it ended on `ended_by`, a key of
         UNSOLVED_WHY): pruned when their own bound reaches the best plan, else not solved,
         their roofline bound kept in the gap. The stop counts (status, stop reason) only
-        when it left a candidate unsolved, or on Ctrl-C."""
+        when it left a candidate unsolved, or on Ctrl-C. After the valve or Ctrl-C their
+        memory floors are left unknown (None): they are for the report, and thousands of
+        them cost seconds the limit did not allow."""
         why, unsolved = UNSOLVED_WHY[ended_by], False
+        floor = ended_by == CANDIDATE_CAP  # a work budget: the same on every machine
         for lb, _, cand in bounds[len(self.results) :]:
             if lb >= best_latency_s * (1 - 1e-9):
-                self.record(lb, cand, None, "pruned")
+                self.record(lb, cand, None, "pruned", floor=floor)
             else:
-                self.record(lb, cand, None, NOT_SOLVED, why)
+                self.record(lb, cand, None, NOT_SOLVED, why, floor=floor)
                 self.open_bounds.append(lb)
                 unsolved = True
         if ended_by == "interrupted":

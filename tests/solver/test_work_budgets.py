@@ -21,7 +21,7 @@ from schema.errors import SetupError
 from solver import options as solver_defaults
 from solver.fusion.solve import solve_graph
 from solver.milp.linear import LinearModel, solve
-from solver.options import SolverOptions
+from solver.options import VALVE_STOP, SolverOptions
 
 # 8 chips on slow links: the roofline winner (TP 8) is solved first and is not the best
 # plan, and the other candidate's bound is below it (neither skippable nor prunable)
@@ -106,8 +106,23 @@ def test_the_candidate_budget_binds_before_the_valve(tmp_path: Path) -> None:
             assert c.status == ("not_solved" if unsolved else "pruned"), c
         skipped = [c.lower_bound_s for c in rest if c.status == "not_solved"]
         assert skipped and st.bound == pytest.approx(min(skipped), rel=1e-12)
+        # a work budget is the same everywhere: every candidate's memory floor is reported
+        assert all(c.memory_per_chip_bytes for c in plan.choices)
         outcomes.add((plan.latency_s, st.bound, tuple(c.status for c in plan.choices)))
     assert len(outcomes) == 1
+
+
+def test_past_the_valve_the_unreached_candidates_floors_are_not_computed(tmp_path: Path) -> None:
+    """The valve trips after the first candidate: the others are labelled by their bounds,
+    but their memory floors (report-only, thousands on a large space) are left unknown."""
+    text = SLOW_LINKS_8_CHIPS.replace("solver { max_candidates: 1 }", "")
+    (tmp_path / "setup.txt").write_text(text, encoding="utf-8")
+    plan = pipeline.plan(pipeline.load_scenario(tmp_path), 1e-6)
+    assert plan.stats.stop_reason == VALVE_STOP
+    first, *rest = plan.choices
+    assert first.status == "solved" and first.memory_per_chip_bytes
+    assert rest and all(c.memory_per_chip_bytes is None for c in rest)
+    assert {c.status for c in rest} <= {"pruned", "not_solved"}
 
 
 def _setup(solver: str) -> setup_pb2.Setup:

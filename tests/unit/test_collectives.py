@@ -266,3 +266,16 @@ def test_the_chip_files_gather_points_reproduce_the_installed_nccl_table():
             measured_s = float(row.latency.iloc[0]) * 1e-3
             assert level_collective_time(op, size, 8, nvl) == pytest.approx(measured_s, rel=3e-3)
     assert len(checked) >= 10  # 16 MiB .. 512 MiB of both
+
+
+def test_a_remembered_time_is_never_another_levels():
+    """The memo keys levels by identity: two levels of one name but other bandwidths, asked
+    in turn with the same size, each get their own hand-derived time, again on a repeat."""
+    fast, slow = switch(bw=100 * GB), switch(bw=50 * GB)
+    for _ in range(2):
+        # all-gather of 8e8 B over 8 chips: 7/8 * 8e8 / b
+        assert hierarchical_time("all_gather", 8e8, [(fast, 8)]) == pytest.approx(7e-3)
+        assert hierarchical_time("all_gather", 8e8, [(slow, 8)]) == pytest.approx(14e-3)
+        # two levels: reduce-scatter inside (7/8 * 8e8 / 1e11), then 1e8 across 2 (1/2 * 1e8 / 5e10)
+        two = hierarchical_time("reduce_scatter", 8e8, [(fast, 8), (slow, 2)])
+        assert two == pytest.approx(7e-3 + 1e-3)
