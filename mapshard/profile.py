@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import io
 from pathlib import Path
 
@@ -157,24 +158,40 @@ def merge_override(setup: setup_pb2.Setup, path: Path) -> setup_pb2.Setup:
     return merged
 
 
-#: the first line each action writes: an existing --out file that starts otherwise is the
-#: user's, never overwritten
+#: the first line each action writes (a file that starts otherwise is not its own)
 FIRST_LINE = {"compare": "phase,kernel,part,class,", "calibrate": "# Efficiency of "}
 DEFAULT_OUT = {"compare": "profile_compare.csv", "calibrate": "calibration.txt"}
 
 
+def mark_of(out: Path) -> Path:
+    """The hidden file beside `out` holding the SHA-256 of what MapShard wrote there: a
+    file edited since (calibration.txt is meant to be edited and merged) is the user's."""
+    return out.with_name(f".{out.name}.sha256")
+
+
 def check_own_file(out: Path, action: str) -> None:
-    """Raise SetupError unless `out` is new or a file this action wrote before."""
+    """Raise SetupError unless `out` is new or, unchanged since, a file this action wrote."""
     if out.is_symlink() or (out.exists() and not out.is_file()):
         raise SetupError(f"{out}: --out names a folder or a link; give the name of a new file")
-    if out.exists():
-        with open(out, "rb") as f:
-            head = f.readline(4096)
-        if not head.startswith(FIRST_LINE[action].encode("utf-8")):
-            raise SetupError(
-                f"{out}: the file exists and `mapshard profile {action}` did not write it; "
-                "it will not overwrite it: give another --out or remove the file"
-            )
+    if not out.exists():
+        return
+    data = out.read_bytes()
+    mark = mark_of(out)
+    written = mark.read_text(encoding="ascii").strip() if mark.is_file() else ""
+    ours = data.startswith(FIRST_LINE[action].encode("utf-8"))
+    if not ours or written != hashlib.sha256(data).hexdigest():
+        why = "was edited since MapShard wrote it" if ours else "was not written by it"
+        raise SetupError(
+            f"{out}: the file exists and {why}; `mapshard profile {action}` will not "
+            "overwrite it: give another --out or remove the file"
+        )
+
+
+def write_own_file(out: Path, text: str) -> None:
+    """`text` to `out` (atomically) and its SHA-256 beside it (`mark_of`)."""
+    data = text.encode("utf-8")
+    write_atomic(out, data)
+    write_atomic(mark_of(out), (hashlib.sha256(data).hexdigest() + "\n").encode("ascii"))
 
 
 def run_profile_command(args: argparse.Namespace) -> int:
@@ -192,7 +209,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
         )
     if args.action == "compare":
         print(format_comparison(cmp))
-        write_atomic(out, comparison_csv(cmp).encode("utf-8"))
+        write_own_file(out, comparison_csv(cmp))
         print(f"written: {out}")
         return 0
     math = scenario_options(scenario).math_precision
@@ -205,7 +222,7 @@ def run_profile_command(args: argparse.Namespace) -> int:
         scenario.system.dram.bandwidth_Bps,
     )
     text = override_text(cal, str(args.scenario), str(args.profile), chip.name, math if own else "")
-    write_atomic(out, text.encode("utf-8"))
+    write_own_file(out, text)
     print(text, end="")
     overhead_us = chip.efficiency.kernel_overhead_s * 1e6
     print(

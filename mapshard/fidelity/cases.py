@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,41 @@ REQUIRED = (
     "flop_convention",
     "extra_params",
 )
+# The schema's whole-number columns and its 0/1 ones (an empty cell: not known, or does not
+# apply; `usable` is always given): checked when the file is read, as `value` is, so a
+# typo is one line naming its cell rather than a row predicted from a misread number.
+WHOLE_COLUMNS = (
+    "num_chips",
+    "chips_per_node",
+    "hidden",
+    "layers",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "ffn_hidden",
+    "vocab",
+    "experts",
+    "experts_per_token",
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "ep",
+    "virtual_pipeline",
+    "global_batch",
+    "micro_batch",
+    "seq_len",
+    "batch",
+    "input_len",
+    "output_len",
+    "kv_len",
+    "m",
+    "k",
+    "n",
+    "message_bytes",
+)
+FLAG_COLUMNS = ("usable", "sequence_parallel", "fsdp")
+LARGEST_WHOLE = 2**53  # the largest whole number a float cell holds exactly
 KINDS = (
     "gemm",
     "memory_copy",
@@ -146,11 +182,18 @@ class Case:
         return float(raw) if raw else default
 
     def extra_float(self, key: str, default: float = 0.0) -> float:
+        """A number >= 0 of extra_params; `default` when absent or empty, Unmodelable
+        naming the key when it is not a finite number >= 0 (never a silent default)."""
         raw = self.extra.get(key, "")
-        try:
-            return float(raw) if raw else default
-        except ValueError:
+        if not raw:
             return default
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value >= 0):
+            raise Unmodelable(f"{key}={raw} is not a finite number >= 0")
+        return value
 
     def int_extra(self, key: str, default: int = 0) -> int:
         """A whole-number extra_params value; `default` when absent, Unmodelable when not a
@@ -188,9 +231,7 @@ def read_cases(path: str | Path) -> list[Case]:
     try:
         # utf-8-sig: a CSV saved by a spreadsheet may start with a byte-order mark
         with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            rows = list(reader)
+            header, rows = _records(f)
     except OSError as exc:
         raise SetupError(f"{path}: cannot read the cases file ({exc.strerror})") from exc
     except (csv.Error, UnicodeDecodeError) as exc:
@@ -204,9 +245,12 @@ def read_cases(path: str | Path) -> list[Case]:
     cases = []
     seen: set[str] = set()
     problems = []
-    for line, row in enumerate(rows, start=2):
+    for line, row in rows:
         cells = {k: (v or "") for k, v in row.items() if k is not None}
         case = Case(cells, parse_extra(cells.get("extra_params", "")))
+        problems.extend(
+            f"{path}: line {line}: {case.id or 'the row'}: {p}" for p in _cell_problems(case)
+        )
         if not case.id:
             problems.append(f"{path}: line {line}: id is empty")
         elif case.id in seen:
@@ -227,6 +271,46 @@ def read_cases(path: str | Path) -> list[Case]:
     if problems:
         raise SetupError(problems)
     return cases
+
+
+def _records(lines: Iterable[str]) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """The header and each record with the file line it starts on (a quoted cell may span
+    lines, and blank lines are skipped: a record's count is not its line)."""
+    reader = csv.reader(lines)
+    header = next(reader, [])
+    records = []
+    end = reader.line_num
+    for cells in reader:
+        start, end = end + 1, reader.line_num
+        if any(c.strip() for c in cells):
+            records.append((start, dict(zip(header, cells))))
+    return header, records
+
+
+def _cell_problems(case: Case) -> list[str]:
+    """The typed columns whose cell is not of their type (WHOLE_COLUMNS, FLAG_COLUMNS)."""
+    out = []
+    for name in WHOLE_COLUMNS:
+        raw = case.text(name)
+        if raw and not _whole(raw):
+            out.append(
+                f"{name} {raw[:20]!r} is not a whole number from 0 to {LARGEST_WHOLE} "
+                "(or leave it empty)"
+            )
+    for name in FLAG_COLUMNS:
+        raw = case.text(name)
+        if raw not in ("0", "1") and (raw or name == "usable"):
+            empty = "" if name == "usable" else " (or leave it empty)"
+            out.append(f"{name} {raw[:20]!r} is not 0 or 1{empty}")
+    return out
+
+
+def _whole(text: str) -> bool:
+    try:
+        number = float(text)
+    except ValueError:
+        return False
+    return math.isfinite(number) and number.is_integer() and 0 <= number <= LARGEST_WHOLE
 
 
 def _positive_number(text: str) -> bool:

@@ -52,6 +52,21 @@ TIME_METRICS = ("kernel_time_s", "iteration_time_s", "ttft_s", "layer_time_s", "
 NOT_PREDICTED = {
     "inference_server": "Poisson arrivals with latency SLOs are not modelled",
 }
+# the metrics each kind's prediction has (VALIDATION_SCHEMA.md's metric table): a time
+# metric is the kind's own unit of work, so ttft_s of a GEMM has no meaning
+_TRAINING_METRICS = ("iteration_time_s", "throughput_flops", "mfu", "hfu")
+_TOKEN_METRICS = ("tokens_per_s", "tokens_per_s_per_chip")
+METRICS_OF_KIND = {
+    "gemm": ("kernel_time_s", "throughput_flops"),
+    "attention_fwd": ("kernel_time_s", "throughput_flops"),
+    "hpl": ("rmax_flops",),
+    "training_step": (*_TRAINING_METRICS, *_TOKEN_METRICS),
+    "inference_prefill": ("ttft_s",),
+    "inference_static_batch": ("ttft_s", *_TOKEN_METRICS),
+    "layer_prefill": ("layer_time_s",),
+    "layer_decode": ("layer_time_s",),
+    "moe_layer": ("layer_time_s",),
+}
 
 
 @dataclass(frozen=True)
@@ -65,6 +80,12 @@ def predict(case: Case, where: Path) -> Prediction:
     if case.kind in NOT_PREDICTED:
         raise Unmodelable(NOT_PREDICTED[case.kind])
     check_settings(case)  # a run setting the model does not run: not modelled, named
+    allowed = METRICS_OF_KIND.get(case.kind)
+    if allowed is not None and case.metric not in allowed:
+        raise Unmodelable(
+            f"metric {case.metric!r} is not modelled for kind {case.kind} "
+            f"(modelled: {', '.join(allowed)})"
+        )
     if case.kind == "memory_copy":
         return _memory_copy(case, where)
     if case.kind == "collective":
@@ -219,6 +240,10 @@ def _solved(case: Case, where: Path) -> Prediction:
         t = p.ttft_s or p.latency_s
     elif kind == "inference_static_batch":
         t = p.latency_s
+        if case.metric == "ttft_s":
+            if p.ttft_s is None:
+                raise Unmodelable("the plan has no time to first token")
+            t = p.ttft_s
     elif kind == "moe_layer":
         t = moe_block_s(p, case.extra.get("pass", ""))
     else:  # layer rows: the layer graph(s) only, not the embedding / LM head
@@ -266,7 +291,10 @@ def _tokens(case: Case) -> float:
     counted = case.extra.get("tokens_counted", "output")
     if counted not in ("output", ""):
         raise Unmodelable(f"tokens_counted={counted} is not modelled (output tokens only)")
-    return case.float("batch", 1) * case.float("output_len", 1)
+    tokens = case.float("batch", 1) * case.float("output_len", 1)
+    if tokens <= 0:
+        raise Unmodelable("batch x output_len is 0: no generated tokens to count")
+    return tokens
 
 
 def metric_from_time(case: Case, t: float, chip_peak: float) -> float:

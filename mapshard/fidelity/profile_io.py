@@ -119,6 +119,11 @@ def _kernel_from_metrics(
         raise SetupError(f"{where}: kernel {index} ({name[:60]}) has no {TIME_METRIC}")
     t, unit = values[TIME_METRIC]
     time_s = t * _time_scale(unit)
+    if not (math.isfinite(time_s) and 0 <= time_s <= MAX_DUR_US * 1e-6):
+        raise SetupError(
+            f"{where}: kernel {index} ({name[:60]}): {TIME_METRIC} {t:g} {unit} is not a kernel "
+            f"time; give a duration from 0 to {MAX_DUR_US * 1e-6:g} s"
+        )
     dram = None
     for reads, writes in ((READ_BYTES, WRITE_BYTES), (READ_SECTORS, WRITE_SECTORS)):
         parts = []
@@ -220,7 +225,13 @@ def read_trace_json(text: str, where: str = "profile") -> list[MeasuredKernel]:
                 f"{where}: traceEvents[{i}] ({str(ev.get('name', ''))[:60]!r}): dur {dur!r} "
                 f"is not a kernel time; give microseconds from 0 to {MAX_DUR_US:g}"
             )
-        kernels.append((float(ev.get("ts", 0.0)), str(ev.get("name", "")), float(dur) * 1e-6))
+        ts = ev.get("ts", 0.0)
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+            raise SetupError(
+                f"{where}: traceEvents[{i}] ({str(ev.get('name', ''))[:60]!r}): ts {ts!r} is "
+                "not a start time; give a finite number of microseconds"
+            )
+        kernels.append((float(ts), str(ev.get("name", "")), float(dur) * 1e-6))
     kernels.sort(key=lambda k: k[0])
     return [MeasuredKernel(i, name, dur) for i, (_, name, dur) in enumerate(kernels)]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from generator.hf_files import MODELS_DIR
-from generator.models import from_hf_config
+from generator.models import ModelConfig, from_hf_config
 from mapshard.fidelity.cases import Case, Unmodelable
 from schema import setup_pb2
 
@@ -14,6 +14,29 @@ from schema import setup_pb2
 def _shipped(name: str) -> str:
     short = name.rsplit("/", 1)[-1]
     return short if (MODELS_DIR / short / "config.json").is_file() else ""
+
+
+def _agrees(case: Case, config: ModelConfig, name: str) -> None:
+    """The row's model columns that the shipped config also says must say the same (vocab
+    apart: the schema's is padded as the FLOP convention counts it); Unmodelable naming the
+    first that does not, rather than a prediction of the config that ignores it."""
+    ffn = {config.ffn, config.moe_ffn} - {0}
+    said = {
+        "heads": {config.heads},
+        "kv_heads": {config.kv_heads},
+        # latent attention's query/key and value heads differ in width: either may be meant
+        "head_dim": {config.head_dim, config.v_head_dim} - {0},
+        "ffn_hidden": ffn,
+        "experts": {config.experts},
+        "experts_per_token": {config.experts_per_token},
+    }
+    for column, values in said.items():
+        if case.has(column) and case.int(column) not in values:
+            shown = " or ".join(str(v) for v in sorted(values))
+            raise Unmodelable(
+                f"{column} {case.int(column)} but {name}'s config has {shown}: the row's "
+                "columns and its hf_config/local_config disagree"
+            )
 
 
 FFN_KINDS = {
@@ -42,6 +65,7 @@ def row_model(case: Case, msg: setup_pb2.Model) -> None:
         layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
         hidden = cfg.get("hidden_size", cfg.get("n_embd"))
         if layers == case.int("layers") and hidden == case.int("hidden"):
+            _agrees(case, from_hf_config(cfg, name, str(path)), name)
             msg.hf_model = name
             return
         if hidden == case.int("hidden"):

@@ -353,7 +353,7 @@ def _workload(case: Case, setup: setup_pb2.Setup) -> None:
         i.decode_attention = decode_attention(case)
         i.kv_reread_dram_share = kv_reread_dram_share(case, i.decode_attention)
         i.tensor_parallel_split = tensor_parallel_split(case)
-        i.prefill_tokens_per_pass = int(case.extra_float("max_num_tokens"))
+        i.prefill_tokens_per_pass = case.int_extra("max_num_tokens")
         i.request_overhead_us = request_overhead_us(case)
         i.eager_activation, i.eager_rope = eager_ops(case)
         i.moe_gemm, i.moe_permute = moe_gemm(case), moe_permute(case)

@@ -32,12 +32,12 @@ def stream_setup(case: Case) -> tuple[setup_pb2.Setup, list]:
     setup, levels = build_setup(case)
     inf = setup.workload.llm_inference
     s = inf.stream
-    s.num_requests = int(case.extra_float("requests"))
+    s.num_requests = case.int_extra("requests")
     s.input_len.tokens = case.int("input_len")
     s.output_len.tokens = case.int("output_len")
     s.arrival = setup_pb2.OFFLINE
-    s.max_batch = int(case.extra_float("max_batch"))
-    s.max_num_tokens = int(case.extra_float("max_num_tokens"))
+    s.max_batch = case.int_extra("max_batch")
+    s.max_num_tokens = case.int_extra("max_num_tokens")
     s.kv_memory_fraction = case.extra_float("kv_memory_fraction")
     s.chunked_prefill = case.extra.get("chunked_prefill", "0") in ("1", "true")
     inf.prefill_tokens_per_pass = 0  # the stream's max_num_tokens is the step budget

@@ -113,6 +113,14 @@ def _plan(workload, system, execution, best: DFStep, stats, results, scenario) -
             f"({best.latency_s:.6g} s, priced DFModel's way) is within {stats.gap:.2%} of it",
         )
     warnings += _sram_warning(phases, system, execution, workload)
+    kernels = len(phase.graph.kernels)
+    if execution.dataflow and kernels > 1 and execution.config_budget(kernels) == kernels:
+        warnings += (
+            f"num_config {execution.num_config or '(unset)'} allows one configuration per "
+            f"kernel of the {kernels}: DFModel then runs the graph kernel by kernel "
+            "(Config[i] = i, pinned configurations not kept); a smaller num_config lets "
+            "it fuse",
+        )
     if execution.dfmodel.pmu > 0:
         warnings += (
             f"DFModel prices this chip (pmu {execution.dfmodel.pmu}) with its PMU "

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from generator.graph import Workload
 from hardware.system import System
-from schema.errors import Interrupted, NoPlanError
+from schema.errors import Interrupted, NoPlanError, SetupError
 from solver import dfmodel
 from solver.options import ExecutionOptions, SolverOptions
 from solver.plan import Plan, SolveStats
@@ -64,6 +64,9 @@ def search_workload(
     choices = pinned_choices(choices, execution.placement, workload)  # plan.txt's layout
     candidates = training_space.expand(workload, choices)
     if not candidates:
+        split = training_space.batch_split_problem(workload, choices)
+        if split:
+            raise SetupError(f"workload.llm_training: {split}")
         raise infeasible.no_layout(workload, system, limits)
     bounds = training_space.ordered_bounds(candidates, system, execution)
     bounds = training_space.start_with(bounds, start_with)

@@ -58,7 +58,11 @@ def expand(workload: Workload, choices: list[Choice]) -> list[Candidate]:
     """Every candidate of the grid (module docstring), parallel choice outermost; a
     workload with nothing searched gives one candidate per choice."""
     if not workload.searched:
-        return [Candidate(workload, c) for c in choices if fits_expert_layout(workload, c)]
+        return [
+            Candidate(workload, c)
+            for c in choices
+            if fits_expert_layout(workload, c) and _micro_batch_divides(workload, c)
+        ]
     bases = workload.variants or (workload,)
     out = []
     # one pinned workload per (base, ZeRO, interleave), shared by every choice: equal
@@ -99,11 +103,32 @@ def group_sizes(candidates: list[Candidate]) -> dict[tuple, int]:
 
 
 def _micro_batch_divides(workload: Workload, choice: Choice) -> bool:
-    """A searched micro-batch must divide each data rank's (DP x EP) share of the global batch."""
-    if "micro_batch" not in workload.searched:
+    """A training step's global batch is a whole number of micro-batches on each data rank
+    (DP x EP), as Megatron-LM asserts: a layout that would pad the last one runs sequences
+    the step does not count."""
+    if workload.kind != "training" or workload.global_batch <= 0:
         return True
     per_rank, left = divmod(workload.global_batch, choice.data_ranks())
-    return left == 0 and per_rank % workload.micro_batch == 0
+    return left == 0 and per_rank % max(workload.micro_batch, 1) == 0
+
+
+def batch_split_problem(workload: Workload, choices: list[Choice]) -> str:
+    """Why no candidate is left when every layout fails `_micro_batch_divides` alone ("" when
+    some layout passes it, or none was dropped for it)."""
+    kept = [c for c in choices if fits_expert_layout(workload, c)]
+    if not kept or any(_micro_batch_divides(workload, c) for c in kept):
+        return ""
+    ranks = ", ".join(str(r) for r in sorted({c.data_ranks() for c in kept}))
+    micro = (
+        "the micro-batch sizes searched"
+        if "micro_batch" in workload.searched
+        else f"micro-batches of {max(workload.micro_batch, 1)}"
+    )
+    return (
+        f"global_batch {workload.global_batch} does not split into whole {micro} over the "
+        f"data ranks (DP x EP = {ranks} on the layouts this system allows): give a "
+        "global_batch divisible by micro_batch x DP x EP (Megatron-LM asserts it)"
+    )
 
 
 def zero_stages(workload: Workload, choice: Choice) -> tuple[int, ...]:

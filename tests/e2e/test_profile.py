@@ -280,3 +280,38 @@ def test_a_trace_duration_that_is_no_time_is_bad_input(dur: str) -> None:
     with pytest.raises(SetupError, match=r"t.json: traceEvents\[1\] \('relu'\): dur .* is not"):
         read_trace_json(text, "t.json")
     assert read_trace_json(text.replace(dur, "7"), "t.json")[1].time_s == 7e-6
+
+
+@pytest.mark.parametrize("ts", ['"abc"', "null", "[1]", "true"])
+def test_a_trace_start_that_is_no_time_is_bad_input(ts: str) -> None:
+    """A start time that is not a number was a ValueError / TypeError traceback."""
+    text = (
+        f'{{"traceEvents": [{{"ph": "X", "cat": "kernel", "name": "gemm", "ts": {ts}, "dur": 5}}]}}'
+    )
+    with pytest.raises(SetupError, match=r"t.json: traceEvents\[0\] \('gemm'\): ts .* is not"):
+        read_trace_json(text, "t.json")
+
+
+@pytest.mark.parametrize("cell", ["inf", "1e400", "-5"])
+def test_an_nsight_time_that_is_no_time_is_bad_input(tmp_path: Path, cell: str) -> None:
+    """The Nsight CSV path read infinite and negative durations, so `compare` printed
+    ratios of inf and below 0; it now refuses them as the trace path does."""
+    text = (DATA / "sample_ncu_raw.csv").read_text()
+    rows = list(csv.reader(line for line in text.splitlines() if not line.startswith("==")))
+    column = rows[0].index("gpu__time_duration.sum")
+    rows[2][column] = cell  # the first kernel (row 1 holds the units)
+    with pytest.raises(SetupError, match=r"kernel 0 .*gpu__time_duration.sum .* is not a kernel"):
+        read_ncu_csv("\n".join(",".join(f'"{c}"' for c in r) for r in rows), "n.csv")
+
+
+def test_an_output_edited_since_it_was_written_is_not_overwritten(tmp_path: Path) -> None:
+    """`--out` was refused only when its first line was not MapShard's: an edited
+    calibration.txt (meant to be edited) was overwritten."""
+    out = tmp_path / "calibration.txt"
+    args = ["profile", "calibrate", str(SCENARIO), str(DATA / "sample_ncu_raw.csv")]
+    assert main([*args, "--out", str(out)]) == 0
+    assert main([*args, "--out", str(out)]) == 0  # its own, unchanged: rewritten
+    edited = out.read_text().replace("gemm_util: 0.6", "gemm_util: 0.5") + "# mine\n"
+    out.write_text(edited)
+    assert main([*args, "--out", str(out)]) == 2
+    assert out.read_text() == edited

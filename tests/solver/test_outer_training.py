@@ -238,3 +238,18 @@ def test_a_pinned_micro_batch_the_placement_cannot_take_is_named(tmp_path):
         SetupError, match=r"micro_batch 4: .* 2 data ranks .* valid micro_batch: 1, 2"
     ):
         pipeline.plan(pipeline.load_scenario(tmp_path))
+
+
+def test_a_global_batch_that_splits_into_no_whole_micro_batches_is_bad_input(tmp_path):
+    """Global batch 3 over 2 data ranks of micro-batch 1 ran 2 micro-batches a rank (4
+    sequences) while the tokens/s counted 3; Megatron-LM asserts the split. Tagged DP 2:
+    no layout is left, one line says why. Untagged: only layouts that split it (TP 2)."""
+    knobs = "micro_batch: 1 recompute: RECOMPUTE_NONE zero_stage: 0 virtual_pipeline: 1"
+    text = setup_text(knobs, tag="DP").replace("global_batch: 4", "global_batch: 3")
+    with pytest.raises(
+        SetupError,
+        match=r"global_batch 3 does not split into whole micro-batches of 1 .*DP x EP = 2",
+    ):
+        solve(tmp_path / "tagged", text)
+    plan = solve(tmp_path / "searched", text.replace('parallelism: "DP"', ""))
+    assert plan.parallelism.get("dp", 1) == 1 and plan.micro_batches == 3
