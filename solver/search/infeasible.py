@@ -31,7 +31,7 @@ from solver.plan import MemoryUse
 from solver.search import footprint
 from solver.search.degrees import tp_fits
 from solver.search.parallel import Choice
-from solver.search.stages import model_layers
+from solver.search.stages import model_layers, splits_batch
 
 TAGS_HINT = "set the topology's parallelism tags to that layout, or leave them empty to search"
 
@@ -364,6 +364,8 @@ def smallest_layout(
     ):
         degrees = (("CP", workload.context_parallel), ("DP", dp), ("EP", workload.expert_parallel))
         choice = Choice((*degrees, ("PP", pp), ("TP", tp)), (), ())
+        if not splits_batch(workload, choice.data_ranks()):
+            continue  # a layout the batch split refuses (training_space.expand)
         if footprint.memory_use(workload, choice, capacity).total <= capacity * (1 + 1e-9):
             return tp, pp, dp
     return None

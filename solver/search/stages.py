@@ -102,6 +102,16 @@ def _tokens(phase: Phase) -> int:
     return 0
 
 
+def splits_batch(workload: Workload, data_ranks: int) -> bool:
+    """A training step's global batch is a whole number of micro-batches on each of
+    `data_ranks` (DP x EP), as Megatron-LM asserts: a layout that would pad the last one runs
+    sequences the step does not count."""
+    if workload.kind != "training" or workload.global_batch <= 0:
+        return True
+    per_rank, left = divmod(workload.global_batch, data_ranks)
+    return left == 0 and per_rank % max(workload.micro_batch, 1) == 0
+
+
 def micro_batches(workload: Workload, dp: int) -> int:
     """Micro-batches per step of each of `dp` data ranks (DP x EP: Choice.data_ranks)."""
     return max(1, math.ceil(workload.global_batch / (max(workload.micro_batch, 1) * dp)))

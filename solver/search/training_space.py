@@ -61,7 +61,7 @@ def expand(workload: Workload, choices: list[Choice]) -> list[Candidate]:
         return [
             Candidate(workload, c)
             for c in choices
-            if fits_expert_layout(workload, c) and _micro_batch_divides(workload, c)
+            if fits_expert_layout(workload, c) and stages.splits_batch(workload, c.data_ranks())
         ]
     bases = workload.variants or (workload,)
     out = []
@@ -70,7 +70,7 @@ def expand(workload: Workload, choices: list[Choice]) -> list[Candidate]:
     pinned: dict[tuple[int, int, int], Workload] = {}
     for choice in choices:
         for i, base in enumerate(bases):
-            if not serves(base, choice) or not _micro_batch_divides(base, choice):
+            if not serves(base, choice) or not stages.splits_batch(base, choice.data_ranks()):
                 continue
             for z in zero_stages(base, choice):
                 for v in interleavings(base, choice):
@@ -102,21 +102,11 @@ def group_sizes(candidates: list[Candidate]) -> dict[tuple, int]:
     return sizes
 
 
-def _micro_batch_divides(workload: Workload, choice: Choice) -> bool:
-    """A training step's global batch is a whole number of micro-batches on each data rank
-    (DP x EP), as Megatron-LM asserts: a layout that would pad the last one runs sequences
-    the step does not count."""
-    if workload.kind != "training" or workload.global_batch <= 0:
-        return True
-    per_rank, left = divmod(workload.global_batch, choice.data_ranks())
-    return left == 0 and per_rank % max(workload.micro_batch, 1) == 0
-
-
 def batch_split_problem(workload: Workload, choices: list[Choice]) -> str:
-    """Why no candidate is left when every layout fails `_micro_batch_divides` alone ("" when
+    """Why no candidate is left when every layout fails `stages.splits_batch` alone ("" when
     some layout passes it, or none was dropped for it)."""
     kept = [c for c in choices if fits_expert_layout(workload, c)]
-    if not kept or any(_micro_batch_divides(workload, c) for c in kept):
+    if not kept or any(stages.splits_batch(workload, c.data_ranks()) for c in kept):
         return ""
     ranks = ", ".join(str(r) for r in sorted({c.data_ranks() for c in kept}))
     micro = (

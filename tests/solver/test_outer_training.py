@@ -22,6 +22,7 @@ from mapshard import pipeline
 from mapshard.cli import main
 from schema import setup_pb2
 from schema.errors import InfeasibleError, SetupError
+from solver.search import infeasible
 from solver.search.footprint import memory_use
 from solver.search.parallel import Choice
 
@@ -253,3 +254,21 @@ def test_a_global_batch_that_splits_into_no_whole_micro_batches_is_bad_input(tmp
         solve(tmp_path / "tagged", text)
     plan = solve(tmp_path / "searched", text.replace('parallelism: "DP"', ""))
     assert plan.parallelism.get("dp", 1) == 1 and plan.micro_batches == 3
+
+
+def test_the_smallest_layout_hint_takes_only_layouts_that_split_the_batch(tmp_path):
+    """ZeRO-3 with DP only (TP and PP held at 1): each DP rank stores 1/DP of the model
+    state, so some DP fits; the hint named DP 2 for a global batch of 3, a layout the
+    search refuses (found by fuzzing: "TP 2 x PP 126 x DP 3" for a batch of 64). DP 3 is
+    the smallest that both fits and splits 3 sequences."""
+    knobs = "micro_batch: 1 recompute: RECOMPUTE_FULL zero_stage: 3 virtual_pipeline: 1"
+    text = setup_text(knobs).replace("global_batch: 4", "global_batch: 3")
+    (tmp_path / "setup.txt").write_text(text)
+    workload = pipeline.load_scenario(tmp_path).workload
+    only_dp = infeasible.Limits(max_tp=1, max_pp=1, max_dp=8, allow_dp=True)
+    state = [memory_use(workload, Choice((("DP", d), ("PP", 1), ("TP", 1)), (), ()), 0.0).total
+             for d in (1, 2, 3)]  # fmt: skip
+    assert state[0] > state[1] > state[2]
+    capacity = (state[1] + state[2]) / 2  # DP 2 would fit the memory, not the batch
+    assert infeasible.smallest_layout(workload, state[1] * 1.01, only_dp) == (1, 1, 3)
+    assert infeasible.smallest_layout(workload, capacity, only_dp) == (1, 1, 3)
