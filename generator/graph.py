@@ -193,12 +193,9 @@ class Kernel:
         outs = self.outputs
         first = set(outs[0].dims) if outs else set()
         ins = tuple(o for o in self.inputs if not (o.name == EPILOGUE_IN and set(o.dims) <= first))
-        kept = tuple(
-            o
-            for o in outs
-            if not (o.name == EPILOGUE_OUT and set(o.dims) <= first and o != outs[0])
-        )
-        return ins, kept
+        gradient = outs[0] if outs else None  # the contraction's own output, always kept
+        epilogue = [o for o in outs if o.name == EPILOGUE_OUT and set(o.dims) <= first]
+        return ins, tuple(o for o in outs if o not in epilogue or o == gradient)
 
     @property
     def is_matrix(self) -> bool:

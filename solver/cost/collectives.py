@@ -154,7 +154,7 @@ def _group_dims(torus_dims: Sequence[int], p: int) -> list[int]:
 # prices the same few hundred DP and pipeline collectives for thousands of candidates (a
 # 16-GPU MoE training search: 127,000 calls, 227 distinct). The entry holds its levels, so
 # their ids are not reused while it lives (as activations' floors).
-TIMES = memo.Memo(16_384)
+COLLECTIVE_TIMES = memo.Memo(16_384)
 
 
 def hierarchical_time(
@@ -162,11 +162,11 @@ def hierarchical_time(
 ) -> float:
     """A collective over a group spanning several levels, innermost first (`_hierarchical`)."""
     key = (kind, size_bytes, *[(id(level), p) for level, p in span])
-    hit = TIMES.find(key)
+    hit = COLLECTIVE_TIMES.find(key)
     if hit is not None and all(a is b for a, (b, _) in zip(hit[0], span)):
         return hit[1]
     value = _hierarchical(kind, size_bytes, span)
-    TIMES.put(key, (tuple(level for level, _ in span), value))
+    COLLECTIVE_TIMES.put(key, (tuple(level for level, _ in span), value))
     return value
 
 

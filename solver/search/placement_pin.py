@@ -8,6 +8,7 @@ from generator.graph import Workload
 from schema.errors import SetupError
 from schema.pins import parse_placement, placement_degrees, placement_key, placement_text
 from solver.search.parallel import Choice
+from solver.search.stages import splits_batch
 
 
 def choice_placement(choice: Choice) -> dict[str, tuple[tuple[str, int], ...]]:
@@ -48,7 +49,7 @@ def _check_micro_batch(workload: Workload, degrees: dict[str, int], placement: s
         return
     ranks = degrees.get("DP", 1) * degrees.get("EP", 1)
     batch, micro = workload.global_batch, max(workload.micro_batch, 1)
-    if batch % (ranks * micro) == 0:
+    if splits_batch(workload, ranks):
         return
     per_rank = batch // ranks if batch % ranks == 0 else 0
     valid = [d for d in range(1, per_rank + 1) if per_rank % d == 0]
