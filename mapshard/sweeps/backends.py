@@ -204,6 +204,22 @@ def _kill(pool: cf.ProcessPoolExecutor) -> None:
     pool.shutdown(wait=True)  # the pool's manager thread sees the dead workers and cleans up
 
 
+def _check_address(address: str) -> None:
+    """ValueError for an address no Client could use, found before a Client starts its
+    event-loop thread (on a loaded machine that start alone can outlast Dask's own 10 s
+    wait, and then the user's mistake surfaces as Dask's AssertionError)."""
+    from distributed.comm import registry
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.security import Security
+
+    scheme, location = parse_address(address)
+    registry.get_backend(scheme)  # ValueError: unknown address scheme
+    if scheme in ("tcp", "tls", "ws", "wss"):
+        parse_host_port(location)  # ValueError: missing port number
+    if scheme in ("tls", "wss") and Security().get_connection_args("client")["ssl_context"] is None:
+        raise ValueError(f"{scheme}:// without an ssl_context: Dask's TLS configuration is unset")
+
+
 class DaskBackend:
     name = "dask"
 
@@ -215,6 +231,7 @@ class DaskBackend:
                 "--cluster needs dask.distributed: pip install 'mapshard[cluster]'"
             ) from None
         try:
+            _check_address(address)
             self.client = Client(address, timeout="20s")
         except (ValueError, TypeError) as exc:  # no port, an unknown protocol, TLS unset
             raise SetupError(
